@@ -1,0 +1,36 @@
+// Package gpu discovers a node's GPUs and reads their telemetry: through NVML
+// (github.com/NVIDIA/go-nvml, loaded at run time so the binary runs where
+// there is no driver) or, when asked, simulated devices that are marked as
+// such everywhere they appear.
+package gpu
+
+import "context"
+
+// Device is one GPU as discovered.
+type Device struct {
+	Index       int
+	UUID        string
+	Model       string // e.g. "NVIDIA H100 80GB HBM3"
+	MemoryMiB   int64
+	PCIBusID    string
+	NVLinkPeers []int // indexes of GPUs on this node reachable over NVLink
+	Simulated   bool
+}
+
+// Telemetry is a live reading of one GPU.
+type Telemetry struct {
+	Index         int
+	MemoryUsedMiB int64
+	Utilization   int  // percent
+	Temperature   *int // degrees Celsius; nil when unknown
+}
+
+// Source discovers GPUs and reads their telemetry.
+type Source interface {
+	// Devices returns the node's GPUs in index order.
+	Devices(ctx context.Context) ([]Device, error)
+	// Telemetry returns a reading per GPU, in index order.
+	Telemetry(ctx context.Context) ([]Telemetry, error)
+	// Close releases the source (NVML shutdown).
+	Close() error
+}

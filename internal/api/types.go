@@ -1,0 +1,277 @@
+// Package api holds the wire types of Corral's HTTP API: what the server
+// answers and what the CLI and other clients send. Field names follow
+// SPEC.md (snake_case JSON). The package has no behaviour beyond parsing and
+// formatting these values, so both sides of the wire can import it.
+package api
+
+import "time"
+
+// State is a job's lifecycle state. The names are the seed's, exactly.
+type State string
+
+// The job states, in lifecycle order.
+const (
+	StateQueued     State = "queued"
+	StateScheduled  State = "scheduled"
+	StateAllocating State = "allocating"
+	StateRunning    State = "running"
+	StateCompleted  State = "completed"
+	StateFailed     State = "failed"
+	StateCanceled   State = "canceled"
+)
+
+// States lists every job state in lifecycle order.
+var States = []State{StateQueued, StateScheduled, StateAllocating, StateRunning, StateCompleted, StateFailed, StateCanceled}
+
+// Terminal reports whether s is a final state.
+func (s State) Terminal() bool {
+	return s == StateCompleted || s == StateFailed || s == StateCanceled
+}
+
+// Active reports whether a job in state s holds (or is about to hold) GPUs.
+func (s State) Active() bool {
+	return s == StateScheduled || s == StateAllocating || s == StateRunning
+}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Event reasons: short machine-readable codes recorded with each transition.
+const (
+	ReasonSubmitted   = "submitted"
+	ReasonScheduled   = "scheduled"
+	ReasonAllocating  = "allocating"
+	ReasonStarted     = "started"
+	ReasonExited      = "exited"       // the process ended with exit code 0
+	ReasonExitCode    = "exit_code"    // the process ended with a non-zero code or a signal
+	ReasonStartFailed = "start_failed" // the process could not be started (bad workdir, ...)
+	ReasonCanceled    = "canceled"
+	ReasonLost        = "lost" // the job's processes died with the server or agent
+	ReasonRequeued    = "requeued"
+)
+
+// Allocation is one GPU held by a job.
+type Allocation struct {
+	NodeID    string  `json:"node_id"`
+	GPUID     int     `json:"gpu_id"`
+	GPUUUID   string  `json:"gpu_uuid"`
+	MemoryGB  float64 `json:"memory_gb"`
+	Simulated bool    `json:"simulated,omitempty"`
+}
+
+// Event is one state transition of a job.
+type Event struct {
+	At      time.Time `json:"at"`
+	From    State     `json:"from,omitempty"`
+	To      State     `json:"to"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message,omitempty"`
+}
+
+// Job is a job as the API shows it.
+type Job struct {
+	ID                 string            `json:"id"`
+	Name               string            `json:"name,omitempty"`
+	User               string            `json:"user"`
+	Project            string            `json:"project"`
+	Command            string            `json:"command"`
+	Workdir            string            `json:"workdir,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
+	GPUCount           int               `json:"gpu_count"`
+	GPUMemoryGB        float64           `json:"gpu_memory_gb,omitempty"`
+	GPUType            string            `json:"gpu_type,omitempty"`
+	Nodes              int               `json:"nodes"`
+	Priority           Priority          `json:"priority"`
+	EstimatedDuration  *Seconds          `json:"estimated_duration,omitempty"`
+	MaxRetries         int               `json:"max_retries"`
+	State              State             `json:"state"`
+	Reason             string            `json:"reason,omitempty"`  // the reason of the latest transition
+	Message            string            `json:"message,omitempty"` // a sentence about the latest transition
+	SubmittedAt        time.Time         `json:"submitted_at"`
+	StartedAt          *time.Time        `json:"started_at,omitempty"`
+	FinishedAt         *time.Time        `json:"finished_at,omitempty"`
+	ExitCode           *int              `json:"exit_code,omitempty"`
+	RetryCount         int               `json:"retry_count"`
+	QueuePosition      int               `json:"queue_position,omitempty"`
+	EstimatedStartTime *time.Time        `json:"estimated_start_time,omitempty"`
+	PendingReason      string            `json:"pending_reason,omitempty"`  // machine-readable, queued jobs only
+	PendingMessage     string            `json:"pending_message,omitempty"` // the "why pending" sentence
+	CancelRequested    bool              `json:"cancel_requested,omitempty"`
+	Allocation         []Allocation      `json:"allocation"`
+	Events             []Event           `json:"events,omitempty"`
+}
+
+// SubmitRequest is the body of POST /queue/submit. Priority and
+// EstimatedDuration accept several spellings (see ParsePriority and
+// ParseSeconds), so they arrive raw and are parsed by Validate.
+type SubmitRequest struct {
+	Name              string            `json:"name,omitempty"`
+	User              string            `json:"user,omitempty"`
+	Project           string            `json:"project,omitempty"`
+	Command           string            `json:"command"`
+	Workdir           string            `json:"workdir,omitempty"`
+	Env               map[string]string `json:"env,omitempty"`
+	GPUCount          *int              `json:"gpu_count,omitempty"`
+	GPUMemoryGB       float64           `json:"gpu_memory_gb,omitempty"`
+	GPUType           string            `json:"gpu_type,omitempty"`
+	Nodes             int               `json:"nodes,omitempty"`
+	Priority          RawValue          `json:"priority,omitempty"`
+	EstimatedDuration RawValue          `json:"estimated_duration,omitempty"`
+	MaxRetries        int               `json:"max_retries,omitempty"`
+}
+
+// QueuedJob is one row of GET /queue.
+type QueuedJob struct {
+	ID                 string     `json:"id"`
+	Name               string     `json:"name,omitempty"`
+	User               string     `json:"user"`
+	Project            string     `json:"project"`
+	Priority           Priority   `json:"priority"`
+	RequestedGPUs      int        `json:"requested_gpus"`
+	Nodes              int        `json:"nodes"`
+	QueuedAt           time.Time  `json:"queued_at"`
+	QueuePosition      int        `json:"queue_position"`
+	EstimatedStartTime *time.Time `json:"estimated_start_time"`
+	EstimatedWaitTime  *float64   `json:"estimated_wait_time"` // seconds from now; null when unknown
+	WaitedSeconds      float64    `json:"waited_seconds"`
+	PendingReason      string     `json:"pending_reason,omitempty"`
+	PendingMessage     string     `json:"pending_message,omitempty"`
+}
+
+// QueueStatistics is GET /queue/statistics (and the statistics of GET /queue).
+// Times are in seconds; throughput is jobs started per hour over the last hour.
+type QueueStatistics struct {
+	TotalQueued       int     `json:"total_queued"`
+	TotalRunning      int     `json:"total_running"`
+	AverageWaitTime   float64 `json:"average_wait_time"`
+	WaitTimeP50       float64 `json:"wait_time_p50"`
+	WaitTimeP95       float64 `json:"wait_time_p95"`
+	WaitTimeP99       float64 `json:"wait_time_p99"`
+	QueueThroughput   float64 `json:"queue_throughput"`
+	CompletedLastHour int     `json:"completed_last_hour"`
+}
+
+// QueueResponse is GET /queue.
+type QueueResponse struct {
+	QueuedJobs []QueuedJob     `json:"queued_jobs"`
+	Statistics QueueStatistics `json:"statistics"`
+}
+
+// JobList is GET /jobs.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// GPU is one device in GET /cluster/gpu-status. Memory is in MiB,
+// utilization in percent, temperature in degrees Celsius.
+type GPU struct {
+	ID          int    `json:"id"`
+	UUID        string `json:"uuid"`
+	Model       string `json:"model"`
+	MemoryTotal int64  `json:"memory_total"`
+	MemoryUsed  int64  `json:"memory_used"`
+	Utilization int    `json:"utilization"`
+	Temperature *int   `json:"temperature,omitempty"`
+	AllocatedTo string `json:"allocated_to,omitempty"` // a job id, or a hold's id
+	Held        bool   `json:"held,omitempty"`         // AllocatedTo names a hold, not a Corral job
+	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
+	Simulated   bool   `json:"simulated,omitempty"`
+}
+
+// Node is one node in GET /cluster/gpu-status.
+type Node struct {
+	NodeID    string `json:"node_id"`
+	Hostname  string `json:"hostname"`
+	GPUCount  int    `json:"gpu_count"`
+	GPUType   string `json:"gpu_type"`
+	State     string `json:"state"` // "up"
+	Simulated bool   `json:"simulated,omitempty"`
+	GPUs      []GPU  `json:"gpus"`
+}
+
+// ClusterStatus is GET /cluster/gpu-status.
+type ClusterStatus struct {
+	TotalGPUs     int    `json:"total_gpus"`
+	AvailableGPUs int    `json:"available_gpus"`
+	AllocatedGPUs int    `json:"allocated_gpus"` // held GPUs included
+	HeldGPUs      int    `json:"held_gpus"`
+	Nodes         []Node `json:"nodes"`
+}
+
+// AllocateRequest is POST /cluster/gpu-allocate: hold GPUs for work run
+// outside Corral. JobID is the caller's name for that work.
+type AllocateRequest struct {
+	JobID    string  `json:"job_id"`
+	GPUCount int     `json:"gpu_count"`
+	MemoryGB float64 `json:"memory_gb,omitempty"`
+	GPUType  string  `json:"gpu_type,omitempty"`
+}
+
+// ReleaseRequest is POST /cluster/gpu-release.
+type ReleaseRequest struct {
+	JobID string `json:"job_id"`
+}
+
+// Hold is a set of GPUs held outside Corral's queue.
+type Hold struct {
+	JobID      string       `json:"job_id"`
+	User       string       `json:"user,omitempty"`
+	HeldAt     time.Time    `json:"held_at"`
+	ReleasedAt *time.Time   `json:"released_at,omitempty"`
+	Allocation []Allocation `json:"allocation"`
+}
+
+// PriorityRequest is PATCH /queue/{job_id}/priority.
+type PriorityRequest struct {
+	Priority RawValue `json:"priority"`
+}
+
+// OrchestratorStatus is GET /orchestrator/status (and the answer of start/stop).
+type OrchestratorStatus struct {
+	Running     bool       `json:"running"`
+	Policy      string     `json:"policy"`
+	Cycles      uint64     `json:"cycles"`
+	LastCycleAt *time.Time `json:"last_cycle_at,omitempty"`
+	LastCycleMS float64    `json:"last_cycle_ms"`
+	QueuedJobs  int        `json:"queued_jobs"`
+	RunningJobs int        `json:"running_jobs"`
+	StartedAt   time.Time  `json:"started_at"`
+	Version     string     `json:"version"`
+}
+
+// Policies is GET and PUT /orchestrator/policies. On PUT, omitted fields keep
+// their value.
+type Policies struct {
+	Policy     string   `json:"policy"`
+	Backfill   bool     `json:"backfill"`
+	Preemption bool     `json:"preemption"`
+	Gang       bool     `json:"gang"`                // always on: multi-GPU jobs are placed all-or-nothing
+	Available  []string `json:"available,omitempty"` // the policies this server offers (read-only)
+}
+
+// PoliciesUpdate is the body of PUT /orchestrator/policies.
+type PoliciesUpdate struct {
+	Policy     *string `json:"policy,omitempty"`
+	Backfill   *bool   `json:"backfill,omitempty"`
+	Preemption *bool   `json:"preemption,omitempty"`
+	Gang       *bool   `json:"gang,omitempty"`
+}
+
+// ErrorBody is every error answer: {"error": {...}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong; Field names the offending input field.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}

@@ -1,0 +1,72 @@
+// Package exec defines the small interface between Corral's orchestrator and
+// whatever runs jobs: the local node agent first, Ray, Slurm or Kubernetes
+// later. An executor starts a job's processes, stops them on request, and
+// reports what happened through a Sink; it never changes job state itself.
+package exec
+
+import (
+	"context"
+	"time"
+)
+
+// Task is one attempt of one job, placed on GPUs of one node.
+type Task struct {
+	JobID    string
+	Attempt  int               // the job's retry_count when this attempt started; tells stale reports apart
+	Command  string            // run with /bin/sh -c
+	Workdir  string            // empty: the executor's own working directory
+	Env      map[string]string // the job's env; the executor adds CUDA_VISIBLE_DEVICES and CORRAL_*
+	NodeID   string
+	GPUs     []int    // GPU indexes on the node, in CUDA_VISIBLE_DEVICES order
+	GPUUUIDs []string // the same GPUs' UUIDs
+	LogPath  string   // where stdout and stderr go (appended)
+}
+
+// UpdateKind says what an Update reports.
+type UpdateKind int
+
+const (
+	// Started: the job's process is running (PID set).
+	Started UpdateKind = iota + 1
+	// Exited: the job's process ended (ExitCode, Signal set), or never
+	// started (Err set).
+	Exited
+)
+
+func (k UpdateKind) String() string {
+	switch k {
+	case Started:
+		return "started"
+	case Exited:
+		return "exited"
+	}
+	return "unknown"
+}
+
+// Update is a report from an executor about one attempt.
+type Update struct {
+	JobID    string
+	Attempt  int
+	Kind     UpdateKind
+	At       time.Time
+	PID      int    // Started
+	ExitCode int    // Exited: the process's exit code, or 128+signal when killed
+	Signal   string // Exited: the signal that killed it ("killed", "terminated"), if any
+	Err      error  // Exited: the process could not be started
+}
+
+// Sink receives updates. It must not block: executors call it from their own
+// goroutines, and also from inside Start.
+type Sink func(Update)
+
+// Executor runs tasks. Implementations are safe for concurrent use.
+type Executor interface {
+	// Start launches the task and returns once its process runs, or with an
+	// error if it could not be launched (then no Exited update follows). A
+	// Started update, then an Exited update, are sent to the sink.
+	Start(ctx context.Context, t Task) error
+	// Stop asks the attempt to end: SIGTERM to its whole process group, then
+	// SIGKILL after grace. It returns at once; the Exited update follows. Stop
+	// of an attempt that is not running is not an error.
+	Stop(ctx context.Context, jobID string, attempt int, grace time.Duration) error
+}

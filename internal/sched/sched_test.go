@@ -1,0 +1,267 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+
+// node builds a schedulable node with n free GPUs of the given model and
+// memory; busy lists indexes already taken.
+func node(id string, n int, model string, memGB int64, busy ...int) Node {
+	nd := Node{ID: id, Schedulable: true}
+	for i := range n {
+		nd.GPUs = append(nd.GPUs, GPU{Index: i, Model: model, MemoryMiB: memGB * 1024, Free: true})
+	}
+	for _, b := range busy {
+		nd.GPUs[b].Free = false
+	}
+	return nd
+}
+
+// job builds a queued job submitted `at` minutes after t0.
+func job(id string, gpus, prio, at int) Job {
+	return Job{ID: id, User: "u", Priority: prio, GPUs: gpus, SubmittedAt: t0.Add(time.Duration(at) * time.Minute)}
+}
+
+func startIDs(r Result) []string {
+	ids := []string{}
+	for _, s := range r.Starts {
+		ids = append(ids, s.JobID)
+	}
+	return ids
+}
+
+func TestOrder(t *testing.T) {
+	q := []Job{job("a", 1, 1, 0), job("b", 1, 3, 1), job("c", 1, 3, 2), job("d", 1, 4, 3), job("e", 1, 2, 0)}
+	tests := map[string]struct {
+		policy string
+		want   []string
+	}{
+		// priority: critical d, then the two highs in submission order, then normal, then low.
+		"priority": {PolicyPriority, []string{"d", "b", "c", "e", "a"}},
+		// fcfs: submission order; a and e tie on time and break on id.
+		"fcfs": {PolicyFCFS, []string{"a", "e", "b", "c", "d"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, j := range Order(q, Policy{Name: tc.policy}) {
+				got = append(got, j.ID)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("order = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	tests := map[string]struct {
+		nodes       []Node
+		queue       []Job
+		policy      string
+		wantStarts  []string
+		wantGPUs    map[string][]int // job -> GPU indexes (single-node jobs)
+		wantReasons map[string]string
+		wantMessage map[string]string
+	}{
+		"fills in priority order": {
+			nodes:       []Node{node("n1", 8, "H100", 80)},
+			queue:       []Job{job("low", 4, 1, 0), job("high", 4, 3, 1), job("normal", 2, 2, 2)},
+			policy:      PolicyPriority,
+			wantStarts:  []string{"high", "normal"},
+			wantGPUs:    map[string][]int{"high": {0, 1, 2, 3}, "normal": {4, 5}},
+			wantReasons: map[string]string{"low": ReasonResources},
+			wantMessage: map[string]string{"low": "needs 4 GPUs on one node; the largest free block is 2 on n1"},
+		},
+		"head of line blocks later jobs": {
+			nodes:       []Node{node("n1", 8, "H100", 80, 0, 1, 2)},
+			queue:       []Job{job("big", 8, 2, 0), job("small", 1, 2, 1)},
+			policy:      PolicyFCFS,
+			wantStarts:  []string{},
+			wantReasons: map[string]string{"big": ReasonResources, "small": ReasonBehindHead},
+		},
+		"gang never split across nodes": {
+			nodes:       []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3), node("n2", 8, "H100", 80, 0, 1, 2, 3)},
+			queue:       []Job{job("g", 8, 2, 0)},
+			policy:      PolicyFCFS,
+			wantStarts:  []string{},
+			wantReasons: map[string]string{"g": ReasonResources},
+			wantMessage: map[string]string{"g": "needs 8 GPUs on one node; the largest free block is 4 on n1"},
+		},
+		"best fit keeps the whole node free": {
+			nodes:      []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1, 2, 3, 4, 5)},
+			queue:      []Job{job("a", 2, 2, 0), job("b", 8, 2, 1)},
+			policy:     PolicyFCFS,
+			wantStarts: []string{"a", "b"},
+			wantGPUs:   map[string][]int{"a": {6, 7}, "b": {0, 1, 2, 3, 4, 5, 6, 7}},
+		},
+		"gpu type and memory filter": {
+			nodes: []Node{node("a100", 4, "NVIDIA A100-SXM4-40GB", 40), node("h100", 2, "NVIDIA H100 80GB HBM3", 80)},
+			queue: []Job{
+				{ID: "t", GPUs: 2, GPUType: "h100", SubmittedAt: t0},
+				{ID: "m", GPUs: 1, MinMemoryMiB: 60 * 1024, SubmittedAt: t0.Add(time.Minute)},
+			},
+			policy:      PolicyFCFS,
+			wantStarts:  []string{"t"},
+			wantGPUs:    map[string][]int{"t": {0, 1}},
+			wantReasons: map[string]string{"m": ReasonResources},
+			wantMessage: map[string]string{"m": "needs 1 GPU with at least 60 GB each on one node; the largest free block is 0 on a100"},
+		},
+		"unsatisfiable does not block": {
+			nodes:       []Node{node("n1", 4, "H100", 80)},
+			queue:       []Job{job("huge", 16, 4, 0), job("ok", 1, 1, 1)},
+			policy:      PolicyPriority,
+			wantStarts:  []string{"ok"},
+			wantReasons: map[string]string{"huge": ReasonUnsatisfiable},
+		},
+		"cordoned node takes nothing": {
+			nodes:       []Node{{ID: "n1", Schedulable: false, GPUs: node("x", 2, "H100", 80).GPUs}},
+			queue:       []Job{job("a", 1, 2, 0)},
+			policy:      PolicyFCFS,
+			wantStarts:  []string{},
+			wantMessage: map[string]string{"a": "no node accepts new jobs (all are cordoned or down)"},
+		},
+		"multi-node gang": {
+			nodes:      []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0), node("n3", 8, "H100", 80)},
+			queue:      []Job{{ID: "g", GPUs: 8, Nodes: 2, SubmittedAt: t0}},
+			policy:     PolicyFCFS,
+			wantStarts: []string{"g"},
+		},
+		"zero-GPU job runs anywhere": {
+			nodes:      []Node{node("n1", 1, "H100", 80, 0)},
+			queue:      []Job{job("cpu", 0, 2, 0)},
+			policy:     PolicyFCFS,
+			wantStarts: []string{"cpu"},
+			wantGPUs:   map[string][]int{"cpu": {}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Schedule(Snapshot{Now: t0, Nodes: tc.nodes, Queue: tc.queue, Policy: Policy{Name: tc.policy}})
+			if got := startIDs(r); !reflect.DeepEqual(got, tc.wantStarts) {
+				t.Fatalf("starts = %v, want %v", got, tc.wantStarts)
+			}
+			for _, s := range r.Starts {
+				if want, ok := tc.wantGPUs[s.JobID]; ok && !reflect.DeepEqual(s.Placements[0].GPUs, want) {
+					t.Errorf("%s GPUs = %v, want %v", s.JobID, s.Placements[0].GPUs, want)
+				}
+			}
+			if len(r.Starts)+len(r.Pending) != len(tc.queue) {
+				t.Fatalf("%d starts + %d pending != %d queued", len(r.Starts), len(r.Pending), len(tc.queue))
+			}
+			for _, p := range r.Pending {
+				if want, ok := tc.wantReasons[p.JobID]; ok && p.Reason != want {
+					t.Errorf("%s reason = %q, want %q", p.JobID, p.Reason, want)
+				}
+				if want, ok := tc.wantMessage[p.JobID]; ok && p.Message != want {
+					t.Errorf("%s message = %q, want %q", p.JobID, p.Message, want)
+				}
+			}
+		})
+	}
+}
+
+func TestMultiNodeGangUsesDistinctFullNodes(t *testing.T) {
+	r := Schedule(Snapshot{Nodes: []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0), node("n3", 8, "H100", 80)},
+		Queue: []Job{{ID: "g", GPUs: 8, Nodes: 2}}})
+	if len(r.Starts) != 1 {
+		t.Fatalf("gang not started: %+v", r.Pending)
+	}
+	ps := r.Starts[0].Placements
+	if len(ps) != 2 || ps[0].NodeID != "n1" || ps[1].NodeID != "n3" {
+		t.Fatalf("placements = %+v, want n1 and n3", ps)
+	}
+}
+
+// TestScheduleProperties checks invariants over random clusters and queues:
+// no GPU is given twice or taken while busy, every gang is whole, every
+// queued job gets exactly one decision, and the same input gives the same
+// output.
+func TestScheduleProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for iter := range 3000 {
+		var nodes []Node
+		for n := range 1 + rng.IntN(5) {
+			var busy []int
+			size := []int{1, 2, 4, 8}[rng.IntN(4)]
+			for g := range size {
+				if rng.IntN(3) == 0 {
+					busy = append(busy, g)
+				}
+			}
+			nodes = append(nodes, node(fmt.Sprintf("n%d", n), size, []string{"H100", "A100"}[rng.IntN(2)], 40+40*int64(rng.IntN(2)), busy...))
+		}
+		var queue []Job
+		for i := range rng.IntN(30) {
+			j := job(fmt.Sprintf("j%02d", i), rng.IntN(9), 1+rng.IntN(4), rng.IntN(100))
+			if rng.IntN(5) == 0 {
+				j.Nodes = 1 + rng.IntN(3)
+			}
+			queue = append(queue, j)
+		}
+		snap := Snapshot{Now: t0, Nodes: nodes, Queue: queue, Policy: Policy{Name: Policies()[rng.IntN(2)]}}
+		r := Schedule(snap)
+		if again := Schedule(snap); !reflect.DeepEqual(r, again) {
+			t.Fatalf("iter %d: not deterministic", iter)
+		}
+		taken := map[string]bool{}
+		isFree := map[string]bool{}
+		for _, n := range nodes {
+			for _, g := range n.GPUs {
+				isFree[fmt.Sprintf("%s/%d", n.ID, g.Index)] = g.Free
+			}
+		}
+		byID := map[string]Job{}
+		for _, j := range queue {
+			byID[j.ID] = j
+		}
+		for _, s := range r.Starts {
+			j := byID[s.JobID]
+			if len(s.Placements) != nodesWanted(&j) {
+				t.Fatalf("iter %d: job %s got %d placements, wants %d nodes", iter, j.ID, len(s.Placements), nodesWanted(&j))
+			}
+			seenNode := map[string]bool{}
+			for _, p := range s.Placements {
+				if seenNode[p.NodeID] {
+					t.Fatalf("iter %d: job %s placed twice on %s", iter, j.ID, p.NodeID)
+				}
+				seenNode[p.NodeID] = true
+				if len(p.GPUs) != j.GPUs {
+					t.Fatalf("iter %d: job %s partial gang on %s: %v", iter, j.ID, p.NodeID, p.GPUs)
+				}
+				for _, g := range p.GPUs {
+					k := fmt.Sprintf("%s/%d", p.NodeID, g)
+					if !isFree[k] || taken[k] {
+						t.Fatalf("iter %d: GPU %s double-booked (job %s)", iter, k, j.ID)
+					}
+					taken[k] = true
+				}
+			}
+		}
+		if len(r.Starts)+len(r.Pending) != len(queue) {
+			t.Fatalf("iter %d: decisions for %d of %d jobs", iter, len(r.Starts)+len(r.Pending), len(queue))
+		}
+	}
+}
+
+func BenchmarkSchedule(b *testing.B) {
+	var nodes []Node
+	for n := range 1000 {
+		nodes = append(nodes, node(fmt.Sprintf("node-%04d", n), 8, "H100", 80))
+	}
+	var queue []Job
+	for i := range 10000 {
+		queue = append(queue, job(fmt.Sprintf("j%05d", i), 1+i%8, 1+i%4, i))
+	}
+	snap := Snapshot{Now: t0, Nodes: nodes, Queue: queue, Policy: Policy{Name: PolicyPriority}}
+	b.ReportAllocs()
+	for b.Loop() {
+		Schedule(snap)
+	}
+}
