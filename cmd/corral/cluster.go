@@ -1,0 +1,248 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+func (c *cli) newNodesCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "nodes",
+		Short: "Show the nodes and their GPUs",
+		Args:  argsExactly(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			s, err := cl.Cluster(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return c.emit(s, func(w io.Writer) error { return printNodes(w, s) })
+		},
+	}
+}
+
+// printNodes writes one row per GPU, then the totals.
+func printNodes(w io.Writer, s api.ClusterStatus) error {
+	if len(s.Nodes) == 0 {
+		_, err := fmt.Fprintln(w, `no nodes: start one with "corral up" or "corral agent"`)
+		return err
+	}
+	t := newTable(w, "NODE", "HOSTNAME", "STATE", "GPU", "MODEL", "MEM", "USED", "UTIL", "TEMP", "ALLOCATED_TO")
+	simulated := false
+	for _, n := range s.Nodes {
+		if len(n.GPUs) == 0 {
+			t.row(n.NodeID, n.Hostname, n.State, "-", n.GPUType, "-", "-", "-", "-", "-")
+			continue
+		}
+		for _, g := range n.GPUs {
+			model := g.Model
+			if model == "" {
+				model = n.GPUType
+			}
+			if g.Simulated || n.Simulated {
+				model += " (sim)"
+				simulated = true
+			}
+			temp := "-"
+			if g.Temperature != nil {
+				temp = strconv.Itoa(*g.Temperature) + "C"
+			}
+			to := g.AllocatedTo
+			if g.Held && to != "" {
+				to = "hold:" + to
+			}
+			t.row(n.NodeID, n.Hostname, n.State, strconv.Itoa(g.ID), model, fmtMiB(g.MemoryTotal),
+				fmtMiB(g.MemoryUsed), strconv.Itoa(g.Utilization)+"%", temp, to)
+		}
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	total := fmt.Sprintf("%d GPUs on %d nodes: %d available, %d allocated", s.TotalGPUs, len(s.Nodes), s.AvailableGPUs, s.AllocatedGPUs)
+	if s.HeldGPUs > 0 {
+		total += fmt.Sprintf(" (%d held outside Corral)", s.HeldGPUs)
+	}
+	if simulated {
+		total += "; (sim) marks simulated GPUs, not real devices"
+	}
+	_, err := fmt.Fprintln(w, total)
+	return err
+}
+
+func (c *cli) newPolicyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "policy [get|set]",
+		Short: "Show or change the scheduling policy",
+		Long: `Show or change the scheduling policy: fair_share (the default), priority,
+fcfs or sjf, with the backfill and preemption switches. Gang placement is
+always on for multi-GPU jobs. Changes take effect at the next cycle.`,
+		Args: cobra.NoArgs,
+		RunE: c.policyGet,
+	}
+	get := &cobra.Command{
+		Use:   "get",
+		Short: "Show the scheduling policy",
+		Args:  argsExactly(0, "no arguments"),
+		RunE:  c.policyGet,
+	}
+	var (
+		policy               string
+		backfill, preemption bool
+	)
+	set := &cobra.Command{
+		Use:   "set [POLICY] [--backfill=BOOL] [--preemption=BOOL]",
+		Short: "Change the scheduling policy or its switches",
+		Example: `  corral policy set fcfs
+  corral policy set --policy priority --preemption=true
+  corral policy set --backfill=false`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("too many arguments: want at most one policy name, got %q", args)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var u api.PoliciesUpdate
+			fl := cmd.Flags()
+			if len(args) == 1 {
+				if fl.Changed("policy") && policy != args[0] {
+					return usagef("the policy is given twice: %q and --policy %q", args[0], policy)
+				}
+				policy = args[0]
+			}
+			if policy != "" {
+				p := strings.ToLower(strings.TrimSpace(policy))
+				u.Policy = &p
+			}
+			if fl.Changed("backfill") {
+				u.Backfill = &backfill
+			}
+			if fl.Changed("preemption") {
+				u.Preemption = &preemption
+			}
+			if u.Policy == nil && u.Backfill == nil && u.Preemption == nil {
+				return usagef("nothing to set: name a policy, or --backfill or --preemption")
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			p, err := cl.SetPolicies(cmd.Context(), u)
+			if err != nil {
+				return err
+			}
+			return c.emit(p, func(w io.Writer) error { return printPolicies(w, p) })
+		},
+	}
+	fl := set.Flags()
+	fl.StringVar(&policy, "policy", "", "fair_share, priority, fcfs or sjf")
+	fl.BoolVar(&backfill, "backfill", false, "let small jobs run ahead when they do not delay the head of the queue")
+	fl.BoolVar(&preemption, "preemption", false, "let higher-priority jobs requeue lower-priority running ones")
+	cmd.AddCommand(get, set)
+	return cmd
+}
+
+func (c *cli) policyGet(cmd *cobra.Command, _ []string) error {
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	p, err := cl.Policies(cmd.Context())
+	if err != nil {
+		return err
+	}
+	return c.emit(p, func(w io.Writer) error { return printPolicies(w, p) })
+}
+
+func printPolicies(w io.Writer, p api.Policies) error {
+	t := newTable(w)
+	t.row("policy:", p.Policy)
+	t.row("backfill:", onOff(p.Backfill))
+	t.row("preemption:", onOff(p.Preemption))
+	t.row("gang:", onOff(p.Gang)+" (multi-GPU jobs are placed all-or-nothing)")
+	if len(p.Available) > 0 {
+		t.row("available:", strings.Join(p.Available, ", "))
+	}
+	return t.flush()
+}
+
+func (c *cli) newOrchestratorCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "orchestrator [status|start|stop]",
+		Short: "Show, start or stop the scheduling loop",
+		Long: `Show, start or stop the scheduling loop. Stopped means nothing new starts;
+running jobs are not touched.`,
+		Args: cobra.NoArgs,
+	}
+	type action struct {
+		use, short string
+		call       func(*cobra.Command) (api.OrchestratorStatus, error)
+	}
+	actions := []action{
+		{"status", "Show the scheduling loop's state", func(cmd *cobra.Command) (api.OrchestratorStatus, error) {
+			cl, err := c.client()
+			if err != nil {
+				return api.OrchestratorStatus{}, err
+			}
+			return cl.OrchestratorStatus(cmd.Context())
+		}},
+		{"start", "Start scheduling", func(cmd *cobra.Command) (api.OrchestratorStatus, error) {
+			cl, err := c.client()
+			if err != nil {
+				return api.OrchestratorStatus{}, err
+			}
+			return cl.StartOrchestrator(cmd.Context())
+		}},
+		{"stop", "Stop scheduling new jobs (running jobs go on)", func(cmd *cobra.Command) (api.OrchestratorStatus, error) {
+			cl, err := c.client()
+			if err != nil {
+				return api.OrchestratorStatus{}, err
+			}
+			return cl.StopOrchestrator(cmd.Context())
+		}},
+	}
+	for _, a := range actions {
+		run := func(cmd *cobra.Command, _ []string) error {
+			s, err := a.call(cmd)
+			if err != nil {
+				return err
+			}
+			return c.emit(s, func(w io.Writer) error { return c.printOrchestrator(w, s) })
+		}
+		if a.use == "status" {
+			cmd.RunE = run // plain "corral orchestrator" shows the status
+		}
+		cmd.AddCommand(&cobra.Command{Use: a.use, Short: a.short, Args: argsExactly(0, "no arguments"), RunE: run})
+	}
+	return cmd
+}
+
+func (c *cli) printOrchestrator(w io.Writer, s api.OrchestratorStatus) error {
+	now := c.now()
+	state := "stopped (nothing new starts; running jobs go on)"
+	if s.Running {
+		state = "running"
+	}
+	t := newTable(w)
+	t.row("state:", state)
+	t.row("policy:", s.Policy)
+	last := "never"
+	if s.LastCycleAt != nil {
+		last = fmt.Sprintf("%s ago, took %.1f ms", fmtDuration(now.Sub(*s.LastCycleAt)), s.LastCycleMS)
+	}
+	t.row("cycles:", fmt.Sprintf("%d (last %s)", s.Cycles, last))
+	t.row("queued jobs:", strconv.Itoa(s.QueuedJobs))
+	t.row("running jobs:", strconv.Itoa(s.RunningJobs))
+	t.row("server started:", fmtTimeFull(s.StartedAt, now))
+	t.row("version:", s.Version)
+	return t.flush()
+}

@@ -1,0 +1,435 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
+)
+
+// submitFlags are the flags of corral submit.
+type submitFlags struct {
+	gpus, nodes, maxRetries     int
+	gpuMem                      float64
+	gpuType, priority, duration string
+	name, project, user         string
+	workdir, idempotencyKey     string
+	env                         []string
+}
+
+func (c *cli) newSubmitCmd() *cobra.Command {
+	var f submitFlags
+	cmd := &cobra.Command{
+		Use:   "submit [flags] -- CMD [ARG...]",
+		Short: "Queue a job",
+		Long: `Queue a job. The command runs with /bin/sh -c on the node that gets it, in
+--workdir (default: the current directory), with CUDA_VISIBLE_DEVICES set to
+its GPUs.
+
+A single CMD argument is the shell command verbatim, so quote it to keep
+variables for the job's shell: corral submit -- 'echo $CUDA_VISIBLE_DEVICES'.
+Several arguments are joined with shell quoting, so they run as given.`,
+		Example: `  corral submit --gpus 2 --time 2h -- python train.py --lr 3e-4
+  corral submit --gpus 8 --nodes 2 --priority high --name big -- ./launch.sh
+  corral submit -- 'nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES'`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("missing the command to run, e.g. corral submit --gpus 1 -- python train.py")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := f.request(cmd, args)
+			if err != nil {
+				return err
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			job, err := cl.Submit(cmd.Context(), req, f.idempotencyKey)
+			if err != nil {
+				return err
+			}
+			return c.emit(job, func(w io.Writer) error {
+				detail := string(job.State)
+				if job.QueuePosition > 0 {
+					detail += ", position " + strconv.Itoa(job.QueuePosition)
+				}
+				_, err := fmt.Fprintf(w, "submitted job %s (%s)\n", job.ID, detail)
+				return err
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false) // flags after CMD belong to CMD
+	fl.IntVar(&f.gpus, "gpus", 0, "GPUs per node (default: the server's)")
+	fl.Float64Var(&f.gpuMem, "gpu-mem", 0, "minimum free memory per GPU, in GB")
+	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, e.g. H100")
+	fl.IntVar(&f.nodes, "nodes", 0, "nodes for a multi-node gang (--gpus on each)")
+	fl.StringVar(&f.priority, "priority", "", "low, normal, high or critical (or 1-4)")
+	fl.StringVar(&f.duration, "time", "", "estimated run time, e.g. 2h or 90m (helps backfill)")
+	fl.StringVar(&f.name, "name", "", "job name")
+	fl.StringVar(&f.project, "project", "", "project the job counts against")
+	fl.StringVar(&f.user, "user", "", "job owner (default $USER)")
+	fl.StringArrayVar(&f.env, "env", nil, "environment variable K=V for the job (repeatable)")
+	fl.StringVar(&f.workdir, "workdir", "", "working directory of the job (default: the current directory)")
+	fl.IntVar(&f.maxRetries, "max-retries", 0, "times to requeue the job after a lost node or preemption")
+	fl.StringVar(&f.idempotencyKey, "idempotency-key", "", "submitting again with the same key returns the first job")
+	return cmd
+}
+
+// request builds the submit body from the flags and the command arguments.
+func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequest, error) {
+	req := api.SubmitRequest{
+		Name:        f.name,
+		User:        f.user,
+		Project:     f.project,
+		Command:     joinCommand(args),
+		GPUMemoryGB: f.gpuMem,
+		GPUType:     f.gpuType,
+		Nodes:       f.nodes,
+		MaxRetries:  f.maxRetries,
+	}
+	if strings.TrimSpace(req.Command) == "" {
+		return req, usagef("the command to run is empty")
+	}
+	if cmd.Flags().Changed("gpus") {
+		gpus := f.gpus
+		req.GPUCount = &gpus
+	}
+	if f.priority != "" {
+		req.Priority = rawString(f.priority)
+	}
+	if f.duration != "" {
+		req.EstimatedDuration = rawString(f.duration)
+	}
+	env, err := parseEnv(f.env)
+	if err != nil {
+		return req, err
+	}
+	req.Env = env
+	if req.User == "" {
+		req.User = currentUser()
+	}
+	wd := f.workdir
+	if wd == "" {
+		if wd, err = os.Getwd(); err != nil {
+			return req, fmt.Errorf("finding the current directory for --workdir: %w", err)
+		}
+	} else if wd, err = filepath.Abs(wd); err != nil {
+		return req, usagef("--workdir: %w", err)
+	}
+	req.Workdir = wd
+	return req, nil
+}
+
+// parseEnv reads K=V pairs.
+func parseEnv(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
+			return nil, usagef("--env %q: want KEY=VALUE", p)
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// currentUser is $USER, or the account's name.
+func currentUser() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
+// rawString encodes s as a JSON string.
+func rawString(s string) api.RawValue {
+	b, _ := json.Marshal(s) // a string always marshals
+	return b
+}
+
+// shellSafe matches words the shell reads as themselves.
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+// joinCommand makes one shell command of args: a single argument is the
+// command verbatim; several are each quoted when the shell would otherwise
+// change them.
+func joinCommand(args []string) string {
+	if len(args) == 1 {
+		return args[0]
+	}
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = shellQuote(a)
+	}
+	return strings.Join(quoted, " ")
+}
+
+// shellQuote quotes s for /bin/sh when needed.
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
+}
+
+func (c *cli) newQueueCmd() *cobra.Command {
+	var long bool
+	cmd := &cobra.Command{
+		Use:   "queue",
+		Short: "List queued jobs in scheduling order",
+		Args:  argsExactly(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			q, err := cl.Queue(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return c.emit(q, func(w io.Writer) error { return c.printQueue(w, q, long) })
+		},
+	}
+	cmd.Flags().BoolVarP(&long, "long", "l", false, "show why each job is pending")
+	return cmd
+}
+
+func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
+	now := c.now()
+	if len(q.QueuedJobs) == 0 {
+		fmt.Fprintln(w, "no jobs queued")
+	} else {
+		headers := []string{"POS", "ID", "USER", "PRI", "GPUS", "WAITED", "EST.START", "NAME"}
+		if long {
+			headers = append(headers, "REASON")
+		}
+		t := newTable(w, headers...)
+		for _, j := range q.QueuedJobs {
+			waited := time.Duration(j.WaitedSeconds * float64(time.Second))
+			if waited == 0 && !j.QueuedAt.IsZero() {
+				waited = now.Sub(j.QueuedAt)
+			}
+			row := []string{strconv.Itoa(j.QueuePosition), j.ID, j.User, j.Priority.String(),
+				fmtGPUs(j.RequestedGPUs, j.Nodes), fmtDuration(waited),
+				fmtIn(j.EstimatedWaitTime, j.EstimatedStartTime, now), clip(j.Name, 32)}
+			if long {
+				reason := j.PendingMessage
+				if reason == "" {
+					reason = j.PendingReason
+				}
+				row = append(row, reason)
+			}
+			t.row(row...)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	s := q.Statistics
+	_, err := fmt.Fprintf(w, "%d queued, %d running; wait avg %s, p50 %s, p95 %s; %.1f jobs/h started\n",
+		s.TotalQueued, s.TotalRunning, fmtSeconds(s.AverageWaitTime), fmtSeconds(s.WaitTimeP50),
+		fmtSeconds(s.WaitTimeP95), s.QueueThroughput)
+	return err
+}
+
+func (c *cli) newJobsCmd() *cobra.Command {
+	var (
+		state, usr, project, since string
+		limit                      int
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List jobs, newest first",
+		Example: `  corral jobs --state failed --since 24h
+  corral jobs --user alice --limit 20`,
+		Args: argsExactly(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := client.JobFilter{State: api.State(state), User: usr, Project: project, Limit: limit}
+			if state != "" && !f.State.Valid() {
+				return usagef("--state %q: want one of %s", state, stateNames())
+			}
+			if limit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			if since != "" {
+				t, err := parseSince(since, c.now())
+				if err != nil {
+					return usagef("--since: %w", err)
+				}
+				f.Since = t
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			list, err := cl.Jobs(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			return c.emit(list, func(w io.Writer) error { return c.printJobs(w, list.Jobs) })
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&state, "state", "", "only jobs in this state ("+stateNames()+")")
+	fl.StringVar(&usr, "user", "", "only this user's jobs")
+	fl.StringVar(&project, "project", "", "only this project's jobs")
+	fl.StringVar(&since, "since", "", "only jobs submitted since: an age (1h, 2d) or a time (RFC 3339, 2006-01-02)")
+	fl.IntVar(&limit, "limit", 0, "at most this many jobs (default: the server's)")
+	return cmd
+}
+
+func (c *cli) printJobs(w io.Writer, jobs []api.Job) error {
+	if len(jobs) == 0 {
+		_, err := fmt.Fprintln(w, "no jobs")
+		return err
+	}
+	now := c.now()
+	t := newTable(w, "ID", "NAME", "USER", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "EXIT")
+	for _, j := range jobs {
+		t.row(j.ID, clip(j.Name, 32), j.User, jobState(j), fmtGPUs(j.GPUCount, j.Nodes),
+			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j))
+	}
+	return t.flush()
+}
+
+func stateNames() string {
+	names := make([]string, len(api.States))
+	for i, s := range api.States {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
+}
+
+// parseSince reads an age ("90m", "2d") or a time (RFC 3339 or a date).
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.ParseFloat(days, 64); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n * 24 * float64(time.Hour))), nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither an age like 1h or 2d nor a time like 2006-01-02T15:04:05Z", s)
+	}
+	return now.Add(-d), nil
+}
+
+func (c *cli) newCancelCmd() *cobra.Command {
+	var grace time.Duration
+	cmd := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a queued or running job",
+		Long: `Cancel a job. A queued job is canceled at once; a running one gets SIGTERM,
+then SIGKILL once the grace period is over.`,
+		Args: argsExactly(1, "the job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if grace < 0 {
+				return usagef("--grace must not be negative")
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			job, err := cl.Cancel(cmd.Context(), args[0], grace)
+			if err != nil {
+				return err
+			}
+			return c.emit(job, func(w io.Writer) error {
+				var err error
+				switch {
+				case job.State == api.StateCanceled:
+					_, err = fmt.Fprintf(w, "canceled job %s\n", job.ID)
+				case job.CancelRequested:
+					after := "the grace period"
+					if grace > 0 {
+						after = grace.String()
+					}
+					_, err = fmt.Fprintf(w, "canceling job %s (%s): SIGTERM now, SIGKILL after %s\n", job.ID, job.State, after)
+				default:
+					_, err = fmt.Fprintf(w, "job %s is %s\n", job.ID, job.State)
+				}
+				return err
+			})
+		},
+	}
+	cmd.Flags().DurationVar(&grace, "grace", 0, "time between SIGTERM and SIGKILL for a running job (default: the server's)")
+	return cmd
+}
+
+func (c *cli) newLogsCmd() *cobra.Command {
+	var (
+		follow  bool
+		attempt int
+	)
+	cmd := &cobra.Command{
+		Use:   "logs [-f] ID",
+		Short: "Print a job's output",
+		Args:  argsExactly(1, "the job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if attempt < 0 {
+				return usagef("--attempt must not be negative")
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			return cl.LogsWith(cmd.Context(), args[0], client.LogsOptions{Follow: follow, Attempt: attempt}, c.stdout)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the job ends")
+	cmd.Flags().IntVar(&attempt, "attempt", 0, "which run of a retried job (1 is the first; default: the latest)")
+	return cmd
+}
+
+func (c *cli) newPriorityCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:     "priority ID PRIORITY",
+		Short:   "Change a queued job's priority",
+		Example: "  corral priority 01JABC... high",
+		Args:    argsExactly(2, "the job ID and a priority (low, normal, high, critical)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := api.ParsePriority(args[1]); err != nil {
+				return usageError{err}
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			job, err := cl.SetPriority(cmd.Context(), args[0], args[1])
+			if err != nil {
+				return err
+			}
+			return c.emit(job, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "job %s priority is now %s\n", job.ID, job.Priority)
+				return err
+			})
+		},
+	}
+}

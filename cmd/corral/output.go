@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// emit prints v as indented JSON with -o json, and with table otherwise.
+func (c *cli) emit(v any, table func(w io.Writer) error) error {
+	if c.json() {
+		return writeJSON(c.stdout, v)
+	}
+	return table(c.stdout)
+}
+
+// writeJSON prints v as indented JSON, the way the API answers it (without
+// HTML escaping, so that commands like "a && b" stay readable).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
+
+// table writes tab-separated rows as aligned columns.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+// newTable starts a table on w with the given column headers (none: no
+// header row).
+func newTable(w io.Writer, headers ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	if len(headers) > 0 {
+		t.row(headers...)
+	}
+	return t
+}
+
+// row adds one row; cells are cleaned of tabs and newlines.
+func (t *table) row(cells ...string) {
+	for i, s := range cells {
+		cells[i] = cell(s)
+	}
+	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
+}
+
+// flush writes the table out.
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return fmt.Errorf("writing table: %w", err)
+	}
+	return nil
+}
+
+// cell makes s safe for one table cell: no tabs or line breaks, "-" when
+// empty.
+func cell(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' {
+			return ' '
+		}
+		return r
+	}, s)
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+// clip shortens s to at most n runes, marking the cut.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+// fmtDuration writes d for people: 42s, 3m12s, 2h5m, 3d4h.
+func fmtDuration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	s := int64(d.Round(time.Second) / time.Second)
+	switch {
+	case s < 60:
+		return fmt.Sprintf("%ds", s)
+	case s < 3600:
+		return fmt.Sprintf("%dm%ds", s/60, s%60)
+	case s < 86400:
+		return fmt.Sprintf("%dh%dm", s/3600, s%3600/60)
+	default:
+		return fmt.Sprintf("%dd%dh", s/86400, s%86400/3600)
+	}
+}
+
+// fmtSeconds writes a number of seconds as fmtDuration does.
+func fmtSeconds(s float64) string {
+	return fmtDuration(time.Duration(s * float64(time.Second)))
+}
+
+// fmtTime writes t in local time, short when it is today.
+func fmtTime(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	t = t.Local()
+	n := now.Local()
+	if t.Year() == n.Year() && t.YearDay() == n.YearDay() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("2006-01-02 15:04")
+}
+
+// fmtTimeFull writes t with its age, for detail views.
+func fmtTimeFull(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	rel := fmtDuration(d) + " ago"
+	if d < 0 {
+		rel = "in " + fmtDuration(-d)
+	}
+	return fmt.Sprintf("%s (%s)", t.Local().Format("2006-01-02 15:04:05 MST"), rel)
+}
+
+// fmtIn writes how long until t: "in 4m10s", "now", or "-" when unknown.
+func fmtIn(wait *float64, at *time.Time, now time.Time) string {
+	var d time.Duration
+	switch {
+	case wait != nil:
+		d = time.Duration(*wait * float64(time.Second))
+	case at != nil && !at.IsZero():
+		d = at.Sub(now)
+	default:
+		return "-"
+	}
+	if d < time.Second {
+		return "now"
+	}
+	return "in " + fmtDuration(d)
+}
+
+// fmtMiB writes a memory size given in MiB: 80G, 1.5G, 512M.
+func fmtMiB(mib int64) string {
+	if mib < 1024 {
+		return strconv.FormatInt(mib, 10) + "M"
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(float64(mib)/1024, 'f', 1, 64), ".0") + "G"
+}
+
+// fmtGB writes a size in GB without a needless fraction.
+func fmtGB(gb float64) string {
+	return strconv.FormatFloat(gb, 'f', -1, 64) + " GB"
+}
+
+// fmtGPUs writes a GPU request: "4", or "2x4" for 2 nodes of 4 GPUs each.
+func fmtGPUs(perNode, nodes int) string {
+	if nodes > 1 {
+		return fmt.Sprintf("%dx%d", nodes, perNode)
+	}
+	return strconv.Itoa(perNode)
+}
+
+// onOff writes a switch.
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
+)
+
+// Exit codes of the corral command.
+const (
+	exitOK    = 0
+	exitError = 1 // the command ran and failed (server error, unreachable, ...)
+	exitUsage = 2 // the command line was wrong
+)
+
+// Output formats of -o/--output.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// run is the whole program: it runs the command line args and returns the
+// exit code.
+func run(args []string) int {
+	return runWith(args, os.Stdout, os.Stderr)
+}
+
+// runWith is run writing to stdout and stderr, so that tests can capture
+// what it prints.
+func runWith(args []string, stdout, stderr io.Writer) int {
+	if args == nil {
+		args = []string{} // nil would make cobra read os.Args
+	}
+	c := &cli{stdout: stdout, stderr: stderr, now: time.Now}
+	root := c.newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteContextC(context.Background())
+	if err == nil {
+		return exitOK
+	}
+	return c.fail(cmd, err)
+}
+
+// cli holds one invocation's global flags and outputs; commands are methods
+// so that they share it without package-level state.
+type cli struct {
+	stdout, stderr io.Writer
+	now            func() time.Time
+
+	server string // --server; empty: $CORRAL_SERVER, else client.DefaultServer
+	token  string // --token; empty: $CORRAL_TOKEN
+	output string // -o/--output
+
+	// started is set once a command's RunE begins: errors before that came
+	// from parsing the command line, so they are usage errors.
+	started bool
+}
+
+// newRootCmd builds the command tree. Every command is registered here, in
+// one list.
+func (c *cli) newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "corral",
+		Short: "Corral: a GPU job scheduler",
+		Long: `Corral queues GPU jobs, places them on whole GPUs by policy, runs them and
+shows the cluster live.
+
+Start a single-machine setup with "corral up", then submit work with
+"corral submit --gpus 1 -- python train.py". Client commands talk to
+$CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
+--server and --token override them.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&c.server, "server", "", "Corral server URL or host:port (default $CORRAL_SERVER, else "+client.DefaultServer+")")
+	pf.StringVar(&c.token, "token", "", "API token sent as a bearer token (default $CORRAL_TOKEN)")
+	pf.StringVarP(&c.output, "output", "o", outputTable, "output format: table or json (json prints the API's answer)")
+
+	root.AddCommand(
+		// Daemons. The lead owns these (up.go); `corral server` and
+		// `corral agent` are registered here too, next to up.
+		newUpCmd(),
+
+		// Jobs (jobs.go).
+		c.newSubmitCmd(),
+		c.newQueueCmd(),
+		c.newJobsCmd(),
+		c.newShowCmd(),
+		c.newCancelCmd(),
+		c.newLogsCmd(),
+		c.newPriorityCmd(),
+
+		// Cluster and scheduling (cluster.go).
+		c.newNodesCmd(),
+		c.newPolicyCmd(),
+		c.newOrchestratorCmd(),
+	)
+	c.markStarts(root)
+	return root
+}
+
+// markStarts wraps every command's run function so that c.started is set
+// when it begins; see fail.
+func (c *cli) markStarts(cmd *cobra.Command) {
+	if r := cmd.RunE; r != nil {
+		cmd.RunE = func(cmd *cobra.Command, args []string) error {
+			c.started = true
+			return r(cmd, args)
+		}
+	}
+	if r := cmd.Run; r != nil {
+		cmd.Run = func(cmd *cobra.Command, args []string) {
+			c.started = true
+			r(cmd, args)
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		c.markStarts(sub)
+	}
+}
+
+// usageError marks an error in the command line: exit code 2 and a hint.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// fail prints err as "corral: <message>" and returns the exit code.
+func (c *cli) fail(cmd *cobra.Command, err error) int {
+	var ue usageError
+	usage := errors.As(err, &ue) || !c.started
+	fmt.Fprintf(c.stderr, "corral: %s\n", describe(err))
+	if usage {
+		if cmd != nil {
+			fmt.Fprintf(c.stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		}
+		return exitUsage
+	}
+	return exitError
+}
+
+// describe turns an error into a message for people: API errors get their
+// field and a hint for the statuses people can act on.
+func describe(err error) string {
+	var ae *api.Error
+	if !errors.As(err, &ae) {
+		return err.Error()
+	}
+	msg := ae.Error()
+	switch {
+	case ae.Status == http.StatusUnauthorized:
+		msg += " (the server needs a token: set CORRAL_TOKEN or pass --token)"
+	case ae.Status == http.StatusForbidden:
+		msg += " (your token is not allowed to do this)"
+	case ae.Status == http.StatusTooManyRequests:
+		msg += " (try again later)"
+	case ae.Status >= 500:
+		msg = fmt.Sprintf("the server failed (HTTP %d): %s", ae.Status, msg)
+	}
+	return msg
+}
+
+// argsExactly is cobra.ExactArgs with a message naming what is missing.
+func argsExactly(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) < n:
+			return usagef("missing %s", what)
+		case len(args) > n:
+			return usagef("too many arguments: want only %s, got %q", what, args)
+		}
+		return nil
+	}
+}
+
+// client checks the global flags and returns a client for the server they
+// name.
+func (c *cli) client() (*client.Client, error) {
+	if c.output != outputTable && c.output != outputJSON {
+		return nil, usagef("--output %q: want table or json", c.output)
+	}
+	server, from := c.server, "--server"
+	if server == "" {
+		server, from = os.Getenv("CORRAL_SERVER"), "CORRAL_SERVER"
+	}
+	base, err := client.NormalizeServerURL(server)
+	if err != nil {
+		return nil, usagef("%s: %w", from, err)
+	}
+	token := c.token
+	if token == "" {
+		token = os.Getenv("CORRAL_TOKEN")
+	}
+	return client.New(base, client.WithToken(token), client.WithUserAgent("corral-cli")), nil
+}
+
+// json reports whether -o json was asked for.
+func (c *cli) json() bool { return c.output == outputJSON }

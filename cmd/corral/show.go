@@ -1,0 +1,178 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+func (c *cli) newShowCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one job: its request, allocation and events",
+		Args:  argsExactly(1, "the job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			job, err := cl.Job(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(job, func(w io.Writer) error { return c.printJob(w, job) })
+		},
+	}
+}
+
+// printJob writes a job as "Key: value" lines, then its allocation and its
+// events.
+func (c *cli) printJob(w io.Writer, j api.Job) error {
+	now := c.now()
+	t := newTable(w)
+	kv := func(k, v string) { t.row(k+":", v) }
+	kv("ID", j.ID)
+	kv("Name", j.Name)
+	kv("State", jobState(j))
+	switch {
+	case j.Reason != "" && j.Message != "":
+		kv("Reason", j.Reason+": "+j.Message)
+	case j.Reason != "" || j.Message != "":
+		kv("Reason", j.Reason+j.Message)
+	}
+	kv("User", j.User)
+	kv("Project", j.Project)
+	kv("Command", j.Command)
+	kv("Workdir", j.Workdir)
+	if len(j.Env) > 0 {
+		kv("Env", fmtEnv(j.Env))
+	}
+	kv("GPUs", fmtRequest(j))
+	kv("Priority", j.Priority.String())
+	if j.EstimatedDuration != nil {
+		kv("Est. duration", fmtDuration(j.EstimatedDuration.Duration()))
+	}
+	kv("Retries", fmt.Sprintf("%d (max %d)", j.RetryCount, j.MaxRetries))
+	if j.State == api.StateQueued {
+		kv("Queue position", strconv.Itoa(j.QueuePosition))
+		kv("Est. start", fmtIn(nil, j.EstimatedStartTime, now))
+		pending := j.PendingMessage
+		if pending == "" {
+			pending = j.PendingReason
+		}
+		kv("Pending", pending)
+	}
+	kv("Submitted", fmtTimeFull(j.SubmittedAt, now))
+	if j.StartedAt != nil {
+		kv("Started", fmtTimeFull(*j.StartedAt, now))
+	}
+	if j.FinishedAt != nil {
+		kv("Finished", fmtTimeFull(*j.FinishedAt, now))
+	}
+	if j.StartedAt != nil {
+		kv("Runtime", jobRuntime(j, now))
+	}
+	if j.ExitCode != nil {
+		kv("Exit code", exitCode(j))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+
+	if len(j.Allocation) > 0 {
+		fmt.Fprintln(w, "Allocation:")
+		t = newTable(w, "  NODE", "GPU", "UUID", "MEMORY")
+		for _, a := range j.Allocation {
+			mem := "-"
+			if a.MemoryGB > 0 {
+				mem = fmtGB(a.MemoryGB)
+			}
+			uuid := a.GPUUUID
+			if a.Simulated {
+				uuid += " (simulated)"
+			}
+			t.row("  "+a.NodeID, strconv.Itoa(a.GPUID), uuid, mem)
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(j.Events) > 0 {
+		fmt.Fprintln(w, "Events:")
+		t = newTable(w, "  TIME", "TRANSITION", "REASON", "MESSAGE")
+		for _, e := range j.Events {
+			from := string(e.From)
+			if from == "" {
+				from = "*"
+			}
+			t.row("  "+e.At.Local().Format("2006-01-02 15:04:05"), from+" -> "+string(e.To), e.Reason, e.Message)
+		}
+		return t.flush()
+	}
+	return nil
+}
+
+// fmtRequest writes a job's GPU request in words.
+func fmtRequest(j api.Job) string {
+	s := strconv.Itoa(j.GPUCount)
+	if j.Nodes > 1 {
+		s = fmt.Sprintf("%d per node on %d nodes (%d in all)", j.GPUCount, j.Nodes, j.GPUCount*j.Nodes)
+	}
+	if j.GPUType != "" {
+		s += ", type " + j.GPUType
+	}
+	if j.GPUMemoryGB > 0 {
+		s += ", at least " + fmtGB(j.GPUMemoryGB) + " free each"
+	}
+	return s
+}
+
+// fmtEnv writes an environment as sorted K=V words.
+func fmtEnv(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + shellQuote(env[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+// jobState is the state, noting a pending cancel.
+func jobState(j api.Job) string {
+	if j.CancelRequested && !j.State.Terminal() {
+		return string(j.State) + " (canceling)"
+	}
+	return string(j.State)
+}
+
+// jobRuntime is how long the job has run, or ran.
+func jobRuntime(j api.Job, now time.Time) string {
+	switch {
+	case j.StartedAt == nil:
+		return "-"
+	case j.FinishedAt != nil:
+		return fmtDuration(j.FinishedAt.Sub(*j.StartedAt))
+	case j.State.Terminal():
+		return "-"
+	}
+	return fmtDuration(now.Sub(*j.StartedAt))
+}
+
+func exitCode(j api.Job) string {
+	if j.ExitCode == nil {
+		return "-"
+	}
+	return strconv.Itoa(*j.ExitCode)
+}

@@ -1,0 +1,265 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/corral-sched/corral/internal/agent/gpu"
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
+)
+
+// Node is a node the orchestrator schedules on.
+type Node struct {
+	ID        string
+	Hostname  string
+	Devices   []gpu.Device
+	Telemetry gpu.Source // live readings; nil: none
+	Simulated bool
+}
+
+// model returns the node's GPU model ("" without GPUs; the first device's
+// model when they differ).
+func (n *Node) model() string {
+	if len(n.Devices) == 0 {
+		return ""
+	}
+	return n.Devices[0].Model
+}
+
+// releaseJob frees every GPU the job holds in the books. Write lock held.
+func (o *Orchestrator) releaseJob(j *api.Job) {
+	for _, a := range j.Allocation {
+		k := gpuKey{a.NodeID, a.GPUID}
+		if o.owner[k] == j.ID {
+			delete(o.owner, k)
+		}
+	}
+}
+
+// snapshotNodes is the core's view of the nodes, with the GPUs that are
+// neither allocated nor held marked free. Read lock held.
+func (o *Orchestrator) snapshotNodes() []sched.Node {
+	out := make([]sched.Node, 0, len(o.nodes))
+	for _, n := range o.nodes {
+		sn := sched.Node{ID: n.ID, Schedulable: true, GPUs: make([]sched.GPU, 0, len(n.Devices))}
+		for _, d := range n.Devices {
+			_, busy := o.owner[gpuKey{n.ID, d.Index}]
+			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB, Free: !busy})
+		}
+		out = append(out, sn)
+	}
+	return out
+}
+
+func (o *Orchestrator) device(nodeID string, index int) (*Node, *gpu.Device) {
+	for i := range o.nodes {
+		n := &o.nodes[i]
+		if n.ID != nodeID {
+			continue
+		}
+		for k := range n.Devices {
+			if n.Devices[k].Index == index {
+				return n, &n.Devices[k]
+			}
+		}
+	}
+	return nil, nil
+}
+
+// allocation turns placements into the API's allocation records and marks
+// the GPUs as owned by id. Write lock held.
+func (o *Orchestrator) allocate(id string, ps []sched.Placement) []api.Allocation {
+	var out []api.Allocation
+	for _, p := range ps {
+		for _, idx := range p.GPUs {
+			n, d := o.device(p.NodeID, idx)
+			if d == nil {
+				continue
+			}
+			o.owner[gpuKey{p.NodeID, idx}] = id
+			out = append(out, api.Allocation{NodeID: p.NodeID, GPUID: idx, GPUUUID: d.UUID,
+				MemoryGB: float64(d.MemoryMiB) / 1024, Simulated: d.Simulated || n.Simulated})
+		}
+	}
+	if out == nil {
+		out = []api.Allocation{}
+	}
+	return out
+}
+
+// Capacity is what the largest node offers, for validating requests.
+type Capacity struct {
+	Nodes       int
+	MaxGPUs     int     // GPUs on the largest node
+	MaxMemoryGB float64 // memory of the largest GPU
+	Models      []string
+	LargestNode string
+}
+
+// capacity reads the cluster's capacity. Read lock held.
+func (o *Orchestrator) capacity() Capacity {
+	c := Capacity{Nodes: len(o.nodes)}
+	seen := map[string]bool{}
+	for _, n := range o.nodes {
+		if len(n.Devices) > c.MaxGPUs || c.LargestNode == "" {
+			c.MaxGPUs, c.LargestNode = max(c.MaxGPUs, len(n.Devices)), n.ID
+		}
+		for _, d := range n.Devices {
+			c.MaxMemoryGB = max(c.MaxMemoryGB, float64(d.MemoryMiB)/1024)
+			if !seen[d.Model] {
+				seen[d.Model] = true
+				c.Models = append(c.Models, d.Model)
+			}
+		}
+	}
+	slices.Sort(c.Models)
+	return c
+}
+
+// Hold takes GPUs for work run outside Corral: they go to no job until
+// Release. It fails with a 409 when they are not free now.
+func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user string) (api.Hold, error) {
+	req.JobID = strings.TrimSpace(req.JobID)
+	if req.JobID == "" {
+		return api.Hold{}, api.Invalid("job_id", "is required: a name for the work that will use the GPUs")
+	}
+	if len(req.JobID) > 128 {
+		return api.Hold{}, api.Invalid("job_id", "is longer than 128 characters")
+	}
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		c := o.capacity()
+		if err := checkGPURequest(c, "gpu_count", req.GPUCount, 1, "memory_gb", req.MemoryGB, req.GPUType); err != nil {
+			return nil, err
+		}
+		if _, ok := o.holds[req.JobID]; ok {
+			return nil, api.Conflict("hold_exists", "GPUs are already held for %q; release them first", req.JobID)
+		}
+		if _, ok := o.jobs[req.JobID]; ok {
+			return nil, api.Conflict("job_exists", "%q is a Corral job; pick another name for the hold", req.JobID)
+		}
+		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType}
+		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS}})
+		if len(r.Starts) == 0 {
+			return nil, api.Conflict("insufficient_gpus", "cannot hold now: %s", r.Pending[0].Message)
+		}
+		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: tx.now, Allocation: o.allocate(req.JobID, r.Starts[0].Placements)}
+		o.holds[h.JobID] = h
+		tx.batch.Holds = append(tx.batch.Holds, *h)
+		o.log.Info("GPUs held", "hold", h.JobID, "gpus", len(h.Allocation))
+		return *h, nil
+	})
+	if err != nil {
+		return api.Hold{}, err
+	}
+	return v.(api.Hold), nil
+}
+
+// Release frees the GPUs of a hold.
+func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, error) {
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		h, ok := o.holds[holdID]
+		if !ok {
+			if _, isJob := o.jobs[holdID]; isJob {
+				return nil, api.Conflict("not_a_hold", "%q is a Corral job, not a hold; cancel it with DELETE /queue/%s", holdID, holdID)
+			}
+			return nil, api.NotFound("no GPUs are held for %q", holdID)
+		}
+		for _, a := range h.Allocation {
+			k := gpuKey{a.NodeID, a.GPUID}
+			if o.owner[k] == holdID {
+				delete(o.owner, k)
+			}
+		}
+		delete(o.holds, holdID)
+		tx.batch.DeleteHolds = append(tx.batch.DeleteHolds, holdID)
+		o.dirty = true
+		out := *h
+		now := tx.now
+		out.ReleasedAt = &now
+		o.log.Info("GPUs released", "hold", holdID)
+		return out, nil
+	})
+	if err != nil {
+		return api.Hold{}, err
+	}
+	return v.(api.Hold), nil
+}
+
+// Cluster is GET /cluster/gpu-status: every node and GPU with its holder and
+// a live reading.
+func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
+	readings := make([][]gpu.Telemetry, len(o.nodes))
+	for i, n := range o.nodes {
+		if n.Telemetry != nil {
+			if t, err := n.Telemetry.Telemetry(ctx); err == nil {
+				readings[i] = t
+			}
+		}
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	var cs api.ClusterStatus
+	for i, n := range o.nodes {
+		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, GPUCount: len(n.Devices), GPUType: n.model(), State: "up", Simulated: n.Simulated, GPUs: []api.GPU{}}
+		for _, d := range n.Devices {
+			g := api.GPU{ID: d.Index, UUID: d.UUID, Model: d.Model, MemoryTotal: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated}
+			for _, t := range readings[i] {
+				if t.Index == d.Index {
+					g.MemoryUsed, g.Utilization, g.Temperature = t.MemoryUsedMiB, t.Utilization, t.Temperature
+				}
+			}
+			cs.TotalGPUs++
+			if holder, ok := o.owner[gpuKey{n.ID, d.Index}]; ok {
+				g.AllocatedTo = holder
+				_, g.Held = o.holds[holder]
+				cs.AllocatedGPUs++
+				if g.Held {
+					cs.HeldGPUs++
+				}
+			} else {
+				cs.AvailableGPUs++
+			}
+			an.GPUs = append(an.GPUs, g)
+		}
+		cs.Nodes = append(cs.Nodes, an)
+	}
+	if cs.Nodes == nil {
+		cs.Nodes = []api.Node{}
+	}
+	return cs
+}
+
+// checkGPURequest validates a GPU request against the cluster's capacity.
+func checkGPURequest(c Capacity, countField string, count, nodes int, memField string, memGB float64, gpuType string) error {
+	if count < 0 {
+		return api.Invalid(countField, "must be 0 or more, not %d", count)
+	}
+	if count > c.MaxGPUs {
+		if c.MaxGPUs == 0 {
+			return api.Invalid(countField, "asks for %d GPUs, but no node has any GPU (start corral with --simulate-gpus to try it without GPUs)", count)
+		}
+		return api.Invalid(countField, "asks for %d GPUs on one node; the largest possible is %d (node %s)", count, c.MaxGPUs, c.LargestNode)
+	}
+	if nodes > c.Nodes {
+		return api.Invalid("nodes", "asks for %d nodes; the cluster has %d", nodes, c.Nodes)
+	}
+	if memGB < 0 || memGB != memGB {
+		return api.Invalid(memField, "must be 0 or more")
+	}
+	if memGB > c.MaxMemoryGB && count > 0 {
+		return api.Invalid(memField, "asks for %g GB per GPU; the largest GPU has %g GB", memGB, c.MaxMemoryGB)
+	}
+	if gpuType != "" {
+		ok := false
+		for _, m := range c.Models {
+			ok = ok || strings.Contains(strings.ToLower(m), strings.ToLower(gpuType))
+		}
+		if !ok {
+			return api.Invalid("gpu_type", "no node has GPUs of type %q; the cluster has %s", gpuType, fmt.Sprint(c.Models))
+		}
+	}
+	return nil
+}

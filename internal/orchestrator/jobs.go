@@ -1,0 +1,143 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// Submit validates and queues a job; it returns once the job is durable.
+// With a non-empty idempotency key, a retry returns the first job (and
+// replayed=true) instead of queueing a second one.
+func (o *Orchestrator) Submit(ctx context.Context, req api.SubmitRequest, idemKey string) (job api.Job, replayed bool, err error) {
+	if len(idemKey) > 256 {
+		return api.Job{}, false, api.BadRequest("invalid_header", "Idempotency-Key", "the Idempotency-Key header is longer than 256 characters")
+	}
+	type result struct {
+		job      api.Job
+		replayed bool
+	}
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		if id, ok := o.idem[idemKey]; ok && idemKey != "" {
+			return result{o.view(o.jobs[id], true), true}, nil
+		}
+		j, err := validateSubmit(&req, o.capacity())
+		if err != nil {
+			return nil, err
+		}
+		j.ID = o.newID(tx.now)
+		j.SubmittedAt = tx.now
+		jp := &j
+		o.jobs[j.ID] = jp
+		o.order = append(o.order, j.ID)
+		tx.transition(jp, api.StateQueued, api.ReasonSubmitted, "")
+		if idemKey != "" {
+			o.idem[idemKey] = j.ID
+			if tx.batch.Idempotency == nil {
+				tx.batch.Idempotency = map[string]string{}
+			}
+			tx.batch.Idempotency[idemKey] = j.ID
+		}
+		o.log.Info("job submitted", "job_id", j.ID, "user", j.User, "gpus", j.GPUCount, "priority", j.Priority.String())
+		return result{o.view(jp, true), false}, nil
+	})
+	if err != nil {
+		return api.Job{}, false, err
+	}
+	r := v.(result)
+	return r.job, r.replayed, nil
+}
+
+// Cancel cancels a job. A queued job is canceled at once; a running one is
+// sent SIGTERM, then SIGKILL after grace (0: the configured default), and
+// becomes canceled when its processes are gone. started reports which: true
+// when the job was running and is now being stopped.
+func (o *Orchestrator) Cancel(ctx context.Context, id string, grace time.Duration) (job api.Job, stopping bool, err error) {
+	if grace <= 0 {
+		grace = o.cfg.CancelGrace
+	}
+	type result struct {
+		job      api.Job
+		stopping bool
+	}
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		j, ok := o.jobs[id]
+		if !ok {
+			return nil, api.NotFound("no job %q", id)
+		}
+		switch {
+		case j.State.Terminal():
+			return nil, api.Conflict("wrong_state", "job %s is already %s", id, j.State)
+		case j.State == api.StateQueued:
+			now := tx.now
+			j.FinishedAt = &now
+			tx.transition(j, api.StateCanceled, api.ReasonCanceled, "canceled while queued")
+			o.log.Info("job canceled", "job_id", id)
+			return result{o.view(j, true), false}, nil
+		}
+		j.CancelRequested = true
+		tx.touch(j)
+		attempt := j.RetryCount
+		tx.after = append(tx.after, func() {
+			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {
+				o.log.Error("stop job", "job_id", id, "err", err)
+			}
+		})
+		o.log.Info("job cancel requested", "job_id", id, "grace", grace)
+		return result{o.view(j, true), true}, nil
+	})
+	if err != nil {
+		return api.Job{}, false, err
+	}
+	r := v.(result)
+	return r.job, r.stopping, nil
+}
+
+// SetPriority changes the priority of a job that has not ended.
+func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawValue) (api.Job, error) {
+	if api.IsNull(raw) {
+		return api.Job{}, api.Invalid("priority", "is required")
+	}
+	p, err := api.ParsePriorityJSON(raw)
+	if err != nil {
+		return api.Job{}, api.Invalid("priority", "%s", err.Error())
+	}
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		j, ok := o.jobs[id]
+		if !ok {
+			return nil, api.NotFound("no job %q", id)
+		}
+		if j.State.Terminal() {
+			return nil, api.Conflict("wrong_state", "job %s is already %s", id, j.State)
+		}
+		if j.Priority != p {
+			j.Priority = p
+			tx.touch(j)
+			o.dirty = true
+			o.log.Info("job priority changed", "job_id", id, "priority", p.String())
+		}
+		return o.view(j, true), nil
+	})
+	if err != nil {
+		return api.Job{}, err
+	}
+	return v.(api.Job), nil
+}
+
+// exitOutcome turns an executor's Exited report into the job's final state.
+func exitOutcome(j *api.Job, code int, signal string, startErr error) (api.State, string, string) {
+	switch {
+	case j.CancelRequested:
+		return api.StateCanceled, api.ReasonCanceled, fmt.Sprintf("canceled while running (exit code %d)", code)
+	case startErr != nil:
+		return api.StateFailed, api.ReasonStartFailed, startErr.Error()
+	case code == 0:
+		return api.StateCompleted, api.ReasonExited, "exit code 0"
+	case signal != "":
+		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("killed by signal (%s), exit code %d", signal, code)
+	default:
+		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("exit code %d", code)
+	}
+}

@@ -1,0 +1,366 @@
+// Package orchestrator owns Corral's live state. One goroutine, the loop,
+// is its only writer: API calls, executor reports and scheduling cycles all
+// become operations the loop applies in order. Each batch of operations is
+// committed to the store in one transaction (group commit) before any of
+// them is acknowledged, so an acknowledged change survives kill -9.
+//
+//	API handlers ──ops──▶ loop ──batch──▶ store (SQLite, fsync)
+//	                       │  ▲
+//	       sched.Schedule ◀┘  └── executor updates (started, exited)
+//	                       │
+//	                       └──after commit──▶ executor.Start / Stop
+//
+// Readers take a read lock and copy what they need; the loop takes the write
+// lock only while it mutates memory and commits.
+package orchestrator
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/sched"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// Config is what an Orchestrator needs. Store, Executor and Nodes are
+// required.
+type Config struct {
+	Store    *store.Store
+	Executor exec.Executor
+	Nodes    []Node
+	DataDir  string // logs go under DataDir/logs
+	// Reap kills processes left behind by jobs whose server died (kill -9);
+	// it is called at start-up with the ids of jobs the store says were
+	// active, before they are requeued. Nil: nothing is reaped.
+	Reap func(jobIDs map[string]bool) (int, error)
+	// CancelGrace is how long a canceled job has between SIGTERM and
+	// SIGKILL unless the request says otherwise. Default 10s.
+	CancelGrace time.Duration
+	// Tick is how often a scheduling cycle runs even when nothing changed.
+	// Default 5s.
+	Tick    time.Duration
+	Now     func() time.Time // default time.Now
+	Logger  *slog.Logger
+	Version string
+}
+
+// Orchestrator is the single writer of live state. Create it with New, run
+// its loop with Run, and call its methods from any goroutine.
+type Orchestrator struct {
+	cfg     Config
+	log     *slog.Logger
+	ops     chan *op
+	updates updateQueue
+	entropy *ulid.MonotonicEntropy // ids are made by the loop only
+
+	mu        sync.RWMutex // guards everything below; written by the loop only
+	jobs      map[string]*api.Job
+	order     []string // job ids in submission order
+	queued    map[string]bool
+	holds     map[string]*api.Hold
+	idem      map[string]string
+	owner     map[gpuKey]string // GPU -> job id or hold id
+	nodes     []Node
+	pending   map[string]sched.Pending // why each queued job waits, from the last cycle
+	policy    api.Policies
+	running   bool // scheduling on
+	stats     cycleStats
+	startedAt time.Time
+	changed   chan struct{} // closed and replaced after every commit
+
+	dirty bool // loop-only: a cycle is due
+	fatal chan error
+}
+
+type cycleStats struct {
+	count  uint64
+	last   time.Time
+	lastMS float64
+}
+
+type gpuKey struct {
+	node  string
+	index int
+}
+
+// ErrStore is returned when the store could not commit; the server stops,
+// and a restart recovers from what was durable.
+var ErrStore = errors.New("the store could not commit")
+
+// New loads the state, recovers jobs whose processes died with the last
+// server (reaping leftovers, then requeueing or failing them), and returns
+// an orchestrator ready to Run.
+func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
+	if cfg.Store == nil || cfg.Executor == nil {
+		return nil, errors.New("orchestrator: Store and Executor are required")
+	}
+	if cfg.CancelGrace <= 0 {
+		cfg.CancelGrace = 10 * time.Second
+	}
+	if cfg.Tick <= 0 {
+		cfg.Tick = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	o := &Orchestrator{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		ops:     make(chan *op, 1024),
+		entropy: ulid.Monotonic(rand.Reader, 0),
+		jobs:    map[string]*api.Job{},
+		queued:  map[string]bool{},
+		holds:   map[string]*api.Hold{},
+		idem:    map[string]string{},
+		owner:   map[gpuKey]string{},
+		nodes:   cfg.Nodes,
+		pending: map[string]sched.Pending{},
+		policy:  api.Policies{Policy: sched.PolicyPriority, Gang: true},
+		running: true,
+		changed: make(chan struct{}),
+		fatal:   make(chan error, 1),
+	}
+	o.updates.notify = make(chan struct{}, 1)
+	o.startedAt = cfg.Now()
+	if err := o.recover(ctx); err != nil {
+		return nil, err
+	}
+	o.dirty = true
+	return o, nil
+}
+
+// Sink is the exec.Sink to give the executor: it queues the update for the
+// loop and never blocks.
+func (o *Orchestrator) Sink(u exec.Update) { o.updates.push(u) }
+
+// Run is the loop. It returns when ctx ends, or with an error wrapping
+// ErrStore when a commit failed.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	tick := time.NewTicker(o.cfg.Tick)
+	defer tick.Stop()
+	for {
+		if o.dirty && o.isRunning() {
+			o.cycle(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-o.fatal:
+			return err
+		case first := <-o.ops:
+			o.applyOps(ctx, drain(first, o.ops))
+		case <-o.updates.notify:
+			o.applyUpdates(ctx, o.updates.take())
+		case <-tick.C:
+			o.dirty = true
+		}
+	}
+}
+
+// maxBatch bounds how many operations share one commit.
+const maxBatch = 512
+
+func drain(first *op, ch chan *op) []*op {
+	batch := []*op{first}
+	for len(batch) < maxBatch {
+		select {
+		case o := <-ch:
+			batch = append(batch, o)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// op is one request to the loop: fn runs with the write lock held and
+// records its changes in tx; the result is sent once tx is durable.
+type op struct {
+	fn   func(tx *txn) (any, error)
+	done chan opResult
+}
+
+type opResult struct {
+	v   any
+	err error
+}
+
+// do runs fn on the loop and waits until its changes are durable.
+func (o *Orchestrator) do(ctx context.Context, fn func(tx *txn) (any, error)) (any, error) {
+	p := &op{fn: fn, done: make(chan opResult, 1)}
+	select {
+	case o.ops <- p:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-p.done:
+		return r.v, r.err
+	case <-ctx.Done():
+		// The op may still commit; the caller just stops waiting.
+		return nil, ctx.Err()
+	}
+}
+
+// txn collects one batch's changes: the store batch, the jobs it touched,
+// and the work to do once it is durable.
+type txn struct {
+	o     *Orchestrator
+	now   time.Time
+	batch store.Batch
+	dirty map[string]*api.Job
+	after []func()
+}
+
+func (o *Orchestrator) begin() *txn {
+	return &txn{o: o, now: o.cfg.Now().UTC(), dirty: map[string]*api.Job{}}
+}
+
+// touch marks a job as changed so its row is written.
+func (tx *txn) touch(j *api.Job) { tx.dirty[j.ID] = j }
+
+// transition moves a job to a new state with an event.
+func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
+	e := api.Event{At: tx.now, From: j.State, To: to, Reason: reason, Message: message}
+	j.Events = append(j.Events, e)
+	j.State, j.Reason, j.Message = to, reason, message
+	tx.batch.Events = append(tx.batch.Events, store.JobEvent{JobID: j.ID, Event: e})
+	tx.touch(j)
+	if to == api.StateQueued {
+		tx.o.queued[j.ID] = true
+	} else {
+		delete(tx.o.queued, j.ID)
+	}
+	if to.Terminal() || to == api.StateQueued {
+		tx.o.releaseJob(j)
+	}
+	tx.o.dirty = true
+}
+
+// commit makes the transaction durable. The write lock is held.
+func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
+	for _, j := range tx.dirty {
+		tx.batch.Jobs = append(tx.batch.Jobs, *j)
+	}
+	if err := o.cfg.Store.Commit(ctx, &tx.batch); err != nil {
+		err = fmt.Errorf("%w: %w", ErrStore, err)
+		select {
+		case o.fatal <- err:
+		default:
+		}
+		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
+	}
+	if !tx.batch.Empty() {
+		close(o.changed)
+		o.changed = make(chan struct{})
+	}
+	return nil
+}
+
+// applyOps runs a batch of operations in one transaction.
+func (o *Orchestrator) applyOps(ctx context.Context, ops []*op) {
+	o.mu.Lock()
+	tx := o.begin()
+	results := make([]opResult, len(ops))
+	for i, p := range ops {
+		results[i].v, results[i].err = p.fn(tx)
+	}
+	err := o.commit(ctx, tx)
+	o.mu.Unlock()
+	for i, p := range ops {
+		if err != nil && results[i].err == nil {
+			results[i] = opResult{err: err}
+		}
+		p.done <- results[i]
+	}
+	if err == nil {
+		o.runAfter(ctx, tx)
+	}
+}
+
+// runAfter does a committed transaction's side effects (starting and
+// stopping processes) without the lock. Failures come back as operations.
+func (o *Orchestrator) runAfter(ctx context.Context, tx *txn) {
+	for _, f := range tx.after {
+		f()
+	}
+}
+
+// Changed returns a channel closed at the next commit that changes anything.
+func (o *Orchestrator) Changed() <-chan struct{} {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.changed
+}
+
+func (o *Orchestrator) isRunning() bool {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.running
+}
+
+// newID returns a new sortable job id (a lowercase ULID). Loop only.
+func (o *Orchestrator) newID(now time.Time) string {
+	id, err := ulid.New(ulid.Timestamp(now), o.entropy)
+	if err != nil {
+		// The monotonic entropy overflowed within one millisecond: use the
+		// next millisecond.
+		id = ulid.MustNew(ulid.Timestamp(now)+1, rand.Reader)
+	}
+	return "j" + lower(id.String())
+}
+
+func lower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// LogPath is where the given attempt of a job writes its output.
+func (o *Orchestrator) LogPath(jobID string, attempt int) string {
+	return filepath.Join(o.cfg.DataDir, "logs", jobID, strconv.Itoa(attempt)+".log")
+}
+
+// updateQueue hands executor updates to the loop without blocking the
+// executor.
+type updateQueue struct {
+	mu     sync.Mutex
+	items  []exec.Update
+	notify chan struct{}
+}
+
+func (q *updateQueue) push(u exec.Update) {
+	q.mu.Lock()
+	q.items = append(q.items, u)
+	q.mu.Unlock()
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (q *updateQueue) take() []exec.Update {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items
+}

@@ -1,0 +1,247 @@
+package orchestrator
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
+)
+
+// view copies a job for the API, adding its queue position and why it
+// waits. Read lock held.
+func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
+	v := *j
+	v.Env = maps.Clone(j.Env)
+	v.Allocation = slices.Clone(j.Allocation)
+	if v.Allocation == nil {
+		v.Allocation = []api.Allocation{}
+	}
+	v.Events = nil
+	if withEvents {
+		v.Events = slices.Clone(j.Events)
+	}
+	if j.State == api.StateQueued {
+		if p, ok := o.pending[j.ID]; ok {
+			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message
+		}
+		if !o.running {
+			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until POST /orchestrator/start"
+		}
+	}
+	return v
+}
+
+// Job returns one job with its events.
+func (o *Orchestrator) Job(id string) (api.Job, error) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	j, ok := o.jobs[id]
+	if !ok {
+		return api.Job{}, api.NotFound("no job %q", id)
+	}
+	return o.view(j, true), nil
+}
+
+// JobFilter selects jobs for Jobs. Zero fields match everything.
+type JobFilter struct {
+	State   api.State
+	User    string
+	Project string
+	Since   time.Time // submitted at or after
+	Limit   int       // at most this many, newest first; 0: 1000
+}
+
+// Jobs returns the jobs that match, newest first, without events.
+func (o *Orchestrator) Jobs(f JobFilter) []api.Job {
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	out := []api.Job{}
+	for i := len(o.order) - 1; i >= 0 && len(out) < f.Limit; i-- {
+		j := o.jobs[o.order[i]]
+		if (f.State != "" && j.State != f.State) || (f.User != "" && j.User != f.User) ||
+			(f.Project != "" && j.Project != f.Project) || j.SubmittedAt.Before(f.Since) {
+			continue
+		}
+		out = append(out, o.view(j, false))
+	}
+	return out
+}
+
+// JobState returns a job's state and current attempt, for following logs.
+func (o *Orchestrator) JobState(id string) (api.State, int, bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	j, ok := o.jobs[id]
+	if !ok {
+		return "", 0, false
+	}
+	return j.State, j.RetryCount, true
+}
+
+// Queue is GET /queue: queued jobs in the order they will be considered.
+func (o *Orchestrator) Queue() api.QueueResponse {
+	now := o.cfg.Now()
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	r := api.QueueResponse{QueuedJobs: make([]api.QueuedJob, 0, len(o.queued)), Statistics: o.statistics(now)}
+	for id := range o.queued {
+		j := o.jobs[id]
+		v := o.view(j, false)
+		qa := queuedAt(j)
+		r.QueuedJobs = append(r.QueuedJobs, api.QueuedJob{
+			ID: j.ID, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
+			Nodes: j.Nodes, QueuedAt: qa, QueuePosition: v.QueuePosition, WaitedSeconds: now.Sub(qa).Seconds(),
+			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage,
+		})
+	}
+	// Positions follow the policy's order over the queue as it is now (the
+	// same order the next cycle will walk).
+	jobs := make([]sched.Job, 0, len(o.queued))
+	for id := range o.queued {
+		j := o.jobs[id]
+		jobs = append(jobs, sched.Job{ID: j.ID, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt})
+	}
+	pos := make(map[string]int, len(jobs))
+	for i, j := range sched.Order(jobs, sched.Policy{Name: o.policy.Policy}) {
+		pos[j.ID] = i + 1
+	}
+	for i := range r.QueuedJobs {
+		r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
+	}
+	sort.Slice(r.QueuedJobs, func(a, b int) bool { return r.QueuedJobs[a].QueuePosition < r.QueuedJobs[b].QueuePosition })
+	return r
+}
+
+// Statistics is GET /queue/statistics.
+func (o *Orchestrator) Statistics() api.QueueStatistics {
+	now := o.cfg.Now()
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	return o.statistics(now)
+}
+
+// statistics: waits are those of jobs that started in the last 24 hours
+// (start minus last queueing); throughput is starts in the last hour.
+func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
+	s := api.QueueStatistics{TotalQueued: len(o.queued)}
+	var waits []float64
+	dayAgo, hourAgo := now.Add(-24*time.Hour), now.Add(-time.Hour)
+	for i := len(o.order) - 1; i >= 0; i-- {
+		j := o.jobs[o.order[i]]
+		if j.State == api.StateRunning {
+			s.TotalRunning++
+		}
+		if j.FinishedAt != nil && j.FinishedAt.After(hourAgo) && j.State == api.StateCompleted {
+			s.CompletedLastHour++
+		}
+		if j.StartedAt == nil || j.StartedAt.Before(dayAgo) {
+			continue
+		}
+		waits = append(waits, j.StartedAt.Sub(queuedAt(j)).Seconds())
+		if j.StartedAt.After(hourAgo) {
+			s.QueueThroughput++
+		}
+	}
+	if len(waits) > 0 {
+		slices.Sort(waits)
+		sum := 0.0
+		for _, w := range waits {
+			sum += w
+		}
+		s.AverageWaitTime = sum / float64(len(waits))
+		s.WaitTimeP50, s.WaitTimeP95, s.WaitTimeP99 = percentile(waits, 50), percentile(waits, 95), percentile(waits, 99)
+	}
+	return s
+}
+
+// percentile of sorted values, nearest rank.
+func percentile(sorted []float64, p float64) float64 {
+	i := int(float64(len(sorted))*p/100+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// Status is GET /orchestrator/status.
+func (o *Orchestrator) Status() api.OrchestratorStatus {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	s := api.OrchestratorStatus{Running: o.running, Policy: o.policy.Policy, Cycles: o.stats.count, LastCycleMS: o.stats.lastMS,
+		QueuedJobs: len(o.queued), StartedAt: o.startedAt, Version: o.cfg.Version}
+	if !o.stats.last.IsZero() {
+		t := o.stats.last
+		s.LastCycleAt = &t
+	}
+	for _, j := range o.jobs {
+		if j.State.Active() {
+			s.RunningJobs++
+		}
+	}
+	return s
+}
+
+// SetScheduling starts (on) or stops the scheduling loop. Stopped, nothing
+// new starts and nothing running is touched. The switch is persisted.
+func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.OrchestratorStatus, error) {
+	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		if o.running != on {
+			o.running = on
+			v := "off"
+			if on {
+				v = "on"
+			}
+			tx.batch.Settings = map[string]string{settingScheduling: v}
+			o.dirty = true
+			o.log.Info("scheduling switched", "on", on)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return api.OrchestratorStatus{}, err
+	}
+	return o.Status(), nil
+}
+
+// Policies is GET /orchestrator/policies.
+func (o *Orchestrator) Policies() api.Policies {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	p := o.policy
+	p.Available = sched.Policies()
+	return p
+}
+
+// SetPolicies changes the active policy; it takes effect at the next cycle
+// and is persisted. Switches this version does not offer are refused.
+func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (api.Policies, error) {
+	if u.Policy != nil && !validPolicy(*u.Policy) {
+		return api.Policies{}, api.Invalid("policy", "%q is not offered; choose one of %v", *u.Policy, sched.Policies())
+	}
+	if u.Backfill != nil && *u.Backfill {
+		return api.Policies{}, api.Invalid("backfill", "backfill is not available in this version")
+	}
+	if u.Preemption != nil && *u.Preemption {
+		return api.Policies{}, api.Invalid("preemption", "preemption is not available in this version")
+	}
+	if u.Gang != nil && !*u.Gang {
+		return api.Policies{}, api.Invalid("gang", "gang placement is always on: a multi-GPU job starts on all its GPUs at once or not at all")
+	}
+	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		if u.Policy != nil && *u.Policy != o.policy.Policy {
+			o.policy.Policy = *u.Policy
+			tx.batch.Settings = map[string]string{settingPolicy: *u.Policy}
+			o.dirty = true
+			o.log.Info("policy changed", "policy", *u.Policy)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return api.Policies{}, err
+	}
+	return o.Policies(), nil
+}

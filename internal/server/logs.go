@@ -1,0 +1,100 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// logPoll is how often a follower looks for new output between state
+// changes; a job's output does not announce itself.
+const logPoll = 200 * time.Millisecond
+
+// logs serves a job's output: the current attempt unless ?attempt=N. With
+// ?follow=true it streams until that attempt ends.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("job_id")
+	_, current, ok := s.o.JobState(id)
+	if !ok {
+		return api.NotFound("no job %q", id)
+	}
+	q := r.URL.Query()
+	attempt := current
+	if v := q.Get("attempt"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > current {
+			return api.Invalid("attempt", "must be an attempt number between 0 and %d", current)
+		}
+		attempt = n
+	}
+	follow := q.Get("follow") == "true" || q.Get("follow") == "1"
+	path := s.o.LogPath(id, attempt)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("X-Corral-Attempt", strconv.Itoa(attempt))
+	if !follow {
+		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			w.WriteHeader(http.StatusOK) // no output yet
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(w, f)
+		return err
+	}
+	return s.follow(w, r, id, attempt, path)
+}
+
+// follow streams the log until the attempt ends and its output is drained.
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attempt int, path string) error {
+	flusher, _ := w.(http.Flusher)
+	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	tick := time.NewTicker(logPoll)
+	defer tick.Stop()
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	for {
+		changed := s.o.Changed()
+		state, current, _ := s.o.JobState(id)
+		done := state.Terminal() || current != attempt
+		if f == nil {
+			var err error
+			if f, err = os.Open(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+		if f != nil {
+			if _, err := io.Copy(w, f); err != nil {
+				return nil // the client went away
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if done {
+			return nil
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-changed:
+		case <-tick.C:
+		}
+	}
+}

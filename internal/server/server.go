@@ -1,0 +1,257 @@
+// Package server is Corral's HTTP API: the routes of SPEC.md over the
+// orchestrator. Handlers decode and check the request, call the
+// orchestrator, and write JSON; they hold no state of their own.
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/orchestrator"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+// Server serves the API. Create it with New.
+type Server struct {
+	o       *orchestrator.Orchestrator
+	log     *slog.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+	routes  []route
+}
+
+// route is one API route; the table drives the mux, /openapi.json and the
+// per-route metrics.
+type route struct {
+	method, path, summary string
+	handler               func(http.ResponseWriter, *http.Request) error
+}
+
+// New returns the API server over o.
+func New(o *orchestrator.Orchestrator, logger *slog.Logger) *Server {
+	s := &Server{o: o, log: logger, mux: http.NewServeMux()}
+	s.metrics = newMetrics(o)
+	s.routes = []route{
+		{"GET", "/healthz", "Liveness", s.healthz},
+		{"POST", "/queue/submit", "Submit a job", s.submit},
+		{"GET", "/queue", "The queue, in the order jobs will be considered", s.queue},
+		{"GET", "/queue/statistics", "Queue statistics", s.queueStatistics},
+		{"DELETE", "/queue/{job_id}", "Cancel a job", s.cancel},
+		{"PATCH", "/queue/{job_id}/priority", "Change a job's priority", s.setPriority},
+		{"GET", "/jobs", "Jobs, newest first, with filters", s.jobs},
+		{"GET", "/jobs/{job_id}", "One job with its events", s.job},
+		{"GET", "/jobs/{job_id}/logs", "A job's output (follow=true streams)", s.logs},
+		{"GET", "/cluster/gpu-status", "Every node and GPU", s.clusterStatus},
+		{"POST", "/cluster/gpu-allocate", "Hold GPUs for work outside Corral", s.allocate},
+		{"POST", "/cluster/gpu-release", "Release held GPUs", s.release},
+		{"GET", "/orchestrator/status", "The scheduling loop's status", s.orchestratorStatus},
+		{"POST", "/orchestrator/start", "Start scheduling", s.orchestratorSwitch(true)},
+		{"POST", "/orchestrator/stop", "Stop scheduling (running jobs are untouched)", s.orchestratorSwitch(false)},
+		{"GET", "/orchestrator/policies", "The active policy", s.policies},
+		{"PUT", "/orchestrator/policies", "Change the policy", s.setPolicies},
+		{"GET", "/metrics", "Prometheus metrics", s.prometheus},
+		{"POST", "/auth/tokens", "Create a token (not yet available)", notYet("tokens")},
+		{"GET", "/auth/tokens", "List tokens (not yet available)", notYet("tokens")},
+		{"DELETE", "/auth/tokens/{id}", "Revoke a token (not yet available)", notYet("tokens")},
+		{"GET", "/audit", "The audit trail (not yet available)", notYet("the audit trail")},
+		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi},
+	}
+	methods := map[string][]string{}
+	for _, rt := range s.routes {
+		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
+		methods[rt.path] = append(methods[rt.path], rt.method)
+	}
+	for path, ms := range methods {
+		allow := strings.Join(ms, ", ")
+		s.mux.Handle(path, s.wrap(route{path: path, handler: func(w http.ResponseWriter, r *http.Request) error {
+			w.Header().Set("Allow", allow)
+			return &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, path, allow)}
+		}}))
+	}
+	s.mux.Handle("/", s.wrap(route{path: "other", handler: func(w http.ResponseWriter, r *http.Request) error {
+		return api.NotFound("no route %s %s", r.Method, r.URL.Path)
+	}}))
+	return s
+}
+
+// ServeHTTP serves the API.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// wrap adds the request id, logging, metrics, panic recovery and the
+// error answer around a handler.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		id := r.Header.Get("X-Request-Id")
+		if id == "" || len(id) > 64 {
+			id = newRequestID()
+		}
+		w.Header().Set("X-Request-Id", id)
+		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
+		r.Body = http.MaxBytesReader(rw, r.Body, MaxBodyBytes)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					log.Error("panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+					if !rw.wrote {
+						writeError(rw, &api.Error{Status: 500, Code: "internal", Message: "internal error; see the server log for request " + id})
+					}
+				}
+			}()
+			if err := rt.handler(rw, r); err != nil {
+				e := api.AsError(err)
+				if e.Status >= 500 {
+					log.Error("request failed", "err", err)
+				}
+				if !rw.wrote {
+					writeError(rw, e)
+				}
+			}
+		}()
+		elapsed := time.Since(start)
+		s.metrics.observe(rt.method+" "+rt.path, rw.status, elapsed)
+		log.Debug("request", "status", rw.status, "ms", float64(elapsed.Microseconds())/1000)
+	})
+}
+
+func newRequestID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the wrapper.
+func (w *statusWriter) Flush() {
+	w.wrote = true
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	if e.Code == "" {
+		e.Code = strings.ToLower(strings.ReplaceAll(http.StatusText(e.Status), " ", "_"))
+	}
+	writeJSON(w, e.Status, api.ErrorBody{Error: api.ErrorDetail{Code: e.Code, Message: e.Message, Field: e.Field}})
+}
+
+// decode reads a JSON body into v strictly: one object, known fields only,
+// at most MaxBodyBytes. Its errors name the field where there is one.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		if dec.More() {
+			return api.BadRequest("malformed_json", "", "the body holds more than one JSON value")
+		}
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			return decodeError(err)
+		}
+		return nil
+	}
+	return decodeError(err)
+}
+
+func decodeError(err error) error {
+	var maxErr *http.MaxBytesError
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &maxErr):
+		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: fmt.Sprintf("the body is larger than %d bytes", maxErr.Limit)}
+	case errors.Is(err, io.EOF):
+		return api.BadRequest("malformed_json", "", "the body is empty; send a JSON object")
+	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+		return api.BadRequest("malformed_json", "", "the body is not valid JSON: %v", err)
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return api.BadRequest("malformed_json", "", "the body must be a JSON object, not %s", typeErr.Value)
+		}
+		return api.Invalid(field, "must be %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return api.BadRequest("unknown_field", field, "unknown field %q", field)
+	}
+	return api.BadRequest("malformed_json", "", "the body could not be read: %v", err)
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goKind, "float"):
+		return "a number"
+	case goKind == "string":
+		return "a string"
+	case goKind == "bool":
+		return "true or false"
+	case goKind == "map", goKind == "struct":
+		return "an object"
+	case goKind == "slice":
+		return "an array"
+	}
+	return goKind
+}
+
+func notYet(what string) func(http.ResponseWriter, *http.Request) error {
+	return func(http.ResponseWriter, *http.Request) error {
+		return &api.Error{Status: http.StatusNotImplemented, Code: "not_implemented", Message: what + " arrive with authentication in a later version of Corral; this server accepts every caller"}
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) prometheus(w http.ResponseWriter, r *http.Request) error {
+	s.metrics.handler.ServeHTTP(w, r)
+	return nil
+}
+
+// Registry exposes the metrics registry (for tests and embedding).
+func (s *Server) Registry() *prometheus.Registry { return s.metrics.reg }

@@ -1,0 +1,31 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// Lock takes an exclusive lock on dir, so that two servers never share one
+// store. The kernel drops the lock when the process dies, kill -9 included.
+// Release it with the returned function.
+func Lock(dir string) (release func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("%w: %s (pid %s)", ErrLocked, dir, string(holder))
+	}
+	f.Truncate(0)
+	f.WriteAt([]byte(strconv.Itoa(os.Getpid())), 0)
+	return func() { f.Close() }, nil
+}

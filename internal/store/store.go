@@ -1,0 +1,307 @@
+// Package store persists Corral's state in an embedded SQLite database
+// (modernc.org/sqlite, pure Go) in WAL mode with synchronous=FULL, so a
+// committed batch survives kill -9 and power loss.
+//
+// The orchestrator is the only writer. It hands the store whole batches of
+// changes (job rows, transition events, holds, idempotency keys, settings)
+// and each batch is one transaction: many API calls acknowledged together
+// cost one fsync (group commit). The store is read once, at start-up.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// schemaVersion is the layout written by this code; Open refuses newer ones.
+const schemaVersion = 1
+
+const schema = `
+CREATE TABLE IF NOT EXISTS jobs (
+	id TEXT PRIMARY KEY,
+	state TEXT NOT NULL,
+	user TEXT NOT NULL,
+	project TEXT NOT NULL,
+	data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE TABLE IF NOT EXISTS events (
+	seq INTEGER PRIMARY KEY AUTOINCREMENT,
+	job_id TEXT NOT NULL,
+	data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS holds (
+	job_id TEXT PRIMARY KEY,
+	data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS idempotency (
+	key TEXT PRIMARY KEY,
+	job_id TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS settings (
+	key TEXT PRIMARY KEY,
+	value TEXT NOT NULL
+);
+`
+
+// Store is an open database. Its methods are safe for concurrent use, but
+// Corral calls Commit from one goroutine only.
+type Store struct {
+	db *sql.DB
+}
+
+// Open opens (creating when needed) the database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(5000)", "foreign_keys(ON)"} {
+		q.Add("_pragma", p)
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway
+	s := &Store{db: db}
+	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	var v int
+	if err := s.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("the database has schema version %d; this corral knows up to %d: upgrade corral", v, schemaVersion)
+	}
+	if _, err := s.db.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
+	return err
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// JobEvent is one transition of one job.
+type JobEvent struct {
+	JobID string
+	Event api.Event
+}
+
+// Batch is a set of changes committed together or not at all.
+type Batch struct {
+	Jobs        []api.Job // upserts; Events are not stored with the row
+	Events      []JobEvent
+	Holds       []api.Hold // upserts
+	DeleteHolds []string
+	Idempotency map[string]string // key -> job id
+	Settings    map[string]string
+}
+
+// Empty reports whether the batch changes nothing.
+func (b *Batch) Empty() bool {
+	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
+		len(b.Idempotency) == 0 && len(b.Settings) == 0
+}
+
+// Commit writes the batch in one transaction and makes it durable.
+func (s *Store) Commit(ctx context.Context, b *Batch) (err error) {
+	if b.Empty() {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback()
+			err = fmt.Errorf("commit: %w", err)
+		}
+	}()
+	if len(b.Jobs) > 0 {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO jobs(id, state, user, project, data) VALUES(?,?,?,?,?)
+			ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, j := range b.Jobs {
+			j.Events = nil
+			data, err := json.Marshal(j)
+			if err != nil {
+				return err
+			}
+			if _, err := st.ExecContext(ctx, j.ID, string(j.State), j.User, j.Project, string(data)); err != nil {
+				return err
+			}
+		}
+	}
+	if len(b.Events) > 0 {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO events(job_id, data) VALUES(?,?)`)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		for _, e := range b.Events {
+			data, err := json.Marshal(e.Event)
+			if err != nil {
+				return err
+			}
+			if _, err := st.ExecContext(ctx, e.JobID, string(data)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, h := range b.Holds {
+		data, err := json.Marshal(h)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO holds(job_id, data) VALUES(?,?)
+			ON CONFLICT(job_id) DO UPDATE SET data=excluded.data`, h.JobID, string(data)); err != nil {
+			return err
+		}
+	}
+	for _, id := range b.DeleteHolds {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM holds WHERE job_id = ?`, id); err != nil {
+			return err
+		}
+	}
+	for k, id := range b.Idempotency {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency(key, job_id) VALUES(?,?)`, k, id); err != nil {
+			return err
+		}
+	}
+	for k, v := range b.Settings {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES(?,?)
+			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, k, v); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// State is everything the store holds, as read at start-up.
+type State struct {
+	Jobs        []api.Job // in id order, each with its events in order
+	Holds       []api.Hold
+	Idempotency map[string]string
+	Settings    map[string]string
+}
+
+// Load reads the whole state.
+func (s *Store) Load(ctx context.Context) (*State, error) {
+	st := &State{Idempotency: map[string]string{}, Settings: map[string]string{}}
+	index := map[string]int{}
+	err := s.each(ctx, `SELECT data FROM jobs ORDER BY id`, func(r *sql.Rows) error {
+		var data string
+		var j api.Job
+		if err := r.Scan(&data); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(data), &j); err != nil {
+			return fmt.Errorf("job row: %w", err)
+		}
+		index[j.ID] = len(st.Jobs)
+		st.Jobs = append(st.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.each(ctx, `SELECT job_id, data FROM events ORDER BY seq`, func(r *sql.Rows) error {
+		var id, data string
+		var e api.Event
+		if err := r.Scan(&id, &data); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(data), &e); err != nil {
+			return fmt.Errorf("event row: %w", err)
+		}
+		if i, ok := index[id]; ok {
+			st.Jobs[i].Events = append(st.Jobs[i].Events, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.each(ctx, `SELECT data FROM holds ORDER BY job_id`, func(r *sql.Rows) error {
+		var data string
+		var h api.Hold
+		if err := r.Scan(&data); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(data), &h); err != nil {
+			return fmt.Errorf("hold row: %w", err)
+		}
+		st.Holds = append(st.Holds, h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.each(ctx, `SELECT key, job_id FROM idempotency`, func(r *sql.Rows) error {
+		var k, id string
+		if err := r.Scan(&k, &id); err != nil {
+			return err
+		}
+		st.Idempotency[k] = id
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.each(ctx, `SELECT key, value FROM settings`, func(r *sql.Rows) error {
+		var k, v string
+		if err := r.Scan(&k, &v); err != nil {
+			return err
+		}
+		st.Settings[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (s *Store) each(ctx context.Context, query string, fn func(*sql.Rows) error) error {
+	rows, err := s.db.QueryContext(ctx, query)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	return nil
+}
+
+// ErrLocked is returned by Lock when another process holds the data dir.
+var ErrLocked = errors.New("data dir is in use by another corral process")
