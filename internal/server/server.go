@@ -70,22 +70,42 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger) *Server {
 		{"GET", "/audit", "The audit trail (not yet available)", notYet("the audit trail")},
 		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi},
 	}
-	methods := map[string][]string{}
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
-		methods[rt.path] = append(methods[rt.path], rt.method)
 	}
-	for path, ms := range methods {
-		allow := strings.Join(ms, ", ")
-		s.mux.Handle(path, s.wrap(route{path: path, handler: func(w http.ResponseWriter, r *http.Request) error {
-			w.Header().Set("Allow", allow)
-			return &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, path, allow)}
-		}}))
-	}
-	s.mux.Handle("/", s.wrap(route{path: "other", handler: func(w http.ResponseWriter, r *http.Request) error {
-		return api.NotFound("no route %s %s", r.Method, r.URL.Path)
-	}}))
+	s.mux.Handle("/", s.wrap(route{path: "other", handler: s.noRoute}))
 	return s
+}
+
+// noRoute answers 405 (with Allow) when the path exists for other methods,
+// else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, rt := range s.routes {
+		if pathMatches(rt.path, r.URL.Path) {
+			allow = append(allow, rt.method)
+		}
+	}
+	if len(allow) == 0 {
+		return api.NotFound("no route %s %s", r.Method, r.URL.Path)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	return &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))}
+}
+
+// pathMatches reports whether path fits a route pattern with {wildcards}.
+func pathMatches(pattern, path string) bool {
+	ps, qs := strings.Split(pattern, "/"), strings.Split(path, "/")
+	if len(ps) != len(qs) {
+		return false
+	}
+	for i := range ps {
+		if ps[i] != qs[i] && !(strings.HasPrefix(ps[i], "{") && qs[i] != "") {
+			return false
+		}
+	}
+	return true
 }
 
 // ServeHTTP serves the API.
