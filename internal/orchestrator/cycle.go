@@ -51,6 +51,9 @@ func (o *Orchestrator) cycle(ctx context.Context) {
 	o.stats.last = snap.Now
 	o.stats.lastMS = float64(time.Since(began).Microseconds()) / 1000
 	err := o.commit(ctx, tx)
+	if err == nil && tx.batch.Empty() {
+		o.notify() // the pending reasons changed even when no job started
+	}
 	o.mu.Unlock()
 	if err != nil {
 		o.log.Error("scheduling cycle not committed", "err", err)

@@ -265,10 +265,15 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
 	if !tx.batch.Empty() {
-		close(o.changed)
-		o.changed = make(chan struct{})
+		o.notify()
 	}
 	return nil
+}
+
+// notify wakes everyone waiting on Changed. Write lock held.
+func (o *Orchestrator) notify() {
+	close(o.changed)
+	o.changed = make(chan struct{})
 }
 
 // applyOps runs a batch of operations in one transaction.
@@ -300,7 +305,8 @@ func (o *Orchestrator) runAfter(ctx context.Context, tx *txn) {
 	}
 }
 
-// Changed returns a channel closed at the next commit that changes anything.
+// Changed returns a channel closed at the next commit that changes
+// anything, and after every scheduling cycle.
 func (o *Orchestrator) Changed() <-chan struct{} {
 	o.mu.RLock()
 	defer o.mu.RUnlock()

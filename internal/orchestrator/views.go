@@ -189,6 +189,7 @@ func (o *Orchestrator) Status() api.OrchestratorStatus {
 // new starts and nothing running is touched. The switch is persisted.
 func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.OrchestratorStatus, error) {
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		o.dirty = true // starting asks for a cycle now, even when already on
 		if o.running != on {
 			o.running = on
 			v := "off"
@@ -196,7 +197,6 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 				v = "on"
 			}
 			tx.batch.Settings = map[string]string{settingScheduling: v}
-			o.dirty = true
 			o.log.Info("scheduling switched", "on", on)
 		}
 		return nil, nil
