@@ -1,0 +1,84 @@
+package gpu
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Defaults and limits for simulated GPUs (the --simulate-gpus flag).
+const (
+	DefaultSimModel    = "H100"
+	DefaultSimMemoryGB = 80
+	MaxSimGPUs         = 64
+	MaxSimMemoryGB     = 1024
+)
+
+// SimSpec describes simulated GPUs: how many, which model, how much memory each.
+type SimSpec struct {
+	Count    int
+	Model    string
+	MemoryGB float64
+}
+
+// String returns the spec in the flag's N:MODEL:MEMGB form.
+func (s SimSpec) String() string {
+	return fmt.Sprintf("%d:%s:%s", s.Count, s.Model, strconv.FormatFloat(s.MemoryGB, 'g', -1, 64))
+}
+
+// ParseSimulateSpec parses the value of --simulate-gpus N[:MODEL[:MEMGB]],
+// for example "8", "8:H100" or "4:A100:40". MODEL defaults to "H100" and
+// MEMGB to 80; N must be 1..64 and MEMGB 1..1024 (fractions allowed).
+func ParseSimulateSpec(s string) (SimSpec, error) {
+	spec := SimSpec{Model: DefaultSimModel, MemoryGB: DefaultSimMemoryGB}
+	bad := func(format string, args ...any) (SimSpec, error) {
+		return SimSpec{}, fmt.Errorf("--simulate-gpus %q: %s (want N[:MODEL[:MEMGB]], e.g. 8 or 4:A100:40)",
+			s, fmt.Sprintf(format, args...))
+	}
+	v := strings.TrimSpace(s)
+	if v == "" {
+		return bad("empty value")
+	}
+	parts := strings.Split(v, ":")
+	if len(parts) > 3 {
+		return bad("too many fields: %d, at most 3", len(parts))
+	}
+
+	n, err := strconv.Atoi(strings.TrimSpace(parts[0]))
+	if err != nil {
+		return bad("GPU count %q is not a whole number", parts[0])
+	}
+	if n < 1 || n > MaxSimGPUs {
+		return bad("GPU count must be 1..%d, got %d", MaxSimGPUs, n)
+	}
+	spec.Count = n
+
+	if len(parts) >= 2 {
+		model := strings.TrimSpace(parts[1])
+		switch {
+		case model == "" && len(parts) == 2:
+			return bad("model is empty")
+		case model == "":
+			// "8::40": default model, explicit memory.
+		case strings.IndexFunc(model, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0:
+			return bad("model %q contains control characters", model)
+		default:
+			spec.Model = model
+		}
+	}
+
+	if len(parts) == 3 {
+		raw := strings.TrimSpace(parts[2])
+		raw = strings.TrimSuffix(strings.TrimSuffix(raw, "GB"), "gb")
+		gb, err := strconv.ParseFloat(raw, 64)
+		if err != nil || math.IsNaN(gb) || math.IsInf(gb, 0) {
+			return bad("memory %q is not a number of GB", parts[2])
+		}
+		if gb < 1 || gb > MaxSimMemoryGB {
+			return bad("memory must be 1..%d GB, got %s", MaxSimMemoryGB, strconv.FormatFloat(gb, 'g', -1, 64))
+		}
+		spec.MemoryGB = gb
+	}
+	return spec, nil
+}

@@ -1,0 +1,81 @@
+package gpu
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseSimulateSpec(t *testing.T) {
+	good := []struct {
+		in   string
+		want SimSpec
+	}{
+		{"8", SimSpec{8, "H100", 80}},
+		{"1", SimSpec{1, "H100", 80}},
+		{"64", SimSpec{64, "H100", 80}},
+		{" 2 ", SimSpec{2, "H100", 80}},
+		{"8:H100", SimSpec{8, "H100", 80}},
+		{"4:A100:40", SimSpec{4, "A100", 40}},
+		{"2:L4:24.5", SimSpec{2, "L4", 24.5}},
+		{"2:H200:141GB", SimSpec{2, "H200", 141}},
+		{"2::40", SimSpec{2, "H100", 40}},
+		{"1:B200:1024", SimSpec{1, "B200", 1024}},
+		{"1:T4:1", SimSpec{1, "T4", 1}},
+	}
+	for _, tc := range good {
+		t.Run("ok/"+tc.in, func(t *testing.T) {
+			got, err := ParseSimulateSpec(tc.in)
+			if err != nil {
+				t.Fatalf("ParseSimulateSpec(%q): %v", tc.in, err)
+			}
+			if got != tc.want {
+				t.Fatalf("ParseSimulateSpec(%q) = %+v, want %+v", tc.in, got, tc.want)
+			}
+		})
+	}
+
+	bad := []struct {
+		in, wantErr string
+	}{
+		{"", "empty value"},
+		{"   ", "empty value"},
+		{"x", `GPU count "x" is not a whole number`},
+		{"2.5", `GPU count "2.5" is not a whole number`},
+		{"0", "GPU count must be 1..64, got 0"},
+		{"-1", "GPU count must be 1..64, got -1"},
+		{"65", "GPU count must be 1..64, got 65"},
+		{"8:", "model is empty"},
+		{"8:H100:", `memory "" is not a number of GB`},
+		{"8:H100:lots", `memory "lots" is not a number of GB`},
+		{"8:H100:NaN", `memory "NaN" is not a number of GB`},
+		{"8:H100:0", "memory must be 1..1024 GB, got 0"},
+		{"8:H100:0.5", "memory must be 1..1024 GB, got 0.5"},
+		{"8:H100:2000", "memory must be 1..1024 GB, got 2000"},
+		{"8:H100:80:x", "too many fields: 4, at most 3"},
+		{"8:H\x01:80", "control characters"},
+	}
+	for _, tc := range bad {
+		t.Run("bad/"+tc.in, func(t *testing.T) {
+			_, err := ParseSimulateSpec(tc.in)
+			if err == nil {
+				t.Fatalf("ParseSimulateSpec(%q): no error", tc.in)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "--simulate-gpus ") || !strings.Contains(msg, tc.wantErr) {
+				t.Fatalf("ParseSimulateSpec(%q) error %q, want it to name --simulate-gpus and say %q", tc.in, msg, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestSimSpecStringRoundTrip(t *testing.T) {
+	for _, in := range []string{"8:H100:80", "4:A100:40", "2:L4:24.5"} {
+		s, err := ParseSimulateSpec(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.String(); got != in {
+			t.Errorf("String() = %q, want %q", got, in)
+		}
+	}
+}
