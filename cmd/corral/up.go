@@ -208,7 +208,9 @@ func runUp(ctx context.Context, f upFlags, stdout, stderr io.Writer) error {
 	// with retries left.
 	if n := len(runner.Running()); n > 0 {
 		logger.Info("stopping running jobs", "jobs", n, "grace", f.cancelGrace)
-		runner.StopAll(shutCtx, f.cancelGrace)
+		stopCtx, cancelStop := context.WithTimeout(context.Background(), f.cancelGrace+5*time.Second)
+		runner.StopAll(stopCtx, f.cancelGrace)
+		cancelStop()
 	}
 	if errors.Is(runErr, http.ErrServerClosed) || errors.Is(runErr, context.Canceled) {
 		runErr = nil
