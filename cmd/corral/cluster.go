@@ -56,7 +56,10 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 			if g.Temperature != nil {
 				temp = strconv.Itoa(*g.Temperature) + "C"
 			}
-			to := g.AllocatedTo
+			to := ""
+			if g.AllocatedTo != nil {
+				to = *g.AllocatedTo
+			}
 			if g.Held && to != "" {
 				to = "hold:" + to
 			}

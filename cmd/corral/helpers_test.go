@@ -173,8 +173,8 @@ func sampleCluster() api.ClusterStatus {
 		TotalGPUs: 3, AvailableGPUs: 1, AllocatedGPUs: 2, HeldGPUs: 1,
 		Nodes: []api.Node{
 			{NodeID: "node-a", Hostname: "gpu01", GPUCount: 2, GPUType: "H100", State: "up", GPUs: []api.GPU{
-				{ID: 0, UUID: "GPU-1111", Model: "NVIDIA H100 80GB HBM3", MemoryTotal: 81559, MemoryUsed: 1024, Utilization: 97, Temperature: &temp, AllocatedTo: "01JAAAAAAAAAAAAAAAAAAAAAAA"},
-				{ID: 1, UUID: "GPU-2222", Model: "NVIDIA H100 80GB HBM3", MemoryTotal: 81559, AllocatedTo: "notebook", Held: true},
+				{ID: 0, UUID: "GPU-1111", Model: "NVIDIA H100 80GB HBM3", MemoryTotal: 81559, MemoryUsed: 1024, Utilization: 97, Temperature: &temp, AllocatedTo: ptr("01JAAAAAAAAAAAAAAAAAAAAAAA")},
+				{ID: 1, UUID: "GPU-2222", Model: "NVIDIA H100 80GB HBM3", MemoryTotal: 81559, AllocatedTo: ptr("notebook"), Held: true},
 			}},
 			{NodeID: "node-sim", Hostname: "laptop", GPUCount: 1, GPUType: "A100", State: "up", Simulated: true, GPUs: []api.GPU{
 				{ID: 0, UUID: "SIM-0", Model: "A100", MemoryTotal: 40960, Simulated: true},
@@ -182,3 +182,5 @@ func sampleCluster() api.ClusterStatus {
 		},
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -181,7 +181,13 @@ func runUp(ctx context.Context, f upFlags, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	srv := &http.Server{Handler: server.New(o, logger), ReadHeaderTimeout: 10 * time.Second}
+	// Streaming handlers (logs -f) end when baseCtx does, so a shutdown does
+	// not wait for them.
+	baseCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	srv := &http.Server{Handler: server.New(o, logger), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	srv.RegisterOnShutdown(endStreams)
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- o.Run(loopCtx) }()

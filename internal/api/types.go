@@ -178,11 +178,19 @@ type GPU struct {
 	MemoryTotal int64  `json:"memory_total"`
 	MemoryUsed  int64  `json:"memory_used"`
 	Utilization int    `json:"utilization"`
-	Temperature *int   `json:"temperature,omitempty"`
-	AllocatedTo string `json:"allocated_to,omitempty"` // a job id, or a hold's id
+	Temperature *int   `json:"temperature"` // null when unknown
+	AllocatedTo *string `json:"allocated_to"` // a job id, or a hold's id; null when free
 	Held        bool   `json:"held,omitempty"`         // AllocatedTo names a hold, not a Corral job
 	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
 	Simulated   bool   `json:"simulated,omitempty"`
+}
+
+// Holder returns the job or hold the GPU is allocated to, "" when free.
+func (g GPU) Holder() string {
+	if g.AllocatedTo == nil {
+		return ""
+	}
+	return *g.AllocatedTo
 }
 
 // Node is one node in GET /cluster/gpu-status.

@@ -213,7 +213,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 			}
 			cs.TotalGPUs++
 			if holder, ok := o.owner[gpuKey{n.ID, d.Index}]; ok {
-				g.AllocatedTo = holder
+				g.AllocatedTo = &holder
 				_, g.Held = o.holds[holder]
 				cs.AllocatedGPUs++
 				if g.Held {

@@ -178,7 +178,7 @@ func TestLifecycle(t *testing.T) {
 	h.waitState(j.ID, api.StateAllocating)
 	h.o.Sink(exec.Update{JobID: j.ID, Attempt: 0, Kind: exec.Started, At: time.Now(), PID: 42})
 	h.waitState(j.ID, api.StateRunning)
-	if cs := h.o.Cluster(context.Background()); cs.AllocatedGPUs != 2 || cs.Nodes[0].GPUs[0].AllocatedTo != j.ID {
+	if cs := h.o.Cluster(context.Background()); cs.AllocatedGPUs != 2 || cs.Nodes[0].GPUs[0].Holder() != j.ID {
 		t.Fatalf("cluster = %+v", cs)
 	}
 	h.o.Sink(exec.Update{JobID: j.ID, Attempt: 0, Kind: exec.Exited, At: time.Now(), ExitCode: 0})
