@@ -172,17 +172,17 @@ type JobList struct {
 // GPU is one device in GET /cluster/gpu-status. Memory is in MiB,
 // utilization in percent, temperature in degrees Celsius.
 type GPU struct {
-	ID          int    `json:"id"`
-	UUID        string `json:"uuid"`
-	Model       string `json:"model"`
-	MemoryTotal int64  `json:"memory_total"`
-	MemoryUsed  int64  `json:"memory_used"`
-	Utilization int    `json:"utilization"`
-	Temperature *int   `json:"temperature"` // null when unknown
-	AllocatedTo *string `json:"allocated_to"` // a job id, or a hold's id; null when free
-	Held        bool   `json:"held,omitempty"`         // AllocatedTo names a hold, not a Corral job
-	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
-	Simulated   bool   `json:"simulated,omitempty"`
+	ID          int     `json:"id"`
+	UUID        string  `json:"uuid"`
+	Model       string  `json:"model"`
+	MemoryTotal int64   `json:"memory_total"`
+	MemoryUsed  int64   `json:"memory_used"`
+	Utilization int     `json:"utilization"`
+	Temperature *int    `json:"temperature"`    // null when unknown
+	AllocatedTo *string `json:"allocated_to"`   // a job id, or a hold's id; null when free
+	Held        bool    `json:"held,omitempty"` // AllocatedTo names a hold, not a Corral job
+	NVLinkPeers []int   `json:"nvlink_peers,omitempty"`
+	Simulated   bool    `json:"simulated,omitempty"`
 }
 
 // Holder returns the job or hold the GPU is allocated to, "" when free.
