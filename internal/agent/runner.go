@@ -49,12 +49,16 @@ type taskKey struct {
 // proc is one running task. Fields other than done are guarded by Runner.mu.
 type proc struct {
 	RunningTask
+	notice string // the task's NoticePath
 	exited bool
 	kill   *time.Timer   // SIGKILL after the grace period of the first Stop
 	done   chan struct{} // closed once the Exited update has been sent
 }
 
-var _ exec.Executor = (*Runner)(nil)
+var (
+	_ exec.Executor = (*Runner)(nil)
+	_ exec.Noticer  = (*Runner)(nil)
+)
 
 // NewRunner returns a Runner that reports to sink. A nil logger discards
 // logs; a nil sink discards updates.
@@ -126,6 +130,7 @@ func (r *Runner) Start(ctx context.Context, t exec.Task) (err error) {
 	}
 	p := &proc{
 		RunningTask: RunningTask{JobID: t.JobID, Attempt: t.Attempt, PID: cmd.Process.Pid, StartedAt: time.Now()},
+		notice:      t.NoticePath,
 		done:        make(chan struct{}),
 	}
 	r.procs[key] = p
@@ -298,6 +303,9 @@ func taskEnv(base []string, t exec.Task) ([]string, error) {
 	set("CORRAL_GPU_UUIDS", strings.Join(t.GPUUUIDs, ","))
 	set("CORRAL_ATTEMPT", strconv.Itoa(t.Attempt))
 	set("CORRAL_NODE_ID", t.NodeID)
+	if t.NoticePath != "" {
+		set("CORRAL_PREEMPT_NOTICE", t.NoticePath)
+	}
 
 	env := make([]string, len(order))
 	for i, k := range order {
@@ -335,6 +343,33 @@ func checkDir(dir string) error {
 	}
 	if !fi.IsDir() {
 		return fmt.Errorf("workdir %q: %w", dir, syscall.ENOTDIR)
+	}
+	return nil
+}
+
+// Notice writes text to the running attempt's notice file (atomically:
+// written beside it, then renamed), so the job sees the whole notice or
+// none. Unknown attempts, and tasks without a notice path, are not an error.
+func (r *Runner) Notice(ctx context.Context, jobID string, attempt int, text string) error {
+	r.mu.Lock()
+	p, ok := r.procs[taskKey{jobID, attempt}]
+	path := ""
+	if ok {
+		path = p.notice
+	}
+	r.mu.Unlock()
+	if path == "" {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("notice for job %s: %w", jobID, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		return fmt.Errorf("notice for job %s: %w", jobID, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("notice for job %s: %w", jobID, err)
 	}
 	return nil
 }

@@ -55,6 +55,7 @@ const (
 	ReasonCanceled    = "canceled"
 	ReasonLost        = "lost" // the job's processes died with the server or agent
 	ReasonRequeued    = "requeued"
+	ReasonPreempted   = "preempted" // stopped for a higher-ranked job; back to queued
 )
 
 // Allocation is one GPU held by a job.
@@ -104,6 +105,12 @@ type Job struct {
 	PendingReason      string            `json:"pending_reason,omitempty"`  // machine-readable, queued jobs only
 	PendingMessage     string            `json:"pending_message,omitempty"` // the "why pending" sentence
 	CancelRequested    bool              `json:"cancel_requested,omitempty"`
+	PreemptGrace       *Seconds          `json:"preempt_grace,omitempty"` // SIGTERM to SIGKILL when preempted; default: the policy's
+	Borrowed           bool              `json:"borrowed,omitempty"`      // running on GPUs borrowed beyond a quota
+	Preempting         bool              `json:"preempting,omitempty"`    // told to stop for another job; back to queued when it ends
+	PreemptMessage     string            `json:"preempt_message,omitempty"`
+	Preemptions        int               `json:"preemptions,omitempty"` // times it was preempted (each also counts in retry_count)
+	GPUSeconds         float64           `json:"gpu_seconds,omitempty"` // GPU time used over all attempts
 	Allocation         []Allocation      `json:"allocation"`
 	Events             []Event           `json:"events,omitempty"`
 }
@@ -125,6 +132,7 @@ type SubmitRequest struct {
 	Priority          RawValue          `json:"priority,omitempty"`
 	EstimatedDuration RawValue          `json:"estimated_duration,omitempty"`
 	MaxRetries        int               `json:"max_retries,omitempty"`
+	PreemptGrace      RawValue          `json:"preempt_grace,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.
@@ -140,6 +148,7 @@ type QueuedJob struct {
 	QueuePosition      int        `json:"queue_position"`
 	EstimatedStartTime *time.Time `json:"estimated_start_time"`
 	EstimatedWaitTime  *float64   `json:"estimated_wait_time"` // seconds from now; null when unknown
+	EstimatedDuration  *Seconds   `json:"estimated_duration,omitempty"`
 	WaitedSeconds      float64    `json:"waited_seconds"`
 	PendingReason      string     `json:"pending_reason,omitempty"`
 	PendingMessage     string     `json:"pending_message,omitempty"`
@@ -254,22 +263,68 @@ type OrchestratorStatus struct {
 	Version     string     `json:"version"`
 }
 
-// Policies is GET and PUT /orchestrator/policies. On PUT, omitted fields keep
-// their value.
+// Policies is GET /orchestrator/policies: the active policy, its switches
+// and knobs, weights and quotas. Durations are in seconds.
 type Policies struct {
-	Policy     string   `json:"policy"`
-	Backfill   bool     `json:"backfill"`
-	Preemption bool     `json:"preemption"`
-	Gang       bool     `json:"gang"`                // always on: multi-GPU jobs are placed all-or-nothing
-	Available  []string `json:"available,omitempty"` // the policies this server offers (read-only)
+	Policy     string `json:"policy"`     // fair_share, priority, fcfs or sjf
+	Backfill   bool   `json:"backfill"`   // EASY backfill around the head job's reservation
+	Preemption bool   `json:"preemption"` // higher-ranked jobs may preempt lower ones
+	Gang       bool   `json:"gang"`       // always on: multi-GPU jobs are placed all-or-nothing
+	Spread     bool   `json:"spread"`     // place on the emptiest nodes instead of best fit
+
+	AgingInterval   Seconds `json:"aging_interval"`   // one priority level gained per interval waited
+	HalfLife        Seconds `json:"half_life"`        // of past usage, for fair_share
+	DefaultEstimate Seconds `json:"default_estimate"` // run time assumed without estimate or history
+	MinRunTime      Seconds `json:"min_run_time"`     // protection from preemption after a start
+	PreemptGrace    Seconds `json:"preempt_grace"`    // SIGTERM to SIGKILL for a preempted job without its own
+
+	Weights Weights `json:"weights"` // fair-share weights; missing means 1
+	Quotas  Quotas  `json:"quotas"`  // guaranteed GPUs; missing means none
+
+	Available []string `json:"available,omitempty"` // the policies this server offers (read-only)
 }
 
-// PoliciesUpdate is the body of PUT /orchestrator/policies.
+// Weights are fair-share weights by user and by project.
+type Weights struct {
+	Users    map[string]float64 `json:"users"`
+	Projects map[string]float64 `json:"projects"`
+}
+
+// Quotas are guaranteed GPUs by user and by project. Beyond its quota a job
+// may borrow idle GPUs, which are the first taken back.
+type Quotas struct {
+	Users    map[string]int `json:"users"`
+	Projects map[string]int `json:"projects"`
+}
+
+// PoliciesUpdate is the body of PUT /orchestrator/policies. Omitted fields
+// keep their value. Weights and quotas are merged by name; a null value
+// removes that user's or project's entry.
 type PoliciesUpdate struct {
-	Policy     *string `json:"policy,omitempty"`
-	Backfill   *bool   `json:"backfill,omitempty"`
-	Preemption *bool   `json:"preemption,omitempty"`
-	Gang       *bool   `json:"gang,omitempty"`
+	Policy          *string        `json:"policy,omitempty"`
+	Backfill        *bool          `json:"backfill,omitempty"`
+	Preemption      *bool          `json:"preemption,omitempty"`
+	Gang            *bool          `json:"gang,omitempty"`
+	Spread          *bool          `json:"spread,omitempty"`
+	AgingInterval   RawValue       `json:"aging_interval,omitempty"`
+	HalfLife        RawValue       `json:"half_life,omitempty"`
+	DefaultEstimate RawValue       `json:"default_estimate,omitempty"`
+	MinRunTime      RawValue       `json:"min_run_time,omitempty"`
+	PreemptGrace    RawValue       `json:"preempt_grace,omitempty"`
+	Weights         *WeightsUpdate `json:"weights,omitempty"`
+	Quotas          *QuotasUpdate  `json:"quotas,omitempty"`
+}
+
+// WeightsUpdate changes fair-share weights; null removes an entry.
+type WeightsUpdate struct {
+	Users    map[string]*float64 `json:"users,omitempty"`
+	Projects map[string]*float64 `json:"projects,omitempty"`
+}
+
+// QuotasUpdate changes quotas; null removes an entry.
+type QuotasUpdate struct {
+	Users    map[string]*int `json:"users,omitempty"`
+	Projects map[string]*int `json:"projects,omitempty"`
 }
 
 // ErrorBody is every error answer: {"error": {...}}.

@@ -20,6 +20,9 @@ type Task struct {
 	GPUs     []int    // GPU indexes on the node, in CUDA_VISIBLE_DEVICES order
 	GPUUUIDs []string // the same GPUs' UUIDs
 	LogPath  string   // where stdout and stderr go (appended)
+	// NoticePath is where a preemption notice will appear; the job finds
+	// it in CORRAL_PREEMPT_NOTICE. Empty: no notices.
+	NoticePath string
 }
 
 // UpdateKind says what an Update reports.
@@ -58,6 +61,13 @@ type Update struct {
 // Sink receives updates. It must not block: executors call it from their own
 // goroutines, and also from inside Start.
 type Sink func(Update)
+
+// Noticer is an Executor that can warn a running attempt before stopping
+// it: it writes text to the attempt's NoticePath, where the job can read
+// it (to checkpoint) between SIGTERM and SIGKILL.
+type Noticer interface {
+	Notice(ctx context.Context, jobID string, attempt int, text string) error
+}
 
 // Executor runs tasks. Implementations are safe for concurrent use.
 type Executor interface {

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"time"
 
@@ -10,28 +11,88 @@ import (
 	"github.com/corral-sched/corral/internal/sched"
 )
 
+// planEvery bounds how often a large queue's start estimates are redone;
+// small queues are planned every cycle.
+const (
+	planEvery      = 2 * time.Second
+	planSmallQueue = 1000
+)
+
+// snapshot builds the core's input from live state. Loop only: the loop is
+// the only writer, so it reads without a lock.
+func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
+	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: schedPolicy(o.policy), Usage: o.ledger.Usage(now)}
+	snap.Running = make([]sched.Running, 0, len(o.active))
+	for id := range o.active {
+		j := o.jobs[id]
+		started := now
+		if j.StartedAt != nil {
+			started = *j.StartedAt
+			// The running attempt's GPU time counts toward fair share now.
+			gs := float64(len(j.Allocation)) * now.Sub(started).Seconds()
+			snap.Usage.Users[j.User] += gs
+			snap.Usage.Projects[j.Project] += gs
+		}
+		est, _ := o.estimate(j)
+		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
+			Placements: placements(j.Allocation), StartedAt: started, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting})
+	}
+	snap.Queue = make([]sched.Job, 0, len(o.queued))
+	for id := range o.queued {
+		j := o.jobs[id]
+		est, given := o.estimate(j)
+		snap.Queue = append(snap.Queue, sched.Job{
+			ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
+			GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
+			Estimate: est, EstimateGiven: given,
+		})
+	}
+	return snap
+}
+
+// estimate is the job's expected run time: its estimated_duration (given
+// true), else its user's mean past run time, else the policy default.
+func (o *Orchestrator) estimate(j *api.Job) (time.Duration, bool) {
+	if j.EstimatedDuration != nil && *j.EstimatedDuration > 0 {
+		return j.EstimatedDuration.Duration(), true
+	}
+	if d, ok := o.estimator.Estimate(j.User); ok && d > 0 {
+		return d, false
+	}
+	return o.policy.DefaultEstimate.Duration(), false
+}
+
+// placements groups an allocation by node.
+func placements(as []api.Allocation) []sched.Placement {
+	var ps []sched.Placement
+	for _, a := range as {
+		if n := len(ps); n > 0 && ps[n-1].NodeID == a.NodeID {
+			ps[n-1].GPUs = append(ps[n-1].GPUs, a.GPUID)
+			continue
+		}
+		ps = append(ps, sched.Placement{NodeID: a.NodeID, GPUs: []int{a.GPUID}})
+	}
+	return ps
+}
+
 // cycle runs one scheduling cycle: snapshot, decide (the pure core), then
-// commit the starts and hand them to the executor. Loop only.
+// commit the starts and preemptions and hand them to the executor. Loop
+// only.
 func (o *Orchestrator) cycle(ctx context.Context) {
 	o.dirty = false
 	began := time.Now()
 
-	// 1. Snapshot. The loop is the only writer, so it reads without a lock.
-	snap := sched.Snapshot{Now: o.cfg.Now(), Nodes: o.snapshotNodes(), Policy: sched.Policy{Name: o.policy.Policy}}
-	snap.Queue = make([]sched.Job, 0, len(o.queued))
-	for id := range o.queued {
-		j := o.jobs[id]
-		snap.Queue = append(snap.Queue, sched.Job{
-			ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
-			GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
-		})
+	// 1. Snapshot and decide.
+	now := o.cfg.Now()
+	snap := o.snapshot(now)
+	res := sched.Schedule(snap)
+	var plan map[string]time.Time
+	if len(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
+		plan = sched.EstimateStarts(snap, res, sched.DefaultPlanDepth)
 	}
 
-	// 2. Decide.
-	res := sched.Schedule(snap)
-
-	// 3. Commit: every start moves queued -> scheduled -> allocating with
-	// its GPUs reserved in the books.
+	// 2. Commit: every start moves queued -> scheduled -> allocating with
+	// its GPUs reserved in the books; every victim is marked preempting.
 	o.mu.Lock()
 	tx := o.begin()
 	pending := make(map[string]sched.Pending, len(res.Pending))
@@ -43,12 +104,23 @@ func (o *Orchestrator) cycle(ctx context.Context) {
 		j := o.jobs[s.JobID]
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
 		j.Allocation = o.allocate(j.ID, s.Placements)
-		tx.transition(j, api.StateAllocating, api.ReasonAllocating, "")
+		j.Borrowed = s.Borrowed
+		msg := ""
+		if s.Borrowed {
+			msg = "on idle GPUs borrowed beyond its quota; they are the first taken back"
+		}
+		tx.transition(j, api.StateAllocating, api.ReasonAllocating, msg)
 		tasks = append(tasks, o.task(j, s.Placements))
 	}
+	for _, p := range res.Preemptions {
+		o.preempt(ctx, tx, p)
+	}
 	o.pending = pending
+	if plan != nil {
+		o.plan, o.planAt = plan, now
+	}
 	o.stats.count++
-	o.stats.last = snap.Now
+	o.stats.last = now
 	o.stats.lastMS = float64(time.Since(began).Microseconds()) / 1000
 	err := o.commit(ctx, tx)
 	if err == nil && tx.batch.Empty() {
@@ -61,7 +133,7 @@ func (o *Orchestrator) cycle(ctx context.Context) {
 	}
 	o.dirty = false // the cycle's own transitions call for no other cycle
 
-	// 4. Launch, outside the lock. A launch failure is a job failure.
+	// 3. Launch and warn, outside the lock. A launch failure is a job failure.
 	for _, t := range tasks {
 		o.log.Info("job starting", "job_id", t.JobID, "node", t.NodeID, "gpus", t.GPUs)
 		if err := o.cfg.Executor.Start(ctx, t); err != nil {
@@ -69,12 +141,42 @@ func (o *Orchestrator) cycle(ctx context.Context) {
 			o.applyUpdates(ctx, []exec.Update{{JobID: t.JobID, Attempt: t.Attempt, Kind: exec.Exited, At: o.cfg.Now(), ExitCode: -1, Err: err}})
 		}
 	}
+	o.runAfter(ctx, tx)
+}
+
+// preempt marks a victim and, once that is durable, warns it (the notice
+// file, then SIGTERM) and kills it after its grace period. Write lock held.
+func (o *Orchestrator) preempt(ctx context.Context, tx *txn, p sched.Preemption) {
+	j := o.jobs[p.JobID]
+	if j == nil || !j.State.Active() || j.Preempting {
+		return
+	}
+	j.Preempting, j.PreemptMessage = true, p.Message
+	tx.touch(j)
+	grace := o.policy.PreemptGrace.Duration()
+	if j.PreemptGrace != nil {
+		grace = j.PreemptGrace.Duration()
+	}
+	id, attempt := j.ID, j.RetryCount
+	notice := fmt.Sprintf("preempted at %s: %s; SIGKILL in %s\n", tx.now.Format(time.RFC3339), p.Message, grace)
+	o.log.Info("job preempted", "job_id", id, "for", p.ForJob, "reason", p.Reason, "grace", grace)
+	tx.after = append(tx.after, func() {
+		ctx := context.WithoutCancel(ctx)
+		if n, ok := o.cfg.Executor.(exec.Noticer); ok {
+			if err := n.Notice(ctx, id, attempt, notice); err != nil {
+				o.log.Warn("preemption notice not written", "job_id", id, "err", err)
+			}
+		}
+		if err := o.cfg.Executor.Stop(ctx, id, attempt, grace); err != nil {
+			o.log.Error("stop preempted job", "job_id", id, "err", err)
+		}
+	})
 }
 
 // task builds the executor's task for a job's (single-node) placement.
 func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env),
-		LogPath: o.LogPath(j.ID, j.RetryCount), GPUs: []int{}}
+		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
 	if len(ps) > 0 {
 		t.NodeID = ps[0].NodeID
 		t.GPUs = append(t.GPUs, ps[0].GPUs...)
@@ -85,6 +187,11 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 		}
 	}
 	return t
+}
+
+// noticePath is where an attempt's preemption notice is written.
+func (o *Orchestrator) noticePath(jobID string, attempt int) string {
+	return o.attemptPath(jobID, attempt, ".preempt")
 }
 
 // applyUpdates applies executor reports in one transaction. Reports about
@@ -109,14 +216,27 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 				continue
 			}
 			j.StartedAt = &at
-			tx.transition(j, api.StateRunning, api.ReasonStarted, "")
+			tx.transition(j, api.StateRunning, api.ReasonStarted, j.Message)
 			o.log.Info("job running", "job_id", j.ID, "pid", u.PID)
 		case exec.Exited:
+			o.endAttempt(j, at)
+			if j.Preempting && !j.CancelRequested && u.Err == nil {
+				j.RetryCount++
+				j.Preemptions++
+				tx.transition(j, api.StateQueued, api.ReasonPreempted,
+					fmt.Sprintf("%s; requeued as attempt %d (exit code %d)", j.PreemptMessage, j.RetryCount, u.ExitCode))
+				resetAttempt(j)
+				o.log.Info("preempted job requeued", "job_id", j.ID, "attempt", j.RetryCount)
+				continue
+			}
 			to, reason, msg := exitOutcome(j, u.ExitCode, u.Signal, u.Err)
 			j.FinishedAt = &at
 			if u.Err == nil {
 				code := u.ExitCode
 				j.ExitCode = &code
+			}
+			if to == api.StateCompleted && j.StartedAt != nil {
+				o.estimator.Observe(j.User, at.Sub(*j.StartedAt))
 			}
 			tx.transition(j, to, reason, msg)
 			o.log.Info("job ended", "job_id", j.ID, "state", string(to), "exit_code", u.ExitCode)
@@ -127,6 +247,17 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 	if err != nil {
 		o.log.Error("executor updates not committed", "err", err)
 	}
+}
+
+// endAttempt charges the attempt's GPU time to the job and to its user's
+// and project's fair-share usage. Write lock held.
+func (o *Orchestrator) endAttempt(j *api.Job, at time.Time) {
+	if j.StartedAt == nil || !at.After(*j.StartedAt) {
+		return
+	}
+	gs := float64(len(j.Allocation)) * at.Sub(*j.StartedAt).Seconds()
+	j.GPUSeconds += gs
+	o.ledger.Add(j.User, j.Project, gs, at)
 }
 
 // queuedAt is when the job last entered the queue (its submission, or its

@@ -68,11 +68,16 @@ type Orchestrator struct {
 	jobs      map[string]*api.Job
 	order     []string // job ids in submission order
 	queued    map[string]bool
+	active    map[string]bool // jobs holding GPUs: scheduled, allocating, running
 	holds     map[string]*api.Hold
 	idem      map[string]string
 	owner     map[gpuKey]string // GPU -> job id or hold id
 	nodes     []Node
 	pending   map[string]sched.Pending // why each queued job waits, from the last cycle
+	plan      map[string]time.Time     // estimated starts, from the last plan
+	planAt    time.Time                // when the plan was made
+	ledger    *sched.Ledger            // decayed GPU usage per user and project
+	estimator *sched.Estimator         // learned run times per user
 	policy    api.Policies
 	running   bool // scheduling on
 	stats     cycleStats
@@ -118,21 +123,25 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		cfg.Logger = slog.Default()
 	}
 	o := &Orchestrator{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		ops:     make(chan *op, 1024),
-		entropy: ulid.Monotonic(rand.Reader, 0),
-		jobs:    map[string]*api.Job{},
-		queued:  map[string]bool{},
-		holds:   map[string]*api.Hold{},
-		idem:    map[string]string{},
-		owner:   map[gpuKey]string{},
-		nodes:   cfg.Nodes,
-		pending: map[string]sched.Pending{},
-		policy:  api.Policies{Policy: sched.PolicyPriority, Gang: true},
-		running: true,
-		changed: make(chan struct{}),
-		fatal:   make(chan error, 1),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ops:       make(chan *op, 1024),
+		entropy:   ulid.Monotonic(rand.Reader, 0),
+		jobs:      map[string]*api.Job{},
+		queued:    map[string]bool{},
+		active:    map[string]bool{},
+		holds:     map[string]*api.Hold{},
+		idem:      map[string]string{},
+		owner:     map[gpuKey]string{},
+		nodes:     cfg.Nodes,
+		pending:   map[string]sched.Pending{},
+		plan:      map[string]time.Time{},
+		ledger:    sched.NewLedger(0),
+		estimator: sched.NewEstimator(),
+		policy:    defaultPolicies(),
+		running:   true,
+		changed:   make(chan struct{}),
+		fatal:     make(chan error, 1),
 	}
 	o.updates.notify = make(chan struct{}, 1)
 	o.startedAt = cfg.Now()
@@ -245,6 +254,11 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	} else {
 		delete(tx.o.queued, j.ID)
 	}
+	if to.Active() {
+		tx.o.active[j.ID] = true
+	} else {
+		delete(tx.o.active, j.ID)
+	}
 	if to.Terminal() || to == api.StateQueued {
 		tx.o.releaseJob(j)
 	}
@@ -342,7 +356,12 @@ func lower(s string) string {
 
 // LogPath is where the given attempt of a job writes its output.
 func (o *Orchestrator) LogPath(jobID string, attempt int) string {
-	return filepath.Join(o.cfg.DataDir, "logs", jobID, strconv.Itoa(attempt)+".log")
+	return o.attemptPath(jobID, attempt, ".log")
+}
+
+// attemptPath is a file of one attempt of a job: DataDir/logs/JOB/N.ext.
+func (o *Orchestrator) attemptPath(jobID string, attempt int, ext string) string {
+	return filepath.Join(o.cfg.DataDir, "logs", jobID, strconv.Itoa(attempt)+ext)
 }
 
 // updateQueue hands executor updates to the loop without blocking the

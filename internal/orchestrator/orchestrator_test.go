@@ -341,7 +341,11 @@ func TestRecoveryAfterCrash(t *testing.T) {
 		t.Fatalf("reaped %v, want the two active jobs", reaped)
 	}
 	j, _ := h2.o.Job(retry.ID)
-	if j.RetryCount != 1 || j.Reason != api.ReasonLost || (j.State != api.StateQueued && !j.State.Active()) {
+	requeued := false
+	for _, e := range j.Events {
+		requeued = requeued || (e.To == api.StateQueued && e.Reason == api.ReasonLost)
+	}
+	if j.RetryCount != 1 || !requeued || (j.State != api.StateQueued && !j.State.Active()) {
 		t.Fatalf("job with retries = %+v", j)
 	}
 	j, _ = h2.o.Job(once.ID)

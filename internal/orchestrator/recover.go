@@ -3,16 +3,14 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
-// Settings keys in the store.
-const (
-	settingPolicy     = "policy"
-	settingScheduling = "scheduling" // "on" or "off"
-)
+// settingScheduling is the store key of the scheduling switch: "on" or "off".
+const settingScheduling = "scheduling"
 
 // recover loads the store into memory and settles jobs that were active
 // when the last server died: their processes died with it (or are killed
@@ -23,9 +21,8 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	if p := st.Settings[settingPolicy]; p != "" && validPolicy(p) {
-		o.policy.Policy = p
-	}
+	o.policy = loadPolicies(st.Settings)
+	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
 
@@ -74,12 +71,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		case j.CancelRequested:
 			j.FinishedAt = &tx.now
 			tx.transition(j, api.StateCanceled, api.ReasonCanceled, "the server stopped while the job was being canceled")
-		case j.RetryCount < j.MaxRetries:
+		case j.RetryCount-j.Preemptions < j.MaxRetries:
 			j.RetryCount++
-			j.StartedAt, j.ExitCode = nil, nil
 			tx.transition(j, api.StateQueued, api.ReasonLost,
-				fmt.Sprintf("the server stopped while the job was %s; requeued (retry %d of %d)", j.State, j.RetryCount, j.MaxRetries))
-			j.Allocation = []api.Allocation{}
+				fmt.Sprintf("the server stopped while the job was %s; requeued (retry %d of %d)", j.State, j.RetryCount-j.Preemptions, j.MaxRetries))
+			resetAttempt(j)
 		default:
 			j.FinishedAt = &tx.now
 			tx.transition(j, api.StateFailed, api.ReasonLost,
@@ -93,11 +89,27 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	return nil
 }
 
-func validPolicy(p string) bool {
-	for _, v := range sched.Policies() {
-		if v == p {
-			return true
+// resetAttempt clears what belonged to the job's last attempt when it goes
+// back to the queue (or ends without it).
+func resetAttempt(j *api.Job) {
+	j.StartedAt, j.ExitCode = nil, nil
+	j.Allocation = []api.Allocation{}
+	j.Borrowed, j.Preempting, j.PreemptMessage = false, false, ""
+}
+
+// rebuildLedger recomputes decayed usage from every job's recorded GPU time
+// (each counted at the job's latest event) and learned run times from
+// completed jobs. Write lock held, or before the loop runs.
+func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
+	o.ledger = sched.NewLedger(halfLife)
+	o.estimator = sched.NewEstimator()
+	for _, id := range o.order {
+		j := o.jobs[id]
+		if j.GPUSeconds > 0 && len(j.Events) > 0 {
+			o.ledger.Add(j.User, j.Project, j.GPUSeconds, j.Events[len(j.Events)-1].At)
+		}
+		if j.State == api.StateCompleted && j.StartedAt != nil && j.FinishedAt != nil {
+			o.estimator.Observe(j.User, j.FinishedAt.Sub(*j.StartedAt))
 		}
 	}
-	return false
 }

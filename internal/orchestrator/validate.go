@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -110,6 +111,16 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 			return j, api.Invalid("estimated_duration", "%s", err.Error())
 		}
 		j.EstimatedDuration = &d
+	}
+	if !api.IsNull(req.PreemptGrace) {
+		d, err := api.ParseSecondsJSON(req.PreemptGrace)
+		if err != nil {
+			return j, api.Invalid("preempt_grace", "%s", err.Error())
+		}
+		if d.Duration() > 24*time.Hour {
+			return j, api.Invalid("preempt_grace", "must be at most 24h")
+		}
+		j.PreemptGrace = &d
 	}
 	if j.MaxRetries < 0 || j.MaxRetries > maxRetries {
 		return j, api.Invalid("max_retries", "must be between 0 and %d, not %d", maxRetries, j.MaxRetries)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -27,6 +27,10 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 	if j.State == api.StateQueued {
 		if p, ok := o.pending[j.ID]; ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message
+		}
+		if t, ok := o.plan[j.ID]; ok {
+			t = t.UTC()
+			v.EstimatedStartTime = &t
 		}
 		if !o.running {
 			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until POST /orchestrator/start"
@@ -101,21 +105,41 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage,
 		})
 	}
-	// Positions follow the policy's order over the queue as it is now (the
-	// same order the next cycle will walk).
-	jobs := make([]sched.Job, 0, len(o.queued))
-	for id := range o.queued {
-		j := o.jobs[id]
-		jobs = append(jobs, sched.Job{ID: j.ID, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt})
+	// Positions are the last cycle's order. When some job has none (it
+	// came after the cycle, or scheduling is stopped), the policy's order
+	// over the queue as it is now gives them all.
+	fresh := false
+	for _, q := range r.QueuedJobs {
+		fresh = fresh || q.QueuePosition == 0 || !o.running
 	}
-	pos := make(map[string]int, len(jobs))
-	for i, j := range sched.Order(jobs, sched.Policy{Name: o.policy.Policy}) {
-		pos[j.ID] = i + 1
+	if fresh {
+		pos := map[string]int{}
+		for i, j := range sched.OrderWithUsage(o.snapshot(now)) {
+			pos[j.ID] = i + 1
+		}
+		for i := range r.QueuedJobs {
+			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
+		}
 	}
 	for i := range r.QueuedJobs {
-		r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
+		q := &r.QueuedJobs[i]
+		j := o.jobs[q.ID]
+		q.EstimatedDuration = j.EstimatedDuration
+		if t, ok := o.plan[q.ID]; ok {
+			t = t.UTC()
+			wait := max(t.Sub(now).Seconds(), 0)
+			q.EstimatedStartTime, q.EstimatedWaitTime = &t, &wait
+		}
 	}
-	sort.Slice(r.QueuedJobs, func(a, b int) bool { return r.QueuedJobs[a].QueuePosition < r.QueuedJobs[b].QueuePosition })
+	slices.SortFunc(r.QueuedJobs, func(a, b api.QueuedJob) int {
+		if a.QueuePosition != b.QueuePosition {
+			return a.QueuePosition - b.QueuePosition
+		}
+		if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return r
 }
 
@@ -205,43 +229,4 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 		return api.OrchestratorStatus{}, err
 	}
 	return o.Status(), nil
-}
-
-// Policies is GET /orchestrator/policies.
-func (o *Orchestrator) Policies() api.Policies {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	p := o.policy
-	p.Available = sched.Policies()
-	return p
-}
-
-// SetPolicies changes the active policy; it takes effect at the next cycle
-// and is persisted. Switches this version does not offer are refused.
-func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (api.Policies, error) {
-	if u.Policy != nil && !validPolicy(*u.Policy) {
-		return api.Policies{}, api.Invalid("policy", "%q is not offered; choose one of %v", *u.Policy, sched.Policies())
-	}
-	if u.Backfill != nil && *u.Backfill {
-		return api.Policies{}, api.Invalid("backfill", "backfill is not available in this version")
-	}
-	if u.Preemption != nil && *u.Preemption {
-		return api.Policies{}, api.Invalid("preemption", "preemption is not available in this version")
-	}
-	if u.Gang != nil && !*u.Gang {
-		return api.Policies{}, api.Invalid("gang", "gang placement is always on: a multi-GPU job starts on all its GPUs at once or not at all")
-	}
-	_, err := o.do(ctx, func(tx *txn) (any, error) {
-		if u.Policy != nil && *u.Policy != o.policy.Policy {
-			o.policy.Policy = *u.Policy
-			tx.batch.Settings = map[string]string{settingPolicy: *u.Policy}
-			o.dirty = true
-			o.log.Info("policy changed", "policy", *u.Policy)
-		}
-		return nil, nil
-	})
-	if err != nil {
-		return api.Policies{}, err
-	}
-	return o.Policies(), nil
 }

@@ -1,25 +1,274 @@
 package sched
 
 import (
+	"container/heap"
 	"slices"
 	"strings"
+	"time"
 )
 
-// Order returns the queue sorted by the policy: for "priority", higher
-// priority first, then earlier submission; for "fcfs" (and any name the core
-// does not know), earlier submission alone. Ties break on the job id, so the
-// order is total and the same input always gives the same output.
-func Order(queue []Job, p Policy) []Job {
-	out := slices.Clone(queue)
-	byPriority := p.Name == PolicyPriority
-	slices.SortFunc(out, func(a, b Job) int {
-		if byPriority && a.Priority != b.Priority {
-			return b.Priority - a.Priority
+// runningCharge is how much a GPU in use counts toward its user's and
+// project's share when fair_share ranks them within a cycle: one hour of
+// GPU time. It makes a cycle that hands out many GPUs alternate between
+// users instead of giving all of them to the first.
+const runningCharge = 3600.0
+
+// walker yields queued jobs in the policy's order. placed tells it a job
+// got (or will get) GPUs, which moves fair_share's ranking.
+type walker interface {
+	next() (*Job, bool)
+	placed(j *Job)
+}
+
+// staticKey is the sort key of the policies whose order does not change
+// within a cycle. Smaller first.
+func staticKey(j *Job, p *Policy) time.Time {
+	switch p.Name {
+	case PolicyPriority, PolicyFairShare:
+		// Linear aging: waiting one AgingInterval is worth one priority
+		// level, so ordering by effective priority is ordering by
+		// submission time minus priority x interval.
+		return j.SubmittedAt.Add(-time.Duration(j.Priority) * p.AgingInterval)
+	case PolicySJF:
+		// Shortest first, aged: the estimate counts down while the job
+		// waits, so a job is never overtaken by one submitted more than
+		// its own estimate after it.
+		return j.SubmittedAt.Add(j.Estimate)
+	}
+	return j.SubmittedAt
+}
+
+func sortStatic(jobs []*Job, p *Policy) {
+	type keyed struct {
+		key, sub int64
+		j        *Job
+	}
+	ks := make([]keyed, len(jobs))
+	for i, j := range jobs {
+		ks[i] = keyed{staticKey(j, p).UnixNano(), j.SubmittedAt.UnixNano(), j}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if a.key != b.key {
+			if a.key < b.key {
+				return -1
+			}
+			return 1
 		}
-		if c := a.SubmittedAt.Compare(b.SubmittedAt); c != 0 {
-			return c
+		if a.sub != b.sub {
+			if a.sub < b.sub {
+				return -1
+			}
+			return 1
 		}
-		return strings.Compare(a.ID, b.ID)
+		return strings.Compare(a.j.ID, b.j.ID)
 	})
+	for i := range ks {
+		jobs[i] = ks[i].j
+	}
+}
+
+type sliceWalker struct {
+	jobs []*Job
+	i    int
+}
+
+func (w *sliceWalker) next() (*Job, bool) {
+	if w.i >= len(w.jobs) {
+		return nil, false
+	}
+	w.i++
+	return w.jobs[w.i-1], true
+}
+
+func (w *sliceWalker) placed(*Job) {}
+
+// newWalker returns the policy's walker over the queue. allocated is the
+// GPUs each user and project holds now (for fair_share's in-cycle charge).
+func newWalker(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int) walker {
+	jobs := make([]*Job, len(queue))
+	for i := range queue {
+		jobs[i] = &queue[i]
+	}
+	sortStatic(jobs, p)
+	if p.Name != PolicyFairShare {
+		return &sliceWalker{jobs: jobs}
+	}
+	return newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
+}
+
+// Order returns the queue in the order a cycle considers it, as if every
+// job got its GPUs (fair_share re-ranks users as it goes).
+func Order(queue []Job, p Policy) []Job {
+	p = p.WithDefaults()
+	w := newWalker(queue, &p, Usage{}, nil, nil)
+	out := make([]Job, 0, len(queue))
+	for j, ok := w.next(); ok; j, ok = w.next() {
+		out = append(out, *j)
+		w.placed(j)
+	}
 	return out
+}
+
+// OrderWithUsage is Order for fair_share with the users' and projects'
+// usage and current GPUs taken into account.
+func OrderWithUsage(s Snapshot) []Job {
+	p := s.Policy.WithDefaults()
+	userGPUs, projectGPUs := holdings(s.Running)
+	w := newWalker(s.Queue, &p, s.Usage, userGPUs, projectGPUs)
+	out := make([]Job, 0, len(s.Queue))
+	for j, ok := w.next(); ok; j, ok = w.next() {
+		out = append(out, *j)
+		w.placed(j)
+	}
+	return out
+}
+
+func holdings(running []Running) (users, projects map[string]int) {
+	users, projects = map[string]int{}, map[string]int{}
+	for _, r := range running {
+		n := 0
+		for _, p := range r.Placements {
+			n += len(p.GPUs)
+		}
+		users[r.User] += n
+		projects[r.Project] += n
+	}
+	return users, projects
+}
+
+// fairWalker ranks projects by share, then users within a project by
+// share, then a user's jobs by aged priority. A share is (decayed
+// GPU-seconds + runningCharge per GPU held) / weight; it grows as the cycle
+// places jobs, so GPUs are dealt out in turn.
+type fairWalker struct {
+	p        *Policy
+	projects projectHeap
+	byName   map[string]*fairProject
+}
+
+type fairProject struct {
+	name  string
+	share float64
+	users userHeap
+	index int
+}
+
+type fairUser struct {
+	name    string
+	share   float64
+	jobs    []*Job // in aged-priority order
+	next    int
+	project *fairProject
+	index   int
+}
+
+func newFairWalker(jobs []*Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int) *fairWalker {
+	w := &fairWalker{p: p, byName: map[string]*fairProject{}}
+	type userKey struct{ project, user string }
+	users := map[userKey]*fairUser{}
+	for _, j := range jobs {
+		fp := w.byName[j.Project]
+		if fp == nil {
+			fp = &fairProject{name: j.Project,
+				share: (usage.Projects[j.Project] + runningCharge*float64(projectGPUs[j.Project])) / weight(p.ProjectWeights, j.Project)}
+			w.byName[j.Project] = fp
+		}
+		key := userKey{j.Project, j.User}
+		fu := users[key]
+		if fu == nil {
+			fu = &fairUser{name: j.User, project: fp,
+				share: (usage.Users[j.User] + runningCharge*float64(userGPUs[j.User])) / weight(p.UserWeights, j.User)}
+			users[key] = fu
+			fp.users = append(fp.users, fu)
+		}
+		fu.jobs = append(fu.jobs, j)
+	}
+	for _, fp := range w.byName {
+		for i, fu := range fp.users {
+			fu.index = i
+		}
+		heap.Init(&fp.users)
+		fp.index = len(w.projects)
+		w.projects = append(w.projects, fp)
+	}
+	heap.Init(&w.projects)
+	return w
+}
+
+func (w *fairWalker) next() (*Job, bool) {
+	for w.projects.Len() > 0 {
+		fp := w.projects[0]
+		if fp.users.Len() == 0 {
+			heap.Pop(&w.projects)
+			continue
+		}
+		fu := fp.users[0]
+		if fu.next >= len(fu.jobs) {
+			heap.Pop(&fp.users)
+			continue
+		}
+		j := fu.jobs[fu.next]
+		fu.next++
+		return j, true
+	}
+	return nil, false
+}
+
+func (w *fairWalker) placed(j *Job) {
+	fp := w.byName[j.Project]
+	if fp == nil {
+		return
+	}
+	charge := runningCharge * float64(j.GPUs*max(j.Nodes, 1))
+	fp.share += charge / weight(w.p.ProjectWeights, j.Project)
+	for _, fu := range fp.users {
+		if fu.name == j.User {
+			fu.share += charge / weight(w.p.UserWeights, j.User)
+			if fu.index >= 0 {
+				heap.Fix(&fp.users, fu.index)
+			}
+			break
+		}
+	}
+	if fp.index >= 0 && fp.index < w.projects.Len() && w.projects[fp.index] == fp {
+		heap.Fix(&w.projects, fp.index)
+	}
+}
+
+type projectHeap []*fairProject
+
+func (h projectHeap) Len() int { return len(h) }
+func (h projectHeap) Less(a, b int) bool {
+	if h[a].share != h[b].share {
+		return h[a].share < h[b].share
+	}
+	return h[a].name < h[b].name
+}
+func (h projectHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a]; h[a].index = a; h[b].index = b }
+func (h *projectHeap) Push(x any)   { p := x.(*fairProject); p.index = len(*h); *h = append(*h, p) }
+func (h *projectHeap) Pop() any {
+	old := *h
+	p := old[len(old)-1]
+	*h = old[:len(old)-1]
+	p.index = -1
+	return p
+}
+
+type userHeap []*fairUser
+
+func (h userHeap) Len() int { return len(h) }
+func (h userHeap) Less(a, b int) bool {
+	if h[a].share != h[b].share {
+		return h[a].share < h[b].share
+	}
+	return h[a].name < h[b].name
+}
+func (h userHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a]; h[a].index = a; h[b].index = b }
+func (h *userHeap) Push(x any)   { u := x.(*fairUser); u.index = len(*h); *h = append(*h, u) }
+func (h *userHeap) Pop() any {
+	old := *h
+	u := old[len(old)-1]
+	*h = old[:len(old)-1]
+	u.index = -1
+	return u
 }

@@ -2,123 +2,203 @@ package sched
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 )
 
-// freeMap is the cycle's working copy of which GPUs are free, so that jobs
-// placed earlier in the cycle are seen by later ones.
-type freeMap struct {
-	nodes []Node
-	index map[string]int // node id -> position in nodes
-	free  [][]bool       // free[n][g]: GPU g of node n is free
-}
+// topologyBudget bounds how many fitting nodes a single-node placement
+// inspects looking for one whose free GPUs share an NVLink domain.
+const topologyBudget = 64
 
-func newFreeMap(nodes []Node) *freeMap {
-	m := &freeMap{nodes: nodes, index: make(map[string]int, len(nodes)), free: make([][]bool, len(nodes))}
-	for i, n := range nodes {
-		m.index[n.ID] = i
-		f := make([]bool, len(n.GPUs))
-		for g, gpu := range n.GPUs {
-			f[g] = gpu.Free
-		}
-		m.free[i] = f
-	}
-	return m
-}
-
-func (m *freeMap) take(ps []Placement) {
-	for _, p := range ps {
-		n := m.index[p.NodeID]
-		for _, idx := range p.GPUs {
-			for g, gpu := range m.nodes[n].GPUs {
-				if gpu.Index == idx {
-					m.free[n][g] = false
-				}
-			}
-		}
-	}
-}
-
-// matches reports whether a GPU passes the job's filters (type, memory),
-// free or not.
-func matches(g GPU, j *Job) bool {
-	if j.MinMemoryMiB > 0 && g.MemoryMiB < j.MinMemoryMiB {
-		return false
-	}
-	return j.GPUType == "" || strings.Contains(strings.ToLower(g.Model), strings.ToLower(j.GPUType))
-}
-
-func nodesWanted(j *Job) int {
-	if j.Nodes < 1 {
-		return 1
-	}
-	return j.Nodes
-}
-
-// place finds the job's gang: nodesWanted distinct schedulable nodes, each
-// with j.GPUs free matching GPUs. Among fitting nodes it prefers the best
-// fit (the fewest free matching GPUs), then the node listed first, and on a
-// node the lowest GPU indexes. It returns a sentence saying why when the job
-// does not fit.
-func place(m *freeMap, j *Job) ([]Placement, string, bool) {
+// find places the job on free GPUs: nodesWanted distinct schedulable nodes,
+// each with j.GPUs free GPUs that pass its filters. Nodes are taken fullest
+// first (best fit, so whole nodes stay free for big gangs) or, with spread,
+// emptiest first; for a single node, one whose GPUs fit in one NVLink
+// domain is preferred over a fuller one where they would not.
+func (ix *index) find(j *Job, spread bool) ([]Placement, bool) {
 	want := nodesWanted(j)
-	type cand struct{ node, free int }
-	cands := make([]cand, 0, want)
-	largest, largestNode := -1, ""
-	for n, node := range m.nodes {
-		if !node.Schedulable {
-			continue
-		}
-		free := 0
-		for g, gpu := range node.GPUs {
-			if m.free[n][g] && matches(gpu, j) {
-				free++
+	if j.GPUs == 0 {
+		var ps []Placement
+		for i := range ix.nodes {
+			if ix.nodes[i].node.Schedulable && len(ps) < want {
+				ps = append(ps, Placement{NodeID: ix.nodes[i].node.ID, GPUs: []int{}})
 			}
 		}
-		if free > largest {
-			largest, largestNode = free, node.ID
-		}
-		if free < j.GPUs {
-			continue
-		}
-		cands = insertBestFit(cands, cand{n, free}, want, func(a, b cand) bool { return a.free < b.free })
+		return ps, len(ps) == want
 	}
-	if len(cands) < want {
-		return nil, notFitting(j, largest, largestNode, len(cands)), false
+	var chosen []int
+	fallback, examined := -1, 0
+	ix.candidates(j, spread, func(n int) bool {
+		if want > 1 {
+			chosen = append(chosen, n)
+			return len(chosen) < want
+		}
+		examined++
+		if ix.oneDomainFit(n, j) {
+			chosen = append(chosen, n)
+			return false
+		}
+		if fallback < 0 {
+			fallback = n
+		}
+		return examined < topologyBudget
+	})
+	if want == 1 && len(chosen) == 0 && fallback >= 0 {
+		chosen = append(chosen, fallback)
+	}
+	if len(chosen) < want {
+		return nil, false
 	}
 	ps := make([]Placement, 0, want)
-	for _, c := range cands {
-		node := m.nodes[c.node]
-		p := Placement{NodeID: node.ID, GPUs: make([]int, 0, j.GPUs)}
-		for g, gpu := range node.GPUs {
-			if len(p.GPUs) == j.GPUs {
-				break
-			}
-			if m.free[c.node][g] && matches(gpu, j) {
-				p.GPUs = append(p.GPUs, gpu.Index)
-			}
-		}
-		ps = append(ps, p)
+	for _, n := range chosen {
+		ps = append(ps, Placement{NodeID: ix.nodes[n].node.ID, GPUs: ix.pickGPUs(n, j)})
 	}
-	return ps, "", true
+	return ps, true
 }
 
-// insertBestFit keeps the k best candidates seen so far in order; earlier
-// candidates win ties.
-func insertBestFit[T any](best []T, c T, k int, less func(a, b T) bool) []T {
-	i := len(best)
-	for i > 0 && less(c, best[i-1]) {
-		i--
+// candidates calls fn with each schedulable node that has at least j.GPUs
+// free matching GPUs, ordered by free count (ascending, or descending with
+// spread) then node position, until fn returns false.
+func (ix *index) candidates(j *Job, spread bool, fn func(n int) bool) {
+	top := j.GPUs
+	var classes []*class
+	for _, cl := range ix.classes {
+		if cl.matches(j) && len(cl.buckets) > j.GPUs {
+			classes = append(classes, cl)
+			top = max(top, len(cl.buckets)-1)
+		}
 	}
-	if i >= k {
-		return best
+	var mixed [][2]int // (free matching, node)
+	for _, n := range ix.mixed {
+		if c := ix.freeMatching(n, j); c >= j.GPUs {
+			mixed = append(mixed, [2]int{c, n})
+			top = max(top, c)
+		}
 	}
-	if len(best) < k {
-		best = append(best, c)
+	visit := func(c int) bool {
+		for _, cl := range classes {
+			if c >= len(cl.buckets) {
+				continue
+			}
+			goOn := true
+			cl.buckets[c].each(func(n int) bool {
+				goOn = fn(n)
+				return goOn
+			})
+			if !goOn {
+				return false
+			}
+		}
+		for _, m := range mixed {
+			if m[0] == c && !fn(m[1]) {
+				return false
+			}
+		}
+		return true
 	}
-	copy(best[i+1:], best[i:len(best)-1])
-	best[i] = c
-	return best
+	if spread {
+		for c := top; c >= j.GPUs; c-- {
+			if !visit(c) {
+				return
+			}
+		}
+		return
+	}
+	for c := j.GPUs; c <= top; c++ {
+		if !visit(c) {
+			return
+		}
+	}
+}
+
+// oneDomainFit reports whether the node's free matching GPUs include j.GPUs
+// in a single NVLink domain.
+func (ix *index) oneDomainFit(n int, j *Job) bool {
+	ns := &ix.nodes[n]
+	if ns.domains <= 1 {
+		return true
+	}
+	count := map[int]int{}
+	for g := range ns.node.GPUs {
+		gpu := &ns.node.GPUs[g]
+		if ns.free[g] && matches(gpu, j) {
+			count[gpu.Domain]++
+			if count[gpu.Domain] >= j.GPUs {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pickGPUs chooses the node's GPUs for the job: within the fullest NVLink
+// domain that holds them all, else from the domains with the most free
+// GPUs first; lowest indexes first within a domain.
+func (ix *index) pickGPUs(n int, j *Job) []int {
+	ns := &ix.nodes[n]
+	byDomain := map[int][]int{}
+	var domains []int
+	for g := range ns.node.GPUs {
+		gpu := &ns.node.GPUs[g]
+		if ns.free[g] && matches(gpu, j) {
+			if _, ok := byDomain[gpu.Domain]; !ok {
+				domains = append(domains, gpu.Domain)
+			}
+			byDomain[gpu.Domain] = append(byDomain[gpu.Domain], gpu.Index)
+		}
+	}
+	// Fullest domain that fits whole; else most free first.
+	slices.SortStableFunc(domains, func(a, b int) int {
+		fa, fb := len(byDomain[a]) >= j.GPUs, len(byDomain[b]) >= j.GPUs
+		switch {
+		case fa && !fb:
+			return -1
+		case fb && !fa:
+			return 1
+		case fa && fb:
+			return len(byDomain[a]) - len(byDomain[b])
+		}
+		return len(byDomain[b]) - len(byDomain[a])
+	})
+	out := make([]int, 0, j.GPUs)
+	for _, d := range domains {
+		for _, idx := range byDomain[d] {
+			if len(out) == j.GPUs {
+				return out
+			}
+			out = append(out, idx)
+		}
+	}
+	return out
+}
+
+// largestBlock returns the most free matching GPUs on one schedulable node,
+// and that node's id ("" when no node matches).
+func (ix *index) largestBlock(j *Job) (int, string) {
+	best, id := -1, ""
+	for _, cl := range ix.classes {
+		if !cl.matches(j) {
+			continue
+		}
+		for c := len(cl.buckets) - 1; c > best; c-- {
+			found := false
+			cl.buckets[c].each(func(n int) bool {
+				if c > best {
+					best, id = c, ix.nodes[n].node.ID
+				}
+				found = true
+				return false
+			})
+			if found {
+				break
+			}
+		}
+	}
+	for _, n := range ix.mixed {
+		if c := ix.freeMatching(n, j); c > best {
+			best, id = c, ix.nodes[n].node.ID
+		}
+	}
+	return max(best, 0), id
 }
 
 // describe says what the job asks for per node, e.g. "4 H100 GPUs with at
@@ -139,31 +219,20 @@ func describe(j *Job) string {
 	return s
 }
 
-func notFitting(j *Job, largest int, largestNode string, fitting int) string {
+// whyNoFit says why the job does not fit the free GPUs now.
+func (ix *index) whyNoFit(j *Job) string {
+	if !ix.anySchedulable() {
+		return "no node accepts new jobs (all are cordoned, draining or down)"
+	}
 	want := nodesWanted(j)
-	if largest < 0 {
-		return "no node accepts new jobs (all are cordoned or down)"
-	}
+	largest, node := ix.largestBlock(j)
 	if want == 1 {
-		return fmt.Sprintf("needs %s on one node; the largest free block is %d on %s", describe(j), largest, largestNode)
+		if node == "" {
+			return fmt.Sprintf("needs %s on one node; no schedulable node has such GPUs", describe(j))
+		}
+		return fmt.Sprintf("needs %s on one node; the largest free block is %d on %s", describe(j), largest, node)
 	}
-	return fmt.Sprintf("needs %s on each of %d nodes; %d nodes have that free", describe(j), want, fitting)
-}
-
-// fitsEmpty reports whether the job could run on the cluster if every GPU
-// were free.
-func fitsEmpty(nodes []Node, j *Job) bool {
 	fitting := 0
-	for _, node := range nodes {
-		n := 0
-		for _, g := range node.GPUs {
-			if matches(g, j) {
-				n++
-			}
-		}
-		if n >= j.GPUs {
-			fitting++
-		}
-	}
-	return fitting >= nodesWanted(j)
+	ix.candidates(j, false, func(int) bool { fitting++; return true })
+	return fmt.Sprintf("needs %s on each of %d nodes; %d nodes have that free", describe(j), want, fitting)
 }

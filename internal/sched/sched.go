@@ -1,22 +1,26 @@
 // Package sched is Corral's scheduling core: a pure function from a snapshot
-// of the cluster and the queue to decisions. It does no I/O, starts no
-// goroutines and never reads the clock (the snapshot carries the time), so
-// the live orchestrator and the trace simulator run exactly the same code.
+// of the cluster, the queue, past usage and the policy to decisions. It does
+// no I/O, starts no goroutines and never reads the clock (the snapshot
+// carries the time), so the live orchestrator and the trace simulator run
+// exactly the same code.
 //
-// A cycle has three steps:
+// A cycle (Schedule) walks the queue in the policy's order:
 //
-//  1. order the queue by the active policy (Order);
-//  2. walk it in that order, placing each job all-or-nothing (a gang) on
-//     nodes that pass the filters (schedulable, GPU type, GPU memory) and
-//     score best (best fit, so whole nodes stay free for big gangs);
-//  3. stop starting jobs at the first one that does not fit, so the head of
-//     the queue is never overtaken (backfill arrives with the next slice),
-//     and give every job left waiting a reason.
+//  1. order: fcfs, priority with aging, sjf, or fair_share (users and
+//     projects by decayed GPU-hours against their weight, re-ranked as the
+//     cycle hands out GPUs);
+//  2. quota: a job that would take its user or project past a guaranteed
+//     quota is deferred; it may later borrow GPUs left idle;
+//  3. place: all-or-nothing on enough nodes that pass the filters (GPU type,
+//     memory, schedulable), scored by NVLink fit then best fit (or spread);
+//  4. when a job does not fit: take back borrowed GPUs, or, with
+//     preemption on, GPUs of lower-ranked jobs (least work lost first); else
+//     the first such job holds a reservation (backfill on: later jobs start
+//     only where they cannot delay it; off: nothing starts past it);
+//  5. every job left waiting gets a reason and a sentence.
 package sched
 
-import (
-	"time"
-)
+import "time"
 
 // GPU is one device of a node as the core sees it.
 type GPU struct {
@@ -24,13 +28,17 @@ type GPU struct {
 	Model     string
 	MemoryMiB int64
 	Free      bool // neither allocated to a job nor held
+	// Domain numbers the GPU's NVLink domain on its node: GPUs with the same
+	// Domain reach each other over NVLink (see Domains). 0 for all: one domain.
+	Domain int
 }
 
 // Node is one node as the core sees it.
 type Node struct {
 	ID          string
-	Schedulable bool // false: nothing new starts here
+	Schedulable bool // false: nothing new starts here (cordoned, draining, down)
 	GPUs        []GPU
+	Labels      map[string]string
 }
 
 // Job is one queued job as the core sees it.
@@ -39,33 +47,47 @@ type Job struct {
 	User         string
 	Project      string
 	Priority     int       // 1 (low) .. 4 (critical)
-	SubmittedAt  time.Time // queue order within a priority
+	SubmittedAt  time.Time // queue order; aging counts from here
 	GPUs         int       // GPUs per node
 	Nodes        int       // nodes of the gang; 0 means 1
 	MinMemoryMiB int64     // minimum memory per GPU
 	GPUType      string    // case-insensitive substring of the GPU model; empty: any
+	// Estimate is the expected run time: the job's estimated_duration, else
+	// one learned from its user's past jobs, else the policy default.
+	Estimate time.Duration
+	// EstimateGiven is true when the user gave estimated_duration: only
+	// such jobs are backfilled past a reservation.
+	EstimateGiven bool
 }
 
-// Policy names the ordering of the queue.
-type Policy struct {
-	Name string
+// Running is one job that holds GPUs.
+type Running struct {
+	ID         string
+	User       string
+	Project    string
+	Priority   int
+	Placements []Placement
+	StartedAt  time.Time
+	Estimate   time.Duration // expected run time, as for Job
+	Borrowed   bool          // it started on GPUs borrowed beyond a quota
+	Preempting bool          // it has been told to stop; its GPUs are about to be free
 }
 
-// The policies this core implements.
-const (
-	PolicyPriority = "priority" // priority, then submission order
-	PolicyFCFS     = "fcfs"     // submission order alone
-)
-
-// Policies lists the policy names the core accepts.
-func Policies() []string { return []string{PolicyPriority, PolicyFCFS} }
+// Usage is decayed GPU-seconds per user and per project, as of the
+// snapshot's time (see Ledger).
+type Usage struct {
+	Users    map[string]float64
+	Projects map[string]float64
+}
 
 // Snapshot is everything a cycle decides on. The core does not modify it.
 type Snapshot struct {
-	Now    time.Time
-	Nodes  []Node
-	Queue  []Job // queued jobs, in any order
-	Policy Policy
+	Now     time.Time
+	Nodes   []Node
+	Queue   []Job     // queued jobs, in any order
+	Running []Running // jobs holding GPUs
+	Usage   Usage
+	Policy  Policy
 }
 
 // Placement is the GPUs a job gets on one node.
@@ -78,64 +100,45 @@ type Placement struct {
 type Start struct {
 	JobID      string
 	Placements []Placement
+	Borrowed   bool // over its user's or project's quota, on idle GPUs
+}
+
+// Preemption is a decision to stop a running job so that another can start.
+type Preemption struct {
+	JobID   string // the victim
+	ForJob  string // the job that needs its GPUs
+	Reason  string // ReasonReclaim or ReasonPreempted
+	Message string
 }
 
 // Pending says why a job stays queued.
 type Pending struct {
-	JobID    string
-	Position int    // 1-based position in the policy's order
-	Reason   string // machine-readable, one of the Reason constants
-	Message  string // a sentence for people
+	JobID          string
+	Position       int       // 1-based position among the jobs left queued
+	Reason         string    // machine-readable, one of the Reason constants
+	Message        string    // a sentence for people
+	EstimatedStart time.Time // zero: unknown (see Plan for every job's estimate)
 }
 
-// Reasons a job stays queued.
+// Reasons a job stays queued, and why jobs are preempted.
 const (
-	// ReasonResources: not enough free GPUs that match the job right now.
-	ReasonResources = "insufficient_gpus"
-	// ReasonBehindHead: the job would fit, but an earlier job does not, and
-	// jobs are not started past it.
-	ReasonBehindHead = "waiting_for_head"
-	// ReasonUnsatisfiable: no node could ever run the job as asked.
-	ReasonUnsatisfiable = "unsatisfiable"
+	ReasonResources     = "insufficient_gpus"   // not enough free GPUs that match it right now
+	ReasonBehindHead    = "waiting_for_head"    // backfill off: an earlier job waits, nothing passes it
+	ReasonReservation   = "reservation"         // it would delay the head job's reservation
+	ReasonQuota         = "over_quota"          // over its quota, and no idle GPUs to borrow
+	ReasonPreempting    = "preempting"          // GPUs are being freed for it
+	ReasonUnsatisfiable = "unsatisfiable"       // no node could ever run it as asked
+	ReasonNoNodes       = "no_schedulable_node" // every node is cordoned, draining or down
+	ReasonReclaim       = "quota_reclaim"       // preemption: borrowed GPUs taken back
+	ReasonPreempted     = "preempted"           // preemption: a higher-ranked job needs the GPUs
 )
 
 // Result is the outcome of one cycle.
 type Result struct {
-	Starts  []Start   // in the order they were decided
-	Pending []Pending // every job not started, in queue order
-}
-
-// Schedule runs one cycle over the snapshot.
-func Schedule(s Snapshot) Result {
-	queue := Order(s.Queue, s.Policy)
-	free := newFreeMap(s.Nodes)
-	res := Result{Starts: make([]Start, 0, 8)}
-	var blocker *Job
-	var blockerWhy string
-	for i := range queue {
-		j := &queue[i]
-		pos := i + 1
-		if blocker != nil {
-			res.Pending = append(res.Pending, Pending{
-				JobID: j.ID, Position: pos - len(res.Starts), Reason: ReasonBehindHead,
-				Message: "waiting behind job " + blocker.ID + ", which is first in line (" + blockerWhy + ")",
-			})
-			continue
-		}
-		placements, why, ok := place(free, j)
-		if !ok {
-			reason := ReasonResources
-			if !fitsEmpty(s.Nodes, j) {
-				reason = ReasonUnsatisfiable
-			}
-			res.Pending = append(res.Pending, Pending{JobID: j.ID, Position: pos - len(res.Starts), Reason: reason, Message: why})
-			if reason == ReasonResources {
-				blocker, blockerWhy = j, why
-			}
-			continue
-		}
-		free.take(placements)
-		res.Starts = append(res.Starts, Start{JobID: j.ID, Placements: placements})
-	}
-	return res
+	Starts      []Start      // in the order they were decided
+	Preemptions []Preemption // jobs to stop
+	Pending     []Pending    // every job not started, in queue order
+	// Head is the job holding the reservation, if any; ReservedAt is when.
+	Head       string
+	ReservedAt time.Time
 }

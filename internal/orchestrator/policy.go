@@ -1,0 +1,201 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
+)
+
+// settingPolicies is the store key of the policies, as JSON.
+const settingPolicies = "policies"
+
+// DefaultPreemptGrace is how long a preempted job has between SIGTERM and
+// SIGKILL unless it or the policy says otherwise.
+const DefaultPreemptGrace = 30 * time.Second
+
+// defaultPolicies is what a new server starts with: fair share, backfill
+// on, preemption off.
+func defaultPolicies() api.Policies {
+	return api.Policies{
+		Policy: sched.PolicyFairShare, Backfill: true, Gang: true,
+		AgingInterval:   api.Seconds(sched.DefaultAgingInterval.Seconds()),
+		HalfLife:        api.Seconds(sched.DefaultHalfLife.Seconds()),
+		DefaultEstimate: api.Seconds(sched.DefaultEstimate.Seconds()),
+		MinRunTime:      api.Seconds(sched.DefaultMinRunTime.Seconds()),
+		PreemptGrace:    api.Seconds(DefaultPreemptGrace.Seconds()),
+		Weights:         api.Weights{Users: map[string]float64{}, Projects: map[string]float64{}},
+		Quotas:          api.Quotas{Users: map[string]int{}, Projects: map[string]int{}},
+	}
+}
+
+// loadPolicies reads the stored policies over the defaults.
+func loadPolicies(settings map[string]string) api.Policies {
+	p := defaultPolicies()
+	if raw := settings[settingPolicies]; raw != "" {
+		json.Unmarshal([]byte(raw), &p)
+	} else if name := settings["policy"]; sched.ValidPolicy(name) {
+		p.Policy = name // written by an earlier version
+	}
+	if !sched.ValidPolicy(p.Policy) {
+		p.Policy = sched.PolicyFairShare
+	}
+	p.Gang = true
+	for _, m := range []*map[string]float64{&p.Weights.Users, &p.Weights.Projects} {
+		if *m == nil {
+			*m = map[string]float64{}
+		}
+	}
+	for _, m := range []*map[string]int{&p.Quotas.Users, &p.Quotas.Projects} {
+		if *m == nil {
+			*m = map[string]int{}
+		}
+	}
+	return p
+}
+
+// schedPolicy converts the API's policies to the core's.
+func schedPolicy(p api.Policies) sched.Policy {
+	return sched.Policy{
+		Name: p.Policy, Backfill: p.Backfill, Preemption: p.Preemption, Spread: p.Spread,
+		AgingInterval: p.AgingInterval.Duration(), HalfLife: p.HalfLife.Duration(),
+		DefaultEstimate: p.DefaultEstimate.Duration(), MinRunTime: p.MinRunTime.Duration(),
+		UserWeights: p.Weights.Users, ProjectWeights: p.Weights.Projects,
+		UserQuotas: p.Quotas.Users, ProjectQuotas: p.Quotas.Projects,
+	}
+}
+
+// knob bounds: below or above these a value is a typo.
+var knobs = []struct {
+	field    string
+	min, max time.Duration
+	get      func(*api.PoliciesUpdate) api.RawValue
+	set      func(*api.Policies, api.Seconds)
+}{
+	{"aging_interval", time.Minute, 30 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.AgingInterval }, func(p *api.Policies, v api.Seconds) { p.AgingInterval = v }},
+	{"half_life", time.Hour, 365 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.HalfLife }, func(p *api.Policies, v api.Seconds) { p.HalfLife = v }},
+	{"default_estimate", time.Minute, 30 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.DefaultEstimate }, func(p *api.Policies, v api.Seconds) { p.DefaultEstimate = v }},
+	{"min_run_time", 0, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.MinRunTime }, func(p *api.Policies, v api.Seconds) { p.MinRunTime = v }},
+	{"preempt_grace", 0, 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.PreemptGrace }, func(p *api.Policies, v api.Seconds) { p.PreemptGrace = v }},
+}
+
+// applyUpdate returns p changed by u, or an error naming the first bad field.
+func applyUpdate(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
+	p.Weights.Users, p.Weights.Projects = maps.Clone(p.Weights.Users), maps.Clone(p.Weights.Projects)
+	p.Quotas.Users, p.Quotas.Projects = maps.Clone(p.Quotas.Users), maps.Clone(p.Quotas.Projects)
+	if u.Policy != nil {
+		if !sched.ValidPolicy(*u.Policy) {
+			return p, api.Invalid("policy", "%q is not a policy; choose one of %v", *u.Policy, sched.Policies())
+		}
+		p.Policy = *u.Policy
+	}
+	if u.Gang != nil && !*u.Gang {
+		return p, api.Invalid("gang", "gang placement is always on: a multi-GPU job starts on all its GPUs at once or not at all")
+	}
+	for _, b := range []struct {
+		v   *bool
+		dst *bool
+	}{{u.Backfill, &p.Backfill}, {u.Preemption, &p.Preemption}, {u.Spread, &p.Spread}} {
+		if b.v != nil {
+			*b.dst = *b.v
+		}
+	}
+	for _, k := range knobs {
+		raw := k.get(&u)
+		if api.IsNull(raw) {
+			continue
+		}
+		v, err := api.ParseSecondsJSON(raw)
+		if err != nil {
+			return p, api.Invalid(k.field, "%s", err.Error())
+		}
+		if d := v.Duration(); d < k.min || d > k.max {
+			return p, api.Invalid(k.field, "must be between %s and %s", k.min, k.max)
+		}
+		k.set(&p, v)
+	}
+	if w := u.Weights; w != nil {
+		for _, set := range []struct {
+			field string
+			in    map[string]*float64
+			out   map[string]float64
+		}{{"weights.users", w.Users, p.Weights.Users}, {"weights.projects", w.Projects, p.Weights.Projects}} {
+			for name, v := range set.in {
+				if !userName.MatchString(name) || len(name) > maxUserLen {
+					return p, api.Invalid(set.field, "%q is not a valid name", truncate(name, 40))
+				}
+				switch {
+				case v == nil:
+					delete(set.out, name)
+				case *v <= 0 || *v > 1e6 || *v != *v:
+					return p, api.Invalid(set.field, "the weight of %s must be above 0 and at most 1e6", name)
+				default:
+					set.out[name] = *v
+				}
+			}
+		}
+	}
+	if q := u.Quotas; q != nil {
+		for _, set := range []struct {
+			field string
+			in    map[string]*int
+			out   map[string]int
+		}{{"quotas.users", q.Users, p.Quotas.Users}, {"quotas.projects", q.Projects, p.Quotas.Projects}} {
+			for name, v := range set.in {
+				if !userName.MatchString(name) || len(name) > maxUserLen {
+					return p, api.Invalid(set.field, "%q is not a valid name", truncate(name, 40))
+				}
+				switch {
+				case v == nil:
+					delete(set.out, name)
+				case *v < 0 || *v > 1e6:
+					return p, api.Invalid(set.field, "the quota of %s must be between 0 and 1000000 GPUs", name)
+				default:
+					set.out[name] = *v
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// Policies is GET /orchestrator/policies.
+func (o *Orchestrator) Policies() api.Policies {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	p := o.policy
+	p.Weights.Users, p.Weights.Projects = maps.Clone(p.Weights.Users), maps.Clone(p.Weights.Projects)
+	p.Quotas.Users, p.Quotas.Projects = maps.Clone(p.Quotas.Users), maps.Clone(p.Quotas.Projects)
+	p.Available = sched.Policies()
+	return p
+}
+
+// SetPolicies changes the policies; they take effect at the next cycle and
+// are persisted. A bad field changes nothing.
+func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (api.Policies, error) {
+	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		p, err := applyUpdate(o.policy, u)
+		if err != nil {
+			return nil, err
+		}
+		raw, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		if p.HalfLife != o.policy.HalfLife {
+			o.rebuildLedger(p.HalfLife.Duration())
+		}
+		o.policy = p
+		tx.batch.Settings = map[string]string{settingPolicies: string(raw)}
+		o.dirty = true
+		o.log.Info("policies changed", "policy", p.Policy, "backfill", p.Backfill, "preemption", p.Preemption)
+		return nil, nil
+	})
+	if err != nil {
+		return api.Policies{}, err
+	}
+	return o.Policies(), nil
+}

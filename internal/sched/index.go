@@ -1,0 +1,256 @@
+package sched
+
+import (
+	"math/bits"
+	"strings"
+)
+
+// index is a cycle's working view of free GPUs, built for fast best-fit
+// search: nodes whose GPUs are all alike are grouped in classes (model and
+// memory), and within a class kept in buckets by free-GPU count, each a
+// bitset over node positions. Finding the fullest node that still fits is
+// then a scan of a few 64-bit words. Nodes with mixed GPUs are scanned one
+// by one.
+type index struct {
+	nodes       []nodeState
+	byID        map[string]int
+	classes     []*class
+	mixed       []int // positions of schedulable nodes with mixed GPUs
+	mixedAll    []int // positions of all nodes with mixed GPUs
+	schedulable int   // nodes that accept new jobs
+	version     int   // bumped by every change of a GPU's state
+}
+
+type nodeState struct {
+	node    *Node
+	free    []bool // by position in node.GPUs
+	nfree   int
+	class   int // -1: mixed or not schedulable
+	pos     map[int]int
+	domains int // number of NVLink domains
+}
+
+type class struct {
+	model   string
+	mem     int64
+	buckets []bitset // buckets[c]: schedulable nodes of the class with c free GPUs
+	totals  []int    // totals[t]: nodes of the class (any state) with t GPUs
+}
+
+type bitset []uint64
+
+func (b bitset) set(i int)   { b[i>>6] |= 1 << (i & 63) }
+func (b bitset) clear(i int) { b[i>>6] &^= 1 << (i & 63) }
+
+// each calls fn with every set position in order until fn returns false.
+func (b bitset) each(fn func(int) bool) {
+	for w, word := range b {
+		for word != 0 {
+			t := bits.TrailingZeros64(word)
+			if !fn(w<<6 + t) {
+				return
+			}
+			word &^= 1 << t
+		}
+	}
+}
+
+func (b bitset) empty() bool {
+	for _, w := range b {
+		if w != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func newIndex(nodes []Node) *index {
+	ix := &index{nodes: make([]nodeState, len(nodes)), byID: make(map[string]int, len(nodes))}
+	words := (len(nodes) + 63) / 64
+	classOf := map[[2]string]int{}
+	for i := range nodes {
+		n := &nodes[i]
+		ns := nodeState{node: n, free: make([]bool, len(n.GPUs)), class: -1, pos: make(map[int]int, len(n.GPUs))}
+		homogeneous := true
+		doms := map[int]bool{}
+		for g, gpu := range n.GPUs {
+			ns.free[g] = gpu.Free
+			ns.pos[gpu.Index] = g
+			if gpu.Free {
+				ns.nfree++
+			}
+			doms[gpu.Domain] = true
+			if gpu.Model != n.GPUs[0].Model || gpu.MemoryMiB != n.GPUs[0].MemoryMiB {
+				homogeneous = false
+			}
+		}
+		ns.domains = len(doms)
+		ix.byID[n.ID] = i
+		if len(n.GPUs) > 0 && homogeneous {
+			key := [2]string{n.GPUs[0].Model, itoa(n.GPUs[0].MemoryMiB)}
+			c, ok := classOf[key]
+			if !ok {
+				c = len(ix.classes)
+				classOf[key] = c
+				ix.classes = append(ix.classes, &class{model: n.GPUs[0].Model, mem: n.GPUs[0].MemoryMiB})
+			}
+			cl := ix.classes[c]
+			for len(cl.totals) <= len(n.GPUs) {
+				cl.totals = append(cl.totals, 0)
+				cl.buckets = append(cl.buckets, make(bitset, words))
+			}
+			cl.totals[len(n.GPUs)]++
+			if n.Schedulable {
+				ns.class = c
+				cl.buckets[ns.nfree].set(i)
+			}
+		} else if len(n.GPUs) > 0 {
+			ix.mixedAll = append(ix.mixedAll, i)
+			if n.Schedulable {
+				ix.mixed = append(ix.mixed, i)
+			}
+		}
+		if n.Schedulable {
+			ix.schedulable++
+		}
+		ix.nodes[i] = ns
+	}
+	return ix
+}
+
+func itoa(v int64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + v%10)
+		v /= 10
+		if v == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// setFree marks one GPU free or taken, keeping the buckets right.
+func (ix *index) setFree(n, g int, free bool) {
+	ns := &ix.nodes[n]
+	if ns.free[g] == free {
+		return
+	}
+	ix.version++
+	if ns.class >= 0 {
+		ix.classes[ns.class].buckets[ns.nfree].clear(n)
+	}
+	ns.free[g] = free
+	if free {
+		ns.nfree++
+	} else {
+		ns.nfree--
+	}
+	if ns.class >= 0 {
+		ix.classes[ns.class].buckets[ns.nfree].set(n)
+	}
+}
+
+// take marks the placements' GPUs taken.
+func (ix *index) take(ps []Placement) {
+	for _, p := range ps {
+		n, ok := ix.byID[p.NodeID]
+		if !ok {
+			continue
+		}
+		for _, idx := range p.GPUs {
+			if g, ok := ix.nodes[n].pos[idx]; ok {
+				ix.setFree(n, g, false)
+			}
+		}
+	}
+}
+
+// give marks the placements' GPUs free.
+func (ix *index) give(ps []Placement) {
+	for _, p := range ps {
+		n, ok := ix.byID[p.NodeID]
+		if !ok {
+			continue
+		}
+		for _, idx := range p.GPUs {
+			if g, ok := ix.nodes[n].pos[idx]; ok {
+				ix.setFree(n, g, true)
+			}
+		}
+	}
+}
+
+// matches reports whether a GPU passes the job's filters, free or not.
+func matches(g *GPU, j *Job) bool {
+	if j.MinMemoryMiB > 0 && g.MemoryMiB < j.MinMemoryMiB {
+		return false
+	}
+	return j.GPUType == "" || containsFold(g.Model, j.GPUType)
+}
+
+func containsFold(s, sub string) bool {
+	return strings.Contains(strings.ToLower(s), strings.ToLower(sub))
+}
+
+func (c *class) matches(j *Job) bool {
+	return matches(&GPU{Model: c.model, MemoryMiB: c.mem}, j)
+}
+
+// freeMatching counts the node's free GPUs that pass the job's filters.
+func (ix *index) freeMatching(n int, j *Job) int {
+	ns := &ix.nodes[n]
+	if ns.class >= 0 {
+		if ix.classes[ns.class].matches(j) {
+			return ns.nfree
+		}
+		return 0
+	}
+	c := 0
+	for g := range ns.node.GPUs {
+		if ns.free[g] && matches(&ns.node.GPUs[g], j) {
+			c++
+		}
+	}
+	return c
+}
+
+func nodesWanted(j *Job) int {
+	if j.Nodes < 1 {
+		return 1
+	}
+	return j.Nodes
+}
+
+// fitsEmpty reports whether the job could ever run: enough nodes (any
+// state) have enough matching GPUs.
+func (ix *index) fitsEmpty(j *Job) bool {
+	want, fitting := nodesWanted(j), 0
+	for _, cl := range ix.classes {
+		if !cl.matches(j) {
+			continue
+		}
+		for t := j.GPUs; t < len(cl.totals); t++ {
+			fitting += cl.totals[t]
+		}
+	}
+	for _, i := range ix.mixedAll {
+		c := 0
+		for g := range ix.nodes[i].node.GPUs {
+			if matches(&ix.nodes[i].node.GPUs[g], j) {
+				c++
+			}
+		}
+		if c >= j.GPUs {
+			fitting++
+		}
+	}
+	if j.GPUs == 0 {
+		fitting = len(ix.nodes)
+	}
+	return fitting >= want
+}
+
+// anySchedulable reports whether some node accepts new jobs.
+func (ix *index) anySchedulable() bool { return ix.schedulable > 0 }

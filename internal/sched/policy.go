@@ -1,0 +1,92 @@
+package sched
+
+import "time"
+
+// The policies, by their SPEC names.
+const (
+	PolicyFairShare = "fair_share" // the default
+	PolicyPriority  = "priority"
+	PolicyFCFS      = "fcfs"
+	PolicySJF       = "sjf"
+)
+
+// Policies lists the policy names the core accepts, the default first.
+func Policies() []string {
+	return []string{PolicyFairShare, PolicyPriority, PolicyFCFS, PolicySJF}
+}
+
+// ValidPolicy reports whether name is a policy the core implements.
+func ValidPolicy(name string) bool {
+	for _, p := range Policies() {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Defaults of the policy's knobs.
+const (
+	DefaultAgingInterval = 2 * time.Hour
+	DefaultHalfLife      = 7 * 24 * time.Hour
+	DefaultEstimate      = time.Hour
+	DefaultMinRunTime    = 10 * time.Minute
+)
+
+// Policy is the active policy and its knobs. Zero knobs take the defaults.
+type Policy struct {
+	Name       string
+	Backfill   bool
+	Preemption bool
+	Spread     bool // place on the emptiest nodes instead of the fullest that fit
+
+	// AgingInterval: a waiting job gains one priority level per interval
+	// (priority and fair_share). A job is never overtaken by a job submitted
+	// more than (its priority gap) x AgingInterval after it.
+	AgingInterval time.Duration
+	// HalfLife of past usage, for fair_share (applied by Ledger).
+	HalfLife time.Duration
+	// DefaultEstimate is the run time assumed for a job with no estimate
+	// and no history.
+	DefaultEstimate time.Duration
+	// MinRunTime protects a job from preemption for this long after it
+	// starts, so two jobs never thrash.
+	MinRunTime time.Duration
+
+	// Weights of users and projects in fair_share; missing means 1.
+	UserWeights    map[string]float64
+	ProjectWeights map[string]float64
+	// Quotas: GPUs guaranteed to a user or project. Beyond its quota a job
+	// only borrows GPUs nobody within quota is waiting for, and borrowed
+	// GPUs are the first taken back. Missing means no quota (no guarantee,
+	// no limit).
+	UserQuotas    map[string]int
+	ProjectQuotas map[string]int
+}
+
+// WithDefaults fills zero knobs with their defaults.
+func (p Policy) WithDefaults() Policy {
+	if p.Name == "" {
+		p.Name = PolicyFairShare
+	}
+	if p.AgingInterval <= 0 {
+		p.AgingInterval = DefaultAgingInterval
+	}
+	if p.HalfLife <= 0 {
+		p.HalfLife = DefaultHalfLife
+	}
+	if p.DefaultEstimate <= 0 {
+		p.DefaultEstimate = DefaultEstimate
+	}
+	if p.MinRunTime < 0 {
+		p.MinRunTime = 0
+	}
+	return p
+}
+
+func weight(m map[string]float64, k string) float64 {
+	if w, ok := m[k]; ok && w > 0 {
+		return w
+	}
+	return 1
+}

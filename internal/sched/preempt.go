@@ -1,0 +1,229 @@
+package sched
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// maxPreemptTries bounds how many waiting jobs a cycle looks for victims
+// for; the rest wait for the next cycle.
+const maxPreemptTries = 8
+
+// victimPlan is how one node could be made to fit a job.
+type victimPlan struct {
+	node    int
+	victims []int   // positions in the cycle's running list
+	claim   []int   // positions of preempting jobs whose GPUs it waits for
+	cost    float64 // GPU-seconds of work lost
+	hard    bool    // some victim is not borrowing
+}
+
+// eligible says whether running job v may be preempted for job j, and why.
+func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
+	if v.Preempting || v.User == j.User || c.now.Sub(v.StartedAt) < c.p.MinRunTime {
+		return "", false // already going, the job's own user, or protected: it only just started
+	}
+	reason := ""
+	switch {
+	case v.Borrowed && !jBorrowing:
+		reason = ReasonReclaim
+	case !c.p.Preemption:
+		return "", false
+	case v.Priority < j.Priority:
+		reason = ReasonPreempted
+	case c.p.Name == PolicyFairShare && v.Priority == j.Priority &&
+		c.userGPUs[v.User] > c.userGPUs[j.User]+j.GPUs*nodesWanted(j) && c.share(v.User) > c.share(j.User):
+		reason = ReasonPreempted
+	default:
+		return "", false
+	}
+	if c.res != nil && c.res.jobID != j.ID && c.res.overlaps(v.Placements) {
+		return "", false // its GPUs are promised to the head job
+	}
+	return reason, true
+}
+
+// share is a user's fair-share standing: usage plus held GPUs, per weight.
+func (c *cycle) share(user string) float64 {
+	return (c.s.Usage.Users[user] + runningCharge*float64(c.userGPUs[user])) / weight(c.p.UserWeights, user)
+}
+
+// gpusOn counts a running job's GPUs on node n that pass j's filters.
+func (c *cycle) gpusOn(r *Running, n int, j *Job) int {
+	ns := &c.ix.nodes[n]
+	k := 0
+	for _, p := range r.Placements {
+		if p.NodeID != ns.node.ID {
+			continue
+		}
+		for _, idx := range p.GPUs {
+			if g, ok := ns.pos[idx]; ok && matches(&ns.node.GPUs[g], j) {
+				k++
+			}
+		}
+	}
+	return k
+}
+
+// planVictims finds, for a job that does not fit, the cheapest way to make
+// it fit: wait for jobs already being preempted, or preempt eligible jobs
+// (borrowed ones first, then the most recently started). It returns false
+// when even every eligible victim would not make room: then nobody is
+// preempted.
+func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
+	want := nodesWanted(j)
+	var plans []victimPlan
+	for n := range c.ix.nodes {
+		if !c.ix.nodes[n].node.Schedulable || j.GPUs == 0 {
+			continue
+		}
+		have := c.ix.freeMatching(n, j)
+		plan := victimPlan{node: n}
+		for _, ri := range c.runningOn[n] {
+			r := &c.s.Running[ri]
+			if r.Preempting && !c.claimed[ri] && have < j.GPUs {
+				if k := c.gpusOn(r, n, j); k > 0 {
+					have += k
+					plan.claim = append(plan.claim, ri)
+				}
+			}
+		}
+		if have < j.GPUs {
+			// Count what eligible victims could free before ranking them.
+			var cands []int
+			room := have
+			for _, ri := range c.runningOn[n] {
+				if c.victim[ri] {
+					continue
+				}
+				r := &c.s.Running[ri]
+				if _, ok := c.eligible(r, j, jBorrowing); ok {
+					cands = append(cands, ri)
+					room += c.gpusOn(r, n, j)
+				}
+			}
+			if room < j.GPUs {
+				continue
+			}
+			slices.SortFunc(cands, func(a, b int) int {
+				ra, rb := &c.s.Running[a], &c.s.Running[b]
+				if ra.Borrowed != rb.Borrowed {
+					if ra.Borrowed {
+						return -1
+					}
+					return 1
+				}
+				if cmp := rb.StartedAt.Compare(ra.StartedAt); cmp != 0 {
+					return cmp // most recently started first: the least work lost
+				}
+				if ra.Priority != rb.Priority {
+					return ra.Priority - rb.Priority
+				}
+				return strings.Compare(ra.ID, rb.ID)
+			})
+			for _, ri := range cands {
+				if have >= j.GPUs {
+					break
+				}
+				r := &c.s.Running[ri]
+				k := c.gpusOn(r, n, j)
+				if k == 0 {
+					continue
+				}
+				have += k
+				plan.victims = append(plan.victims, ri)
+				plan.cost += float64(gpuCount(r)) * c.now.Sub(r.StartedAt).Seconds()
+				plan.hard = plan.hard || !r.Borrowed
+			}
+		}
+		if have >= j.GPUs {
+			plans = append(plans, plan)
+		}
+	}
+	if len(plans) < want {
+		return nil, false
+	}
+	slices.SortStableFunc(plans, func(a, b victimPlan) int {
+		if a.hard != b.hard {
+			if !a.hard {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.cost < b.cost:
+			return -1
+		case a.cost > b.cost:
+			return 1
+		}
+		return len(a.victims) - len(b.victims)
+	})
+	return plans[:want], true
+}
+
+// holdFree takes the node's free GPUs that fit the job out of the index
+// (up to what it needs), so that later jobs in the cycle cannot take the
+// room that preemption is making for it.
+func (c *cycle) holdFree(n int, j *Job) {
+	ns := &c.ix.nodes[n]
+	p := Placement{NodeID: ns.node.ID}
+	for g := range ns.node.GPUs {
+		if len(p.GPUs) < j.GPUs && ns.free[g] && matches(&ns.node.GPUs[g], j) {
+			p.GPUs = append(p.GPUs, ns.node.GPUs[g].Index)
+		}
+	}
+	c.ix.take([]Placement{p})
+}
+
+func gpuCount(r *Running) int {
+	n := 0
+	for _, p := range r.Placements {
+		n += len(p.GPUs)
+	}
+	return n
+}
+
+// preemptFor carries out a victim plan: the victims are told to stop, the
+// GPUs of jobs already stopping are claimed, and the job waits for them.
+func (c *cycle) preemptFor(j *Job, jBorrowing bool, plans []victimPlan) Pending {
+	var names []string
+	for _, pl := range plans {
+		c.holdFree(pl.node, j)
+		for _, ri := range pl.claim {
+			c.claimed[ri] = true
+		}
+		for _, ri := range pl.victims {
+			r := &c.s.Running[ri]
+			reason, _ := c.eligible(r, j, jBorrowing)
+			msg := fmt.Sprintf("preempted for job %s (%s)", j.ID, preemptWhy(reason, r, j))
+			c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, ForJob: j.ID, Reason: reason, Message: msg})
+			c.victim[ri] = true
+			c.claimed[ri] = true
+			names = append(names, r.ID)
+		}
+	}
+	msg := "waiting for GPUs being freed by preempted jobs"
+	if len(names) > 0 {
+		msg = fmt.Sprintf("preempting %s to make room", strings.Join(names, ", "))
+	}
+	return Pending{JobID: j.ID, Reason: ReasonPreempting, Message: msg}
+}
+
+func preemptWhy(reason string, v *Running, j *Job) string {
+	switch {
+	case reason == ReasonReclaim:
+		return "its GPUs were borrowed beyond its quota and are needed within quota"
+	case v.Priority < j.Priority:
+		return fmt.Sprintf("priority %s over %s", priorityName(j.Priority), priorityName(v.Priority))
+	}
+	return fmt.Sprintf("user %s is under their fair share and %s is over", j.User, v.User)
+}
+
+func priorityName(p int) string {
+	names := []string{"", "low", "normal", "high", "critical"}
+	if p >= 1 && p <= 4 {
+		return names[p]
+	}
+	return fmt.Sprint(p)
+}

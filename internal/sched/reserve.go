@@ -1,0 +1,204 @@
+package sched
+
+import (
+	"slices"
+	"time"
+)
+
+// never is the free-at time of a GPU no estimate frees (held outside
+// Corral, or busy with no running job the core knows).
+var never = time.Unix(1<<62, 0)
+
+// timeline says when each GPU is expected to be free: now if free, else
+// when its job is expected to end (start + estimate; at once if the job
+// has outrun its estimate or is being preempted).
+type timeline struct {
+	freeAt [][]time.Time // by node position, then GPU position
+}
+
+func newTimeline(ix *index, running []Running, now time.Time) *timeline {
+	tl := &timeline{freeAt: make([][]time.Time, len(ix.nodes))}
+	for n := range ix.nodes {
+		ns := &ix.nodes[n]
+		row := make([]time.Time, len(ns.free))
+		for g := range row {
+			if ns.free[g] {
+				row[g] = now
+			} else {
+				row[g] = never
+			}
+		}
+		tl.freeAt[n] = row
+	}
+	for i := range running {
+		r := &running[i]
+		end := r.StartedAt.Add(r.Estimate)
+		if r.Preempting || end.Before(now) {
+			end = now
+		}
+		tl.mark(ix, r.Placements, end)
+	}
+	return tl
+}
+
+// mark sets the free-at time of the placements' GPUs.
+func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
+	for _, p := range ps {
+		n, ok := ix.byID[p.NodeID]
+		if !ok {
+			continue
+		}
+		for _, idx := range p.GPUs {
+			if g, ok := ix.nodes[n].pos[idx]; ok {
+				tl.freeAt[n][g] = at
+			}
+		}
+	}
+}
+
+// earliest finds when and where the job can start at the earliest: on each
+// node, the time its j.GPUs-th earliest matching GPU frees; over nodes, the
+// nodesWanted earliest. It returns false when no estimate frees enough.
+func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
+	want := nodesWanted(j)
+	type cand struct {
+		n  int
+		at time.Time
+	}
+	var cands []cand
+	times := make([]time.Time, 0, 8)
+	for n := range ix.nodes {
+		ns := &ix.nodes[n]
+		if !ns.node.Schedulable {
+			continue
+		}
+		if j.GPUs == 0 {
+			cands = append(cands, cand{n, tl.nowOf(n)})
+			continue
+		}
+		times = times[:0]
+		for g := range ns.node.GPUs {
+			if matches(&ns.node.GPUs[g], j) && tl.freeAt[n][g] != never {
+				times = append(times, tl.freeAt[n][g])
+			}
+		}
+		if len(times) < j.GPUs {
+			continue
+		}
+		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+		cands = append(cands, cand{n, times[j.GPUs-1]})
+	}
+	if len(cands) < want {
+		return time.Time{}, nil, false
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int { return a.at.Compare(b.at) })
+	cands = cands[:want]
+	at := cands[want-1].at
+	ps := make([]Placement, 0, want)
+	for _, c := range cands {
+		ns := &ix.nodes[c.n]
+		type slot struct {
+			idx int
+			at  time.Time
+		}
+		var slots []slot
+		for g := range ns.node.GPUs {
+			if matches(&ns.node.GPUs[g], j) && tl.freeAt[c.n][g] != never {
+				slots = append(slots, slot{ns.node.GPUs[g].Index, tl.freeAt[c.n][g]})
+			}
+		}
+		slices.SortStableFunc(slots, func(a, b slot) int { return a.at.Compare(b.at) })
+		p := Placement{NodeID: ns.node.ID, GPUs: make([]int, 0, j.GPUs)}
+		for _, s := range slots[:j.GPUs] {
+			p.GPUs = append(p.GPUs, s.idx)
+		}
+		slices.Sort(p.GPUs)
+		ps = append(ps, p)
+	}
+	return at, ps, true
+}
+
+// nowOf is the earliest free-at time on a node (for GPU-less jobs: now).
+func (tl *timeline) nowOf(n int) time.Time {
+	t := never
+	for _, at := range tl.freeAt[n] {
+		if at.Before(t) {
+			t = at
+		}
+	}
+	return t
+}
+
+// reservation is the head job's claim on future GPUs: at At, on GPUs.
+type reservation struct {
+	jobID string
+	at    time.Time
+	gpus  []Placement
+	held  []Placement // the reserved GPUs that are free now, kept out of the index
+}
+
+// reserve computes the head job's reservation and takes its currently free
+// GPUs out of the index, so that later jobs cannot use them unless they
+// are sure to end by then.
+func reserve(ix *index, tl *timeline, j *Job) (*reservation, bool) {
+	at, ps, ok := tl.earliest(ix, j)
+	if !ok {
+		return nil, false
+	}
+	r := &reservation{jobID: j.ID, at: at, gpus: ps}
+	for _, p := range ps {
+		n := ix.byID[p.NodeID]
+		held := Placement{NodeID: p.NodeID}
+		for _, idx := range p.GPUs {
+			if g := ix.nodes[n].pos[idx]; ix.nodes[n].free[g] {
+				held.GPUs = append(held.GPUs, idx)
+			}
+		}
+		if len(held.GPUs) > 0 {
+			r.held = append(r.held, held)
+		}
+	}
+	ix.take(r.held)
+	return r, true
+}
+
+// overlaps reports whether a placement uses any reserved GPU.
+func (r *reservation) overlaps(ps []Placement) bool {
+	for _, p := range ps {
+		for _, q := range r.gpus {
+			if p.NodeID != q.NodeID {
+				continue
+			}
+			for _, a := range p.GPUs {
+				if slices.Contains(q.GPUs, a) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// takeBack removes from the held GPUs those a short job now uses.
+func (r *reservation) takeBack(ix *index, used []Placement) {
+	var still []Placement
+	for _, h := range r.held {
+		keep := Placement{NodeID: h.NodeID}
+		for _, idx := range h.GPUs {
+			usedNow := false
+			for _, u := range used {
+				if u.NodeID == h.NodeID && slices.Contains(u.GPUs, idx) {
+					usedNow = true
+				}
+			}
+			if !usedNow {
+				keep.GPUs = append(keep.GPUs, idx)
+			}
+		}
+		if len(keep.GPUs) > 0 {
+			still = append(still, keep)
+		}
+	}
+	r.held = still
+	ix.take(r.held)
+}
