@@ -135,6 +135,15 @@ func (ix *index) oneDomainFit(n int, j *Job) bool {
 // GPUs first; lowest indexes first within a domain.
 func (ix *index) pickGPUs(n int, j *Job) []int {
 	ns := &ix.nodes[n]
+	if ns.domains <= 1 {
+		out := make([]int, 0, j.GPUs)
+		for g := range ns.node.GPUs {
+			if len(out) < j.GPUs && ns.free[g] && matches(&ns.node.GPUs[g], j) {
+				out = append(out, ns.node.GPUs[g].Index)
+			}
+		}
+		return out
+	}
 	byDomain := map[int][]int{}
 	var domains []int
 	for g := range ns.node.GPUs {

@@ -8,7 +8,7 @@ import (
 
 // maxPreemptTries bounds how many waiting jobs a cycle looks for victims
 // for; the rest wait for the next cycle.
-const maxPreemptTries = 8
+const maxPreemptTries = 4
 
 // victimPlan is how one node could be made to fit a job.
 type victimPlan struct {
@@ -74,11 +74,15 @@ func (c *cycle) gpusOn(r *Running, n int, j *Job) int {
 func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 	want := nodesWanted(j)
 	var plans []victimPlan
+	c.countVictimGPUs()
 	for n := range c.ix.nodes {
 		if !c.ix.nodes[n].node.Schedulable || j.GPUs == 0 {
 			continue
 		}
 		have := c.ix.freeMatching(n, j)
+		if have+c.victimBound(n, j, jBorrowing) < j.GPUs {
+			continue // even every possible victim here would not make room
+		}
 		plan := victimPlan{node: n}
 		for _, ri := range c.runningOn[n] {
 			r := &c.s.Running[ri]
@@ -160,6 +164,60 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 		return len(a.victims) - len(b.victims)
 	})
 	return plans[:want], true
+}
+
+// countVictimGPUs counts, per node, the GPUs of running jobs that some
+// waiting job could preempt (not stopping, not protected), by priority,
+// and those borrowed: an upper bound that lets planVictims skip nodes.
+func (c *cycle) countVictimGPUs() {
+	if c.byPrio != nil {
+		return
+	}
+	c.byPrio = make([][5]int, len(c.ix.nodes))
+	c.borrowedOn = make([]int, len(c.ix.nodes))
+	for n, rs := range c.runningOn {
+		for _, ri := range rs {
+			r := &c.s.Running[ri]
+			if r.Preempting || c.now.Sub(r.StartedAt) < c.p.MinRunTime {
+				continue
+			}
+			k := 0
+			for _, p := range r.Placements {
+				if p.NodeID == c.ix.nodes[n].node.ID {
+					k += len(p.GPUs)
+				}
+			}
+			c.byPrio[n][min(max(r.Priority, 0), 4)] += k
+			if r.Borrowed {
+				c.borrowedOn[n] += k
+			}
+		}
+	}
+}
+
+// victimBound is at most how many GPUs preemption could free on node n for
+// job j, plus those of jobs already being preempted.
+func (c *cycle) victimBound(n int, j *Job, jBorrowing bool) int {
+	b := 0
+	for _, ri := range c.runningOn[n] {
+		if c.s.Running[ri].Preempting {
+			b += gpuCount(&c.s.Running[ri])
+		}
+	}
+	if !jBorrowing {
+		b += c.borrowedOn[n]
+	}
+	if !c.p.Preemption {
+		return b
+	}
+	top := min(max(j.Priority-1, 0), 4)
+	if c.p.Name == PolicyFairShare {
+		top = min(max(j.Priority, 0), 4) // equal priority, over share
+	}
+	for p := 0; p <= top; p++ {
+		b += c.byPrio[n][p]
+	}
+	return b
 }
 
 // holdFree takes the node's free GPUs that fit the job out of the index

@@ -14,10 +14,11 @@ var never = time.Unix(1<<62, 0)
 // has outrun its estimate or is being preempted).
 type timeline struct {
 	freeAt [][]time.Time // by node position, then GPU position
+	sorted [][]time.Time // per node, its finite free-at times in order; nil: stale
 }
 
 func newTimeline(ix *index, running []Running, now time.Time) *timeline {
-	tl := &timeline{freeAt: make([][]time.Time, len(ix.nodes))}
+	tl := &timeline{freeAt: make([][]time.Time, len(ix.nodes)), sorted: make([][]time.Time, len(ix.nodes))}
 	for n := range ix.nodes {
 		ns := &ix.nodes[n]
 		row := make([]time.Time, len(ns.free))
@@ -53,7 +54,23 @@ func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
 				tl.freeAt[n][g] = at
 			}
 		}
+		tl.sorted[n] = nil
 	}
+}
+
+// sortedAt returns node n's finite free-at times in order.
+func (tl *timeline) sortedAt(n int) []time.Time {
+	if tl.sorted[n] == nil {
+		ts := make([]time.Time, 0, len(tl.freeAt[n]))
+		for _, at := range tl.freeAt[n] {
+			if at != never {
+				ts = append(ts, at)
+			}
+		}
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		tl.sorted[n] = ts
+	}
+	return tl.sorted[n]
 }
 
 // earliest finds when and where the job can start at the earliest: on each
@@ -65,34 +82,34 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 		n  int
 		at time.Time
 	}
-	var cands []cand
+	var cands []cand // want > 1: every fitting node
+	best := cand{-1, never}
 	times := make([]time.Time, 0, 8)
 	for n := range ix.nodes {
-		ns := &ix.nodes[n]
-		if !ns.node.Schedulable {
+		at, ok := tl.nodeTime(ix, n, j, &times)
+		if !ok {
 			continue
 		}
-		if j.GPUs == 0 {
-			cands = append(cands, cand{n, tl.nowOf(n)})
-			continue
-		}
-		times = times[:0]
-		for g := range ns.node.GPUs {
-			if matches(&ns.node.GPUs[g], j) && tl.freeAt[n][g] != never {
-				times = append(times, tl.freeAt[n][g])
+		if want == 1 {
+			if best.n < 0 || at.Before(best.at) {
+				best = cand{n, at}
 			}
-		}
-		if len(times) < j.GPUs {
 			continue
 		}
-		slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-		cands = append(cands, cand{n, times[j.GPUs-1]})
+		cands = append(cands, cand{n, at})
 	}
-	if len(cands) < want {
-		return time.Time{}, nil, false
+	if want == 1 {
+		if best.n < 0 {
+			return time.Time{}, nil, false
+		}
+		cands = []cand{best}
+	} else {
+		if len(cands) < want {
+			return time.Time{}, nil, false
+		}
+		slices.SortStableFunc(cands, func(a, b cand) int { return a.at.Compare(b.at) })
+		cands = cands[:want]
 	}
-	slices.SortStableFunc(cands, func(a, b cand) int { return a.at.Compare(b.at) })
-	cands = cands[:want]
 	at := cands[want-1].at
 	ps := make([]Placement, 0, want)
 	for _, c := range cands {
@@ -116,6 +133,41 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 		ps = append(ps, p)
 	}
 	return at, ps, true
+}
+
+// nodeTime is when node n could start the job at the earliest: when its
+// j.GPUs-th earliest matching GPU frees. times is scratch space.
+func (tl *timeline) nodeTime(ix *index, n int, j *Job, times *[]time.Time) (time.Time, bool) {
+	ns := &ix.nodes[n]
+	switch {
+	case !ns.node.Schedulable:
+		return time.Time{}, false
+	case j.GPUs == 0:
+		return tl.nowOf(n), true
+	case len(ns.node.GPUs) < j.GPUs:
+		return time.Time{}, false
+	case ns.class >= 0:
+		// All the node's GPUs are alike: they all match or none does.
+		if !ix.classes[ns.class].matches(j) {
+			return time.Time{}, false
+		}
+		if ts := tl.sortedAt(n); len(ts) >= j.GPUs {
+			return ts[j.GPUs-1], true
+		}
+		return time.Time{}, false
+	}
+	ts := (*times)[:0]
+	for g := range ns.node.GPUs {
+		if matches(&ns.node.GPUs[g], j) && tl.freeAt[n][g] != never {
+			ts = append(ts, tl.freeAt[n][g])
+		}
+	}
+	*times = ts
+	if len(ts) < j.GPUs {
+		return time.Time{}, false
+	}
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	return ts[j.GPUs-1], true
 }
 
 // nowOf is the earliest free-at time on a node (for GPU-less jobs: now).

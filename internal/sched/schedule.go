@@ -24,6 +24,8 @@ type cycle struct {
 	fitsCache             map[shape]bool
 	whyCache              map[shape]whyEntry
 	noFit                 map[shape]int // shape -> index version at which it did not fit
+	byPrio                [][5]int      // node -> preemptable GPUs by priority (see countVictimGPUs)
+	borrowedOn            []int         // node -> preemptable borrowed GPUs
 }
 
 type whyEntry struct {
