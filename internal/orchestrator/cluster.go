@@ -18,6 +18,49 @@ type Node struct {
 	Devices   []gpu.Device
 	Telemetry gpu.Source // live readings; nil: none
 	Simulated bool
+
+	domain map[int]int // GPU index -> NVLink domain (see nvlinkDomains)
+}
+
+// nvlinkDomains numbers the node's NVLink domains: GPUs joined by NVLink,
+// directly or through others, share a number. GPUs with no peers get
+// domains of their own. Without any NVLink information at all, every GPU is
+// put in one domain, so that topology does not steer placement.
+func nvlinkDomains(devs []gpu.Device) map[int]int {
+	out := make(map[int]int, len(devs))
+	anyLinks := false
+	parent := map[int]int{}
+	var find func(int) int
+	find = func(x int) int {
+		if p, ok := parent[x]; ok && p != x {
+			r := find(p)
+			parent[x] = r
+			return r
+		}
+		return x
+	}
+	for _, d := range devs {
+		parent[d.Index] = d.Index
+	}
+	for _, d := range devs {
+		for _, p := range d.NVLinkPeers {
+			if _, ok := parent[p]; ok {
+				anyLinks = true
+				a, b := find(d.Index), find(p)
+				if a != b {
+					parent[max(a, b)] = min(a, b)
+				}
+			}
+		}
+	}
+	for _, d := range devs {
+		if anyLinks {
+			out[d.Index] = find(d.Index)
+		} else {
+			out[d.Index] = 0
+		}
+	}
+	return out
 }
 
 // model returns the node's GPU model ("" without GPUs; the first device's
@@ -47,7 +90,7 @@ func (o *Orchestrator) snapshotNodes() []sched.Node {
 		sn := sched.Node{ID: n.ID, Schedulable: true, GPUs: make([]sched.GPU, 0, len(n.Devices))}
 		for _, d := range n.Devices {
 			_, busy := o.owner[gpuKey{n.ID, d.Index}]
-			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB, Free: !busy})
+			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB, Free: !busy, Domain: n.domain[d.Index]})
 		}
 		out = append(out, sn)
 	}

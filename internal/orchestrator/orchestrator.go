@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -133,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		holds:     map[string]*api.Hold{},
 		idem:      map[string]string{},
 		owner:     map[gpuKey]string{},
-		nodes:     cfg.Nodes,
+		nodes:     slices.Clone(cfg.Nodes),
 		pending:   map[string]sched.Pending{},
 		plan:      map[string]time.Time{},
 		ledger:    sched.NewLedger(0),
@@ -144,6 +145,9 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		fatal:     make(chan error, 1),
 	}
 	o.updates.notify = make(chan struct{}, 1)
+	for i := range o.nodes {
+		o.nodes[i].domain = nvlinkDomains(o.nodes[i].Devices)
+	}
 	o.startedAt = cfg.Now()
 	if err := o.recover(ctx); err != nil {
 		return nil, err

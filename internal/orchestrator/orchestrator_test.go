@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ type fakeExec struct {
 	starts  chan exec.Task
 	stops   chan stopCall
 	failFor map[string]error
+	notices []string
 }
 
 type stopCall struct {
@@ -369,3 +371,116 @@ func TestRecoveryAfterCrash(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func (f *fakeExec) Notice(_ context.Context, id string, attempt int, text string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.notices = append(f.notices, fmt.Sprintf("%s/%d: %s", id, attempt, text))
+	return nil
+}
+
+// TestPreemptionFlow: a higher-priority job preempts a lower one, which is
+// warned (notice, then stop with its grace), goes back to the queue as a new
+// attempt when it ends, and runs again once there is room.
+func TestPreemptionFlow(t *testing.T) {
+	h := start(t, "", nil)
+	ctx := context.Background()
+	if _, err := h.o.SetPolicies(ctx, api.PoliciesUpdate{Policy: ptr("priority"), Preemption: ptr(true), MinRunTime: api.RawValue(`0`)}); err != nil {
+		t.Fatal(err)
+	}
+	low := h.submit(api.SubmitRequest{Command: "low", User: "ana", GPUCount: gpus(8), Priority: api.RawValue(`"low"`), PreemptGrace: api.RawValue(`"5s"`)})
+	h.nextStart()
+	h.o.Sink(exec.Update{JobID: low.ID, Kind: exec.Started, At: time.Now()})
+	h.waitState(low.ID, api.StateRunning)
+
+	high := h.submit(api.SubmitRequest{Command: "high", User: "bob", GPUCount: gpus(4), Priority: api.RawValue(`"high"`)})
+	stop := <-h.ex.stops
+	if stop.jobID != low.ID || stop.attempt != 0 || stop.grace != 5*time.Second {
+		t.Fatalf("stop = %+v, want the low job with its 5s grace", stop)
+	}
+	h.ex.mu.Lock()
+	notices := append([]string{}, h.ex.notices...)
+	h.ex.mu.Unlock()
+	if len(notices) != 1 || !strings.Contains(notices[0], "preempted for job "+high.ID) {
+		t.Fatalf("notices = %q", notices)
+	}
+	if j, _ := h.o.Job(low.ID); !j.Preempting || j.State != api.StateRunning {
+		t.Fatalf("victim = %+v", j)
+	}
+	if j, _ := h.o.Job(high.ID); j.PendingReason != "preempting" {
+		t.Fatalf("high job waits with %q: %s", j.PendingReason, j.PendingMessage)
+	}
+
+	h.o.Sink(exec.Update{JobID: low.ID, Kind: exec.Exited, At: time.Now(), ExitCode: 143, Signal: "terminated"})
+	if task := h.nextStart(); task.JobID != high.ID {
+		t.Fatalf("started %s, want the high job", task.JobID)
+	}
+	j := h.waitState(low.ID, api.StateQueued)
+	last := j.Events[len(j.Events)-1]
+	if j.RetryCount != 1 || j.Preemptions != 1 || last.Reason != api.ReasonPreempted || j.Preempting || len(j.Allocation) != 0 || j.GPUSeconds <= 0 {
+		t.Fatalf("requeued victim = %+v", j)
+	}
+	h.o.Sink(exec.Update{JobID: high.ID, Kind: exec.Exited, At: time.Now(), ExitCode: 0})
+	if task := h.nextStart(); task.JobID != low.ID || task.Attempt != 1 || !strings.HasSuffix(task.NoticePath, "/1.preempt") {
+		t.Fatalf("restart = %+v, want the low job as attempt 1", task)
+	}
+}
+
+func TestPoliciesValidateAndPersist(t *testing.T) {
+	h := start(t, "", nil)
+	ctx := context.Background()
+	bad := map[string]api.PoliciesUpdate{
+		"policy":           {Policy: ptr("nope")},
+		"aging_interval":   {AgingInterval: api.RawValue(`"soon"`)},
+		"min_run_time":     {MinRunTime: api.RawValue(`-5`)},
+		"quotas.users":     {Quotas: &api.QuotasUpdate{Users: map[string]*int{"ana": ptr(-1)}}},
+		"weights.projects": {Weights: &api.WeightsUpdate{Projects: map[string]*float64{"p": ptr(0.0)}}},
+		"gang":             {Gang: ptr(false)},
+	}
+	for field, u := range bad {
+		_, err := h.o.SetPolicies(ctx, u)
+		var e *api.Error
+		if !errors.As(err, &e) || e.Field != field || e.Status != 422 {
+			t.Errorf("%s: err = %v, want a 422 naming the field", field, err)
+		}
+	}
+	if p := h.o.Policies(); p.Policy != "fair_share" || !p.Backfill || p.Preemption {
+		t.Fatalf("defaults changed by bad updates: %+v", p)
+	}
+	_, err := h.o.SetPolicies(ctx, api.PoliciesUpdate{Policy: ptr("sjf"), Spread: ptr(true), HalfLife: api.RawValue(`"24h"`),
+		Quotas: &api.QuotasUpdate{Projects: map[string]*int{"vision": ptr(4)}}, Weights: &api.WeightsUpdate{Users: map[string]*float64{"ana": ptr(2.0)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.o.SetPolicies(ctx, api.PoliciesUpdate{Quotas: &api.QuotasUpdate{Users: map[string]*int{"bob": ptr(2)}}})
+	h.stop()
+	h.stop = nil
+	h2 := start(t, h.path, nil)
+	p := h2.o.Policies()
+	if p.Policy != "sjf" || !p.Spread || p.HalfLife != 86400 || p.Quotas.Projects["vision"] != 4 || p.Quotas.Users["bob"] != 2 || p.Weights.Users["ana"] != 2 {
+		t.Fatalf("after restart: %+v", p)
+	}
+	h2.o.SetPolicies(ctx, api.PoliciesUpdate{Quotas: &api.QuotasUpdate{Users: map[string]*int{"bob": nil}}})
+	if _, ok := h2.o.Policies().Quotas.Users["bob"]; ok {
+		t.Fatal("null did not remove the quota")
+	}
+}
+
+// TestQueueEstimates: the queue shows when a blocked job should start, from
+// the running jobs' estimates.
+func TestQueueEstimates(t *testing.T) {
+	h := start(t, "", nil)
+	running := h.submit(api.SubmitRequest{Command: "r", GPUCount: gpus(6), EstimatedDuration: api.RawValue(`"2h"`)})
+	h.nextStart()
+	h.o.Sink(exec.Update{JobID: running.ID, Kind: exec.Started, At: time.Now()})
+	h.waitState(running.ID, api.StateRunning)
+	big := h.submit(api.SubmitRequest{Command: "big", GPUCount: gpus(8)})
+	h.waitCycle()
+	q := h.o.Queue()
+	if len(q.QueuedJobs) != 1 || q.QueuedJobs[0].ID != big.ID || q.QueuedJobs[0].EstimatedStartTime == nil {
+		t.Fatalf("queue = %+v", q.QueuedJobs)
+	}
+	if w := *q.QueuedJobs[0].EstimatedWaitTime; w < 7100 || w > 7200 {
+		t.Fatalf("estimated wait = %v s, want about 2h", w)
+	}
+}

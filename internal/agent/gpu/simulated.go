@@ -26,10 +26,14 @@ func NewSimulated(nodeID string, spec SimSpec) Source {
 	}
 	n := max(spec.Count, 0)
 	devs := make([]Device, n)
+	group := topologies[spec.Topology]
+	if group <= 0 {
+		group = max(n, 1)
+	}
 	for i := range devs {
-		peers := make([]int, 0, n-1)
+		peers := make([]int, 0, group-1)
 		for j := range n {
-			if j != i {
+			if j != i && j/group == i/group {
 				peers = append(peers, j)
 			}
 		}

@@ -120,3 +120,21 @@ func TestSimulatedConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestSimulatedTopologies(t *testing.T) {
+	for topo, want := range map[string][][]int{
+		"pairs": {{1}, {0}, {3}, {2}},
+		"none":  {{}, {}, {}, {}},
+		"quads": {{1, 2, 3}, {0, 2, 3}, {0, 1, 3}, {0, 1, 2}},
+	} {
+		devs, err := NewSimulated("n", SimSpec{Count: 4, Model: "H100", MemoryGB: 80, Topology: topo}).Devices(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range devs {
+			if !slices.Equal(d.NVLinkPeers, want[i]) && !(len(d.NVLinkPeers) == 0 && len(want[i]) == 0) {
+				t.Errorf("%s: device %d peers %v, want %v", topo, i, d.NVLinkPeers, want[i])
+			}
+		}
+	}
+}

@@ -15,25 +15,39 @@ const (
 	MaxSimMemoryGB     = 1024
 )
 
-// SimSpec describes simulated GPUs: how many, which model, how much memory each.
+// SimSpec describes simulated GPUs: how many, which model, how much memory
+// each, and how they are linked.
 type SimSpec struct {
 	Count    int
 	Model    string
 	MemoryGB float64
+	// Topology is the NVLink layout: "nvlink" (all linked, like an HGX
+	// board; the default), "pairs" (bridges joining 0-1, 2-3, ...), "quads"
+	// or "none" (PCIe only).
+	Topology string
 }
 
-// String returns the spec in the flag's N:MODEL:MEMGB form.
+// Topologies lists the simulated NVLink layouts and their group sizes (0:
+// all GPUs in one group).
+var topologies = map[string]int{"nvlink": 0, "pairs": 2, "quads": 4, "none": 1}
+
+// String returns the spec in the flag's N:MODEL:MEMGB[:TOPOLOGY] form.
 func (s SimSpec) String() string {
-	return fmt.Sprintf("%d:%s:%s", s.Count, s.Model, strconv.FormatFloat(s.MemoryGB, 'g', -1, 64))
+	out := fmt.Sprintf("%d:%s:%s", s.Count, s.Model, strconv.FormatFloat(s.MemoryGB, 'g', -1, 64))
+	if s.Topology != "" && s.Topology != "nvlink" {
+		out += ":" + s.Topology
+	}
+	return out
 }
 
-// ParseSimulateSpec parses the value of --simulate-gpus N[:MODEL[:MEMGB]],
-// for example "8", "8:H100" or "4:A100:40". MODEL defaults to "H100" and
-// MEMGB to 80; N must be 1..64 and MEMGB 1..1024 (fractions allowed).
+// ParseSimulateSpec parses the value of --simulate-gpus
+// N[:MODEL[:MEMGB[:TOPOLOGY]]], for example "8", "8:H100", "4:A100:40" or
+// "8:A100:40:pairs". MODEL defaults to "H100", MEMGB to 80 and TOPOLOGY to
+// nvlink; N must be 1..64 and MEMGB 1..1024 (fractions allowed).
 func ParseSimulateSpec(s string) (SimSpec, error) {
 	spec := SimSpec{Model: DefaultSimModel, MemoryGB: DefaultSimMemoryGB}
 	bad := func(format string, args ...any) (SimSpec, error) {
-		return SimSpec{}, fmt.Errorf("--simulate-gpus %q: %s (want N[:MODEL[:MEMGB]], e.g. 8 or 4:A100:40)",
+		return SimSpec{}, fmt.Errorf("--simulate-gpus %q: %s (want N[:MODEL[:MEMGB[:TOPOLOGY]]], e.g. 8 or 4:A100:40 or 8:H100:80:pairs)",
 			s, fmt.Sprintf(format, args...))
 	}
 	v := strings.TrimSpace(s)
@@ -41,8 +55,8 @@ func ParseSimulateSpec(s string) (SimSpec, error) {
 		return bad("empty value")
 	}
 	parts := strings.Split(v, ":")
-	if len(parts) > 3 {
-		return bad("too many fields: %d, at most 3", len(parts))
+	if len(parts) > 4 {
+		return bad("too many fields: %d, at most 4", len(parts))
 	}
 
 	n, err := strconv.Atoi(strings.TrimSpace(parts[0]))
@@ -68,7 +82,15 @@ func ParseSimulateSpec(s string) (SimSpec, error) {
 		}
 	}
 
-	if len(parts) == 3 {
+	spec.Topology = "nvlink"
+	if len(parts) == 4 {
+		t := strings.ToLower(strings.TrimSpace(parts[3]))
+		if _, ok := topologies[t]; !ok {
+			return bad("topology %q is not one of nvlink, pairs, quads, none", parts[3])
+		}
+		spec.Topology = t
+	}
+	if len(parts) == 3 || (len(parts) == 4 && strings.TrimSpace(parts[2]) != "") {
 		raw := strings.TrimSpace(parts[2])
 		raw = strings.TrimSuffix(strings.TrimSuffix(raw, "GB"), "gb")
 		gb, err := strconv.ParseFloat(raw, 64)

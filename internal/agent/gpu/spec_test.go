@@ -10,17 +10,20 @@ func TestParseSimulateSpec(t *testing.T) {
 		in   string
 		want SimSpec
 	}{
-		{"8", SimSpec{8, "H100", 80}},
-		{"1", SimSpec{1, "H100", 80}},
-		{"64", SimSpec{64, "H100", 80}},
-		{" 2 ", SimSpec{2, "H100", 80}},
-		{"8:H100", SimSpec{8, "H100", 80}},
-		{"4:A100:40", SimSpec{4, "A100", 40}},
-		{"2:L4:24.5", SimSpec{2, "L4", 24.5}},
-		{"2:H200:141GB", SimSpec{2, "H200", 141}},
-		{"2::40", SimSpec{2, "H100", 40}},
-		{"1:B200:1024", SimSpec{1, "B200", 1024}},
-		{"1:T4:1", SimSpec{1, "T4", 1}},
+		{"8", SimSpec{8, "H100", 80, "nvlink"}},
+		{"1", SimSpec{1, "H100", 80, "nvlink"}},
+		{"64", SimSpec{64, "H100", 80, "nvlink"}},
+		{" 2 ", SimSpec{2, "H100", 80, "nvlink"}},
+		{"8:H100", SimSpec{8, "H100", 80, "nvlink"}},
+		{"4:A100:40", SimSpec{4, "A100", 40, "nvlink"}},
+		{"2:L4:24.5", SimSpec{2, "L4", 24.5, "nvlink"}},
+		{"2:H200:141GB", SimSpec{2, "H200", 141, "nvlink"}},
+		{"2::40", SimSpec{2, "H100", 40, "nvlink"}},
+		{"1:B200:1024", SimSpec{1, "B200", 1024, "nvlink"}},
+		{"1:T4:1", SimSpec{1, "T4", 1, "nvlink"}},
+		{"8:A100:40:pairs", SimSpec{8, "A100", 40, "pairs"}},
+		{"8:H100::Quads", SimSpec{8, "H100", 80, "quads"}},
+		{"4:L4:24:none", SimSpec{4, "L4", 24, "none"}},
 	}
 	for _, tc := range good {
 		t.Run("ok/"+tc.in, func(t *testing.T) {
@@ -51,7 +54,8 @@ func TestParseSimulateSpec(t *testing.T) {
 		{"8:H100:0", "memory must be 1..1024 GB, got 0"},
 		{"8:H100:0.5", "memory must be 1..1024 GB, got 0.5"},
 		{"8:H100:2000", "memory must be 1..1024 GB, got 2000"},
-		{"8:H100:80:x", "too many fields: 4, at most 3"},
+		{"8:H100:80:x", `topology "x" is not one of nvlink, pairs, quads, none`},
+		{"8:H100:80:pairs:1", "too many fields: 5, at most 4"},
 		{"8:H\x01:80", "control characters"},
 	}
 	for _, tc := range bad {
