@@ -25,9 +25,9 @@ type nodeState struct {
 	node    *Node
 	free    []bool // by position in node.GPUs
 	nfree   int
-	class   int // -1: mixed or not schedulable
-	pos     map[int]int
-	domains int // number of NVLink domains
+	class   int   // -1: mixed or not schedulable
+	pos     []int // GPU index -> position in node.GPUs; -1: no such GPU
+	domains int   // number of NVLink domains
 }
 
 type class struct {
@@ -70,7 +70,15 @@ func newIndex(nodes []Node) *index {
 	classOf := map[[2]string]int{}
 	for i := range nodes {
 		n := &nodes[i]
-		ns := nodeState{node: n, free: make([]bool, len(n.GPUs)), class: -1, pos: make(map[int]int, len(n.GPUs))}
+		ns := nodeState{node: n, free: make([]bool, len(n.GPUs)), class: -1}
+		maxIdx := -1
+		for _, gpu := range n.GPUs {
+			maxIdx = max(maxIdx, gpu.Index)
+		}
+		ns.pos = make([]int, maxIdx+1)
+		for k := range ns.pos {
+			ns.pos[k] = -1
+		}
 		homogeneous := true
 		doms := map[int]bool{}
 		for g, gpu := range n.GPUs {
@@ -131,6 +139,14 @@ func itoa(v int64) string {
 	}
 }
 
+// at returns the position of GPU index idx on node n.
+func (ns *nodeState) at(idx int) (int, bool) {
+	if idx < 0 || idx >= len(ns.pos) || ns.pos[idx] < 0 {
+		return 0, false
+	}
+	return ns.pos[idx], true
+}
+
 // setFree marks one GPU free or taken, keeping the buckets right.
 func (ix *index) setFree(n, g int, free bool) {
 	ns := &ix.nodes[n]
@@ -160,7 +176,7 @@ func (ix *index) take(ps []Placement) {
 			continue
 		}
 		for _, idx := range p.GPUs {
-			if g, ok := ix.nodes[n].pos[idx]; ok {
+			if g, ok := ix.nodes[n].at(idx); ok {
 				ix.setFree(n, g, false)
 			}
 		}
@@ -175,7 +191,7 @@ func (ix *index) give(ps []Placement) {
 			continue
 		}
 		for _, idx := range p.GPUs {
-			if g, ok := ix.nodes[n].pos[idx]; ok {
+			if g, ok := ix.nodes[n].at(idx); ok {
 				ix.setFree(n, g, true)
 			}
 		}

@@ -58,7 +58,7 @@ func (c *cycle) gpusOn(r *Running, n int, j *Job) int {
 			continue
 		}
 		for _, idx := range p.GPUs {
-			if g, ok := ns.pos[idx]; ok && matches(&ns.node.GPUs[g], j) {
+			if g, ok := ns.at(idx); ok && matches(&ns.node.GPUs[g], j) {
 				k++
 			}
 		}
@@ -75,12 +75,13 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 	want := nodesWanted(j)
 	var plans []victimPlan
 	c.countVictimGPUs()
+	equalToo := c.p.Name == PolicyFairShare && c.someoneOver(j)
 	for n := range c.ix.nodes {
 		if !c.ix.nodes[n].node.Schedulable || j.GPUs == 0 {
 			continue
 		}
 		have := c.ix.freeMatching(n, j)
-		if have+c.victimBound(n, j, jBorrowing) < j.GPUs {
+		if have+c.victimBound(n, j, jBorrowing, equalToo) < j.GPUs {
 			continue // even every possible victim here would not make room
 		}
 		plan := victimPlan{node: n}
@@ -196,8 +197,9 @@ func (c *cycle) countVictimGPUs() {
 }
 
 // victimBound is at most how many GPUs preemption could free on node n for
-// job j, plus those of jobs already being preempted.
-func (c *cycle) victimBound(n int, j *Job, jBorrowing bool) int {
+// job j, plus those of jobs already being preempted. equalToo: jobs of
+// j's priority count too (fair share, when some user is over).
+func (c *cycle) victimBound(n int, j *Job, jBorrowing, equalToo bool) int {
 	b := 0
 	for _, ri := range c.runningOn[n] {
 		if c.s.Running[ri].Preempting {
@@ -211,13 +213,26 @@ func (c *cycle) victimBound(n int, j *Job, jBorrowing bool) int {
 		return b
 	}
 	top := min(max(j.Priority-1, 0), 4)
-	if c.p.Name == PolicyFairShare {
+	if equalToo {
 		top = min(max(j.Priority, 0), 4) // equal priority, over share
 	}
 	for p := 0; p <= top; p++ {
 		b += c.byPrio[n][p]
 	}
 	return b
+}
+
+// someoneOver reports whether any user holds enough more than j's user
+// that fair share would let j preempt their equal-priority jobs.
+func (c *cycle) someoneOver(j *Job) bool {
+	need := c.userGPUs[j.User] + j.GPUs*nodesWanted(j)
+	mine := c.share(j.User)
+	for u, n := range c.userGPUs {
+		if u != j.User && n > need && c.share(u) > mine {
+			return true
+		}
+	}
+	return false
 }
 
 // holdFree takes the node's free GPUs that fit the job out of the index

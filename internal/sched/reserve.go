@@ -50,7 +50,7 @@ func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
 			continue
 		}
 		for _, idx := range p.GPUs {
-			if g, ok := ix.nodes[n].pos[idx]; ok {
+			if g, ok := ix.nodes[n].at(idx); ok {
 				tl.freeAt[n][g] = at
 			}
 		}
@@ -202,7 +202,7 @@ func reserve(ix *index, tl *timeline, j *Job) (*reservation, bool) {
 		n := ix.byID[p.NodeID]
 		held := Placement{NodeID: p.NodeID}
 		for _, idx := range p.GPUs {
-			if g := ix.nodes[n].pos[idx]; ix.nodes[n].free[g] {
+			if g, ok := ix.nodes[n].at(idx); ok && ix.nodes[n].free[g] {
 				held.GPUs = append(held.GPUs, idx)
 			}
 		}

@@ -23,9 +23,10 @@ type cycle struct {
 	startEst              []time.Duration // estimate of each start, by position
 	fitsCache             map[shape]bool
 	whyCache              map[shape]whyEntry
-	noFit                 map[shape]int // shape -> index version at which it did not fit
-	byPrio                [][5]int      // node -> preemptable GPUs by priority (see countVictimGPUs)
-	borrowedOn            []int         // node -> preemptable borrowed GPUs
+	noFit                 map[shape]int      // shape -> index version at which it did not fit
+	resCache              map[shape]fitEntry // shape -> fits with the reserved GPUs, at a version
+	byPrio                [][5]int           // node -> preemptable GPUs by priority (see countVictimGPUs)
+	borrowedOn            []int              // node -> preemptable borrowed GPUs
 }
 
 type whyEntry struct {
@@ -56,7 +57,7 @@ type shape struct {
 func Schedule(s Snapshot) Result {
 	p := s.Policy.WithDefaults()
 	c := &cycle{s: &s, p: &p, now: s.Now, ix: newIndex(s.Nodes),
-		victim: map[int]bool{}, claimed: map[int]bool{}, fitsCache: map[shape]bool{}, whyCache: map[shape]whyEntry{}, noFit: map[shape]int{}}
+		victim: map[int]bool{}, claimed: map[int]bool{}, fitsCache: map[shape]bool{}, whyCache: map[shape]whyEntry{}, noFit: map[shape]int{}, resCache: map[shape]fitEntry{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
 	c.userGPUs, c.projectGPUs = holdings(s.Running)
 	c.runningOn = make([][]int, len(s.Nodes))
@@ -239,11 +240,21 @@ func (c *cycle) couldUseReserved(j *Job) bool {
 		return false
 	}
 	v := c.ix.version
+	k := shape{j.GPUs, nodesWanted(j), j.MinMemoryMiB, j.GPUType}
+	if e, ok := c.resCache[k]; ok && e.version == v {
+		return e.ok
+	}
 	c.ix.give(c.res.held)
 	_, ok := c.ix.find(j, c.p.Spread)
 	c.ix.take(c.res.held)
 	c.ix.version = v // the same GPUs are free as before
+	c.resCache[k] = fitEntry{v, ok}
 	return ok
+}
+
+type fitEntry struct {
+	version int
+	ok      bool
 }
 
 func (c *cycle) backfillHint(j *Job) string {
