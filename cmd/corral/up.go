@@ -70,7 +70,7 @@ GPUs are pretend).`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the database and job logs")
 	fl.StringVar(&f.listen, "listen", defaultListen, "HTTP address of the API")
-	fl.StringVar(&f.simulateGPUs, "simulate-gpus", "", "offer simulated GPUs instead of real ones: N[:MODEL[:MEMGB]], e.g. 8 or 8:H100:80")
+	fl.StringVar(&f.simulateGPUs, "simulate-gpus", "", "offer simulated GPUs instead of real ones: N[:MODEL[:MEMGB[:TOPOLOGY]]], e.g. 8, 8:H100:80 or 8:A100:40:pairs (TOPOLOGY: nvlink, pairs, quads, none)")
 	fl.StringVar(&f.nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.DurationVar(&f.nodeTTL, "node-ttl", 30*time.Second, "how long a silent node stays up (multi-node setups)")
 	fl.DurationVar(&f.cancelGrace, "cancel-grace", 10*time.Second, "time a canceled job gets between SIGTERM and SIGKILL")
