@@ -1,0 +1,139 @@
+package api
+
+import "time"
+
+// The agent protocol: how a node agent (`corral agent`, or the in-process
+// agent of `corral up`) talks to the control plane. The agent pulls: it
+// registers, then reports and asks for work in one call (Sync), which the
+// server holds open (long poll) until there is something new for the node
+// or the wait runs out. Every call carries the join token as a bearer token.
+//
+//	POST /agent/v1/register  AgentRegistration -> AgentConfig
+//	POST /agent/v1/sync      AgentReport       -> AgentWork
+//	POST /agent/v1/logs      LogChunk          -> 204
+
+// AgentRegistration introduces a node: who it is and what GPUs it has.
+type AgentRegistration struct {
+	NodeID    string            `json:"node_id"`
+	Hostname  string            `json:"hostname"`
+	Address   string            `json:"address,omitempty"` // where other nodes reach it (CORRAL_MASTER_ADDR); default: the address it connects from
+	Labels    map[string]string `json:"labels,omitempty"`
+	GPUs      []AgentGPU        `json:"gpus"`
+	Simulated bool              `json:"simulated,omitempty"`
+	Version   string            `json:"version,omitempty"`
+	// Tasks the agent already runs (adopted after an agent restart) or has
+	// seen end. Any task the server placed on this node and that is not
+	// listed here is lost.
+	Tasks []TaskStatus `json:"tasks"`
+}
+
+// AgentGPU is one GPU of a registering node.
+type AgentGPU struct {
+	Index       int    `json:"index"`
+	UUID        string `json:"uuid"`
+	Model       string `json:"model"`
+	MemoryMiB   int64  `json:"memory_mib"`
+	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
+	Simulated   bool   `json:"simulated,omitempty"`
+}
+
+// AgentConfig is the server's answer to a registration.
+type AgentConfig struct {
+	NodeID            string  `json:"node_id"`
+	HeartbeatInterval Seconds `json:"heartbeat_interval"` // report at least this often
+	NodeTTL           Seconds `json:"node_ttl"`           // silent longer than this, the node is down
+}
+
+// AgentReport is what a node says in each sync: its telemetry and the state
+// of every task it runs or has just finished. Generation is the last work
+// generation the agent applied; the server answers when it has a newer one.
+type AgentReport struct {
+	NodeID     string           `json:"node_id"`
+	Generation uint64           `json:"generation"`
+	Wait       Seconds          `json:"wait,omitempty"` // how long the server may hold the call; 0: answer at once
+	Telemetry  []GPUReading     `json:"telemetry,omitempty"`
+	Tasks      []TaskStatus     `json:"tasks"`
+	Foreign    []ForeignProcess `json:"foreign,omitempty"`
+}
+
+// GPUReading is a live reading of one GPU.
+type GPUReading struct {
+	Index         int   `json:"index"`
+	Utilization   int   `json:"utilization"`     // percent
+	MemoryUsedMiB int64 `json:"memory_used_mib"` // MiB
+	Temperature   *int  `json:"temperature"`     // Celsius; null when unknown
+}
+
+// ForeignProcess is a compute process on a GPU that Corral did not start.
+type ForeignProcess struct {
+	GPU  int    `json:"gpu"`
+	PID  int    `json:"pid"`
+	User string `json:"user,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// Task states as agents report them.
+const (
+	TaskRunning = "running"
+	TaskExited  = "exited" // ended (ExitCode, Signal) or never started (Error)
+)
+
+// TaskStatus is one task (one rank of one attempt of a job) on a node.
+type TaskStatus struct {
+	JobID      string     `json:"job_id"`
+	Attempt    int        `json:"attempt"`
+	Rank       int        `json:"rank"`
+	State      string     `json:"state"` // running or exited
+	PID        int        `json:"pid,omitempty"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	ExitCode   int        `json:"exit_code"`
+	Signal     string     `json:"signal,omitempty"`
+	Error      string     `json:"error,omitempty"` // could not start
+	LogSize    int64      `json:"log_size,omitempty"`
+}
+
+// AgentWork is the server's answer to a sync: the tasks the node should be
+// running (the desired state, complete: a task not listed should not run)
+// and what to tell tasks being stopped.
+type AgentWork struct {
+	Generation uint64     `json:"generation"`
+	Tasks      []TaskSpec `json:"tasks"`
+}
+
+// TaskSpec is one rank of one attempt of a job, as a node runs it.
+type TaskSpec struct {
+	JobID      string            `json:"job_id"`
+	Attempt    int               `json:"attempt"`
+	Rank       int               `json:"rank"`
+	NumNodes   int               `json:"num_nodes"`
+	MasterAddr string            `json:"master_addr"`
+	MasterPort int               `json:"master_port"`
+	Command    string            `json:"command"`
+	Workdir    string            `json:"workdir,omitempty"`
+	Env        map[string]string `json:"env,omitempty"`
+	GPUs       []int             `json:"gpus"`
+	GPUUUIDs   []string          `json:"gpu_uuids,omitempty"`
+	// Stop, when set, asks the task to end: SIGTERM now (after writing
+	// Notice to the task's notice file, if any), SIGKILL after StopGrace.
+	Stop      bool    `json:"stop,omitempty"`
+	StopGrace Seconds `json:"stop_grace,omitempty"`
+	Notice    string  `json:"notice,omitempty"`
+}
+
+// LogChunk is part of a task's output, shipped by a remote agent so that the
+// server can serve it. Offset is where Data starts in the task's log.
+type LogChunk struct {
+	NodeID  string `json:"node_id"`
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+	Rank    int    `json:"rank"`
+	Offset  int64  `json:"offset"`
+	Data    []byte `json:"data"`
+}
+
+// NodeAction is POST /cluster/nodes/{node_id}/{cordon|drain|uncordon}'s answer.
+type NodeAction struct {
+	NodeID string `json:"node_id"`
+	State  string `json:"state"`
+}
