@@ -53,7 +53,8 @@ const (
 	ReasonExitCode    = "exit_code"    // the process ended with a non-zero code or a signal
 	ReasonStartFailed = "start_failed" // the process could not be started (bad workdir, ...)
 	ReasonCanceled    = "canceled"
-	ReasonLost        = "lost" // the job's processes died with the server or agent
+	ReasonLost        = "lost"      // the job's processes died with the server or agent
+	ReasonNodeLost    = "node_lost" // the job's node stopped reporting
 	ReasonRequeued    = "requeued"
 	ReasonPreempted   = "preempted" // stopped for a higher-ranked job; back to queued
 )
@@ -111,6 +112,8 @@ type Job struct {
 	PreemptMessage     string            `json:"preempt_message,omitempty"`
 	Preemptions        int               `json:"preemptions,omitempty"` // times it was preempted (each also counts in retry_count)
 	GPUSeconds         float64           `json:"gpu_seconds,omitempty"` // GPU time used over all attempts
+	NotBefore          *time.Time        `json:"not_before,omitempty"`  // requeued after a loss: not started again before this (backoff)
+	NodeLabels         map[string]string `json:"node_labels,omitempty"` // runs only on nodes with all these labels
 	Allocation         []Allocation      `json:"allocation"`
 	Events             []Event           `json:"events,omitempty"`
 }
@@ -133,6 +136,7 @@ type SubmitRequest struct {
 	EstimatedDuration RawValue          `json:"estimated_duration,omitempty"`
 	MaxRetries        int               `json:"max_retries,omitempty"`
 	PreemptGrace      RawValue          `json:"preempt_grace,omitempty"`
+	NodeLabels        map[string]string `json:"node_labels,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.
@@ -192,6 +196,9 @@ type GPU struct {
 	Held        bool    `json:"held,omitempty"` // AllocatedTo names a hold, not a Corral job
 	NVLinkPeers []int   `json:"nvlink_peers,omitempty"`
 	Simulated   bool    `json:"simulated,omitempty"`
+	// Foreign lists compute processes on the GPU that Corral did not start;
+	// such a GPU is not handed out while they run.
+	Foreign []ForeignProcess `json:"foreign,omitempty"`
 }
 
 // Holder returns the job or hold the GPU is allocated to, "" when free.
@@ -204,13 +211,16 @@ func (g GPU) Holder() string {
 
 // Node is one node in GET /cluster/gpu-status.
 type Node struct {
-	NodeID    string `json:"node_id"`
-	Hostname  string `json:"hostname"`
-	GPUCount  int    `json:"gpu_count"`
-	GPUType   string `json:"gpu_type"`
-	State     string `json:"state"` // "up"
-	Simulated bool   `json:"simulated,omitempty"`
-	GPUs      []GPU  `json:"gpus"`
+	NodeID    string            `json:"node_id"`
+	Hostname  string            `json:"hostname"`
+	GPUCount  int               `json:"gpu_count"`
+	GPUType   string            `json:"gpu_type"`
+	State     string            `json:"state"` // up, down, cordoned, draining, drained
+	Address   string            `json:"address,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	LastSeen  *time.Time        `json:"last_seen,omitempty"`
+	Simulated bool              `json:"simulated,omitempty"`
+	GPUs      []GPU             `json:"gpus"`
 }
 
 // ClusterStatus is GET /cluster/gpu-status.
@@ -219,6 +229,7 @@ type ClusterStatus struct {
 	AvailableGPUs int    `json:"available_gpus"`
 	AllocatedGPUs int    `json:"allocated_gpus"` // held GPUs included
 	HeldGPUs      int    `json:"held_gpus"`
+	ForeignGPUs   int    `json:"foreign_gpus"` // busy with processes Corral did not start
 	Nodes         []Node `json:"nodes"`
 }
 

@@ -9,20 +9,30 @@ import (
 	"time"
 )
 
-// Task is one attempt of one job, placed on GPUs of one node.
+// Task is one attempt of one job, placed on GPUs of one or more nodes (a
+// gang: one rank per node).
 type Task struct {
-	JobID    string
-	Attempt  int               // the job's retry_count when this attempt started; tells stale reports apart
-	Command  string            // run with /bin/sh -c
-	Workdir  string            // empty: the executor's own working directory
-	Env      map[string]string // the job's env; the executor adds CUDA_VISIBLE_DEVICES and CORRAL_*
+	JobID   string
+	Attempt int               // the job's retry_count when this attempt started; tells stale reports apart
+	Command string            // run with /bin/sh -c
+	Workdir string            // empty: the executor's own working directory
+	Env     map[string]string // the job's env; the executor adds CUDA_VISIBLE_DEVICES and CORRAL_*
+	Ranks   []Rank            // rank 0 first; its node is the gang's master
+	// Rank 0 again, for executors that run single-node jobs only.
 	NodeID   string
 	GPUs     []int    // GPU indexes on the node, in CUDA_VISIBLE_DEVICES order
 	GPUUUIDs []string // the same GPUs' UUIDs
-	LogPath  string   // where stdout and stderr go (appended)
+	LogPath  string   // where rank 0's stdout and stderr go (appended)
 	// NoticePath is where a preemption notice will appear; the job finds
 	// it in CORRAL_PREEMPT_NOTICE. Empty: no notices.
 	NoticePath string
+}
+
+// Rank is the part of a gang on one node.
+type Rank struct {
+	NodeID   string
+	GPUs     []int
+	GPUUUIDs []string
 }
 
 // UpdateKind says what an Update reports.
@@ -55,7 +65,11 @@ type Update struct {
 	PID      int    // Started
 	ExitCode int    // Exited: the process's exit code, or 128+signal when killed
 	Signal   string // Exited: the signal that killed it ("killed", "terminated"), if any
-	Err      error  // Exited: the process could not be started
+	Err      error  // Exited: the process could not be started, or was lost
+	// Lost, on Exited, says the attempt's processes are gone without an
+	// exit status: "lost" (its agent restarted without it, or the server
+	// restarted and it is not there) or "node_lost" (its node went silent).
+	Lost string
 }
 
 // Sink receives updates. It must not block: executors call it from their own
@@ -67,6 +81,14 @@ type Sink func(Update)
 // it (to checkpoint) between SIGTERM and SIGKILL.
 type Noticer interface {
 	Notice(ctx context.Context, jobID string, attempt int, text string) error
+}
+
+// Adopter is an Executor that can take back tasks that were running when
+// the server stopped: Adopt is Start for a task that may still be running
+// (it is not started again if it is), and reports it lost if it is not.
+// Without it, such tasks are recorded as lost at start-up.
+type Adopter interface {
+	Adopt(ctx context.Context, t Task) error
 }
 
 // Executor runs tasks. Implementations are safe for concurrent use.

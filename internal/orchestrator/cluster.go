@@ -11,17 +11,6 @@ import (
 	"github.com/corral-sched/corral/internal/sched"
 )
 
-// Node is a node the orchestrator schedules on.
-type Node struct {
-	ID        string
-	Hostname  string
-	Devices   []gpu.Device
-	Telemetry gpu.Source // live readings; nil: none
-	Simulated bool
-
-	domain map[int]int // GPU index -> NVLink domain (see nvlinkDomains)
-}
-
 // nvlinkDomains numbers the node's NVLink domains: GPUs joined by NVLink,
 // directly or through others, share a number. GPUs with no peers get
 // domains of their own. Without any NVLink information at all, every GPU is
@@ -83,14 +72,21 @@ func (o *Orchestrator) releaseJob(j *api.Job) {
 }
 
 // snapshotNodes is the core's view of the nodes, with the GPUs that are
-// neither allocated nor held marked free. Read lock held.
+// neither allocated, held nor busy with foreign processes marked free.
+// Read lock held (or loop).
 func (o *Orchestrator) snapshotNodes() []sched.Node {
 	out := make([]sched.Node, 0, len(o.nodes))
-	for _, n := range o.nodes {
-		sn := sched.Node{ID: n.ID, Schedulable: true, GPUs: make([]sched.GPU, 0, len(n.Devices))}
+	for i := range o.nodes {
+		n := &o.nodes[i]
+		foreign := map[int]bool{}
+		for _, f := range n.foreign {
+			foreign[f.GPU] = true
+		}
+		sn := sched.Node{ID: n.ID, Schedulable: n.schedulable(), Labels: n.Labels, GPUs: make([]sched.GPU, 0, len(n.Devices))}
 		for _, d := range n.Devices {
 			_, busy := o.owner[gpuKey{n.ID, d.Index}]
-			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB, Free: !busy, Domain: n.domain[d.Index]})
+			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
+				Free: !busy && !foreign[d.Index], Domain: n.domain[d.Index]})
 		}
 		out = append(out, sn)
 	}
@@ -98,15 +94,13 @@ func (o *Orchestrator) snapshotNodes() []sched.Node {
 }
 
 func (o *Orchestrator) device(nodeID string, index int) (*Node, *gpu.Device) {
-	for i := range o.nodes {
-		n := &o.nodes[i]
-		if n.ID != nodeID {
-			continue
-		}
-		for k := range n.Devices {
-			if n.Devices[k].Index == index {
-				return n, &n.Devices[k]
-			}
+	n := o.node(nodeID)
+	if n == nil {
+		return nil, nil
+	}
+	for k := range n.Devices {
+		if n.Devices[k].Index == index {
+			return n, &n.Devices[k]
 		}
 	}
 	return nil, nil
@@ -232,45 +226,70 @@ func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, er
 }
 
 // Cluster is GET /cluster/gpu-status: every node and GPU with its holder and
-// a live reading.
+// the latest reading.
 func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
-	readings := make([][]gpu.Telemetry, len(o.nodes))
-	for i, n := range o.nodes {
-		if n.Telemetry != nil {
-			if t, err := n.Telemetry.Telemetry(ctx); err == nil {
-				readings[i] = t
+	o.mu.RLock()
+	sources := make([]gpu.Source, len(o.nodes))
+	for i := range o.nodes {
+		sources[i] = o.nodes[i].Telemetry
+	}
+	o.mu.RUnlock()
+	direct := make([][]gpu.Telemetry, len(sources))
+	for i, src := range sources {
+		if src != nil {
+			if t, err := src.Telemetry(ctx); err == nil {
+				direct[i] = t
 			}
 		}
 	}
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	var cs api.ClusterStatus
-	for i, n := range o.nodes {
-		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, GPUCount: len(n.Devices), GPUType: n.model(), State: "up", Simulated: n.Simulated, GPUs: []api.GPU{}}
+	cs := api.ClusterStatus{Nodes: []api.Node{}}
+	for i := range o.nodes {
+		n := &o.nodes[i]
+		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, GPUCount: len(n.Devices),
+			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}}
+		if !n.lastSeen.IsZero() {
+			t := n.lastSeen
+			an.LastSeen = &t
+		}
 		for _, d := range n.Devices {
 			g := api.GPU{ID: d.Index, UUID: d.UUID, Model: d.Model, MemoryTotal: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated}
-			for _, t := range readings[i] {
-				if t.Index == d.Index {
-					g.MemoryUsed, g.Utilization, g.Temperature = t.MemoryUsedMiB, t.Utilization, t.Temperature
+			if i < len(direct) {
+				for _, t := range direct[i] {
+					if t.Index == d.Index {
+						g.MemoryUsed, g.Utilization, g.Temperature = t.MemoryUsedMiB, t.Utilization, t.Temperature
+					}
+				}
+			}
+			for _, r := range n.readings {
+				if r.Index == d.Index {
+					g.MemoryUsed, g.Utilization, g.Temperature = r.MemoryUsedMiB, r.Utilization, r.Temperature
+				}
+			}
+			for _, f := range n.foreign {
+				if f.GPU == d.Index {
+					g.Foreign = append(g.Foreign, f)
 				}
 			}
 			cs.TotalGPUs++
-			if holder, ok := o.owner[gpuKey{n.ID, d.Index}]; ok {
+			switch holder, ok := o.owner[gpuKey{n.ID, d.Index}]; {
+			case ok:
 				g.AllocatedTo = &holder
 				_, g.Held = o.holds[holder]
 				cs.AllocatedGPUs++
 				if g.Held {
 					cs.HeldGPUs++
 				}
-			} else {
+			case len(g.Foreign) > 0:
+				cs.ForeignGPUs++
+			case n.down:
+			default:
 				cs.AvailableGPUs++
 			}
 			an.GPUs = append(an.GPUs, g)
 		}
 		cs.Nodes = append(cs.Nodes, an)
-	}
-	if cs.Nodes == nil {
-		cs.Nodes = []api.Node{}
 	}
 	return cs
 }

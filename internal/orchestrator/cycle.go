@@ -44,8 +44,11 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 		snap.Queue = append(snap.Queue, sched.Job{
 			ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
 			GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
-			Estimate: est, EstimateGiven: given,
+			Estimate: est, EstimateGiven: given, NodeLabels: j.NodeLabels,
 		})
+		if j.NotBefore != nil {
+			snap.Queue[len(snap.Queue)-1].NotBefore = *j.NotBefore
+		}
 	}
 	return snap
 }
@@ -173,18 +176,22 @@ func (o *Orchestrator) preempt(ctx context.Context, tx *txn, p sched.Preemption)
 	})
 }
 
-// task builds the executor's task for a job's (single-node) placement.
+// task builds the executor's task for a job's placements: one rank per
+// node, rank 0 first.
 func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env),
 		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
-	if len(ps) > 0 {
-		t.NodeID = ps[0].NodeID
-		t.GPUs = append(t.GPUs, ps[0].GPUs...)
-	}
-	for _, a := range j.Allocation {
-		if a.NodeID == t.NodeID {
-			t.GPUUUIDs = append(t.GPUUUIDs, a.GPUUUID)
+	for _, p := range ps {
+		r := exec.Rank{NodeID: p.NodeID, GPUs: append([]int{}, p.GPUs...)}
+		for _, a := range j.Allocation {
+			if a.NodeID == p.NodeID {
+				r.GPUUUIDs = append(r.GPUUUIDs, a.GPUUUID)
+			}
 		}
+		t.Ranks = append(t.Ranks, r)
+	}
+	if len(t.Ranks) > 0 {
+		t.NodeID, t.GPUs, t.GPUUUIDs = t.Ranks[0].NodeID, t.Ranks[0].GPUs, t.Ranks[0].GPUUUIDs
 	}
 	return t
 }
@@ -220,6 +227,10 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 			o.log.Info("job running", "job_id", j.ID, "pid", u.PID)
 		case exec.Exited:
 			o.endAttempt(j, at)
+			if u.Lost != "" && !j.CancelRequested {
+				o.lose(tx, j, u.Lost, u.Err)
+				continue
+			}
 			if j.Preempting && !j.CancelRequested && u.Err == nil {
 				j.RetryCount++
 				j.Preemptions++
@@ -247,6 +258,43 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 	if err != nil {
 		o.log.Error("executor updates not committed", "err", err)
 	}
+}
+
+// Backoff after a lost attempt: base doubling per retry, capped.
+const (
+	backoffBase = 10 * time.Second
+	backoffMax  = 10 * time.Minute
+)
+
+// lose settles a job whose attempt's processes are gone: requeued, after a
+// backoff, while retries remain (preemptions do not count), else failed
+// with the reason ("lost", "node_lost"). Write lock held.
+func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
+	why := "its processes are gone"
+	if cause != nil {
+		why = cause.Error()
+	}
+	if j.RetryCount-j.Preemptions >= j.MaxRetries {
+		now := tx.now
+		j.FinishedAt = &now
+		tx.transition(j, api.StateFailed, reason, fmt.Sprintf("%s; no retries left (max_retries %d)", why, j.MaxRetries))
+		o.log.Warn("job lost", "job_id", j.ID, "reason", reason)
+		return
+	}
+	id, attempt := j.ID, j.RetryCount
+	tx.after = append(tx.after, func() {
+		// Whatever is left of the attempt (other ranks, a node that comes
+		// back) is stopped.
+		o.cfg.Executor.Stop(context.Background(), id, attempt, 0)
+	})
+	retry := j.RetryCount - j.Preemptions + 1
+	wait := min(backoffBase<<(retry-1), backoffMax)
+	notBefore := tx.now.Add(wait)
+	j.RetryCount++
+	j.NotBefore = &notBefore
+	tx.transition(j, api.StateQueued, reason, fmt.Sprintf("%s; requeued (retry %d of %d) to start no sooner than in %s", why, retry, j.MaxRetries, wait))
+	resetAttempt(j)
+	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "backoff", wait)
 }
 
 // endAttempt charges the attempt's GPU time to the job and to its user's

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -48,9 +47,12 @@ type Config struct {
 	// CancelGrace is how long a canceled job has between SIGTERM and
 	// SIGKILL unless the request says otherwise. Default 10s.
 	CancelGrace time.Duration
-	// Tick is how often a scheduling cycle runs even when nothing changed.
-	// Default 5s.
-	Tick    time.Duration
+	// Tick is how often a scheduling cycle runs even when nothing changed,
+	// and nodes are checked for silence. Default 5s (at most NodeTTL/4).
+	Tick time.Duration
+	// NodeTTL is how long a node may be silent before it is down and its
+	// jobs are requeued. Default 30s.
+	NodeTTL time.Duration
 	Now     func() time.Time // default time.Now
 	Logger  *slog.Logger
 	Version string
@@ -59,11 +61,12 @@ type Config struct {
 // Orchestrator is the single writer of live state. Create it with New, run
 // its loop with Run, and call its methods from any goroutine.
 type Orchestrator struct {
-	cfg     Config
-	log     *slog.Logger
-	ops     chan *op
-	updates updateQueue
-	entropy *ulid.MonotonicEntropy // ids are made by the loop only
+	cfg        Config
+	log        *slog.Logger
+	ops        chan *op
+	updates    queue[exec.Update]
+	nodeEvents queue[nodeEvent]
+	entropy    *ulid.MonotonicEntropy // ids are made by the loop only
 
 	mu        sync.RWMutex // guards everything below; written by the loop only
 	jobs      map[string]*api.Job
@@ -74,6 +77,7 @@ type Orchestrator struct {
 	idem      map[string]string
 	owner     map[gpuKey]string // GPU -> job id or hold id
 	nodes     []Node
+	nodeIndex map[string]int           // node id -> position in nodes
 	pending   map[string]sched.Pending // why each queued job waits, from the last cycle
 	plan      map[string]time.Time     // estimated starts, from the last plan
 	planAt    time.Time                // when the plan was made
@@ -114,8 +118,11 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	if cfg.CancelGrace <= 0 {
 		cfg.CancelGrace = 10 * time.Second
 	}
+	if cfg.NodeTTL <= 0 {
+		cfg.NodeTTL = 30 * time.Second
+	}
 	if cfg.Tick <= 0 {
-		cfg.Tick = 5 * time.Second
+		cfg.Tick = min(5*time.Second, cfg.NodeTTL/4)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -134,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		holds:     map[string]*api.Hold{},
 		idem:      map[string]string{},
 		owner:     map[gpuKey]string{},
-		nodes:     slices.Clone(cfg.Nodes),
+		nodeIndex: map[string]int{},
 		pending:   map[string]sched.Pending{},
 		plan:      map[string]time.Time{},
 		ledger:    sched.NewLedger(0),
@@ -145,8 +152,10 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		fatal:     make(chan error, 1),
 	}
 	o.updates.notify = make(chan struct{}, 1)
-	for i := range o.nodes {
-		o.nodes[i].domain = nvlinkDomains(o.nodes[i].Devices)
+	o.nodeEvents.notify = make(chan struct{}, 1)
+	for _, n := range cfg.Nodes {
+		n.static, n.lastSeen = true, cfg.Now()
+		o.addNode(n)
 	}
 	o.startedAt = cfg.Now()
 	if err := o.recover(ctx); err != nil {
@@ -178,7 +187,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.applyOps(ctx, drain(first, o.ops))
 		case <-o.updates.notify:
 			o.applyUpdates(ctx, o.updates.take())
+		case <-o.nodeEvents.notify:
+			o.applyNodeEvents(o.nodeEvents.take())
 		case <-tick.C:
+			o.checkNodes(ctx)
 			o.dirty = true
 		}
 	}
@@ -368,15 +380,15 @@ func (o *Orchestrator) attemptPath(jobID string, attempt int, ext string) string
 	return filepath.Join(o.cfg.DataDir, "logs", jobID, strconv.Itoa(attempt)+ext)
 }
 
-// updateQueue hands executor updates to the loop without blocking the
-// executor.
-type updateQueue struct {
+// queue hands items (executor updates, node news) to the loop without
+// blocking the sender.
+type queue[T any] struct {
 	mu     sync.Mutex
-	items  []exec.Update
+	items  []T
 	notify chan struct{}
 }
 
-func (q *updateQueue) push(u exec.Update) {
+func (q *queue[T]) push(u T) {
 	q.mu.Lock()
 	q.items = append(q.items, u)
 	q.mu.Unlock()
@@ -386,7 +398,7 @@ func (q *updateQueue) push(u exec.Update) {
 	}
 }
 
-func (q *updateQueue) take() []exec.Update {
+func (q *queue[T]) take() []T {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items

@@ -2,10 +2,12 @@ package orchestrator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -22,11 +24,25 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	o.policy = loadPolicies(st.Settings)
+	for id, raw := range st.Nodes {
+		if o.node(id) != nil {
+			continue // given in Config
+		}
+		var rec nodeRecord
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			return fmt.Errorf("recover: node %s: %w", id, err)
+		}
+		n := nodeFromRecord(rec)
+		n.lastSeen = o.cfg.Now() // it has a TTL from now to report again
+		o.addNode(n)
+	}
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
 
 	lost := map[string]bool{}
+	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
+	var adopt []*api.Job
 	for i := range st.Jobs {
 		j := &st.Jobs[i]
 		if j.Allocation == nil {
@@ -37,6 +53,13 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		switch {
 		case j.State == api.StateQueued:
 			o.queued[j.ID] = true
+		case j.State.Active() && canAdopt && len(j.Allocation) > 0:
+			// Its agent may still run it: adopt it; the agent says otherwise.
+			adopt = append(adopt, j)
+			o.active[j.ID] = true
+			for _, a := range j.Allocation {
+				o.owner[gpuKey{a.NodeID, a.GPUID}] = j.ID
+			}
 		case j.State.Active():
 			lost[j.ID] = true
 		}
@@ -47,6 +70,21 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		for _, a := range h.Allocation {
 			o.owner[gpuKey{a.NodeID, a.GPUID}] = h.JobID
 		}
+	}
+	for _, j := range adopt {
+		id, attempt := j.ID, j.RetryCount
+		if err := adopter.Adopt(ctx, o.task(j, placements(j.Allocation))); err != nil {
+			return fmt.Errorf("recover: adopt job %s: %w", id, err)
+		}
+		switch {
+		case j.CancelRequested:
+			o.cfg.Executor.Stop(ctx, id, attempt, o.cfg.CancelGrace)
+		case j.Preempting:
+			o.cfg.Executor.Stop(ctx, id, attempt, o.policy.PreemptGrace.Duration())
+		}
+	}
+	if len(adopt) > 0 {
+		o.log.Info("jobs adopted from the previous server; their agents confirm them", "jobs", len(adopt))
 	}
 	if len(lost) == 0 {
 		return nil

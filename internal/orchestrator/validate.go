@@ -122,6 +122,15 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		}
 		j.PreemptGrace = &d
 	}
+	if len(req.NodeLabels) > 32 {
+		return j, api.Invalid("node_labels", "has %d labels; at most 32 are allowed", len(req.NodeLabels))
+	}
+	for k, v := range req.NodeLabels {
+		if k == "" || len(k) > 128 || len(v) > 256 || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(v, 0) {
+			return j, api.Invalid("node_labels", "%q=%q is not a valid label", truncate(k, 40), truncate(v, 40))
+		}
+	}
+	j.NodeLabels = req.NodeLabels
 	if j.MaxRetries < 0 || j.MaxRetries > maxRetries {
 		return j, api.Invalid("max_retries", "must be between 0 and %d, not %d", maxRetries, j.MaxRetries)
 	}

@@ -239,10 +239,34 @@ func nodesWanted(j *Job) int {
 	return j.Nodes
 }
 
+// labelsOK reports whether node n has every label the job asks for.
+func (ix *index) labelsOK(n int, j *Job) bool {
+	for k, v := range j.NodeLabels {
+		if ix.nodes[n].node.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
 // fitsEmpty reports whether the job could ever run: enough nodes (any
 // state) have enough matching GPUs.
 func (ix *index) fitsEmpty(j *Job) bool {
 	want, fitting := nodesWanted(j), 0
+	if len(j.NodeLabels) > 0 {
+		for n := range ix.nodes {
+			c := 0
+			for g := range ix.nodes[n].node.GPUs {
+				if matches(&ix.nodes[n].node.GPUs[g], j) {
+					c++
+				}
+			}
+			if ix.labelsOK(n, j) && c >= j.GPUs {
+				fitting++
+			}
+		}
+		return fitting >= want
+	}
 	for _, cl := range ix.classes {
 		if !cl.matches(j) {
 			continue

@@ -113,7 +113,7 @@ func Order(queue []Job, p Policy) []Job {
 // usage and current GPUs taken into account.
 func OrderWithUsage(s Snapshot) []Job {
 	p := s.Policy.WithDefaults()
-	userGPUs, projectGPUs := holdings(s.Running)
+	userGPUs, projectGPUs := shareHoldings(s.Running)
 	w := newWalker(s.Queue, &p, s.Usage, userGPUs, projectGPUs)
 	out := make([]Job, 0, len(s.Queue))
 	for j, ok := w.next(); ok; j, ok = w.next() {
@@ -123,9 +123,25 @@ func OrderWithUsage(s Snapshot) []Job {
 	return out
 }
 
+// holdings counts the GPUs each user and project holds (for quotas).
 func holdings(running []Running) (users, projects map[string]int) {
+	return count(running, true)
+}
+
+// shareHoldings counts GPUs for fair share: jobs being preempted are left
+// out, since their GPUs are on their way to the jobs that preempted them;
+// counting them would keep the waiting job's user looking under share, and
+// preempting again, until the victims are gone.
+func shareHoldings(running []Running) (users, projects map[string]int) {
+	return count(running, false)
+}
+
+func count(running []Running, preempting bool) (users, projects map[string]int) {
 	users, projects = map[string]int{}, map[string]int{}
 	for _, r := range running {
+		if r.Preempting && !preempting {
+			continue
+		}
 		n := 0
 		for _, p := range r.Placements {
 			n += len(p.GPUs)

@@ -19,7 +19,7 @@ func (ix *index) find(j *Job, spread bool) ([]Placement, bool) {
 	if j.GPUs == 0 {
 		var ps []Placement
 		for i := range ix.nodes {
-			if ix.nodes[i].node.Schedulable && len(ps) < want {
+			if ix.nodes[i].node.Schedulable && len(ps) < want && ix.labelsOK(i, j) {
 				ps = append(ps, Placement{NodeID: ix.nodes[i].node.ID, GPUs: []int{}})
 			}
 		}
@@ -69,11 +69,12 @@ func (ix *index) candidates(j *Job, spread bool, fn func(n int) bool) {
 	}
 	var mixed [][2]int // (free matching, node)
 	for _, n := range ix.mixed {
-		if c := ix.freeMatching(n, j); c >= j.GPUs {
+		if c := ix.freeMatching(n, j); c >= j.GPUs && ix.labelsOK(n, j) {
 			mixed = append(mixed, [2]int{c, n})
 			top = max(top, c)
 		}
 	}
+	labeled := len(j.NodeLabels) > 0
 	visit := func(c int) bool {
 		for _, cl := range classes {
 			if c >= len(cl.buckets) {
@@ -81,6 +82,9 @@ func (ix *index) candidates(j *Job, spread bool, fn func(n int) bool) {
 			}
 			goOn := true
 			cl.buckets[c].each(func(n int) bool {
+				if labeled && !ix.labelsOK(n, j) {
+					return true
+				}
 				goOn = fn(n)
 				return goOn
 			})

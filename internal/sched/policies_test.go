@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -293,4 +294,36 @@ func TestTopologyAndSpread(t *testing.T) {
 			t.Fatalf("best fit on %s, spread on %s", best.Starts[0].Placements[0].NodeID, spread.Starts[0].Placements[0].NodeID)
 		}
 	})
+}
+
+// TestFairSharePreemptsOnlyToEvenShares: erin holds all 8 GPUs, fred asks
+// for 8: fair share preempts 4 (4/4), and in the next cycle, with those 4
+// still stopping, none more.
+func TestFairSharePreemptsOnlyToEvenShares(t *testing.T) {
+	now := t0.Add(time.Hour)
+	var running []Running
+	for g := range 8 {
+		running = append(running, run(fmt.Sprintf("e%d", g), "erin", 2, "n1", 0, 9*time.Hour, g))
+	}
+	var queue []Job
+	for i := range 8 {
+		queue = append(queue, mk(fmt.Sprintf("f%d", i)).user("fred").at(time.Duration(i)*time.Second).build())
+	}
+	pol := Policy{Name: PolicyFairShare, Preemption: true}
+	nodes := []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3, 4, 5, 6, 7)}
+	r := Schedule(Snapshot{Now: now, Nodes: nodes, Running: running, Queue: queue, Policy: pol})
+	if len(r.Preemptions) != 4 {
+		t.Fatalf("first cycle preempted %d jobs, want 4", len(r.Preemptions))
+	}
+	for _, p := range r.Preemptions {
+		for i := range running {
+			if running[i].ID == p.JobID {
+				running[i].Preempting = true
+			}
+		}
+	}
+	r = Schedule(Snapshot{Now: now.Add(time.Second), Nodes: nodes, Running: running, Queue: queue, Policy: pol})
+	if len(r.Preemptions) != 0 {
+		t.Fatalf("second cycle preempted %d more jobs, want none", len(r.Preemptions))
+	}
 }

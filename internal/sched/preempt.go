@@ -33,7 +33,7 @@ func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
 	case v.Priority < j.Priority:
 		reason = ReasonPreempted
 	case c.p.Name == PolicyFairShare && v.Priority == j.Priority &&
-		c.userGPUs[v.User] > c.userGPUs[j.User]+j.GPUs*nodesWanted(j) && c.share(v.User) > c.share(j.User):
+		c.shareUser[v.User] > c.shareUser[j.User]+j.GPUs*nodesWanted(j) && c.share(v.User) > c.share(j.User):
 		reason = ReasonPreempted
 	default:
 		return "", false
@@ -46,7 +46,7 @@ func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
 
 // share is a user's fair-share standing: usage plus held GPUs, per weight.
 func (c *cycle) share(user string) float64 {
-	return (c.s.Usage.Users[user] + runningCharge*float64(c.userGPUs[user])) / weight(c.p.UserWeights, user)
+	return (c.s.Usage.Users[user] + runningCharge*float64(c.shareUser[user])) / weight(c.p.UserWeights, user)
 }
 
 // gpusOn counts a running job's GPUs on node n that pass j's filters.
@@ -77,7 +77,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 	c.countVictimGPUs()
 	equalToo := c.p.Name == PolicyFairShare && c.someoneOver(j)
 	for n := range c.ix.nodes {
-		if !c.ix.nodes[n].node.Schedulable || j.GPUs == 0 {
+		if !c.ix.nodes[n].node.Schedulable || j.GPUs == 0 || !c.ix.labelsOK(n, j) {
 			continue
 		}
 		have := c.ix.freeMatching(n, j)
@@ -225,9 +225,9 @@ func (c *cycle) victimBound(n int, j *Job, jBorrowing, equalToo bool) int {
 // someoneOver reports whether any user holds enough more than j's user
 // that fair share would let j preempt their equal-priority jobs.
 func (c *cycle) someoneOver(j *Job) bool {
-	need := c.userGPUs[j.User] + j.GPUs*nodesWanted(j)
+	need := c.shareUser[j.User] + j.GPUs*nodesWanted(j)
 	mine := c.share(j.User)
-	for u, n := range c.userGPUs {
+	for u, n := range c.shareUser {
 		if u != j.User && n > need && c.share(u) > mine {
 			return true
 		}
@@ -272,10 +272,17 @@ func (c *cycle) preemptFor(j *Job, jBorrowing bool, plans []victimPlan) Pending 
 			msg := fmt.Sprintf("preempted for job %s (%s)", j.ID, preemptWhy(reason, r, j))
 			c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, ForJob: j.ID, Reason: reason, Message: msg})
 			c.victim[ri] = true
+			// The victim's GPUs now count for the job that takes them.
+			n := gpuCount(r)
+			c.shareUser[r.User] -= n
+			c.shareProject[r.Project] -= n
 			c.claimed[ri] = true
 			names = append(names, r.ID)
 		}
 	}
+	n := j.GPUs * nodesWanted(j)
+	c.shareUser[j.User] += n
+	c.shareProject[j.Project] += n
 	msg := "waiting for GPUs being freed by preempted jobs"
 	if len(names) > 0 {
 		msg = fmt.Sprintf("preempting %s to make room", strings.Join(names, ", "))

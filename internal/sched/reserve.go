@@ -140,7 +140,7 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 func (tl *timeline) nodeTime(ix *index, n int, j *Job, times *[]time.Time) (time.Time, bool) {
 	ns := &ix.nodes[n]
 	switch {
-	case !ns.node.Schedulable:
+	case !ns.node.Schedulable || !ix.labelsOK(n, j):
 		return time.Time{}, false
 	case j.GPUs == 0:
 		return tl.nowOf(n), true

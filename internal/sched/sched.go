@@ -58,6 +58,10 @@ type Job struct {
 	// EstimateGiven is true when the user gave estimated_duration: only
 	// such jobs are backfilled past a reservation.
 	EstimateGiven bool
+	// NotBefore holds a requeued job back until then (backoff after a loss).
+	NotBefore time.Time
+	// NodeLabels: the job runs only on nodes that have all these labels.
+	NodeLabels map[string]string
 }
 
 // Running is one job that holds GPUs.
@@ -131,6 +135,7 @@ const (
 	ReasonNoNodes       = "no_schedulable_node" // every node is cordoned, draining or down
 	ReasonReclaim       = "quota_reclaim"       // preemption: borrowed GPUs taken back
 	ReasonPreempted     = "preempted"           // preemption: a higher-ranked job needs the GPUs
+	ReasonBackoff       = "backoff"             // requeued after a loss; waits out its backoff
 )
 
 // Result is the outcome of one cycle.

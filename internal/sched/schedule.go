@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -16,17 +17,18 @@ type cycle struct {
 	res *reservation
 	out Result
 
-	userGPUs, projectGPUs map[string]int // GPUs held, this cycle's starts included
-	runningOn             [][]int        // node position -> running job positions
-	victim, claimed       map[int]bool   // running job positions
-	preemptTries          int
-	startEst              []time.Duration // estimate of each start, by position
-	fitsCache             map[shape]bool
-	whyCache              map[shape]whyEntry
-	noFit                 map[shape]int      // shape -> index version at which it did not fit
-	resCache              map[shape]fitEntry // shape -> fits with the reserved GPUs, at a version
-	byPrio                [][5]int           // node -> preemptable GPUs by priority (see countVictimGPUs)
-	borrowedOn            []int              // node -> preemptable borrowed GPUs
+	userGPUs, projectGPUs   map[string]int // GPUs held, this cycle's starts included (quotas)
+	shareUser, shareProject map[string]int // the same for fair share: jobs being preempted count for their takers
+	runningOn               [][]int        // node position -> running job positions
+	victim, claimed         map[int]bool   // running job positions
+	preemptTries            int
+	startEst                []time.Duration // estimate of each start, by position
+	fitsCache               map[shape]bool
+	whyCache                map[shape]whyEntry
+	noFit                   map[shape]int      // shape -> index version at which it did not fit
+	resCache                map[shape]fitEntry // shape -> fits with the reserved GPUs, at a version
+	byPrio                  [][5]int           // node -> preemptable GPUs by priority (see countVictimGPUs)
+	borrowedOn              []int              // node -> preemptable borrowed GPUs
 }
 
 type whyEntry struct {
@@ -37,7 +39,7 @@ type whyEntry struct {
 // whyNoFit is ix.whyNoFit, remembered per job shape while the free GPUs
 // stay the same.
 func (c *cycle) whyNoFit(j *Job) string {
-	k := shape{j.GPUs, nodesWanted(j), j.MinMemoryMiB, j.GPUType}
+	k := shapeOf(j)
 	if e, ok := c.whyCache[k]; ok && e.version == c.ix.version {
 		return e.why
 	}
@@ -51,6 +53,23 @@ type shape struct {
 	gpus, nodes int
 	mem         int64
 	typ         string
+	labels      string // the job's node labels, flattened
+}
+
+// shapeOf is what placement depends on, as a map key.
+func shapeOf(j *Job) shape {
+	k := shape{gpus: j.GPUs, nodes: nodesWanted(j), mem: j.MinMemoryMiB, typ: j.GPUType}
+	if len(j.NodeLabels) > 0 {
+		keys := make([]string, 0, len(j.NodeLabels))
+		for key := range j.NodeLabels {
+			keys = append(keys, key)
+		}
+		slices.Sort(keys)
+		for _, key := range keys {
+			k.labels += key + "=" + j.NodeLabels[key] + "\x00"
+		}
+	}
+	return k
 }
 
 // Schedule runs one cycle over the snapshot and returns its decisions.
@@ -60,6 +79,7 @@ func Schedule(s Snapshot) Result {
 		victim: map[int]bool{}, claimed: map[int]bool{}, fitsCache: map[shape]bool{}, whyCache: map[shape]whyEntry{}, noFit: map[shape]int{}, resCache: map[shape]fitEntry{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
 	c.userGPUs, c.projectGPUs = holdings(s.Running)
+	c.shareUser, c.shareProject = shareHoldings(s.Running)
 	c.runningOn = make([][]int, len(s.Nodes))
 	for ri := range s.Running {
 		for _, pl := range s.Running[ri].Placements {
@@ -70,7 +90,7 @@ func Schedule(s Snapshot) Result {
 	}
 
 	// 1. Walk the queue in the policy's order.
-	w := newWalker(s.Queue, &p, s.Usage, c.userGPUs, c.projectGPUs)
+	w := newWalker(s.Queue, &p, s.Usage, c.shareUser, c.shareProject)
 	var borrowers []*Job
 	blocked := false // backfill off and the head waits: nothing passes it
 	behind := ""
@@ -78,6 +98,9 @@ func Schedule(s Snapshot) Result {
 		switch {
 		case blocked:
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, Message: behind})
+		case j.NotBefore.After(c.now):
+			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
+				Message: fmt.Sprintf("requeued after a loss; it may start again at %s", clock(j.NotBefore, c.now))})
 		case c.overQuota(j) != "":
 			borrowers = append(borrowers, j) // 2. deferred: it may borrow idle GPUs
 		case c.start(j, false):
@@ -131,7 +154,7 @@ func (c *cycle) overQuota(j *Job) string {
 
 // fits reports whether the job could ever run on this cluster.
 func (c *cycle) fits(j *Job) bool {
-	k := shape{j.GPUs, nodesWanted(j), j.MinMemoryMiB, j.GPUType}
+	k := shapeOf(j)
 	v, ok := c.fitsCache[k]
 	if !ok {
 		v = c.ix.fitsEmpty(j)
@@ -143,7 +166,7 @@ func (c *cycle) fits(j *Job) bool {
 // start places the job now if it can without delaying the head job's
 // reservation, and records the start.
 func (c *cycle) start(j *Job, borrowed bool) bool {
-	k := shape{j.GPUs, nodesWanted(j), j.MinMemoryMiB, j.GPUType}
+	k := shapeOf(j)
 	var ps []Placement
 	ok := false
 	if v, seen := c.noFit[k]; !seen || v != c.ix.version {
@@ -180,6 +203,8 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 	n := j.GPUs * nodesWanted(j)
 	c.userGPUs[j.User] += n
 	c.projectGPUs[j.Project] += n
+	c.shareUser[j.User] += n
+	c.shareProject[j.Project] += n
 	if c.tl != nil {
 		c.tl.mark(c.ix, ps, c.now.Add(j.Estimate))
 	}
@@ -240,7 +265,7 @@ func (c *cycle) couldUseReserved(j *Job) bool {
 		return false
 	}
 	v := c.ix.version
-	k := shape{j.GPUs, nodesWanted(j), j.MinMemoryMiB, j.GPUType}
+	k := shapeOf(j)
 	if e, ok := c.resCache[k]; ok && e.version == v {
 		return e.ok
 	}

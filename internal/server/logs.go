@@ -33,8 +33,16 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		}
 		attempt = n
 	}
+	rank := 0
+	if v := q.Get("rank"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 4096 {
+			return api.Invalid("rank", "must be a rank number (0 for the first node of a gang)")
+		}
+		rank = n
+	}
 	follow := q.Get("follow") == "true" || q.Get("follow") == "1"
-	path := s.o.LogPath(id, attempt)
+	path := s.o.RankLogPath(id, attempt, rank)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Corral-Attempt", strconv.Itoa(attempt))

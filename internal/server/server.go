@@ -6,6 +6,7 @@ package server
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,8 @@ const MaxBodyBytes = 1 << 20
 // Server serves the API. Create it with New.
 type Server struct {
 	o       *orchestrator.Orchestrator
+	agents  Agents
+	join    string // the join token agents present; empty: agent routes refuse
 	log     *slog.Logger
 	mux     *http.ServeMux
 	metrics *metrics
@@ -41,9 +44,27 @@ type route struct {
 	handler               func(http.ResponseWriter, *http.Request) error
 }
 
+// Agents is the executor side of the agent protocol (agents.Pool).
+type Agents interface {
+	Register(ctx context.Context, reg api.AgentRegistration, addr string) (api.AgentConfig, error)
+	Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, error)
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithAgents serves the agent protocol (/agent/v1/...) for agents that
+// present joinToken.
+func WithAgents(a Agents, joinToken string) Option {
+	return func(s *Server) { s.agents, s.join = a, joinToken }
+}
+
 // New returns the API server over o.
-func New(o *orchestrator.Orchestrator, logger *slog.Logger) *Server {
+func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Server {
 	s := &Server{o: o, log: logger, mux: http.NewServeMux()}
+	for _, opt := range opts {
+		opt(s)
+	}
 	s.metrics = newMetrics(o)
 	s.routes = []route{
 		{"GET", "/healthz", "Liveness", s.healthz},
@@ -56,6 +77,9 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger) *Server {
 		{"GET", "/jobs/{job_id}", "One job with its events", s.job},
 		{"GET", "/jobs/{job_id}/logs", "A job's output (follow=true streams)", s.logs},
 		{"GET", "/cluster/gpu-status", "Every node and GPU", s.clusterStatus},
+		{"GET", "/cluster/nodes", "Every node and GPU (as /cluster/gpu-status)", s.clusterStatus},
+		{"GET", "/cluster/nodes/{node_id}/history", "A node's telemetry samples (since=1h)", s.nodeHistory},
+		{"POST", "/cluster/nodes/{node_id}/{action}", "Cordon, drain or uncordon a node", s.nodeAction},
 		{"POST", "/cluster/gpu-allocate", "Hold GPUs for work outside Corral", s.allocate},
 		{"POST", "/cluster/gpu-release", "Release held GPUs", s.release},
 		{"GET", "/orchestrator/status", "The scheduling loop's status", s.orchestratorStatus},
@@ -64,6 +88,9 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger) *Server {
 		{"GET", "/orchestrator/policies", "The active policy", s.policies},
 		{"PUT", "/orchestrator/policies", "Change the policy", s.setPolicies},
 		{"GET", "/metrics", "Prometheus metrics", s.prometheus},
+		{"POST", "/agent/v1/register", "Agent protocol: a node registers", s.agentRegister},
+		{"POST", "/agent/v1/sync", "Agent protocol: report and get work (long poll)", s.agentSync},
+		{"POST", "/agent/v1/logs", "Agent protocol: ship a task's output", s.agentLogs},
 		{"POST", "/auth/tokens", "Create a token (not yet available)", notYet("tokens")},
 		{"GET", "/auth/tokens", "List tokens (not yet available)", notYet("tokens")},
 		{"DELETE", "/auth/tokens/{id}", "Revoke a token (not yet available)", notYet("tokens")},

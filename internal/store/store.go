@@ -49,6 +49,10 @@ CREATE TABLE IF NOT EXISTS idempotency (
 	key TEXT PRIMARY KEY,
 	job_id TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS nodes (
+	id TEXT PRIMARY KEY,
+	data TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS settings (
 	key TEXT PRIMARY KEY,
 	value TEXT NOT NULL
@@ -115,12 +119,13 @@ type Batch struct {
 	DeleteHolds []string
 	Idempotency map[string]string // key -> job id
 	Settings    map[string]string
+	Nodes       map[string]string // node id -> its record (JSON)
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
-		len(b.Idempotency) == 0 && len(b.Settings) == 0
+		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0
 }
 
 // Commit writes the batch in one transaction and makes it durable.
@@ -192,6 +197,12 @@ func (s *Store) Commit(ctx context.Context, b *Batch) (err error) {
 			return err
 		}
 	}
+	for id, data := range b.Nodes {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO nodes(id, data) VALUES(?,?)
+			ON CONFLICT(id) DO UPDATE SET data=excluded.data`, id, data); err != nil {
+			return err
+		}
+	}
 	for k, v := range b.Settings {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO settings(key, value) VALUES(?,?)
 			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, k, v); err != nil {
@@ -207,11 +218,12 @@ type State struct {
 	Holds       []api.Hold
 	Idempotency map[string]string
 	Settings    map[string]string
+	Nodes       map[string]string // node id -> record (JSON)
 }
 
 // Load reads the whole state.
 func (s *Store) Load(ctx context.Context) (*State, error) {
-	st := &State{Idempotency: map[string]string{}, Settings: map[string]string{}}
+	st := &State{Idempotency: map[string]string{}, Settings: map[string]string{}, Nodes: map[string]string{}}
 	index := map[string]int{}
 	err := s.each(ctx, `SELECT data FROM jobs ORDER BY id`, func(r *sql.Rows) error {
 		var data string
@@ -267,6 +279,17 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 			return err
 		}
 		st.Idempotency[k] = id
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.each(ctx, `SELECT id, data FROM nodes ORDER BY id`, func(r *sql.Rows) error {
+		var id, data string
+		if err := r.Scan(&id, &data); err != nil {
+			return err
+		}
+		st.Nodes[id] = data
 		return nil
 	})
 	if err != nil {

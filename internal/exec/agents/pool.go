@@ -1,0 +1,412 @@
+// Package agents is the executor whose workers are Corral node agents
+// (`corral agent`, and the in-process agent of `corral up`).
+//
+// Agents pull. The pool keeps, per node, the desired state: every task (one
+// rank of one attempt of a job) the node should run, with a stop request
+// and a notice where the orchestrator asked for one. An agent registers,
+// then syncs: it reports what it runs and gets the desired state back,
+// the call held open until there is something new (long poll). The pool
+// turns the ranks' reports into one Started and one Exited per attempt for
+// the orchestrator.
+//
+//	orchestrator ──Start/Stop/Notice──▶ pool ◀──Register/Sync── agent ──▶ shim ──▶ job
+//	             ◀──────Sink──────────┘
+package agents
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+)
+
+// ErrUnknownNode is returned by Sync for a node that has not registered with
+// this server (it restarted, or the node is new): the agent registers again.
+var ErrUnknownNode = &api.Error{Status: 409, Code: "unknown_node", Message: "this node is not registered with the server; register again"}
+
+// NodeBook is the part of the orchestrator that keeps the node registry.
+type NodeBook interface {
+	// RegisterNode records a node durably. addr is where the agent
+	// connected from.
+	RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error
+	// NodeSeen records a sync: the node is alive, with these readings.
+	// It must not block.
+	NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time)
+}
+
+// Config is what a Pool needs.
+type Config struct {
+	Sink     exec.Sink
+	Book     NodeBook
+	Interval time.Duration // how often agents report; default 5s
+	NodeTTL  time.Duration // told to agents; default 30s
+	// StopGrace is how long the other ranks of a gang get when one rank
+	// fails. Default 10s.
+	StopGrace time.Duration
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Pool is an exec.Executor, Noticer and Adopter backed by agents. Safe for
+// concurrent use.
+type Pool struct {
+	cfg Config
+
+	mu    sync.Mutex
+	nodes map[string]*node
+	gangs map[gangKey]*gang
+}
+
+type gangKey struct {
+	job     string
+	attempt int
+}
+
+type taskKey struct {
+	job           string
+	attempt, rank int
+}
+
+// node is the pool's view of one agent's node.
+type node struct {
+	id         string
+	address    string
+	registered bool // registered with this server since it started
+	gen        uint64
+	wake       chan struct{} // closed when gen moves
+	tasks      map[taskKey]*task
+}
+
+// task is one rank the node should run.
+type task struct {
+	spec      api.TaskSpec
+	delivered bool // sent to the node's agent (or adopted: it should have it)
+	running   bool
+}
+
+// gang is one attempt of one job over its ranks.
+type gang struct {
+	nodes   []string // by rank
+	running map[int]bool
+	exits   map[int]api.TaskStatus
+	started bool
+	pid     int
+}
+
+var (
+	_ exec.Executor = (*Pool)(nil)
+	_ exec.Noticer  = (*Pool)(nil)
+	_ exec.Adopter  = (*Pool)(nil)
+)
+
+// New returns an empty pool.
+func New(cfg Config) *Pool {
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.NodeTTL <= 0 {
+		cfg.NodeTTL = 30 * time.Second
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Pool{cfg: cfg, nodes: map[string]*node{}, gangs: map[gangKey]*gang{}}
+}
+
+// nodeLocked returns the node, creating its entry. Lock held.
+func (p *Pool) nodeLocked(id string) *node {
+	n := p.nodes[id]
+	if n == nil {
+		n = &node{id: id, wake: make(chan struct{}), tasks: map[taskKey]*task{}}
+		p.nodes[id] = n
+	}
+	return n
+}
+
+// bump tells the node's agent its desired state changed. Lock held.
+func (n *node) bump() {
+	n.gen++
+	close(n.wake)
+	n.wake = make(chan struct{})
+}
+
+// MasterPort is the port rank 0 listens on for a gang's rendezvous: fixed
+// per job and attempt, in 29500..31499.
+func MasterPort(jobID string, attempt int) int {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", jobID, attempt)
+	return 29500 + int(h.Sum32()%2000)
+}
+
+// Start puts every rank of the task in its node's desired state.
+func (p *Pool) Start(ctx context.Context, t exec.Task) error {
+	return p.place(t, false)
+}
+
+// Adopt is Start for a task that was running when the server stopped: its
+// agent should still have it, and reports it lost when it registers
+// without it.
+func (p *Pool) Adopt(ctx context.Context, t exec.Task) error {
+	return p.place(t, true)
+}
+
+func (p *Pool) place(t exec.Task, delivered bool) error {
+	ranks := t.Ranks
+	if len(ranks) == 0 {
+		ranks = []exec.Rank{{NodeID: t.NodeID, GPUs: t.GPUs, GPUUUIDs: t.GPUUUIDs}}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	k := gangKey{t.JobID, t.Attempt}
+	if _, dup := p.gangs[k]; dup {
+		return nil // already placed: Start is idempotent
+	}
+	g := &gang{running: map[int]bool{}, exits: map[int]api.TaskStatus{}}
+	master := p.nodeLocked(ranks[0].NodeID).address
+	for r, rk := range ranks {
+		n := p.nodeLocked(rk.NodeID)
+		g.nodes = append(g.nodes, rk.NodeID)
+		n.tasks[taskKey{t.JobID, t.Attempt, r}] = &task{delivered: delivered, spec: api.TaskSpec{
+			JobID: t.JobID, Attempt: t.Attempt, Rank: r, NumNodes: len(ranks), MasterAddr: master,
+			MasterPort: MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env,
+			GPUs: append([]int{}, rk.GPUs...), GPUUUIDs: rk.GPUUUIDs,
+		}}
+		n.bump()
+	}
+	p.gangs[k] = g
+	return nil
+}
+
+// Stop asks every rank of the attempt to end: SIGTERM, SIGKILL after grace.
+func (p *Pool) Stop(ctx context.Context, jobID string, attempt int, grace time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopLocked(gangKey{jobID, attempt}, grace, "")
+	return nil
+}
+
+// Notice sets the text written to each rank's notice file before SIGTERM.
+func (p *Pool) Notice(ctx context.Context, jobID string, attempt int, text string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stopLocked(gangKey{jobID, attempt}, -1, text)
+	return nil
+}
+
+// stopLocked marks the gang's ranks to stop (grace >= 0) or to be warned
+// (notice != ""). Lock held.
+func (p *Pool) stopLocked(k gangKey, grace time.Duration, notice string) {
+	g := p.gangs[k]
+	if g == nil {
+		return
+	}
+	for r, nodeID := range g.nodes {
+		n := p.nodes[nodeID]
+		t := n.tasks[taskKey{k.job, k.attempt, r}]
+		if t == nil {
+			continue
+		}
+		if notice != "" {
+			t.spec.Notice = notice
+		}
+		if grace >= 0 && !t.spec.Stop {
+			t.spec.Stop, t.spec.StopGrace = true, api.Seconds(grace.Seconds())
+		}
+		n.bump()
+	}
+}
+
+// Register records a node (durably, through the NodeBook) and settles what
+// its agent says it runs: a task this node should run that the agent does
+// not list, although it was delivered, is lost.
+func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr string) (api.AgentConfig, error) {
+	if err := p.cfg.Book.RegisterNode(ctx, reg, addr); err != nil {
+		return api.AgentConfig{}, err
+	}
+	now := p.cfg.Now()
+	p.mu.Lock()
+	n := p.nodeLocked(reg.NodeID)
+	n.registered = true
+	n.address = reg.Address
+	if n.address == "" {
+		n.address = addr
+	}
+	listed := map[taskKey]bool{}
+	for _, ts := range reg.Tasks {
+		listed[taskKey{ts.JobID, ts.Attempt, ts.Rank}] = true
+	}
+	var lost []api.TaskStatus
+	for k, t := range n.tasks {
+		if t.delivered && !listed[k] {
+			lost = append(lost, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskExited,
+				ExitCode: -1, Error: "lost: the agent on " + reg.NodeID + " restarted without it", FinishedAt: &now})
+		}
+	}
+	updates := p.applyLocked(n, append(reg.Tasks, lost...), now)
+	n.bump()
+	p.mu.Unlock()
+	p.send(updates)
+	p.cfg.Logger.Info("agent registered", "node", reg.NodeID, "tasks", len(reg.Tasks), "lost", len(lost))
+	return api.AgentConfig{NodeID: reg.NodeID, HeartbeatInterval: api.Seconds(p.cfg.Interval.Seconds()), NodeTTL: api.Seconds(p.cfg.NodeTTL.Seconds())}, nil
+}
+
+// Sync applies a node's report and answers with its desired state, holding
+// the call (up to report.Wait) while there is nothing newer than what the
+// agent has.
+func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, error) {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	n := p.nodes[rep.NodeID]
+	if n == nil || !n.registered {
+		p.mu.Unlock()
+		return api.AgentWork{}, ErrUnknownNode
+	}
+	updates := p.applyLocked(n, rep.Tasks, now)
+	p.mu.Unlock()
+	p.cfg.Book.NodeSeen(rep.NodeID, rep.Telemetry, rep.Foreign, now)
+	p.send(updates)
+
+	wait := min(rep.Wait.Duration(), 60*time.Second)
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		p.mu.Lock()
+		if rep.Generation != n.gen || timer == nil {
+			work := p.workLocked(n)
+			p.mu.Unlock()
+			return work, nil
+		}
+		wake := n.wake
+		p.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timer:
+			timer = nil
+		case <-ctx.Done():
+			return api.AgentWork{}, ctx.Err()
+		}
+	}
+}
+
+// workLocked is the node's desired state; every task in it is delivered.
+// Lock held.
+func (p *Pool) workLocked(n *node) api.AgentWork {
+	w := api.AgentWork{Generation: n.gen, Tasks: make([]api.TaskSpec, 0, len(n.tasks))}
+	for _, t := range n.tasks {
+		t.delivered = true
+		w.Tasks = append(w.Tasks, t.spec)
+	}
+	sort.Slice(w.Tasks, func(a, b int) bool {
+		x, y := w.Tasks[a], w.Tasks[b]
+		if x.JobID != y.JobID {
+			return x.JobID < y.JobID
+		}
+		if x.Attempt != y.Attempt {
+			return x.Attempt < y.Attempt
+		}
+		return x.Rank < y.Rank
+	})
+	return w
+}
+
+// applyLocked applies a node's task reports and returns the job-level
+// updates they make. A report about a task the node should not run is
+// ignored: the agent stops such tasks itself. Lock held.
+func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []exec.Update {
+	var out []exec.Update
+	for _, ts := range reports {
+		k := taskKey{ts.JobID, ts.Attempt, ts.Rank}
+		t := n.tasks[k]
+		g := p.gangs[gangKey{ts.JobID, ts.Attempt}]
+		if t == nil || g == nil {
+			continue
+		}
+		switch ts.State {
+		case api.TaskRunning:
+			if t.running {
+				continue
+			}
+			t.running = true
+			g.running[ts.Rank] = true
+			if ts.Rank == 0 {
+				g.pid = ts.PID
+			}
+			if !g.started && len(g.running) == len(g.nodes) {
+				g.started = true
+				at := now
+				if ts.StartedAt != nil {
+					at = *ts.StartedAt
+				}
+				out = append(out, exec.Update{JobID: ts.JobID, Attempt: ts.Attempt, Kind: exec.Started, At: at, PID: g.pid})
+			}
+		case api.TaskExited:
+			delete(n.tasks, k)
+			n.bump()
+			g.exits[ts.Rank] = ts
+			delete(g.running, ts.Rank)
+			if len(g.exits) < len(g.nodes) {
+				if failed(ts) {
+					// One rank failed: the gang cannot go on.
+					p.stopLocked(gangKey{ts.JobID, ts.Attempt}, p.cfg.StopGrace, "")
+				}
+				continue
+			}
+			delete(p.gangs, gangKey{ts.JobID, ts.Attempt})
+			out = append(out, gangExit(ts.JobID, ts.Attempt, g, now))
+		}
+	}
+	return out
+}
+
+func failed(ts api.TaskStatus) bool { return ts.ExitCode != 0 || ts.Error != "" || ts.Signal != "" }
+
+// gangExit folds the ranks' exits into one: the first failing rank's (by
+// rank) or rank 0's.
+func gangExit(job string, attempt int, g *gang, now time.Time) exec.Update {
+	u := exec.Update{JobID: job, Attempt: attempt, Kind: exec.Exited, At: now}
+	pick := g.exits[0]
+	for r := range g.nodes {
+		if ts := g.exits[r]; failed(ts) {
+			pick = ts
+			break
+		}
+	}
+	u.ExitCode, u.Signal = pick.ExitCode, pick.Signal
+	if pick.FinishedAt != nil {
+		u.At = *pick.FinishedAt
+	}
+	switch {
+	case strings.HasPrefix(pick.Error, "lost"):
+		u.Lost, u.Err = api.ReasonLost, errors.New(pick.Error)
+	case pick.Error != "" && !g.started:
+		u.Err = errors.New(pick.Error)
+	case pick.Error != "":
+		u.Lost, u.Err = api.ReasonLost, errors.New(pick.Error)
+	}
+	return u
+}
+
+// send hands updates to the orchestrator, outside the lock.
+func (p *Pool) send(us []exec.Update) {
+	for _, u := range us {
+		p.cfg.Sink(u)
+	}
+}

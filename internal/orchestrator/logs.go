@@ -1,0 +1,71 @@
+package orchestrator
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// RankLogPath is where rank N of an attempt writes its output: the
+// attempt's log for rank 0, N.rankR.log beside it for the others.
+func (o *Orchestrator) RankLogPath(jobID string, attempt, rank int) string {
+	if rank == 0 {
+		return o.LogPath(jobID, attempt)
+	}
+	return o.attemptPath(jobID, attempt, ".rank"+strconv.Itoa(rank)+".log")
+}
+
+// maxLogChunk bounds one shipped chunk.
+const maxLogChunk = 1 << 20
+
+// WriteLog stores a chunk of a task's output shipped by a remote agent. The
+// node must hold that job. A chunk that starts past the end of what is
+// stored is refused (the agent resends from the end); one that overlaps it
+// adds only the new bytes, so retries are harmless.
+func (o *Orchestrator) WriteLog(c api.LogChunk) error {
+	if len(c.Data) > maxLogChunk || c.Offset < 0 || c.Rank < 0 || c.Attempt < 0 {
+		return api.Invalid("data", "a log chunk holds at most %d bytes at a non-negative offset", maxLogChunk)
+	}
+	o.mu.RLock()
+	j, ok := o.jobs[c.JobID]
+	holds := false
+	if ok {
+		for _, a := range j.Allocation {
+			holds = holds || a.NodeID == c.NodeID
+		}
+		holds = holds || c.Attempt < j.RetryCount // an earlier attempt's tail
+	}
+	o.mu.RUnlock()
+	if !ok || !holds {
+		return api.NotFound("node %s runs no job %q", c.NodeID, c.JobID)
+	}
+	path := o.RankLogPath(c.JobID, c.Attempt, c.Rank)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write log: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("write log: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("write log: %w", err)
+	}
+	size := st.Size()
+	switch {
+	case c.Offset > size:
+		return api.Conflict("log_gap", "the stored log ends at byte %d; send from there", size)
+	case c.Offset+int64(len(c.Data)) <= size:
+		return nil // already stored
+	}
+	if _, err := f.WriteAt(c.Data[size-c.Offset:], size); err != nil {
+		return fmt.Errorf("write log: %w", err)
+	}
+	return nil
+}

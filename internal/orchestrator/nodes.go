@@ -1,0 +1,342 @@
+package orchestrator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/corral-sched/corral/internal/agent/gpu"
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+)
+
+// Node states as the API shows them.
+const (
+	NodeUp       = "up"
+	NodeDown     = "down"     // silent past its TTL
+	NodeCordoned = "cordoned" // nothing new starts; running jobs go on
+	NodeDraining = "draining" // cordoned until its jobs end
+	NodeDrained  = "drained"  // draining, and no job is left
+)
+
+// historyLen is how many telemetry samples a node keeps (at the default
+// 5 s interval, an hour).
+const historyLen = 720
+
+// Node is a node the orchestrator schedules on. Nodes come from agents that
+// register; a node given in Config (tests, embedding) is up from the start.
+type Node struct {
+	ID        string
+	Hostname  string
+	Address   string // where other nodes reach it: a gang's CORRAL_MASTER_ADDR
+	Labels    map[string]string
+	Devices   []gpu.Device
+	Telemetry gpu.Source // readings taken by the server itself; nil: from the agent's reports
+	Simulated bool
+
+	domain   map[int]int // GPU index -> NVLink domain (see nvlinkDomains)
+	static   bool        // given in Config: never times out
+	down     bool
+	cordoned bool
+	draining bool
+	lastSeen time.Time
+	readings []api.GPUReading
+	foreign  []api.ForeignProcess
+	history  []Sample // ring, oldest first once full
+	histNext int
+}
+
+// Sample is one telemetry reading of a node, kept for graphs.
+type Sample struct {
+	At       time.Time        `json:"at"`
+	Readings []api.GPUReading `json:"readings"`
+}
+
+// nodeRecord is a node as the store keeps it.
+type nodeRecord struct {
+	ID        string            `json:"id"`
+	Hostname  string            `json:"hostname"`
+	Address   string            `json:"address,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	GPUs      []api.AgentGPU    `json:"gpus"`
+	Simulated bool              `json:"simulated,omitempty"`
+	Cordoned  bool              `json:"cordoned,omitempty"`
+	Draining  bool              `json:"draining,omitempty"`
+}
+
+func (n *Node) record() nodeRecord {
+	r := nodeRecord{ID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, Simulated: n.Simulated,
+		Cordoned: n.cordoned, Draining: n.draining, GPUs: []api.AgentGPU{}}
+	for _, d := range n.Devices {
+		r.GPUs = append(r.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated})
+	}
+	return r
+}
+
+func nodeFromRecord(r nodeRecord) Node {
+	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: r.Labels, Simulated: r.Simulated,
+		cordoned: r.Cordoned, draining: r.Draining}
+	for _, g := range r.GPUs {
+		n.Devices = append(n.Devices, gpu.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated})
+	}
+	n.domain = nvlinkDomains(n.Devices)
+	return n
+}
+
+// persistNode writes the node's record in the transaction.
+func (tx *txn) persistNode(n *Node) {
+	raw, _ := json.Marshal(n.record())
+	if tx.batch.Nodes == nil {
+		tx.batch.Nodes = map[string]string{}
+	}
+	tx.batch.Nodes[n.ID] = string(raw)
+}
+
+// node returns the node with the given id. Lock held (or loop).
+func (o *Orchestrator) node(id string) *Node {
+	if i, ok := o.nodeIndex[id]; ok {
+		return &o.nodes[i]
+	}
+	return nil
+}
+
+// addNode appends a node to the registry. Write lock held.
+func (o *Orchestrator) addNode(n Node) *Node {
+	if n.domain == nil {
+		n.domain = nvlinkDomains(n.Devices)
+	}
+	o.nodeIndex[n.ID] = len(o.nodes)
+	o.nodes = append(o.nodes, n)
+	return &o.nodes[len(o.nodes)-1]
+}
+
+// state is the node's state for the API.
+func (o *Orchestrator) state(n *Node) string {
+	switch {
+	case n.down:
+		return NodeDown
+	case n.draining && o.activeOn(n.ID) == 0:
+		return NodeDrained
+	case n.draining:
+		return NodeDraining
+	case n.cordoned:
+		return NodeCordoned
+	}
+	return NodeUp
+}
+
+// schedulable reports whether new jobs may start on the node.
+func (n *Node) schedulable() bool { return !n.down && !n.cordoned && !n.draining }
+
+// activeOn counts the jobs holding GPUs on a node. Lock held.
+func (o *Orchestrator) activeOn(nodeID string) int {
+	c := 0
+	for id := range o.active {
+		for _, a := range o.jobs[id].Allocation {
+			if a.NodeID == nodeID {
+				c++
+				break
+			}
+		}
+	}
+	return c
+}
+
+// RegisterNode records a node an agent introduces (new, restarted or
+// returning after being down); it is durable before it returns. addr is
+// where the agent connected from, used as its address when it gives none.
+func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error {
+	if !userName.MatchString(reg.NodeID) || len(reg.NodeID) > 128 {
+		return api.Invalid("node_id", "%q is not a valid node name (letters, digits, '_', '.', '@', '-')", truncate(reg.NodeID, 40))
+	}
+	if len(reg.GPUs) > 1024 || len(reg.Labels) > 64 {
+		return api.Invalid("gpus", "too many GPUs or labels")
+	}
+	seen := map[int]bool{}
+	for _, g := range reg.GPUs {
+		if g.Index < 0 || g.Index > 1023 || seen[g.Index] || g.MemoryMiB < 0 {
+			return api.Invalid("gpus", "GPU index %d is out of range, repeated, or has negative memory", g.Index)
+		}
+		seen[g.Index] = true
+	}
+	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		n := o.node(reg.NodeID)
+		if n == nil {
+			n = o.addNode(Node{ID: reg.NodeID})
+			o.log.Info("node registered", "node", reg.NodeID, "gpus", len(reg.GPUs), "hostname", reg.Hostname)
+		} else if n.down {
+			o.log.Info("node is back", "node", reg.NodeID)
+		}
+		rec := n.record()
+		rec.Hostname, rec.Labels, rec.Simulated = reg.Hostname, maps.Clone(reg.Labels), reg.Simulated
+		rec.Address = reg.Address
+		if rec.Address == "" {
+			rec.Address = addr
+		}
+		rec.GPUs = slices.Clone(reg.GPUs)
+		fresh := nodeFromRecord(rec)
+		fresh.Telemetry, fresh.lastSeen = n.Telemetry, tx.now
+		fresh.history, fresh.histNext = n.history, n.histNext
+		*n = fresh
+		tx.persistNode(n)
+		o.dirty = true
+		return nil, nil
+	})
+	return err
+}
+
+// nodeEvent is telemetry or liveness news about a node, applied by the loop.
+type nodeEvent struct {
+	nodeID   string
+	at       time.Time
+	down     bool
+	readings []api.GPUReading
+	foreign  []api.ForeignProcess
+}
+
+// NodeSeen records a node's sync: it is alive, with these readings. It
+// never blocks.
+func (o *Orchestrator) NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time) {
+	o.nodeEvents.push(nodeEvent{nodeID: nodeID, at: at, readings: readings, foreign: foreign})
+}
+
+// NodeDown records that a node went silent past its TTL. It never blocks.
+func (o *Orchestrator) NodeDown(nodeID string, at time.Time) {
+	o.nodeEvents.push(nodeEvent{nodeID: nodeID, at: at, down: true})
+}
+
+// applyNodeEvents applies node news. Loop only.
+func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, ev := range evs {
+		n := o.node(ev.nodeID)
+		if n == nil {
+			continue
+		}
+		if ev.down {
+			if !n.down {
+				n.down = true
+				o.dirty = true
+				o.log.Warn("node down", "node", n.ID, "last_seen", n.lastSeen)
+			}
+			continue
+		}
+		if n.down {
+			n.down = false
+			o.dirty = true
+			o.log.Info("node up", "node", n.ID)
+		}
+		n.lastSeen = ev.at
+		n.foreign = ev.foreign
+		if ev.readings != nil {
+			n.readings = ev.readings
+			n.recordSample(Sample{At: ev.at, Readings: ev.readings})
+		}
+		if len(ev.foreign) > 0 {
+			o.dirty = true // foreign GPUs are not handed out
+		}
+	}
+	o.notify()
+}
+
+// recordSample adds a telemetry sample to the node's history.
+func (n *Node) recordSample(s Sample) {
+	if len(n.history) < historyLen {
+		n.history = append(n.history, s)
+		return
+	}
+	n.history[n.histNext] = s
+	n.histNext = (n.histNext + 1) % historyLen
+}
+
+// SetNodeState cordons, drains or uncordons a node; persisted.
+func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) (api.NodeAction, error) {
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		n := o.node(nodeID)
+		if n == nil {
+			return nil, api.NotFound("no node %q", nodeID)
+		}
+		switch action {
+		case "cordon":
+			n.cordoned = true
+		case "drain":
+			n.draining = true
+		case "uncordon":
+			n.cordoned, n.draining = false, false
+		default:
+			return nil, api.NotFound("no node action %q; use cordon, drain or uncordon", action)
+		}
+		tx.persistNode(n)
+		o.dirty = true
+		o.log.Info("node "+action, "node", nodeID)
+		return api.NodeAction{NodeID: nodeID, State: o.state(n)}, nil
+	})
+	if err != nil {
+		return api.NodeAction{}, err
+	}
+	return v.(api.NodeAction), nil
+}
+
+// History returns a node's telemetry samples since a time, oldest first.
+func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	n := o.node(nodeID)
+	if n == nil {
+		return nil, api.NotFound("no node %q", nodeID)
+	}
+	out := []Sample{}
+	for i := range n.history {
+		s := n.history[(n.histNext+i)%len(n.history)]
+		if !s.At.Before(since) {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// checkNodes marks nodes down that have been silent past the TTL and
+// settles their jobs: requeued with backoff while retries remain, else
+// failed with reason node_lost; their GPUs are freed in the books and the
+// executor is told to stop what may be left of them. Loop only.
+func (o *Orchestrator) checkNodes(ctx context.Context) {
+	now := o.cfg.Now()
+	var lost []string
+	o.mu.RLock()
+	for i := range o.nodes {
+		n := &o.nodes[i]
+		if !n.static && !n.down && now.Sub(n.lastSeen) > o.cfg.NodeTTL {
+			lost = append(lost, n.ID)
+		}
+	}
+	o.mu.RUnlock()
+	for _, id := range lost {
+		o.applyNodeEvents([]nodeEvent{{nodeID: id, at: now, down: true}})
+		o.settleLostNode(ctx, id)
+	}
+}
+
+// settleLostNode ends the current attempt of every job on a down node.
+func (o *Orchestrator) settleLostNode(ctx context.Context, nodeID string) {
+	var us []exec.Update
+	o.mu.RLock()
+	for id := range o.active {
+		j := o.jobs[id]
+		for _, a := range j.Allocation {
+			if a.NodeID == nodeID {
+				us = append(us, exec.Update{JobID: id, Attempt: j.RetryCount, Kind: exec.Exited, At: o.cfg.Now(), ExitCode: -1,
+					Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
+				break
+			}
+		}
+	}
+	o.mu.RUnlock()
+	o.applyUpdates(ctx, us)
+}
