@@ -4,9 +4,9 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
