@@ -94,6 +94,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		// Daemons. The lead owns these (up.go); `corral server` and
 		// `corral agent` are registered here too, next to up.
 		newUpCmd(),
+		newServerCmd(),
 
 		// Jobs (jobs.go).
 		c.newSubmitCmd(),

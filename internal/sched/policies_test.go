@@ -327,3 +327,25 @@ func TestFairSharePreemptsOnlyToEvenShares(t *testing.T) {
 		t.Fatalf("second cycle preempted %d more jobs, want none", len(r.Preemptions))
 	}
 }
+
+func TestLabelsAndBackoff(t *testing.T) {
+	a, b := node("a", 8, "H100", 80), node("b", 8, "H100", 80)
+	b.Labels = map[string]string{"zone": "west", "ib": "yes"}
+	west := mk("west").gpus(2).build()
+	west.NodeLabels = map[string]string{"zone": "west"}
+	nowhere := mk("nowhere").at(time.Minute).build()
+	nowhere.NodeLabels = map[string]string{"zone": "mars"}
+	later := mk("later").at(2 * time.Minute).build()
+	later.NotBefore = t0.Add(2 * time.Hour)
+	r := Schedule(Snapshot{Now: t0.Add(time.Hour), Nodes: []Node{a, b}, Queue: []Job{west, nowhere, later}, Policy: Policy{Name: PolicyFCFS, Backfill: true}})
+	if len(r.Starts) != 1 || r.Starts[0].JobID != "west" || r.Starts[0].Placements[0].NodeID != "b" {
+		t.Fatalf("starts = %+v, want the west job on b", r.Starts)
+	}
+	reasons := map[string]string{}
+	for _, p := range r.Pending {
+		reasons[p.JobID] = p.Reason
+	}
+	if reasons["nowhere"] != ReasonUnsatisfiable || reasons["later"] != ReasonBackoff {
+		t.Fatalf("reasons = %v", reasons)
+	}
+}

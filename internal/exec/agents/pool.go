@@ -99,6 +99,7 @@ type gang struct {
 	exits   map[int]api.TaskStatus
 	started bool
 	pid     int
+	first   int // the rank that failed first (-1: none): its exit is the gang's
 }
 
 var (
@@ -175,7 +176,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 	if _, dup := p.gangs[k]; dup {
 		return nil // already placed: Start is idempotent
 	}
-	g := &gang{running: map[int]bool{}, exits: map[int]api.TaskStatus{}}
+	g := &gang{running: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1}
 	master := p.nodeLocked(ranks[0].NodeID).address
 	for r, rk := range ranks {
 		n := p.nodeLocked(rk.NodeID)
@@ -362,6 +363,9 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []e
 			n.bump()
 			g.exits[ts.Rank] = ts
 			delete(g.running, ts.Rank)
+			if g.first < 0 && failed(ts) {
+				g.first = ts.Rank
+			}
 			if len(g.exits) < len(g.nodes) {
 				if failed(ts) {
 					// One rank failed: the gang cannot go on.
@@ -378,16 +382,13 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []e
 
 func failed(ts api.TaskStatus) bool { return ts.ExitCode != 0 || ts.Error != "" || ts.Signal != "" }
 
-// gangExit folds the ranks' exits into one: the first failing rank's (by
-// rank) or rank 0's.
+// gangExit folds the ranks' exits into one: the exit of the rank that
+// failed first (the others were stopped because of it), else rank 0's.
 func gangExit(job string, attempt int, g *gang, now time.Time) exec.Update {
 	u := exec.Update{JobID: job, Attempt: attempt, Kind: exec.Exited, At: now}
 	pick := g.exits[0]
-	for r := range g.nodes {
-		if ts := g.exits[r]; failed(ts) {
-			pick = ts
-			break
-		}
+	if g.first >= 0 {
+		pick = g.exits[g.first]
 	}
 	u.ExitCode, u.Signal = pick.ExitCode, pick.Signal
 	if pick.FinishedAt != nil {

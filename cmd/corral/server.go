@@ -1,0 +1,226 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/exec/agents"
+	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/internal/server"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// controlFlags are the flags `corral server` and `corral up` share.
+type controlFlags struct {
+	dataDir     string
+	listen      string
+	nodeTTL     time.Duration
+	interval    time.Duration
+	cancelGrace time.Duration
+	tlsCert     string
+	tlsKey      string
+	logFormat   string
+	logLevel    string
+}
+
+func (f *controlFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the database and job logs")
+	fl.StringVar(&f.listen, "listen", defaultListen, "HTTP address of the API")
+	fl.DurationVar(&f.nodeTTL, "node-ttl", 30*time.Second, "how long a silent node stays up before its jobs are requeued")
+	fl.DurationVar(&f.interval, "heartbeat", 5*time.Second, "how often agents report (telemetry, task states)")
+	fl.DurationVar(&f.cancelGrace, "cancel-grace", 10*time.Second, "time a canceled job gets between SIGTERM and SIGKILL")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); with --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "the certificate's private key (PEM)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+}
+
+// newServerCmd is `corral server`: the control plane alone; nodes join with
+// `corral agent --server URL`.
+func newServerCmd() *cobra.Command {
+	var f controlFlags
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane alone; GPU nodes join it with `corral agent`",
+		Long: `corral server runs the scheduler, its HTTP API and the embedded store, without
+running jobs itself: every GPU node runs "corral agent --server URL", which
+registers the node's GPUs and runs the jobs placed there.
+
+Agents present the join token: $CORRAL_JOIN_TOKEN when set, else one the server
+makes on first start and keeps in <data-dir>/join.token (mode 0600).`,
+		Example: `  corral server --listen 0.0.0.0:7450 --data-dir /var/lib/corral
+  CORRAL_JOIN_TOKEN=$(cat /var/lib/corral/join.token) corral agent --server http://head:7450`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runControl(ctx, f, cmd.OutOrStdout(), cmd.ErrOrStderr(), nil)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// joinToken returns the token agents must present: $CORRAL_JOIN_TOKEN, else
+// the one kept in the data dir, made on first start.
+func joinToken(dataDir string) (token, source string, err error) {
+	if t := strings.TrimSpace(os.Getenv("CORRAL_JOIN_TOKEN")); t != "" {
+		return t, "$CORRAL_JOIN_TOKEN", nil
+	}
+	path := filepath.Join(dataDir, "join.token")
+	b, err := os.ReadFile(path)
+	if err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), path, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", "", fmt.Errorf("join token: %w", err)
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", fmt.Errorf("join token: %w", err)
+	}
+	t := hex.EncodeToString(raw[:])
+	if err := os.WriteFile(path, []byte(t+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("join token: %w", err)
+	}
+	return t, path, nil
+}
+
+// localNode is what `corral up` adds to the control plane: the in-process
+// agent, started once the pool exists, stopped when ctx ends.
+type localNode func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (banner string, err error)
+
+// runControl runs the control plane: store, orchestrator, agent pool and
+// HTTP API; with local != nil, the in-process agent of `corral up` too.
+func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, local localNode) error {
+	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usagef("--tls-cert and --tls-key go together")
+	}
+	dataDir, err := filepath.Abs(f.dataDir)
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	release, err := store.Lock(dataDir)
+	if err != nil {
+		return err
+	}
+	defer release()
+	token, tokenSource, err := joinToken(dataDir)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	defer ln.Close()
+	st, err := store.Open(ctx, filepath.Join(dataDir, "corral.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	// The pool reports to the orchestrator, which is built after it.
+	var o *orchestrator.Orchestrator
+	pool := agents.New(agents.Config{
+		Sink:     func(u exec.Update) { o.Sink(u) },
+		Book:     nodeBook{&o},
+		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger,
+	})
+	o, err = orchestrator.New(ctx, orchestrator.Config{
+		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL,
+		CancelGrace: f.cancelGrace, Logger: logger, Version: version,
+	})
+	if err != nil {
+		return err
+	}
+	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoop()
+	loopDone := make(chan error, 1)
+	go func() { loopDone <- o.Run(loopCtx) }()
+
+	// Streaming handlers (logs -f, agents' long polls) end when baseCtx
+	// does, so a shutdown does not wait for them.
+	baseCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	srv := &http.Server{Handler: server.New(o, logger, server.WithAgents(pool, token)), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	srv.RegisterOnShutdown(endStreams)
+	srvDone := make(chan error, 1)
+	scheme := "http"
+	go func() {
+		if f.tlsCert != "" {
+			srvDone <- srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			return
+		}
+		srvDone <- srv.Serve(ln)
+	}()
+	if f.tlsCert != "" {
+		scheme = "https"
+	}
+	url := scheme + "://" + ln.Addr().String()
+
+	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAgent()
+	banner := ""
+	if local != nil {
+		if banner, err = local(agentCtx, pool, logger); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "Corral %s is up at %s\n%s", version, url, banner)
+	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> corral agent --server %s\n", dataDir, tokenSource, url)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case runErr = <-loopDone:
+		logger.Error("orchestrator stopped", "err", runErr)
+	case runErr = <-srvDone:
+		logger.Error("HTTP server stopped", "err", runErr)
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(shutCtx)
+	stopAgent()
+	stopLoop()
+	if errors.Is(runErr, http.ErrServerClosed) || errors.Is(runErr, context.Canceled) {
+		runErr = nil
+	}
+	return runErr
+}
+
+// nodeBook hands the pool's node news to the orchestrator once it exists.
+type nodeBook struct{ o **orchestrator.Orchestrator }
+
+func (b nodeBook) RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error {
+	return (*b.o).RegisterNode(ctx, reg, addr)
+}
+
+func (b nodeBook) NodeSeen(id string, r []api.GPUReading, f []api.ForeignProcess, at time.Time) {
+	(*b.o).NodeSeen(id, r, f, at)
+}

@@ -1,0 +1,166 @@
+package agents
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+)
+
+type fakeBook struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+func (b *fakeBook) RegisterNode(context.Context, api.AgentRegistration, string) error { return nil }
+func (b *fakeBook) NodeSeen(id string, _ []api.GPUReading, _ []api.ForeignProcess, _ time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seen[id]++
+}
+
+type recorder struct{ ch chan exec.Update }
+
+func newPool(t *testing.T) (*Pool, *recorder) {
+	t.Helper()
+	rec := &recorder{ch: make(chan exec.Update, 16)}
+	p := New(Config{Sink: func(u exec.Update) { rec.ch <- u }, Book: &fakeBook{seen: map[string]int{}}})
+	return p, rec
+}
+
+func (r *recorder) next(t *testing.T) exec.Update {
+	t.Helper()
+	select {
+	case u := <-r.ch:
+		return u
+	case <-time.After(5 * time.Second):
+		t.Fatal("no update")
+	}
+	return exec.Update{}
+}
+
+func register(t *testing.T, p *Pool, node string, tasks ...api.TaskStatus) {
+	t.Helper()
+	if tasks == nil {
+		tasks = []api.TaskStatus{}
+	}
+	if _, err := p.Register(context.Background(), api.AgentRegistration{NodeID: node, Address: node + ".lan", Tasks: tasks}, "10.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sync1(t *testing.T, p *Pool, node string, tasks ...api.TaskStatus) api.AgentWork {
+	t.Helper()
+	w, err := p.Sync(context.Background(), api.AgentReport{NodeID: node, Tasks: tasks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func gangTask() exec.Task {
+	return exec.Task{JobID: "j1", Attempt: 0, Command: "train", Ranks: []exec.Rank{
+		{NodeID: "a", GPUs: []int{0, 1}}, {NodeID: "b", GPUs: []int{2, 3}}}}
+}
+
+func running(rank int) api.TaskStatus {
+	return api.TaskStatus{JobID: "j1", Rank: rank, State: api.TaskRunning, PID: 100 + rank}
+}
+
+func exited(rank, code int) api.TaskStatus {
+	return api.TaskStatus{JobID: "j1", Rank: rank, State: api.TaskExited, ExitCode: code}
+}
+
+func TestGangLifecycle(t *testing.T) {
+	p, rec := newPool(t)
+	register(t, p, "a")
+	register(t, p, "b")
+	if err := p.Start(context.Background(), gangTask()); err != nil {
+		t.Fatal(err)
+	}
+	wa, wb := sync1(t, p, "a"), sync1(t, p, "b")
+	if len(wa.Tasks) != 1 || len(wb.Tasks) != 1 {
+		t.Fatalf("work a=%+v b=%+v", wa, wb)
+	}
+	ra, rb := wa.Tasks[0], wb.Tasks[0]
+	if ra.Rank != 0 || rb.Rank != 1 || rb.NumNodes != 2 || rb.MasterAddr != "a.lan" || rb.MasterPort != ra.MasterPort || rb.MasterPort < 29500 {
+		t.Fatalf("rank specs = %+v / %+v", ra, rb)
+	}
+	sync1(t, p, "a", running(0))
+	select {
+	case u := <-rec.ch:
+		t.Fatalf("started with one rank of two: %+v", u)
+	default:
+	}
+	sync1(t, p, "b", running(1))
+	if u := rec.next(t); u.Kind != exec.Started || u.PID != 100 {
+		t.Fatalf("update = %+v", u)
+	}
+	// Rank 1 fails: rank 0 is told to stop; the gang exits with rank 1's code.
+	sync1(t, p, "b", exited(1, 3))
+	if w := sync1(t, p, "a", running(0)); len(w.Tasks) != 1 || !w.Tasks[0].Stop {
+		t.Fatalf("rank 0 not stopped: %+v", w)
+	}
+	sync1(t, p, "a", api.TaskStatus{JobID: "j1", Rank: 0, State: api.TaskExited, ExitCode: 143, Signal: "terminated"})
+	if u := rec.next(t); u.Kind != exec.Exited || u.ExitCode != 3 || u.Lost != "" {
+		t.Fatalf("exit = %+v, want rank 1's code 3", u)
+	}
+	if w := sync1(t, p, "a"); len(w.Tasks) != 0 {
+		t.Fatalf("finished task still wanted: %+v", w)
+	}
+}
+
+func TestRegisterWithoutDeliveredTaskIsLost(t *testing.T) {
+	p, rec := newPool(t)
+	register(t, p, "a")
+	task := gangTask()
+	task.Ranks = task.Ranks[:1]
+	p.Start(context.Background(), task)
+	sync1(t, p, "a")    // delivered
+	register(t, p, "a") // the agent restarted and does not have it
+	if u := rec.next(t); u.Kind != exec.Exited || u.Lost != api.ReasonLost {
+		t.Fatalf("update = %+v, want lost", u)
+	}
+}
+
+func TestAdoptedTaskSurvivesRegistration(t *testing.T) {
+	p, rec := newPool(t)
+	task := gangTask()
+	task.Ranks = task.Ranks[:1]
+	p.Adopt(context.Background(), task)
+	register(t, p, "a", running(0))
+	if u := rec.next(t); u.Kind != exec.Started {
+		t.Fatalf("update = %+v", u)
+	}
+	if w := sync1(t, p, "a", running(0)); len(w.Tasks) != 1 || w.Tasks[0].Stop {
+		t.Fatalf("adopted task not kept: %+v", w)
+	}
+}
+
+func TestSyncLongPollsUntilWork(t *testing.T) {
+	p, _ := newPool(t)
+	register(t, p, "a")
+	w := sync1(t, p, "a")
+	done := make(chan api.AgentWork, 1)
+	go func() {
+		w2, _ := p.Sync(context.Background(), api.AgentReport{NodeID: "a", Generation: w.Generation, Wait: 30})
+		done <- w2
+	}()
+	task := gangTask()
+	task.Ranks = task.Ranks[:1]
+	p.Start(context.Background(), task)
+	select {
+	case w2 := <-done:
+		if len(w2.Tasks) != 1 {
+			t.Fatalf("work = %+v", w2)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the long poll did not return when work arrived")
+	}
+	if _, err := p.Sync(context.Background(), api.AgentReport{NodeID: "zz"}); err != ErrUnknownNode {
+		t.Fatalf("unknown node: %v", err)
+	}
+}
