@@ -112,6 +112,8 @@ type Job struct {
 	PreemptMessage     string            `json:"preempt_message,omitempty"`
 	Preemptions        int               `json:"preemptions,omitempty"` // times it was preempted (each also counts in retry_count)
 	GPUSeconds         float64           `json:"gpu_seconds,omitempty"` // GPU time used over all attempts
+	Idle               bool              `json:"idle,omitempty"`        // its GPUs stayed under the idle threshold for the idle window
+	IdleSince          *time.Time        `json:"idle_since,omitempty"`
 	NotBefore          *time.Time        `json:"not_before,omitempty"`  // requeued after a loss: not started again before this (backoff)
 	NodeLabels         map[string]string `json:"node_labels,omitempty"` // runs only on nodes with all these labels
 	Allocation         []Allocation      `json:"allocation"`
@@ -288,6 +290,9 @@ type Policies struct {
 	DefaultEstimate Seconds `json:"default_estimate"` // run time assumed without estimate or history
 	MinRunTime      Seconds `json:"min_run_time"`     // protection from preemption after a start
 	PreemptGrace    Seconds `json:"preempt_grace"`    // SIGTERM to SIGKILL for a preempted job without its own
+	IdleThreshold   int     `json:"idle_threshold"`   // percent GPU utilization under which a job's GPUs are idle
+	IdleWindow      Seconds `json:"idle_window"`      // idle this long, a job is flagged idle
+	IdleAction      string  `json:"idle_action"`      // notify (flag it), or preempt (flagged jobs may be preempted for waiting work)
 
 	Weights Weights `json:"weights"` // fair-share weights; missing means 1
 	Quotas  Quotas  `json:"quotas"`  // guaranteed GPUs; missing means none
@@ -322,6 +327,9 @@ type PoliciesUpdate struct {
 	DefaultEstimate RawValue       `json:"default_estimate,omitempty"`
 	MinRunTime      RawValue       `json:"min_run_time,omitempty"`
 	PreemptGrace    RawValue       `json:"preempt_grace,omitempty"`
+	IdleThreshold   *int           `json:"idle_threshold,omitempty"`
+	IdleWindow      RawValue       `json:"idle_window,omitempty"`
+	IdleAction      *string        `json:"idle_action,omitempty"`
 	Weights         *WeightsUpdate `json:"weights,omitempty"`
 	Quotas          *QuotasUpdate  `json:"quotas,omitempty"`
 }

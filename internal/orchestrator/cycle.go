@@ -35,7 +35,8 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 		}
 		est, _ := o.estimate(j)
 		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
-			Placements: placements(j.Allocation), StartedAt: started, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting})
+			Placements: placements(j.Allocation), StartedAt: started, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
+			Idle: j.Idle})
 	}
 	snap.Queue = make([]sched.Job, 0, len(o.queued))
 	for id := range o.queued {
@@ -257,7 +258,9 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 	o.mu.Unlock()
 	if err != nil {
 		o.log.Error("executor updates not committed", "err", err)
+		return
 	}
+	o.runAfter(ctx, tx)
 }
 
 // Backoff after a lost attempt: base doubling per retry, capped.

@@ -238,6 +238,7 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 		if ev.readings != nil {
 			n.readings = ev.readings
 			n.recordSample(Sample{At: ev.at, Readings: ev.readings})
+			o.checkIdle(n, ev.at)
 		}
 		if len(ev.foreign) > 0 {
 			o.dirty = true // foreign GPUs are not handed out
@@ -339,4 +340,47 @@ func (o *Orchestrator) settleLostNode(ctx context.Context, nodeID string) {
 	}
 	o.mu.RUnlock()
 	o.applyUpdates(ctx, us)
+}
+
+// checkIdle flags running jobs whose GPUs on the node have stayed under the
+// idle threshold for the idle window, and clears the flag when they work
+// again. Write lock held.
+func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
+	util := make(map[int]int, len(n.readings))
+	for _, r := range n.readings {
+		util[r.Index] = r.Utilization
+	}
+	for id := range o.active {
+		j := o.jobs[id]
+		if j.State != api.StateRunning {
+			continue
+		}
+		mine, busy := false, false
+		for _, a := range j.Allocation {
+			if a.NodeID == n.ID {
+				mine = true
+				if u, ok := util[a.GPUID]; !ok || u >= o.policy.IdleThreshold {
+					busy = true
+				}
+			}
+		}
+		switch {
+		case !mine:
+		case busy:
+			if j.Idle {
+				o.log.Info("job busy again", "job_id", id)
+			}
+			j.Idle, j.IdleSince = false, nil
+		case j.IdleSince == nil:
+			t := at
+			j.IdleSince = &t
+		case !j.Idle && at.Sub(*j.IdleSince) >= o.policy.IdleWindow.Duration():
+			j.Idle = true
+			if o.policy.IdleAction == IdlePreempt {
+				o.dirty = true
+			}
+			o.log.Warn("job idle: its GPUs are under the threshold", "job_id", id, "user", j.User,
+				"threshold_pct", o.policy.IdleThreshold, "since", j.IdleSince, "action", o.policy.IdleAction)
+		}
+	}
 }

@@ -13,6 +13,12 @@ import (
 // settingPolicies is the store key of the policies, as JSON.
 const settingPolicies = "policies"
 
+// Idle actions: what happens to a job flagged idle.
+const (
+	IdleNotify  = "notify"  // it is flagged in the API, the CLI and the log
+	IdlePreempt = "preempt" // flagged, and it may be preempted for waiting work
+)
+
 // DefaultPreemptGrace is how long a preempted job has between SIGTERM and
 // SIGKILL unless it or the policy says otherwise.
 const DefaultPreemptGrace = 30 * time.Second
@@ -27,6 +33,9 @@ func defaultPolicies() api.Policies {
 		DefaultEstimate: api.Seconds(sched.DefaultEstimate.Seconds()),
 		MinRunTime:      api.Seconds(sched.DefaultMinRunTime.Seconds()),
 		PreemptGrace:    api.Seconds(DefaultPreemptGrace.Seconds()),
+		IdleThreshold:   5,
+		IdleWindow:      api.Seconds((30 * time.Minute).Seconds()),
+		IdleAction:      IdleNotify,
 		Weights:         api.Weights{Users: map[string]float64{}, Projects: map[string]float64{}},
 		Quotas:          api.Quotas{Users: map[string]int{}, Projects: map[string]int{}},
 	}
@@ -42,6 +51,9 @@ func loadPolicies(settings map[string]string) api.Policies {
 	}
 	if !sched.ValidPolicy(p.Policy) {
 		p.Policy = sched.PolicyFairShare
+	}
+	if p.IdleAction == "" {
+		p.IdleAction, p.IdleThreshold, p.IdleWindow = IdleNotify, 5, api.Seconds((30 * time.Minute).Seconds())
 	}
 	p.Gang = true
 	for _, m := range []*map[string]float64{&p.Weights.Users, &p.Weights.Projects} {
@@ -65,6 +77,7 @@ func schedPolicy(p api.Policies) sched.Policy {
 		DefaultEstimate: p.DefaultEstimate.Duration(), MinRunTime: p.MinRunTime.Duration(),
 		UserWeights: p.Weights.Users, ProjectWeights: p.Weights.Projects,
 		UserQuotas: p.Quotas.Users, ProjectQuotas: p.Quotas.Projects,
+		PreemptIdle: p.IdleAction == IdlePreempt,
 	}
 }
 
@@ -80,6 +93,7 @@ var knobs = []struct {
 	{"default_estimate", time.Minute, 30 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.DefaultEstimate }, func(p *api.Policies, v api.Seconds) { p.DefaultEstimate = v }},
 	{"min_run_time", 0, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.MinRunTime }, func(p *api.Policies, v api.Seconds) { p.MinRunTime = v }},
 	{"preempt_grace", 0, 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.PreemptGrace }, func(p *api.Policies, v api.Seconds) { p.PreemptGrace = v }},
+	{"idle_window", time.Second, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.IdleWindow }, func(p *api.Policies, v api.Seconds) { p.IdleWindow = v }},
 }
 
 // applyUpdate returns p changed by u, or an error naming the first bad field.
@@ -116,6 +130,18 @@ func applyUpdate(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
 			return p, api.Invalid(k.field, "must be between %s and %s", k.min, k.max)
 		}
 		k.set(&p, v)
+	}
+	if u.IdleThreshold != nil {
+		if *u.IdleThreshold < 0 || *u.IdleThreshold > 100 {
+			return p, api.Invalid("idle_threshold", "must be a percentage between 0 and 100")
+		}
+		p.IdleThreshold = *u.IdleThreshold
+	}
+	if u.IdleAction != nil {
+		if *u.IdleAction != IdleNotify && *u.IdleAction != IdlePreempt {
+			return p, api.Invalid("idle_action", "%q is not notify or preempt", *u.IdleAction)
+		}
+		p.IdleAction = *u.IdleAction
 	}
 	if w := u.Weights; w != nil {
 		for _, set := range []struct {

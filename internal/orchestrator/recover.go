@@ -133,6 +133,7 @@ func resetAttempt(j *api.Job) {
 	j.StartedAt, j.ExitCode = nil, nil
 	j.Allocation = []api.Allocation{}
 	j.Borrowed, j.Preempting, j.PreemptMessage = false, false, ""
+	j.Idle, j.IdleSince = false, nil
 }
 
 // rebuildLedger recomputes decayed usage from every job's recorded GPU time

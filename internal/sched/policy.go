@@ -62,6 +62,10 @@ type Policy struct {
 	// no limit).
 	UserQuotas    map[string]int
 	ProjectQuotas map[string]int
+	// PreemptIdle lets any waiting job preempt jobs flagged idle (their GPUs
+	// sat under the idle threshold for the idle window), preemption switch
+	// or not.
+	PreemptIdle bool
 }
 
 // WithDefaults fills zero knobs with their defaults.

@@ -28,6 +28,8 @@ func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
 	switch {
 	case v.Borrowed && !jBorrowing:
 		reason = ReasonReclaim
+	case v.Idle && c.p.PreemptIdle:
+		reason = ReasonIdle
 	case !c.p.Preemption:
 		return "", false
 	case v.Priority < j.Priority:
@@ -189,7 +191,7 @@ func (c *cycle) countVictimGPUs() {
 				}
 			}
 			c.byPrio[n][min(max(r.Priority, 0), 4)] += k
-			if r.Borrowed {
+			if r.Borrowed || (r.Idle && c.p.PreemptIdle) {
 				c.borrowedOn[n] += k
 			}
 		}
@@ -294,6 +296,8 @@ func preemptWhy(reason string, v *Running, j *Job) string {
 	switch {
 	case reason == ReasonReclaim:
 		return "its GPUs were borrowed beyond its quota and are needed within quota"
+	case reason == ReasonIdle:
+		return "its GPUs sat idle"
 	case v.Priority < j.Priority:
 		return fmt.Sprintf("priority %s over %s", priorityName(j.Priority), priorityName(v.Priority))
 	}

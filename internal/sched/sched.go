@@ -75,6 +75,7 @@ type Running struct {
 	Estimate   time.Duration // expected run time, as for Job
 	Borrowed   bool          // it started on GPUs borrowed beyond a quota
 	Preempting bool          // it has been told to stop; its GPUs are about to be free
+	Idle       bool          // flagged idle: its GPUs sat unused
 }
 
 // Usage is decayed GPU-seconds per user and per project, as of the
@@ -135,6 +136,7 @@ const (
 	ReasonNoNodes       = "no_schedulable_node" // every node is cordoned, draining or down
 	ReasonReclaim       = "quota_reclaim"       // preemption: borrowed GPUs taken back
 	ReasonPreempted     = "preempted"           // preemption: a higher-ranked job needs the GPUs
+	ReasonIdle          = "idle"                // preemption: the job's GPUs sat idle
 	ReasonBackoff       = "backoff"             // requeued after a loss; waits out its backoff
 )
 

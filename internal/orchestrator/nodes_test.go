@@ -1,0 +1,189 @@
+package orchestrator
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// clock is a settable time for tests.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// startDynamic runs an orchestrator with no static nodes, a fake clock and
+// a short node TTL.
+func startDynamic(t *testing.T) (*harness, *clock) {
+	t.Helper()
+	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := newFakeExec()
+	o, err := New(ctx, Config{Store: st, Executor: ex, DataDir: t.TempDir(), NodeTTL: 30 * time.Second, Tick: 10 * time.Millisecond, Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { o.Run(ctx); close(done) }()
+	h := &harness{t: t, o: o, ex: ex}
+	h.stop = func() { cancel(); <-done; st.Close() }
+	t.Cleanup(func() { h.stop() })
+	return h, clk
+}
+
+func registration(node string, gpus int) api.AgentRegistration {
+	r := api.AgentRegistration{NodeID: node, Hostname: node + ".lan", Labels: map[string]string{"rack": "r1"}}
+	for i := range gpus {
+		r.GPUs = append(r.GPUs, api.AgentGPU{Index: i, UUID: node + "-gpu", Model: "H100", MemoryMiB: 81920})
+	}
+	return r
+}
+
+func (h *harness) waitNodeState(node, want string) {
+	h.t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		ch := h.o.Changed()
+		for _, n := range h.o.Cluster(context.Background()).Nodes {
+			if n.NodeID == node && n.State == want {
+				return
+			}
+		}
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Millisecond): // the loop's tick checks silence
+		case <-deadline:
+			h.t.Fatalf("node %s never became %s", node, want)
+		}
+	}
+}
+
+// TestNodeLossRequeuesWithBackoff: a node that stops reporting goes down
+// after its TTL; its job is requeued with a backoff (retries left), its
+// GPUs freed, and what is left of the attempt stopped; the node comes back
+// when it reports again.
+func TestNodeLossRequeuesWithBackoff(t *testing.T) {
+	h, clk := startDynamic(t)
+	ctx := context.Background()
+	if err := h.o.RegisterNode(ctx, registration("n1", 4), "10.0.0.7"); err != nil {
+		t.Fatal(err)
+	}
+	j := h.submit(api.SubmitRequest{Command: "train", GPUCount: gpus(2), MaxRetries: 1})
+	task := h.nextStart()
+	if task.NodeID != "n1" || len(task.Ranks) != 1 {
+		t.Fatalf("task = %+v", task)
+	}
+	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: clk.now()})
+	h.waitState(j.ID, api.StateRunning)
+
+	clk.add(31 * time.Second)
+	h.waitNodeState("n1", NodeDown)
+	got := h.waitState(j.ID, api.StateQueued)
+	if got.Reason != api.ReasonNodeLost || got.RetryCount != 1 || got.NotBefore == nil || !got.NotBefore.Equal(clk.now().Add(backoffBase)) {
+		t.Fatalf("requeued job = %+v", got)
+	}
+	select {
+	case stop := <-h.ex.stops:
+		if stop.jobID != j.ID || stop.attempt != 0 || stop.grace != 0 {
+			t.Fatalf("stop = %+v", stop)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the lost attempt was not stopped")
+	}
+	if cs := h.o.Cluster(ctx); cs.AllocatedGPUs != 0 || cs.AvailableGPUs != 0 {
+		t.Fatalf("down node's GPUs: %+v", cs)
+	}
+	if q, _ := h.o.Job(j.ID); q.PendingReason != "backoff" && q.PendingReason != "no_schedulable_node" {
+		t.Fatalf("pending = %s: %s", q.PendingReason, q.PendingMessage)
+	}
+
+	h.o.NodeSeen("n1", []api.GPUReading{{Index: 0, Utilization: 50}}, nil, clk.now())
+	h.waitNodeState("n1", NodeUp)
+	clk.add(backoffBase)
+	h.o.SetScheduling(ctx, true) // a cycle now, past the backoff
+	if task := h.nextStart(); task.JobID != j.ID || task.Attempt != 1 {
+		t.Fatalf("restart = %+v", task)
+	}
+}
+
+func TestCordonDrainAndLabels(t *testing.T) {
+	h, _ := startDynamic(t)
+	ctx := context.Background()
+	h.o.RegisterNode(ctx, registration("a", 2), "")
+	b := registration("b", 2)
+	b.Labels = map[string]string{"ib": "yes"}
+	h.o.RegisterNode(ctx, b, "")
+	if a, err := h.o.SetNodeState(ctx, "a", "cordon"); err != nil || a.State != NodeCordoned {
+		t.Fatalf("cordon: %+v %v", a, err)
+	}
+	first := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1)})
+	if task := h.nextStart(); task.JobID != first.ID || task.NodeID != "b" {
+		t.Fatalf("job went to %s despite the cordon", task.NodeID)
+	}
+	if a, _ := h.o.SetNodeState(ctx, "b", "drain"); a.State != NodeDraining {
+		t.Fatalf("drain with a job running: %s", a.State)
+	}
+	h.o.Sink(exec.Update{JobID: first.ID, Kind: exec.Exited, At: time.Now()})
+	h.waitState(first.ID, api.StateCompleted)
+	h.waitNodeState("b", NodeDrained)
+	h.o.SetNodeState(ctx, "a", "uncordon")
+	h.o.SetNodeState(ctx, "b", "uncordon")
+	ib := h.submit(api.SubmitRequest{Command: "y", GPUCount: gpus(2), NodeLabels: map[string]string{"ib": "yes"}})
+	if task := h.nextStart(); task.JobID != ib.ID || task.NodeID != "b" {
+		t.Fatalf("labelled job went to %s", task.NodeID)
+	}
+	if _, err := h.o.SetNodeState(ctx, "zz", "cordon"); err == nil {
+		t.Fatal("unknown node cordoned")
+	}
+}
+
+func TestIdleFlagAndForeignGPUs(t *testing.T) {
+	h, clk := startDynamic(t)
+	ctx := context.Background()
+	h.o.RegisterNode(ctx, registration("n1", 2), "")
+	h.o.SetPolicies(ctx, api.PoliciesUpdate{IdleWindow: api.RawValue(`"10m"`), IdleThreshold: ptr(10)})
+	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1)})
+	task := h.nextStart()
+	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: clk.now()})
+	h.waitState(j.ID, api.StateRunning)
+	g := task.GPUs[0]
+	idle := []api.GPUReading{{Index: 0, Utilization: 3}, {Index: 1, Utilization: 3}}
+	h.o.NodeSeen("n1", idle, nil, clk.now())
+	clk.add(11 * time.Minute)
+	// The other GPU runs a process Corral did not start.
+	h.o.NodeSeen("n1", idle, []api.ForeignProcess{{GPU: 1 - g, PID: 4242, User: "mallory"}}, clk.now())
+	deadline := time.After(5 * time.Second)
+	for {
+		ch := h.o.Changed()
+		if got, _ := h.o.Job(j.ID); got.Idle {
+			break
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatal("job never flagged idle")
+		}
+	}
+	cs := h.o.Cluster(ctx)
+	if cs.ForeignGPUs != 1 || cs.AvailableGPUs != 0 || cs.Nodes[0].GPUs[1-g].Foreign[0].PID != 4242 {
+		t.Fatalf("cluster = %+v", cs)
+	}
+	next := h.submit(api.SubmitRequest{Command: "y", GPUCount: gpus(1)})
+	h.noStart()
+	if got, _ := h.o.Job(next.ID); got.PendingReason != "insufficient_gpus" {
+		t.Fatalf("job waiting for a foreign GPU: %s", got.PendingReason)
+	}
+}
