@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -97,16 +96,13 @@ always on for multi-GPU jobs. Changes take effect at the next cycle.`,
 		Args:  argsExactly(0, "no arguments"),
 		RunE:  c.policyGet,
 	}
-	var (
-		policy               string
-		backfill, preemption bool
-	)
+	var f policyFlags
 	set := &cobra.Command{
-		Use:   "set [POLICY] [--backfill=BOOL] [--preemption=BOOL]",
-		Short: "Change the scheduling policy or its switches",
+		Use:   "set [POLICY] [flags]",
+		Short: "Change the scheduling policy, its switches or its knobs",
 		Example: `  corral policy set fcfs
-  corral policy set --policy priority --preemption=true
-  corral policy set --backfill=false`,
+  corral policy set priority --preemption --min-run-time 15m
+  corral policy set --backfill=false --aging 1h --half-life 3d`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("too many arguments: want at most one policy name, got %q", args)
@@ -114,26 +110,9 @@ always on for multi-GPU jobs. Changes take effect at the next cycle.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var u api.PoliciesUpdate
-			fl := cmd.Flags()
-			if len(args) == 1 {
-				if fl.Changed("policy") && policy != args[0] {
-					return usagef("the policy is given twice: %q and --policy %q", args[0], policy)
-				}
-				policy = args[0]
-			}
-			if policy != "" {
-				p := strings.ToLower(strings.TrimSpace(policy))
-				u.Policy = &p
-			}
-			if fl.Changed("backfill") {
-				u.Backfill = &backfill
-			}
-			if fl.Changed("preemption") {
-				u.Preemption = &preemption
-			}
-			if u.Policy == nil && u.Backfill == nil && u.Preemption == nil {
-				return usagef("nothing to set: name a policy, or --backfill or --preemption")
+			u, err := f.update(cmd, args)
+			if err != nil {
+				return err
 			}
 			cl, err := c.client()
 			if err != nil {
@@ -146,10 +125,7 @@ always on for multi-GPU jobs. Changes take effect at the next cycle.`,
 			return c.emit(p, func(w io.Writer) error { return printPolicies(w, p) })
 		},
 	}
-	fl := set.Flags()
-	fl.StringVar(&policy, "policy", "", "fair_share, priority, fcfs or sjf")
-	fl.BoolVar(&backfill, "backfill", false, "let small jobs run ahead when they do not delay the head of the queue")
-	fl.BoolVar(&preemption, "preemption", false, "let higher-priority jobs requeue lower-priority running ones")
+	f.register(set)
 	cmd.AddCommand(get, set)
 	return cmd
 }
@@ -164,18 +140,6 @@ func (c *cli) policyGet(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	return c.emit(p, func(w io.Writer) error { return printPolicies(w, p) })
-}
-
-func printPolicies(w io.Writer, p api.Policies) error {
-	t := newTable(w)
-	t.row("policy:", p.Policy)
-	t.row("backfill:", onOff(p.Backfill))
-	t.row("preemption:", onOff(p.Preemption))
-	t.row("gang:", onOff(p.Gang)+" (multi-GPU jobs are placed all-or-nothing)")
-	if len(p.Available) > 0 {
-		t.row("available:", strings.Join(p.Available, ", "))
-	}
-	return t.flush()
 }
 
 func (c *cli) newOrchestratorCmd() *cobra.Command {

@@ -60,6 +60,11 @@ func TestPolicy(t *testing.T) {
 		{[]string{"policy", "set", "FCFS"}, `{"policy":"fcfs"}`},
 		{[]string{"policy", "set", "--policy", "sjf", "--backfill=false"}, `{"policy":"sjf","backfill":false}`},
 		{[]string{"policy", "set", "--preemption"}, `{"preemption":true}`},
+		{[]string{"policy", "set", "priority", "--spread", "--aging", "1h", "--min-run-time", "15m", "--idle-action", "preempt"},
+			`{"policy":"priority","spread":true,"aging_interval":"1h","min_run_time":"15m","idle_action":"preempt"}`},
+		{[]string{"quota", "set", "project", "vision", "16"}, `{"quotas":{"projects":{"vision":16}}}`},
+		{[]string{"quota", "rm", "user", "ana"}, `{"quotas":{"users":{"ana":null}}}`},
+		{[]string{"weight", "set", "user", "ana", "2.5"}, `{"weights":{"users":{"ana":2.5}}}`},
 	}
 	for _, tt := range tests {
 		res := f.run(tt.args...)
@@ -70,6 +75,25 @@ func TestPolicy(t *testing.T) {
 		if got := string(f.last().Body); got != tt.body {
 			t.Errorf("%v: body %s, want %s", tt.args, got, tt.body)
 		}
+	}
+}
+
+func TestPolicyUsageErrors(t *testing.T) {
+	f := newFakeServer(t)
+	for _, args := range [][]string{
+		{"policy", "set"},
+		{"policy", "set", "--aging", "soon"},
+		{"quota", "set", "team", "x", "1"},
+		{"quota", "set", "user", "ana", "-1"},
+		{"weight", "set", "user", "ana", "0"},
+		{"quota", "set", "user", "ana"},
+	} {
+		if res := f.run(args...); res.code != 2 || res.stderr == "" {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, res.code, res.stderr)
+		}
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Fatalf("usage errors sent %d requests", n)
 	}
 }
 

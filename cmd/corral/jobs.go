@@ -25,7 +25,8 @@ type submitFlags struct {
 	gpuType, priority, duration string
 	name, project, user         string
 	workdir, idempotencyKey     string
-	env                         []string
+	preemptGrace                string
+	env, labels                 []string
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -87,6 +88,8 @@ Several arguments are joined with shell quoting, so they run as given.`,
 	fl.StringVar(&f.workdir, "workdir", "", "working directory of the job (default: the current directory)")
 	fl.IntVar(&f.maxRetries, "max-retries", 0, "times to requeue the job after a lost node or preemption")
 	fl.StringVar(&f.idempotencyKey, "idempotency-key", "", "submitting again with the same key returns the first job")
+	fl.StringVar(&f.preemptGrace, "preempt-grace", "", "time to checkpoint when preempted, between SIGTERM and SIGKILL (default: the policy's, 30s)")
+	fl.StringArrayVar(&f.labels, "label", nil, "run only on nodes with label K=V (repeatable)")
 	return cmd
 }
 
@@ -115,11 +118,20 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	if f.duration != "" {
 		req.EstimatedDuration = rawString(f.duration)
 	}
+	if f.preemptGrace != "" {
+		if _, err := time.ParseDuration(f.preemptGrace); err != nil {
+			return req, usagef("--preempt-grace %q: want a duration such as 60s or 2m", f.preemptGrace)
+		}
+		req.PreemptGrace = rawString(f.preemptGrace)
+	}
 	env, err := parseEnv(f.env)
 	if err != nil {
 		return req, err
 	}
 	req.Env = env
+	if req.NodeLabels, err = parseEnv(f.labels); err != nil {
+		return req, usagef("--label: %v", err)
+	}
 	if req.User == "" {
 		req.User = currentUser()
 	}

@@ -108,6 +108,8 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),
 		c.newPolicyCmd(),
+		c.newQuotaCmd(),
+		c.newWeightCmd(),
 		c.newOrchestratorCmd(),
 	)
 	c.markStarts(root)

@@ -67,7 +67,34 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 		if pending == "" {
 			pending = j.PendingReason
 		}
+		if j.PendingReason != "" && j.PendingMessage != "" {
+			pending = j.PendingReason + ": " + j.PendingMessage
+		}
 		kv("Pending", pending)
+		if j.NotBefore != nil {
+			kv("Not before", fmtTimeFull(*j.NotBefore, now))
+		}
+	}
+	if len(j.NodeLabels) > 0 {
+		kv("Node labels", fmtEnv(j.NodeLabels))
+	}
+	if j.Borrowed {
+		kv("Borrowed", "yes: on idle GPUs beyond its quota, the first taken back")
+	}
+	if j.Preempting {
+		kv("Preempting", j.PreemptMessage)
+	}
+	if j.Preemptions > 0 {
+		kv("Preemptions", strconv.Itoa(j.Preemptions))
+	}
+	if j.PreemptGrace != nil {
+		kv("Preempt grace", fmtDuration(j.PreemptGrace.Duration()))
+	}
+	if j.Idle && j.IdleSince != nil {
+		kv("Idle", "since "+fmtTimeFull(*j.IdleSince, now))
+	}
+	if j.GPUSeconds > 0 {
+		kv("GPU time", fmt.Sprintf("%.2f GPU-hours", j.GPUSeconds/3600))
 	}
 	kv("Submitted", fmtTimeFull(j.SubmittedAt, now))
 	if j.StartedAt != nil {

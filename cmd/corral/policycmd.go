@@ -1,0 +1,150 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// policyFlags are the flags of corral policy set.
+type policyFlags struct {
+	policy                         string
+	backfill, preemption, spread   bool
+	idleThreshold                  int
+	idleAction                     string
+	aging, halfLife, estimate      string
+	minRunTime, preemptGrace, idle string
+}
+
+// durationFlags name the duration knobs: flag, help, and where it goes.
+var durationFlags = []struct {
+	name, help string
+	field      func(*policyFlags) *string
+	set        func(*api.PoliciesUpdate, api.RawValue)
+}{
+	{"aging", "a waiting job gains one priority level per this much waiting (e.g. 2h)", func(f *policyFlags) *string { return &f.aging }, func(u *api.PoliciesUpdate, v api.RawValue) { u.AgingInterval = v }},
+	{"half-life", "half-life of past usage in fair share (e.g. 168h)", func(f *policyFlags) *string { return &f.halfLife }, func(u *api.PoliciesUpdate, v api.RawValue) { u.HalfLife = v }},
+	{"default-estimate", "run time assumed for a job with no estimate and no history (e.g. 1h)", func(f *policyFlags) *string { return &f.estimate }, func(u *api.PoliciesUpdate, v api.RawValue) { u.DefaultEstimate = v }},
+	{"min-run-time", "a job this young is not preempted (e.g. 10m)", func(f *policyFlags) *string { return &f.minRunTime }, func(u *api.PoliciesUpdate, v api.RawValue) { u.MinRunTime = v }},
+	{"preempt-grace", "SIGTERM to SIGKILL for a preempted job without its own (e.g. 30s)", func(f *policyFlags) *string { return &f.preemptGrace }, func(u *api.PoliciesUpdate, v api.RawValue) { u.PreemptGrace = v }},
+	{"idle-window", "a job whose GPUs stay under the idle threshold this long is flagged idle (e.g. 30m)", func(f *policyFlags) *string { return &f.idle }, func(u *api.PoliciesUpdate, v api.RawValue) { u.IdleWindow = v }},
+}
+
+func (f *policyFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.policy, "policy", "", "fair_share, priority, fcfs or sjf")
+	fl.BoolVar(&f.backfill, "backfill", false, "let later jobs start when they cannot delay the head job's reservation")
+	fl.BoolVar(&f.preemption, "preemption", false, "let higher-priority or under-share jobs preempt lower ones")
+	fl.BoolVar(&f.spread, "spread", false, "place jobs on the emptiest nodes instead of the fullest that fit")
+	fl.IntVar(&f.idleThreshold, "idle-threshold", 0, "GPU utilization (percent) under which a job's GPUs count as idle")
+	fl.StringVar(&f.idleAction, "idle-action", "", "what happens to a job flagged idle: notify, or preempt (for waiting work)")
+	for _, d := range durationFlags {
+		fl.StringVar(d.field(f), d.name, "", d.help)
+	}
+}
+
+// update builds the PUT body from the flags that were given.
+func (f *policyFlags) update(cmd *cobra.Command, args []string) (api.PoliciesUpdate, error) {
+	var u api.PoliciesUpdate
+	fl := cmd.Flags()
+	if len(args) == 1 {
+		if fl.Changed("policy") && f.policy != args[0] {
+			return u, usagef("the policy is given twice: %q and --policy %q", args[0], f.policy)
+		}
+		f.policy = args[0]
+	}
+	changed := false
+	if f.policy != "" {
+		p := strings.ToLower(strings.TrimSpace(f.policy))
+		u.Policy, changed = &p, true
+	}
+	for _, b := range []struct {
+		name string
+		v    bool
+		dst  **bool
+	}{{"backfill", f.backfill, &u.Backfill}, {"preemption", f.preemption, &u.Preemption}, {"spread", f.spread, &u.Spread}} {
+		if fl.Changed(b.name) {
+			v := b.v
+			*b.dst, changed = &v, true
+		}
+	}
+	if fl.Changed("idle-threshold") {
+		v := f.idleThreshold
+		u.IdleThreshold, changed = &v, true
+	}
+	if fl.Changed("idle-action") {
+		v := f.idleAction
+		u.IdleAction, changed = &v, true
+	}
+	for _, d := range durationFlags {
+		v := *d.field(f)
+		if !fl.Changed(d.name) {
+			continue
+		}
+		if _, err := time.ParseDuration(v); err != nil {
+			return u, usagef("--%s %q: want a duration such as 30s, 10m or 2h", d.name, v)
+		}
+		d.set(&u, rawString(v))
+		changed = true
+	}
+	if !changed {
+		return u, usagef("nothing to set: name a policy, or give a switch or knob (see --help)")
+	}
+	return u, nil
+}
+
+func printPolicies(w io.Writer, p api.Policies) error {
+	t := newTable(w)
+	t.row("policy:", p.Policy)
+	t.row("backfill:", onOff(p.Backfill))
+	t.row("preemption:", onOff(p.Preemption))
+	t.row("spread:", onOff(p.Spread))
+	t.row("gang:", onOff(p.Gang)+" (multi-GPU jobs are placed all-or-nothing)")
+	t.row("aging interval:", fmtDuration(p.AgingInterval.Duration())+" per priority level")
+	t.row("usage half-life:", fmtDuration(p.HalfLife.Duration()))
+	t.row("default estimate:", fmtDuration(p.DefaultEstimate.Duration()))
+	t.row("min run time:", fmtDuration(p.MinRunTime.Duration())+" (protected from preemption)")
+	t.row("preempt grace:", fmtDuration(p.PreemptGrace.Duration()))
+	t.row("idle:", fmt.Sprintf("under %d%% for %s: %s", p.IdleThreshold, fmtDuration(p.IdleWindow.Duration()), p.IdleAction))
+	if len(p.Available) > 0 {
+		t.row("available:", strings.Join(p.Available, ", "))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if err := printLimits(w, "weights", p.Weights.Users, p.Weights.Projects, func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }); err != nil {
+		return err
+	}
+	return printLimits(w, "quotas (guaranteed GPUs)", p.Quotas.Users, p.Quotas.Projects, strconv.Itoa)
+}
+
+// printLimits writes a KIND NAME VALUE table of per-user and per-project
+// values, or nothing when there are none.
+func printLimits[V any](w io.Writer, title string, users, projects map[string]V, format func(V) string) error {
+	if len(users)+len(projects) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "%s:\n", strings.ToUpper(title[:1])+title[1:])
+	t := newTable(w, "  KIND", "NAME", "VALUE")
+	for _, set := range []struct {
+		kind string
+		m    map[string]V
+	}{{"user", users}, {"project", projects}} {
+		names := make([]string, 0, len(set.m))
+		for n := range set.m {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		for _, n := range names {
+			t.row("  "+set.kind, n, format(set.m[n]))
+		}
+	}
+	return t.flush()
+}
