@@ -780,6 +780,7 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 	want := api.Policies{
 		Policy: "sjf", Backfill: false, Preemption: true, Gang: true, Spread: true,
 		AgingInterval: 7200, HalfLife: 72 * 3600, DefaultEstimate: 2700, MinRunTime: 0, PreemptGrace: 5,
+		IdleThreshold: 5, IdleWindow: 1800, IdleAction: "notify", // the defaults
 		Weights: api.Weights{Users: map[string]float64{"ana": 2, "cy": 1.5}, Projects: map[string]float64{"vision": 3}},
 		Quotas:  api.Quotas{Users: map[string]int{"ana": 4}, Projects: map[string]int{"vision": 6}},
 	}

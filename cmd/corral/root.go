@@ -95,6 +95,8 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		// `corral agent` are registered here too, next to up.
 		newUpCmd(),
 		newServerCmd(),
+		newAgentCmd(),
+		newShimCmd(),
 
 		// Jobs (jobs.go).
 		c.newSubmitCmd(),

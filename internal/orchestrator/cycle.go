@@ -269,9 +269,10 @@ const (
 	backoffMax  = 10 * time.Minute
 )
 
-// lose settles a job whose attempt's processes are gone: requeued, after a
-// backoff, while retries remain (preemptions do not count), else failed
-// with the reason ("lost", "node_lost"). Write lock held.
+// lose settles a job whose attempt's processes are gone: requeued while
+// retries remain (preemptions do not count), after a backoff when its node
+// was lost, else failed with the reason ("lost", "node_lost"). Write lock
+// held.
 func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	why := "its processes are gone"
 	if cause != nil {
@@ -291,13 +292,18 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 		o.cfg.Executor.Stop(context.Background(), id, attempt, 0)
 	})
 	retry := j.RetryCount - j.Preemptions + 1
-	wait := min(backoffBase<<(retry-1), backoffMax)
-	notBefore := tx.now.Add(wait)
 	j.RetryCount++
-	j.NotBefore = &notBefore
-	tx.transition(j, api.StateQueued, reason, fmt.Sprintf("%s; requeued (retry %d of %d) to start no sooner than in %s", why, retry, j.MaxRetries, wait))
+	msg := fmt.Sprintf("%s; requeued (retry %d of %d)", why, retry, j.MaxRetries)
+	if reason == api.ReasonNodeLost {
+		// A node that failed may fail again: back off, doubling per retry.
+		wait := min(backoffBase<<(retry-1), backoffMax)
+		notBefore := tx.now.Add(wait)
+		j.NotBefore = &notBefore
+		msg += fmt.Sprintf(" to start no sooner than in %s", wait)
+	}
+	tx.transition(j, api.StateQueued, reason, msg)
 	resetAttempt(j)
-	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "backoff", wait)
+	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "not_before", j.NotBefore)
 }
 
 // endAttempt charges the attempt's GPU time to the job and to its user's

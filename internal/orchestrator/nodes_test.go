@@ -106,6 +106,7 @@ func TestNodeLossRequeuesWithBackoff(t *testing.T) {
 	if cs := h.o.Cluster(ctx); cs.AllocatedGPUs != 0 || cs.AvailableGPUs != 0 {
 		t.Fatalf("down node's GPUs: %+v", cs)
 	}
+	h.waitCycle()
 	if q, _ := h.o.Job(j.ID); q.PendingReason != "backoff" && q.PendingReason != "no_schedulable_node" {
 		t.Fatalf("pending = %s: %s", q.PendingReason, q.PendingMessage)
 	}

@@ -34,3 +34,23 @@ type Source interface {
 	// Close releases the source (NVML shutdown).
 	Close() error
 }
+
+// Process is a compute process running on a GPU.
+type Process struct {
+	GPU  int    `json:"gpu"`
+	PID  int    `json:"pid"`
+	User string `json:"user,omitempty"`
+	Name string `json:"name,omitempty"`
+}
+
+// ProcessLister is a Source that can list the compute processes on its
+// GPUs (NVML can; simulated GPUs read them from a file).
+type ProcessLister interface {
+	ForeignProcesses(ctx context.Context) ([]Process, error)
+}
+
+// BusyTracker is a Source whose readings follow which GPUs jobs hold
+// (simulated GPUs).
+type BusyTracker interface {
+	SetBusy(indexes map[int]bool)
+}

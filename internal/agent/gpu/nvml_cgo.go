@@ -183,6 +183,31 @@ func (s *nvmlSource) Telemetry(ctx context.Context) ([]Telemetry, error) {
 	return out, nil
 }
 
+// ForeignProcesses lists the compute processes on every GPU, with their
+// owners where /proc tells. The agent leaves out those of Corral's jobs.
+func (s *nvmlSource) ForeignProcesses(ctx context.Context) ([]Process, error) {
+	end, err := s.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	idx, handles, err := s.handles()
+	if err != nil {
+		return nil, err
+	}
+	var out []Process
+	for k, h := range handles {
+		procs, ret := h.GetComputeRunningProcesses()
+		if ret != nvml.SUCCESS {
+			continue
+		}
+		for _, p := range procs {
+			out = append(out, Process{GPU: idx[k], PID: int(p.Pid), User: processOwner(int(p.Pid)), Name: processName(int(p.Pid))})
+		}
+	}
+	return out, nil
+}
+
 // Close shuts NVML down. Closing twice is not an error.
 func (s *nvmlSource) Close() error {
 	s.mu.Lock()

@@ -2,14 +2,22 @@ package gpu
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"os"
+	"sync"
 )
 
-// simulated is a Source of made-up GPUs. Its data never changes after
-// construction, so it is safe for concurrent use.
+// simulated is a Source of made-up GPUs. Safe for concurrent use.
 type simulated struct {
 	devices []Device
+
+	mu      sync.Mutex
+	busy    map[int]bool // GPUs a job holds: they read as working
+	foreign string       // a JSON file of made-up foreign processes (see SetForeignFile)
 }
 
 // NewSimulated returns a Source of spec.Count simulated GPUs for node nodeID:
@@ -63,18 +71,65 @@ func (s *simulated) Devices(ctx context.Context) ([]Device, error) {
 	return out, nil
 }
 
-// Telemetry returns idle readings: no memory used, 0% utilization and a
-// steady temperature of 30-35 degrees Celsius.
+// Telemetry returns plausible readings: a GPU a job holds (see SetBusy)
+// reads 85-97% utilized with most of its memory in use and 60-70 degrees; a
+// free one reads idle at 30-35 degrees.
 func (s *simulated) Telemetry(ctx context.Context) ([]Telemetry, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	out := make([]Telemetry, len(s.devices))
 	for i, d := range s.devices {
 		temp := 30 + d.Index%6
-		out[i] = Telemetry{Index: d.Index, Temperature: &temp}
+		t := Telemetry{Index: d.Index, Temperature: &temp}
+		if s.busy[d.Index] {
+			temp = 60 + (d.Index*7)%11
+			t.Utilization = 85 + (d.Index*5)%13
+			t.MemoryUsedMiB = d.MemoryMiB * 3 / 4
+		}
+		out[i] = t
 	}
 	return out, nil
+}
+
+// SetBusy says which GPUs jobs hold, so that the readings follow them.
+func (s *simulated) SetBusy(indexes map[int]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.busy = indexes
+}
+
+// SetForeignFile names a JSON file ([{"gpu":0,"pid":123,"user":"x"}]) whose
+// processes the source reports as foreign: a test hook for what NVML shows
+// on real GPUs. A missing file means none.
+func (s *simulated) SetForeignFile(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.foreign = path
+}
+
+// ForeignProcesses returns the processes listed in the foreign file.
+func (s *simulated) ForeignProcesses(ctx context.Context) ([]Process, error) {
+	s.mu.Lock()
+	path := s.foreign
+	s.mu.Unlock()
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ps []Process
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return nil, fmt.Errorf("simulated foreign processes %s: %w", path, err)
+	}
+	return ps, nil
 }
 
 // Close does nothing: simulated GPUs hold no resources.

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/agent"
+)
+
+// newAgentCmd is `corral agent`: runs the jobs the server places on this
+// node.
+func newAgentCmd() *cobra.Command {
+	var (
+		server, nodeName, dataDir, simulate, address, caFile, tokenFile string
+		logFormat, logLevel                                             string
+		labels                                                          []string
+		interval                                                        time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "agent --server URL",
+		Short: "Run this node's agent: register its GPUs with a server and run the jobs placed here",
+		Long: `corral agent registers this machine's GPUs (NVML, or --simulate-gpus) with a
+corral server, reports their telemetry, and runs the jobs the server places
+here. Jobs run under a small supervisor (corral shim) in their own session, so
+they survive an agent restart: the new agent adopts them and their logs.
+
+The agent presents the server's join token: $CORRAL_JOIN_TOKEN, or the file
+named by --join-token-file.`,
+		Example: `  CORRAL_JOIN_TOKEN=$(cat /var/lib/corral/join.token) corral agent --server http://head:7450
+  corral agent --server https://head:7450 --ca-file ca.pem --label rack=r2 --simulate-gpus 8`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logger, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel)
+			if err != nil {
+				return err
+			}
+			if server == "" {
+				server = os.Getenv("CORRAL_SERVER")
+			}
+			if server == "" {
+				return usagef("--server is required (or set CORRAL_SERVER)")
+			}
+			lbls, err := parseEnv(labels)
+			if err != nil {
+				return usagef("--label: %v", err)
+			}
+			token := strings.TrimSpace(os.Getenv("CORRAL_JOIN_TOKEN"))
+			if tokenFile != "" {
+				b, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return fmt.Errorf("--join-token-file: %w", err)
+				}
+				token = strings.TrimSpace(string(b))
+			}
+			if token == "" {
+				return usagef("no join token: set CORRAL_JOIN_TOKEN or --join-token-file (the server keeps it in <data-dir>/join.token)")
+			}
+			hostname, _ := os.Hostname()
+			if nodeName == "" {
+				nodeName = hostname
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			src, devs, why, err := discover(ctx, nodeName, simulate)
+			if err != nil {
+				return err
+			}
+			if src != nil {
+				defer src.Close()
+			}
+			link, err := agent.NewHTTPLink(server, token, caFile)
+			if err != nil {
+				return err
+			}
+			dir, err := filepath.Abs(dataDir)
+			if err != nil {
+				return fmt.Errorf("--data-dir: %w", err)
+			}
+			a, err := agent.New(agent.Config{
+				NodeID: nodeName, Hostname: hostname, Address: address, Labels: lbls, GPUs: src,
+				StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), Link: link,
+				Detach: true, ShipLogs: true, Interval: interval, Logger: logger,
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Corral agent %s for %s\n%s", version, server, banner(nodeName, devs, why, simulate != ""))
+			return a.Run(ctx)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&server, "server", "", "the corral server's URL (default $CORRAL_SERVER)")
+	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
+	fl.StringVar(&dataDir, "data-dir", ".corral-agent", "directory for task state and job logs")
+	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs: N[:MODEL[:MEMGB[:TOPOLOGY]]]")
+	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
+	fl.StringVar(&address, "address", "", "the address other nodes reach this one at (a gang's CORRAL_MASTER_ADDR); default: as the server sees it")
+	fl.StringVar(&caFile, "ca-file", "", "PEM CAs to trust when the server uses HTTPS")
+	fl.StringVar(&tokenFile, "join-token-file", "", "file holding the join token (default $CORRAL_JOIN_TOKEN)")
+	fl.DurationVar(&interval, "interval", 5*time.Second, "how often to report telemetry and task states")
+	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
+	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return cmd
+}
+
+// newShimCmd is the hidden `corral shim`, the supervisor agents run jobs
+// under.
+func newShimCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "shim",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			os.Exit(agent.RunShim(args))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,330 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-sched/corral/internal/agent/gpu"
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// Link is how an agent reaches the control plane: over HTTP for `corral
+// agent`, by direct calls for the in-process agent of `corral up`.
+type Link interface {
+	Register(ctx context.Context, r api.AgentRegistration) (api.AgentConfig, error)
+	Sync(ctx context.Context, r api.AgentReport) (api.AgentWork, error)
+	ShipLog(ctx context.Context, c api.LogChunk) error
+}
+
+// ErrUnknownNode is what a Link returns (wrapped) when the server does not
+// know the node: the agent registers again.
+var ErrUnknownNode = errors.New("the server does not know this node")
+
+// Config is what an Agent needs.
+type Config struct {
+	NodeID   string
+	Hostname string
+	Address  string // what other nodes use as CORRAL_MASTER_ADDR; empty: the server decides
+	Labels   map[string]string
+	GPUs     gpu.Source // nil: a node without GPUs
+	StateDir string     // task state, for adoption after a restart
+	LogDir   string     // job output: LogDir/JOB/ATTEMPT[.rankN].log
+	Link     Link
+	// Detach lets jobs outlive the agent (standalone `corral agent`); the
+	// in-process agent of `corral up` takes its jobs down with it.
+	Detach bool
+	// ShipLogs sends job output to the server (remote agents).
+	ShipLogs bool
+	Interval time.Duration // report at least this often; default 5s
+	// Shim is the command that runs `corral shim`; default: this binary.
+	Shim   []string
+	Logger *slog.Logger
+}
+
+// Agent runs the jobs the server places on its node.
+type Agent struct {
+	cfg   Config
+	log   *slog.Logger
+	tasks *tasks
+	wake  chan struct{}
+	gen   uint64
+}
+
+// maxChunk bounds one shipped log chunk.
+const maxChunk = 256 << 10
+
+// New checks the configuration and returns an agent ready to Run.
+func New(cfg Config) (*Agent, error) {
+	if cfg.NodeID == "" || cfg.Link == nil || cfg.StateDir == "" || cfg.LogDir == "" {
+		return nil, errors.New("agent: NodeID, Link, StateDir and LogDir are required")
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if len(cfg.Shim) == 0 {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("agent: find own binary for the shim: %w", err)
+		}
+		cfg.Shim = []string{self, "shim"}
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1)}
+	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, detach: cfg.Detach, shim: cfg.Shim,
+		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}}
+	return a, nil
+}
+
+// poke asks for a sync now (a task started or ended).
+func (a *Agent) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run adopts what a previous agent left, registers, then syncs until ctx
+// ends. Transient errors are retried with a capped backoff.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := os.MkdirAll(a.cfg.StateDir, 0o755); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if n := a.tasks.adopt(ctx); n > 0 {
+		a.log.Info("found tasks of a previous agent", "tasks", n)
+	}
+	backoff := time.Second
+	registered := false
+	for ctx.Err() == nil {
+		if !registered {
+			if err := a.register(ctx); err != nil {
+				a.log.Warn("register with the server failed; retrying", "err", err, "in", backoff)
+				if !sleep(ctx, backoff) {
+					break
+				}
+				backoff = min(backoff*2, 30*time.Second)
+				continue
+			}
+			registered, backoff = true, time.Second
+		}
+		work, err := a.sync(ctx)
+		switch {
+		case err == nil:
+			backoff = time.Second
+			a.reconcile(work)
+			if a.cfg.ShipLogs {
+				a.shipLogs(ctx)
+			}
+		case errors.Is(err, errWoken):
+		case errors.Is(err, ErrUnknownNode):
+			a.log.Info("the server does not know this node; registering again")
+			registered = false
+		case ctx.Err() != nil:
+		default:
+			a.log.Warn("sync with the server failed; retrying", "err", err, "in", backoff)
+			if !sleep(ctx, backoff) {
+				break
+			}
+			backoff = min(backoff*2, 30*time.Second)
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (a *Agent) register(ctx context.Context) error {
+	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
+		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}}
+	if a.cfg.GPUs != nil {
+		devs, err := a.cfg.GPUs.Devices(ctx)
+		if err != nil {
+			return fmt.Errorf("list GPUs: %w", err)
+		}
+		for _, d := range devs {
+			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
+				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated})
+			reg.Simulated = reg.Simulated || d.Simulated
+		}
+	}
+	cfg, err := a.cfg.Link.Register(ctx, reg)
+	if err != nil {
+		return err
+	}
+	if iv := cfg.HeartbeatInterval.Duration(); iv > 0 && iv < a.cfg.Interval {
+		a.cfg.Interval = iv
+	}
+	a.gen = 0
+	a.log.Info("registered with the server", "gpus", len(reg.GPUs), "tasks", len(reg.Tasks))
+	return nil
+}
+
+// errWoken: a sync was cut short because something changed here.
+var errWoken = errors.New("woken")
+
+// sync reports and waits (long poll) for work; a local change cuts the wait
+// short so that it is reported at once.
+func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
+	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses()}
+	if a.cfg.GPUs != nil {
+		if bt, ok := a.cfg.GPUs.(gpu.BusyTracker); ok {
+			bt.SetBusy(a.tasks.busyGPUs())
+		}
+		if ts, err := a.cfg.GPUs.Telemetry(ctx); err == nil {
+			for _, t := range ts {
+				rep.Telemetry = append(rep.Telemetry, api.GPUReading{Index: t.Index, Utilization: t.Utilization, MemoryUsedMiB: t.MemoryUsedMiB, Temperature: t.Temperature})
+			}
+		}
+		if pl, ok := a.cfg.GPUs.(gpu.ProcessLister); ok {
+			if ps, err := pl.ForeignProcesses(ctx); err == nil {
+				for _, p := range ps {
+					if !isCorralJob(p.PID) {
+						rep.Foreign = append(rep.Foreign, api.ForeignProcess{GPU: p.GPU, PID: p.PID, User: p.User, Name: p.Name})
+					}
+				}
+			}
+		}
+	}
+	// Drain a stale poke: this report already carries the news.
+	select {
+	case <-a.wake:
+	default:
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	woken := make(chan struct{})
+	go func() {
+		select {
+		case <-a.wake:
+			close(woken)
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	work, err := a.cfg.Link.Sync(sctx, rep)
+	select {
+	case <-woken:
+		if err != nil {
+			return work, errWoken
+		}
+		a.poke() // got an answer anyway: sync again soon with the news
+	default:
+	}
+	return work, err
+}
+
+// isCorralJob reports whether a process belongs to a Corral job (its
+// environment has CORRAL_JOB_ID), so that it is not reported as foreign.
+func isCorralJob(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return err == nil && strings.Contains(string(b), "CORRAL_JOB_ID=")
+}
+
+// reconcile makes the node match the desired state: start what is new,
+// warn and stop what is asked to stop, stop what is no longer wanted, and
+// forget ended tasks the server no longer lists.
+func (a *Agent) reconcile(w api.AgentWork) {
+	a.gen = w.Generation
+	want := map[taskKey]api.TaskSpec{}
+	for _, s := range w.Tasks {
+		want[keyOf(s)] = s
+	}
+	for _, st := range a.tasks.statuses() {
+		k := taskKey{st.JobID, st.Attempt, st.Rank}
+		if _, ok := want[k]; ok {
+			continue
+		}
+		if st.State == api.TaskExited {
+			a.tasks.forget(k)
+		} else {
+			a.log.Warn("stopping a task the server no longer wants here", "job_id", st.JobID, "attempt", st.Attempt)
+			a.tasks.stop(k, 0, "")
+		}
+	}
+	for k, s := range want {
+		a.tasks.mu.Lock()
+		_, known := a.tasks.byKey[k]
+		a.tasks.mu.Unlock()
+		if !known {
+			if s.Stop {
+				a.tasks.skip(s) // stopped before it started here
+				continue
+			}
+			a.tasks.start(s)
+		}
+		grace := time.Duration(-1)
+		if s.Stop {
+			grace = s.StopGrace.Duration()
+		}
+		if s.Stop || s.Notice != "" {
+			a.tasks.stop(k, grace, s.Notice)
+		}
+	}
+}
+
+// shipLogs sends the new output of every task to the server.
+func (a *Agent) shipLogs(ctx context.Context) {
+	a.tasks.mu.Lock()
+	type item struct {
+		k    taskKey
+		from int64
+	}
+	var items []item
+	for k, tk := range a.tasks.byKey {
+		items = append(items, item{k, tk.shipped})
+	}
+	a.tasks.mu.Unlock()
+	for _, it := range items {
+		off, err := a.shipFrom(ctx, it.k, it.from)
+		a.tasks.mu.Lock()
+		if tk := a.tasks.byKey[it.k]; tk != nil && off > tk.shipped {
+			tk.shipped = off
+		}
+		a.tasks.mu.Unlock()
+		if err != nil {
+			a.log.Warn("shipping a log failed", "job_id", it.k.job, "err", err)
+		}
+	}
+}
+
+func (a *Agent) shipFrom(ctx context.Context, k taskKey, off int64) (int64, error) {
+	f, err := os.Open(a.tasks.logPath(k))
+	if err != nil {
+		return off, nil // no output yet
+	}
+	defer f.Close()
+	buf := make([]byte, maxChunk)
+	for {
+		n, err := f.ReadAt(buf, off)
+		if n > 0 {
+			c := api.LogChunk{NodeID: a.cfg.NodeID, JobID: k.job, Attempt: k.attempt, Rank: k.rank, Offset: off, Data: buf[:n]}
+			if err := a.cfg.Link.ShipLog(ctx, c); err != nil {
+				return off, err
+			}
+			off += int64(n)
+		}
+		if err == io.EOF || n == 0 {
+			return off, nil
+		}
+		if err != nil {
+			return off, err
+		}
+	}
+}

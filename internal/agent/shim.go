@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// The shim is a small supervisor between the agent and a job, run as
+// `corral shim` (the agent re-executes its own binary). It starts the job in
+// a process group of its own, records the job's pid, waits for it, kills
+// whatever the job left behind, and writes the exit status to a file. It
+// runs in its own session, so a standalone agent can die and restart
+// without taking its jobs along: the new agent finds the shims' state
+// directories and adopts them. Under `corral up` the shim gets a parent
+// death signal instead, and takes its job down with the server.
+//
+// State directory files:
+//
+//	pid        the job's pid (= its process group), written once it runs
+//	exit.json  the exit status (exitStatus), written once it has ended
+
+// exitStatus is what the shim writes when the job ends.
+type exitStatus struct {
+	ExitCode   int       `json:"exit_code"`
+	Signal     string    `json:"signal,omitempty"`
+	Lost       string    `json:"lost,omitempty"` // set when the shim itself was told to stop (its agent died)
+	FinishedAt time.Time `json:"finished_at"`
+	Error      string    `json:"error,omitempty"` // the job could not start
+}
+
+// RunShim is `corral shim --state DIR --log FILE [--workdir DIR] -- /bin/sh -c CMD`.
+// The job's environment is the shim's. It returns the shim's exit code.
+func RunShim(args []string) int {
+	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
+	state := fs.String("state", "", "state directory")
+	logPath := fs.String("log", "", "log file (appended)")
+	workdir := fs.String("workdir", "", "working directory")
+	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--workdir DIR] -- COMMAND...")
+		return 2
+	}
+	// Ask to be told when we must stop before anything else can race it.
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	var logFile *os.File
+	if *logPath != "" {
+		if err := os.MkdirAll(filepath.Dir(*logPath), 0o755); err == nil {
+			logFile, _ = os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		}
+	}
+	argv := fs.Args()
+	cmd := osexec.Command(argv[0], argv[1:]...)
+	cmd.Dir = *workdir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if logFile != nil {
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+	}
+	if err := cmd.Start(); err != nil {
+		if logFile != nil {
+			fmt.Fprintf(logFile, "corral: %v\n", err)
+		}
+		writeExit(*state, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
+		return 0
+	}
+	pid := cmd.Process.Pid
+	writeFileAtomic(filepath.Join(*state, "pid"), []byte(strconv.Itoa(pid)))
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	lost := ""
+	select {
+	case <-done:
+	case sig := <-stop:
+		// Our agent is gone (or we were told to go): the job goes too.
+		lost = "the agent stopped (" + sig.String() + ")"
+		syscall.Kill(-pid, syscall.SIGKILL)
+		<-done
+	}
+	syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
+	st := exitStatus{ExitCode: cmd.ProcessState.ExitCode(), Lost: lost, FinishedAt: time.Now().UTC()}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
+	}
+	writeExit(*state, st)
+	if logFile != nil {
+		logFile.Close()
+	}
+	return 0
+}
+
+func writeExit(dir string, st exitStatus) {
+	b, _ := json.Marshal(st)
+	writeFileAtomic(filepath.Join(dir, "exit.json"), b)
+}
+
+// writeFileAtomic writes a file so that readers see all of it or none.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// readExit reads a shim's exit status; false when there is none yet.
+func readExit(dir string) (exitStatus, bool) {
+	b, err := os.ReadFile(filepath.Join(dir, "exit.json"))
+	if err != nil {
+		return exitStatus{}, false
+	}
+	var st exitStatus
+	if err := json.Unmarshal(b, &st); err != nil {
+		return exitStatus{}, false
+	}
+	return st, true
+}
+
+// readPID reads the job pid a shim recorded; 0 when there is none.
+func readPID(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "pid"))
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(string(b))
+	return pid
+}
+
+// alive reports whether a process exists (and is not a zombie).
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	// The state follows the command in parentheses: "pid (comm) S ...".
+	for i := len(b) - 1; i > 0; i-- {
+		if b[i] == ')' && i+2 < len(b) {
+			return b[i+2] != 'Z'
+		}
+	}
+	return true
+}

@@ -1,0 +1,389 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// adoptPoll is how often an adopted task (whose shim is not our child) is
+// checked for its end.
+const adoptPoll = 250 * time.Millisecond
+
+// tasks runs a node's tasks through shims and keeps their state on disk
+// (StateDir/tasks/JOB.ATTEMPT.RANK/) so that a restarted agent can adopt
+// them. Safe for concurrent use.
+type tasks struct {
+	stateDir, logDir string
+	nodeID           string
+	detach           bool     // jobs outlive the agent (standalone agent)
+	shim             []string // command that runs the shim
+	log              *slog.Logger
+	changed          func() // called when a task starts or ends
+
+	mu    sync.Mutex
+	byKey map[taskKey]*task
+}
+
+type taskKey struct {
+	job           string
+	attempt, rank int
+}
+
+// task is one rank of one attempt on this node.
+type task struct {
+	spec      api.TaskSpec
+	dir       string
+	startedAt time.Time
+	exited    *api.TaskStatus
+	noticed   bool
+	stopping  bool
+	kill      *time.Timer
+	shipped   int64 // log bytes shipped to the server
+}
+
+func keyOf(s api.TaskSpec) taskKey { return taskKey{s.JobID, s.Attempt, s.Rank} }
+
+func (k taskKey) dirName() string { return fmt.Sprintf("%s.%d.%d", k.job, k.attempt, k.rank) }
+
+// paths of a task's log and notice files.
+func (t *tasks) logPath(k taskKey) string    { return t.attemptFile(k, ".log") }
+func (t *tasks) noticePath(k taskKey) string { return t.attemptFile(k, ".preempt") }
+
+func (t *tasks) attemptFile(k taskKey, ext string) string {
+	name := strconv.Itoa(k.attempt)
+	if k.rank > 0 {
+		name += ".rank" + strconv.Itoa(k.rank)
+	}
+	return filepath.Join(t.logDir, k.job, name+ext)
+}
+
+// start launches a task's shim. A task that cannot start is recorded as
+// exited with the reason.
+func (t *tasks) start(spec api.TaskSpec) {
+	k := keyOf(spec)
+	dir := filepath.Join(t.stateDir, "tasks", k.dirName())
+	tk := &task{spec: spec, dir: dir, startedAt: time.Now().UTC()}
+	t.mu.Lock()
+	if _, dup := t.byKey[k]; dup {
+		t.mu.Unlock()
+		return
+	}
+	t.byKey[k] = tk
+	t.mu.Unlock()
+
+	if err := t.launch(tk); err != nil {
+		t.log.Warn("task did not start", "job_id", spec.JobID, "rank", spec.Rank, "err", err)
+		now := time.Now().UTC()
+		t.finish(tk, api.TaskStatus{ExitCode: -1, Error: err.Error(), FinishedAt: &now})
+	}
+}
+
+func (t *tasks) launch(tk *task) error {
+	spec, k := tk.spec, keyOf(tk.spec)
+	if spec.Workdir != "" {
+		if fi, err := os.Stat(spec.Workdir); err != nil || !fi.IsDir() {
+			return fmt.Errorf("workdir %q: not a directory one can enter", spec.Workdir)
+		}
+	}
+	if err := os.MkdirAll(tk.dir, 0o755); err != nil {
+		return fmt.Errorf("task state: %w", err)
+	}
+	raw, _ := json.Marshal(spec)
+	if err := writeFileAtomic(filepath.Join(tk.dir, "spec.json"), raw); err != nil {
+		return fmt.Errorf("task state: %w", err)
+	}
+	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir, "--", "/bin/sh", "-c", spec.Command)
+	cmd := osexec.Command(t.shim[0], args...)
+	cmd.Env = t.env(spec)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if !t.detach {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start shim: %w", err)
+	}
+	writeFileAtomic(filepath.Join(tk.dir, "shim.pid"), []byte(strconv.Itoa(cmd.Process.Pid)))
+	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs)
+	t.changed()
+	go func() {
+		cmd.Wait()
+		t.reap(tk)
+	}()
+	return nil
+}
+
+// env is the job's environment: the agent's, the job's, then Corral's.
+func (t *tasks) env(s api.TaskSpec) []string {
+	vals := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			set(k, v)
+		}
+	}
+	for k, v := range s.Env {
+		set(k, v)
+	}
+	gpus := make([]string, len(s.GPUs))
+	for i, g := range s.GPUs {
+		gpus[i] = strconv.Itoa(g)
+	}
+	visible := strings.Join(gpus, ",")
+	nvidia := visible
+	if len(s.GPUs) == 0 {
+		nvidia = "void"
+	}
+	master := s.MasterAddr
+	if master == "" {
+		master = "127.0.0.1"
+	}
+	for _, kv := range [][2]string{
+		{"CUDA_VISIBLE_DEVICES", visible}, {"NVIDIA_VISIBLE_DEVICES", nvidia}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+		{"CORRAL_JOB_ID", s.JobID}, {"CORRAL_GPUS", visible}, {"CORRAL_GPU_UUIDS", strings.Join(s.GPUUUIDs, ",")},
+		{"CORRAL_ATTEMPT", strconv.Itoa(s.Attempt)}, {"CORRAL_NODE_ID", t.nodeID},
+		{"CORRAL_NODE_RANK", strconv.Itoa(s.Rank)}, {"CORRAL_NUM_NODES", strconv.Itoa(max(s.NumNodes, 1))},
+		{"CORRAL_MASTER_ADDR", master}, {"CORRAL_MASTER_PORT", strconv.Itoa(s.MasterPort)},
+		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(s.MasterPort)}, {"NODE_RANK", strconv.Itoa(s.Rank)},
+		{"CORRAL_PREEMPT_NOTICE", t.noticePath(keyOf(s))},
+	} {
+		set(kv[0], kv[1])
+	}
+	env := make([]string, len(order))
+	for i, k := range order {
+		env[i] = k + "=" + vals[k]
+	}
+	return env
+}
+
+// skip records a task that was stopped before it ever started here, as if
+// SIGTERM had ended it.
+func (t *tasks) skip(spec api.TaskSpec) {
+	tk := &task{spec: spec, startedAt: time.Now().UTC()}
+	t.mu.Lock()
+	if _, dup := t.byKey[keyOf(spec)]; dup {
+		t.mu.Unlock()
+		return
+	}
+	t.byKey[keyOf(spec)] = tk
+	t.mu.Unlock()
+	now := time.Now().UTC()
+	t.finish(tk, api.TaskStatus{ExitCode: 128 + int(syscall.SIGTERM), Signal: syscall.SIGTERM.String(), FinishedAt: &now})
+}
+
+// reap records a task's end from its shim's exit file.
+func (t *tasks) reap(tk *task) {
+	st, ok := readExit(tk.dir)
+	now := time.Now().UTC()
+	status := api.TaskStatus{ExitCode: -1, FinishedAt: &now, Error: "lost: the shim ended without an exit status"}
+	if ok {
+		status = api.TaskStatus{ExitCode: st.ExitCode, Signal: st.Signal, Error: st.Error, FinishedAt: &st.FinishedAt}
+		if st.Lost != "" {
+			status.Error = "lost: " + st.Lost
+		}
+	}
+	t.finish(tk, status)
+}
+
+func (t *tasks) finish(tk *task, st api.TaskStatus) {
+	t.mu.Lock()
+	if tk.exited != nil {
+		t.mu.Unlock()
+		return
+	}
+	st.JobID, st.Attempt, st.Rank, st.State = tk.spec.JobID, tk.spec.Attempt, tk.spec.Rank, api.TaskExited
+	tk.exited = &st
+	if tk.kill != nil {
+		tk.kill.Stop()
+	}
+	t.mu.Unlock()
+	t.log.Info("task ended", "job_id", st.JobID, "rank", st.Rank, "exit_code", st.ExitCode, "signal", st.Signal, "err", st.Error)
+	t.changed()
+}
+
+// stop warns a task (notice) and stops it: SIGTERM to its process group,
+// SIGKILL after grace. Repeated calls keep the first timer.
+func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
+	t.mu.Lock()
+	tk := t.byKey[k]
+	if tk == nil || tk.exited != nil {
+		t.mu.Unlock()
+		return
+	}
+	writeNotice := notice != "" && !tk.noticed
+	tk.noticed = tk.noticed || notice != ""
+	first := !tk.stopping && grace >= 0
+	tk.stopping = tk.stopping || grace >= 0
+	t.mu.Unlock()
+	if writeNotice {
+		path := t.noticePath(k)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := writeFileAtomic(path, []byte(notice)); err != nil {
+			t.log.Warn("notice not written", "job_id", k.job, "err", err)
+		}
+	}
+	if !first {
+		return
+	}
+	if pid := readPID(tk.dir); pid > 0 {
+		t.signal(tk, k, pid, grace)
+		return
+	}
+	// The shim has not recorded its job's pid yet (it started a moment
+	// ago): signal as soon as it has, or give up once the task has ended.
+	go func() {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for range tick.C {
+			if pid := readPID(tk.dir); pid > 0 {
+				t.signal(tk, k, pid, grace)
+				return
+			}
+			t.mu.Lock()
+			ended := tk.exited != nil
+			t.mu.Unlock()
+			if ended {
+				return
+			}
+		}
+	}()
+}
+
+// signal sends SIGTERM to a task's process group, then SIGKILL after grace.
+func (t *tasks) signal(tk *task, k taskKey, pid int, grace time.Duration) {
+	syscall.Kill(-pid, syscall.SIGTERM)
+	t.log.Info("task stopping", "job_id", k.job, "rank", k.rank, "grace", grace)
+	kill := func() { syscall.Kill(-pid, syscall.SIGKILL) }
+	if grace <= 0 {
+		kill()
+		return
+	}
+	t.mu.Lock()
+	tk.kill = time.AfterFunc(grace, kill)
+	t.mu.Unlock()
+}
+
+// statuses reports every task.
+func (t *tasks) statuses() []api.TaskStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]api.TaskStatus, 0, len(t.byKey))
+	for k, tk := range t.byKey {
+		if tk.exited != nil {
+			out = append(out, *tk.exited)
+			continue
+		}
+		started := tk.startedAt
+		out = append(out, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskRunning,
+			PID: readPID(tk.dir), StartedAt: &started})
+	}
+	slices.SortFunc(out, func(a, b api.TaskStatus) int { return strings.Compare(a.JobID, b.JobID) })
+	return out
+}
+
+// busyGPUs are the GPUs of running tasks.
+func (t *tasks) busyGPUs() map[int]bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[int]bool{}
+	for _, tk := range t.byKey {
+		if tk.exited == nil {
+			for _, g := range tk.spec.GPUs {
+				out[g] = true
+			}
+		}
+	}
+	return out
+}
+
+// forget drops an exited task once the server no longer lists it.
+func (t *tasks) forget(k taskKey) {
+	t.mu.Lock()
+	tk := t.byKey[k]
+	if tk == nil || tk.exited == nil {
+		t.mu.Unlock()
+		return
+	}
+	delete(t.byKey, k)
+	t.mu.Unlock()
+	if tk.dir != "" {
+		os.RemoveAll(tk.dir)
+	}
+}
+
+// adopt finds the tasks a previous agent left (state directories). With
+// detach, a task whose shim still runs is adopted and watched; otherwise
+// (the in-process agent, whose jobs must not outlive it) what is left is
+// killed. Ended tasks are reported with their status.
+func (t *tasks) adopt(ctx context.Context) int {
+	entries, _ := os.ReadDir(filepath.Join(t.stateDir, "tasks"))
+	n := 0
+	for _, e := range entries {
+		dir := filepath.Join(t.stateDir, "tasks", e.Name())
+		raw, err := os.ReadFile(filepath.Join(dir, "spec.json"))
+		var spec api.TaskSpec
+		if err != nil || json.Unmarshal(raw, &spec) != nil {
+			os.RemoveAll(dir)
+			continue
+		}
+		tk := &task{spec: spec, dir: dir, startedAt: time.Now().UTC()}
+		if fi, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
+			tk.startedAt = fi.ModTime().UTC()
+		}
+		t.mu.Lock()
+		t.byKey[keyOf(spec)] = tk
+		t.mu.Unlock()
+		n++
+		b, _ := os.ReadFile(filepath.Join(dir, "shim.pid"))
+		shim, _ := strconv.Atoi(string(b))
+		switch _, ended := readExit(dir); {
+		case ended:
+			t.reap(tk)
+		case !alive(shim):
+			t.reap(tk) // no exit file: lost
+		case !t.detach:
+			syscall.Kill(shim, syscall.SIGTERM) // the shim kills its job and writes why
+			go t.watch(ctx, tk, shim)
+		default:
+			t.log.Info("task adopted", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "shim", shim)
+			go t.watch(ctx, tk, shim)
+		}
+	}
+	return n
+}
+
+// watch waits for an adopted task's shim to end (it is not our child, so
+// there is nothing to wait on but its state).
+func (t *tasks) watch(ctx context.Context, tk *task, shim int) {
+	tick := time.NewTicker(adoptPoll)
+	defer tick.Stop()
+	for {
+		if _, ok := readExit(tk.dir); ok || !alive(shim) {
+			t.reap(tk)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
