@@ -155,23 +155,26 @@ func startServer(t *testing.T) *server {
 // waits until it answers /healthz. The process is stopped in t.Cleanup.
 func startServerAt(t *testing.T, dataDir string, port int) *server {
 	t.Helper()
+	return startControl(t, dataDir, port, nil, "up", "--simulate-gpus", "8", "--node-name", "e2e-node")
+}
+
+// startControl starts a control plane (`corral up` or `corral server`,
+// args[0]) on the given data directory and port, with the given extra
+// environment, and waits until it answers /healthz. The process is stopped
+// in t.Cleanup.
+func startControl(t *testing.T, dataDir string, port int, env []string, args ...string) *server {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s := &server{
 		t: t, URL: "http://" + addr, Port: port, DataDir: dataDir,
 		http: &http.Client{Timeout: 30 * time.Second},
 		proc: &proc{out: &lockedBuffer{}, done: make(chan struct{})},
 	}
-	s.cmd = exec.Command(corralBin, "up",
-		"--simulate-gpus", "8",
-		"--listen", addr,
-		"--data-dir", dataDir,
-		"--node-name", "e2e-node",
-		"--cancel-grace", "2s",
-	)
-	s.cmd.Env = cleanEnv()
+	s.cmd = exec.Command(corralBin, append(args, "--listen", addr, "--data-dir", dataDir, "--cancel-grace", "2s")...)
+	s.cmd.Env = cleanEnv(env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start corral up: %v", err)
+		t.Fatalf("start corral %s: %v", args[0], err)
 	}
 	go func() {
 		s.waitErr = s.cmd.Wait()

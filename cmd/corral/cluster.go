@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -11,10 +12,17 @@ import (
 )
 
 func (c *cli) newNodesCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "nodes",
-		Short: "Show the nodes and their GPUs",
-		Args:  argsExactly(0, "no arguments"),
+		Short: "Show the nodes and their GPUs; cordon, drain or uncordon a node",
+		Long: `corral nodes lists every node and GPU: model, memory, live utilization and
+temperature, and who holds it (a job, a hold, or a foreign process that Corral
+did not start, with its pid and user).
+
+  corral nodes cordon NODE     nothing new starts there; running jobs go on
+  corral nodes drain NODE      the same, and the node reads "drained" once its jobs end
+  corral nodes uncordon NODE   the node takes new jobs again`,
+		Args: argsExactly(0, "no arguments (or a subcommand: cordon, drain, uncordon)"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := c.client()
 			if err != nil {
@@ -27,6 +35,32 @@ func (c *cli) newNodesCmd() *cobra.Command {
 			return c.emit(s, func(w io.Writer) error { return printNodes(w, s) })
 		},
 	}
+	for _, a := range []struct{ name, short string }{
+		{"cordon", "Start nothing new on a node; its running jobs go on"},
+		{"drain", "Start nothing new on a node and let its running jobs finish"},
+		{"uncordon", "Let a cordoned or drained node take new jobs again"},
+	} {
+		cmd.AddCommand(&cobra.Command{
+			Use:   a.name + " NODE",
+			Short: a.short,
+			Args:  argsExactly(1, "one node id"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				cl, err := c.client()
+				if err != nil {
+					return err
+				}
+				r, err := cl.NodeAction(cmd.Context(), args[0], a.name)
+				if err != nil {
+					return err
+				}
+				return c.emit(r, func(w io.Writer) error {
+					_, err := fmt.Fprintf(w, "node %s is %s\n", r.NodeID, r.State)
+					return err
+				})
+			},
+		})
+	}
+	return cmd
 }
 
 // printNodes writes one row per GPU, then the totals.
@@ -62,6 +96,9 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 			if g.Held && to != "" {
 				to = "hold:" + to
 			}
+			if to == "" && len(g.Foreign) > 0 {
+				to = "foreign:" + foreignList(g.Foreign)
+			}
 			t.row(n.NodeID, n.Hostname, n.State, strconv.Itoa(g.ID), model, fmtMiB(g.MemoryTotal),
 				fmtMiB(g.MemoryUsed), strconv.Itoa(g.Utilization)+"%", temp, to)
 		}
@@ -72,6 +109,9 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 	total := fmt.Sprintf("%d GPUs on %d nodes: %d available, %d allocated", s.TotalGPUs, len(s.Nodes), s.AvailableGPUs, s.AllocatedGPUs)
 	if s.HeldGPUs > 0 {
 		total += fmt.Sprintf(" (%d held outside Corral)", s.HeldGPUs)
+	}
+	if s.ForeignGPUs > 0 {
+		total += fmt.Sprintf("; %d busy with processes Corral did not start", s.ForeignGPUs)
 	}
 	if simulated {
 		total += "; (sim) marks simulated GPUs, not real devices"
@@ -212,4 +252,16 @@ func (c *cli) printOrchestrator(w io.Writer, s api.OrchestratorStatus) error {
 	t.row("server started:", fmtTimeFull(s.StartedAt, now))
 	t.row("version:", s.Version)
 	return t.flush()
+}
+
+// foreignList names foreign processes as pid(user), comma-separated.
+func foreignList(ps []api.ForeignProcess) string {
+	parts := make([]string, len(ps))
+	for i, p := range ps {
+		parts[i] = strconv.Itoa(p.PID)
+		if p.User != "" {
+			parts[i] += "(" + p.User + ")"
+		}
+	}
+	return strings.Join(parts, ",")
 }

@@ -98,6 +98,14 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o755); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	if a.cfg.Detach {
+		// Shims fence their jobs on this file: it must stay fresh while
+		// the agent lives, whatever the server does.
+		if err := a.touchAlive(); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
+		go a.keepAlive(ctx)
+	}
 	if n := a.tasks.adopt(ctx); n > 0 {
 		a.log.Info("found tasks of a previous agent", "tasks", n)
 	}
@@ -120,9 +128,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		case err == nil:
 			backoff = time.Second
 			a.reconcile(work)
-			if a.cfg.ShipLogs {
-				a.shipLogs(ctx)
-			}
 		case errors.Is(err, errWoken):
 		case errors.Is(err, ErrUnknownNode):
 			a.log.Info("the server does not know this node; registering again")
@@ -137,6 +142,29 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// touchAlive marks the agent alive for its fenced shims.
+func (a *Agent) touchAlive() error {
+	return os.WriteFile(a.tasks.alivePath(), []byte(strconv.Itoa(os.Getpid())), 0o644)
+}
+
+// keepAlive touches the liveness file every second until ctx ends. On a
+// graceful stop the file is left to age: the shims fence their jobs once
+// it is older than the TTL, unless a new agent takes over first.
+func (a *Agent) keepAlive(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := a.touchAlive(); err != nil {
+				a.log.Warn("cannot mark the agent alive; its jobs will be fenced", "err", err)
+			}
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -171,6 +199,9 @@ func (a *Agent) register(ctx context.Context) error {
 	if iv := cfg.HeartbeatInterval.Duration(); iv > 0 && iv < a.cfg.Interval {
 		a.cfg.Interval = iv
 	}
+	a.tasks.mu.Lock()
+	a.tasks.fence = cfg.NodeTTL.Duration()
+	a.tasks.mu.Unlock()
 	a.gen = 0
 	a.log.Info("registered with the server", "gpus", len(reg.GPUs), "tasks", len(reg.Tasks))
 	return nil
@@ -183,6 +214,11 @@ var errWoken = errors.New("woken")
 // short so that it is reported at once.
 func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses()}
+	if a.cfg.ShipLogs {
+		// Output goes before the news of the end it led to, so that a
+		// job's log is whole on the server once the job has ended there.
+		a.shipLogs(ctx)
+	}
 	if a.cfg.GPUs != nil {
 		if bt, ok := a.cfg.GPUs.(gpu.BusyTracker); ok {
 			bt.SetBusy(a.tasks.busyGPUs())

@@ -23,6 +23,15 @@ import (
 // directories and adopts them. Under `corral up` the shim gets a parent
 // death signal instead, and takes its job down with the server.
 //
+// Fencing: a standalone agent touches a file (see Agent.Run) every second
+// while it lives; a shim started with --alive and --fence kills its job once
+// that file is older than the fence (the node TTL the server gave). The
+// server requeues a silent node's jobs only after the same TTL and a
+// backoff, so an attempt whose agent died is gone before its retry starts
+// elsewhere: a job never runs twice at once because an agent died. (A
+// network partition that leaves the agent alive is settled when it heals:
+// the agent then stops what the server no longer wants.)
+//
 // State directory files:
 //
 //	pid        the job's pid (= its process group), written once it runs
@@ -44,6 +53,8 @@ func RunShim(args []string) int {
 	state := fs.String("state", "", "state directory")
 	logPath := fs.String("log", "", "log file (appended)")
 	workdir := fs.String("workdir", "", "working directory")
+	alive := fs.String("alive", "", "the agent's liveness file (with --fence)")
+	fence := fs.Duration("fence", 0, "kill the job once the liveness file is older than this")
 	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--workdir DIR] -- COMMAND...")
 		return 2
@@ -77,14 +88,31 @@ func RunShim(args []string) int {
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
+	var fenceTick <-chan time.Time
+	if *fence > 0 && *alive != "" {
+		t := time.NewTicker(fencePoll)
+		defer t.Stop()
+		fenceTick = t.C
+	}
 	lost := ""
-	select {
-	case <-done:
-	case sig := <-stop:
-		// Our agent is gone (or we were told to go): the job goes too.
-		lost = "the agent stopped (" + sig.String() + ")"
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case sig := <-stop:
+			// Our agent is gone (or we were told to go): the job goes too.
+			lost = "the agent stopped (" + sig.String() + ")"
+		case <-fenceTick:
+			fi, err := os.Stat(*alive)
+			if err == nil && time.Since(fi.ModTime()) <= *fence {
+				continue
+			}
+			lost = fmt.Sprintf("no agent for over %s (the node TTL): the server has moved the job on", *fence)
+		}
 		syscall.Kill(-pid, syscall.SIGKILL)
 		<-done
+		break wait
 	}
 	syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
 	st := exitStatus{ExitCode: cmd.ProcessState.ExitCode(), Lost: lost, FinishedAt: time.Now().UTC()}
@@ -97,6 +125,9 @@ func RunShim(args []string) int {
 	}
 	return 0
 }
+
+// fencePoll is how often a fenced shim looks at its agent's liveness file.
+const fencePoll = 250 * time.Millisecond
 
 func writeExit(dir string, st exitStatus) {
 	b, _ := json.Marshal(st)

@@ -35,6 +35,7 @@ type tasks struct {
 
 	mu    sync.Mutex
 	byKey map[taskKey]*task
+	fence time.Duration // with detach: shims kill their jobs after this long without the agent (0: never)
 }
 
 type taskKey struct {
@@ -57,6 +58,9 @@ type task struct {
 func keyOf(s api.TaskSpec) taskKey { return taskKey{s.JobID, s.Attempt, s.Rank} }
 
 func (k taskKey) dirName() string { return fmt.Sprintf("%s.%d.%d", k.job, k.attempt, k.rank) }
+
+// alivePath is the agent's liveness file, which fenced shims watch.
+func (t *tasks) alivePath() string { return filepath.Join(t.stateDir, "alive") }
 
 // paths of a task's log and notice files.
 func (t *tasks) logPath(k taskKey) string    { return t.attemptFile(k, ".log") }
@@ -105,7 +109,14 @@ func (t *tasks) launch(tk *task) error {
 	if err := writeFileAtomic(filepath.Join(tk.dir, "spec.json"), raw); err != nil {
 		return fmt.Errorf("task state: %w", err)
 	}
-	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir, "--", "/bin/sh", "-c", spec.Command)
+	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir)
+	t.mu.Lock()
+	fence := t.fence
+	t.mu.Unlock()
+	if t.detach && fence > 0 {
+		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
+	}
+	args = append(args, "--", "/bin/sh", "-c", spec.Command)
 	cmd := osexec.Command(t.shim[0], args...)
 	cmd.Env = t.env(spec)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

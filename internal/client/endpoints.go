@@ -184,6 +184,14 @@ func (c *Client) Cluster(ctx context.Context) (api.ClusterStatus, error) {
 	return s, err
 }
 
+// NodeAction cordons, drains or uncordons a node
+// (POST /cluster/nodes/{node_id}/{action}).
+func (c *Client) NodeAction(ctx context.Context, nodeID, action string) (api.NodeAction, error) {
+	var a api.NodeAction
+	err := c.call(ctx, request{method: http.MethodPost, path: "/cluster/nodes/" + url.PathEscape(nodeID) + "/" + url.PathEscape(action)}, &a)
+	return a, err
+}
+
 // Allocate holds GPUs for work run outside Corral (POST /cluster/gpu-allocate).
 func (c *Client) Allocate(ctx context.Context, req api.AllocateRequest) (api.Hold, error) {
 	var h api.Hold

@@ -263,7 +263,8 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 	o.runAfter(ctx, tx)
 }
 
-// Backoff after a lost attempt: base doubling per retry, capped.
+// Backoff after a lost node: the default base (Config.RetryBackoff),
+// doubling per retry, capped.
 const (
 	backoffBase = 10 * time.Second
 	backoffMax  = 10 * time.Minute
@@ -278,6 +279,13 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	if cause != nil {
 		why = cause.Error()
 	}
+	id, attempt := j.ID, j.RetryCount
+	tx.after = append(tx.after, func() {
+		// Whatever is left of the attempt (other ranks, a node that comes
+		// back with the process still running) is stopped: the books say
+		// its GPUs are free.
+		o.cfg.Executor.Stop(context.Background(), id, attempt, 0)
+	})
 	if j.RetryCount-j.Preemptions >= j.MaxRetries {
 		now := tx.now
 		j.FinishedAt = &now
@@ -285,18 +293,12 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 		o.log.Warn("job lost", "job_id", j.ID, "reason", reason)
 		return
 	}
-	id, attempt := j.ID, j.RetryCount
-	tx.after = append(tx.after, func() {
-		// Whatever is left of the attempt (other ranks, a node that comes
-		// back) is stopped.
-		o.cfg.Executor.Stop(context.Background(), id, attempt, 0)
-	})
 	retry := j.RetryCount - j.Preemptions + 1
 	j.RetryCount++
 	msg := fmt.Sprintf("%s; requeued (retry %d of %d)", why, retry, j.MaxRetries)
 	if reason == api.ReasonNodeLost {
 		// A node that failed may fail again: back off, doubling per retry.
-		wait := min(backoffBase<<(retry-1), backoffMax)
+		wait := min(o.cfg.RetryBackoff<<(retry-1), backoffMax)
 		notBefore := tx.now.Add(wait)
 		j.NotBefore = &notBefore
 		msg += fmt.Sprintf(" to start no sooner than in %s", wait)

@@ -53,9 +53,13 @@ type Config struct {
 	// NodeTTL is how long a node may be silent before it is down and its
 	// jobs are requeued. Default 30s.
 	NodeTTL time.Duration
-	Now     func() time.Time // default time.Now
-	Logger  *slog.Logger
-	Version string
+	// RetryBackoff is how long a job whose node was lost waits before its
+	// first retry; it doubles with each further retry, up to 10 minutes.
+	// Default 10s.
+	RetryBackoff time.Duration
+	Now          func() time.Time // default time.Now
+	Logger       *slog.Logger
+	Version      string
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run
@@ -120,6 +124,9 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	}
 	if cfg.NodeTTL <= 0 {
 		cfg.NodeTTL = 30 * time.Second
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = backoffBase
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = min(5*time.Second, cfg.NodeTTL/4)
