@@ -397,8 +397,8 @@ then SIGKILL once the grace period is over.`,
 
 func (c *cli) newLogsCmd() *cobra.Command {
 	var (
-		follow  bool
-		attempt int
+		follow        bool
+		attempt, rank int
 	)
 	cmd := &cobra.Command{
 		Use:   "logs [-f] ID",
@@ -408,15 +408,19 @@ func (c *cli) newLogsCmd() *cobra.Command {
 			if attempt < 0 {
 				return usagef("--attempt must not be negative")
 			}
+			if rank < 0 {
+				return usagef("--rank must not be negative")
+			}
 			cl, err := c.client()
 			if err != nil {
 				return err
 			}
-			return cl.LogsWith(cmd.Context(), args[0], client.LogsOptions{Follow: follow, Attempt: attempt}, c.stdout)
+			return cl.LogsWith(cmd.Context(), args[0], client.LogsOptions{Follow: follow, Attempt: attempt, Rank: rank}, c.stdout)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the job ends")
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "which run of a retried job (1 is the first; default: the latest)")
+	cmd.Flags().IntVar(&rank, "rank", 0, "which node of a multi-node gang (0 is the first)")
 	return cmd
 }
 

@@ -178,8 +178,13 @@ func fmtEnv(env map[string]string) string {
 
 // jobState is the state, noting a pending cancel.
 func jobState(j api.Job) string {
-	if j.CancelRequested && !j.State.Terminal() {
+	switch {
+	case j.CancelRequested && !j.State.Terminal():
 		return string(j.State) + " (canceling)"
+	case j.Preempting && !j.State.Terminal():
+		return string(j.State) + " (preempting)"
+	case j.Idle && j.State == api.StateRunning:
+		return string(j.State) + " (idle)"
 	}
 	return string(j.State)
 }

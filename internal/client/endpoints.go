@@ -122,6 +122,7 @@ func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
 type LogsOptions struct {
 	Follow  bool // keep streaming until the job ends
 	Attempt int  // which run of a retried job (1 is the first); zero: the latest
+	Rank    int  // which node of a multi-node gang (0 is the first)
 }
 
 // Logs copies a job's output to w (GET /jobs/{id}/logs); with follow it
@@ -142,6 +143,9 @@ func (c *Client) LogsWith(ctx context.Context, id string, o LogsOptions, w io.Wr
 	}
 	if o.Attempt > 0 {
 		q.Set("attempt", strconv.Itoa(o.Attempt))
+	}
+	if o.Rank > 0 {
+		q.Set("rank", strconv.Itoa(o.Rank))
 	}
 	r := request{method: http.MethodGet, path: "/jobs/" + p + "/logs", query: q, stream: true,
 		header: http.Header{"Accept": {"text/plain"}}}
