@@ -92,6 +92,7 @@ type Orchestrator struct {
 	stats     cycleStats
 	startedAt time.Time
 	changed   chan struct{} // closed and replaced after every commit
+	hist      history       // the cluster over time, for graphs (history.go)
 
 	dirty bool // loop-only: a cycle is due
 	fatal chan error
@@ -181,6 +182,7 @@ func (o *Orchestrator) Sink(u exec.Update) { o.updates.push(u) }
 func (o *Orchestrator) Run(ctx context.Context) error {
 	tick := time.NewTicker(o.cfg.Tick)
 	defer tick.Stop()
+	go o.recordHistory(ctx)
 	for {
 		if o.dirty && o.isRunning() {
 			o.cycle(ctx)

@@ -19,9 +19,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.metrics.submissions.Inc()
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
+	} else {
+		s.metrics.submissions.Inc()
 	}
 	w.Header().Set("Location", "/jobs/"+job.ID)
 	return writeJSON(w, http.StatusCreated, job)

@@ -15,7 +15,8 @@ import (
 )
 
 // metrics is the server's Prometheus registry: request latency by route,
-// submissions, and gauges read from the orchestrator at scrape time.
+// submissions, and everything else read from the orchestrator at scrape
+// time. docs/metrics.md lists every name; keep it in step.
 type metrics struct {
 	reg         *prometheus.Registry
 	handler     http.Handler
@@ -29,7 +30,7 @@ func newMetrics(o *orchestrator.Orchestrator) *metrics {
 		Name: "corral_api_request_duration_seconds", Help: "API request latency by route and status code.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5},
 	}, []string{"route", "code"})
-	m.submissions = prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_job_submissions_total", Help: "Jobs accepted by POST /queue/submit."})
+	m.submissions = prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_job_submissions_total", Help: "Jobs accepted by POST /queue/submit (idempotent replays not counted)."})
 	m.reg.MustRegister(m.requests, m.submissions, &stateCollector{o: o},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
@@ -43,40 +44,121 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 // stateCollector reads jobs and GPUs from the orchestrator at scrape time.
 type stateCollector struct{ o *orchestrator.Orchestrator }
 
+// gpuLabels are the labels of the per-GPU series, as dcgm-exporter has
+// them (gpu, UUID, Hostname, modelName), in Prometheus' lower case.
+var gpuLabels = []string{"node", "gpu", "uuid", "model"}
+
 var (
-	descJobs   = prometheus.NewDesc("corral_jobs", "Jobs by state.", []string{"state"}, nil)
-	descQueue  = prometheus.NewDesc("corral_queue_length", "Queued jobs by priority.", []string{"priority"}, nil)
-	descGPUs   = prometheus.NewDesc("corral_gpus", "GPUs by state (free, allocated, held).", []string{"state"}, nil)
-	descCycles = prometheus.NewDesc("corral_scheduling_cycles_total", "Scheduling cycles run.", nil, nil)
-	descCycle  = prometheus.NewDesc("corral_scheduling_cycle_last_seconds", "Duration of the last scheduling cycle.", nil, nil)
+	descJobs      = prometheus.NewDesc("corral_jobs", "Jobs by state.", []string{"state"}, nil)
+	descQueue     = prometheus.NewDesc("corral_queue_length", "Queued jobs by priority.", []string{"priority"}, nil)
+	descGPUs      = prometheus.NewDesc("corral_gpus", "GPUs by state: free, allocated (to jobs), held (for work outside Corral), foreign (busy with processes Corral did not start), down (on a down node).", []string{"state"}, nil)
+	descNodes     = prometheus.NewDesc("corral_nodes", "Nodes by state (up, down, cordoned, draining, drained).", []string{"state"}, nil)
+	descCycles    = prometheus.NewDesc("corral_scheduling_cycles_total", "Scheduling cycles run.", nil, nil)
+	descCycle     = prometheus.NewDesc("corral_scheduling_cycle_last_seconds", "Duration of the last scheduling cycle.", nil, nil)
+	descCycleHist = prometheus.NewDesc("corral_scheduling_cycle_duration_seconds", "Duration of scheduling cycles.", nil, nil)
+	descStarts    = prometheus.NewDesc("corral_job_starts_total", "Job attempts that started running.", nil, nil)
+	descEnded     = prometheus.NewDesc("corral_jobs_finished_total", "Jobs that ended, by final state.", []string{"state"}, nil)
+	descWait      = prometheus.NewDesc("corral_job_wait_seconds", "Time from (re)queueing to running, per start.", nil, nil)
+	descUtil      = prometheus.NewDesc("corral_gpu_utilization_percent", "GPU utilization in percent (as DCGM_FI_DEV_GPU_UTIL).", gpuLabels, nil)
+	descMemUsed   = prometheus.NewDesc("corral_gpu_memory_used_mib", "GPU framebuffer memory used in MiB (as DCGM_FI_DEV_FB_USED).", gpuLabels, nil)
+	descMemFree   = prometheus.NewDesc("corral_gpu_memory_free_mib", "GPU framebuffer memory free in MiB (as DCGM_FI_DEV_FB_FREE).", gpuLabels, nil)
+	descMemTotal  = prometheus.NewDesc("corral_gpu_memory_total_mib", "GPU framebuffer memory in MiB.", gpuLabels, nil)
+	descTemp      = prometheus.NewDesc("corral_gpu_temperature_celsius", "GPU temperature in degrees Celsius (as DCGM_FI_DEV_GPU_TEMP); absent when unknown.", gpuLabels, nil)
+	descAlloc     = prometheus.NewDesc("corral_gpu_allocated", "1 when the GPU is allocated to a job or held, else 0.", gpuLabels, nil)
+	descGPUInfo   = prometheus.NewDesc("corral_gpu_info", "Always 1; the GPU's state (free, allocated, held, foreign, down) and whether it is simulated.", append(gpuLabels, "state", "simulated"), nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descJobs, descQueue, descGPUs, descCycles, descCycle} {
+	for _, d := range []*prometheus.Desc{descJobs, descQueue, descGPUs, descNodes, descCycles, descCycle, descCycleHist, descStarts, descEnded,
+		descWait, descUtil, descMemUsed, descMemFree, descMemTotal, descTemp, descAlloc, descGPUInfo} {
 		ch <- d
 	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	counts := map[api.State]int{}
-	for _, j := range c.o.Jobs(orchestrator.JobFilter{Limit: 1 << 30}) {
-		counts[j.State]++
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	counts := c.o.JobStateCounts()
 	for _, s := range api.States {
-		ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(counts[s]), string(s))
+		gauge(descJobs, float64(counts[s]), string(s))
 	}
 	byPrio := map[string]int{}
 	for _, q := range c.o.Queue().QueuedJobs {
 		byPrio[q.Priority.String()]++
 	}
 	for p := api.PriorityLow; p <= api.PriorityCritical; p++ {
-		ch <- prometheus.MustNewConstMetric(descQueue, prometheus.GaugeValue, float64(byPrio[p.String()]), p.String())
+		gauge(descQueue, float64(byPrio[p.String()]), p.String())
 	}
+
 	cs := c.o.Cluster(context.Background())
-	ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(cs.AvailableGPUs), "free")
-	ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(cs.AllocatedGPUs-cs.HeldGPUs), "allocated")
-	ch <- prometheus.MustNewConstMetric(descGPUs, prometheus.GaugeValue, float64(cs.HeldGPUs), "held")
+	gpus := map[string]int{"free": 0, "allocated": 0, "held": 0, "foreign": 0, "down": 0}
+	nodes := map[string]int{orchestrator.NodeUp: 0, orchestrator.NodeDown: 0, orchestrator.NodeCordoned: 0, orchestrator.NodeDraining: 0, orchestrator.NodeDrained: 0}
+	for _, n := range cs.Nodes {
+		nodes[n.State]++
+		for _, g := range n.GPUs {
+			state := GPUState(n, g)
+			gpus[state]++
+			l := []string{n.NodeID, strconv.Itoa(g.ID), g.UUID, g.Model}
+			gauge(descUtil, float64(g.Utilization), l...)
+			gauge(descMemUsed, float64(g.MemoryUsed), l...)
+			gauge(descMemFree, float64(max(g.MemoryTotal-g.MemoryUsed, 0)), l...)
+			gauge(descMemTotal, float64(g.MemoryTotal), l...)
+			if g.Temperature != nil {
+				gauge(descTemp, float64(*g.Temperature), l...)
+			}
+			alloc := 0.0
+			if g.AllocatedTo != nil {
+				alloc = 1
+			}
+			gauge(descAlloc, alloc, l...)
+			gauge(descGPUInfo, 1, append(l, state, strconv.FormatBool(g.Simulated || n.Simulated))...)
+		}
+	}
+	for s, v := range gpus {
+		gauge(descGPUs, float64(v), s)
+	}
+	for s, v := range nodes {
+		gauge(descNodes, float64(v), s)
+	}
+
 	st := c.o.Status()
 	ch <- prometheus.MustNewConstMetric(descCycles, prometheus.CounterValue, float64(st.Cycles))
-	ch <- prometheus.MustNewConstMetric(descCycle, prometheus.GaugeValue, st.LastCycleMS/1000)
+	gauge(descCycle, st.LastCycleMS/1000)
+	cyc := c.o.CycleDurations()
+	ch <- prometheus.MustNewConstHistogram(descCycleHist, cyc.Count, cyc.Sum, buckets(orchestrator.CycleBuckets, cyc.Counts))
+
+	jc := c.o.JobCounters()
+	ch <- prometheus.MustNewConstMetric(descStarts, prometheus.CounterValue, float64(jc.Starts))
+	for _, s := range []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled} {
+		ch <- prometheus.MustNewConstMetric(descEnded, prometheus.CounterValue, float64(jc.Ended[s]), string(s))
+	}
+	ch <- prometheus.MustNewConstHistogram(descWait, jc.WaitCount, jc.WaitSum, buckets(orchestrator.WaitBuckets, jc.WaitCounts))
+}
+
+func buckets(bounds []float64, counts []uint64) map[float64]uint64 {
+	m := make(map[float64]uint64, len(bounds))
+	for i, b := range bounds {
+		if i < len(counts) {
+			m[b] = counts[i]
+		}
+	}
+	return m
+}
+
+// GPUState is the state the dashboard and the metrics give a GPU: held
+// (for work outside Corral), allocated (to a job), foreign (busy with
+// processes Corral did not start), down (its node is down) or free.
+func GPUState(n api.Node, g api.GPU) string {
+	switch {
+	case g.AllocatedTo != nil && g.Held:
+		return "held"
+	case g.AllocatedTo != nil:
+		return "allocated"
+	case len(g.Foreign) > 0:
+		return "foreign"
+	case n.State == orchestrator.NodeDown:
+		return "down"
+	}
+	return "free"
 }

@@ -96,10 +96,13 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"DELETE", "/auth/tokens/{id}", "Revoke a token (not yet available)", notYet("tokens")},
 		{"GET", "/audit", "The audit trail (not yet available)", notYet("the audit trail")},
 		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi},
+		{"GET", "/history", "The cluster over time, for graphs (since=24h, points=N, node=ID|all)", s.history},
+		{"GET", "/events", "Live dashboard updates as server-sent events", s.events},
 	}
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
+	s.dashboardRoutes()
 	s.mux.Handle("/", s.wrap(route{path: "other", handler: s.noRoute}))
 	return s
 }
@@ -172,8 +175,20 @@ func (s *Server) wrap(rt route) http.Handler {
 		}()
 		elapsed := time.Since(start)
 		s.metrics.observe(rt.method+" "+rt.path, rw.status, elapsed)
-		log.Debug("request", "status", rw.status, "ms", float64(elapsed.Microseconds())/1000)
+		log.Log(r.Context(), requestLevel(r.Method, rt.path, rw.status), "request", "route", rt.path, "status", rw.status, "ms", float64(elapsed.Microseconds())/1000)
 	})
+}
+
+// requestLevel is the level a request is logged at: info for changes and
+// failures, debug for reads and the agents' protocol (a steady stream).
+func requestLevel(method, path string, status int) slog.Level {
+	switch {
+	case strings.HasPrefix(path, "/agent/") && status < 500:
+		return slog.LevelDebug
+	case method != http.MethodGet || status >= 400:
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }
 
 func newRequestID() string {

@@ -1,0 +1,30 @@
+package orchestrator
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// ActiveJobs returns the jobs holding GPUs (scheduled, allocating,
+// running), in submission order, without events.
+func (o *Orchestrator) ActiveJobs() []api.Job {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	out := make([]api.Job, 0, len(o.active))
+	for id := range o.active {
+		out = append(out, o.view(o.jobs[id], false))
+	}
+	// Ids are ULIDs: their order is the submission order.
+	slices.SortFunc(out, func(a, b api.Job) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Dashboard is everything the dashboard shows at one moment: the status,
+// the cluster, the queue and the active jobs. The parts are read one after
+// the other, so they may be a commit apart.
+func (o *Orchestrator) Dashboard(ctx context.Context) api.DashboardUpdate {
+	return api.DashboardUpdate{At: o.cfg.Now().UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: o.Queue(), Active: o.ActiveJobs()}
+}

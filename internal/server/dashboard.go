@@ -1,0 +1,137 @@
+package server
+
+import (
+	"encoding/json"
+	"io/fs"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/web"
+)
+
+// How the event stream paces itself: an update at most every
+// eventsMinGap after a change, and at least every eventsRefresh (GPU
+// telemetry changes without a commit).
+const (
+	eventsMinGap  = 300 * time.Millisecond
+	eventsRefresh = 5 * time.Second
+)
+
+// contentPolicy keeps every request of the dashboard on this server.
+const contentPolicy = "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'"
+
+// dashboardRoutes serves the embedded dashboard: its page at / and its
+// assets under /ui/. They are not API routes, so they are not in the route
+// table (nor in /openapi.json).
+func (s *Server) dashboardRoutes() {
+	assets, err := fs.Sub(web.Static, "static")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	files := http.StripPrefix("/ui/", http.FileServerFS(assets))
+	s.mux.Handle("GET /{$}", s.wrap(route{method: "GET", path: "/", handler: func(w http.ResponseWriter, r *http.Request) error {
+		page, err := fs.ReadFile(assets, "index.html")
+		if err != nil {
+			return err
+		}
+		dashboardHeaders(w)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, err = w.Write(page)
+		return err
+	}}))
+	s.mux.Handle("GET /ui/", s.wrap(route{method: "GET", path: "/ui/", handler: func(w http.ResponseWriter, r *http.Request) error {
+		dashboardHeaders(w)
+		files.ServeHTTP(w, r)
+		return nil
+	}}))
+}
+
+func dashboardHeaders(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "no-cache")
+}
+
+// history is GET /history: the cluster over time for graphs.
+func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	now := time.Now()
+	hq := orchestrator.HistoryQuery{Since: now.Add(-time.Hour), Node: q.Get("node")}
+	if v := q.Get("since"); v != "" {
+		t, err := parseSince(v, now)
+		if err != nil {
+			return api.Invalid("since", "%s", err.Error())
+		}
+		hq.Since = t
+	}
+	if v := q.Get("points"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 5000 {
+			return api.Invalid("points", "must be an integer between 1 and 5000")
+		}
+		hq.Points = n
+	}
+	if hq.Node != "" && hq.Node != "all" {
+		if _, err := s.o.History(hq.Node, now); err != nil {
+			return err
+		}
+	}
+	return writeJSON(w, http.StatusOK, s.o.ClusterHistory(hq))
+}
+
+// events is GET /events: server-sent events for the dashboard. Each
+// `update` event carries an api.DashboardUpdate; one comes at once, then
+// after every change (at most every eventsMinGap) and at least every
+// eventsRefresh. The stream ends when the client goes or the server stops.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
+	flusher, ok := w.(http.Flusher)
+	if !ok {
+		return &api.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "this connection cannot stream"}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write([]byte("retry: 2000\n\n")); err != nil {
+		return nil
+	}
+	ctx := r.Context()
+	refresh := time.NewTicker(eventsRefresh)
+	defer refresh.Stop()
+	var sent time.Time
+	for {
+		changed := s.o.Changed()
+		data, err := json.Marshal(s.o.Dashboard(ctx))
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(append(append([]byte("event: update\ndata: "), data...), "\n\n"...)); err != nil {
+			return nil // the client went away
+		}
+		flusher.Flush()
+		sent = time.Now()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-refresh.C:
+			continue
+		case <-changed:
+		}
+		// Let a burst of commits settle into one update.
+		if wait := eventsMinGap - time.Since(sent); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}

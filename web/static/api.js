@@ -1,0 +1,78 @@
+// api.js: every request the dashboard makes goes through this file, so
+// that authentication (a bearer token or a cookie session, issue 7) is
+// added in one place: authHeaders() and the EventSource options below.
+
+// authHeaders returns the headers that identify the viewer. None yet:
+// this server accepts every caller.
+function authHeaders() {
+  return {};
+}
+
+// ApiError is a failed call: the server's {"error": {code, message, field}}.
+export class ApiError extends Error {
+  constructor(status, code, message, field) {
+    super(message || `HTTP ${status}`);
+    this.status = status;
+    this.code = code;
+    this.field = field;
+  }
+}
+
+async function call(method, path, body) {
+  const init = { method, headers: { Accept: 'application/json', ...authHeaders() }, credentials: 'same-origin' };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, init);
+  const text = await resp.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch (e) {
+    data = null;
+  }
+  if (!resp.ok) {
+    const err = (data && data.error) || {};
+    throw new ApiError(resp.status, err.code, err.message || text, err.field);
+  }
+  return data;
+}
+
+export const get = (path) => call('GET', path);
+export const send = (method, path, body) => call(method, path, body);
+
+// getText reads a plain-text resource (a job's log).
+export async function getText(path) {
+  const resp = await fetch(path, { headers: authHeaders(), credentials: 'same-origin' });
+  if (!resp.ok) throw new ApiError(resp.status, 'http', await resp.text());
+  return resp.text();
+}
+
+// stream reads a streaming text response (a followed log), calling onChunk
+// with each piece of text until it ends or signal aborts.
+export async function stream(path, onChunk, signal) {
+  const resp = await fetch(path, { headers: authHeaders(), credentials: 'same-origin', signal });
+  if (!resp.ok || !resp.body) throw new ApiError(resp.status, 'http', await resp.text());
+  const reader = resp.body.getReader();
+  const dec = new TextDecoder();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    onChunk(dec.decode(value, { stream: true }));
+  }
+}
+
+// subscribe opens the server-sent event stream (GET /events). onUpdate gets
+// each update's data; onState gets 'live', 'reconnecting'. EventSource sends
+// cookies, not headers: the cookie session of issue 7 covers it.
+export function subscribe(onUpdate, onState) {
+  const es = new EventSource('/events', { withCredentials: true });
+  es.addEventListener('update', (ev) => {
+    onState('live');
+    onUpdate(JSON.parse(ev.data));
+  });
+  es.onopen = () => onState('live');
+  es.onerror = () => onState('reconnecting');
+  return () => es.close();
+}

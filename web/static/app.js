@@ -1,0 +1,749 @@
+// app.js: the dashboard's pages. The server pushes everything it shows
+// (GET /events); pages render from the latest update and fetch only what
+// the update does not carry (one job's details, history for graphs).
+import * as api from './api.js';
+import { lineChart, sparkline } from './charts.js';
+
+const state = { data: null, skew: 0 }; // skew: server clock minus ours, ms
+let page = null;
+
+// ---------- helpers ----------
+const $ = (sel, root = document) => root.querySelector(sel);
+const esc = (s) => String(s ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]);
+const serverNow = () => Date.now() + state.skew;
+const enc = encodeURIComponent;
+
+function dur(sec) {
+  if (sec === null || sec === undefined || isNaN(sec)) return '—';
+  sec = Math.max(0, Math.round(sec));
+  if (sec < 60) return sec + 's';
+  const m = Math.floor(sec / 60);
+  if (m < 60) return `${m}m ${String(sec % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h}h ${String(m % 60).padStart(2, '0')}m`;
+  return `${Math.floor(h / 24)}d ${h % 24}h`;
+}
+
+function clock(iso) {
+  if (!iso) return '—';
+  const d = new Date(iso);
+  const today = new Date().toDateString() === d.toDateString();
+  const t = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+  return today ? t : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + t;
+}
+
+const gb = (mib) => (mib / 1024).toFixed(mib >= 10240 ? 0 : 1);
+const since = (iso) => `<span class="timer" data-since="${esc(iso)}">${dur((serverNow() - Date.parse(iso)) / 1000)}</span>`;
+const until = (iso) => `<span class="timer" data-until="${esc(iso)}">${untilText(iso)}</span>`;
+function untilText(iso) {
+  const s = (Date.parse(iso) - serverNow()) / 1000;
+  return s <= 1 ? 'now' : 'in ' + dur(s);
+}
+const stateBadge = (s) => `<span class="badge state-${esc(s)}">${esc(s)}</span>`;
+const prio = (p) => `<span class="prio-${esc(p)}">${esc(p)}</span>`;
+const jobLink = (id, name) => `<a href="#/jobs/${enc(id)}">${esc(name || id)}</a>`;
+const jobCell = (id, name) => jobLink(id, name) + (name ? `<div class="sub mono">${esc(id)}</div>` : '');
+const gpuWord = (n) => `${n} GPU${n === 1 ? '' : 's'}`;
+
+function h(html) {
+  const t = document.createElement('template');
+  t.innerHTML = html.trim();
+  return t.content.firstElementChild;
+}
+
+// Timers tick every second without a server round trip.
+setInterval(() => {
+  for (const e of document.querySelectorAll('.timer[data-since]')) e.textContent = dur((serverNow() - Date.parse(e.dataset.since)) / 1000);
+  for (const e of document.querySelectorAll('.timer[data-until]')) e.textContent = untilText(e.dataset.until);
+}, 1000);
+
+// GPU state as the legend names it: free, allocated, held, foreign, idle, down.
+function gpuState(node, g, jobs) {
+  if (g.allocated_to && g.held) return 'held';
+  if (g.allocated_to) {
+    const j = jobs.get(g.allocated_to);
+    return node.state === 'down' ? 'down' : j && j.idle ? 'idle' : 'allocated';
+  }
+  if (g.foreign && g.foreign.length) return 'foreign';
+  if (node.state === 'down') return 'down';
+  return 'free';
+}
+
+const LEGEND = ['free', 'allocated', 'idle', 'held', 'foreign', 'down'];
+const legendHTML = () =>
+  `<div class="key">${LEGEND.map((s) => `<span class="s-${s}" style="--c:var(--${s})">${s}</span>`).join('')}</div>`;
+
+// nvlinkGroups splits a node's GPUs into NVLink-connected groups.
+function nvlinkGroups(gpus) {
+  const parent = new Map(gpus.map((g) => [g.id, g.id]));
+  const find = (x) => (parent.get(x) === x ? x : find(parent.get(x)));
+  let links = false;
+  for (const g of gpus) {
+    for (const p of g.nvlink_peers || []) {
+      if (!parent.has(p)) continue;
+      links = true;
+      const a = find(g.id), b = find(p);
+      if (a !== b) parent.set(Math.max(a, b), Math.min(a, b));
+    }
+  }
+  if (!links) return [{ linked: false, gpus }];
+  const groups = new Map();
+  for (const g of gpus) {
+    const r = find(g.id);
+    if (!groups.has(r)) groups.set(r, []);
+    groups.get(r).push(g);
+  }
+  return [...groups.values()].map((gs) => ({ linked: gs.length > 1, gpus: gs }));
+}
+
+function gpuTile(node, g, jobs) {
+  const s = gpuState(node, g, jobs);
+  const util = Math.max(0, Math.min(100, g.utilization || 0));
+  let holder = '<span class="muted">—</span>';
+  if (g.allocated_to && g.held) holder = `held: <b>${esc(g.allocated_to)}</b>`;
+  else if (g.allocated_to) {
+    const j = jobs.get(g.allocated_to);
+    const label = j && j.name ? esc(j.name) : `<span class="jid">…${esc(g.allocated_to.slice(-8))}</span>`;
+    holder = (j ? `<span class="u">${esc(j.user)}</span> · ` : '') + `<a href="#/jobs/${enc(g.allocated_to)}" title="${esc(g.allocated_to)}">${label}</a>`;
+  } else if (s === 'foreign') {
+    const f = g.foreign[0];
+    holder = `pid ${esc(f.pid)}${f.user ? ' <span class="u">' + esc(f.user) + '</span>' : ''}`;
+  }
+  const temp = g.temperature === null || g.temperature === undefined ? '' : ` · ${g.temperature}°C`;
+  const title = `${g.model} ${g.uuid}` + (g.simulated || node.simulated ? ' (simulated)' : '');
+  return `<div class="gpu s-${s}" title="${esc(title)}" data-gpu="${esc(node.node_id)}/${g.id}" data-state="${s}">
+    <div class="gh"><b>GPU ${g.id}</b><span class="st">${s}</span></div>
+    <div class="bar"><i style="width:${util}%"></i></div>
+    <div>${util}% util${temp}</div>
+    <div class="muted">${gb(g.memory_used)} / ${gb(g.memory_total)} GB${g.simulated || node.simulated ? '<span class="sim" title="simulated GPU">SIM</span>' : ''}</div>
+    <div class="holder">${holder}</div>
+  </div>`;
+}
+
+function nodeCard(n, jobs, withSparks) {
+  const groups = nvlinkGroups(n.gpus);
+  const anyLinks = groups.some((g) => g.linked);
+  const body = groups
+    .map((grp) => {
+      const ids = grp.gpus.map((g) => g.id);
+      const label = grp.linked ? `NVLink · GPUs ${ids.join(', ')}` : anyLinks ? 'no NVLink peer' : 'no NVLink';
+      return `<div class="nvl${!anyLinks ? ' none' : ''}">${anyLinks ? `<div class="nvl-h">${label}</div>` : ''}<div class="gpus">${grp.gpus.map((g) => gpuTile(n, g, jobs)).join('')}</div></div>`;
+    })
+    .join('');
+  const alloc = n.gpus.filter((g) => g.allocated_to).length;
+  const labels = Object.entries(n.labels || {}).map(([k, v]) => `<span class="badge label">${esc(k)}=${esc(v)}</span>`).join(' ');
+  return `<div class="node${n.state === 'down' ? ' is-down' : ''}" data-node="${esc(n.node_id)}">
+    <div class="node-h">
+      <a class="name" href="#/nodes/${enc(n.node_id)}">${esc(n.node_id)}</a>
+      <span class="badge ${esc(n.state)}">${esc(n.state)}</span>
+      ${n.simulated ? '<span class="badge sim">simulated</span>' : ''}
+      <span class="meta">${esc(n.gpu_type || 'no GPUs')} · ${alloc}/${n.gpu_count} allocated${n.hostname && n.hostname !== n.node_id ? ' · ' + esc(n.hostname) : ''}</span>
+      ${labels}
+      ${withSparks ? `<div class="spark-wrap"><span>alloc</span><div data-spark="alloc"></div><span>util</span><div data-spark="util"></div></div>` : ''}
+    </div>
+    <div class="node-b">${body || '<span class="muted">no GPUs</span>'}</div>
+  </div>`;
+}
+
+function card(k, v, cls, sub) {
+  return `<div class="card ${cls || ''}"><div class="k">${k}</div><div class="v">${v}${sub ? ` <small>${sub}</small>` : ''}</div></div>`;
+}
+
+function clusterCards(d) {
+  const c = d.cluster;
+  let down = 0, util = 0;
+  for (const n of c.nodes) for (const g of n.gpus) {
+    util += g.utilization || 0;
+    if (n.state === 'down' && !g.allocated_to) down++;
+  }
+  const meanUtil = c.total_gpus ? Math.round(util / c.total_gpus) : 0;
+  return [
+    card('GPUs', c.total_gpus, '', `${c.nodes.length} node${c.nodes.length === 1 ? '' : 's'}`),
+    card('Free', c.available_gpus, 'free'),
+    card('Allocated', c.allocated_gpus - c.held_gpus, 'allocated'),
+    card('Held', c.held_gpus, 'held'),
+    card('Foreign', c.foreign_gpus, 'foreign'),
+    card('Down', down, 'down'),
+    card('Utilization', meanUtil + '<small>%</small>'),
+    card('Running jobs', d.active.length),
+    card('Queued jobs', d.queue.queued_jobs.length),
+  ].join('');
+}
+
+// ---------- graphs ----------
+const WINDOWS = { '1h': 3600, '6h': 6 * 3600, '24h': 24 * 3600 };
+
+function windowPicker(current) {
+  return `<div class="seg" data-role="window">${Object.keys(WINDOWS)
+    .map((w) => `<button type="button" data-w="${w}" class="${w === current ? 'on' : ''}">${w}</button>`)
+    .join('')}</div>`;
+}
+
+// livePoint is the latest update as a history point, so that graphs reach
+// the present between samples. Counts over a step (starts, waits) are
+// unknown for it: it is marked live and those series skip it.
+function livePoint(d) {
+  const c = d.cluster;
+  let util = 0, mem = 0, memTotal = 0, down = 0;
+  const nodes = c.nodes.map((n) => {
+    let u = 0, m = 0, a = 0;
+    for (const g of n.gpus) {
+      u += g.utilization || 0;
+      m += g.memory_used || 0;
+      memTotal += g.memory_total || 0;
+      if (g.allocated_to) a++;
+    }
+    util += u;
+    mem += m;
+    if (n.state === 'down') down += n.gpus.length;
+    return { node_id: n.node_id, gpus: n.gpus.length, allocated_gpus: a, utilization: n.gpus.length ? u / n.gpus.length : 0, memory_used_mib: m };
+  });
+  return {
+    live: true, at: d.at, total_gpus: c.total_gpus, allocated_gpus: c.allocated_gpus, held_gpus: c.held_gpus, foreign_gpus: c.foreign_gpus,
+    down_gpus: down, utilization: c.total_gpus ? util / c.total_gpus : 0, memory_used_mib: mem, memory_total_mib: memTotal,
+    queued: d.queue.queued_jobs.length, running: d.active.length, nodes,
+  };
+}
+
+// historyGraphs keeps a set of charts fed from GET /history (on start,
+// when the window changes, every 15 s: the sampling interval) and from the
+// live updates in between. It returns {live(), stop()}.
+function historyGraphs(root, draw, nodeParam) {
+  let win = '1h';
+  let last = null;
+  let alive = true;
+  let drawn = 0;
+  const render = () => {
+    if (!last || !alive) return;
+    drawn = Date.now();
+    const hist = { ...last, points: last.points.slice() };
+    if (state.data && Date.parse(state.data.at) > Date.parse(last.until)) {
+      hist.points.push(livePoint(state.data));
+      hist.until = state.data.at;
+    }
+    draw(hist);
+  };
+  async function load() {
+    try {
+      const q = `/history?since=${WINDOWS[win]}s&points=360${nodeParam ? '&node=' + enc(nodeParam) : ''}`;
+      last = await api.get(q);
+      render();
+    } catch (e) {
+      console.warn('history', e);
+    }
+  }
+  root.addEventListener('click', (ev) => {
+    const b = ev.target.closest('[data-role=window] button');
+    if (!b) return;
+    win = b.dataset.w;
+    for (const x of root.querySelectorAll('[data-role=window] button')) x.classList.toggle('on', x.dataset.w === win);
+    load();
+  });
+  window.addEventListener('resize', render);
+  load();
+  const timer = setInterval(load, 15000);
+  return {
+    live() {
+      if (Date.now() - drawn > 2000) render();
+    },
+    stop() {
+      alive = false;
+      clearInterval(timer);
+      window.removeEventListener('resize', render);
+    },
+  };
+}
+
+const pts = (hist, f) => hist.points.map((p) => [Date.parse(p.at), f(p)]);
+// counted skips the live point: its counts over a step are unknown.
+const counted = (hist) => ({ ...hist, points: hist.points.filter((p) => !p.live) });
+const chartBase = (hist) => ({ since: Date.parse(hist.since), until: Date.parse(hist.until), step: hist.step * 1000 });
+
+function drawClusterCharts(root, hist) {
+  lineChart($('[data-chart=alloc]', root), {
+    ...chartBase(hist), label: 'GPU allocation', fmt: (v) => +v.toFixed(1) + '',
+    yMax: Math.max(1, ...hist.points.map((p) => p.total_gpus)),
+    series: [
+      { name: 'allocated', color: '#2563eb', area: true, points: pts(hist, (p) => p.allocated_gpus - p.held_gpus) },
+      { name: 'held', color: '#7c3aed', points: pts(hist, (p) => p.held_gpus) },
+      { name: 'foreign', color: '#ea580c', points: pts(hist, (p) => p.foreign_gpus) },
+      { name: 'total', color: '#94a3b8', points: pts(hist, (p) => p.total_gpus) },
+    ],
+  });
+  lineChart($('[data-chart=util]', root), {
+    ...chartBase(hist), label: 'GPU utilization', unit: '%', yMax: 100,
+    series: [
+      { name: 'utilization', color: '#0f766e', area: true, points: pts(hist, (p) => p.utilization) },
+      { name: 'memory used', color: '#a855f7', points: pts(hist, (p) => (p.memory_total_mib ? (100 * p.memory_used_mib) / p.memory_total_mib : 0)) },
+    ],
+  });
+}
+
+function drawQueueCharts(root, hist) {
+  lineChart($('[data-chart=queue]', root), {
+    ...chartBase(hist), label: 'queue length', fmt: (v) => +v.toFixed(1) + '', integer: true,
+    series: [
+      { name: 'queued', color: '#0284c7', area: true, points: pts(hist, (p) => p.queued) },
+      { name: 'running', color: '#2563eb', points: pts(hist, (p) => p.running) },
+    ],
+  });
+  lineChart($('[data-chart=wait]', root), {
+    ...chartBase(hist), label: 'wait times', fmt: (v) => dur(v), minMax: 60,
+    series: [
+      { name: 'mean wait', color: '#d97706', area: true, points: counted(hist).points.filter((p) => p.wait_mean !== null).map((p) => [Date.parse(p.at), p.wait_mean]) },
+      { name: 'longest wait', color: '#dc2626', points: counted(hist).points.filter((p) => p.wait_max !== null).map((p) => [Date.parse(p.at), p.wait_max]) },
+    ],
+  });
+  lineChart($('[data-chart=rate]', root), {
+    ...chartBase(hist), label: 'jobs per hour', fmt: (v) => (v >= 100 ? v.toFixed(0) : +v.toFixed(1)) + '/h', minMax: 10,
+    series: [
+      { name: 'started / h', color: '#16a34a', area: true, points: pts(counted(hist), (p) => p.starts_per_hour) },
+      { name: 'completed / h', color: '#0f766e', points: pts(counted(hist), (p) => (p.completed * 3600) / hist.step) },
+      { name: 'failed / h', color: '#dc2626', points: pts(counted(hist), (p) => (p.failed * 3600) / hist.step) },
+    ],
+  });
+}
+
+// ---------- pages ----------
+// A page is {root, update(data), destroy()}; update runs on every event.
+
+function clusterPage() {
+  const root = h(`<div>
+    <div class="page-head"><h1>Cluster</h1><span class="grow"></span>${legendHTML()}</div>
+    <div class="cards" data-role="cards"></div>
+    <section class="panel"><header><h2>Cluster over time</h2><div class="right">${windowPicker('1h')}</div></header>
+      <div class="body charts">
+        <div><h3>GPU allocation</h3><div class="chart-box" data-chart="alloc"></div></div>
+        <div><h3>GPU utilization and memory</h3><div class="chart-box" data-chart="util"></div></div>
+      </div></section>
+    <div class="page-head"><h2>Nodes</h2></div>
+    <div class="nodes" data-role="nodes"></div>
+  </div>`);
+  let nodeHist = null;
+  const graphs = historyGraphs(root, (hist) => drawClusterCharts(root, hist));
+  async function loadSparks() {
+    try {
+      nodeHist = await api.get('/history?since=3600s&points=60&node=all');
+      drawSparks();
+    } catch (e) {
+      console.warn('node history', e);
+    }
+  }
+  function drawSparks() {
+    if (!nodeHist) return;
+    const series = new Map();
+    for (const p of nodeHist.points) for (const n of p.nodes || []) {
+      if (!series.has(n.node_id)) series.set(n.node_id, { alloc: [], util: [], gpus: 1 });
+      const s = series.get(n.node_id);
+      s.alloc.push([Date.parse(p.at), n.allocated_gpus]);
+      s.util.push([Date.parse(p.at), n.utilization]);
+      s.gpus = Math.max(s.gpus, n.gpus);
+    }
+    for (const el of root.querySelectorAll('.node')) {
+      const s = series.get(el.dataset.node);
+      if (!s) continue;
+      sparkline($('[data-spark=alloc]', el), s.alloc, { color: '#2563eb', yMax: s.gpus });
+      sparkline($('[data-spark=util]', el), s.util, { color: '#0f766e', yMax: 100 });
+    }
+  }
+  loadSparks();
+  const sparkTimer = setInterval(loadSparks, 15000);
+  return {
+    root,
+    update(d) {
+      const jobs = new Map(d.active.map((j) => [j.id, j]));
+      $('[data-role=cards]', root).innerHTML = clusterCards(d);
+      const nodes = $('[data-role=nodes]', root);
+      nodes.innerHTML = d.cluster.nodes.length
+        ? d.cluster.nodes.map((n) => nodeCard(n, jobs, true)).join('')
+        : '<p class="muted">No nodes yet. Start one with <code>corral up</code> or <code>corral agent --server URL</code>.</p>';
+      drawSparks();
+      graphs.live();
+    },
+    destroy() {
+      graphs.stop();
+      clearInterval(sparkTimer);
+    },
+  };
+}
+
+function nodePage(id) {
+  const root = h(`<div>
+    <div class="page-head"><h1>Node ${esc(id)}</h1><span class="grow"></span>${legendHTML()}</div>
+    <div data-role="node"></div>
+    <section class="panel"><header><h2>This node over time</h2><div class="right">${windowPicker('1h')}</div></header>
+      <div class="body charts">
+        <div><h3>GPUs allocated</h3><div class="chart-box" data-chart="nalloc"></div></div>
+        <div><h3>Utilization and memory</h3><div class="chart-box" data-chart="nutil"></div></div>
+      </div></section>
+  </div>`);
+  const graphs = historyGraphs(root, (hist) => {
+    const mine = hist.points.map((p) => [Date.parse(p.at), (p.nodes || []).find((n) => n.node_id === id)]).filter((x) => x[1]);
+    let memTotal = 0;
+    const cur = state.data && state.data.cluster.nodes.find((n) => n.node_id === id);
+    if (cur) memTotal = cur.gpus.reduce((a, g) => a + g.memory_total, 0);
+    lineChart($('[data-chart=nalloc]', root), {
+      ...chartBase(hist), label: 'node allocation', yMax: Math.max(1, ...mine.map((x) => x[1].gpus)), fmt: (v) => +v.toFixed(1) + '',
+      series: [{ name: 'allocated', color: '#2563eb', area: true, points: mine.map(([t, n]) => [t, n.allocated_gpus]) }],
+    });
+    lineChart($('[data-chart=nutil]', root), {
+      ...chartBase(hist), label: 'node utilization', unit: '%', yMax: 100,
+      series: [
+        { name: 'utilization', color: '#0f766e', area: true, points: mine.map(([t, n]) => [t, n.utilization]) },
+        { name: 'memory used', color: '#a855f7', points: mine.map(([t, n]) => [t, memTotal ? (100 * n.memory_used_mib) / memTotal : 0]) },
+      ],
+    });
+  }, id);
+  return {
+    root,
+    update(d) {
+      const n = d.cluster.nodes.find((x) => x.node_id === id);
+      const jobs = new Map(d.active.map((j) => [j.id, j]));
+      $('[data-role=node]', root).innerHTML = n ? nodeCard(n, jobs, false) : `<div class="notice">No node ${esc(id)}.</div>`;
+      graphs.live();
+    },
+    destroy: () => graphs.stop(),
+  };
+}
+
+function options(values, current, all) {
+  return `<option value="">${all}</option>` + [...values].sort().map((v) => `<option${v === current ? ' selected' : ''}>${esc(v)}</option>`).join('');
+}
+
+function queuePage(params) {
+  const f = { user: params.get('user') || '', project: params.get('project') || '' };
+  const root = h(`<div>
+    <div class="page-head"><h1>Queue</h1><span class="grow"></span>
+      <div class="filters"><label>User <select data-f="user"></select></label><label>Project <select data-f="project"></select></label></div></div>
+    <div class="cards" data-role="cards"></div>
+    <section class="panel"><header><h2 data-role="qtitle">Waiting</h2><span class="muted">in the order the scheduler considers them</span></header>
+      <div class="body flush"><table><thead><tr><th class="num">#</th><th>Job</th><th>User / project</th><th>Priority</th><th class="num">GPUs</th><th>Waiting</th><th>Estimated start</th><th>Why pending</th></tr></thead>
+      <tbody data-role="queued"></tbody></table></div></section>
+    <section class="panel"><header><h2 data-role="rtitle">Running</h2></header>
+      <div class="body flush"><table><thead><tr><th>Job</th><th>State</th><th>User / project</th><th>Priority</th><th class="num">GPUs</th><th>Where</th><th>Elapsed</th><th>Estimate</th></tr></thead>
+      <tbody data-role="running"></tbody></table></div></section>
+    <section class="panel"><header><h2>Queue over time</h2><div class="right">${windowPicker('1h')}</div></header>
+      <div class="body charts">
+        <div><h3>Queue length</h3><div class="chart-box" data-chart="queue"></div></div>
+        <div><h3>Wait before start</h3><div class="chart-box" data-chart="wait"></div></div>
+        <div><h3>Jobs per hour</h3><div class="chart-box" data-chart="rate"></div></div>
+      </div></section>
+  </div>`);
+  root.addEventListener('change', (ev) => {
+    const k = ev.target.dataset.f;
+    if (!k) return;
+    f[k] = ev.target.value;
+    const q = new URLSearchParams(Object.entries(f).filter(([, v]) => v)).toString();
+    history.replaceState(null, '', '#/queue' + (q ? '?' + q : ''));
+    if (state.data) this_.update(state.data);
+  });
+  const graphs = historyGraphs(root, (hist) => drawQueueCharts(root, hist));
+  const match = (j) => (!f.user || j.user === f.user) && (!f.project || j.project === f.project);
+  const this_ = {
+    root,
+    update(d) {
+      const users = new Set([...d.queue.queued_jobs, ...d.active].map((j) => j.user));
+      const projects = new Set([...d.queue.queued_jobs, ...d.active].map((j) => j.project));
+      if (f.user) users.add(f.user);
+      if (f.project) projects.add(f.project);
+      $('[data-f=user]', root).innerHTML = options(users, f.user, 'all users');
+      $('[data-f=project]', root).innerHTML = options(projects, f.project, 'all projects');
+      const s = d.queue.statistics;
+      $('[data-role=cards]', root).innerHTML = [
+        card('Queued', s.total_queued),
+        card('Running', s.total_running),
+        card('Average wait', dur(s.average_wait_time)),
+        card('Wait p50', dur(s.wait_time_p50)),
+        card('Wait p95', dur(s.wait_time_p95)),
+        card('Wait p99', dur(s.wait_time_p99)),
+        card('Started', s.queue_throughput, '', 'last hour'),
+        card('Completed', s.completed_last_hour, '', 'last hour'),
+      ].join('');
+      const queued = d.queue.queued_jobs.filter(match);
+      $('[data-role=qtitle]', root).textContent = `Waiting (${queued.length})`;
+      $('[data-role=queued]', root).innerHTML = queued.length
+        ? queued.map((q) => `<tr data-job="${esc(q.id)}">
+            <td class="num">${q.queue_position || '—'}</td>
+            <td>${jobCell(q.id, q.name)}</td>
+            <td>${esc(q.user)}<div class="sub">${esc(q.project)}</div></td>
+            <td>${prio(q.priority)}</td>
+            <td class="num">${q.requested_gpus}${q.nodes > 1 ? `<div class="sub">${q.nodes} nodes</div>` : ''}</td>
+            <td>${since(q.queued_at)}</td>
+            <td>${q.estimated_start_time ? until(q.estimated_start_time) + `<div class="sub">${clock(q.estimated_start_time)}</div>` : '<span class="muted">unknown</span>'}</td>
+            <td class="why">${esc(q.pending_message || q.pending_reason || '')}</td></tr>`).join('')
+        : '<tr class="empty-row"><td colspan="8">Nothing is waiting.</td></tr>';
+      const running = d.active.filter(match);
+      $('[data-role=rtitle]', root).textContent = `Running (${running.length})`;
+      $('[data-role=running]', root).innerHTML = running.length
+        ? running.map((j) => {
+            const nodes = [...new Set(j.allocation.map((a) => a.node_id))];
+            const where = nodes.map((n) => `${esc(n)}: ${j.allocation.filter((a) => a.node_id === n).map((a) => a.gpu_id).join(',')}`).join('<br>');
+            let est = '<span class="muted">—</span>';
+            if (j.estimated_duration && j.started_at) {
+              const done = (serverNow() - Date.parse(j.started_at)) / 1000 / j.estimated_duration;
+              est = `~${dur(j.estimated_duration)}<div class="progress${done > 1 ? ' over' : ''}"><i style="width:${Math.min(100, done * 100).toFixed(0)}%"></i></div>`;
+            }
+            return `<tr data-job="${esc(j.id)}">
+              <td>${jobCell(j.id, j.name)}</td>
+              <td>${stateBadge(j.state)}${j.idle ? ' <span class="badge" style="background:#fef3c7;color:#92400e">idle</span>' : ''}${j.preempting ? ' <span class="badge">preempting</span>' : ''}</td>
+              <td>${esc(j.user)}<div class="sub">${esc(j.project)}</div></td>
+              <td>${prio(j.priority)}</td>
+              <td class="num">${j.allocation.length}</td>
+              <td class="mono">${where}</td>
+              <td>${j.started_at ? since(j.started_at) : '<span class="muted">starting</span>'}</td>
+              <td>${est}</td></tr>`;
+          }).join('')
+        : '<tr class="empty-row"><td colspan="8">No job is running.</td></tr>';
+      graphs.live();
+    },
+    destroy: () => graphs.stop(),
+  };
+  return this_;
+}
+
+function jobsPage(params) {
+  const f = { state: params.get('state') || '', user: params.get('user') || '', project: params.get('project') || '' };
+  const root = h(`<div>
+    <div class="page-head"><h1>Jobs</h1><span class="grow"></span>
+      <div class="filters">
+        <label>State <select data-f="state">${['', 'queued', 'scheduled', 'allocating', 'running', 'completed', 'failed', 'canceled']
+          .map((s) => `<option value="${s}"${s === f.state ? ' selected' : ''}>${s || 'any'}</option>`).join('')}</select></label>
+        <label>User <input type="text" data-f="user" size="10" value="${esc(f.user)}"></label>
+        <label>Project <input type="text" data-f="project" size="10" value="${esc(f.project)}"></label>
+      </div></div>
+    <div data-role="err"></div>
+    <section class="panel"><div class="body flush"><table><thead><tr><th>Job</th><th>State</th><th>User / project</th><th>Priority</th><th class="num">GPUs</th><th>Submitted</th><th>Ran for</th><th>Exit</th></tr></thead>
+      <tbody data-role="rows"><tr class="empty-row"><td colspan="8">Loading…</td></tr></tbody></table></div></section>
+  </div>`);
+  let pending = null;
+  let lastLoad = 0;
+  async function load() {
+    lastLoad = Date.now();
+    const q = new URLSearchParams(Object.entries(f).filter(([, v]) => v));
+    history.replaceState(null, '', '#/jobs' + (q.toString() ? '?' + q : ''));
+    q.set('limit', '200');
+    try {
+      const { jobs } = await api.get('/jobs?' + q);
+      $('[data-role=err]', root).innerHTML = '';
+      $('[data-role=rows]', root).innerHTML = jobs.length
+        ? jobs.map((j) => {
+            const ran = j.started_at ? ((j.finished_at ? Date.parse(j.finished_at) : serverNow()) - Date.parse(j.started_at)) / 1000 : null;
+            return `<tr data-job="${esc(j.id)}"><td>${jobCell(j.id, j.name)}</td>
+              <td>${stateBadge(j.state)}</td><td>${esc(j.user)}<div class="sub">${esc(j.project)}</div></td><td>${prio(j.priority)}</td>
+              <td class="num">${j.gpu_count * (j.nodes || 1)}</td><td>${clock(j.submitted_at)}</td>
+              <td>${j.started_at && !j.finished_at ? since(j.started_at) : dur(ran)}</td>
+              <td>${j.exit_code === undefined || j.exit_code === null ? '' : esc(j.exit_code)}</td></tr>`;
+          }).join('')
+        : '<tr class="empty-row"><td colspan="8">No job matches.</td></tr>';
+    } catch (e) {
+      $('[data-role=err]', root).innerHTML = `<div class="notice">${esc(e.message)}</div>`;
+    }
+  }
+  root.addEventListener('input', (ev) => {
+    const k = ev.target.dataset.f;
+    if (!k) return;
+    f[k] = ev.target.value.trim();
+    clearTimeout(pending);
+    pending = setTimeout(load, 250);
+  });
+  load();
+  return {
+    root,
+    update() {
+      // Jobs change state with every event; reload at most every 2 s.
+      if (Date.now() - lastLoad > 2000) load();
+      else if (!pending) pending = setTimeout(() => { pending = null; load(); }, 2000);
+    },
+    destroy() {
+      clearTimeout(pending);
+    },
+  };
+}
+
+const PRIORITIES = ['low', 'normal', 'high', 'critical'];
+
+function jobPage(id) {
+  const root = h(`<div>
+    <div class="page-head"><h1 data-role="title">${esc(id)}</h1><span data-role="state"></span><span class="grow"></span>
+      <div class="filters" data-role="actions" hidden>
+        <label>Priority <select data-role="prio">${PRIORITIES.map((p) => `<option>${p}</option>`).join('')}</select></label>
+        <button type="button" class="btn" data-act="prio">Set priority</button>
+        <button type="button" class="btn danger" data-act="cancel">Cancel job</button>
+      </div></div>
+    <div data-role="msg"></div>
+    <div class="grid2">
+      <section class="panel"><header><h2>Details</h2></header><div class="body"><dl class="fields" data-role="fields"></dl></div></section>
+      <div>
+        <section class="panel"><header><h2>Events</h2></header><div class="body"><ol class="timeline" data-role="events"></ol></div></section>
+        <section class="panel"><header><h2>Allocation</h2></header><div class="body flush"><table><thead><tr><th>Node</th><th class="num">GPU</th><th>UUID</th><th class="num">Memory</th></tr></thead><tbody data-role="alloc"></tbody></table></div></section>
+      </div>
+    </div>
+    <section class="panel"><header><h2 data-role="logtitle">Output</h2><span class="right muted" data-role="logstate"></span></header><pre class="log" data-role="log"></pre></section>
+  </div>`);
+  let job = null;
+  let logKey = '';
+  let logAbort = null;
+  let lastLoad = 0;
+  let timer = null;
+  const msg = (text, ok) => ($('[data-role=msg]', root).innerHTML = text ? `<div class="notice${ok ? ' ok' : ''}">${esc(text)}</div>` : '');
+
+  function render(j) {
+    job = j;
+    $('[data-role=title]', root).textContent = j.name || j.id;
+    $('[data-role=state]', root).innerHTML = stateBadge(j.state) + (j.cancel_requested && !['canceled', 'completed', 'failed'].includes(j.state) ? ' <span class="badge">cancel requested</span>' : '');
+    const terminal = ['completed', 'failed', 'canceled'].includes(j.state);
+    // Who may act is decided by the server; with auth (issue 7) the page
+    // will hide these for viewers without the right.
+    $('[data-role=actions]', root).hidden = terminal;
+    const sel = $('[data-role=prio]', root);
+    if (document.activeElement !== sel) sel.value = j.priority;
+    const rows = [
+      ['ID', `<span class="mono">${esc(j.id)}</span>`],
+      ['Name', esc(j.name || '—')],
+      ['User / project', `${esc(j.user)} / ${esc(j.project)}`],
+      ['Command', `<code>${esc(j.command)}</code>`],
+      j.workdir ? ['Workdir', `<code>${esc(j.workdir)}</code>`] : null,
+      ['GPUs', `${gpuWord(j.gpu_count)}${j.nodes > 1 ? ` × ${j.nodes} nodes` : ''}${j.gpu_type ? ' · ' + esc(j.gpu_type) : ''}${j.gpu_memory_gb ? ` · ≥ ${j.gpu_memory_gb} GB each` : ''}`],
+      ['Priority', prio(j.priority)],
+      ['Estimated duration', j.estimated_duration ? dur(j.estimated_duration) : '—'],
+      ['Submitted', clock(j.submitted_at)],
+      j.state === 'queued' ? ['Queue position', j.queue_position || '—'] : null,
+      j.state === 'queued' ? ['Estimated start', j.estimated_start_time ? `${until(j.estimated_start_time)} (${clock(j.estimated_start_time)})` : 'unknown'] : null,
+      j.state === 'queued' && (j.pending_message || j.pending_reason) ? ['Why pending', `<span class="why">${esc(j.pending_message || j.pending_reason)}</span>`] : null,
+      ['Started', j.started_at ? clock(j.started_at) + (terminal ? '' : ` (${since(j.started_at)} ago)`) : '—'],
+      ['Finished', j.finished_at ? clock(j.finished_at) : '—'],
+      j.exit_code !== undefined && j.exit_code !== null ? ['Exit code', esc(j.exit_code)] : null,
+      ['Retries', `${j.retry_count} of ${j.max_retries}`],
+      j.message ? ['Last message', esc(j.message)] : null,
+      j.idle ? ['Idle', `its GPUs are idle since ${clock(j.idle_since)}`] : null,
+      j.preempt_message ? ['Preemption', esc(j.preempt_message)] : null,
+    ].filter(Boolean);
+    $('[data-role=fields]', root).innerHTML = rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('');
+    const colors = { queued: '#0284c7', scheduled: '#7c3aed', allocating: '#7c3aed', running: '#2563eb', completed: '#16a34a', failed: '#dc2626', canceled: '#64748b' };
+    $('[data-role=events]', root).innerHTML = (j.events || [])
+      .map((e) => `<li style="--c:${colors[e.to] || '#94a3b8'}"><b>${esc(e.to)}</b> <span class="muted">${esc(e.reason)}</span>
+        <div class="when">${clock(e.at)}</div>${e.message ? `<div class="msg">${esc(e.message)}</div>` : ''}</li>`)
+      .join('');
+    $('[data-role=alloc]', root).innerHTML = j.allocation.length
+      ? j.allocation.map((a) => `<tr><td><a href="#/nodes/${enc(a.node_id)}">${esc(a.node_id)}</a></td><td class="num">${a.gpu_id}</td><td class="mono">${esc(a.gpu_uuid)}</td><td class="num">${a.memory_gb.toFixed(0)} GB</td></tr>`).join('')
+      : `<tr class="empty-row"><td colspan="4">${terminal ? 'No GPUs held now.' : 'No GPUs yet.'}</td></tr>`;
+    followLog(j);
+  }
+
+  // The log: the current attempt, followed while the job may still write.
+  function followLog(j) {
+    const key = `${j.retry_count}:${['queued'].includes(j.state) ? 'wait' : 'go'}`;
+    if (key === logKey) return;
+    logKey = key;
+    if (logAbort) logAbort.abort();
+    const pre = $('[data-role=log]', root);
+    const terminal = ['completed', 'failed', 'canceled'].includes(j.state);
+    $('[data-role=logtitle]', root).textContent = `Output (attempt ${j.retry_count})`;
+    if (j.state === 'queued') {
+      pre.textContent = '';
+      $('[data-role=logstate]', root).textContent = 'waiting to start';
+      return;
+    }
+    const append = (text) => {
+      const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
+      pre.textContent = (pre.textContent + text).slice(-65536);
+      if (stick) pre.scrollTop = pre.scrollHeight;
+    };
+    pre.textContent = '';
+    const path = `/jobs/${enc(j.id)}/logs?attempt=${j.retry_count}`;
+    if (terminal) {
+      $('[data-role=logstate]', root).textContent = 'ended';
+      api.getText(path).then(append, (e) => append(`[${e.message}]`));
+      return;
+    }
+    logAbort = new AbortController();
+    $('[data-role=logstate]', root).textContent = 'following';
+    api.stream(path + '&follow=true', append, logAbort.signal).then(
+      () => ($('[data-role=logstate]', root).textContent = 'ended'),
+      (e) => e.name !== 'AbortError' && ($('[data-role=logstate]', root).textContent = e.message),
+    );
+  }
+
+  async function load() {
+    lastLoad = Date.now();
+    try {
+      render(await api.get(`/jobs/${enc(id)}`));
+    } catch (e) {
+      msg(e.status === 404 ? `No job ${id}.` : e.message);
+    }
+  }
+  root.addEventListener('click', async (ev) => {
+    const act = ev.target.dataset.act;
+    if (!act || !job) return;
+    ev.target.disabled = true;
+    try {
+      if (act === 'cancel') {
+        if (!confirm(`Cancel job ${job.name || job.id}?`)) return;
+        await api.send('DELETE', `/queue/${enc(job.id)}`);
+        msg('Cancel requested.', true);
+      } else {
+        const p = $('[data-role=prio]', root).value;
+        await api.send('PATCH', `/queue/${enc(job.id)}/priority`, { priority: p });
+        msg(`Priority set to ${p}.`, true);
+      }
+      load();
+    } catch (e) {
+      msg(e.message);
+    } finally {
+      ev.target.disabled = false;
+    }
+  });
+  load();
+  return {
+    root,
+    update() {
+      if (job && ['completed', 'failed', 'canceled'].includes(job.state)) return;
+      clearTimeout(timer);
+      const wait = Math.max(0, 500 - (Date.now() - lastLoad));
+      timer = setTimeout(load, wait);
+    },
+    destroy() {
+      clearTimeout(timer);
+      if (logAbort) logAbort.abort();
+    },
+  };
+}
+
+// ---------- router and live updates ----------
+function route() {
+  const [path, query] = location.hash.replace(/^#\/?/, '').split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const params = new URLSearchParams(query || '');
+  if (page && page.destroy) page.destroy();
+  const section = parts[0] || 'cluster';
+  if (section === 'queue') page = queuePage(params);
+  else if (section === 'jobs' && parts[1]) page = jobPage(parts[1]);
+  else if (section === 'jobs') page = jobsPage(params);
+  else if (section === 'nodes' && parts[1]) page = nodePage(parts[1]);
+  else page = clusterPage();
+  for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('active', a.dataset.nav === (section === 'nodes' ? 'cluster' : section));
+  document.title = `Corral · ${section === 'jobs' && parts[1] ? parts[1] : section}`;
+  $('#main').replaceChildren(page.root);
+  if (state.data) page.update(state.data);
+}
+
+function onUpdate(d) {
+  state.data = d;
+  state.skew = Date.parse(d.at) - Date.now();
+  const s = d.status;
+  const sched = $('#sched');
+  sched.textContent = s.running ? `scheduling on · ${s.policy}` : 'scheduling stopped';
+  sched.classList.toggle('off', !s.running);
+  document.body.dataset.updatedAt = d.at;
+  if (page) page.update(d);
+}
+
+function onConn(s) {
+  const c = $('#conn');
+  c.className = 'conn ' + s;
+  c.textContent = s;
+}
+
+window.addEventListener('hashchange', route);
+route();
+api.subscribe(onUpdate, onConn);
