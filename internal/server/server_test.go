@@ -27,6 +27,14 @@ func (idleExec) Stop(context.Context, string, int, time.Duration) error { return
 
 func newTestServer(t *testing.T) *httptest.Server {
 	t.Helper()
+	ts, _ := newServerWith(t, idleExec{}, slog.New(slog.DiscardHandler))
+	return ts
+}
+
+// newServerWith is newTestServer with the executor and logger given; it
+// returns the orchestrator too.
+func newServerWith(t *testing.T, ex exec.Executor, logger *slog.Logger) (*httptest.Server, *orchestrator.Orchestrator) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
@@ -34,16 +42,16 @@ func newTestServer(t *testing.T) *httptest.Server {
 	}
 	src := gpu.NewSimulated("n1", gpu.SimSpec{Count: 8, Model: "H100", MemoryGB: 80})
 	devs, _ := src.Devices(ctx)
-	o, err := orchestrator.New(ctx, orchestrator.Config{Store: st, Executor: idleExec{}, DataDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+	o, err := orchestrator.New(ctx, orchestrator.Config{Store: st, Executor: ex, DataDir: t.TempDir(), Logger: logger,
 		Nodes: []orchestrator.Node{{ID: "n1", Devices: devs, Telemetry: src, Simulated: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
-	ts := httptest.NewServer(New(o, slog.New(slog.DiscardHandler)))
+	ts := httptest.NewServer(New(o, logger))
 	t.Cleanup(func() { ts.Close(); cancel(); <-done; st.Close() })
-	return ts
+	return ts, o
 }
 
 func call(t *testing.T, ts *httptest.Server, method, path, body string) (*http.Response, []byte) {
