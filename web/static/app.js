@@ -32,7 +32,7 @@ function clock(iso) {
   return today ? t : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + t;
 }
 
-const gb = (mib) => (mib / 1024).toFixed(mib >= 10240 ? 0 : 1);
+const gb = (mib) => (mib === 0 ? '0' : (mib / 1024).toFixed(mib >= 10240 ? 0 : 1));
 const since = (iso) => `<span class="timer" data-since="${esc(iso)}">${dur((serverNow() - Date.parse(iso)) / 1000)}</span>`;
 const until = (iso) => `<span class="timer" data-until="${esc(iso)}">${untilText(iso)}</span>`;
 function untilText(iso) {
@@ -139,7 +139,7 @@ function nodeCard(n, jobs, withSparks) {
       ${n.simulated ? '<span class="badge sim">simulated</span>' : ''}
       <span class="meta">${esc(n.gpu_type || 'no GPUs')} · ${alloc}/${n.gpu_count} allocated${n.hostname && n.hostname !== n.node_id ? ' · ' + esc(n.hostname) : ''}</span>
       ${labels}
-      ${withSparks ? `<div class="spark-wrap"><span>alloc</span><div data-spark="alloc"></div><span>util</span><div data-spark="util"></div></div>` : ''}
+      ${withSparks ? `<div class="spark-wrap" hidden><span>alloc</span><div data-spark="alloc"></div><span>util</span><div data-spark="util"></div></div>` : ''}
     </div>
     <div class="node-b">${body || '<span class="muted">no GPUs</span>'}</div>
   </div>`;
@@ -341,7 +341,8 @@ function clusterPage() {
     }
     for (const el of root.querySelectorAll('.node')) {
       const s = series.get(el.dataset.node);
-      if (!s) continue;
+      if (!s || s.alloc.length < 2) continue;
+      $('.spark-wrap', el).hidden = false;
       sparkline($('[data-spark=alloc]', el), s.alloc, { color: '#2563eb', yMax: s.gpus });
       sparkline($('[data-spark=util]', el), s.util, { color: '#0f766e', yMax: 100 });
     }
