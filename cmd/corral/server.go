@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corral-sched/corral/internal/agent"
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/exec/agents"
@@ -108,12 +109,21 @@ func joinToken(dataDir string) (token, source string, err error) {
 }
 
 // localNode is what `corral up` adds to the control plane: the in-process
-// agent, started once the pool exists, stopped when ctx ends.
-type localNode func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (banner string, err error)
+// agent of node id, started once the pool exists, stopped when ctx ends.
+// Its jobs die with the server, so a restart settles them as lost (and
+// kills any process of theirs that escaped) instead of adopting them.
+type localNode struct {
+	id    string
+	start func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (banner string, registered <-chan struct{}, err error)
+}
+
+// localRegisterWait bounds how long `corral up` waits for its own agent to
+// register before it serves the API anyway.
+const localRegisterWait = 30 * time.Second
 
 // runControl runs the control plane: store, orchestrator, agent pool and
 // HTTP API; with local != nil, the in-process agent of `corral up` too.
-func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, local localNode) error {
+func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, local *localNode) error {
 	logger, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -152,10 +162,15 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Book:     nodeBook{&o},
 		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger,
 	})
-	o, err = orchestrator.New(ctx, orchestrator.Config{
+	ocfg := orchestrator.Config{
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version,
-	})
+	}
+	if local != nil {
+		ocfg.LocalNode = local.id
+		ocfg.Reap = func(ids map[string]bool) (int, error) { return agent.KillStrays(logger, ids) }
+	}
+	o, err = orchestrator.New(ctx, ocfg)
 	if err != nil {
 		return err
 	}
@@ -163,6 +178,25 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	defer stopLoop()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- o.Run(loopCtx) }()
+
+	// The local agent registers before the API answers, so that a submit
+	// right after start-up sees this machine's GPUs.
+	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopAgent()
+	banner := ""
+	if local != nil {
+		var registered <-chan struct{}
+		if banner, registered, err = local.start(agentCtx, pool, logger); err != nil {
+			return err
+		}
+		select {
+		case <-registered:
+		case <-ctx.Done():
+			return nil
+		case <-time.After(localRegisterWait):
+			logger.Warn("the local agent has not registered yet; serving the API anyway", "waited", localRegisterWait)
+		}
+	}
 
 	// Streaming handlers (logs -f, agents' long polls) end when baseCtx
 	// does, so a shutdown does not wait for them.
@@ -184,15 +218,6 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		scheme = "https"
 	}
 	url := scheme + "://" + ln.Addr().String()
-
-	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopAgent()
-	banner := ""
-	if local != nil {
-		if banner, err = local(agentCtx, pool, logger); err != nil {
-			return err
-		}
-	}
 	fmt.Fprintf(stdout, "Corral %s is up at %s\n%s", version, url, banner)
 	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> corral agent --server %s\n", dataDir, tokenSource, url)
 

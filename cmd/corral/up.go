@@ -69,19 +69,19 @@ are requeued at the next start while their max_retries allow.`,
 // localAgent is the in-process agent of `corral up`: it runs on this
 // machine's GPUs, talks to the pool directly, and takes its jobs down with
 // it.
-func localAgent(f controlFlags, simulate, nodeName string, labels map[string]string) localNode {
-	return func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (string, error) {
-		nodeID := nodeName
-		hostname, _ := os.Hostname()
-		if nodeID == "" {
-			nodeID = hostname
-		}
-		if nodeID == "" {
-			nodeID = "local"
-		}
+func localAgent(f controlFlags, simulate, nodeName string, labels map[string]string) *localNode {
+	hostname, _ := os.Hostname()
+	nodeID := nodeName
+	if nodeID == "" {
+		nodeID = hostname
+	}
+	if nodeID == "" {
+		nodeID = "local"
+	}
+	start := func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (string, <-chan struct{}, error) {
 		src, devs, why, err := discover(ctx, nodeID, simulate)
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		dataDir, _ := filepath.Abs(f.dataDir)
 		a, err := agent.New(agent.Config{
@@ -90,7 +90,7 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 			Link: inProcess{pool}, Interval: f.interval, Logger: logger,
 		})
 		if err != nil {
-			return "", err
+			return "", nil, err
 		}
 		go func() {
 			a.Run(ctx)
@@ -98,8 +98,9 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 				src.Close()
 			}
 		}()
-		return banner(nodeID, devs, why, simulate != ""), nil
+		return banner(nodeID, devs, why, simulate != ""), a.Registered(), nil
 	}
+	return &localNode{id: nodeID, start: start}
 }
 
 // inProcess is the Link of the in-process agent: direct calls into the

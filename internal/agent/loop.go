@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-sched/corral/internal/agent/gpu"
@@ -55,6 +56,9 @@ type Agent struct {
 	tasks *tasks
 	wake  chan struct{}
 	gen   uint64
+
+	registered     chan struct{} // closed at the first registration
+	registeredOnce sync.Once
 }
 
 // maxChunk bounds one shipped log chunk.
@@ -78,7 +82,7 @@ func New(cfg Config) (*Agent, error) {
 		}
 		cfg.Shim = []string{self, "shim"}
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1)}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, detach: cfg.Detach, shim: cfg.Shim,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}}
 	return a, nil
@@ -204,8 +208,13 @@ func (a *Agent) register(ctx context.Context) error {
 	a.tasks.mu.Unlock()
 	a.gen = 0
 	a.log.Info("registered with the server", "gpus", len(reg.GPUs), "tasks", len(reg.Tasks))
+	a.registeredOnce.Do(func() { close(a.registered) })
 	return nil
 }
+
+// Registered is closed once the agent has first registered with the
+// server.
+func (a *Agent) Registered() <-chan struct{} { return a.registered }
 
 // errWoken: a sync was cut short because something changed here.
 var errWoken = errors.New("woken")

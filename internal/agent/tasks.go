@@ -221,6 +221,10 @@ func (t *tasks) finish(tk *task, st api.TaskStatus) {
 		return
 	}
 	st.JobID, st.Attempt, st.Rank, st.State = tk.spec.JobID, tk.spec.Attempt, tk.spec.Rank, api.TaskExited
+	if st.Error == "" {
+		started := tk.startedAt
+		st.StartedAt = &started
+	}
 	tk.exited = &st
 	if tk.kill != nil {
 		tk.kill.Stop()

@@ -155,7 +155,11 @@ func TestIdleFlagAndForeignGPUs(t *testing.T) {
 	h, clk := startDynamic(t)
 	ctx := context.Background()
 	h.o.RegisterNode(ctx, registration("n1", 2), "")
-	h.o.SetPolicies(ctx, api.PoliciesUpdate{IdleWindow: api.RawValue(`"10m"`), IdleThreshold: ptr(10)})
+	// The window is shorter than the node TTL (30s): jumping the clock past
+	// it must not also take the node down before its next report lands.
+	if _, err := h.o.SetPolicies(ctx, api.PoliciesUpdate{IdleWindow: api.RawValue(`"20s"`), IdleThreshold: ptr(10)}); err != nil {
+		t.Fatal(err)
+	}
 	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1)})
 	task := h.nextStart()
 	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: clk.now()})
@@ -163,7 +167,7 @@ func TestIdleFlagAndForeignGPUs(t *testing.T) {
 	g := task.GPUs[0]
 	idle := []api.GPUReading{{Index: 0, Utilization: 3}, {Index: 1, Utilization: 3}}
 	h.o.NodeSeen("n1", idle, nil, clk.now())
-	clk.add(11 * time.Minute)
+	clk.add(21 * time.Second)
 	// The other GPU runs a process Corral did not start.
 	h.o.NodeSeen("n1", idle, []api.ForeignProcess{{GPU: 1 - g, PID: 4242, User: "mallory"}}, clk.now())
 	deadline := time.After(5 * time.Second)

@@ -53,7 +53,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		switch {
 		case j.State == api.StateQueued:
 			o.queued[j.ID] = true
-		case j.State.Active() && canAdopt && len(j.Allocation) > 0:
+		case j.State.Active() && canAdopt && len(j.Allocation) > 0 && !o.onLocalNode(j):
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)
 			o.active[j.ID] = true
@@ -125,6 +125,20 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	return nil
+}
+
+// onLocalNode reports whether any part of the job ran on the in-process
+// agent's node, whose processes died with the previous server.
+func (o *Orchestrator) onLocalNode(j *api.Job) bool {
+	if o.cfg.LocalNode == "" {
+		return false
+	}
+	for _, a := range j.Allocation {
+		if a.NodeID == o.cfg.LocalNode {
+			return true
+		}
+	}
+	return false
 }
 
 // resetAttempt clears what belonged to the job's last attempt when it goes

@@ -96,6 +96,7 @@ type task struct {
 type gang struct {
 	nodes   []string // by rank
 	running map[int]bool
+	ran     map[int]bool // ranks seen running, or ended after they ran
 	exits   map[int]api.TaskStatus
 	started bool
 	pid     int
@@ -176,7 +177,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 	if _, dup := p.gangs[k]; dup {
 		return nil // already placed: Start is idempotent
 	}
-	g := &gang{running: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1}
+	g := &gang{running: map[int]bool{}, ran: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1}
 	master := p.nodeLocked(ranks[0].NodeID).address
 	for r, rk := range ranks {
 		n := p.nodeLocked(rk.NodeID)
@@ -350,15 +351,13 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []e
 			if ts.Rank == 0 {
 				g.pid = ts.PID
 			}
-			if !g.started && len(g.running) == len(g.nodes) {
-				g.started = true
-				at := now
-				if ts.StartedAt != nil {
-					at = *ts.StartedAt
-				}
-				out = append(out, exec.Update{JobID: ts.JobID, Attempt: ts.Attempt, Kind: exec.Started, At: at, PID: g.pid})
-			}
+			out = g.ran1(ts, now, out)
 		case api.TaskExited:
+			if ts.Error == "" {
+				// It ran, perhaps too briefly for any report to see it
+				// running: the gang started before it ended.
+				out = g.ran1(ts, now, out)
+			}
 			delete(n.tasks, k)
 			n.bump()
 			g.exits[ts.Rank] = ts
@@ -378,6 +377,20 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []e
 		}
 	}
 	return out
+}
+
+// ran1 records that a rank ran; once every rank has, the gang has started.
+func (g *gang) ran1(ts api.TaskStatus, now time.Time, out []exec.Update) []exec.Update {
+	g.ran[ts.Rank] = true
+	if g.started || len(g.ran) < len(g.nodes) {
+		return out
+	}
+	g.started = true
+	at := now
+	if ts.StartedAt != nil {
+		at = *ts.StartedAt
+	}
+	return append(out, exec.Update{JobID: ts.JobID, Attempt: ts.Attempt, Kind: exec.Started, At: at, PID: g.pid})
 }
 
 func failed(ts api.TaskStatus) bool { return ts.ExitCode != 0 || ts.Error != "" || ts.Signal != "" }

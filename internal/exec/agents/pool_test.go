@@ -164,3 +164,47 @@ func TestSyncLongPollsUntilWork(t *testing.T) {
 		t.Fatalf("unknown node: %v", err)
 	}
 }
+
+// A gang whose ranks ended before any report saw them running (a quick
+// command, a slow sync) still started: Started comes before Exited, dated
+// when the last rank started.
+func TestGangThatEndedUnseenStarted(t *testing.T) {
+	p, rec := newPool(t)
+	register(t, p, "a")
+	register(t, p, "b")
+	if err := p.Start(context.Background(), gangTask()); err != nil {
+		t.Fatal(err)
+	}
+	sync1(t, p, "a")
+	sync1(t, p, "b")
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	e0, e1 := exited(0, 0), exited(1, 0)
+	e0.StartedAt, e1.StartedAt = &t0, &t0
+	sync1(t, p, "a", e0)
+	sync1(t, p, "b", e1)
+	if u := rec.next(t); u.Kind != exec.Started || !u.At.Equal(t0) {
+		t.Fatalf("first update %+v; want Started at %v", u, t0)
+	}
+	if u := rec.next(t); u.Kind != exec.Exited || u.ExitCode != 0 || u.Err != nil {
+		t.Fatalf("second update %+v; want a clean exit", u)
+	}
+}
+
+// A rank that could not start at all does not make the gang started.
+func TestGangThatNeverRanDidNotStart(t *testing.T) {
+	p, rec := newPool(t)
+	register(t, p, "a")
+	register(t, p, "b")
+	if err := p.Start(context.Background(), gangTask()); err != nil {
+		t.Fatal(err)
+	}
+	sync1(t, p, "a")
+	sync1(t, p, "b")
+	bad := exited(0, -1)
+	bad.Error = "workdir \"/nope\": not a directory one can enter"
+	sync1(t, p, "a", bad)
+	sync1(t, p, "b", exited(1, 143))
+	if u := rec.next(t); u.Kind != exec.Exited || u.Err == nil || u.Lost != "" {
+		t.Fatalf("update %+v; want an exit that failed to start", u)
+	}
+}
