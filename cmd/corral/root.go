@@ -113,6 +113,9 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newQuotaCmd(),
 		c.newWeightCmd(),
 		c.newOrchestratorCmd(),
+
+		// Trace replay and load tools (sim.go, bench.go).
+		c.newSimCmd(),
 	)
 	c.markStarts(root)
 	return root

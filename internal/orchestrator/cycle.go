@@ -28,16 +28,14 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 		started := now
 		if j.StartedAt != nil {
 			started = *j.StartedAt
-			// The running attempt's GPU time counts toward fair share now.
-			gs := float64(len(j.Allocation)) * now.Sub(started).Seconds()
-			snap.Usage.Users[j.User] += gs
-			snap.Usage.Projects[j.Project] += gs
 		}
 		est, _ := o.estimate(j)
 		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
 			Placements: placements(j.Allocation), StartedAt: started, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
 			Idle: j.Idle})
 	}
+	// The running attempts' GPU time counts toward fair share now.
+	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = make([]sched.Job, 0, len(o.queued))
 	for id := range o.queued {
 		j := o.jobs[id]
@@ -57,13 +55,11 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 // estimate is the job's expected run time: its estimated_duration (given
 // true), else its user's mean past run time, else the policy default.
 func (o *Orchestrator) estimate(j *api.Job) (time.Duration, bool) {
-	if j.EstimatedDuration != nil && *j.EstimatedDuration > 0 {
-		return j.EstimatedDuration.Duration(), true
+	var given time.Duration
+	if j.EstimatedDuration != nil {
+		given = j.EstimatedDuration.Duration()
 	}
-	if d, ok := o.estimator.Estimate(j.User); ok && d > 0 {
-		return d, false
-	}
-	return o.policy.DefaultEstimate.Duration(), false
+	return sched.EstimateFor(given, j.User, o.estimator, o.policy.DefaultEstimate.Duration())
 }
 
 // placements groups an allocation by node.

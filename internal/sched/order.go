@@ -38,30 +38,39 @@ func staticKey(j *Job, p *Policy) time.Time {
 	return j.SubmittedAt
 }
 
-func sortStatic(jobs []*Job, p *Policy) {
-	type keyed struct {
-		key, sub int64
-		j        *Job
+// keyed is a queued job with its sort keys.
+type keyed struct {
+	key, sub int64
+	j        *Job
+}
+
+func keyOf(j *Job, p *Policy) keyed {
+	return keyed{staticKey(j, p).UnixNano(), j.SubmittedAt.UnixNano(), j}
+}
+
+// compareKeyed is the queue order: key, then submission, then id.
+func compareKeyed(a, b keyed) int {
+	if a.key != b.key {
+		if a.key < b.key {
+			return -1
+		}
+		return 1
 	}
+	if a.sub != b.sub {
+		if a.sub < b.sub {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.j.ID, b.j.ID)
+}
+
+func sortStatic(jobs []*Job, p *Policy) {
 	ks := make([]keyed, len(jobs))
 	for i, j := range jobs {
-		ks[i] = keyed{staticKey(j, p).UnixNano(), j.SubmittedAt.UnixNano(), j}
+		ks[i] = keyOf(j, p)
 	}
-	slices.SortFunc(ks, func(a, b keyed) int {
-		if a.key != b.key {
-			if a.key < b.key {
-				return -1
-			}
-			return 1
-		}
-		if a.sub != b.sub {
-			if a.sub < b.sub {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.j.ID, b.j.ID)
-	})
+	slices.SortFunc(ks, compareKeyed)
 	for i := range ks {
 		jobs[i] = ks[i].j
 	}

@@ -148,4 +148,7 @@ type Result struct {
 	// Head is the job holding the reservation, if any; ReservedAt is when.
 	Head       string
 	ReservedAt time.Time
+	// Held is the free GPUs kept for the head's reservation when the cycle
+	// ended (later jobs could use them only by ending before ReservedAt).
+	Held []Placement
 }

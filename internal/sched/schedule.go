@@ -129,7 +129,7 @@ func Schedule(s Snapshot) Result {
 		}
 	}
 	if c.res != nil {
-		c.out.Head, c.out.ReservedAt = c.res.jobID, c.res.at
+		c.out.Head, c.out.ReservedAt, c.out.Held = c.res.jobID, c.res.at, c.res.held
 	}
 	return c.out
 }

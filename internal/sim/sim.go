@@ -1,0 +1,569 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/corral-sched/corral/internal/sched"
+)
+
+// Estimate modes: what the scheduler is told about a job's run time.
+const (
+	EstimatesExact  = "exact"  // the true duration
+	EstimatesNoisy  = "noisy"  // the true duration times a lognormal factor
+	EstimatesAbsent = "absent" // nothing: the core learns per-user means, else the policy default
+)
+
+// Config is one simulation: the cluster, the policy and the estimates.
+type Config struct {
+	Nodes    int // nodes in the cluster
+	NodeGPUs int // GPUs per node
+	// GPUModel and GPUMemoryMiB describe every simulated GPU.
+	GPUModel     string
+	GPUMemoryMiB int64
+	// Policy is the core's policy (name, backfill, preemption, knobs), as
+	// the server would pass it.
+	Policy sched.Policy
+	// Estimates is one of the Estimates* modes; "" means exact. A JSONL
+	// job's own estimate_s is used as given in every mode but absent.
+	Estimates string
+	// NoiseSigma is the sigma of the lognormal factor of noisy estimates
+	// (default 0.5: half the estimates are off by more than x1.4 either way).
+	NoiseSigma float64
+	// Seed seeds the noise; the same seed gives the same estimates.
+	Seed uint64
+	// PreemptGrace is how long a preempted job runs on after it is told to
+	// stop (the server's preempt_grace; default 30s, negative: none).
+	PreemptGrace time.Duration
+	// Series records queue length and allocated GPUs at every event, for
+	// plots.
+	Series bool
+	// Record keeps every decision (starts and preemptions), in order.
+	Record bool
+	// Timing measures each cycle's wall time (sched_cycle_p99_ms).
+	Timing bool
+}
+
+// DefaultPreemptGrace is the server's default preempt_grace.
+const DefaultPreemptGrace = 30 * time.Second
+
+// Decision is one decision of the core, as the simulator applied it.
+type Decision struct {
+	At         time.Time
+	JobID      string // the trace's job id
+	Kind       string // "start" or "preempt"
+	Placements []sched.Placement
+}
+
+// JobOutcome is what happened to one job.
+type JobOutcome struct {
+	ID          string
+	Team        string
+	Submit      time.Time
+	Duration    time.Duration
+	GPUs        int
+	Completed   bool
+	FirstStart  time.Time
+	End         time.Time
+	Queued      time.Duration // time spent queued, all attempts together
+	Preemptions int
+}
+
+// Point is the cluster's state from At until the next point.
+type Point struct {
+	At        time.Time
+	Queued    int // jobs waiting
+	Allocated int // GPUs held by jobs
+}
+
+// Outcome is a simulation's result.
+type Outcome struct {
+	Metrics   Metrics
+	Jobs      []JobOutcome // in trace order
+	Decisions []Decision   // with Config.Record
+	Series    []Point      // with Config.Series
+	// Unsatisfiable counts jobs that no placement on this cluster could
+	// ever run (more GPUs than the cluster has); they are never queued.
+	Unsatisfiable int
+	Cycles        []time.Duration // each cycle's wall time, with Config.Timing
+}
+
+// job states in the simulation
+const (
+	stPending = iota // not submitted yet
+	stQueued
+	stRunning
+	stDone
+	stUnsat
+)
+
+type simJob struct {
+	t           *Job
+	id          string // the core's id: the trace position, zero-padded so ids sort in submission order
+	gpus, nodes int    // per node, and nodes of the gang
+	given       time.Duration
+	state       int
+	attempt     int
+	queuedAt    time.Time
+	queued      time.Duration
+	firstStart  time.Time
+	startedAt   time.Time
+	end         time.Time
+	preempting  bool
+	preemptions int
+	ri          int // position in sim.running
+}
+
+// event kinds
+const (
+	evEnd       = iota // an attempt ends: completed, or stopped after preemption
+	evProtected        // an attempt's min_run_time protection ends (preemption on)
+)
+
+type event struct {
+	at      int64 // UnixNano
+	seq     int
+	kind    int
+	job     int
+	attempt int
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int { return len(h) }
+func (h eventHeap) Less(a, b int) bool {
+	if h[a].at != h[b].at {
+		return h[a].at < h[b].at
+	}
+	return h[a].seq < h[b].seq
+}
+func (h eventHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// sim is one run's live state. The books mirror the orchestrator's: a
+// queue and a running list in the core's types, GPUs marked free or not,
+// a usage ledger charged when attempts end, and an estimator fed by
+// completed jobs.
+type sim struct {
+	cfg    Config
+	policy sched.Policy
+	jobs   []simJob
+	nodes  []sched.Node
+	nodeAt map[string]int
+	nfree  []int
+
+	// The queue, in lanes: each lane holds queued jobs in the core's own
+	// order (see window.go). qjob is each job as the core sees it.
+	lanes   []*lane
+	laneOf  map[[2]string]int
+	qjob    []sched.Job
+	queued  int
+	queue   []sched.Job // the snapshot's queue, rebuilt every cycle
+	running []sched.Running
+	needs   []int // queued jobs by GPUs per node (the last slot: more than a node has)
+	// windowed: cycles may see only the head of each lane (see window.go).
+	windowed bool
+	mark     []bool // scratch: jobs started this cycle
+	free     []int  // scratch: free GPUs per node
+
+	ledger    *sched.Ledger
+	estimator *sched.Estimator
+	learned   bool // the estimator changed since estimates were last refreshed
+
+	events  eventHeap
+	seq     int
+	next    int // next arrival, in trace order
+	order   []int
+	now     time.Time
+	out     *Outcome
+	acc     accumulator
+	cycles  int
+	stopped int // preemptions carried out
+}
+
+// Run replays jobs (in any order; they are taken by submission time)
+// through the scheduling core on the configured cluster, in virtual time,
+// and returns what happened. It does not modify jobs.
+func Run(jobs []Job, cfg Config) (*Outcome, error) {
+	if cfg.Nodes <= 0 || cfg.NodeGPUs <= 0 {
+		return nil, errors.New("sim: the cluster needs at least one node with at least one GPU")
+	}
+	if cfg.Nodes*cfg.NodeGPUs > 1<<20 {
+		return nil, errors.New("sim: at most 1,048,576 GPUs")
+	}
+	switch cfg.Estimates {
+	case "":
+		cfg.Estimates = EstimatesExact
+	case EstimatesExact, EstimatesNoisy, EstimatesAbsent:
+	default:
+		return nil, fmt.Errorf("sim: estimates %q: want %s, %s or %s", cfg.Estimates, EstimatesExact, EstimatesNoisy, EstimatesAbsent)
+	}
+	if cfg.NoiseSigma <= 0 {
+		cfg.NoiseSigma = 0.5
+	}
+	if cfg.PreemptGrace == 0 {
+		cfg.PreemptGrace = DefaultPreemptGrace
+	} else if cfg.PreemptGrace < 0 {
+		cfg.PreemptGrace = 0
+	}
+	if cfg.GPUModel == "" {
+		cfg.GPUModel = "SIM"
+	}
+	if cfg.GPUMemoryMiB <= 0 {
+		cfg.GPUMemoryMiB = 80 * 1024
+	}
+	if !sched.ValidPolicy(cfg.Policy.WithDefaults().Name) {
+		return nil, fmt.Errorf("sim: policy %q: want one of %v", cfg.Policy.Name, sched.Policies())
+	}
+	s := newSim(jobs, cfg)
+	s.run()
+	s.finish()
+	return s.out, nil
+}
+
+func newSim(jobs []Job, cfg Config) *sim {
+	s := &sim{cfg: cfg, policy: cfg.Policy.WithDefaults(), nodeAt: map[string]int{},
+		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{}}
+	s.laneOf = map[[2]string]int{}
+	s.windowed = !s.policy.Preemption && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
+		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && cfg.Estimates == EstimatesAbsent)
+	s.ledger = sched.NewLedger(s.policy.HalfLife)
+	s.estimator = sched.NewEstimator()
+	for n := range cfg.Nodes {
+		node := sched.Node{ID: NodeID(n), Schedulable: true, GPUs: make([]sched.GPU, cfg.NodeGPUs)}
+		for g := range node.GPUs {
+			node.GPUs[g] = sched.GPU{Index: g, Model: cfg.GPUModel, MemoryMiB: cfg.GPUMemoryMiB, Free: true}
+		}
+		s.nodeAt[node.ID] = n
+		s.nodes = append(s.nodes, node)
+		s.nfree = append(s.nfree, cfg.NodeGPUs)
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636f7272616c)) // "corral"
+	width := len(strconv.Itoa(len(jobs)))
+	s.jobs = make([]simJob, len(jobs))
+	s.qjob = make([]sched.Job, len(jobs))
+	s.mark = make([]bool, len(jobs))
+	for i := range jobs {
+		t := &jobs[i]
+		sj := &s.jobs[i]
+		sj.t, sj.ri = t, -1
+		sj.id = fmt.Sprintf("%0*d", width, i)
+		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
+		switch {
+		case cfg.Estimates == EstimatesAbsent:
+		case t.Estimate > 0:
+			sj.given = t.Estimate
+		case cfg.Estimates == EstimatesNoisy:
+			f := math.Exp(cfg.NoiseSigma * rng.NormFloat64())
+			sj.given = max(time.Duration(float64(t.Duration)*f), time.Second)
+		default:
+			sj.given = max(t.Duration, time.Second)
+		}
+		if sj.nodes > cfg.Nodes {
+			sj.state = stUnsat
+		}
+		prio := t.Priority
+		if prio == 0 {
+			prio = 2
+		}
+		s.qjob[i] = sched.Job{ID: sj.id, User: t.User, Project: t.Project, Priority: prio,
+			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes}
+	}
+	// Arrivals in submission order, ties in trace order.
+	s.order = make([]int, len(jobs))
+	for i := range s.order {
+		s.order[i] = i
+	}
+	slices.SortStableFunc(s.order, func(a, b int) int { return jobs[a].Submit.Compare(jobs[b].Submit) })
+	return s
+}
+
+// NodeID names the simulator's n-th node (0-based).
+func NodeID(n int) string { return "n" + strconv.Itoa(n+1) }
+
+// Gang splits a request for gpus GPUs on nodes of nodeGPUs each: on one
+// node when it fits, else on the fewest nodes that share it evenly (16 on
+// 8-GPU nodes: 2 x 8; 12: 2 x 6).
+func Gang(gpus, nodeGPUs int) (perNode, nodes int) {
+	if gpus <= nodeGPUs {
+		return gpus, 1
+	}
+	n := (gpus + nodeGPUs - 1) / nodeGPUs
+	for gpus%n != 0 {
+		n++
+	}
+	return gpus / n, n
+}
+
+func (s *sim) push(at time.Time, kind, job, attempt int) {
+	s.seq++
+	heap.Push(&s.events, event{at: at.UnixNano(), seq: s.seq, kind: kind, job: job, attempt: attempt})
+}
+
+// run is the event loop: at each event time, apply every arrival and end
+// due then, then run one scheduling cycle if one could decide anything.
+func (s *sim) run() {
+	for {
+		var at int64
+		switch {
+		case s.next < len(s.order) && (len(s.events) == 0 || s.jobs[s.order[s.next]].t.Submit.UnixNano() <= s.events[0].at):
+			at = s.jobs[s.order[s.next]].t.Submit.UnixNano()
+		case len(s.events) > 0:
+			at = s.events[0].at
+		default:
+			return
+		}
+		now := time.Unix(0, at).UTC()
+		if s.now.IsZero() {
+			s.acc.start(now)
+		}
+		s.acc.advance(now, s.allocated(), s.queued)
+		s.now = now
+		wake := false
+		for s.next < len(s.order) && s.jobs[s.order[s.next]].t.Submit.UnixNano() == at {
+			s.arrive(s.order[s.next])
+			s.next++
+			wake = true
+		}
+		for len(s.events) > 0 && s.events[0].at == at {
+			e := heap.Pop(&s.events).(event)
+			wake = s.handle(e) || wake
+		}
+		if wake && s.couldDecide() {
+			s.cycle()
+		}
+		if s.cfg.Series {
+			s.out.Series = append(s.out.Series, Point{At: now, Queued: s.queued, Allocated: s.allocated()})
+		}
+	}
+}
+
+func (s *sim) allocated() int {
+	n := 0
+	for i := range s.nfree {
+		n += s.cfg.NodeGPUs - s.nfree[i]
+	}
+	return n
+}
+
+// arrive queues a submitted job.
+func (s *sim) arrive(i int) {
+	j := &s.jobs[i]
+	if j.state == stUnsat {
+		return
+	}
+	s.enqueue(i)
+}
+
+func (s *sim) enqueue(i int) {
+	j := &s.jobs[i]
+	j.state, j.queuedAt = stQueued, s.now
+	q := &s.qjob[i]
+	q.Estimate, q.EstimateGiven = sched.EstimateFor(j.given, j.t.User, s.estimator, s.policy.DefaultEstimate)
+	s.laneFor(i).insert(s, i)
+	s.queued++
+	s.needs[min(j.gpus, len(s.needs)-1)]++
+}
+
+func (s *sim) dequeue(i int) {
+	j := &s.jobs[i]
+	s.laneFor(i).remove(s, i)
+	s.queued--
+	j.queued += s.now.Sub(j.queuedAt)
+	s.needs[min(j.gpus, len(s.needs)-1)]--
+}
+
+// index is the trace position of a core job id.
+func (s *sim) index(id string) int {
+	i, _ := strconv.Atoi(id)
+	return i
+}
+
+// handle applies one event; it reports whether a cycle is due.
+func (s *sim) handle(e event) bool {
+	j := &s.jobs[e.job]
+	if j.state != stRunning || j.attempt != e.attempt {
+		return false // stale: the attempt already ended
+	}
+	switch e.kind {
+	case evProtected:
+		return s.queued > 0
+	case evEnd:
+		s.release(e.job)
+		if j.preempting && s.now.Sub(j.startedAt) < j.t.Duration {
+			// Requeued with its retry count raised, as the server does; it
+			// starts over (no checkpoint).
+			j.preempting = false
+			j.attempt++
+			j.preemptions++
+			s.enqueue(e.job)
+			return true
+		}
+		j.state, j.end, j.preempting = stDone, s.now, false
+		s.estimator.Observe(j.t.User, s.now.Sub(j.startedAt))
+		s.learned = true
+		return true
+	}
+	return false
+}
+
+// release frees an attempt's GPUs and charges its GPU time to fair share.
+func (s *sim) release(i int) {
+	j := &s.jobs[i]
+	r := &s.running[j.ri]
+	gs := 0
+	for _, p := range r.Placements {
+		n := s.nodeAt[p.NodeID]
+		for _, g := range p.GPUs {
+			s.nodes[n].GPUs[g].Free = true
+		}
+		s.nfree[n] += len(p.GPUs)
+		gs += len(p.GPUs)
+	}
+	if s.now.After(j.startedAt) {
+		s.ledger.Add(j.t.User, j.t.Project, float64(gs)*s.now.Sub(j.startedAt).Seconds(), s.now)
+	}
+	last := len(s.running) - 1
+	if j.ri != last {
+		s.running[j.ri] = s.running[last]
+		s.jobs[s.index(s.running[j.ri].ID)].ri = j.ri
+	}
+	s.running = s.running[:last]
+	j.ri = -1
+}
+
+// couldDecide reports whether a cycle now could start or preempt anything.
+// Without preemption a cycle can only start jobs, and a job can start only
+// on a node with at least its GPUs per node free: when every queued job
+// asks more than the freest node has, the cycle would decide nothing, and
+// is skipped. (Its only other output, why each job waits, the simulator
+// does not use.)
+func (s *sim) couldDecide() bool {
+	if s.queued == 0 {
+		return false
+	}
+	if s.policy.Preemption || len(s.policy.UserQuotas) > 0 || len(s.policy.ProjectQuotas) > 0 {
+		return true
+	}
+	most := 0
+	for _, f := range s.nfree {
+		most = max(most, f)
+	}
+	for g := 0; g <= most && g < len(s.needs); g++ {
+		if s.needs[g] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// cycle builds the snapshot as the orchestrator does, runs the core, and
+// applies its decisions. With windowing, the core first sees only the head
+// of each lane; when the result does not prove that the rest of the queue
+// could not have changed it, the cycle is run again on a larger window,
+// up to the whole queue (see window.go).
+func (s *sim) cycle() {
+	if s.learned && s.cfg.Estimates == EstimatesAbsent {
+		s.refreshEstimates()
+	}
+	usage := s.ledger.Usage(s.now)
+	sched.ChargeRunning(usage, s.running, s.now)
+	var began time.Time
+	if s.cfg.Timing {
+		began = time.Now()
+	}
+	var res sched.Result
+	for w := firstWindow; ; w *= 4 {
+		if !s.windowed {
+			w = math.MaxInt
+		}
+		whole := s.buildQueue(w)
+		snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Queue: s.queue, Running: s.running, Usage: usage, Policy: s.policy}
+		res = sched.Schedule(snap)
+		if whole || s.decisive(res, w) {
+			break
+		}
+	}
+	if s.cfg.Timing {
+		s.out.Cycles = append(s.out.Cycles, time.Since(began))
+	}
+	s.cycles++
+	for _, st := range res.Starts {
+		s.start(st)
+	}
+	for _, p := range res.Preemptions {
+		s.preempt(p)
+	}
+}
+
+// refreshEstimates recomputes the running jobs' learned estimates after
+// the estimator learned, as the orchestrator does at every snapshot
+// (queued jobs get theirs in buildQueue).
+func (s *sim) refreshEstimates() {
+	s.learned = false
+	for k := range s.running {
+		r := &s.running[k]
+		j := &s.jobs[s.index(r.ID)]
+		r.Estimate, _ = sched.EstimateFor(j.given, j.t.User, s.estimator, s.policy.DefaultEstimate)
+	}
+}
+
+func (s *sim) start(st sched.Start) {
+	i := s.index(st.JobID)
+	j := &s.jobs[i]
+	q := s.qjob[i]
+	s.dequeue(i)
+	for _, p := range st.Placements {
+		n := s.nodeAt[p.NodeID]
+		for _, g := range p.GPUs {
+			s.nodes[n].GPUs[g].Free = false
+		}
+		s.nfree[n] -= len(p.GPUs)
+	}
+	j.state, j.startedAt = stRunning, s.now
+	if j.firstStart.IsZero() {
+		j.firstStart = s.now
+	}
+	j.ri = len(s.running)
+	s.running = append(s.running, sched.Running{ID: j.id, User: j.t.User, Project: j.t.Project, Priority: q.Priority,
+		Placements: st.Placements, StartedAt: s.now, Estimate: q.Estimate, Borrowed: st.Borrowed})
+	s.push(s.now.Add(j.t.Duration), evEnd, i, j.attempt)
+	if s.policy.Preemption && s.policy.MinRunTime > 0 {
+		s.push(s.now.Add(s.policy.MinRunTime), evProtected, i, j.attempt)
+	}
+	if s.cfg.Record {
+		s.out.Decisions = append(s.out.Decisions, Decision{At: s.now, JobID: j.t.ID, Kind: "start", Placements: st.Placements})
+	}
+}
+
+func (s *sim) preempt(p sched.Preemption) {
+	i := s.index(p.JobID)
+	j := &s.jobs[i]
+	if j.state != stRunning || j.preempting {
+		return
+	}
+	j.preempting = true
+	s.running[j.ri].Preempting = true
+	s.stopped++
+	end := s.now.Add(s.cfg.PreemptGrace)
+	if fin := j.startedAt.Add(j.t.Duration); fin.Before(end) {
+		end = fin // it completes within its grace: the end already queued stands
+	} else {
+		s.push(end, evEnd, i, j.attempt)
+	}
+	if s.cfg.Record {
+		s.out.Decisions = append(s.out.Decisions, Decision{At: s.now, JobID: j.t.ID, Kind: "preempt", Placements: s.running[j.ri].Placements})
+	}
+}
