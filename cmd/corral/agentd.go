@@ -19,6 +19,7 @@ import (
 func newAgentCmd() *cobra.Command {
 	var (
 		server, nodeName, dataDir, simulate, address, caFile, tokenFile string
+		simForeign                                                      string
 		logFormat, logLevel                                             string
 		labels                                                          []string
 		interval                                                        time.Duration
@@ -75,6 +76,13 @@ named by --join-token-file.`,
 			if src != nil {
 				defer src.Close()
 			}
+			if simForeign != "" {
+				fs, ok := src.(interface{ SetForeignFile(string) })
+				if !ok {
+					return usagef("--simulate-foreign needs --simulate-gpus")
+				}
+				fs.SetForeignFile(simForeign)
+			}
 			link, err := agent.NewHTTPLink(server, token, caFile)
 			if err != nil {
 				return err
@@ -100,6 +108,7 @@ named by --join-token-file.`,
 	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.StringVar(&dataDir, "data-dir", ".corral-agent", "directory for task state and job logs")
 	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs: N[:MODEL[:MEMGB[:TOPOLOGY]]]")
+	fl.StringVar(&simForeign, "simulate-foreign", "", `with --simulate-gpus: a JSON file of made-up foreign processes, [{"gpu":0,"pid":123,"user":"bob"}], read at each report (for demos and tests of what NVML shows on real GPUs)`)
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
 	fl.StringVar(&address, "address", "", "the address other nodes reach this one at (a gang's CORRAL_MASTER_ADDR); default: as the server sees it")
 	fl.StringVar(&caFile, "ca-file", "", "PEM CAs to trust when the server uses HTTPS")
