@@ -48,6 +48,11 @@ type Config struct {
 	Record bool
 	// Timing measures each cycle's wall time (sched_cycle_p99_ms).
 	Timing bool
+	// FullQueue hands the core the whole queue at every cycle instead of
+	// windows of it (see window.go): slower, and the same decisions.
+	FullQueue bool
+
+	window int // the first window; 0: firstWindow (tests try small ones)
 }
 
 // DefaultPreemptGrace is the server's default preempt_grace.
@@ -237,7 +242,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s := &sim{cfg: cfg, policy: cfg.Policy.WithDefaults(), nodeAt: map[string]int{},
 		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{}}
 	s.laneOf = map[[2]string]int{}
-	s.windowed = !s.policy.Preemption && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
+	s.windowed = !cfg.FullQueue && !s.policy.Preemption && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
 		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && cfg.Estimates == EstimatesAbsent)
 	s.ledger = sched.NewLedger(s.policy.HalfLife)
 	s.estimator = sched.NewEstimator()
@@ -485,7 +490,11 @@ func (s *sim) cycle() {
 		began = time.Now()
 	}
 	var res sched.Result
-	for w := firstWindow; ; w *= 4 {
+	w0 := firstWindow
+	if s.cfg.window > 0 {
+		w0 = s.cfg.window
+	}
+	for w := w0; ; w *= 4 {
 		if !s.windowed {
 			w = math.MaxInt
 		}
