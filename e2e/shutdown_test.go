@@ -3,7 +3,9 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -60,5 +62,9 @@ while :; do wait; done`, shellQuote(childPID)),
 		syscall.Kill(child, syscall.SIGKILL)
 		t.Errorf("the job's child %d (it ignores SIGTERM) outlived the server's graceful shutdown: "+
 			"the grace period was not followed by SIGKILL", child)
+	}
+	// SIGTERM came first, so the job could save its work.
+	if b, err := os.ReadFile(filepath.Join(s.DataDir, "logs", j.ID, "0.log")); err != nil || !strings.Contains(string(b), "got-term") {
+		t.Errorf("the job's log (%v) does not show the SIGTERM it should get before SIGKILL:\n%s", err, b)
 	}
 }

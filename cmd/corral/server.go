@@ -114,7 +114,7 @@ func joinToken(dataDir string) (token, source string, err error) {
 // kills any process of theirs that escaped) instead of adopting them.
 type localNode struct {
 	id    string
-	start func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (banner string, registered <-chan struct{}, err error)
+	start func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (banner string, a *agent.Agent, err error)
 }
 
 // localRegisterWait bounds how long `corral up` waits for its own agent to
@@ -184,13 +184,13 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	agentCtx, stopAgent := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopAgent()
 	banner := ""
+	var localAgent *agent.Agent
 	if local != nil {
-		var registered <-chan struct{}
-		if banner, registered, err = local.start(agentCtx, pool, logger); err != nil {
+		if banner, localAgent, err = local.start(agentCtx, pool, logger); err != nil {
 			return err
 		}
 		select {
-		case <-registered:
+		case <-localAgent.Registered():
 		case <-ctx.Done():
 			return nil
 		case <-time.After(localRegisterWait):
@@ -233,6 +233,14 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(shutCtx)
+	if localAgent != nil {
+		// This machine's jobs cannot outlive the server: stop them as a
+		// cancel does; the next start settles them as lost.
+		logger.Info("stopping this node's jobs", "grace", f.cancelGrace)
+		if n := localAgent.StopAll(f.cancelGrace); n > 0 {
+			logger.Info("jobs stopped", "jobs", n)
+		}
+	}
 	stopAgent()
 	stopLoop()
 	if errors.Is(runErr, http.ErrServerClosed) || errors.Is(runErr, context.Canceled) {

@@ -78,7 +78,7 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 	if nodeID == "" {
 		nodeID = "local"
 	}
-	start := func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (string, <-chan struct{}, error) {
+	start := func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (string, *agent.Agent, error) {
 		src, devs, why, err := discover(ctx, nodeID, simulate)
 		if err != nil {
 			return "", nil, err
@@ -98,7 +98,7 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 				src.Close()
 			}
 		}()
-		return banner(nodeID, devs, why, simulate != ""), a.Registered(), nil
+		return banner(nodeID, devs, why, simulate != ""), a, nil
 	}
 	return &localNode{id: nodeID, start: start}
 }

@@ -212,6 +212,16 @@ func (a *Agent) register(ctx context.Context) error {
 	return nil
 }
 
+// StopAll stops every task of this node, SIGTERM then SIGKILL after
+// grace, and waits for them to end (at most grace plus 5 seconds). The
+// in-process agent of `corral up` calls it on a graceful shutdown; a
+// standalone agent leaves its jobs running for the next one to adopt.
+func (a *Agent) StopAll(grace time.Duration) int {
+	ctx, cancel := context.WithTimeout(context.Background(), grace+5*time.Second)
+	defer cancel()
+	return a.tasks.stopAll(ctx, grace)
+}
+
 // Registered is closed once the agent has first registered with the
 // server.
 func (a *Agent) Registered() <-chan struct{} { return a.registered }

@@ -296,6 +296,40 @@ func (t *tasks) signal(tk *task, k taskKey, pid int, grace time.Duration) {
 	t.mu.Unlock()
 }
 
+// stopAll stops every running task (SIGTERM, SIGKILL after grace) and
+// waits until they have ended or ctx is done.
+func (t *tasks) stopAll(ctx context.Context, grace time.Duration) int {
+	var keys []taskKey
+	t.mu.Lock()
+	for k, tk := range t.byKey {
+		if tk.exited == nil {
+			keys = append(keys, k)
+		}
+	}
+	t.mu.Unlock()
+	for _, k := range keys {
+		t.stop(k, grace, "")
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		running := 0
+		for _, st := range t.statuses() {
+			if st.State == api.TaskRunning {
+				running++
+			}
+		}
+		if running == 0 {
+			return len(keys)
+		}
+		select {
+		case <-ctx.Done():
+			return len(keys)
+		case <-tick.C:
+		}
+	}
+}
+
 // statuses reports every task.
 func (t *tasks) statuses() []api.TaskStatus {
 	t.mu.Lock()
