@@ -1,0 +1,225 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/agent/gpu"
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/internal/sched"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// fakeClock is the server's clock, moved by the test.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	c.t = t
+	c.mu.Unlock()
+}
+
+// recorder is an executor that only records what it is asked to start.
+type recorder struct {
+	mu     sync.Mutex
+	starts []exec.Task
+}
+
+func (r *recorder) Start(_ context.Context, t exec.Task) error {
+	r.mu.Lock()
+	r.starts = append(r.starts, t)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *recorder) Stop(context.Context, string, int, time.Duration) error { return nil }
+
+func (r *recorder) take() []exec.Task {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts := r.starts
+	r.starts = nil
+	return ts
+}
+
+// serverDecisions plays the trace against a real orchestrator (with its
+// store) in fake time: at every time something happens, it stops
+// scheduling, submits what arrives and reports what ends, then runs one
+// cycle, as the simulator does, and records the starts.
+func serverDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, backfill bool) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	clock := &fakeClock{t: jobs[0].Submit}
+	rec := &recorder{}
+	var ns []orchestrator.Node
+	for n := range nodes {
+		node := orchestrator.Node{ID: NodeID(n), Hostname: NodeID(n), Simulated: true}
+		for g := range gpus {
+			node.Devices = append(node.Devices, gpu.Device{Index: g, UUID: fmt.Sprintf("GPU-%d-%d", n, g), Model: "SIM", MemoryMiB: 80 * 1024, Simulated: true})
+		}
+		ns = append(ns, node)
+	}
+	o, err := orchestrator.New(ctx, orchestrator.Config{Store: st, Executor: rec, Nodes: ns, DataDir: t.TempDir(), Tick: time.Hour, Now: clock.Now,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { o.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	if _, err := o.SetPolicies(ctx, api.PoliciesUpdate{Policy: &policy, Backfill: &backfill}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			ch := o.Changed()
+			if cond() {
+				return
+			}
+			select {
+			case <-ch:
+			case <-deadline:
+				t.Fatalf("server: %s never happened", what)
+			}
+		}
+	}
+	type running struct {
+		id, name string
+		attempt  int
+		end      time.Time
+	}
+	var live []running
+	names := map[string]string{} // server id -> trace id
+	var out []string
+	next := 0
+	for next < len(jobs) || len(live) > 0 {
+		now := time.Time{}
+		if next < len(jobs) {
+			now = jobs[next].Submit
+		}
+		for _, r := range live {
+			if now.IsZero() || r.end.Before(now) {
+				now = r.end
+			}
+		}
+		if _, err := o.SetScheduling(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		clock.set(now)
+		for ; next < len(jobs) && jobs[next].Submit.Equal(now); next++ {
+			j := jobs[next]
+			per, n := Gang(j.GPUs, gpus)
+			est, _ := json.Marshal(j.Duration.Seconds())
+			prio, _ := json.Marshal(j.Priority)
+			job, _, err := o.Submit(ctx, api.SubmitRequest{Name: j.ID, User: j.User, Project: j.Project, Command: "true",
+				GPUCount: &per, Nodes: n, EstimatedDuration: est, Priority: prio}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			names[job.ID] = j.ID
+		}
+		var still []running
+		for _, r := range live {
+			if r.end.Equal(now) {
+				o.Sink(exec.Update{JobID: r.id, Attempt: r.attempt, Kind: exec.Exited, At: now})
+				waitFor("the end of "+r.name, func() bool { s, _, _ := o.JobState(r.id); return s == api.StateCompleted })
+				continue
+			}
+			still = append(still, r)
+		}
+		live = still
+		before := o.Status().Cycles
+		if _, err := o.SetScheduling(ctx, true); err != nil {
+			t.Fatal(err)
+		}
+		waitFor("a cycle", func() bool { return o.Status().Cycles > before })
+		// Any later operation is applied after the cycle has launched its
+		// tasks: stopping scheduling orders the test after them.
+		if _, err := o.SetScheduling(ctx, false); err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range rec.take() {
+			name := names[task.JobID]
+			var ps []string
+			for _, r := range task.Ranks {
+				ps = append(ps, fmt.Sprintf("%s%v", r.NodeID, r.GPUs))
+			}
+			out = append(out, fmt.Sprintf("%.0f start %s on %v", now.Sub(jobs[0].Submit).Seconds(), name, ps))
+			o.Sink(exec.Update{JobID: task.JobID, Attempt: task.Attempt, Kind: exec.Started, At: now})
+			waitFor("the start of "+name, func() bool { s, _, _ := o.JobState(task.JobID); return s == api.StateRunning })
+			i := slices.IndexFunc(jobs, func(j Job) bool { return j.ID == name })
+			live = append(live, running{id: task.JobID, name: name, attempt: task.Attempt, end: now.Add(jobs[i].Duration)})
+		}
+	}
+	return out
+}
+
+func simDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, backfill bool) []string {
+	out, err := Run(jobs, Config{Nodes: nodes, NodeGPUs: gpus, Policy: sched.Policy{Name: policy, Backfill: backfill}, Record: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []string
+	for _, d := range out.Decisions {
+		var ps []string
+		for _, p := range d.Placements {
+			ps = append(ps, fmt.Sprintf("%s%v", p.NodeID, p.GPUs))
+		}
+		ds = append(ds, fmt.Sprintf("%.0f %s %s on %v", d.At.Sub(jobs[0].Submit).Seconds(), d.Kind, d.JobID, ps))
+	}
+	return ds
+}
+
+// The server (the orchestrator with its store, in fake time) and the
+// simulator make the same decisions, at the same times, on the same GPUs,
+// for the same trace: one scheduling core, fed by the same rules.
+func TestServerAndSimulatorAgree(t *testing.T) {
+	jobs := randomTrace(11, 40)
+	for i := range jobs {
+		jobs[i].ID = fmt.Sprintf("j%02d", i) // names sort like the server's ids, in submission order
+		jobs[i].GPUs = min(jobs[i].GPUs, 8)
+	}
+	for _, tc := range []struct {
+		policy   string
+		backfill bool
+	}{{sched.PolicyFCFS, true}, {sched.PolicyFairShare, true}, {sched.PolicySJF, false}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			want := simDecisions(t, jobs, 2, 4, tc.policy, tc.backfill)
+			got := serverDecisions(t, jobs, 2, 4, tc.policy, tc.backfill)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("server and simulator differ\nserver:\n%q\nsim:\n%q", got, want)
+			}
+			if len(want) != len(jobs) {
+				t.Fatalf("%d starts for %d jobs", len(want), len(jobs))
+			}
+		})
+	}
+}
