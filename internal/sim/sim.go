@@ -97,6 +97,7 @@ type Outcome struct {
 	// ever run (more GPUs than the cluster has); they are never queued.
 	Unsatisfiable int
 	Cycles        []time.Duration // each cycle's wall time, with Config.Timing
+	GPUs          int             // GPUs in the cluster
 }
 
 // job states in the simulation
@@ -240,7 +241,7 @@ func Run(jobs []Job, cfg Config) (*Outcome, error) {
 
 func newSim(jobs []Job, cfg Config) *sim {
 	s := &sim{cfg: cfg, policy: cfg.Policy.WithDefaults(), nodeAt: map[string]int{},
-		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{}}
+		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{GPUs: cfg.Nodes * cfg.NodeGPUs}}
 	s.laneOf = map[[2]string]int{}
 	s.windowed = !cfg.FullQueue && !s.policy.Preemption && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
 		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && cfg.Estimates == EstimatesAbsent)

@@ -202,3 +202,25 @@ func TestDeterministic(t *testing.T) {
 		t.Fatal("two runs of the same input differ")
 	}
 }
+
+// The plot is one SVG document with a line per policy in each panel.
+func TestPlot(t *testing.T) {
+	jobs := randomTrace(5, 200)
+	var runs []PolicyRun
+	for _, p := range []string{sched.PolicyFCFS, sched.PolicySJF} {
+		out, err := Run(jobs, Config{Nodes: 2, NodeGPUs: 8, Policy: sched.Policy{Name: p, Backfill: true}, Series: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, PolicyRun{Policy: p, Outcome: out})
+	}
+	var b strings.Builder
+	if err := WriteSVG(&b, runs, "a <test>"); err != nil {
+		t.Fatal(err)
+	}
+	svg := b.String()
+	if !strings.HasPrefix(svg, "<svg ") || !strings.HasSuffix(svg, "</svg>\n") || strings.Count(svg, "<polyline") != 6 ||
+		!strings.Contains(svg, "a &lt;test&gt;") {
+		t.Fatalf("unexpected SVG:\n%.600s", svg)
+	}
+}
