@@ -94,7 +94,7 @@ named by --join-token-file.`,
 			a, err := agent.New(agent.Config{
 				NodeID: nodeName, Hostname: hostname, Address: address, Labels: lbls, GPUs: src,
 				StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), Link: link,
-				Detach: true, ShipLogs: true, Interval: interval, Logger: logger,
+				Detach: true, ShipLogs: true, Server: link.Base(), Interval: interval, Logger: logger,
 			})
 			if err != nil {
 				return err

@@ -46,6 +46,9 @@ func NewHTTPLink(base, joinToken, caFile string) (*HTTPLink, error) {
 	return &HTTPLink{base: base, token: joinToken, hc: &http.Client{Transport: tr}}, nil
 }
 
+// Base is the server's URL as the link uses it.
+func (l *HTTPLink) Base() string { return l.base }
+
 // Register implements Link.
 func (l *HTTPLink) Register(ctx context.Context, r api.AgentRegistration) (api.AgentConfig, error) {
 	var cfg api.AgentConfig

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +42,10 @@ type Config struct {
 	Detach bool
 	// ShipLogs sends job output to the server (remote agents).
 	ShipLogs bool
+	// Server names the control plane (its URL) in the jobs' environment,
+	// so that a later agent of this node can tell its predecessors'
+	// orphans from other clusters' jobs. Standalone agents set it.
+	Server   string
 	Interval time.Duration // report at least this often; default 5s
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
@@ -83,7 +86,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Shim = []string{self, "shim"}
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
-	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, detach: cfg.Detach, shim: cfg.Shim,
+	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}}
 	return a, nil
 }
@@ -112,6 +115,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if n := a.tasks.adopt(ctx); n > 0 {
 		a.log.Info("found tasks of a previous agent", "tasks", n)
+	}
+	if a.cfg.Detach {
+		// Jobs of an earlier agent of this node that it cannot adopt (it
+		// ran with another data directory) were settled as lost when it
+		// vanished: they must not run on beside their retries.
+		n, err := KillOrphans(a.log, a.cfg.NodeID, a.cfg.Server, a.tasks.has)
+		if err != nil {
+			a.log.Warn("could not look for orphaned jobs", "err", err)
+		}
+		if n > 0 {
+			a.log.Warn("killed the orphaned processes of jobs no agent tracks", "processes", n)
+		}
 	}
 	backoff := time.Second
 	registered := false
@@ -288,8 +303,8 @@ func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 // isCorralJob reports whether a process belongs to a Corral job (its
 // environment has CORRAL_JOB_ID), so that it is not reported as foreign.
 func isCorralJob(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
-	return err == nil && strings.Contains(string(b), "CORRAL_JOB_ID=")
+	_, ok := corralEnviron(pid)[jobIDVar]
+	return ok
 }
 
 // reconcile makes the node match the desired state: start what is new,

@@ -11,7 +11,13 @@ import (
 	"syscall"
 )
 
-const jobIDVar = "CORRAL_JOB_ID="
+// The environment variables that tie a process to a job and a node.
+const (
+	jobIDVar   = "CORRAL_JOB_ID"
+	attemptVar = "CORRAL_ATTEMPT"
+	nodeIDVar  = "CORRAL_NODE_ID"
+	serverVar  = "CORRAL_AGENT_SERVER" // the server of the agent that started it (standalone agents)
+)
 
 // stray is a process found running for a job.
 type stray struct {
@@ -27,15 +33,35 @@ type stray struct {
 // Processes it cannot inspect are skipped; it never kills its own process
 // or process group.
 func KillStrays(logger *slog.Logger, jobIDs map[string]bool) (int, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	if len(jobIDs) == 0 {
 		return 0, nil
 	}
-	strays, err := findStrays(jobIDs)
+	return killMatching(logger, func(env map[string]string) bool { return jobIDs[env[jobIDVar]] })
+}
+
+// KillOrphans kills the job processes (and their shims) that an earlier
+// agent of this node, for this server, started and that this agent does
+// not know: an agent restarted with another data directory cannot adopt
+// them, and the server has already settled them as lost. keep says which
+// job attempts this agent runs (adopted) and must be spared.
+func KillOrphans(logger *slog.Logger, nodeID, server string, keep func(jobID, attempt string) bool) (int, error) {
+	if nodeID == "" || server == "" {
+		return 0, nil
+	}
+	return killMatching(logger, func(env map[string]string) bool {
+		return env[jobIDVar] != "" && env[nodeIDVar] == nodeID && env[serverVar] == server && !keep(env[jobIDVar], env[attemptVar])
+	})
+}
+
+// killMatching SIGKILLs the processes whose Corral environment matches, and
+// their process groups, and returns how many it killed.
+func killMatching(logger *slog.Logger, match func(env map[string]string) bool) (int, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	strays, err := findStrays(match)
 	if err != nil {
-		return 0, fmt.Errorf("kill stray jobs: %w", err)
+		return 0, fmt.Errorf("kill stray job processes: %w", err)
 	}
 
 	// All are found before any is killed: a killed process's environ reads
@@ -66,9 +92,9 @@ func KillStrays(logger *slog.Logger, jobIDs map[string]bool) (int, error) {
 	return killed, nil
 }
 
-// findStrays lists the live processes, other than this one, whose
-// CORRAL_JOB_ID is in jobIDs.
-func findStrays(jobIDs map[string]bool) ([]stray, error) {
+// findStrays lists the live processes, other than this one, whose Corral
+// environment matches.
+func findStrays(match func(env map[string]string) bool) ([]stray, error) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil, err
@@ -80,30 +106,46 @@ func findStrays(jobIDs map[string]bool) ([]stray, error) {
 		if err != nil || pid <= 1 || pid == self {
 			continue
 		}
-		jobID, ok := environJobID(pid)
-		if !ok || !jobIDs[jobID] {
+		env := corralEnviron(pid)
+		if env == nil || !match(env) {
 			continue
 		}
 		pgid, err := syscall.Getpgid(pid)
 		if err != nil {
 			continue // gone already
 		}
-		out = append(out, stray{pid: pid, pgid: pgid, jobID: jobID})
+		out = append(out, stray{pid: pid, pgid: pgid, jobID: env[jobIDVar]})
 	}
 	return out, nil
+}
+
+// corralEnviron returns the CORRAL_* variables of the environment pid
+// started with; nil when there are none or it cannot be read.
+func corralEnviron(pid int) map[string]string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
+	if err != nil {
+		return nil
+	}
+	var env map[string]string
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if !bytes.HasPrefix(kv, []byte("CORRAL_")) {
+			continue
+		}
+		k, v, ok := bytes.Cut(kv, []byte("="))
+		if !ok {
+			continue
+		}
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[string(k)] = string(v)
+	}
+	return env
 }
 
 // environJobID returns the CORRAL_JOB_ID in the environment pid started
 // with, if any.
 func environJobID(pid int) (string, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
-	if err != nil {
-		return "", false
-	}
-	for kv := range bytes.SplitSeq(b, []byte{0}) {
-		if v, ok := bytes.CutPrefix(kv, []byte(jobIDVar)); ok {
-			return string(v), true
-		}
-	}
-	return "", false
+	id, ok := corralEnviron(pid)[jobIDVar]
+	return id, ok
 }

@@ -27,7 +27,7 @@ const adoptPoll = 250 * time.Millisecond
 // them. Safe for concurrent use.
 type tasks struct {
 	stateDir, logDir string
-	nodeID           string
+	nodeID, server   string
 	detach           bool     // jobs outlive the agent (standalone agent)
 	shim             []string // command that runs the shim
 	log              *slog.Logger
@@ -177,6 +177,9 @@ func (t *tasks) env(s api.TaskSpec) []string {
 		{"CORRAL_PREEMPT_NOTICE", t.noticePath(keyOf(s))},
 	} {
 		set(kv[0], kv[1])
+	}
+	if t.server != "" {
+		set(serverVar, t.server)
 	}
 	env := make([]string, len(order))
 	for i, k := range order {
@@ -346,6 +349,23 @@ func (t *tasks) statuses() []api.TaskStatus {
 	}
 	slices.SortFunc(out, func(a, b api.TaskStatus) int { return strings.Compare(a.JobID, b.JobID) })
 	return out
+}
+
+// has reports whether this agent tracks the job's attempt (attempt as
+// written in CORRAL_ATTEMPT).
+func (t *tasks) has(jobID, attempt string) bool {
+	n, err := strconv.Atoi(attempt)
+	if err != nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.byKey {
+		if k.job == jobID && k.attempt == n {
+			return true
+		}
+	}
+	return false
 }
 
 // busyGPUs are the GPUs of running tasks.
