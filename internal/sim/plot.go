@@ -131,16 +131,18 @@ func buckets(series []Point, t0 time.Time, span, gpus float64) (queue, util []fl
 		if k+1 < len(series) {
 			to = series[k+1].At.Sub(t0).Seconds()
 		}
-		for from < to {
-			b := min(int(from/width), plotBuckets-1)
-			end := min(float64(b+1)*width, to)
-			if b == plotBuckets-1 {
-				end = to
+		last := min(int(to/width), plotBuckets-1)
+		for b := min(int(from/width), plotBuckets-1); b <= last; b++ {
+			lo, hi := max(from, float64(b)*width), to
+			if b < plotBuckets-1 {
+				hi = min(to, float64(b+1)*width)
 			}
-			f := (end - from) / width
+			if hi <= lo {
+				continue
+			}
+			f := (hi - lo) / width
 			queue[b] += f * float64(p.Queued)
 			util[b] += f * float64(p.Allocated) / gpus
-			from = end
 		}
 	}
 	return queue, util
