@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/agent"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // newAgentCmd is `corral agent`: runs the jobs the server places on this
@@ -91,6 +92,12 @@ named by --join-token-file.`,
 			if err != nil {
 				return fmt.Errorf("--data-dir: %w", err)
 			}
+			// Two agents on one state directory would both run its jobs.
+			release, err := store.Lock(dir)
+			if err != nil {
+				return fmt.Errorf("--data-dir: %w", err)
+			}
+			defer release()
 			a, err := agent.New(agent.Config{
 				NodeID: nodeName, Hostname: hostname, Address: address, Labels: lbls, GPUs: src,
 				StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), Link: link,

@@ -98,7 +98,11 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 				src.Close()
 			}
 		}()
-		return banner(nodeID, devs, why, simulate != ""), a, nil
+		b := banner(nodeID, devs, why, simulate != "")
+		if len(devs) > 0 {
+			b += "  try:  corral submit --gpus 1 -- nvidia-smi -L   then   corral queue, corral jobs, corral nodes\n"
+		}
+		return b, a, nil
 	}
 	return &localNode{id: nodeID, start: start}
 }
@@ -188,6 +192,5 @@ func banner(nodeID string, devs []gpu.Device, why string, simulated bool) string
 		parts = append(parts, fmt.Sprintf("%d x %s", models[k], k))
 	}
 	fmt.Fprintf(&b, "  node %s: %d %s (%s)\n", nodeID, len(devs), kind, strings.Join(parts, "; "))
-	fmt.Fprintf(&b, "  try:  corral submit --gpus 1 -- nvidia-smi -L   then   corral queue, corral jobs, corral nodes\n")
 	return b.String()
 }

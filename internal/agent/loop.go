@@ -62,7 +62,12 @@ type Agent struct {
 
 	registered     chan struct{} // closed at the first registration
 	registeredOnce sync.Once
+	shipMu         sync.Mutex // one log shipment at a time
 }
+
+// shipEvery is how often a remote agent ships new job output, besides
+// before each report.
+const shipEvery = time.Second
 
 // maxChunk bounds one shipped log chunk.
 const maxChunk = 256 << 10
@@ -127,6 +132,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		if n > 0 {
 			a.log.Warn("killed the orphaned processes of jobs no agent tracks", "processes", n)
 		}
+	}
+	if a.cfg.ShipLogs {
+		go a.shipLoop(ctx)
 	}
 	backoff := time.Second
 	registered := false
@@ -349,8 +357,25 @@ func (a *Agent) reconcile(w api.AgentWork) {
 	}
 }
 
+// shipLoop ships new job output every shipEvery, so that `corral logs -f`
+// of a job on a remote node lags by about that much.
+func (a *Agent) shipLoop(ctx context.Context) {
+	t := time.NewTicker(shipEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			a.shipLogs(ctx)
+		}
+	}
+}
+
 // shipLogs sends the new output of every task to the server.
 func (a *Agent) shipLogs(ctx context.Context) {
+	a.shipMu.Lock()
+	defer a.shipMu.Unlock()
 	a.tasks.mu.Lock()
 	type item struct {
 		k    taskKey
