@@ -116,6 +116,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 
 		// Trace replay and load tools (sim.go, bench.go).
 		c.newSimCmd(),
+		c.newBenchCmd(),
 	)
 	c.markStarts(root)
 	return root
@@ -201,8 +202,8 @@ func argsExactly(n int, what string) cobra.PositionalArgs {
 }
 
 // client checks the global flags and returns a client for the server they
-// name.
-func (c *cli) client() (*client.Client, error) {
+// name; extra options (a transport, a user agent) apply after the CLI's.
+func (c *cli) client(extra ...client.Option) (*client.Client, error) {
 	if c.output != outputTable && c.output != outputJSON {
 		return nil, usagef("--output %q: want table or json", c.output)
 	}
@@ -218,7 +219,7 @@ func (c *cli) client() (*client.Client, error) {
 	if token == "" {
 		token = os.Getenv("CORRAL_TOKEN")
 	}
-	return client.New(base, client.WithToken(token), client.WithUserAgent("corral-cli")), nil
+	return client.New(base, append([]client.Option{client.WithToken(token), client.WithUserAgent("corral-cli")}, extra...)...), nil
 }
 
 // json reports whether -o json was asked for.
