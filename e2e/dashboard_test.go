@@ -100,14 +100,33 @@ func TestDashboardInBrowser(t *testing.T) {
 		return s
 	}
 
-	// Cluster: the node, its NVLink pairs, and alice's job on two GPUs.
+	// Signed out, the page asks for a token and shows nothing else.
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(s.URL+"/#/cluster"),
+		chromedp.WaitVisible(chromedp.CSS(`form[data-role=signin]`)),
+	)
+	if err != nil {
+		t.Fatalf("sign-in page: %v", err)
+	}
+	shot("signin")
+
+	// Cluster: the node, its NVLink pairs, and alice's job on two GPUs. The
+	// link corral up prints signs in once (a cookie session), then the
+	// address no longer holds the token.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/?token="+adminToken+"#/cluster"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=who]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.node[data-node="dash-node"] .gpu[data-state="allocated"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.chart-box svg`)),
 	)
 	if err != nil {
 		t.Fatalf("cluster page: %v", err)
+	}
+	if href, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.href`)); err != nil || strings.Contains(href, "token=") {
+		t.Errorf("after sign-in the address is %q (%v); it must not keep the token", href, err)
+	}
+	if who := text(`[data-role=who]`); !strings.Contains(who, "admin") {
+		t.Errorf("signed in as %q, want the admin", who)
 	}
 	allocated, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('.gpu[data-state="allocated"]').length`))
 	if err != nil {

@@ -167,11 +167,15 @@ func startControl(t *testing.T, dataDir string, port int, env []string, args ...
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s := &server{
 		t: t, URL: "http://" + addr, Port: port, DataDir: dataDir,
-		http: &http.Client{Timeout: 30 * time.Second},
+		http: &http.Client{Timeout: 30 * time.Second, Transport: newWithToken(adminToken)},
 		proc: &proc{out: &lockedBuffer{}, done: make(chan struct{})},
 	}
 	s.cmd = exec.Command(corralBin, append(args, "--listen", addr, "--data-dir", dataDir, "--cancel-grace", "2s")...)
-	s.cmd.Env = cleanEnv(env...)
+	// Every test server has the same admin token, and its own client
+	// config file (corral up writes one), so nothing leaks between tests
+	// or into the home directory.
+	s.cmd.Env = cleanEnv(append([]string{"CORRAL_ADMIN_TOKEN=" + adminToken,
+		"CORRAL_CONFIG=" + filepath.Join(t.TempDir(), "client.json")}, env...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start corral %s: %v", args[0], err)
@@ -263,6 +267,37 @@ func (s *server) stop() {
 		s.t.Logf("output of corral up on %s (data %s):\n%s", s.URL, s.DataDir, out)
 	}
 }
+
+// adminToken is the bootstrap admin token of every test server
+// (CORRAL_ADMIN_TOKEN); s.send and runCLI present it unless told
+// otherwise.
+const adminToken = "e2e-admin-token-0123456789abcdef"
+
+// withToken sends requests with "Authorization: Bearer token" unless they
+// set an Authorization header themselves (set it to "" to send none).
+type withToken struct {
+	token string
+	base  *http.Transport
+}
+
+func newWithToken(token string) *withToken {
+	return &withToken{token: token, base: http.DefaultTransport.(*http.Transport).Clone()}
+}
+
+func (w *withToken) RoundTrip(r *http.Request) (*http.Response, error) {
+	if _, ok := r.Header["Authorization"]; !ok {
+		r = r.Clone(r.Context())
+		r.Header.Set("Authorization", "Bearer "+w.token)
+	} else if r.Header.Get("Authorization") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Del("Authorization")
+	}
+	return w.base.RoundTrip(r)
+}
+
+// CloseIdleConnections lets http.Client.CloseIdleConnections reach the
+// transport.
+func (w *withToken) CloseIdleConnections() { w.base.CloseIdleConnections() }
 
 // response is an HTTP answer, read whole.
 type response struct {
@@ -467,11 +502,12 @@ func errorBody(t *testing.T, r response) api.ErrorDetail {
 	return e.Error
 }
 
-// runCLI runs the corral binary with the given environment additions.
+// runCLI runs the corral binary with the given environment additions; it
+// presents the admin token unless env sets CORRAL_TOKEN.
 func runCLI(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
 	cmd := exec.Command(corralBin, args...)
-	cmd.Env = cleanEnv(env...)
+	cmd.Env = cleanEnv(append([]string{"CORRAL_TOKEN=" + adminToken, "CORRAL_CONFIG=" + filepath.Join(t.TempDir(), "client.json")}, env...)...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	done := make(chan error, 1)

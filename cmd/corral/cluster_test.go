@@ -235,7 +235,7 @@ func TestAPIErrors(t *testing.T) {
 		stderr string
 	}{
 		{[]string{"submit", "--gpus", "99", "--", "true"}, "corral: gpu_count: must be between 0 and 64\n"},
-		{[]string{"queue"}, "corral: missing token (the server needs a token: set CORRAL_TOKEN or pass --token)\n"},
+		{[]string{"queue"}, "corral: missing token (the server needs a valid token: set CORRAL_TOKEN or pass --token; an admin makes one with corral token create)\n"},
 		{[]string{"nodes"}, "corral: the server failed (HTTP 502): upstream down\n"},
 		{[]string{"show", "01JNOPE"}, "corral: no route /jobs/01JNOPE\n"},
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,7 @@ func newFakeServer(t *testing.T) *fakeServer {
 	// No ambient configuration leaks into the tests.
 	t.Setenv("CORRAL_SERVER", "")
 	t.Setenv("CORRAL_TOKEN", "")
+	t.Setenv("CORRAL_CONFIG", filepath.Join(t.TempDir(), "client.json"))
 	return f
 }
 

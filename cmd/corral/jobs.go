@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,7 +24,7 @@ type submitFlags struct {
 	gpuType, priority, duration string
 	name, project, user         string
 	workdir, idempotencyKey     string
-	preemptGrace                string
+	preemptGrace, timeLimit     string
 	env, labels                 []string
 }
 
@@ -81,9 +80,10 @@ Several arguments are joined with shell quoting, so they run as given.`,
 	fl.IntVar(&f.nodes, "nodes", 0, "nodes for a multi-node gang (--gpus on each)")
 	fl.StringVar(&f.priority, "priority", "", "low, normal, high or critical (or 1-4)")
 	fl.StringVar(&f.duration, "time", "", "estimated run time, e.g. 2h or 90m (helps backfill)")
+	fl.StringVar(&f.timeLimit, "time-limit", "", "hard limit on the run time, e.g. 4h: past it the job is stopped (reason time_limit); default: the server's --max-run-time")
 	fl.StringVar(&f.name, "name", "", "job name")
 	fl.StringVar(&f.project, "project", "", "project the job counts against")
-	fl.StringVar(&f.user, "user", "", "job owner (default $USER)")
+	fl.StringVar(&f.user, "user", "", "job owner (default: the token's user; only admin tokens may name another)")
 	fl.StringArrayVar(&f.env, "env", nil, "environment variable K=V for the job (repeatable)")
 	fl.StringVar(&f.workdir, "workdir", "", "working directory of the job (default: the current directory)")
 	fl.IntVar(&f.maxRetries, "max-retries", 0, "times to requeue the job after a lost node or preemption")
@@ -118,6 +118,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	if f.duration != "" {
 		req.EstimatedDuration = rawString(f.duration)
 	}
+	if f.timeLimit != "" {
+		req.TimeLimit = rawString(f.timeLimit)
+	}
 	if f.preemptGrace != "" {
 		if _, err := time.ParseDuration(f.preemptGrace); err != nil {
 			return req, usagef("--preempt-grace %q: want a duration such as 60s or 2m", f.preemptGrace)
@@ -131,9 +134,6 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	req.Env = env
 	if req.NodeLabels, err = parseEnv(f.labels); err != nil {
 		return req, usagef("--label: %v", err)
-	}
-	if req.User == "" {
-		req.User = currentUser()
 	}
 	wd := f.workdir
 	if wd == "" {
@@ -161,17 +161,6 @@ func parseEnv(pairs []string) (map[string]string, error) {
 		env[k] = v
 	}
 	return env, nil
-}
-
-// currentUser is $USER, or the account's name.
-func currentUser() string {
-	if u := os.Getenv("USER"); u != "" {
-		return u
-	}
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return ""
 }
 
 // rawString encodes s as a JSON string.

@@ -26,7 +26,7 @@ func TestSubmitBody(t *testing.T) {
 		stdout string
 	}{
 		{"single arg is verbatim", []string{"--", "echo $CUDA_VISIBLE_DEVICES && nvidia-smi"},
-			map[string]any{"command": "echo $CUDA_VISIBLE_DEVICES && nvidia-smi", "user": "alice", "workdir": cwd, "gpu_count": nil, "priority": nil}, "",
+			map[string]any{"command": "echo $CUDA_VISIBLE_DEVICES && nvidia-smi", "user": nil, "workdir": cwd, "gpu_count": nil, "priority": nil}, "",
 			"submitted job 01JNEW (queued, position 3)\n"},
 		{"several args are quoted", []string{"--gpus", "2", "--", "sh", "-c", `echo "hi there"`, "it's", "", "a=b", "x*"},
 			map[string]any{"command": `sh -c 'echo "hi there"' 'it'"'"'s' '' a=b 'x*'`, "gpu_count": 2.0}, "", ""},

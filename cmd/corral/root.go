@@ -79,7 +79,9 @@ shows the cluster live.
 Start a single-machine setup with "corral up", then submit work with
 "corral submit --gpus 1 -- python train.py". Client commands talk to
 $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
---server and --token override them.`,
+--server and --token override them. Without a token, the CLI uses the one
+"corral up" saved for that server in the client config file
+($CORRAL_CONFIG, else ~/.config/corral/config.json).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -113,6 +115,11 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newQuotaCmd(),
 		c.newWeightCmd(),
 		c.newOrchestratorCmd(),
+
+		// Access: tokens, who am I, the audit trail (tokencmd.go).
+		c.newTokenCmd(),
+		c.newWhoamiCmd(),
+		c.newAuditCmd(),
 
 		// Trace replay and load tools (sim.go, bench.go).
 		c.newSimCmd(),
@@ -177,7 +184,7 @@ func describe(err error) string {
 	msg := ae.Error()
 	switch {
 	case ae.Status == http.StatusUnauthorized:
-		msg += " (the server needs a token: set CORRAL_TOKEN or pass --token)"
+		msg += " (the server needs a valid token: set CORRAL_TOKEN or pass --token; an admin makes one with corral token create)"
 	case ae.Status == http.StatusForbidden:
 		msg += " (your token is not allowed to do this)"
 	case ae.Status == http.StatusTooManyRequests:
@@ -218,6 +225,10 @@ func (c *cli) client(extra ...client.Option) (*client.Client, error) {
 	token := c.token
 	if token == "" {
 		token = os.Getenv("CORRAL_TOKEN")
+	}
+	if token == "" {
+		// The token `corral up` left for this server in the client config.
+		token = client.TokenFor(base)
 	}
 	return client.New(base, append([]client.Option{client.WithToken(token), client.WithUserAgent("corral-cli")}, extra...)...), nil
 }

@@ -41,6 +41,7 @@ type controlFlags struct {
 	tlsKey      string
 	logFormat   string
 	logLevel    string
+	access      accessFlags // auth.go
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -55,6 +56,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the certificate's private key (PEM)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.access.register(cmd)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -155,6 +157,15 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	}
 	defer st.Close()
 
+	authSvc, admin, err := setUpAuth(ctx, st, dataDir, logger)
+	if err != nil {
+		return err
+	}
+	limits, err := f.access.limits()
+	if err != nil {
+		return err
+	}
+
 	// The pool reports to the orchestrator, which is built after it.
 	var o *orchestrator.Orchestrator
 	pool := agents.New(agents.Config{
@@ -164,7 +175,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	})
 	ocfg := orchestrator.Config{
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
-		CancelGrace: f.cancelGrace, Logger: logger, Version: version,
+		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 	}
 	if local != nil {
 		ocfg.LocalNode = local.id
@@ -202,7 +213,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	// does, so a shutdown does not wait for them.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{Handler: server.New(o, logger, server.WithAgents(pool, token)), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc))...), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	srv.RegisterOnShutdown(endStreams)
 	srvDone := make(chan error, 1)
@@ -220,6 +231,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	url := scheme + "://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "Corral %s is up at %s\n%s", version, url, banner)
 	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> corral agent --server %s\n", dataDir, tokenSource, url)
+	admin.announce(stdout, scheme, ln.Addr().String(), dataDir, local != nil, logger)
 
 	var runErr error
 	select {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -21,6 +22,9 @@ type HTTPLink struct {
 	base  string
 	token string
 	hc    *http.Client
+
+	mu      sync.Mutex
+	session string // from the last registration; sent on sync and logs
 }
 
 // NewHTTPLink returns a link to the server at base (http:// or https://)
@@ -53,6 +57,11 @@ func (l *HTTPLink) Base() string { return l.base }
 func (l *HTTPLink) Register(ctx context.Context, r api.AgentRegistration) (api.AgentConfig, error) {
 	var cfg api.AgentConfig
 	err := l.post(ctx, "/agent/v1/register", r, &cfg, 30*time.Second)
+	if err == nil {
+		l.mu.Lock()
+		l.session = cfg.Session
+		l.mu.Unlock()
+	}
 	return cfg, err
 }
 
@@ -81,6 +90,11 @@ func (l *HTTPLink) post(ctx context.Context, path string, in, out any, timeout t
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+l.token)
+	l.mu.Lock()
+	if l.session != "" {
+		req.Header.Set(api.AgentSessionHeader, l.session)
+	}
+	l.mu.Unlock()
 	resp, err := l.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)

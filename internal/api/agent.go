@@ -42,7 +42,16 @@ type AgentConfig struct {
 	NodeID            string  `json:"node_id"`
 	HeartbeatInterval Seconds `json:"heartbeat_interval"` // report at least this often
 	NodeTTL           Seconds `json:"node_ttl"`           // silent longer than this, the node is down
+	// Session binds the node to this registration: later syncs and log
+	// shipments for the node must carry it (header AgentSessionHeader).
+	// A node may report only for itself; a new registration of the node
+	// ends the old session.
+	Session string `json:"session,omitempty"`
 }
+
+// AgentSessionHeader carries AgentConfig.Session on /agent/v1/sync and
+// /agent/v1/logs.
+const AgentSessionHeader = "X-Corral-Agent-Session"
 
 // AgentReport is what a node says in each sync: its telemetry and the state
 // of every task it runs or has just finished. Generation is the last work

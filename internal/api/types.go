@@ -57,6 +57,7 @@ const (
 	ReasonNodeLost    = "node_lost" // the job's node stopped reporting
 	ReasonRequeued    = "requeued"
 	ReasonPreempted   = "preempted" // stopped for a higher-ranked job; back to queued
+	ReasonTimeLimit   = "time_limit" // ran past its time_limit and was stopped
 )
 
 // Allocation is one GPU held by a job.
@@ -92,6 +93,8 @@ type Job struct {
 	Nodes              int               `json:"nodes"`
 	Priority           Priority          `json:"priority"`
 	EstimatedDuration  *Seconds          `json:"estimated_duration,omitempty"`
+	TimeLimit          *Seconds          `json:"time_limit,omitempty"` // a running attempt past this is stopped (reason time_limit)
+	TimedOut           bool              `json:"timed_out,omitempty"`  // being stopped for running past its time_limit
 	MaxRetries         int               `json:"max_retries"`
 	State              State             `json:"state"`
 	Reason             string            `json:"reason,omitempty"`  // the reason of the latest transition
@@ -136,6 +139,7 @@ type SubmitRequest struct {
 	Nodes             int               `json:"nodes,omitempty"`
 	Priority          RawValue          `json:"priority,omitempty"`
 	EstimatedDuration RawValue          `json:"estimated_duration,omitempty"`
+	TimeLimit         RawValue          `json:"time_limit,omitempty"`
 	MaxRetries        int               `json:"max_retries,omitempty"`
 	PreemptGrace      RawValue          `json:"preempt_grace,omitempty"`
 	NodeLabels        map[string]string `json:"node_labels,omitempty"`

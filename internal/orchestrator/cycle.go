@@ -225,11 +225,11 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 			o.log.Info("job running", "job_id", j.ID, "pid", u.PID)
 		case exec.Exited:
 			o.endAttempt(j, at)
-			if u.Lost != "" && !j.CancelRequested {
+			if u.Lost != "" && !j.CancelRequested && !j.TimedOut {
 				o.lose(tx, j, u.Lost, u.Err)
 				continue
 			}
-			if j.Preempting && !j.CancelRequested && u.Err == nil {
+			if j.Preempting && !j.CancelRequested && !j.TimedOut && u.Err == nil {
 				j.RetryCount++
 				j.Preemptions++
 				tx.transition(j, api.StateQueued, api.ReasonPreempted,

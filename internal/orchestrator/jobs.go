@@ -12,7 +12,21 @@ import (
 // With a non-empty idempotency key, a retry returns the first job (and
 // replayed=true) instead of queueing a second one.
 func (o *Orchestrator) Submit(ctx context.Context, req api.SubmitRequest, idemKey string) (job api.Job, replayed bool, err error) {
-	if len(idemKey) > 256 {
+	return o.SubmitWith(ctx, req, SubmitOptions{IdempotencyKey: idemKey})
+}
+
+// SubmitOptions are the caller's side of a submission.
+type SubmitOptions struct {
+	IdempotencyKey string
+	// Exempt skips the per-user limits (Limits.MaxQueuedPerUser): the
+	// caller is an admin. The global and per-job limits still apply.
+	Exempt bool
+}
+
+// SubmitWith is Submit with options; it enforces Config.Limits.
+func (o *Orchestrator) SubmitWith(ctx context.Context, req api.SubmitRequest, opts SubmitOptions) (job api.Job, replayed bool, err error) {
+	idemKey := opts.IdempotencyKey
+	if len(idemKey) > 512 {
 		return api.Job{}, false, api.BadRequest("invalid_header", "Idempotency-Key", "the Idempotency-Key header is longer than 256 characters")
 	}
 	type result struct {
@@ -25,6 +39,9 @@ func (o *Orchestrator) Submit(ctx context.Context, req api.SubmitRequest, idemKe
 		}
 		j, err := validateSubmit(&req, o.capacity())
 		if err != nil {
+			return nil, err
+		}
+		if err := o.checkLimits(&j, opts.Exempt); err != nil {
 			return nil, err
 		}
 		j.ID = o.newID(tx.now)
@@ -129,6 +146,8 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 // exitOutcome turns an executor's Exited report into the job's final state.
 func exitOutcome(j *api.Job, code int, signal string, startErr error) (api.State, string, string) {
 	switch {
+	case j.TimedOut:
+		return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
 	case j.CancelRequested:
 		return api.StateCanceled, api.ReasonCanceled, fmt.Sprintf("canceled while running (exit code %d)", code)
 	case startErr != nil:

@@ -61,6 +61,8 @@ type Config struct {
 	// first retry; it doubles with each further retry, up to 10 minutes.
 	// Default 10s.
 	RetryBackoff time.Duration
+	// Limits bound what users may queue and run (limits.go).
+	Limits       Limits
 	Now          func() time.Time // default time.Now
 	Logger       *slog.Logger
 	Version      string
@@ -204,6 +206,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.applyNodeEvents(o.nodeEvents.take())
 		case <-tick.C:
 			o.checkNodes(ctx)
+			o.checkTimeLimits(ctx)
 			o.dirty = true
 		}
 	}

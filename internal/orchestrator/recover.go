@@ -77,7 +77,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			return fmt.Errorf("recover: adopt job %s: %w", id, err)
 		}
 		switch {
-		case j.CancelRequested:
+		case j.CancelRequested, j.TimedOut:
 			o.cfg.Executor.Stop(ctx, id, attempt, o.cfg.CancelGrace)
 		case j.Preempting:
 			o.cfg.Executor.Stop(ctx, id, attempt, o.policy.PreemptGrace.Duration())
@@ -106,6 +106,9 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		}
 		j := o.jobs[id]
 		switch {
+		case j.TimedOut:
+			j.FinishedAt = &tx.now
+			tx.transition(j, api.StateFailed, api.ReasonTimeLimit, "ran past its time limit; the server stopped while it was being stopped")
 		case j.CancelRequested:
 			j.FinishedAt = &tx.now
 			tx.transition(j, api.StateCanceled, api.ReasonCanceled, "the server stopped while the job was being canceled")

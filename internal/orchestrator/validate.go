@@ -112,6 +112,16 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		}
 		j.EstimatedDuration = &d
 	}
+	if !api.IsNull(req.TimeLimit) {
+		d, err := api.ParseSecondsJSON(req.TimeLimit)
+		if err != nil {
+			return j, api.Invalid("time_limit", "%s", err.Error())
+		}
+		if d.Duration() <= 0 {
+			return j, api.Invalid("time_limit", "must be more than 0")
+		}
+		j.TimeLimit = &d
+	}
 	if !api.IsNull(req.PreemptGrace) {
 		d, err := api.ParseSecondsJSON(req.PreemptGrace)
 		if err != nil {

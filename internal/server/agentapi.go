@@ -1,10 +1,15 @@
 package server
 
 import (
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -31,9 +36,16 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &reg); err != nil {
 		return err
 	}
+	if err := checkRegistration(reg); err != nil {
+		return err
+	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	setTarget(r, reg.NodeID)
 	cfg, err := s.agents.Register(r.Context(), reg, host)
 	if err != nil {
+		return err
+	}
+	if cfg.Session, err = s.sessions.start(reg.NodeID); err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, cfg)
@@ -45,6 +57,12 @@ func (s *Server) agentSync(w http.ResponseWriter, r *http.Request) error {
 	}
 	var rep api.AgentReport
 	if err := decode(r, &rep); err != nil {
+		return err
+	}
+	if err := checkReport(rep); err != nil {
+		return err
+	}
+	if err := s.sessions.check(rep.NodeID, r.Header.Get(api.AgentSessionHeader)); err != nil {
 		return err
 	}
 	work, err := s.agents.Sync(r.Context(), rep)
@@ -60,6 +78,9 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) error {
 	}
 	var c api.LogChunk
 	if err := decode(r, &c); err != nil {
+		return err
+	}
+	if err := s.sessions.check(c.NodeID, r.Header.Get(api.AgentSessionHeader)); err != nil {
 		return err
 	}
 	if err := s.o.WriteLog(c); err != nil {
@@ -91,4 +112,94 @@ func (s *Server) nodeHistory(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{"node_id": r.PathValue("node_id"), "samples": h})
+}
+
+// agentSessions binds each node id to the agent session that registered
+// it last: a sync or log shipment for a node must carry that session, so
+// an agent (which holds the shared join token) may report only for the
+// node it registered. Sessions live in memory: after a server restart,
+// agents register again (the pool forgets them too).
+type agentSessions struct {
+	mu     sync.Mutex
+	byNode map[string]string // node id -> hex SHA-256 of the session
+}
+
+func (a *agentSessions) start(nodeID string) (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("agent session: %w", err)
+	}
+	secret := hex.EncodeToString(b[:])
+	sum := sha256.Sum256([]byte(secret))
+	a.mu.Lock()
+	a.byNode[nodeID] = hex.EncodeToString(sum[:])
+	a.mu.Unlock()
+	return secret, nil
+}
+
+func (a *agentSessions) check(nodeID, secret string) error {
+	sum := sha256.Sum256([]byte(secret))
+	a.mu.Lock()
+	want, ok := a.byNode[nodeID]
+	a.mu.Unlock()
+	switch {
+	case !ok:
+		return &api.Error{Status: http.StatusConflict, Code: "unknown_node", Message: "node " + clipID(nodeID) + " is not registered with this server; register again"}
+	case subtle.ConstantTimeCompare([]byte(want), []byte(hex.EncodeToString(sum[:]))) != 1:
+		return api.Forbidden("wrong_node", "this agent session did not register node "+clipID(nodeID)+" (or another agent has registered it since): an agent may report only for its own node")
+	}
+	return nil
+}
+
+func clipID(s string) string { return truncate(s, 64) }
+
+// Limits on what an agent may send.
+const (
+	maxAgentGPUs    = 256
+	maxAgentTasks   = 4096
+	maxAgentLabels  = 64
+	maxAgentForeign = 4096
+	maxAgentString  = 256
+)
+
+// checkRegistration bounds a registration's sizes and names.
+func checkRegistration(reg api.AgentRegistration) error {
+	switch {
+	case strings.TrimSpace(reg.NodeID) == "" || len(reg.NodeID) > 128 || strings.ContainsAny(reg.NodeID, "/\x00"):
+		return api.Invalid("node_id", "must be 1 to 128 characters without '/' or NUL")
+	case len(reg.Hostname) > maxAgentString || len(reg.Address) > maxAgentString || len(reg.Version) > maxAgentString:
+		return api.Invalid("hostname", "hostname, address and version are at most %d characters", maxAgentString)
+	case len(reg.GPUs) > maxAgentGPUs:
+		return api.Invalid("gpus", "at most %d GPUs per node", maxAgentGPUs)
+	case len(reg.Tasks) > maxAgentTasks:
+		return api.Invalid("tasks", "at most %d tasks per node", maxAgentTasks)
+	case len(reg.Labels) > maxAgentLabels:
+		return api.Invalid("labels", "at most %d labels per node", maxAgentLabels)
+	}
+	for k, v := range reg.Labels {
+		if len(k) > 128 || len(v) > maxAgentString {
+			return api.Invalid("labels", "a label is at most 128 characters = %d characters", maxAgentString)
+		}
+	}
+	for _, g := range reg.GPUs {
+		if len(g.UUID) > maxAgentString || len(g.Model) > maxAgentString || len(g.NVLinkPeers) > maxAgentGPUs {
+			return api.Invalid("gpus", "a GPU's uuid and model are at most %d characters", maxAgentString)
+		}
+	}
+	return nil
+}
+
+// checkReport bounds a sync's sizes.
+func checkReport(rep api.AgentReport) error {
+	switch {
+	case len(rep.Telemetry) > maxAgentGPUs:
+		return api.Invalid("telemetry", "at most %d readings", maxAgentGPUs)
+	case len(rep.Tasks) > maxAgentTasks:
+		return api.Invalid("tasks", "at most %d tasks", maxAgentTasks)
+	case len(rep.Foreign) > maxAgentForeign:
+		return api.Invalid("foreign", "at most %d foreign processes", maxAgentForeign)
+	case rep.Wait.Duration() < 0 || rep.Wait.Duration() > 10*time.Minute:
+		return api.Invalid("wait", "must be between 0 and 10m")
+	}
+	return nil
 }

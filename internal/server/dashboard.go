@@ -33,6 +33,9 @@ func (s *Server) dashboardRoutes() {
 	}
 	files := http.StripPrefix("/ui/", http.FileServerFS(assets))
 	s.mux.Handle("GET /{$}", s.wrap(route{method: "GET", path: "/", handler: func(w http.ResponseWriter, r *http.Request) error {
+		if s.signInFromQuery(w, r) {
+			return nil
+		}
 		page, err := fs.ReadFile(assets, "index.html")
 		if err != nil {
 			return err

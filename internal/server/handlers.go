@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -10,15 +11,47 @@ import (
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
+// submit is POST /queue/submit. The job's user is the token's: a body
+// "user" that names someone else is refused (403) unless the token is an
+// admin's, which may submit on behalf of anyone. Idempotency keys are
+// scoped to the caller, so two users' keys never collide.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	var req api.SubmitRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	job, replayed, err := s.o.Submit(r.Context(), req, r.Header.Get("Idempotency-Key"))
+	p := principal(r)
+	req.User = strings.TrimSpace(req.User)
+	switch {
+	case req.User == "":
+		req.User = p.User
+	case req.User != p.User && !p.IsAdmin():
+		return &api.Error{Status: http.StatusForbidden, Code: "user_mismatch", Field: "user",
+			Message: fmt.Sprintf("the token is %s's: jobs are submitted as %s (only admins may submit for another user, not %q)", p.User, p.User, truncate(req.User, 40))}
+	}
+	req.Project = strings.TrimSpace(req.Project)
+	if req.Project == "" {
+		req.Project = p.DefaultProject()
+	}
+	if req.Project != "" && !p.MaySubmitTo(req.Project) {
+		return &api.Error{Status: http.StatusForbidden, Code: "project_forbidden", Field: "project",
+			Message: fmt.Sprintf("%s may submit to %s only, not %q", p.User, strings.Join(p.Projects, ", "), truncate(req.Project, 40))}
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 256 {
+		return api.BadRequest("invalid_header", "Idempotency-Key", "the Idempotency-Key header is longer than 256 characters")
+	}
+	if err := s.checkRate(w, p); err != nil {
+		return err
+	}
+	if key != "" {
+		key = p.User + "/" + key
+	}
+	job, replayed, err := s.o.SubmitWith(r.Context(), req, orchestrator.SubmitOptions{IdempotencyKey: key, Exempt: p.IsAdmin()})
 	if err != nil {
 		return err
 	}
+	setTarget(r, job.ID)
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
 	} else {
@@ -45,6 +78,9 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		}
 		grace = d.Duration()
 	}
+	if err := s.mayActOnJob(r, r.PathValue("job_id")); err != nil {
+		return err
+	}
 	job, stopping, err := s.o.Cancel(r.Context(), r.PathValue("job_id"), grace)
 	if err != nil {
 		return err
@@ -60,11 +96,24 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
+	if err := s.mayActOnJob(r, r.PathValue("job_id")); err != nil {
+		return err
+	}
 	job, err := s.o.SetPriority(r.Context(), r.PathValue("job_id"), req.Priority)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, job)
+}
+
+// mayActOnJob answers 403 unless the caller may change job id; an
+// unknown job is left to the orchestrator's 404.
+func (s *Server) mayActOnJob(r *http.Request, id string) error {
+	owner, project, ok := s.o.JobOwner(id)
+	if !ok {
+		return nil
+	}
+	return mayActOn(principal(r), "job", id, owner, project)
 }
 
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
@@ -118,7 +167,8 @@ func (s *Server) allocate(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	h, err := s.o.Hold(r.Context(), req, "")
+	setTarget(r, req.JobID)
+	h, err := s.o.Hold(r.Context(), req, principal(r).User)
 	if err != nil {
 		return err
 	}
@@ -132,6 +182,12 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 	}
 	if strings.TrimSpace(req.JobID) == "" {
 		return api.Invalid("job_id", "is required")
+	}
+	setTarget(r, req.JobID)
+	if owner, ok := s.o.HoldOwner(req.JobID); ok {
+		if err := mayActOn(principal(r), "hold", req.JobID, owner, ""); err != nil {
+			return err
+		}
 	}
 	h, err := s.o.Release(r.Context(), req.JobID)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
@@ -28,13 +29,17 @@ const MaxBodyBytes = 1 << 20
 
 // Server serves the API. Create it with New.
 type Server struct {
-	o       *orchestrator.Orchestrator
-	agents  Agents
-	join    string // the join token agents present; empty: agent routes refuse
-	log     *slog.Logger
-	mux     *http.ServeMux
-	metrics *metrics
-	routes  []route
+	o             *orchestrator.Orchestrator
+	agents        Agents
+	join          string // the join token agents present; empty: agent routes refuse
+	sessions      agentSessions
+	auth          *auth.Service // nil: every authenticated route answers 401
+	publicMetrics bool
+	limiter       *rateLimiter
+	log           *slog.Logger
+	mux           *http.ServeMux
+	metrics       *metrics
+	routes        []route
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -42,6 +47,8 @@ type Server struct {
 type route struct {
 	method, path, summary string
 	handler               func(http.ResponseWriter, *http.Request) error
+	access                access // who may call it
+	action                string // its name in the audit trail; "": not audited
 }
 
 // Agents is the executor side of the agent protocol (agents.Pool).
@@ -59,45 +66,76 @@ func WithAgents(a Agents, joinToken string) Option {
 	return func(s *Server) { s.agents, s.join = a, joinToken }
 }
 
+// WithAuth checks callers' tokens with a and records the audit trail in
+// it. Without it, every route but /healthz answers 401.
+func WithAuth(a *auth.Service) Option {
+	return func(s *Server) { s.auth = a }
+}
+
+// WithPublicMetrics serves /metrics without a token (for a Prometheus
+// scraper on a trusted network).
+func WithPublicMetrics() Option {
+	return func(s *Server) { s.publicMetrics = true }
+}
+
+// WithSubmitRate limits each user's submissions to rate per second with
+// bursts of burst (a token bucket; admins are exempt). rate <= 0: no limit.
+func WithSubmitRate(rate float64, burst int) Option {
+	return func(s *Server) { s.limiter = newRateLimiter(rate, burst, time.Now) }
+}
+
 // New returns the API server over o.
 func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Server {
-	s := &Server{o: o, log: logger, mux: http.NewServeMux()}
+	s := &Server{o: o, log: logger, mux: http.NewServeMux(), sessions: agentSessions{byNode: map[string]string{}}}
 	for _, opt := range opts {
 		opt(s)
 	}
 	s.metrics = newMetrics(o)
+	// Who may call each route (access) and what the audit trail calls it
+	// (action; empty: a read, not audited). The role matrix test in
+	// authz_test.go checks every row.
 	s.routes = []route{
-		{"GET", "/healthz", "Liveness", s.healthz},
-		{"POST", "/queue/submit", "Submit a job", s.submit},
-		{"GET", "/queue", "The queue, in the order jobs will be considered", s.queue},
-		{"GET", "/queue/statistics", "Queue statistics", s.queueStatistics},
-		{"DELETE", "/queue/{job_id}", "Cancel a job", s.cancel},
-		{"PATCH", "/queue/{job_id}/priority", "Change a job's priority", s.setPriority},
-		{"GET", "/jobs", "Jobs, newest first, with filters", s.jobs},
-		{"GET", "/jobs/{job_id}", "One job with its events", s.job},
-		{"GET", "/jobs/{job_id}/logs", "A job's output (follow=true streams)", s.logs},
-		{"GET", "/cluster/gpu-status", "Every node and GPU", s.clusterStatus},
-		{"GET", "/cluster/nodes", "Every node and GPU (as /cluster/gpu-status)", s.clusterStatus},
-		{"GET", "/cluster/nodes/{node_id}/history", "A node's telemetry samples (since=1h)", s.nodeHistory},
-		{"POST", "/cluster/nodes/{node_id}/{action}", "Cordon, drain or uncordon a node", s.nodeAction},
-		{"POST", "/cluster/gpu-allocate", "Hold GPUs for work outside Corral", s.allocate},
-		{"POST", "/cluster/gpu-release", "Release held GPUs", s.release},
-		{"GET", "/orchestrator/status", "The scheduling loop's status", s.orchestratorStatus},
-		{"POST", "/orchestrator/start", "Start scheduling", s.orchestratorSwitch(true)},
-		{"POST", "/orchestrator/stop", "Stop scheduling (running jobs are untouched)", s.orchestratorSwitch(false)},
-		{"GET", "/orchestrator/policies", "The active policy", s.policies},
-		{"PUT", "/orchestrator/policies", "Change the policy", s.setPolicies},
-		{"GET", "/metrics", "Prometheus metrics", s.prometheus},
-		{"POST", "/agent/v1/register", "Agent protocol: a node registers", s.agentRegister},
-		{"POST", "/agent/v1/sync", "Agent protocol: report and get work (long poll)", s.agentSync},
-		{"POST", "/agent/v1/logs", "Agent protocol: ship a task's output", s.agentLogs},
-		{"POST", "/auth/tokens", "Create a token (not yet available)", notYet("tokens")},
-		{"GET", "/auth/tokens", "List tokens (not yet available)", notYet("tokens")},
-		{"DELETE", "/auth/tokens/{id}", "Revoke a token (not yet available)", notYet("tokens")},
-		{"GET", "/audit", "The audit trail (not yet available)", notYet("the audit trail")},
-		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi},
-		{"GET", "/history", "The cluster over time, for graphs (since=24h, points=N, node=ID|all)", s.history},
-		{"GET", "/events", "Live dashboard updates as server-sent events", s.events},
+		{"GET", "/healthz", "Liveness", s.healthz, public, ""},
+		{"POST", "/queue/submit", "Submit a job", s.submit, user, "job.submit"},
+		{"GET", "/queue", "The queue, in the order jobs will be considered", s.queue, viewer, ""},
+		{"GET", "/queue/statistics", "Queue statistics", s.queueStatistics, viewer, ""},
+		{"DELETE", "/queue/{job_id}", "Cancel a job (its owner, its project's admin, or an admin)", s.cancel, user, "job.cancel"},
+		{"PATCH", "/queue/{job_id}/priority", "Change a job's priority (its owner, its project's admin, or an admin)", s.setPriority, user, "job.priority"},
+		{"GET", "/jobs", "Jobs, newest first, with filters", s.jobs, viewer, ""},
+		{"GET", "/jobs/{job_id}", "One job with its events", s.job, viewer, ""},
+		{"GET", "/jobs/{job_id}/logs", "A job's output (follow=true streams)", s.logs, viewer, ""},
+		{"GET", "/cluster/gpu-status", "Every node and GPU", s.clusterStatus, viewer, ""},
+		{"GET", "/cluster/nodes", "Every node and GPU (as /cluster/gpu-status)", s.clusterStatus, viewer, ""},
+		{"GET", "/cluster/nodes/{node_id}/history", "A node's telemetry samples (since=1h)", s.nodeHistory, viewer, ""},
+		{"POST", "/cluster/nodes/{node_id}/{action}", "Cordon, drain or uncordon a node (admin)", s.nodeAction, admin, "node.{action}"},
+		{"POST", "/cluster/gpu-allocate", "Hold GPUs for work outside Corral", s.allocate, user, "hold.create"},
+		{"POST", "/cluster/gpu-release", "Release held GPUs (the holder or an admin)", s.release, user, "hold.release"},
+		{"GET", "/orchestrator/status", "The scheduling loop's status", s.orchestratorStatus, viewer, ""},
+		{"POST", "/orchestrator/start", "Start scheduling (admin)", s.orchestratorSwitch(true), admin, "orchestrator.start"},
+		{"POST", "/orchestrator/stop", "Stop scheduling; running jobs are untouched (admin)", s.orchestratorSwitch(false), admin, "orchestrator.stop"},
+		{"GET", "/orchestrator/policies", "The active policy", s.policies, viewer, ""},
+		{"PUT", "/orchestrator/policies", "Change the policy, weights and quotas (admin)", s.setPolicies, admin, "policy.set"},
+		{"GET", "/metrics", "Prometheus metrics", s.prometheus, viewer, ""},
+		{"POST", "/agent/v1/register", "Agent protocol: a node registers (join token)", s.agentRegister, agent, "agent.register"},
+		{"POST", "/agent/v1/sync", "Agent protocol: report and get work, long poll (join token and node session)", s.agentSync, agent, ""},
+		{"POST", "/agent/v1/logs", "Agent protocol: ship a task's output (join token and node session)", s.agentLogs, agent, ""},
+		{"POST", "/auth/tokens", "Create a token; its secret is shown once (admin)", s.createToken, admin, "token.create"},
+		{"GET", "/auth/tokens", "List tokens, never their secrets (admin)", s.listTokens, admin, ""},
+		{"DELETE", "/auth/tokens/{id}", "Revoke a token at once (admin)", s.revokeToken, admin, "token.revoke"},
+		{"GET", "/auth/whoami", "Who the caller is: user, role, projects", s.whoami, viewer, ""},
+		{"POST", "/auth/session", "Sign the dashboard in: a token in, an HttpOnly cookie out", s.createSession, public, "session.create"},
+		{"DELETE", "/auth/session", "Sign the dashboard out", s.deleteSession, viewer, "session.delete"},
+		{"GET", "/audit", "The audit trail, newest first (user, action, since, limit; admin)", s.audit, admin, ""},
+		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi, viewer, ""},
+		{"GET", "/history", "The cluster over time, for graphs (since=24h, points=N, node=ID|all)", s.history, viewer, ""},
+		{"GET", "/events", "Live dashboard updates as server-sent events", s.events, viewer, ""},
+	}
+	if s.publicMetrics {
+		for i := range s.routes {
+			if s.routes[i].path == "/metrics" {
+				s.routes[i].access = public
+			}
+		}
 	}
 	for _, rt := range s.routes {
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
@@ -141,8 +179,9 @@ func pathMatches(pattern, path string) bool {
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// wrap adds the request id, logging, metrics, panic recovery and the
-// error answer around a handler.
+// wrap adds the request id, logging, metrics, panic recovery,
+// authentication and authorization, the audit record and the error answer
+// around a handler.
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -154,17 +193,26 @@ func (s *Server) wrap(rt route) http.Handler {
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
 		r.Body = http.MaxBytesReader(rw, r.Body, MaxBodyBytes)
+		call := &callInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), callKey{}, call))
+		var errCode string
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
 					log.Error("panic in handler", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+					errCode = "internal"
 					if !rw.wrote {
 						writeError(rw, &api.Error{Status: 500, Code: "internal", Message: "internal error; see the server log for request " + id})
 					}
 				}
 			}()
-			if err := rt.handler(rw, r); err != nil {
+			err := s.authorize(rt, r, call)
+			if err == nil {
+				err = rt.handler(rw, r)
+			}
+			if err != nil {
 				e := api.AsError(err)
+				errCode = e.Code
 				if e.Status >= 500 {
 					log.Error("request failed", "err", err)
 				}
@@ -173,9 +221,13 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}
 		}()
+		if rt.action != "" {
+			s.record(r, rt, call, rw.status, errCode, id, start)
+		}
 		elapsed := time.Since(start)
 		s.metrics.observe(rt.method+" "+rt.path, rw.status, elapsed)
-		log.Log(r.Context(), requestLevel(r.Method, rt.path, rw.status), "request", "route", rt.path, "status", rw.status, "ms", float64(elapsed.Microseconds())/1000)
+		log.Log(r.Context(), requestLevel(r.Method, rt.path, rw.status), "request", "route", rt.path, "status", rw.status,
+			"user", call.who.User, "ms", float64(elapsed.Microseconds())/1000)
 	})
 }
 
@@ -298,12 +350,6 @@ func jsonKind(goKind string) string {
 		return "an array"
 	}
 	return goKind
-}
-
-func notYet(what string) func(http.ResponseWriter, *http.Request) error {
-	return func(http.ResponseWriter, *http.Request) error {
-		return &api.Error{Status: http.StatusNotImplemented, Code: "not_implemented", Message: what + " arrive with authentication in a later version of Corral; this server accepts every caller"}
-	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {

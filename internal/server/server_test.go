@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/store"
@@ -31,9 +32,29 @@ func newTestServer(t *testing.T) *httptest.Server {
 	return ts
 }
 
+// testAdminToken is the bootstrap admin token of the test servers.
+const testAdminToken = "test-admin-token-0123456789"
+
 // newServerWith is newTestServer with the executor and logger given; it
-// returns the orchestrator too.
+// returns the orchestrator too. Requests that carry no credentials get
+// the admin token (the tests that are not about access); newAuthServer
+// gives the server as it is.
 func newServerWith(t *testing.T, ex exec.Executor, logger *slog.Logger) (*httptest.Server, *orchestrator.Orchestrator) {
+	t.Helper()
+	h, o, _ := newHandler(t, ex, logger)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" && r.Header.Get("Cookie") == "" {
+			r.Header.Set("Authorization", "Bearer "+testAdminToken)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts, o
+}
+
+// newHandler builds a server over a fresh store and orchestrator (8
+// simulated GPUs on node n1) with testAdminToken as its admin token.
+func newHandler(t *testing.T, ex exec.Executor, logger *slog.Logger, opts ...Option) (*Server, *orchestrator.Orchestrator, *auth.Service) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
@@ -47,11 +68,17 @@ func newServerWith(t *testing.T, ex exec.Executor, logger *slog.Logger) (*httpte
 	if err != nil {
 		t.Fatal(err)
 	}
+	a, err := auth.New(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Bootstrap(ctx, testAdminToken, "root"); err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
-	ts := httptest.NewServer(New(o, logger))
-	t.Cleanup(func() { ts.Close(); cancel(); <-done; st.Close() })
-	return ts, o
+	t.Cleanup(func() { cancel(); <-done; st.Close() })
+	return New(o, logger, append([]Option{WithAuth(a)}, opts...)...), o, a
 }
 
 func call(t *testing.T, ts *httptest.Server, method, path, body string) (*http.Response, []byte) {
@@ -77,7 +104,7 @@ func TestErrorsAreJSON(t *testing.T) {
 		"wrong method":       {"GET", "/queue/submit", "", 405, "method_not_allowed", ""},
 		"wrong method param": {"POST", "/queue/abc", "", 405, "method_not_allowed", ""},
 		"unknown job":        {"GET", "/jobs/abc", "", 404, "not_found", ""},
-		"tokens not yet":     {"GET", "/auth/tokens", "", 501, "not_implemented", ""},
+		"unknown token":      {"DELETE", "/auth/tokens/nope", "", 404, "not_found", ""},
 		"type error":         {"POST", "/queue/submit", `{"command":"x","gpu_count":"two"}`, 422, "invalid_field", "gpu_count"},
 		"unknown field":      {"POST", "/queue/submit", `{"command":"x","gpus":2}`, 400, "unknown_field", "gpus"},
 		"two values":         {"POST", "/queue/submit", `{"command":"x"} {}`, 400, "malformed_json", ""},

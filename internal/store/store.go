@@ -24,7 +24,9 @@ import (
 )
 
 // schemaVersion is the layout written by this code; Open refuses newer ones.
-const schemaVersion = 1
+// Version 2 added tokens and audit (auth.go); both are created on an
+// existing database by the same CREATE ... IF NOT EXISTS statements.
+const schemaVersion = 2
 
 const schema = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -96,6 +98,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		return fmt.Errorf("the database has schema version %d; this corral knows up to %d: upgrade corral", v, schemaVersion)
 	}
 	if _, err := s.db.ExecContext(ctx, schema); err != nil {
+		return err
+	}
+	if _, err := s.db.ExecContext(ctx, authSchema); err != nil {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))

@@ -1,11 +1,14 @@
 // api.js: every request the dashboard makes goes through this file, so
-// that authentication (a bearer token or a cookie session, issue 7) is
-// added in one place: authHeaders() and the EventSource options below.
+// that authentication (the cookie session) is handled in one place:
+// authHeaders() and the EventSource options below.
 
-// authHeaders returns the headers that identify the viewer. None yet:
-// this server accepts every caller.
+// authHeaders returns the headers of every call. The viewer is identified
+// by the session cookie (HttpOnly: this page never sees the token), which
+// the browser sends with same-origin requests; X-Corral-Request marks the
+// call as the dashboard's own, which the server requires of a
+// cookie-authenticated change (a cross-site page cannot set it).
 function authHeaders() {
-  return {};
+  return { 'X-Corral-Request': '1' };
 }
 
 // ApiError is a failed call: the server's {"error": {code, message, field}}.
@@ -42,6 +45,13 @@ async function call(method, path, body) {
 export const get = (path) => call('GET', path);
 export const send = (method, path, body) => call(method, path, body);
 
+// whoami is the signed-in viewer ({user, role, projects, project_admin});
+// it fails with status 401 when there is no session.
+export const whoami = () => call('GET', '/auth/whoami');
+// signIn turns a token into the session cookie; signOut ends it.
+export const signIn = (token) => call('POST', '/auth/session', { token });
+export const signOut = () => call('DELETE', '/auth/session');
+
 // getText reads a plain-text resource (a job's log).
 export async function getText(path) {
   const resp = await fetch(path, { headers: authHeaders(), credentials: 'same-origin' });
@@ -65,7 +75,7 @@ export async function stream(path, onChunk, signal) {
 
 // subscribe opens the server-sent event stream (GET /events). onUpdate gets
 // each update's data; onState gets 'live', 'reconnecting'. EventSource sends
-// cookies, not headers: the cookie session of issue 7 covers it.
+// cookies, not headers: the session cookie authenticates it.
 export function subscribe(onUpdate, onState) {
   const es = new EventSource('/events', { withCredentials: true });
   es.addEventListener('update', (ev) => {

@@ -4,7 +4,7 @@
 import * as api from './api.js';
 import { lineChart, sparkline } from './charts.js';
 
-const state = { data: null, skew: 0 }; // skew: server clock minus ours, ms
+const state = { data: null, skew: 0, me: null }; // skew: server clock minus ours, ms; me: the signed-in viewer
 let page = null;
 
 // ---------- helpers ----------
@@ -593,9 +593,8 @@ function jobPage(id) {
     $('[data-role=title]', root).textContent = j.name || j.id;
     $('[data-role=state]', root).innerHTML = stateBadge(j.state) + (j.cancel_requested && !['canceled', 'completed', 'failed'].includes(j.state) ? ' <span class="badge">cancel requested</span>' : '');
     const terminal = ['completed', 'failed', 'canceled'].includes(j.state);
-    // Who may act is decided by the server; with auth (issue 7) the page
-    // will hide these for viewers without the right.
-    $('[data-role=actions]', root).hidden = terminal;
+    // The server decides who may act; the page hides what the role lacks.
+    $('[data-role=actions]', root).hidden = terminal || !canActOn(j);
     const sel = $('[data-role=prio]', root);
     if (document.activeElement !== sel) sel.value = j.priority;
     const rows = [
@@ -745,6 +744,60 @@ function onConn(s) {
   c.textContent = s;
 }
 
-window.addEventListener('hashchange', route);
-route();
-api.subscribe(onUpdate, onConn);
+// canActOn mirrors the server's rule: admins act on every job, users on
+// their own and on those of projects they administer, viewers on none.
+function canActOn(j) {
+  const me = state.me;
+  if (!me) return false;
+  if (me.role === 'admin') return true;
+  return me.role === 'user' && (j.user === me.user || (me.project_admin || []).includes(j.project));
+}
+
+// ---------- sign-in ----------
+function showWho() {
+  const me = state.me;
+  const el = h(`<span class="who" data-role="who">${esc(me.user)} · ${esc(me.role)} <button type="button" class="link" data-act="signout">sign out</button></span>`);
+  el.querySelector('[data-act=signout]').addEventListener('click', async () => {
+    try {
+      await api.signOut();
+    } finally {
+      location.reload();
+    }
+  });
+  $('.status').prepend(el);
+}
+
+function signInPage(message) {
+  const root = h(`<section class="panel signin"><header><h2>Sign in</h2></header><div class="body">
+    <p class="muted">This Corral server needs a token. <code>corral up</code> prints a sign-in link; an admin makes tokens with <code>corral token create</code>.</p>
+    <form data-role="signin"><label>Token <input type="password" name="token" autocomplete="off" required></label>
+    <button type="submit" class="btn">Sign in</button></form><div data-role="msg">${message ? `<div class="notice">${esc(message)}</div>` : ''}</div></div></section>`);
+  $('form', root).addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    try {
+      await api.signIn(ev.target.token.value.trim());
+      location.reload();
+    } catch (e) {
+      $('[data-role=msg]', root).innerHTML = `<div class="notice">${esc(e.message)}</div>`;
+    }
+  });
+  $('#main').replaceChildren(root);
+  onConn('signed out');
+}
+
+async function start() {
+  try {
+    state.me = await api.whoami();
+  } catch (e) {
+    if (e.status === 401) return signInPage(e.code === 'session_ended' ? e.message : '');
+    $('#main').replaceChildren(h(`<div class="notice">${esc(e.message)}</div>`));
+    return;
+  }
+  document.body.dataset.role = state.me.role;
+  showWho();
+  window.addEventListener('hashchange', route);
+  route();
+  api.subscribe(onUpdate, onConn);
+}
+
+start();

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
+)
+
+// newTokenCmd is `corral token create|list|revoke` (admin tokens only).
+func (c *cli) newTokenCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Create, list and revoke API tokens (admin)",
+		Long: `Tokens identify callers of the API. Each carries a user and a role:
+viewer (reads everything), user (also submits jobs and acts on its own jobs and
+holds, and on every job of the projects it administers) or admin (everything:
+policies, quotas, nodes, tokens, the audit trail, other users' jobs).
+
+A token's secret is shown once, when it is made; the server keeps only its
+hash. Give it to its user, who sets CORRAL_TOKEN (or passes --token).`,
+		Args: cobra.NoArgs,
+	}
+	var req api.TokenRequest
+	var role, expires string
+	create := &cobra.Command{
+		Use:   "create --user NAME [--role admin|user|viewer] [--project P]...",
+		Short: "Make a token and print its secret (shown once)",
+		Example: `  corral token create --user ana
+  corral token create --user bob --project vision --project-admin vision
+  corral token create --user grafana --role viewer --expires 720h`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if req.User == "" {
+				return usagef("--user is required")
+			}
+			req.Role = api.Role(role)
+			if !req.Role.Valid() {
+				return usagef("--role %q: want admin, user or viewer", role)
+			}
+			if expires != "" {
+				if _, err := time.ParseDuration(expires); err != nil {
+					return usagef("--expires %q: want a duration such as 720h", expires)
+				}
+				req.ExpiresIn = rawString(expires)
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			t, err := cl.CreateToken(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			return c.emit(t, func(w io.Writer) error {
+				fmt.Fprintf(w, "token %s for %s (%s)", t.ID, t.User, t.Role)
+				if len(t.Projects) > 0 {
+					fmt.Fprintf(w, ", projects %s", strings.Join(t.Projects, ", "))
+				}
+				if len(t.ProjectAdmin) > 0 {
+					fmt.Fprintf(w, ", admin of %s", strings.Join(t.ProjectAdmin, ", "))
+				}
+				fmt.Fprintf(w, "\n\n  %s\n\nThis is the only time the secret is shown. Its user sets CORRAL_TOKEN=<it>.\n", t.Secret)
+				return nil
+			})
+		},
+	}
+	fl := create.Flags()
+	fl.StringVar(&req.User, "user", "", "the user the token acts as (jobs it submits are theirs)")
+	fl.StringVar(&role, "role", string(api.RoleUser), "admin, user or viewer")
+	fl.StringArrayVar(&req.Projects, "project", nil, "a project the token may submit to (repeatable; none: any; the first is the default)")
+	fl.StringArrayVar(&req.ProjectAdmin, "project-admin", nil, "a project whose every job the token may cancel and re-prioritise (repeatable)")
+	fl.StringVar(&req.Description, "description", "", "what the token is for")
+	fl.StringVar(&expires, "expires", "", "the token stops working this long from now, e.g. 720h (default: never)")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			l, err := cl.Tokens(cmd.Context())
+			if err != nil {
+				return err
+			}
+			now := c.now()
+			return c.emit(l, func(w io.Writer) error {
+				t := newTable(w, "ID", "USER", "ROLE", "PROJECTS", "CREATED", "STATUS", "DESCRIPTION")
+				for _, tk := range l.Tokens {
+					status := "active"
+					switch {
+					case tk.RevokedAt != nil:
+						status = "revoked " + fmtTime(*tk.RevokedAt, now)
+					case tk.ExpiresAt != nil && !now.Before(*tk.ExpiresAt):
+						status = "expired"
+					case tk.ExpiresAt != nil:
+						status = "expires " + fmtTime(*tk.ExpiresAt, now)
+					}
+					projects := strings.Join(tk.Projects, ",")
+					if len(tk.ProjectAdmin) > 0 {
+						projects += " admin:" + strings.Join(tk.ProjectAdmin, ",")
+					}
+					t.row(tk.ID, tk.User, string(tk.Role), projects, fmtTime(tk.CreatedAt, now), status, clip(tk.Description, 40))
+				}
+				return t.flush()
+			})
+		},
+	}
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a token: it stops working at once",
+		Args:  argsExactly(1, "the token id (see corral token list)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			t, err := cl.RevokeToken(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return c.emit(t, func(w io.Writer) error {
+				_, err := fmt.Fprintf(w, "revoked token %s of %s\n", t.ID, t.User)
+				return err
+			})
+		},
+	}
+	cmd.AddCommand(create, list, revoke)
+	return cmd
+}
+
+// newWhoamiCmd is `corral whoami`: the token's user and role.
+func (c *cli) newWhoamiCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "whoami",
+		Short: "Show the user and role of the token in use",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			me, err := cl.Whoami(cmd.Context())
+			if err != nil {
+				return err
+			}
+			return c.emit(me, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s (%s, token %s)\n", me.User, me.Role, me.TokenID)
+				if len(me.Projects) > 0 {
+					fmt.Fprintf(w, "projects: %s\n", strings.Join(me.Projects, ", "))
+				}
+				if len(me.ProjectAdmin) > 0 {
+					fmt.Fprintf(w, "admin of: %s\n", strings.Join(me.ProjectAdmin, ", "))
+				}
+				return nil
+			})
+		},
+	}
+}
+
+// newAuditCmd is `corral audit`: the audit trail (admin tokens only).
+func (c *cli) newAuditCmd() *cobra.Command {
+	var f client.AuditFilter
+	var since string
+	cmd := &cobra.Command{
+		Use:   "audit [--user U] [--action A] [--since 24h] [--limit N]",
+		Short: "Show the audit trail: every call that changed something, newest first (admin)",
+		Long: `Every call that changes something (or tried to) is recorded: who (user, role,
+token), what (action, path, target), when, from where (the caller's address)
+and the answer's status. The trail is kept in the store, across restarts.
+Actions: job.submit, job.cancel, job.priority, hold.create, hold.release,
+node.cordon|drain|uncordon, orchestrator.start|stop, policy.set,
+token.create, token.revoke, session.create, session.delete, agent.register.
+--action job. matches every job action.`,
+		Example: `  corral audit --since 24h
+  corral audit --user ana --action job.cancel`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if since != "" {
+				d, err := time.ParseDuration(since)
+				if err != nil {
+					t, err2 := time.Parse(time.RFC3339, since)
+					if err2 != nil {
+						return usagef("--since %q: want a duration such as 24h or an RFC 3339 time", since)
+					}
+					f.Since = t
+				} else {
+					f.Since = c.now().Add(-d)
+				}
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			l, err := cl.Audit(cmd.Context(), f)
+			if err != nil {
+				return err
+			}
+			now := c.now()
+			return c.emit(l, func(w io.Writer) error {
+				t := newTable(w, "TIME", "USER", "ROLE", "ACTION", "TARGET", "STATUS", "FROM")
+				for _, e := range l.Entries {
+					status := strconv.Itoa(e.Status)
+					if e.Error != "" {
+						status += " " + e.Error
+					}
+					who := e.User
+					if who == "" {
+						who = "-"
+					}
+					t.row(fmtTimeFull(e.At, now), who, string(e.Role), e.Action, clip(e.Target, 40), status, e.Remote)
+				}
+				return t.flush()
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.User, "user", "", "only this user's calls")
+	fl.StringVar(&f.Action, "action", "", "only this action (job. for every job action)")
+	fl.StringVar(&since, "since", "", "only calls since this long ago (24h) or this time (RFC 3339)")
+	fl.IntVar(&f.Limit, "limit", 100, "at most this many entries")
+	return cmd
+}

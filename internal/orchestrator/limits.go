@@ -1,0 +1,116 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// Limits bound what users may queue and run. Zero means no limit.
+type Limits struct {
+	MaxQueueSize     int           // queued jobs in all (the seed's CORRAL_MAX_QUEUE_SIZE)
+	MaxQueuedPerUser int           // queued jobs of one user (admins submitting are exempt)
+	MaxGPUsPerJob    int           // gpu_count x nodes of one job
+	MaxRunTime       time.Duration // a job's time_limit: the default, and the most it may ask
+}
+
+// checkLimits checks a valid submission against the limits and gives it
+// the default time limit. Loop only (it reads the queue).
+func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
+	l := o.cfg.Limits
+	if l.MaxGPUsPerJob > 0 && j.GPUCount*j.Nodes > l.MaxGPUsPerJob {
+		return api.Invalid("gpu_count", "asks for %d GPUs; one job may have at most %d on this server", j.GPUCount*j.Nodes, l.MaxGPUsPerJob)
+	}
+	if l.MaxRunTime > 0 {
+		max := api.Seconds(l.MaxRunTime.Seconds())
+		switch {
+		case j.TimeLimit == nil:
+			j.TimeLimit = &max
+		case j.TimeLimit.Duration() > l.MaxRunTime:
+			return api.Invalid("time_limit", "is %s; this server allows at most %s", j.TimeLimit.Duration(), l.MaxRunTime)
+		}
+	}
+	if l.MaxQueueSize > 0 && len(o.queued) >= l.MaxQueueSize {
+		return &api.Error{Status: http.StatusTooManyRequests, Code: "queue_full",
+			Message: fmt.Sprintf("the queue is full (%d jobs; the limit is %d); try again when some have started", len(o.queued), l.MaxQueueSize)}
+	}
+	if l.MaxQueuedPerUser > 0 && !exempt {
+		n := 0
+		for id := range o.queued {
+			if o.jobs[id].User == j.User {
+				n++
+			}
+		}
+		if n >= l.MaxQueuedPerUser {
+			return &api.Error{Status: http.StatusTooManyRequests, Code: "user_queue_full",
+				Message: fmt.Sprintf("%s has %d jobs queued; the limit is %d per user", j.User, n, l.MaxQueuedPerUser)}
+		}
+	}
+	return nil
+}
+
+// checkTimeLimits stops every running attempt past its time limit, like a
+// cancel: SIGTERM, the cancel grace, SIGKILL; the job then ends failed
+// with reason time_limit (exitOutcome). Loop only.
+func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
+	now := o.cfg.Now()
+	o.mu.Lock()
+	tx := o.begin()
+	for id := range o.active {
+		j := o.jobs[id]
+		if j.TimeLimit == nil || j.StartedAt == nil || j.TimedOut || j.CancelRequested || j.State != api.StateRunning {
+			continue
+		}
+		if now.Sub(*j.StartedAt) <= j.TimeLimit.Duration() {
+			continue
+		}
+		j.TimedOut = true
+		tx.touch(j)
+		attempt, grace := j.RetryCount, o.cfg.CancelGrace
+		tx.after = append(tx.after, func() {
+			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {
+				o.log.Error("stop job past its time limit", "job_id", id, "err", err)
+			}
+		})
+		o.log.Info("job past its time limit; stopping it", "job_id", id, "time_limit", j.TimeLimit.Duration())
+	}
+	err := o.commit(ctx, tx)
+	o.mu.Unlock()
+	if err != nil {
+		o.log.Error("time limits not committed", "err", err)
+		return
+	}
+	o.runAfter(ctx, tx)
+}
+
+// JobOwner returns the user and project of a job.
+func (o *Orchestrator) JobOwner(id string) (user, project string, ok bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	j, ok := o.jobs[id]
+	if !ok {
+		return "", "", false
+	}
+	return j.User, j.Project, true
+}
+
+// HoldOwner returns the user who holds GPUs under id.
+func (o *Orchestrator) HoldOwner(id string) (user string, ok bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	h, ok := o.holds[id]
+	if !ok {
+		return "", false
+	}
+	return h.User, true
+}
+
+func limitText(s *api.Seconds) string {
+	if s == nil {
+		return "?"
+	}
+	return s.Duration().String()
+}
