@@ -180,7 +180,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType}
 		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS}})
 		if len(r.Starts) == 0 {
-			return nil, api.Conflict("insufficient_gpus", "cannot hold now: %s", r.Pending[0].Message)
+			return nil, api.Conflict("insufficient_gpus", "cannot hold now: %s", r.Pending[0].Message())
 		}
 		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: tx.now, Allocation: o.allocate(req.JobID, r.Starts[0].Placements)}
 		o.holds[h.JobID] = h

@@ -26,7 +26,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 	}
 	if j.State == api.StateQueued {
 		if p, ok := o.pending[j.ID]; ok {
-			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message
+			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
 		}
 		if t, ok := o.plan[j.ID]; ok {
 			t = t.UTC()

@@ -1,9 +1,6 @@
 package sched
 
-import (
-	"fmt"
-	"slices"
-)
+import "slices"
 
 // topologyBudget bounds how many fitting nodes a single-node placement
 // inspects looking for one whose free GPUs share an NVLink domain.
@@ -214,38 +211,16 @@ func (ix *index) largestBlock(j *Job) (int, string) {
 	return max(best, 0), id
 }
 
-// describe says what the job asks for per node, e.g. "4 H100 GPUs with at
-// least 40 GB each".
-func describe(j *Job) string {
-	s := fmt.Sprintf("%d", j.GPUs)
-	if j.GPUType != "" {
-		s += " " + j.GPUType
-	}
-	if j.GPUs == 1 {
-		s += " GPU"
-	} else {
-		s += " GPUs"
-	}
-	if j.MinMemoryMiB > 0 {
-		s += fmt.Sprintf(" with at least %g GB each", float64(j.MinMemoryMiB)/1024)
+// noFit records why the job does not fit the free GPUs now (see
+// noteSrc.noFitText).
+func (ix *index) noFit(j *Job) *noteSrc {
+	s := &noteSrc{shape: descOf(j), anySched: ix.anySchedulable()}
+	switch {
+	case !s.anySched:
+	case s.shape.nodes == 1:
+		s.largest, s.node = ix.largestBlock(j)
+	default:
+		ix.candidates(j, false, func(int) bool { s.fitting++; return true })
 	}
 	return s
-}
-
-// whyNoFit says why the job does not fit the free GPUs now.
-func (ix *index) whyNoFit(j *Job) string {
-	if !ix.anySchedulable() {
-		return "no node accepts new jobs (all are cordoned, draining or down)"
-	}
-	want := nodesWanted(j)
-	largest, node := ix.largestBlock(j)
-	if want == 1 {
-		if node == "" {
-			return fmt.Sprintf("needs %s on one node; no schedulable node has such GPUs", describe(j))
-		}
-		return fmt.Sprintf("needs %s on one node; the largest free block is %d on %s", describe(j), largest, node)
-	}
-	fitting := 0
-	ix.candidates(j, false, func(int) bool { fitting++; return true })
-	return fmt.Sprintf("needs %s on each of %d nodes; %d nodes have that free", describe(j), want, fitting)
 }

@@ -138,7 +138,7 @@ func TestQuotas(t *testing.T) {
 		if len(r.Starts) != 1 || r.Starts[0].JobID != "n1" {
 			t.Fatalf("starts = %+v", r.Starts)
 		}
-		if p := r.Pending[0]; p.JobID != "v1" || p.Reason != ReasonQuota || p.Message != "project vision over quota: 4 of 4 GPUs in use; no idle GPUs to borrow" {
+		if p := r.Pending[0]; p.JobID != "v1" || p.Reason != ReasonQuota || p.Message() != "project vision over quota: 4 of 4 GPUs in use; no idle GPUs to borrow" {
 			t.Fatalf("pending = %+v", r.Pending)
 		}
 	})
@@ -241,10 +241,10 @@ func TestBackfill(t *testing.T) {
 		want := map[string]string{"head": ReasonResources, "long": ReasonReservation, "unknown": ReasonReservation}
 		for _, p := range r.Pending {
 			if p.Reason != want[p.JobID] {
-				t.Errorf("%s: %s (%s), want %s", p.JobID, p.Reason, p.Message, want[p.JobID])
+				t.Errorf("%s: %s (%s), want %s", p.JobID, p.Reason, p.Message(), want[p.JobID])
 			}
 		}
-		if m := r.Pending[2].Message; !strings.Contains(m, "holds a reservation until 13:00 UTC") || !strings.Contains(m, "estimated_duration") {
+		if m := r.Pending[2].Message(); !strings.Contains(m, "holds a reservation until 13:00 UTC") || !strings.Contains(m, "estimated_duration") {
 			t.Errorf("message = %q", m)
 		}
 	})

@@ -289,7 +289,7 @@ func (c *cycle) preemptFor(j *Job, jBorrowing bool, plans []victimPlan) Pending 
 	if len(names) > 0 {
 		msg = fmt.Sprintf("preempting %s to make room", strings.Join(names, ", "))
 	}
-	return Pending{JobID: j.ID, Reason: ReasonPreempting, Message: msg}
+	return Pending{JobID: j.ID, Reason: ReasonPreempting, note: textNote(msg)}
 }
 
 func preemptWhy(reason string, v *Running, j *Job) string {

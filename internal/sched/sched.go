@@ -17,7 +17,8 @@
 //     preemption on, GPUs of lower-ranked jobs (least work lost first); else
 //     the first such job holds a reservation (backfill on: later jobs start
 //     only where they cannot delay it; off: nothing starts past it);
-//  5. every job left waiting gets a reason and a sentence.
+//  5. every job left waiting gets a reason, and the facts of a sentence
+//     (Pending.Message builds it when asked).
 package sched
 
 import "time"
@@ -116,13 +117,14 @@ type Preemption struct {
 	Message string
 }
 
-// Pending says why a job stays queued.
+// Pending says why a job stays queued: Reason, and Message, a sentence
+// for people built when asked (see note.go).
 type Pending struct {
 	JobID          string
 	Position       int       // 1-based position among the jobs left queued
 	Reason         string    // machine-readable, one of the Reason constants
-	Message        string    // a sentence for people
 	EstimatedStart time.Time // zero: unknown (see Plan for every job's estimate)
+	note           note      // what Message says
 }
 
 // Reasons a job stays queued, and why jobs are preempted.

@@ -158,8 +158,8 @@ func TestSchedule(t *testing.T) {
 				if want, ok := tc.wantReasons[p.JobID]; ok && p.Reason != want {
 					t.Errorf("%s reason = %q, want %q", p.JobID, p.Reason, want)
 				}
-				if want, ok := tc.wantMessage[p.JobID]; ok && p.Message != want {
-					t.Errorf("%s message = %q, want %q", p.JobID, p.Message, want)
+				if want, ok := tc.wantMessage[p.JobID]; ok && p.Message() != want {
+					t.Errorf("%s message = %q, want %q", p.JobID, p.Message(), want)
 				}
 			}
 		})

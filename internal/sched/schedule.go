@@ -23,32 +23,34 @@ type cycle struct {
 	victim, claimed         map[int]bool   // running job positions
 	preemptTries            int
 	startEst                []time.Duration // estimate of each start, by position
-	fitsCache               map[shape]bool
-	whyCache                map[shape]whyEntry
-	noFit                   map[shape]int      // shape -> index version at which it did not fit
-	resCache                map[shape]fitEntry // shape -> fits with the reserved GPUs, at a version
-	byPrio                  [][5]int           // node -> preemptable GPUs by priority (see countVictimGPUs)
-	borrowedOn              []int              // node -> preemptable borrowed GPUs
+	plain                   map[plainShape]*shapeState
+	shapes                  map[shape]*shapeState
+	resNote, behind         *noteSrc // shared by the notes of jobs kept out by the reservation, or behind the head
+	byPrio                  [][5]int // node -> preemptable GPUs by priority (see countVictimGPUs)
+	borrowedOn              []int    // node -> preemptable borrowed GPUs
 }
 
-type whyEntry struct {
-	version int
-	why     string
+// shapeState is what a cycle learned about one job shape: every job of a
+// shape fits, or does not, the same GPUs. Versions are 1 + the index's
+// version when it was learned; 0: not yet.
+type shapeState struct {
+	fits    int8     // could ever run (fitsEmpty): 0 not known yet, 1 yes, -1 no
+	unsat   *noteSrc // why not, when it could never run
+	noFitAt int      // did not fit the free GPUs at this version
+	whyAt   int      // why is why it did not fit, at this version
+	why     *noteSrc
+	resAt   int  // resOK is whether it fits with the reserved GPUs, at this version
+	resOK   bool //
 }
 
-// whyNoFit is ix.whyNoFit, remembered per job shape while the free GPUs
-// stay the same.
-func (c *cycle) whyNoFit(j *Job) string {
-	k := shapeOf(j)
-	if e, ok := c.whyCache[k]; ok && e.version == c.ix.version {
-		return e.why
-	}
-	why := c.ix.whyNoFit(j)
-	c.whyCache[k] = whyEntry{c.ix.version, why}
-	return why
+// plainShape is the key of a shape with no GPU type and no node labels,
+// cheaper to hash than shape.
+type plainShape struct {
+	gpus, nodes int
+	mem         int64
 }
 
-// shape is what fitsEmpty depends on.
+// shape is what placement depends on, as a map key.
 type shape struct {
 	gpus, nodes int
 	mem         int64
@@ -56,8 +58,17 @@ type shape struct {
 	labels      string // the job's node labels, flattened
 }
 
-// shapeOf is what placement depends on, as a map key.
-func shapeOf(j *Job) shape {
+// shapeOf returns what the cycle knows of the job's shape.
+func (c *cycle) shapeOf(j *Job) *shapeState {
+	if j.GPUType == "" && len(j.NodeLabels) == 0 {
+		k := plainShape{gpus: j.GPUs, nodes: nodesWanted(j), mem: j.MinMemoryMiB}
+		st := c.plain[k]
+		if st == nil {
+			st = &shapeState{}
+			c.plain[k] = st
+		}
+		return st
+	}
 	k := shape{gpus: j.GPUs, nodes: nodesWanted(j), mem: j.MinMemoryMiB, typ: j.GPUType}
 	if len(j.NodeLabels) > 0 {
 		keys := make([]string, 0, len(j.NodeLabels))
@@ -69,14 +80,28 @@ func shapeOf(j *Job) shape {
 			k.labels += key + "=" + j.NodeLabels[key] + "\x00"
 		}
 	}
-	return k
+	st := c.shapes[k]
+	if st == nil {
+		st = &shapeState{}
+		c.shapes[k] = st
+	}
+	return st
+}
+
+// whyNoFit is ix.noFit, remembered per job shape while the free GPUs stay
+// the same.
+func (c *cycle) whyNoFit(j *Job, sh *shapeState) *noteSrc {
+	if sh.whyAt != c.ix.version+1 {
+		sh.why, sh.whyAt = c.ix.noFit(j), c.ix.version+1
+	}
+	return sh.why
 }
 
 // Schedule runs one cycle over the snapshot and returns its decisions.
 func Schedule(s Snapshot) Result {
 	p := s.Policy.WithDefaults()
 	c := &cycle{s: &s, p: &p, now: s.Now, ix: newIndex(s.Nodes),
-		victim: map[int]bool{}, claimed: map[int]bool{}, fitsCache: map[shape]bool{}, whyCache: map[shape]whyEntry{}, noFit: map[shape]int{}, resCache: map[shape]fitEntry{}}
+		victim: map[int]bool{}, claimed: map[int]bool{}, plain: map[plainShape]*shapeState{}, shapes: map[shape]*shapeState{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
 	c.userGPUs, c.projectGPUs = holdings(s.Running)
 	c.shareUser, c.shareProject = shareHoldings(s.Running)
@@ -93,38 +118,39 @@ func Schedule(s Snapshot) Result {
 	w := newWalker(s.Queue, &p, s.Usage, c.shareUser, c.shareProject)
 	var borrowers []*Job
 	blocked := false // backfill off and the head waits: nothing passes it
-	behind := ""
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		switch {
 		case blocked:
-			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, Message: behind})
+			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
 		case j.NotBefore.After(c.now):
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
-				Message: fmt.Sprintf("requeued after a loss; it may start again at %s", clock(j.NotBefore, c.now))})
+				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})
 		case c.overQuota(j) != "":
 			borrowers = append(borrowers, j) // 2. deferred: it may borrow idle GPUs
-		case c.start(j, false):
-			w.placed(j)
 		default:
-			if c.wait(j, false) {
+			sh := c.shapeOf(j)
+			if c.start(j, sh, false) {
+				w.placed(j)
+			} else if c.wait(j, sh, false) {
 				w.placed(j) // GPUs are being freed for it
 			} else if c.res != nil && c.res.jobID == j.ID && !p.Backfill {
 				blocked = true
-				behind = "waiting behind job " + j.ID + ", which is first in line (backfill is off)"
+				c.behind = &noteSrc{text: "waiting behind job " + j.ID + ", which is first in line (backfill is off)"}
 			}
 		}
 	}
 	// 3. Jobs over quota borrow what is left idle, never delaying the head.
 	for _, j := range borrowers {
-		switch {
-		case blocked:
-			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, Message: behind})
-		case c.start(j, true):
-		default:
-			c.wait(j, true)
+		if blocked {
+			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
+			continue
+		}
+		sh := c.shapeOf(j)
+		if !c.start(j, sh, true) {
+			c.wait(j, sh, true)
 			// Say it is over quota rather than short of GPUs.
 			if last := &c.out.Pending[len(c.out.Pending)-1]; last.JobID == j.ID && last.Reason == ReasonResources {
-				last.Reason, last.Message = ReasonQuota, c.overQuota(j)+"; no idle GPUs to borrow"
+				last.Reason, last.note = ReasonQuota, textNote(c.overQuota(j)+"; no idle GPUs to borrow")
 			}
 		}
 	}
@@ -153,25 +179,24 @@ func (c *cycle) overQuota(j *Job) string {
 }
 
 // fits reports whether the job could ever run on this cluster.
-func (c *cycle) fits(j *Job) bool {
-	k := shapeOf(j)
-	v, ok := c.fitsCache[k]
-	if !ok {
-		v = c.ix.fitsEmpty(j)
-		c.fitsCache[k] = v
+func (c *cycle) fits(j *Job, sh *shapeState) bool {
+	if sh.fits == 0 {
+		sh.fits = -1
+		if c.ix.fitsEmpty(j) {
+			sh.fits = 1
+		}
 	}
-	return v
+	return sh.fits > 0
 }
 
 // start places the job now if it can without delaying the head job's
 // reservation, and records the start.
-func (c *cycle) start(j *Job, borrowed bool) bool {
-	k := shapeOf(j)
+func (c *cycle) start(j *Job, sh *shapeState, borrowed bool) bool {
 	var ps []Placement
 	ok := false
-	if v, seen := c.noFit[k]; !seen || v != c.ix.version {
+	if sh.noFitAt != c.ix.version+1 {
 		if ps, ok = c.ix.find(j, c.p.Spread); !ok {
-			c.noFit[k] = c.ix.version // the same shape will not fit until something changes
+			sh.noFitAt = c.ix.version + 1 // the same shape will not fit until something changes
 		}
 	}
 	if !ok && c.res != nil && c.res.jobID != j.ID && len(c.res.held) > 0 && c.p.Backfill &&
@@ -213,17 +238,19 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 // wait handles a job that does not fit now: unsatisfiable, preempt for it,
 // make it the head with a reservation, or leave it waiting. It returns
 // true when GPUs are being freed for the job.
-func (c *cycle) wait(j *Job, borrowing bool) bool {
+func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 	if !c.ix.anySchedulable() {
-		c.pend(Pending{JobID: j.ID, Reason: ReasonNoNodes, Message: c.ix.whyNoFit(j)})
+		c.pend(Pending{JobID: j.ID, Reason: ReasonNoNodes, note: note{kind: noteNoFit, src: c.whyNoFit(j, sh)}})
 		return false
 	}
-	if !c.fits(j) {
-		c.pend(Pending{JobID: j.ID, Reason: ReasonUnsatisfiable,
-			Message: fmt.Sprintf("no node could ever run it: it needs %s on %d node(s)", describe(j), nodesWanted(j))})
+	if !c.fits(j, sh) {
+		if sh.unsat == nil {
+			sh.unsat = &noteSrc{shape: descOf(j)}
+		}
+		c.pend(Pending{JobID: j.ID, Reason: ReasonUnsatisfiable, note: note{kind: noteUnsat, src: sh.unsat}})
 		return false
 	}
-	why := c.whyNoFit(j)
+	why := note{kind: noteNoFit, src: c.whyNoFit(j, sh)}
 	if !borrowing && c.preemptTries < maxPreemptTries {
 		c.preemptTries++
 		if plans, ok := c.planVictims(j, borrowing); ok {
@@ -240,67 +267,41 @@ func (c *cycle) wait(j *Job, borrowing bool) bool {
 		}
 		if r, ok := reserve(c.ix, c.tl, j); ok {
 			c.res = r
-			c.pend(Pending{JobID: j.ID, Reason: ReasonResources, Message: why, EstimatedStart: r.at})
+			c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why, EstimatedStart: r.at})
 			return false
 		}
 		// No estimate frees enough: the first waiting job still blocks
 		// others when backfill is off.
 		c.res = &reservation{jobID: j.ID, at: never}
-		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, Message: why})
+		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why})
 		return false
 	}
-	if c.res != nil && !borrowing && c.couldUseReserved(j) {
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation, Message: fmt.Sprintf(
-			"it would fit, but job %s holds a reservation until %s%s", c.res.jobID, clock(c.res.at, c.now), c.backfillHint(j))})
+	if c.res != nil && !borrowing && c.couldUseReserved(j, sh) {
+		if c.resNote == nil {
+			c.resNote = &noteSrc{now: c.now, head: c.res.jobID, at: c.res.at, backfill: c.p.Backfill}
+		}
+		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation,
+			note: note{kind: noteReservation, given: j.EstimateGiven, est: j.Estimate, src: c.resNote}})
 		return false
 	}
-	c.pend(Pending{JobID: j.ID, Reason: ReasonResources, Message: why})
+	c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why})
 	return false
 }
 
 // couldUseReserved reports whether the job would fit if the GPUs held for
 // the head job were free.
-func (c *cycle) couldUseReserved(j *Job) bool {
+func (c *cycle) couldUseReserved(j *Job, sh *shapeState) bool {
 	if len(c.res.held) == 0 {
 		return false
 	}
 	v := c.ix.version
-	k := shapeOf(j)
-	if e, ok := c.resCache[k]; ok && e.version == v {
-		return e.ok
+	if sh.resAt == v+1 {
+		return sh.resOK
 	}
 	c.ix.give(c.res.held)
 	_, ok := c.ix.find(j, c.p.Spread)
 	c.ix.take(c.res.held)
 	c.ix.version = v // the same GPUs are free as before
-	c.resCache[k] = fitEntry{v, ok}
+	sh.resAt, sh.resOK = v+1, ok
 	return ok
-}
-
-type fitEntry struct {
-	version int
-	ok      bool
-}
-
-func (c *cycle) backfillHint(j *Job) string {
-	switch {
-	case !c.p.Backfill:
-		return ""
-	case !j.EstimateGiven:
-		return "; give it an estimated_duration to let it backfill"
-	}
-	return fmt.Sprintf("; its estimate (%s) runs past it", j.Estimate.Round(time.Second))
-}
-
-// clock formats a reservation time for people: "14:02 UTC", or with the
-// date when it is not within a day.
-func clock(t, now time.Time) string {
-	if t.Equal(never) {
-		return "an unknown time"
-	}
-	t = t.UTC()
-	if t.Sub(now) < 20*time.Hour {
-		return t.Format("15:04 MST")
-	}
-	return t.Format("Jan 2 15:04 MST")
 }
