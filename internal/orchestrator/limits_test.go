@@ -1,0 +1,112 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// startLimited runs an orchestrator with limits and a fast tick.
+func startLimited(t *testing.T, l Limits) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	path := filepath.Join(t.TempDir(), "corral.db")
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := newFakeExec()
+	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
+		Tick: 20 * time.Millisecond, CancelGrace: 3 * time.Second, Limits: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { o.Run(ctx); close(done) }()
+	h := &harness{t: t, o: o, ex: ex, path: path}
+	t.Cleanup(func() { cancel(); <-done; st.Close() })
+	return h
+}
+
+// TestTimeLimit: a running job past its time limit is stopped like a
+// cancel and ends failed with reason time_limit.
+func TestTimeLimit(t *testing.T) {
+	h := startLimited(t, Limits{MaxRunTime: time.Hour})
+	j := h.submit(api.SubmitRequest{Command: "sleep 100", GPUCount: gpus(1), TimeLimit: api.RawValue(`"300ms"`)})
+	if j.TimeLimit == nil || j.TimeLimit.Duration() != 300*time.Millisecond {
+		t.Fatalf("time_limit = %v", j.TimeLimit)
+	}
+	h.nextStart()
+	started := time.Now()
+	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: started, PID: 42})
+	select {
+	case s := <-h.ex.stops:
+		if s.jobID != j.ID || s.grace != 3*time.Second {
+			t.Fatalf("stop %+v", s)
+		}
+		if d := time.Since(started); d < 300*time.Millisecond {
+			t.Fatalf("stopped after %v, before its limit", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job was not stopped at its time limit")
+	}
+	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Exited, At: time.Now(), ExitCode: 143, Signal: "terminated"})
+	got := h.waitState(j.ID, api.StateFailed)
+	if got.Reason != api.ReasonTimeLimit || !got.TimedOut {
+		t.Fatalf("ended %s %q (%s)", got.State, got.Reason, got.Message)
+	}
+	// The default limit is the server's, and no job may ask for more.
+	d := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(0)})
+	if d.TimeLimit == nil || d.TimeLimit.Duration() != time.Hour {
+		t.Fatalf("default time_limit = %v", d.TimeLimit)
+	}
+	_, _, err := h.o.Submit(context.Background(), api.SubmitRequest{Command: "x", GPUCount: gpus(0), TimeLimit: api.RawValue(`"2h"`)}, "")
+	if !errors.Is(err, api.ErrInvalid) || api.AsError(err).Field != "time_limit" {
+		t.Fatalf("2h over a 1h maximum: %v", err)
+	}
+}
+
+// TestQueueLimits: the global queue size applies to everyone, the
+// per-user one to non-exempt callers, the GPU maximum to every job.
+func TestQueueLimits(t *testing.T) {
+	h := startLimited(t, Limits{MaxQueueSize: 3, MaxQueuedPerUser: 2, MaxGPUsPerJob: 4})
+	ctx := context.Background()
+	if _, err := h.o.SetScheduling(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	sub := func(user string, n int, exempt bool) error {
+		_, _, err := h.o.SubmitWith(ctx, api.SubmitRequest{User: user, Command: "x", GPUCount: gpus(n)}, SubmitOptions{Exempt: exempt})
+		return err
+	}
+	code := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return api.AsError(err).Code
+	}
+	steps := []struct {
+		user   string
+		gpus   int
+		exempt bool
+		want   string
+	}{
+		{"ana", 5, false, "invalid_field"}, // over the per-job maximum
+		{"ana", 4, false, ""},
+		{"ana", 1, false, ""},
+		{"ana", 1, false, "user_queue_full"},
+		{"ana", 1, true, ""}, // an admin's submission for ana
+		{"bob", 1, false, "queue_full"},
+		{"bob", 1, true, "queue_full"},
+	}
+	for i, s := range steps {
+		if got := code(sub(s.user, s.gpus, s.exempt)); got != s.want {
+			t.Errorf("step %d (%s, %d GPUs, exempt %v): %q, want %q", i, s.user, s.gpus, s.exempt, got, s.want)
+		}
+	}
+}
