@@ -54,7 +54,7 @@ func newServerWith(t *testing.T, ex exec.Executor, logger *slog.Logger) (*httpte
 
 // newHandler builds a server over a fresh store and orchestrator (8
 // simulated GPUs on node n1) with testAdminToken as its admin token.
-func newHandler(t *testing.T, ex exec.Executor, logger *slog.Logger, opts ...Option) (*Server, *orchestrator.Orchestrator, *auth.Service) {
+func newHandler(t testing.TB, ex exec.Executor, logger *slog.Logger, opts ...Option) (*Server, *orchestrator.Orchestrator, *auth.Service) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
