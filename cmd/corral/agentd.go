@@ -21,7 +21,7 @@ func newAgentCmd() *cobra.Command {
 	var (
 		server, nodeName, dataDir, simulate, address, caFile, tokenFile string
 		simForeign                                                      string
-		logFormat, logLevel                                             string
+		logFormat, logLevel, runAs                                      string
 		labels                                                          []string
 		interval                                                        time.Duration
 	)
@@ -101,7 +101,7 @@ named by --join-token-file.`,
 			a, err := agent.New(agent.Config{
 				NodeID: nodeName, Hostname: hostname, Address: address, Labels: lbls, GPUs: src,
 				StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), Link: link,
-				Detach: true, ShipLogs: true, Server: link.Base(), Interval: interval, Logger: logger,
+				Detach: true, ShipLogs: true, Server: link.Base(), Interval: interval, Logger: logger, RunAs: runAs,
 			})
 			if err != nil {
 				return err
@@ -123,6 +123,7 @@ named by --join-token-file.`,
 	fl.DurationVar(&interval, "interval", 5*time.Second, "how often to report telemetry and task states")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	runAsFlag(fl, &runAs)
 	return cmd
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/corral-sched/corral/internal/agent"
 	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/client"
 	"github.com/corral-sched/corral/internal/orchestrator"
@@ -124,11 +125,16 @@ func setUpAuth(ctx context.Context, st *store.Store, dataDir string, logger *slo
 }
 
 // bootstrapUser is the user of the bootstrap admin token: the account
-// that runs the server ($SUDO_USER under sudo), else "admin". Jobs the
+// that runs the server, $SUDO_USER or "admin" when that is root. Jobs the
 // local CLI submits with it are that user's.
 func bootstrapUser() string {
-	if u := os.Getenv("SUDO_USER"); u != "" && os.Geteuid() == 0 && auth.ValidName(u) {
-		return u
+	if os.Geteuid() == 0 {
+		// Not "root": an agent running as root never runs a job as root
+		// unless told to (--run-as agent).
+		if u := os.Getenv("SUDO_USER"); u != "" && auth.ValidName(u) {
+			return u
+		}
+		return "admin"
 	}
 	if u, err := user.Current(); err == nil && auth.ValidName(u.Username) {
 		return u.Username
@@ -189,4 +195,14 @@ func orEnv(path string) string {
 		return "$CORRAL_ADMIN_TOKEN"
 	}
 	return path
+}
+
+// runAsFlag registers --run-as (up, agent): whose account jobs run under.
+// Its default is $CORRAL_RUN_AS, else "user".
+func runAsFlag(fl *pflag.FlagSet, v *string) {
+	def := os.Getenv("CORRAL_RUN_AS")
+	if def != agent.RunAsAgent && def != agent.RunAsStrict {
+		def = agent.RunAsUser
+	}
+	fl.StringVar(v, "run-as", def, "whose account jobs run under when the agent is root: user (the job's owner's Unix account; the agent's own when the owner has none; never root), strict (as user, but a job whose owner has no account fails) or agent (the agent's own account, root included); default $CORRAL_RUN_AS, else user")
 }

@@ -42,6 +42,7 @@ type controlFlags struct {
 	logFormat   string
 	logLevel    string
 	access      accessFlags // auth.go
+	runAs       string      // up only: whose account the local agent runs jobs under
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {

@@ -63,6 +63,7 @@ are requeued at the next start while their max_retries allow.`,
 	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs instead of real ones: N[:MODEL[:MEMGB[:TOPOLOGY]]], e.g. 8, 8:H100:80 or 8:A100:40:pairs (TOPOLOGY: nvlink, pairs, quads, none)")
 	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
+	runAsFlag(fl, &f.runAs)
 	return cmd
 }
 
@@ -87,7 +88,7 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 		a, err := agent.New(agent.Config{
 			NodeID: nodeID, Hostname: hostname, Address: "127.0.0.1", Labels: labels, GPUs: src,
 			StateDir: filepath.Join(dataDir, "agent"), LogDir: filepath.Join(dataDir, "logs"),
-			Link: inProcess{pool}, Interval: f.interval, Logger: logger,
+			Link: inProcess{pool}, Interval: f.interval, Logger: logger, RunAs: f.runAs,
 		})
 		if err != nil {
 			return "", nil, err

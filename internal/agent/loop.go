@@ -47,6 +47,9 @@ type Config struct {
 	// orphans from other clusters' jobs. Standalone agents set it.
 	Server   string
 	Interval time.Duration // report at least this often; default 5s
+	// RunAs is whose account jobs run under: RunAsUser (default: the
+	// job's owner when the agent is root) or RunAsAgent (runas.go).
+	RunAs string
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -91,7 +94,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Shim = []string{self, "shim"}
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
-	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim,
+	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}}
 	return a, nil
 }

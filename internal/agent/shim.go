@@ -55,6 +55,9 @@ func RunShim(args []string) int {
 	workdir := fs.String("workdir", "", "working directory")
 	alive := fs.String("alive", "", "the agent's liveness file (with --fence)")
 	fence := fs.Duration("fence", 0, "kill the job once the liveness file is older than this")
+	uid := fs.Int("uid", -1, "run the job as this uid (with --gid; the shim must be root)")
+	gid := fs.Int("gid", -1, "the job's gid")
+	groups := fs.String("groups", "", "the job's supplementary group ids, comma-separated")
 	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--workdir DIR] -- COMMAND...")
 		return 2
@@ -76,7 +79,12 @@ func RunShim(args []string) int {
 	if logFile != nil {
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 	}
-	if err := cmd.Start(); err != nil {
+	cred, err := parseCredential(*uid, *gid, *groups)
+	cmd.SysProcAttr.Credential = cred
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
 		if logFile != nil {
 			fmt.Fprintf(logFile, "corral: %v\n", err)
 		}

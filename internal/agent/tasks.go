@@ -29,6 +29,7 @@ type tasks struct {
 	stateDir, logDir string
 	nodeID, server   string
 	detach           bool     // jobs outlive the agent (standalone agent)
+	runAs            string   // whose account jobs run under (runas.go)
 	shim             []string // command that runs the shim
 	log              *slog.Logger
 	changed          func() // called when a task starts or ends
@@ -116,6 +117,11 @@ func (t *tasks) launch(tk *task) error {
 	if t.detach && fence > 0 {
 		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
 	}
+	cred, err := jobCredential(spec.User, os.Geteuid(), t.runAs, systemLookup, systemGroups)
+	if err != nil {
+		return err
+	}
+	args = append(args, cred.shimArgs()...)
 	args = append(args, "--", "/bin/sh", "-c", spec.Command)
 	cmd := osexec.Command(t.shim[0], args...)
 	cmd.Env = t.env(spec)

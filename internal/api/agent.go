@@ -121,6 +121,7 @@ type TaskSpec struct {
 	Command    string            `json:"command"`
 	Workdir    string            `json:"workdir,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
+	User       string            `json:"user,omitempty"` // the job's owner: an agent running as root runs it as this account
 	GPUs       []int             `json:"gpus"`
 	GPUUUIDs   []string          `json:"gpu_uuids,omitempty"`
 	// Stop, when set, asks the task to end: SIGTERM now (after writing

@@ -56,7 +56,7 @@ const (
 	ReasonLost        = "lost"      // the job's processes died with the server or agent
 	ReasonNodeLost    = "node_lost" // the job's node stopped reporting
 	ReasonRequeued    = "requeued"
-	ReasonPreempted   = "preempted" // stopped for a higher-ranked job; back to queued
+	ReasonPreempted   = "preempted"  // stopped for a higher-ranked job; back to queued
 	ReasonTimeLimit   = "time_limit" // ran past its time_limit and was stopped
 )
 

@@ -17,6 +17,7 @@ type Task struct {
 	Command string            // run with /bin/sh -c
 	Workdir string            // empty: the executor's own working directory
 	Env     map[string]string // the job's env; the executor adds CUDA_VISIBLE_DEVICES and CORRAL_*
+	User    string            // the job's owner; an agent running as root runs the job as this account
 	Ranks   []Rank            // rank 0 first; its node is the gang's master
 	// Rank 0 again, for executors that run single-node jobs only.
 	NodeID   string

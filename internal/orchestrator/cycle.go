@@ -177,7 +177,7 @@ func (o *Orchestrator) preempt(ctx context.Context, tx *txn, p sched.Preemption)
 // task builds the executor's task for a job's placements: one rank per
 // node, rank 0 first.
 func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
-	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env),
+	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
 		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
 	for _, p := range ps {
 		r := exec.Rank{NodeID: p.NodeID, GPUs: append([]int{}, p.GPUs...)}

@@ -62,10 +62,10 @@ type Config struct {
 	// Default 10s.
 	RetryBackoff time.Duration
 	// Limits bound what users may queue and run (limits.go).
-	Limits       Limits
-	Now          func() time.Time // default time.Now
-	Logger       *slog.Logger
-	Version      string
+	Limits  Limits
+	Now     func() time.Time // default time.Now
+	Logger  *slog.Logger
+	Version string
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run

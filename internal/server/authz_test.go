@@ -28,7 +28,9 @@ func (fakeAgents) Register(_ context.Context, reg api.AgentRegistration, _ strin
 	return api.AgentConfig{NodeID: reg.NodeID, HeartbeatInterval: 5, NodeTTL: 30}, nil
 }
 
-func (fakeAgents) Sync(context.Context, api.AgentReport) (api.AgentWork, error) { return api.AgentWork{}, nil }
+func (fakeAgents) Sync(context.Context, api.AgentReport) (api.AgentWork, error) {
+	return api.AgentWork{}, nil
+}
 
 const testJoinToken = "test-join-token-0123456789"
 

@@ -184,7 +184,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 		g.nodes = append(g.nodes, rk.NodeID)
 		n.tasks[taskKey{t.JobID, t.Attempt, r}] = &task{delivered: delivered, spec: api.TaskSpec{
 			JobID: t.JobID, Attempt: t.Attempt, Rank: r, NumNodes: len(ranks), MasterAddr: master,
-			MasterPort: MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env,
+			MasterPort: MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env, User: t.User,
 			GPUs: append([]int{}, rk.GPUs...), GPUUUIDs: rk.GPUUUIDs,
 		}}
 		n.bump()
