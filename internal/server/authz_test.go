@@ -567,3 +567,29 @@ func TestPanicIsJSON500(t *testing.T) {
 		t.Fatalf("panic answered %d %s", rec.Code, rec.Body.String())
 	}
 }
+
+// TestOpenAPISecurity: the description names how each route
+// authenticates.
+func TestOpenAPISecurity(t *testing.T) {
+	e := newAuthEnv(t)
+	_, b := e.do("viewer", "GET", "/openapi.json", "", nil)
+	var doc struct {
+		Components struct {
+			SecuritySchemes map[string]any `json:"securitySchemes"`
+		} `json:"components"`
+		Security []map[string][]string                `json:"security"`
+		Paths    map[string]map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Components.SecuritySchemes["bearerToken"] == nil || len(doc.Security) == 0 {
+		t.Fatalf("no security schemes: %s", truncate(string(b), 300))
+	}
+	if sec, ok := doc.Paths["/healthz"]["get"]["security"].([]any); !ok || len(sec) != 0 {
+		t.Errorf("/healthz must need no token: %v", doc.Paths["/healthz"]["get"]["security"])
+	}
+	if _, ok := doc.Paths["/jobs"]["get"]["security"]; ok {
+		t.Errorf("/jobs must use the global security")
+	}
+}

@@ -214,10 +214,23 @@ func (s *Server) policies(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.o.Policies())
 }
 
+// maxPolicyEntries bounds the weights and quotas one policy update names.
+const maxPolicyEntries = 10000
+
 func (s *Server) setPolicies(w http.ResponseWriter, r *http.Request) error {
 	var u api.PoliciesUpdate
 	if err := decode(r, &u); err != nil {
 		return err
+	}
+	n := 0
+	if u.Weights != nil {
+		n += len(u.Weights.Users) + len(u.Weights.Projects)
+	}
+	if u.Quotas != nil {
+		n += len(u.Quotas.Users) + len(u.Quotas.Projects)
+	}
+	if n > maxPolicyEntries {
+		return api.Invalid("weights", "an update names %d weights and quotas; at most %d are allowed at once", n, maxPolicyEntries)
 	}
 	p, err := s.o.SetPolicies(r.Context(), u)
 	if err != nil {

@@ -30,11 +30,23 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) error {
 		if params != nil {
 			op["parameters"] = params
 		}
+		switch rt.access {
+		case public:
+			op["security"] = []any{} // no token
+		case agent:
+			op["security"] = []any{map[string][]string{"joinToken": {}}}
+		}
 		paths[rt.path][strings.ToLower(rt.method)] = op
 	}
 	return writeJSON(w, http.StatusOK, map[string]any{
 		"openapi": "3.0.3",
 		"info":    map[string]string{"title": "Corral API", "version": "1"},
 		"paths":   paths,
+		"components": map[string]any{"securitySchemes": map[string]any{
+			"bearerToken": map[string]string{"type": "http", "scheme": "bearer", "description": "an API token (corral token create); its role decides what it may do"},
+			"session":     map[string]string{"type": "apiKey", "in": "cookie", "name": sessionCookie, "description": "the dashboard's session; changes also need the " + csrfHeader + " header"},
+			"joinToken":   map[string]string{"type": "http", "scheme": "bearer", "description": "the agents' join token (agent protocol only)"},
+		}},
+		"security": []any{map[string][]string{"bearerToken": {}}, map[string][]string{"session": {}}},
 	})
 }
