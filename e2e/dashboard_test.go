@@ -166,6 +166,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("job page: %v", err)
 	}
+	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-role=actions]').hidden`)); err != nil || hidden {
+		t.Errorf("the admin does not see the running job's actions (hidden %v, %v)", hidden, err)
+	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +195,23 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if kept, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__notReloaded === true`)); err != nil || !kept {
 		t.Errorf("the queue page was reloaded (%v); the start should arrive live", err)
+	}
+
+	// A viewer sees the running job but not the actions it may not take.
+	var viewer api.NewToken
+	s.mustJSON("POST", "/auth/tokens", map[string]any{"user": "vic", "role": "viewer"}, 201, &viewer)
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/?token="+viewer.Secret+"#/jobs/"+eval.ID),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=state] .state-running`)),
+	)
+	if err != nil {
+		t.Fatalf("job page as a viewer: %v", err)
+	}
+	if who := text(`[data-role=who]`); !strings.Contains(who, "vic") || !strings.Contains(who, "viewer") {
+		t.Errorf("signed in as %q, want vic the viewer", who)
+	}
+	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-role=actions]').hidden`)); err != nil || !hidden {
+		t.Errorf("a viewer sees the job's actions (hidden %v, %v)", hidden, err)
 	}
 	s.do("DELETE", "/queue/"+eval.ID, nil, nil)
 }
