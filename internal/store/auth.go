@@ -71,18 +71,17 @@ func (s *Store) Tokens(ctx context.Context) ([]TokenRecord, error) {
 	return out, err
 }
 
-// AppendAudit adds entries to the audit trail in one transaction.
-func (s *Store) AppendAudit(ctx context.Context, entries ...api.AuditEntry) (err error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+// AppendAudit adds entries to the audit trail, all or nothing, and
+// returns once they are durable. Concurrent calls share one transaction
+// and one fsync (group.go).
+func (s *Store) AppendAudit(ctx context.Context, entries ...api.AuditEntry) error {
+	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return appendAudit(ctx, tx, entries) }); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-			err = fmt.Errorf("audit: %w", err)
-		}
-	}()
+	return nil
+}
+
+func appendAudit(ctx context.Context, tx *sql.Tx, entries []api.AuditEntry) error {
 	for _, e := range entries {
 		e.Seq = 0
 		data, err := json.Marshal(e)
@@ -94,7 +93,7 @@ func (s *Store) AppendAudit(ctx context.Context, entries ...api.AuditEntry) (err
 			return err
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // auditTime is the audit table's time column: fixed width, so that it

@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
@@ -65,6 +66,14 @@ CREATE TABLE IF NOT EXISTS settings (
 // Corral calls Commit from one goroutine only.
 type Store struct {
 	db *sql.DB
+
+	// The committer (group.go).
+	reqs      chan *writeReq
+	quit      chan struct{}
+	stopped   chan struct{}
+	closing   sync.RWMutex // guards closed
+	closed    bool
+	closeOnce sync.Once
 }
 
 // Open opens (creating when needed) the database at path.
@@ -86,6 +95,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	s.startCommitter()
 	return s, nil
 }
 
@@ -107,8 +117,18 @@ func (s *Store) migrate(ctx context.Context) error {
 	return err
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the database. Writes waiting to be committed fail with
+// ErrClosed.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closing.Lock()
+		s.closed = true
+		s.closing.Unlock()
+		close(s.quit)
+		<-s.stopped
+	})
+	return s.db.Close()
+}
 
 // JobEvent is one transition of one job.
 type JobEvent struct {
@@ -133,21 +153,21 @@ func (b *Batch) Empty() bool {
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0
 }
 
-// Commit writes the batch in one transaction and makes it durable.
-func (s *Store) Commit(ctx context.Context, b *Batch) (err error) {
+// Commit writes the batch, all or nothing, and returns once it is durable.
+// Batches committed concurrently (and audit entries) share one transaction
+// and one fsync (group.go).
+func (s *Store) Commit(ctx context.Context, b *Batch) error {
 	if b.Empty() {
 		return nil
 	}
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	if err := s.write(ctx, b.write); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tx.Rollback()
-			err = fmt.Errorf("commit: %w", err)
-		}
-	}()
+	return nil
+}
+
+// write writes the batch in tx.
+func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 	if len(b.Jobs) > 0 {
 		st, err := tx.PrepareContext(ctx, `INSERT INTO jobs(id, state, user, project, data) VALUES(?,?,?,?,?)
 			ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data`)
@@ -214,7 +234,7 @@ func (s *Store) Commit(ctx context.Context, b *Batch) (err error) {
 			return err
 		}
 	}
-	return tx.Commit()
+	return nil
 }
 
 // State is everything the store holds, as read at start-up.
