@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -124,18 +128,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	if n := a.tasks.adopt(ctx); n > 0 {
 		a.log.Info("found tasks of a previous agent", "tasks", n)
 	}
-	if a.cfg.Detach {
-		// Jobs of an earlier agent of this node that it cannot adopt (it
-		// ran with another data directory) were settled as lost when it
-		// vanished: they must not run on beside their retries.
-		n, err := KillOrphans(a.log, a.cfg.NodeID, a.cfg.Server, a.tasks.has)
-		if err != nil {
-			a.log.Warn("could not look for orphaned jobs", "err", err)
-		}
-		if n > 0 {
-			a.log.Warn("killed the orphaned processes of jobs no agent tracks", "processes", n)
-		}
-	}
 	if a.cfg.ShipLogs {
 		go a.shipLoop(ctx)
 	}
@@ -144,14 +136,23 @@ func (a *Agent) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if !registered {
 			if err := a.register(ctx); err != nil {
-				a.log.Warn("register with the server failed; retrying", "err", err, "in", backoff)
-				if !sleep(ctx, backoff) {
+				wait := backoff
+				var apiErr *api.Error
+				if errors.As(err, &apiErr) && apiErr.Code == "node_in_use" {
+					// Another agent holds the node: take it as soon as
+					// that one has been gone for the TTL.
+					wait = heldRetry
+				} else {
+					backoff = min(backoff*2, 30*time.Second)
+				}
+				a.log.Warn("register with the server failed; retrying", "err", err, "in", wait)
+				if !sleep(ctx, wait) {
 					break
 				}
-				backoff = min(backoff*2, 30*time.Second)
 				continue
 			}
 			registered, backoff = true, time.Second
+			a.killOrphans()
 		}
 		work, err := a.sync(ctx)
 		switch {
@@ -209,7 +210,11 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 func (a *Agent) register(ctx context.Context) error {
-	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
+	id, err := a.agentID()
+	if err != nil {
+		return err
+	}
+	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, AgentID: id, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
 		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}}
 	if a.cfg.GPUs != nil {
 		devs, err := a.cfg.GPUs.Devices(ctx)
@@ -246,6 +251,47 @@ func (a *Agent) StopAll(grace time.Duration) int {
 	ctx, cancel := context.WithTimeout(context.Background(), grace+5*time.Second)
 	defer cancel()
 	return a.tasks.stopAll(ctx, grace)
+}
+
+// heldRetry is how often an agent refused because another agent holds its
+// node asks again.
+const heldRetry = 2 * time.Second
+
+// killOrphans kills the jobs an earlier agent of this node started and
+// that this one does not track (it ran with another data directory): the
+// server settled them as lost when that agent vanished, so they must not
+// run on beside their retries. It runs once the server has accepted this
+// agent as the node's holder, so an agent refused for a node that a live
+// one holds never touches that one's jobs.
+func (a *Agent) killOrphans() {
+	if !a.cfg.Detach {
+		return
+	}
+	n, err := KillOrphans(a.log, a.cfg.NodeID, a.cfg.Server, a.tasks.has)
+	if err != nil {
+		a.log.Warn("could not look for orphaned jobs", "err", err)
+	}
+	if n > 0 {
+		a.log.Warn("killed the orphaned processes of jobs no agent tracks", "processes", n)
+	}
+}
+
+// agentID is this agent's identity, kept in its state directory so that
+// it survives restarts: made on first use.
+func (a *Agent) agentID() (string, error) {
+	path := filepath.Join(a.cfg.StateDir, "agent-id")
+	if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		return string(bytes.TrimSpace(b)), nil
+	}
+	var raw [12]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("agent id: %w", err)
+	}
+	id := hex.EncodeToString(raw[:])
+	if err := writeFileAtomic(path, []byte(id)); err != nil {
+		return "", fmt.Errorf("agent id: %w", err)
+	}
+	return id, nil
 }
 
 // Registered is closed once the agent has first registered with the

@@ -14,7 +14,11 @@ import "time"
 
 // AgentRegistration introduces a node: who it is and what GPUs it has.
 type AgentRegistration struct {
-	NodeID    string            `json:"node_id"`
+	NodeID string `json:"node_id"`
+	// AgentID names the agent's state (its data directory), kept across
+	// its restarts: while one agent's node is live, another agent may not
+	// take the same node id.
+	AgentID   string            `json:"agent_id,omitempty"`
 	Hostname  string            `json:"hostname"`
 	Address   string            `json:"address,omitempty"` // where other nodes reach it (CORRAL_MASTER_ADDR); default: the address it connects from
 	Labels    map[string]string `json:"labels,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -79,7 +80,10 @@ type taskKey struct {
 type node struct {
 	id         string
 	address    string
-	registered bool // registered with this server since it started
+	registered bool      // registered with this server since it started
+	agentID    string    // the agent that registered it last
+	from       string    // the address it registered from
+	seen       time.Time // its last registration or sync
 	gen        uint64
 	wake       chan struct{} // closed when gen moves
 	tasks      map[taskKey]*task
@@ -236,6 +240,9 @@ func (p *Pool) stopLocked(k gangKey, grace time.Duration, notice string) {
 // its agent says it runs: a task this node should run that the agent does
 // not list, although it was delivered, is lost.
 func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr string) (api.AgentConfig, error) {
+	if err := p.checkHolder(reg, addr); err != nil {
+		return api.AgentConfig{}, err
+	}
 	if err := p.cfg.Book.RegisterNode(ctx, reg, addr); err != nil {
 		return api.AgentConfig{}, err
 	}
@@ -243,6 +250,7 @@ func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr str
 	p.mu.Lock()
 	n := p.nodeLocked(reg.NodeID)
 	n.registered = true
+	n.agentID, n.from, n.seen = reg.AgentID, addr, now
 	n.address = reg.Address
 	if n.address == "" {
 		n.address = addr
@@ -266,6 +274,27 @@ func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr str
 	return api.AgentConfig{NodeID: reg.NodeID, HeartbeatInterval: api.Seconds(p.cfg.Interval.Seconds()), NodeTTL: api.Seconds(p.cfg.NodeTTL.Seconds())}, nil
 }
 
+// checkHolder refuses a registration for a node that another agent (with
+// another agent id) holds and that has been seen within the node TTL: two
+// agents under one node id would both run its jobs. A restarted agent keeps
+// its id (it lives in its data directory); one started elsewhere waits,
+// retrying, until the old one has been silent for the TTL.
+func (p *Pool) checkHolder(reg api.AgentRegistration, addr string) error {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.nodes[reg.NodeID]
+	if n == nil || !n.registered || n.agentID == "" || reg.AgentID == "" || n.agentID == reg.AgentID {
+		return nil
+	}
+	if idle := now.Sub(n.seen); idle < p.cfg.NodeTTL {
+		return &api.Error{Status: http.StatusConflict, Code: "node_in_use", Field: "node_id", Message: fmt.Sprintf(
+			"node %s is held by another agent (registered from %s, last heard %s ago); stop it, or give this agent another --node-name (or wait %s for the other to count as gone)",
+			reg.NodeID, n.from, idle.Round(time.Millisecond), (p.cfg.NodeTTL - idle).Round(time.Second))}
+	}
+	return nil
+}
+
 // Sync applies a node's report and answers with its desired state, holding
 // the call (up to report.Wait) while there is nothing newer than what the
 // agent has.
@@ -277,6 +306,7 @@ func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, er
 		p.mu.Unlock()
 		return api.AgentWork{}, ErrUnknownNode
 	}
+	n.seen = now
 	updates := p.applyLocked(n, rep.Tasks, now)
 	p.mu.Unlock()
 	p.cfg.Book.NodeSeen(rep.NodeID, rep.Telemetry, rep.Foreign, now)

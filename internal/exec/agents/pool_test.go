@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -206,5 +207,45 @@ func TestGangThatNeverRanDidNotStart(t *testing.T) {
 	sync1(t, p, "b", exited(1, 143))
 	if u := rec.next(t); u.Kind != exec.Exited || u.Err == nil || u.Lost != "" {
 		t.Fatalf("update %+v; want an exit that failed to start", u)
+	}
+}
+
+// Two agents may not hold one node id: while the first is heard from
+// within the TTL, a second one (another agent id) is refused with
+// node_in_use and nothing changes; the first may register again (a
+// restart keeps its id); once the first has been silent for the TTL, the
+// second may take over.
+func TestNodeHeldByAnotherAgent(t *testing.T) {
+	now := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	p := New(Config{Sink: func(exec.Update) {}, Book: &fakeBook{seen: map[string]int{}}, NodeTTL: 30 * time.Second, Now: clock})
+	reg := func(agentID string) error {
+		_, err := p.Register(context.Background(), api.AgentRegistration{NodeID: "n1", AgentID: agentID, Tasks: []api.TaskStatus{}}, "10.0.0.1")
+		return err
+	}
+	if err := reg("agent-a"); err != nil {
+		t.Fatal(err)
+	}
+	advance(10 * time.Second)
+	if _, err := p.Sync(context.Background(), api.AgentReport{NodeID: "n1"}); err != nil {
+		t.Fatal(err)
+	}
+	advance(20 * time.Second) // 20s since a's last sync
+	err := reg("agent-b")
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Code != "node_in_use" {
+		t.Fatalf("a second agent for a live node: %v; want 409 node_in_use", err)
+	}
+	if err := reg("agent-a"); err != nil {
+		t.Fatalf("the holder registering again (a restart): %v", err)
+	}
+	advance(31 * time.Second)
+	if err := reg("agent-b"); err != nil {
+		t.Fatalf("a second agent once the first was silent past the TTL: %v", err)
+	}
+	if err := reg("agent-a"); err == nil {
+		t.Fatal("the old agent took the node back from its live successor")
 	}
 }
