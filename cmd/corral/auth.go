@@ -201,7 +201,7 @@ func orEnv(path string) string {
 // Its default is $CORRAL_RUN_AS, else "user".
 func runAsFlag(fl *pflag.FlagSet, v *string) {
 	def := os.Getenv("CORRAL_RUN_AS")
-	if def != agent.RunAsAgent && def != agent.RunAsStrict {
+	if def == "" {
 		def = agent.RunAsUser
 	}
 	fl.StringVar(v, "run-as", def, "whose account jobs run under when the agent is root: user (the job's owner's Unix account; the agent's own when the owner has none; never root), strict (as user, but a job whose owner has no account fails) or agent (the agent's own account, root included); default $CORRAL_RUN_AS, else user")

@@ -84,6 +84,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.NodeID == "" || cfg.Link == nil || cfg.StateDir == "" || cfg.LogDir == "" {
 		return nil, errors.New("agent: NodeID, Link, StateDir and LogDir are required")
 	}
+	switch cfg.RunAs {
+	case "", RunAsUser, RunAsStrict, RunAsAgent:
+	default:
+		return nil, fmt.Errorf("--run-as %q (or $CORRAL_RUN_AS): want %s, %s or %s", cfg.RunAs, RunAsUser, RunAsStrict, RunAsAgent)
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
 	}
