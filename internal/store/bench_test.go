@@ -67,10 +67,9 @@ func BenchmarkCommit(b *testing.B) {
 }
 
 // BenchmarkCommitParallel: many goroutines each committing their own
-// one-submission batch, as callers without a group commit would. Commits
-// serialise on the one connection, one fsync each: compare with
-// BenchmarkCommit/jobs=64 and the orchestrator's BenchmarkSubmitParallel,
-// which groups them.
+// one-submission batch at once. The store's group commit (group.go) puts
+// the batches waiting at one moment in one transaction with one fsync:
+// compare with BenchmarkCommit/jobs=1, one fsync per submission.
 func BenchmarkCommitParallel(b *testing.B) {
 	s := openBench(b)
 	ctx := context.Background()
