@@ -9,8 +9,8 @@ import (
 )
 
 // The cluster's history for the dashboard's graphs: a ring of compact
-// samples, one every HistoryInterval, kept for HistoryRetention. It lives
-// in memory only; a restart starts a new history.
+// samples, one every HistoryInterval, kept for HistoryRetention, in memory
+// and in the store (history_store.go), so that it spans restarts.
 const (
 	HistoryInterval  = 15 * time.Second
 	HistoryRetention = 24 * time.Hour
@@ -132,6 +132,7 @@ func (o *Orchestrator) SampleHistory(ctx context.Context) {
 	o.hist.mu.Lock()
 	o.hist.add(s)
 	o.hist.mu.Unlock()
+	o.persistSample(ctx, &s)
 }
 
 // HistoryQuery selects a ClusterHistory.

@@ -1,8 +1,12 @@
 package orchestrator
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // TestClusterHistoryBuckets: samples are averaged into steps, counts are
@@ -71,5 +75,52 @@ func TestClusterHistoryBuckets(t *testing.T) {
 	}
 	if len(o.hist.ring) != historySlots {
 		t.Fatalf("ring holds %d samples, want %d", len(o.hist.ring), historySlots)
+	}
+}
+
+// TestHistorySurvivesRestart: samples are stored as they are taken, a new
+// orchestrator on the same store shows them, and samples older than the
+// retention are dropped from the store.
+func TestHistorySurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "corral.db")
+	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
+	open := func() (*Orchestrator, *store.Store) {
+		st, err := store.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := New(ctx, Config{Store: st, Executor: newFakeExec(), DataDir: t.TempDir(), Now: clk.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o, st
+	}
+	o, st := open()
+	first := clk.now()
+	o.SampleHistory(ctx)
+	clk.add(HistoryInterval)
+	o.SampleHistory(ctx)
+	st.Close()
+
+	clk.add(time.Minute)
+	o, st = open()
+	h := o.ClusterHistory(HistoryQuery{Since: first.Add(-time.Minute), Points: 1000})
+	if len(h.Points) != 2 || h.Points[0].At.After(first.Add(HistoryInterval)) {
+		t.Fatalf("after a restart: points %+v; want the 2 samples from before, the first in the step after %v", h.Points, first)
+	}
+	// A day later, the old samples leave the store as a new one comes.
+	clk.add(HistoryRetention)
+	o.SampleHistory(ctx)
+	st.Close()
+	o, st = open()
+	defer st.Close()
+	h = o.ClusterHistory(HistoryQuery{Since: first, Points: 5000})
+	if len(h.Points) != 1 {
+		t.Fatalf("%d points a day later; want only the new sample", len(h.Points))
+	}
+	rows, err := st.History(ctx, time.Time{})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("store holds %d samples (%v); want 1", len(rows), err)
 	}
 }

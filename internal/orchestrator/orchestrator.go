@@ -175,6 +175,9 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	if err := o.recover(ctx); err != nil {
 		return nil, err
 	}
+	if err := o.loadHistory(ctx); err != nil {
+		return nil, err
+	}
 	o.dirty = true
 	return o, nil
 }

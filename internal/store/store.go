@@ -113,6 +113,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, authSchema); err != nil {
 		return err
 	}
+	if _, err := s.db.ExecContext(ctx, historySchema); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
