@@ -142,7 +142,7 @@ func (c *Client) LogsWith(ctx context.Context, id string, o LogsOptions, w io.Wr
 		q.Set("follow", "true")
 	}
 	if o.Attempt > 0 {
-		q.Set("attempt", strconv.Itoa(o.Attempt))
+		q.Set("attempt", strconv.Itoa(o.Attempt-1)) // the API counts from 0, as $CORRAL_ATTEMPT does
 	}
 	if o.Rank > 0 {
 		q.Set("rank", strconv.Itoa(o.Rank))
