@@ -54,6 +54,16 @@ type task struct {
 	stopping  bool
 	kill      *time.Timer
 	shipped   int64 // log bytes shipped to the server
+	pid       int   // the job's pid when it runs without a shim (launchDirect)
+}
+
+// jobPID is the task's job pid (= its process group), 0 while unknown.
+// Lock held.
+func (tk *task) jobPID() int {
+	if tk.pid > 0 {
+		return tk.pid
+	}
+	return readPID(tk.dir)
 }
 
 func keyOf(s api.TaskSpec) taskKey { return taskKey{s.JobID, s.Attempt, s.Rank} }
@@ -103,6 +113,13 @@ func (t *tasks) launch(tk *task) error {
 			return fmt.Errorf("workdir %q: not a directory one can enter", spec.Workdir)
 		}
 	}
+	cred, err := jobCredential(spec.User, os.Geteuid(), t.runAs, systemLookup, systemGroups)
+	if err != nil {
+		return err
+	}
+	if !t.detach {
+		return t.launchDirect(tk, cred)
+	}
 	if err := os.MkdirAll(tk.dir, 0o755); err != nil {
 		return fmt.Errorf("task state: %w", err)
 	}
@@ -117,18 +134,11 @@ func (t *tasks) launch(tk *task) error {
 	if t.detach && fence > 0 {
 		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
 	}
-	cred, err := jobCredential(spec.User, os.Geteuid(), t.runAs, systemLookup, systemGroups)
-	if err != nil {
-		return err
-	}
 	args = append(args, cred.shimArgs()...)
 	args = append(args, "--", "/bin/sh", "-c", spec.Command)
 	cmd := osexec.Command(t.shim[0], args...)
 	cmd.Env = t.env(spec)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if !t.detach {
-		cmd.SysProcAttr.Pdeathsig = syscall.SIGTERM
-	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start shim: %w", err)
 	}
@@ -138,6 +148,53 @@ func (t *tasks) launch(tk *task) error {
 	go func() {
 		cmd.Wait()
 		t.reap(tk)
+	}()
+	return nil
+}
+
+// launchDirect runs a job as a child of the agent itself, without a shim:
+// the in-process agent of `corral up`, whose jobs cannot outlive it anyway
+// (they get SIGKILL if it dies; a graceful stop stops them first). It saves
+// starting a shim, tens of milliseconds, per job. The job runs in its own
+// process group; when it ends, whatever it left in the group is killed.
+func (t *tasks) launchDirect(tk *task, cred *credential) error {
+	spec, k := tk.spec, keyOf(tk.spec)
+	path := t.logPath(k)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("job log: %w", err)
+	}
+	logFile, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("job log: %w", err)
+	}
+	defer logFile.Close() // the job has its own copy
+	cmd := osexec.Command("/bin/sh", "-c", spec.Command)
+	cmd.Dir = spec.Workdir
+	cmd.Env = t.env(spec)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cred != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cred.uid, Gid: cred.gid, Groups: cred.groups}
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(logFile, "corral: %v\n", err)
+		return fmt.Errorf("start: %w", err)
+	}
+	pid := cmd.Process.Pid
+	t.mu.Lock()
+	tk.pid = pid
+	t.mu.Unlock()
+	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs, "pid", pid)
+	t.changed()
+	go func() {
+		cmd.Wait()
+		syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
+		now := time.Now().UTC()
+		st := api.TaskStatus{ExitCode: cmd.ProcessState.ExitCode(), FinishedAt: &now}
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
+		}
+		t.finish(tk, st)
 	}()
 	return nil
 }
@@ -267,7 +324,10 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 	if !first {
 		return
 	}
-	if pid := readPID(tk.dir); pid > 0 {
+	t.mu.Lock()
+	pid := tk.jobPID()
+	t.mu.Unlock()
+	if pid > 0 {
 		t.signal(tk, k, pid, grace)
 		return
 	}
@@ -277,7 +337,10 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for range tick.C {
-			if pid := readPID(tk.dir); pid > 0 {
+			t.mu.Lock()
+			pid := tk.jobPID()
+			t.mu.Unlock()
+			if pid > 0 {
 				t.signal(tk, k, pid, grace)
 				return
 			}
@@ -351,7 +414,7 @@ func (t *tasks) statuses() []api.TaskStatus {
 		}
 		started := tk.startedAt
 		out = append(out, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskRunning,
-			PID: readPID(tk.dir), StartedAt: &started})
+			PID: tk.jobPID(), StartedAt: &started})
 	}
 	slices.SortFunc(out, func(a, b api.TaskStatus) int { return strings.Compare(a.JobID, b.JobID) })
 	return out
