@@ -100,7 +100,10 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 			}
 		}()
 		b := banner(nodeID, devs, why, simulate != "")
-		if len(devs) > 0 {
+		switch {
+		case len(devs) > 0 && simulate != "":
+			b += "  try:  corral submit --gpus 2 -- 'echo $CUDA_VISIBLE_DEVICES'   then   corral jobs, corral logs JOB, corral nodes\n"
+		case len(devs) > 0:
 			b += "  try:  corral submit --gpus 1 -- nvidia-smi -L   then   corral queue, corral jobs, corral nodes\n"
 		}
 		return b, a, nil
