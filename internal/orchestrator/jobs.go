@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -21,7 +22,28 @@ type SubmitOptions struct {
 	// Exempt skips the per-user limits (Limits.MaxQueuedPerUser): the
 	// caller is an admin. The global and per-job limits still apply.
 	Exempt bool
+	// Audit, when set, is the submission's audit entry: it is written in
+	// the same transaction as the job (or, when the submission is
+	// refused, as the batch it was refused in), so the caller is answered
+	// after one durable write, not two.
+	Audit *SubmitAudit
 }
+
+// SubmitAudit carries a submission's audit entry to the orchestrator.
+type SubmitAudit struct {
+	// Entry returns the entry for the submission's outcome: target is the
+	// job's id (empty when refused), err the refusal (nil: accepted). It
+	// is called on the loop, with the write lock held: it must be quick
+	// and must not call the orchestrator.
+	Entry func(target string, err error) api.AuditEntry
+
+	recorded atomic.Bool
+}
+
+// Recorded reports whether the entry is durable, committed with the
+// submission's batch. When it is not (the submission never reached the
+// loop, or the commit failed), the caller writes the entry itself.
+func (a *SubmitAudit) Recorded() bool { return a != nil && a.recorded.Load() }
 
 // SubmitWith is Submit with options; it enforces Config.Limits.
 func (o *Orchestrator) SubmitWith(ctx context.Context, req api.SubmitRequest, opts SubmitOptions) (job api.Job, replayed bool, err error) {
@@ -29,42 +51,63 @@ func (o *Orchestrator) SubmitWith(ctx context.Context, req api.SubmitRequest, op
 	if len(idemKey) > 512 {
 		return api.Job{}, false, api.BadRequest("invalid_header", "Idempotency-Key", "the Idempotency-Key header is longer than 256 characters")
 	}
-	type result struct {
-		job      api.Job
-		replayed bool
-	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		if id, ok := o.idem[idemKey]; ok && idemKey != "" {
-			return result{o.view(o.jobs[id], true), true}, nil
+		v, err := o.submit(tx, &req, idemKey, opts.Exempt)
+		if a := opts.Audit; a != nil && a.Entry != nil {
+			target := ""
+			if err == nil {
+				target = v.job.ID
+			}
+			tx.batch.Audit = append(tx.batch.Audit, a.Entry(target, err))
+			tx.durable = append(tx.durable, func() { a.recorded.Store(true) })
 		}
-		j, err := validateSubmit(&req, o.capacity())
 		if err != nil {
 			return nil, err
 		}
-		if err := o.checkLimits(&j, opts.Exempt); err != nil {
-			return nil, err
-		}
-		j.ID = o.newID(tx.now)
-		j.SubmittedAt = tx.now
-		jp := &j
-		o.jobs[j.ID] = jp
-		o.order = append(o.order, j.ID)
-		tx.transition(jp, api.StateQueued, api.ReasonSubmitted, "")
-		if idemKey != "" {
-			o.idem[idemKey] = j.ID
-			if tx.batch.Idempotency == nil {
-				tx.batch.Idempotency = map[string]string{}
-			}
-			tx.batch.Idempotency[idemKey] = j.ID
-		}
-		o.log.Info("job submitted", "job_id", j.ID, "user", j.User, "gpus", j.GPUCount, "priority", j.Priority.String())
-		return result{o.view(jp, true), false}, nil
+		return v, nil
 	})
 	if err != nil {
 		return api.Job{}, false, err
 	}
-	r := v.(result)
+	r := v.(submitResult)
 	return r.job, r.replayed, nil
+}
+
+type submitResult struct {
+	job      api.Job
+	replayed bool
+}
+
+// submit queues a job in tx, or finds the one queued under idemKey.
+// Write lock held.
+func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, exempt bool) (submitResult, error) {
+	if id, ok := o.idem[idemKey]; ok && idemKey != "" {
+		return submitResult{o.view(o.jobs[id], true), true}, nil
+	}
+	j, err := validateSubmit(req, o.capacity())
+	if err != nil {
+		return submitResult{}, err
+	}
+	if err := o.checkLimits(&j, exempt); err != nil {
+		return submitResult{}, err
+	}
+	j.ID = o.newID(tx.now)
+	j.SubmittedAt = tx.now
+	jp := &j
+	o.jobs[j.ID] = jp
+	o.order = append(o.order, j.ID)
+	tx.transition(jp, api.StateQueued, api.ReasonSubmitted, "")
+	if idemKey != "" {
+		o.idem[idemKey] = j.ID
+		if tx.batch.Idempotency == nil {
+			tx.batch.Idempotency = map[string]string{}
+		}
+		tx.batch.Idempotency[idemKey] = j.ID
+	}
+	// Debug: the API's request line (info) already names the new job, and
+	// at thousands of submissions a second each line costs.
+	o.log.Debug("job submitted", "job_id", j.ID, "user", j.User, "gpus", j.GPUCount, "priority", j.Priority.String())
+	return submitResult{o.view(jp, true), false}, nil
 }
 
 // Cancel cancels a job. A queued job is canceled at once; a running one is

@@ -38,13 +38,7 @@ func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
 			Message: fmt.Sprintf("the queue is full (%d jobs; the limit is %d); try again when some have started", len(o.queued), l.MaxQueueSize)}
 	}
 	if l.MaxQueuedPerUser > 0 && !exempt {
-		n := 0
-		for id := range o.queued {
-			if o.jobs[id].User == j.User {
-				n++
-			}
-		}
-		if n >= l.MaxQueuedPerUser {
+		if n := o.queuedBy[j.User]; n >= l.MaxQueuedPerUser {
 			return &api.Error{Status: http.StatusTooManyRequests, Code: "user_queue_full",
 				Message: fmt.Sprintf("%s has %d jobs queued; the limit is %d per user", j.User, n, l.MaxQueuedPerUser)}
 		}

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"testing"
 	"time"
@@ -108,5 +109,91 @@ func TestQueueLimits(t *testing.T) {
 		if got := code(sub(s.user, s.gpus, s.exempt)); got != s.want {
 			t.Errorf("step %d (%s, %d GPUs, exempt %v): %q, want %q", i, s.user, s.gpus, s.exempt, got, s.want)
 		}
+	}
+}
+
+// TestQueuedPerUserFollowsQueue: the per-user count checkLimits reads is
+// kept in step with the queue as jobs are submitted, canceled, started
+// and recovered after a restart.
+func TestQueuedPerUserFollowsQueue(t *testing.T) {
+	h := startLimited(t, Limits{MaxQueuedPerUser: 2})
+	ctx := context.Background()
+	if _, err := h.o.SetScheduling(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	sub := func(user string) (string, error) {
+		j, _, err := h.o.SubmitWith(ctx, api.SubmitRequest{User: user, Command: "x", GPUCount: gpus(8)}, SubmitOptions{})
+		return j.ID, err
+	}
+	a1, err := sub("ana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub("ana"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub("bob"); err != nil {
+		t.Fatal(err)
+	}
+	checkQueuedBy(t, h.o, map[string]int{"ana": 2, "bob": 1})
+	if _, err := sub("ana"); api.AsError(err).Code != "user_queue_full" {
+		t.Fatalf("ana's third job: %v, want user_queue_full", err)
+	}
+	if _, _, err := h.o.Cancel(ctx, a1, 0); err != nil {
+		t.Fatal(err)
+	}
+	checkQueuedBy(t, h.o, map[string]int{"ana": 1, "bob": 1})
+	if _, err := sub("ana"); err != nil {
+		t.Fatalf("ana's job after a cancel: %v", err)
+	}
+	// One 8-GPU job starts: it leaves the queue.
+	if _, err := h.o.SetScheduling(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	h.nextStart()
+	got := queuedBy(h.o)
+	if got["ana"]+got["bob"] != 2 {
+		t.Errorf("after one start: %v, want 2 queued in all", got)
+	}
+	checkQueuedBy(t, h.o, got)
+
+	// After a restart the counts are rebuilt from the store.
+	r := start(t, "", nil)
+	if _, err := r.o.SetScheduling(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	r.submit(api.SubmitRequest{User: "cy", Command: "x", GPUCount: gpus(1)})
+	r.submit(api.SubmitRequest{User: "cy", Command: "x", GPUCount: gpus(1)})
+	path := r.path
+	r.stop()
+	r.stop = nil
+	r2 := start(t, path, nil)
+	checkQueuedBy(t, r2.o, map[string]int{"cy": 2})
+}
+
+// queuedBy copies the orchestrator's per-user counts.
+func queuedBy(o *Orchestrator) map[string]int {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	m := map[string]int{}
+	for u, n := range o.queuedBy {
+		m[u] = n
+	}
+	return m
+}
+
+// checkQueuedBy checks the per-user counts against want and against a
+// count of the queue itself.
+func checkQueuedBy(t *testing.T, o *Orchestrator, want map[string]int) {
+	t.Helper()
+	o.mu.RLock()
+	counted := map[string]int{}
+	for id := range o.queued {
+		counted[o.jobs[id].User]++
+	}
+	o.mu.RUnlock()
+	got := queuedBy(o)
+	if !maps.Equal(got, want) || !maps.Equal(got, counted) {
+		t.Errorf("queued per user %v, want %v (the queue holds %v)", got, want, counted)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -82,6 +83,7 @@ type Orchestrator struct {
 	jobs      map[string]*api.Job
 	order     []string // job ids in submission order
 	queued    map[string]bool
+	queuedBy  map[string]int  // queued jobs per user, kept with queued (setQueued)
 	active    map[string]bool // jobs holding GPUs: scheduled, allocating, running
 	holds     map[string]*api.Hold
 	idem      map[string]string
@@ -151,6 +153,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		entropy:   ulid.Monotonic(rand.Reader, 0),
 		jobs:      map[string]*api.Job{},
 		queued:    map[string]bool{},
+		queuedBy:  map[string]int{},
 		active:    map[string]bool{},
 		holds:     map[string]*api.Hold{},
 		idem:      map[string]string{},
@@ -236,14 +239,28 @@ func drain(first *op, ch chan *op) []*op {
 type op struct {
 	fn   func(tx *txn) (any, error)
 	done chan opResult
+	// state settles a race between the loop taking the op and its caller
+	// giving up (ctx ended): opQueued -> opTaken (the loop runs fn; the
+	// caller waits for the result) or opQueued -> opAbandoned (fn never
+	// runs). So a caller that gets ctx.Err() knows nothing was changed.
+	state atomic.Int32
 }
+
+const (
+	opQueued int32 = iota
+	opTaken
+	opAbandoned
+)
 
 type opResult struct {
 	v   any
 	err error
 }
 
-// do runs fn on the loop and waits until its changes are durable.
+// do runs fn on the loop and waits until its changes are durable. When
+// ctx ends first, fn either never runs (do returns ctx.Err()) or has
+// already been taken by the loop, and do waits for its result: the
+// caller always learns whether its change was made.
 func (o *Orchestrator) do(ctx context.Context, fn func(tx *txn) (any, error)) (any, error) {
 	p := &op{fn: fn, done: make(chan opResult, 1)}
 	select {
@@ -255,8 +272,11 @@ func (o *Orchestrator) do(ctx context.Context, fn func(tx *txn) (any, error)) (a
 	case r := <-p.done:
 		return r.v, r.err
 	case <-ctx.Done():
-		// The op may still commit; the caller just stops waiting.
-		return nil, ctx.Err()
+		if p.state.CompareAndSwap(opQueued, opAbandoned) {
+			return nil, ctx.Err()
+		}
+		r := <-p.done
+		return r.v, r.err
 	}
 }
 
@@ -267,7 +287,10 @@ type txn struct {
 	now   time.Time
 	batch store.Batch
 	dirty map[string]*api.Job
-	after []func()
+	// durable runs once the batch is committed, before anyone is
+	// answered; after runs once everyone is answered.
+	durable []func()
+	after   []func()
 }
 
 func (o *Orchestrator) begin() *txn {
@@ -284,11 +307,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	j.State, j.Reason, j.Message = to, reason, message
 	tx.batch.Events = append(tx.batch.Events, store.JobEvent{JobID: j.ID, Event: e})
 	tx.touch(j)
-	if to == api.StateQueued {
-		tx.o.queued[j.ID] = true
-	} else {
-		delete(tx.o.queued, j.ID)
-	}
+	tx.o.setQueued(j, to == api.StateQueued)
 	if to.Active() {
 		tx.o.active[j.ID] = true
 	} else {
@@ -298,6 +317,23 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 		tx.o.releaseJob(j)
 	}
 	tx.o.dirty = true
+}
+
+// setQueued adds the job to the queue or takes it out, keeping the
+// per-user counts (checkLimits) in step. Write lock held.
+func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
+	if o.queued[j.ID] == queued {
+		return
+	}
+	if queued {
+		o.queued[j.ID] = true
+		o.queuedBy[j.User]++
+		return
+	}
+	delete(o.queued, j.ID)
+	if o.queuedBy[j.User]--; o.queuedBy[j.User] <= 0 {
+		delete(o.queuedBy, j.User)
+	}
 }
 
 // commit makes the transaction durable. The write lock is held.
@@ -312,6 +348,9 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 		default:
 		}
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
+	}
+	for _, f := range tx.durable {
+		f()
 	}
 	if !tx.batch.Empty() {
 		o.notify()
@@ -331,6 +370,9 @@ func (o *Orchestrator) applyOps(ctx context.Context, ops []*op) {
 	tx := o.begin()
 	results := make([]opResult, len(ops))
 	for i, p := range ops {
+		if !p.state.CompareAndSwap(opQueued, opTaken) {
+			continue // its caller gave up before it ran
+		}
 		results[i].v, results[i].err = p.fn(tx)
 	}
 	err := o.commit(ctx, tx)

@@ -52,7 +52,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		o.order = append(o.order, j.ID)
 		switch {
 		case j.State == api.StateQueued:
-			o.queued[j.ID] = true
+			o.setQueued(j, true)
 		case j.State.Active() && canAdopt && len(j.Allocation) > 0 && !o.onLocalNode(j):
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)

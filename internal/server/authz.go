@@ -14,6 +14,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
+	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
 // access is who may call a route.
@@ -58,6 +59,14 @@ type callKey struct{}
 type callInfo struct {
 	who    auth.Principal
 	target string
+	// audited: the handler had the call's audit entry written with its
+	// change (a submission's, in the job's transaction); the middleware
+	// does not write it again.
+	audited bool
+	// action, requestID and start are the call's, for its audit entry.
+	action    string
+	requestID string
+	start     time.Time
 }
 
 // principal returns the caller of an authenticated request.
@@ -145,7 +154,18 @@ func (s *Server) record(r *http.Request, rt route, call *callInfo, status int, e
 	if s.auth == nil {
 		return
 	}
-	action := rt.action
+	e := auditEntry(r, rt.action, call.who, call.target, status, errCode, requestID, at)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	if err := s.auth.Record(ctx, e); err != nil {
+		s.log.Error("audit: could not record a call", "err", err, "action", e.Action, "user", e.User, "status", status)
+	}
+}
+
+// auditEntry is the audit entry of a call to the route whose action is
+// action, answered with status (and errCode when it failed). It only
+// reads r, so it may run on another goroutine while the handler waits.
+func auditEntry(r *http.Request, action string, who auth.Principal, target string, status int, errCode, requestID string, at time.Time) api.AuditEntry {
 	if i := strings.Index(action, "{"); i >= 0 {
 		if j := strings.Index(action[i:], "}"); j > 0 {
 			v := r.PathValue(action[i+1 : i+j])
@@ -155,7 +175,6 @@ func (s *Server) record(r *http.Request, rt route, call *callInfo, status int, e
 			action = action[:i] + v + action[i+j+1:]
 		}
 	}
-	target := call.target
 	for _, name := range []string{"job_id", "node_id", "id"} {
 		if v := r.PathValue(name); target == "" && v != "" {
 			target = v
@@ -168,15 +187,38 @@ func (s *Server) record(r *http.Request, rt route, call *callInfo, status int, e
 	if err != nil {
 		host = r.RemoteAddr
 	}
-	e := api.AuditEntry{At: at.UTC(), User: call.who.User, Role: call.who.Role, TokenID: call.who.TokenID,
+	e := api.AuditEntry{At: at.UTC(), User: who.User, Role: who.Role, TokenID: who.TokenID,
 		Action: action, Method: r.Method, Path: clipPath(r.URL.Path), Target: target, Remote: host, Status: status, RequestID: requestID}
 	if status >= 400 {
 		e.Error = errCode
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
-	defer cancel()
-	if err := s.auth.Record(ctx, e); err != nil {
-		s.log.Error("audit: could not record a call", "err", err, "action", action, "user", e.User, "status", status)
+	return e
+}
+
+// submitAudit hands a submission's audit entry to the orchestrator, to be
+// written in the job's own transaction: the entry the middleware would
+// write after the handler, with the status and error code the handler's
+// outcome is answered with (201, or the refusal's).
+func (s *Server) submitAudit(r *http.Request) *orchestrator.SubmitAudit {
+	call, ok := r.Context().Value(callKey{}).(*callInfo)
+	if s.auth == nil || !ok || call.action == "" {
+		return nil
+	}
+	action, who, requestID, start := call.action, call.who, call.requestID, call.start
+	return &orchestrator.SubmitAudit{Entry: func(target string, err error) api.AuditEntry {
+		status, code := http.StatusCreated, ""
+		if err != nil {
+			e := api.AsError(err)
+			status, code = e.Status, e.Code
+		}
+		return auditEntry(r, action, who, target, status, code, requestID, start)
+	}}
+}
+
+// audited tells the middleware that the call's audit entry is written.
+func audited(r *http.Request) {
+	if c, ok := r.Context().Value(callKey{}).(*callInfo); ok {
+		c.audited = true
 	}
 }
 

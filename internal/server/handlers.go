@@ -47,7 +47,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	if key != "" {
 		key = p.User + "/" + key
 	}
-	job, replayed, err := s.o.SubmitWith(r.Context(), req, orchestrator.SubmitOptions{IdempotencyKey: key, Exempt: p.IsAdmin()})
+	// The audit entry goes in the job's transaction: one durable write.
+	a := s.submitAudit(r)
+	job, replayed, err := s.o.SubmitWith(r.Context(), req, orchestrator.SubmitOptions{IdempotencyKey: key, Exempt: p.IsAdmin(), Audit: a})
+	if a.Recorded() {
+		audited(r)
+	}
 	if err != nil {
 		return err
 	}

@@ -193,7 +193,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
 		r.Body = http.MaxBytesReader(rw, r.Body, MaxBodyBytes)
-		call := &callInfo{}
+		call := &callInfo{action: rt.action, requestID: id, start: start}
 		r = r.WithContext(context.WithValue(r.Context(), callKey{}, call))
 		var errCode string
 		func() {
@@ -221,13 +221,17 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}
 		}()
-		if rt.action != "" {
+		if rt.action != "" && !call.audited {
 			s.record(r, rt, call, rw.status, errCode, id, start)
 		}
 		elapsed := time.Since(start)
 		s.metrics.observe(rt.method+" "+rt.path, rw.status, elapsed)
-		log.Log(r.Context(), requestLevel(r.Method, rt.path, rw.status), "request", "route", rt.path, "status", rw.status,
-			"user", call.who.User, "ms", float64(elapsed.Microseconds())/1000)
+		attrs := []any{"route", rt.path, "status", rw.status, "user", call.who.User, "ms", float64(elapsed.Microseconds()) / 1000}
+		if call.target != "" {
+			// What it acted on: a submission's one info line names its job.
+			attrs = append(attrs, "target", call.target)
+		}
+		log.Log(r.Context(), requestLevel(r.Method, rt.path, rw.status), "request", attrs...)
 	})
 }
 

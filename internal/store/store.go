@@ -148,12 +148,16 @@ type Batch struct {
 	Idempotency map[string]string // key -> job id
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> its record (JSON)
+	// Audit entries written with the batch (a submission's own entry,
+	// so that the job and the record of who submitted it are durable
+	// together, with one fsync).
+	Audit []api.AuditEntry
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
-		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0
+		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -237,7 +241,7 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	return nil
+	return appendAudit(ctx, tx, b.Audit)
 }
 
 // State is everything the store holds, as read at start-up.

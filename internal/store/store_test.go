@@ -76,3 +76,43 @@ func TestLockIsExclusive(t *testing.T) {
 	}
 	release2()
 }
+
+// TestBatchAudit: a batch's audit entries are committed with its jobs, all
+// or nothing.
+func TestBatchAudit(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	entry := api.AuditEntry{At: at, User: "ana", Action: "job.submit", Target: "j1", Status: 201}
+	if (&Batch{Audit: []api.AuditEntry{entry}}).Empty() {
+		t.Error("a batch with only an audit entry is empty")
+	}
+	if err := s.Commit(ctx, &Batch{Jobs: []api.Job{{ID: "j1", User: "ana", State: api.StateQueued, Priority: api.PriorityHigh}}, Idempotency: map[string]string{"k": "j1"},
+		Audit: []api.AuditEntry{entry}}); err != nil {
+		t.Fatal(err)
+	}
+	// A failing batch (the key exists) leaves no audit row either.
+	entry.Target = "j2"
+	if err := s.Commit(ctx, &Batch{Jobs: []api.Job{{ID: "j2", State: api.StateQueued}}, Idempotency: map[string]string{"k": "j2"},
+		Audit: []api.AuditEntry{entry}}); err == nil {
+		t.Fatal("duplicate idempotency key committed")
+	}
+	got, err := s.Audit(ctx, AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Target != "j1" || got[0].User != "ana" || got[0].Status != 201 {
+		t.Errorf("audit: %+v, want j1's submission only", got)
+	}
+	st, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Jobs) != 1 || st.Jobs[0].ID != "j1" {
+		t.Errorf("jobs: %+v", st.Jobs)
+	}
+}
