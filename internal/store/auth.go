@@ -82,14 +82,22 @@ func (s *Store) AppendAudit(ctx context.Context, entries ...api.AuditEntry) erro
 }
 
 func appendAudit(ctx context.Context, tx *sql.Tx, entries []api.AuditEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	// One statement, parsed once, for all of a batch's entries.
+	st, err := tx.PrepareContext(ctx, `INSERT INTO audit(at, user, action, data) VALUES(?,?,?,?)`)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	for _, e := range entries {
 		e.Seq = 0
 		data, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO audit(at, user, action, data) VALUES(?,?,?,?)`,
-			e.At.UTC().Format(auditTime), e.User, e.Action, string(data)); err != nil {
+		if _, err := st.ExecContext(ctx, e.At.UTC().Format(auditTime), e.User, e.Action, string(data)); err != nil {
 			return err
 		}
 	}

@@ -224,9 +224,16 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	for k, id := range b.Idempotency {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO idempotency(key, job_id) VALUES(?,?)`, k, id); err != nil {
+	if len(b.Idempotency) > 0 {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO idempotency(key, job_id) VALUES(?,?)`)
+		if err != nil {
 			return err
+		}
+		defer st.Close()
+		for k, id := range b.Idempotency {
+			if _, err := st.ExecContext(ctx, k, id); err != nil {
+				return err
+			}
 		}
 	}
 	for id, data := range b.Nodes {
