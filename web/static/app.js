@@ -579,10 +579,11 @@ function jobPage(id) {
         <section class="panel"><header><h2>Allocation</h2></header><div class="body flush"><table><thead><tr><th>Node</th><th class="num">GPU</th><th>UUID</th><th class="num">Memory</th></tr></thead><tbody data-role="alloc"></tbody></table></div></section>
       </div>
     </div>
-    <section class="panel"><header><h2 data-role="logtitle">Output</h2><span class="right muted" data-role="logstate"></span></header><pre class="log" data-role="log"></pre></section>
+    <section class="panel"><header><h2 data-role="logtitle">Output</h2><select data-role="rank" hidden title="which node of the gang"></select><span class="right muted" data-role="logstate"></span></header><pre class="log" data-role="log"></pre></section>
   </div>`);
   let job = null;
   let logKey = '';
+  let rank = 0; // the gang rank whose output is shown
   let logAbort = null;
   let lastLoad = 0;
   let timer = null;
@@ -632,13 +633,19 @@ function jobPage(id) {
 
   // The log: the current attempt, followed while the job may still write.
   function followLog(j) {
-    const key = `${j.retry_count}:${['queued'].includes(j.state) ? 'wait' : 'go'}`;
+    const rankSel = $('[data-role=rank]', root);
+    rankSel.hidden = !(j.nodes > 1);
+    if (j.nodes > 1 && rankSel.options.length !== j.nodes) {
+      rankSel.innerHTML = Array.from({ length: j.nodes }, (_, r) => `<option value="${r}">rank ${r}</option>`).join('');
+      rankSel.value = String(rank);
+    }
+    const key = `${j.retry_count}:${rank}:${['queued'].includes(j.state) ? 'wait' : 'go'}`;
     if (key === logKey) return;
     logKey = key;
     if (logAbort) logAbort.abort();
     const pre = $('[data-role=log]', root);
     const terminal = ['completed', 'failed', 'canceled'].includes(j.state);
-    $('[data-role=logtitle]', root).textContent = `Output (attempt ${j.retry_count})`;
+    $('[data-role=logtitle]', root).textContent = `Output (attempt ${j.retry_count}${j.nodes > 1 ? ', node rank' : ''})`;
     if (j.state === 'queued') {
       pre.textContent = '';
       $('[data-role=logstate]', root).textContent = 'waiting to start';
@@ -650,7 +657,7 @@ function jobPage(id) {
       if (stick) pre.scrollTop = pre.scrollHeight;
     };
     pre.textContent = '';
-    const path = `/jobs/${enc(j.id)}/logs?attempt=${j.retry_count}`;
+    const path = `/jobs/${enc(j.id)}/logs?attempt=${j.retry_count}${rank ? `&rank=${rank}` : ''}`;
     if (terminal) {
       $('[data-role=logstate]', root).textContent = 'ended';
       api.getText(path).then(append, (e) => append(`[${e.message}]`));
@@ -672,6 +679,10 @@ function jobPage(id) {
       msg(e.status === 404 ? `No job ${id}.` : e.message);
     }
   }
+  $('[data-role=rank]', root).addEventListener('change', (ev) => {
+    rank = Number(ev.target.value) || 0;
+    if (job) followLog(job);
+  });
   root.addEventListener('click', async (ev) => {
     const act = ev.target.dataset.act;
     if (!act || !job) return;
