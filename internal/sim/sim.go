@@ -181,8 +181,11 @@ type sim struct {
 	needs   []int // queued jobs by GPUs per node (the last slot: more than a node has)
 	// windowed: cycles may see only the head of each lane (see window.go).
 	windowed bool
-	mark     []bool // scratch: jobs started this cycle
-	free     []int  // scratch: free GPUs per node
+	mark     []bool  // scratch: jobs started this cycle
+	pidx     []int32 // scratch: 1 + each waiting job's position in the cycle's Pending
+	free     []int   // scratch: free GPUs per node
+	cntFree  []int   // scratch: nodes with at least g free GPUs, by g
+	cntOpen  []int   // scratch: the same outside the reservation
 
 	ledger    *sched.Ledger
 	estimator *sched.Estimator
@@ -243,7 +246,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s := &sim{cfg: cfg, policy: cfg.Policy.WithDefaults(), nodeAt: map[string]int{},
 		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{GPUs: cfg.Nodes * cfg.NodeGPUs}}
 	s.laneOf = map[[2]string]int{}
-	s.windowed = !cfg.FullQueue && !s.policy.Preemption && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
+	s.windowed = !cfg.FullQueue && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
 		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && cfg.Estimates == EstimatesAbsent)
 	s.ledger = sched.NewLedger(s.policy.HalfLife)
 	s.estimator = sched.NewEstimator()
@@ -261,6 +264,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s.jobs = make([]simJob, len(jobs))
 	s.qjob = make([]sched.Job, len(jobs))
 	s.mark = make([]bool, len(jobs))
+	s.pidx = make([]int32, len(jobs))
 	for i := range jobs {
 		t := &jobs[i]
 		sj := &s.jobs[i]
@@ -478,8 +482,9 @@ func (s *sim) couldDecide() bool {
 // cycle builds the snapshot as the orchestrator does, runs the core, and
 // applies its decisions. With windowing, the core first sees only the head
 // of each lane; when the result does not prove that the rest of the queue
-// could not have changed it, the cycle is run again on a larger window,
-// up to the whole queue (see window.go).
+// could not have changed it, the cycle is run again with the left-out jobs
+// that might have, or on a larger window, up to the whole queue (see
+// window.go).
 func (s *sim) cycle() {
 	if s.learned && s.cfg.Estimates == EstimatesAbsent {
 		s.refreshEstimates()
@@ -491,21 +496,32 @@ func (s *sim) cycle() {
 		began = time.Now()
 	}
 	var res sched.Result
-	w0 := firstWindow
+	w := firstWindow
 	if s.cfg.window > 0 {
-		w0 = s.cfg.window
+		w = s.cfg.window
 	}
-	for w := w0; ; w *= 4 {
-		if !s.windowed {
-			w = math.MaxInt
-		}
+	if !s.windowed {
+		w = math.MaxInt
+	}
+	for widenings := 0; ; {
 		whole := s.buildQueue(w)
 		snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Queue: s.queue, Running: s.running, Usage: usage, Policy: s.policy}
 		res = sched.Schedule(snap)
-		if whole || s.decisive(res, w) {
+		if whole {
 			break
 		}
+		v := s.judge(res, w, widenings)
+		if v == accept {
+			break
+		}
+		if v == widen {
+			widenings++ // the same window, and the left-out jobs judge added
+			continue
+		}
+		s.clearExtra()
+		w, widenings = w*4, 0
 	}
+	s.clearExtra()
 	if s.cfg.Timing {
 		s.out.Cycles = append(s.out.Cycles, time.Since(began))
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 
 	"github.com/corral-sched/corral/internal/sched"
@@ -14,41 +15,47 @@ import (
 // the rest of the queue only collects reasons for waiting, which the
 // simulator does not use. So the simulator first hands the core only the
 // head of the queue, and accepts the result only when it proves that the
-// rest could not have changed any decision; otherwise it runs the cycle
-// again on four times the window, up to the whole queue. The decisions are
-// those of a cycle over the whole queue, always (TestWindowedIsExact
-// checks it on random traces); only the cost changes.
+// jobs left out could not have changed any decision. Otherwise it hands
+// the core, with the same head, the few left-out jobs that might have
+// (widen), and judges again; after a few tries, or when the result cannot
+// tell, it runs the cycle on four times the window (grow), up to the whole
+// queue. The decisions are those of a cycle over the whole queue, always
+// (TestWindowedIsExact checks it on random traces, with and without
+// backfill and preemption); only the cost changes.
 //
 // The queue is kept in lanes, each in the core's own order
 // (sched.CompareQueued): one lane under a static policy (fcfs, sjf,
 // priority), one per project and user under fair_share, whose walker takes
 // each user's jobs in that order while users take turns. The window is the
-// first w jobs of every lane; the rest of lane L is R.
+// first w jobs of every lane, plus the lane's extra jobs.
 //
 // Why a result can be accepted. The core walks a lane's jobs in order, and
 // a job it does not start changes nothing the walk depends on (fair
 // share's turns move only when a job is placed), so the walk over the
-// window is the walk over the whole queue with R left out; R's jobs would
-// come right after the last windowed job of their lane, l. With backfill
-// off, a job that does not start stops the walk for everything behind it:
-// if l did not start, R decides nothing. With backfill on, if l (on one
-// node) did not start, no node had gpus(l) free GPUs outside the head's
-// reservation when it was tried, and free GPUs only get fewer as a cycle
-// goes on; the reservation already existed. A job of R could then start
-// only by needing fewer GPUs per node than l, or by backfilling onto the
-// reserved GPUs: ending before the reservation, and only while some
-// reserved GPUs are free. The reservation's free GPUs only shrink, and
-// only when a job that ends before it starts; if none did and none are
-// left at the end, none were left when R would have been tried. Without
-// preemption and quotas (the only other ways a waiting job acts), a
-// result passing these checks for every lane is the full cycle's.
+// jobs handed to the core is the walk over the whole queue with the
+// left-out jobs taken out, as long as each left-out job, at its turn,
+// would neither have started, nor become the head (a reservation already
+// stands: the head was tried before it), nor looked for victims to
+// preempt (the cycle's four preemption tries were used by jobs tried
+// before it). A left-out job starts only on nodes with its GPUs free
+// outside the head's reservation or, ending before the reservation, with
+// its GPUs free counting the reserved ones, and free GPUs only get fewer
+// as a cycle goes on. judgeLane and judgeLanes bound those GPUs; with
+// backfill off (judgeBlocked) every job after the head waits behind it.
+// Quotas (borrowing) and idle-job preemption are other ways a waiting job
+// acts: with them, and with sjf on learned estimates (whose order moves
+// under the lanes), every cycle sees the whole queue.
 
-// firstWindow is the first window tried: enough for a cycle that starts a
-// few hundred jobs.
-const firstWindow = 256
+// firstWindow is the first window tried. Most cycles start a few jobs,
+// and a cycle that needs more widens or grows: small windows make cheap
+// cycles (on the shared trace, 16 to 256 cost the same within noise).
+const firstWindow = 16
 
 type lane struct {
 	jobs []int // queued jobs, in the core's order
+	// extra: this cycle, positions in jobs past the window that the core
+	// is handed as well, ascending (see widen).
+	extra []int
 }
 
 // laneFor is the lane of job i.
@@ -83,8 +90,9 @@ func (l *lane) remove(s *sim, i int) {
 	l.jobs = slices.Delete(l.jobs, at, at+1)
 }
 
-// buildQueue fills s.queue with the first w jobs of every lane, with
-// their current estimates, and reports whether that is the whole queue.
+// buildQueue fills s.queue with the first w jobs of every lane and the
+// lane's extra jobs, with their current estimates, and reports whether
+// that is the whole queue.
 func (s *sim) buildQueue(w int) bool {
 	s.queue = s.queue[:0]
 	whole := true
@@ -94,83 +102,156 @@ func (s *sim) buildQueue(w int) bool {
 			n, whole = w, false
 		}
 		for _, i := range l.jobs[:n] {
-			q := &s.qjob[i]
-			if s.cfg.Estimates == EstimatesAbsent {
-				q.Estimate, q.EstimateGiven = sched.EstimateFor(s.jobs[i].given, s.jobs[i].t.User, s.estimator, s.policy.DefaultEstimate)
-			}
-			s.queue = append(s.queue, *q)
+			s.queueJob(i)
+		}
+		for _, p := range l.extra {
+			s.queueJob(l.jobs[p])
 		}
 	}
 	return whole
 }
 
-// decisive reports whether a cycle's result over the first w jobs of every
-// lane is the result over the whole queue (see the comment above).
-func (s *sim) decisive(res sched.Result, w int) bool {
+func (s *sim) queueJob(i int) {
+	q := &s.qjob[i]
+	if s.cfg.Estimates == EstimatesAbsent {
+		q.Estimate, q.EstimateGiven = sched.EstimateFor(s.jobs[i].given, s.jobs[i].t.User, s.estimator, s.policy.DefaultEstimate)
+	}
+	s.queue = append(s.queue, *q)
+}
+
+// What a windowed result says.
+const (
+	accept = iota // it is the whole queue's result
+	widen         // some left-out jobs might change it: they were added to their lanes' extra
+	grow          // the window is too small to tell
+)
+
+// maxWiden is how many times a cycle adds left-out jobs before it grows
+// the window instead.
+const maxWiden = 3
+
+// judge says whether a cycle's result over the first w jobs of every lane
+// (and the lanes' extra jobs) is the result over the whole queue (see the
+// comment at the top), and otherwise what to hand the core next.
+// widenings is how many times this cycle's window was widened already.
+func (s *sim) judge(res sched.Result, w, widenings int) int {
 	for _, st := range res.Starts {
 		s.mark[s.index(st.JobID)] = true
+	}
+	for k, p := range res.Pending {
+		s.pidx[s.index(p.JobID)] = int32(k + 1)
 	}
 	defer func() {
 		for _, st := range res.Starts {
 			s.mark[s.index(st.JobID)] = false
 		}
+		for _, p := range res.Pending {
+			s.pidx[s.index(p.JobID)] = 0
+		}
 	}()
-	if !s.policy.Backfill {
-		for _, l := range s.lanes {
-			if len(l.jobs) > w && s.mark[l.jobs[w-1]] {
-				return false
-			}
+	switch {
+	case !s.policy.Backfill:
+		return s.judgeBlocked(res, w)
+	case len(s.lanes) == 1:
+		return s.judgeLane(res, w, widenings)
+	case res.Head == "":
+		return grow // every job the core saw started (or is preempting): a left-out one could have become the head
+	}
+	return s.judgeLanes(res, w, widenings)
+}
+
+// triesUsedAt is the position in the result's Pending (walk order) from
+// which the core's preemption tries (sched's maxPreemptTries, 4) are used
+// up: every job that waits for GPUs (not behind the head, not
+// unsatisfiable) uses one. A job tried after that looks for no victims,
+// so a left-out job has no way to preempt. Without preemption nothing can
+// be preempted (the simulator has no quotas, borrowed or idle jobs): 0.
+func (s *sim) triesUsedAt(res sched.Result) int {
+	if !s.policy.Preemption {
+		return 0
+	}
+	n := 0
+	for k, p := range res.Pending {
+		switch p.Reason {
+		case sched.ReasonResources, sched.ReasonReservation, sched.ReasonPreempting:
+			n++
 		}
-		return true
-	}
-	if len(s.lanes) == 1 {
-		return s.decisiveAtEnd(res, w)
-	}
-	// Could a job of R backfill onto reserved GPUs? Only while some are
-	// free, and only if it ends before the reservation.
-	backfill := res.Head != "" && len(res.Held) > 0
-	for _, st := range res.Starts {
-		if q := &s.qjob[s.index(st.JobID)]; res.Head != "" && q.EstimateGiven && !s.now.Add(q.Estimate).After(res.ReservedAt) {
-			backfill = true // it may have used reserved GPUs that R would have found free
+		if n == 4 {
+			return k + 1
 		}
 	}
-	mostFree := 0
-	for _, f := range s.nfree {
-		mostFree = max(mostFree, f)
-	}
+	return math.MaxInt
+}
+
+// judgeBlocked is judge with backfill off: once the head waits, every
+// later job waits behind it. The result stands when the last windowed job
+// of every lane came after the head (it is the head or waits behind it).
+func (s *sim) judgeBlocked(res sched.Result, w int) int {
 	for _, l := range s.lanes {
 		if len(l.jobs) <= w {
 			continue
 		}
 		last := l.jobs[w-1]
-		if s.mark[last] || s.jobs[last].nodes != 1 {
-			return false
+		if s.jobs[last].id == res.Head {
+			continue
 		}
-		need := s.jobs[last].gpus
-		for _, i := range l.jobs[w:] {
-			j := &s.jobs[i]
-			if j.gpus < need {
-				return false
-			}
-			if backfill && j.gpus <= mostFree {
-				if q := &s.qjob[i]; q.EstimateGiven && !s.now.Add(q.Estimate).After(res.ReservedAt) {
-					return false
-				}
-			}
+		if k := s.pidx[last]; k == 0 || res.Pending[k-1].Reason != sched.ReasonBehindHead {
+			return grow
 		}
 	}
-	return true
+	return accept
 }
 
-// decisiveAtEnd is decisive for a single lane (static policies), whose R
-// the core would walk after every windowed job: R meets the GPUs as the
-// cycle left them. A job of R could start on a node with its GPUs free
-// outside the reservation, or, ending before the reservation, with its
-// GPUs free counting the reserved ones.
-func (s *sim) decisiveAtEnd(res sched.Result, w int) bool {
+// fitCounts returns, for each GPU count g, how many nodes have at least g
+// of the free GPUs given per node.
+func (s *sim) fitCounts(free []int, out []int) []int {
+	out = append(out[:0], make([]int, s.cfg.NodeGPUs+2)...)
+	for _, f := range free {
+		out[min(max(f, 0), s.cfg.NodeGPUs)]++
+	}
+	for g := s.cfg.NodeGPUs - 1; g >= 0; g-- {
+		out[g] += out[g+1]
+	}
+	return out
+}
+
+// fitsCount reports whether a job of gpus x nodes could be placed given
+// fitCounts' counts.
+func fitsCount(counts []int, gpus, nodes int) bool {
+	return gpus < len(counts) && counts[gpus] >= nodes
+}
+
+// endsBefore reports whether job i is sure to end before the reservation
+// (so it may backfill onto reserved GPUs).
+func (s *sim) endsBefore(i int, res sched.Result) bool {
+	q := &s.qjob[i]
+	return q.EstimateGiven && !s.now.Add(q.Estimate).After(res.ReservedAt)
+}
+
+// judgeLane is judge for a single lane (static policies), whose jobs the
+// core walks in lane order: the left-out jobs past the last one handed to
+// the core meet the GPUs as the cycle left them. One of them could start
+// on nodes with its GPUs free outside the reservation or, ending before
+// the reservation, with its GPUs free counting the reserved ones; if none
+// can, the result stands. Else the first few that could are handed to the
+// core too: the walk up to the last job it saw is the same, and the
+// left-out jobs between them had no room even then.
+func (s *sim) judgeLane(res sched.Result, w, widenings int) int {
 	l := s.lanes[0]
-	if len(l.jobs) <= w {
-		return true
+	last := l.jobs[min(w, len(l.jobs))-1] // the window's last job
+	if res.Head != "" && s.cmp(s.index(res.Head), last) > 0 {
+		return grow // the head is not in the window: a left-out job before it would have been
+	}
+	// The window's waiting jobs come first in Pending.
+	waiting := 0
+	for _, p := range res.Pending {
+		if s.cmp(s.index(p.JobID), last) > 0 {
+			break
+		}
+		waiting++
+	}
+	if s.triesUsedAt(res) > waiting {
+		return grow
 	}
 	free := s.scratchFree()
 	for _, st := range res.Starts {
@@ -178,30 +259,129 @@ func (s *sim) decisiveAtEnd(res sched.Result, w int) bool {
 			free[s.nodeAt[p.NodeID]] -= len(p.GPUs)
 		}
 	}
-	mostFree := 0 // counting reserved GPUs
-	for _, f := range free {
-		mostFree = max(mostFree, f)
-	}
+	s.cntFree = s.fitCounts(free, s.cntFree) // counting reserved GPUs
 	for _, p := range res.Held {
 		free[s.nodeAt[p.NodeID]] -= len(p.GPUs)
 	}
-	mostOpen := 0 // outside the reservation
-	for _, f := range free {
-		mostOpen = max(mostOpen, f)
+	s.cntOpen = s.fitCounts(free, s.cntOpen) // outside the reservation
+	backfill := len(res.Held) > 0
+	if res.Head == "" && len(l.extra) > 0 {
+		return grow // (unreachable: the head is in the window, and extra jobs come after it)
 	}
-	backfill := res.Head != "" && len(res.Held) > 0
-	for _, i := range l.jobs[w:] {
+	from := w
+	if len(l.extra) > 0 {
+		from = l.extra[len(l.extra)-1] + 1
+	}
+	want := 8 << (2 * widenings)
+	var add []int
+	for p := from; p < len(l.jobs) && len(add) < want; p++ {
+		i := l.jobs[p]
 		j := &s.jobs[i]
-		if j.gpus <= mostOpen {
-			return false
+		if fitsCount(s.cntOpen, j.gpus, j.nodes) || backfill && fitsCount(s.cntFree, j.gpus, j.nodes) && s.endsBefore(i, res) {
+			add = append(add, p)
 		}
-		if backfill && j.gpus <= mostFree {
-			if q := &s.qjob[i]; q.EstimateGiven && !s.now.Add(q.Estimate).After(res.ReservedAt) {
-				return false
+	}
+	switch {
+	case len(add) == 0:
+		return accept
+	case widenings >= maxWiden || res.Head == "":
+		return grow // without a head, a left-out job could become it
+	}
+	l.extra = append(l.extra, add...)
+	return widen
+}
+
+// judgeLanes is judge for lanes whose turns interleave (fair_share). A
+// left-out job j of lane L comes after the jobs of L before it. If one of
+// those, k, asked at most j's GPUs per node on one node and did not start,
+// then when k was tried no node had that many GPUs free outside the
+// reservation, and free GPUs only get fewer as a cycle goes on; if the
+// head was tried before k (the reservation stood) and the preemption
+// tries were used up by then, j can start only by backfilling onto
+// reserved GPUs. If such a k (not the head) was sure to end before the
+// reservation, it tried that too, and found no node with that many free
+// counting the reserved GPUs (or none were left to try): neither can j.
+// Left-out jobs that cannot be ruled out so are handed to
+// the core too, a few per lane, and the new result judged again (every
+// left-out job again: the turns may have moved).
+func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
+	headAt := int(s.pidx[s.index(res.Head)]) - 1
+	if headAt < 0 {
+		return grow
+	}
+	from := max(headAt, s.triesUsedAt(res)) // jobs tried from here bound those after them
+	// Could a left-out job backfill onto reserved GPUs? Only while some are
+	// free, and only if it ends before the reservation.
+	backfill := len(res.Held) > 0
+	for _, st := range res.Starts {
+		if s.endsBefore(s.index(st.JobID), res) {
+			backfill = true // it may have used reserved GPUs that a left-out job would have found free
+		}
+	}
+	s.cntFree = s.fitCounts(s.nfree, s.cntFree)
+	want := 8 << (2 * widenings)
+	widened := false
+	for _, l := range s.lanes {
+		if len(l.jobs) <= w+len(l.extra) {
+			continue
+		}
+		bound := math.MaxInt   // the fewest GPUs per node a job of the lane tried after the head did not get
+		bfBound := math.MaxInt // the same, counting reserved GPUs: by a job that could have backfilled
+		var add []int
+		e := 0 // next extra
+		for p, i := range l.jobs {
+			if p < w || e < len(l.extra) && l.extra[e] == p {
+				if p >= w {
+					e++
+				}
+				j := &s.jobs[i]
+				if k := int(s.pidx[i]) - 1; k >= from && j.nodes == 1 {
+					bound = min(bound, j.gpus)
+					if k > headAt && s.endsBefore(i, res) {
+						bfBound = min(bfBound, j.gpus)
+					}
+				}
+				continue
+			}
+			j := &s.jobs[i]
+			if j.gpus < bound || backfill && j.gpus < bfBound && fitsCount(s.cntFree, j.gpus, j.nodes) && s.endsBefore(i, res) {
+				if len(add) == want {
+					break
+				}
+				add = append(add, p)
 			}
 		}
+		if len(add) > 0 {
+			widened = true
+			l.extra = mergeSorted(l.extra, add)
+		}
 	}
-	return true
+	switch {
+	case !widened:
+		return accept
+	case widenings >= maxWiden:
+		return grow
+	}
+	return widen
+}
+
+func mergeSorted(a, b []int) []int {
+	out := make([]int, 0, len(a)+len(b))
+	for len(a) > 0 && len(b) > 0 {
+		if a[0] < b[0] {
+			out, a = append(out, a[0]), a[1:]
+		} else {
+			out, b = append(out, b[0]), b[1:]
+		}
+	}
+	return append(append(out, a...), b...)
+}
+
+// clearExtra forgets every lane's extra jobs.
+func (s *sim) clearExtra() {
+	for _, l := range s.lanes {
+		l.extra = l.extra[:0]
+	}
 }
 
 // scratchFree returns a copy of the free GPU counts per node.
