@@ -68,31 +68,45 @@ func newIndex(nodes []Node) *index {
 	ix := &index{nodes: make([]nodeState, len(nodes)), byID: make(map[string]int, len(nodes))}
 	words := (len(nodes) + 63) / 64
 	classOf := map[[2]string]int{}
+	// One allocation each for every node's free flags and index positions.
+	gpus, idxs := 0, 0
+	for i := range nodes {
+		gpus += len(nodes[i].GPUs)
+		for _, gpu := range nodes[i].GPUs {
+			idxs = max(idxs, gpu.Index+1)
+		}
+	}
+	freeSlab := make([]bool, gpus)
+	posSlab := make([]int, 0, min(idxs*len(nodes), 1<<20))
 	for i := range nodes {
 		n := &nodes[i]
-		ns := nodeState{node: n, free: make([]bool, len(n.GPUs)), class: -1}
+		ns := nodeState{node: n, free: freeSlab[:len(n.GPUs):len(n.GPUs)], class: -1}
+		freeSlab = freeSlab[len(n.GPUs):]
 		maxIdx := -1
 		for _, gpu := range n.GPUs {
 			maxIdx = max(maxIdx, gpu.Index)
 		}
-		ns.pos = make([]int, maxIdx+1)
+		if len(posSlab)+maxIdx+1 <= cap(posSlab) {
+			ns.pos = posSlab[len(posSlab) : len(posSlab)+maxIdx+1 : len(posSlab)+maxIdx+1]
+			posSlab = posSlab[:len(posSlab)+maxIdx+1]
+		} else {
+			ns.pos = make([]int, maxIdx+1)
+		}
 		for k := range ns.pos {
 			ns.pos[k] = -1
 		}
 		homogeneous := true
-		doms := map[int]bool{}
 		for g, gpu := range n.GPUs {
 			ns.free[g] = gpu.Free
 			ns.pos[gpu.Index] = g
 			if gpu.Free {
 				ns.nfree++
 			}
-			doms[gpu.Domain] = true
 			if gpu.Model != n.GPUs[0].Model || gpu.MemoryMiB != n.GPUs[0].MemoryMiB {
 				homogeneous = false
 			}
 		}
-		ns.domains = len(doms)
+		ns.domains = countDomains(n.GPUs)
 		ix.byID[n.ID] = i
 		if len(n.GPUs) > 0 && homogeneous {
 			key := [2]string{n.GPUs[0].Model, itoa(n.GPUs[0].MemoryMiB)}
@@ -124,6 +138,24 @@ func newIndex(nodes []Node) *index {
 		ix.nodes[i] = ns
 	}
 	return ix
+}
+
+// countDomains counts the distinct NVLink domains of the GPUs.
+func countDomains(gpus []GPU) int {
+	n := 0
+	for g := range gpus {
+		seen := false
+		for h := range g {
+			if gpus[h].Domain == gpus[g].Domain {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			n++
+		}
+	}
+	return n
 }
 
 func itoa(v int64) string {

@@ -146,7 +146,7 @@ func shareHoldings(running []Running) (users, projects map[string]int) {
 }
 
 func count(running []Running, preempting bool) (users, projects map[string]int) {
-	users, projects = map[string]int{}, map[string]int{}
+	users, projects = make(map[string]int, 8), make(map[string]int, 8)
 	for _, r := range running {
 		if r.Preempting && !preempting {
 			continue

@@ -22,6 +22,7 @@ type cycle struct {
 	runningOn               [][]int        // node position -> running job positions
 	victim, claimed         map[int]bool   // running job positions
 	preemptTries            int
+	mayPreempt              bool            // some waiting job could take GPUs from a running one (see wait)
 	startEst                []time.Duration // estimate of each start, by position
 	plain                   map[plainShape]*shapeState
 	shapes                  map[shape]*shapeState
@@ -106,7 +107,10 @@ func Schedule(s Snapshot) Result {
 	c.userGPUs, c.projectGPUs = holdings(s.Running)
 	c.shareUser, c.shareProject = shareHoldings(s.Running)
 	c.runningOn = make([][]int, len(s.Nodes))
+	c.mayPreempt = p.Preemption
 	for ri := range s.Running {
+		r := &s.Running[ri]
+		c.mayPreempt = c.mayPreempt || r.Borrowed || r.Preempting || r.Idle && p.PreemptIdle
 		for _, pl := range s.Running[ri].Placements {
 			if n, ok := c.ix.byID[pl.NodeID]; ok {
 				c.runningOn[n] = append(c.runningOn[n], ri)
@@ -251,7 +255,10 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 		return false
 	}
 	why := note{kind: noteNoFit, src: c.whyNoFit(j, sh)}
-	if !borrowing && c.preemptTries < maxPreemptTries {
+	// Preempt for it, or take GPUs being freed. (Without preemption, and
+	// with no running job borrowed, idle or stopping, planVictims could
+	// only find the free GPUs that start did not.)
+	if !borrowing && c.mayPreempt && c.preemptTries < maxPreemptTries {
 		c.preemptTries++
 		if plans, ok := c.planVictims(j, borrowing); ok {
 			c.pend(c.preemptFor(j, borrowing, plans))
