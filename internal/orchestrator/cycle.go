@@ -31,7 +31,7 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 		}
 		est, _ := o.estimate(j)
 		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
-			Placements: placements(j.Allocation), StartedAt: started, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
+			Placements: placements(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
 			Idle: j.Idle})
 	}
 	// The running attempts' GPU time counts toward fair share now.

@@ -41,6 +41,12 @@ func run(id, user string, prio int, node string, started time.Duration, est time
 		Placements: []Placement{{NodeID: node, GPUs: gpus}}}
 }
 
+// submitted sets when a running job was submitted, relative to t0.
+func submitted(r Running, at time.Duration) Running {
+	r.SubmittedAt = t0.Add(at)
+	return r
+}
+
 func TestPolicyOrder(t *testing.T) {
 	h := time.Hour
 	tests := map[string]struct {
@@ -184,6 +190,23 @@ func TestPreemption(t *testing.T) {
 			running: []Running{run("low", "b", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)},
 			queue:   jobs(mk("hi").user("c").prio(4).gpus(2).at(time.Hour)),
 			policy:  Policy{Name: PolicyPriority}, wantVictims: nil, wantReason: ReasonResources,
+		},
+		// A victim must come after the job it yields to once requeued, or
+		// it would take its GPUs straight back and the two would thrash.
+		"aging has lifted an old low job above the newcomer: not its victim": {
+			running: []Running{submitted(run("old-low", "b", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), -10*time.Hour)},
+			queue:   jobs(mk("hi").user("c").prio(3).gpus(2).at(time.Hour)), // aged key 1h-3x2h = -5h; old-low's -10h-2h = -12h
+			policy:  pol, wantVictims: nil, wantReason: ReasonResources,
+		},
+		"a low job behind the newcomer in the queue is its victim": {
+			running: []Running{submitted(run("low", "b", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), 0)},
+			queue:   jobs(mk("hi").user("c").prio(3).gpus(2).at(time.Hour)), // -5h against low's -2h
+			policy:  pol, wantVictims: []string{"low"}, wantReason: ReasonPreempting,
+		},
+		"under fcfs an earlier job is not preempted for priority": {
+			running: []Running{submitted(run("low", "b", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), 0)},
+			queue:   jobs(mk("hi").user("c").prio(4).gpus(2).at(time.Hour)),
+			policy:  Policy{Name: PolicyFCFS, Preemption: true, MinRunTime: 10 * time.Minute}, wantVictims: nil, wantReason: ReasonResources,
 		},
 		"equal priority is not preempted": {
 			running: []Running{run("peer", "b", 3, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)},

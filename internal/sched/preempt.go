@@ -32,7 +32,7 @@ func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
 		reason = ReasonIdle
 	case !c.p.Preemption:
 		return "", false
-	case v.Priority < j.Priority:
+	case v.Priority < j.Priority && !c.requeuedAhead(v, j):
 		reason = ReasonPreempted
 	case c.p.Name == PolicyFairShare && v.Priority == j.Priority &&
 		c.shareUser[v.User] > c.shareUser[j.User]+j.GPUs*nodesWanted(j) && c.share(v.User) > c.share(j.User):
@@ -44,6 +44,21 @@ func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
 		return "", false // its GPUs are promised to the head job
 	}
 	return reason, true
+}
+
+// requeuedAhead reports whether v, once requeued, would come before j in
+// the queue order of the static-order policies (fcfs, priority with aging,
+// sjf): preempting it for j would only hand its GPUs back to it at the next
+// cycle, and the two would thrash every MinRunTime. An old low-priority
+// job that aging has lifted above j is therefore not j's victim, as it is
+// not behind j in the queue. (fair_share orders users by their standing,
+// which the over-share rule already weighs.)
+func (c *cycle) requeuedAhead(v *Running, j *Job) bool {
+	if v.SubmittedAt.IsZero() || c.p.Name == PolicyFairShare {
+		return false
+	}
+	vj := Job{ID: v.ID, SubmittedAt: v.SubmittedAt, Priority: v.Priority, Estimate: v.Estimate}
+	return compareKeyed(keyOf(&vj, c.p), keyOf(j, c.p)) < 0
 }
 
 // share is a user's fair-share standing: usage plus held GPUs, per weight.

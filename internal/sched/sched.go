@@ -73,10 +73,14 @@ type Running struct {
 	Priority   int
 	Placements []Placement
 	StartedAt  time.Time
-	Estimate   time.Duration // expected run time, as for Job
-	Borrowed   bool          // it started on GPUs borrowed beyond a quota
-	Preempting bool          // it has been told to stop; its GPUs are about to be free
-	Idle       bool          // flagged idle: its GPUs sat unused
+	// SubmittedAt is when the job was submitted, as for Job: a job may be
+	// preempted only for one it would not come before in the queue once
+	// requeued. Zero: unknown, and the priorities alone decide.
+	SubmittedAt time.Time
+	Estimate    time.Duration // expected run time, as for Job
+	Borrowed    bool          // it started on GPUs borrowed beyond a quota
+	Preempting  bool          // it has been told to stop; its GPUs are about to be free
+	Idle        bool          // flagged idle: its GPUs sat unused
 }
 
 // Usage is decayed GPU-seconds per user and per project, as of the

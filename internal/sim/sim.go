@@ -564,7 +564,7 @@ func (s *sim) start(st sched.Start) {
 	}
 	j.ri = len(s.running)
 	s.running = append(s.running, sched.Running{ID: j.id, User: j.t.User, Project: j.t.Project, Priority: q.Priority,
-		Placements: st.Placements, StartedAt: s.now, Estimate: q.Estimate, Borrowed: st.Borrowed})
+		Placements: st.Placements, StartedAt: s.now, SubmittedAt: q.SubmittedAt, Estimate: q.Estimate, Borrowed: st.Borrowed})
 	s.push(s.now.Add(j.t.Duration), evEnd, i, j.attempt)
 	if s.policy.Preemption && s.policy.MinRunTime > 0 {
 		s.push(s.now.Add(s.policy.MinRunTime), evProtected, i, j.attempt)
