@@ -62,6 +62,13 @@ func startAgent(t *testing.T, s *server, name string, gpus int, extra ...string)
 
 func (a *agentProc) start() {
 	a.t.Helper()
+	a.launch()
+	a.s.waitNode(a.name, "up", 20*time.Second)
+}
+
+// launch starts the agent process without waiting for its node.
+func (a *agentProc) launch() {
+	a.t.Helper()
 	a.proc = &proc{out: &lockedBuffer{}, done: make(chan struct{})}
 	a.cmd = exec.Command(corralBin, a.args...)
 	a.cmd.Env = cleanEnv("CORRAL_JOIN_TOKEN=" + joinToken)
@@ -74,7 +81,6 @@ func (a *agentProc) start() {
 		p.waitErr = p.cmd.Wait()
 		close(p.done)
 	}()
-	a.s.waitNode(a.name, "up", 20*time.Second)
 }
 
 // kill9 kills the agent process alone: its jobs run on under their shims.

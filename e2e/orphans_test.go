@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -61,15 +60,7 @@ func TestSecondAgentForOneNodeIsRefused(t *testing.T) {
 	startAgent(t, s, "n1", 2)
 	dup := &agentProc{t: t, s: s, name: "n1", dataDir: t.TempDir()}
 	dup.args = []string{"agent", "--server", s.URL, "--node-name", "n1", "--data-dir", dup.dataDir, "--simulate-gpus", "2", "--interval", "300ms"}
-	dup.proc = &proc{out: &lockedBuffer{}, done: make(chan struct{})}
-	dup.cmd = exec.Command(corralBin, dup.args...)
-	dup.cmd.Env = cleanEnv("CORRAL_JOIN_TOKEN=" + joinToken)
-	dup.cmd.Stdout, dup.cmd.Stderr = dup.out, dup.out
-	if err := dup.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := dup.proc
-	go func() { p.waitErr = p.cmd.Wait(); close(p.done) }()
+	dup.launch()
 	t.Cleanup(dup.stop)
 	waitFor(t, 10*time.Second, func() string { return "the second agent to be refused" }, func() bool {
 		return strings.Contains(dup.out.String(), "node_in_use") || strings.Contains(dup.out.String(), "held by another agent")

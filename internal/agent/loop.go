@@ -189,16 +189,23 @@ func (a *Agent) touchAlive() error {
 // graceful stop the file is left to age: the shims fence their jobs once
 // it is older than the TTL, unless a new agent takes over first.
 func (a *Agent) keepAlive(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+	every(ctx, time.Second, func() {
+		if err := a.touchAlive(); err != nil {
+			a.log.Warn("cannot mark the agent alive; its jobs will be fenced", "err", err)
+		}
+	})
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.touchAlive(); err != nil {
-				a.log.Warn("cannot mark the agent alive; its jobs will be fenced", "err", err)
-			}
+			f()
 		}
 	}
 }
@@ -414,16 +421,7 @@ func (a *Agent) reconcile(w api.AgentWork) {
 // shipLoop ships new job output every shipEvery, so that `corral logs -f`
 // of a job on a remote node lags by about that much.
 func (a *Agent) shipLoop(ctx context.Context) {
-	t := time.NewTicker(shipEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			a.shipLogs(ctx)
-		}
-	}
+	every(ctx, shipEvery, func() { a.shipLogs(ctx) })
 }
 
 // shipLogs sends the new output of every task to the server.

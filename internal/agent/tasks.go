@@ -324,11 +324,7 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 	if !first {
 		return
 	}
-	t.mu.Lock()
-	pid := tk.jobPID()
-	t.mu.Unlock()
-	if pid > 0 {
-		t.signal(tk, k, pid, grace)
+	if t.signalOnce(tk, k, grace) {
 		return
 	}
 	// The shim has not recorded its job's pid yet (it started a moment
@@ -337,21 +333,24 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for range tick.C {
-			t.mu.Lock()
-			pid := tk.jobPID()
-			t.mu.Unlock()
-			if pid > 0 {
-				t.signal(tk, k, pid, grace)
-				return
-			}
-			t.mu.Lock()
-			ended := tk.exited != nil
-			t.mu.Unlock()
-			if ended {
+			if t.signalOnce(tk, k, grace) {
 				return
 			}
 		}
 	}()
+}
+
+// signalOnce signals the task's job if its pid is known, and reports
+// whether there is nothing left to wait for: it was signalled, or it has
+// ended.
+func (t *tasks) signalOnce(tk *task, k taskKey, grace time.Duration) bool {
+	t.mu.Lock()
+	pid, ended := tk.jobPID(), tk.exited != nil
+	t.mu.Unlock()
+	if pid > 0 && !ended {
+		t.signal(tk, k, pid, grace)
+	}
+	return pid > 0 || ended
 }
 
 // signal sends SIGTERM to a task's process group, then SIGKILL after grace.
