@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
@@ -113,19 +112,13 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) error {
 	if len(f.User) > 256 || len(f.Action) > 256 {
 		return api.Invalid("user", "filters are at most 256 characters")
 	}
-	if v := q.Get("since"); v != "" {
-		t, err := parseSince(v, time.Now())
-		if err != nil {
-			return api.Invalid("since", "%s", err.Error())
-		}
-		f.Since = t
+	since, limit, err := sinceLimit(q)
+	if err != nil {
+		return err
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100000 {
-			return api.Invalid("limit", "must be an integer between 1 and 100000")
-		}
-		f.Limit = n
+	f.Since = since
+	if limit > 0 {
+		f.Limit = limit
 	}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

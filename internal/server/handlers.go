@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -127,19 +128,9 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 	if f.State != "" && !f.State.Valid() {
 		return api.Invalid("state", "%q is not a job state; use one of %v", f.State, api.States)
 	}
-	if v := q.Get("since"); v != "" {
-		t, err := parseSince(v, time.Now())
-		if err != nil {
-			return api.Invalid("since", "%s", err.Error())
-		}
-		f.Since = t
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100000 {
-			return api.Invalid("limit", "must be an integer between 1 and 100000")
-		}
-		f.Limit = n
+	var err error
+	if f.Since, f.Limit, err = sinceLimit(q); err != nil {
+		return err
 	}
 	return writeJSON(w, http.StatusOK, api.JobList{Jobs: s.o.Jobs(f)})
 }
@@ -242,4 +233,22 @@ func (s *Server) setPolicies(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, p)
+}
+
+// sinceLimit reads the since and limit parameters of the history listings
+// (/jobs, /audit): zero when absent.
+func sinceLimit(q url.Values) (since time.Time, limit int, err error) {
+	if v := q.Get("since"); v != "" {
+		if since, err = parseSince(v, time.Now()); err != nil {
+			return since, 0, api.Invalid("since", "%s", err.Error())
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			return since, 0, api.Invalid("limit", "must be an integer between 1 and 100000")
+		}
+		limit = n
+	}
+	return since, limit, nil
 }

@@ -109,6 +109,9 @@ func TestErrorsAreJSON(t *testing.T) {
 		"unknown field":      {"POST", "/queue/submit", `{"command":"x","gpus":2}`, 400, "unknown_field", "gpus"},
 		"two values":         {"POST", "/queue/submit", `{"command":"x"} {}`, 400, "malformed_json", ""},
 		"bad since":          {"GET", "/jobs?since=yesterday", "", 422, "invalid_field", "since"},
+		"bad limit":          {"GET", "/jobs?limit=0", "", 422, "invalid_field", "limit"},
+		"audit bad since":    {"GET", "/audit?since=yesterday", "", 422, "invalid_field", "since"},
+		"audit bad limit":    {"GET", "/audit?limit=many", "", 422, "invalid_field", "limit"},
 		"bad state":          {"GET", "/jobs?state=done", "", 422, "invalid_field", "state"},
 	}
 	for name, tc := range tests {
