@@ -68,11 +68,7 @@ run.`,
 		Args: argsExactly(0, "no arguments (the trace is --trace FILE)"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			began := time.Now()
-			jobs, cfg, err := f.load()
-			if err != nil {
-				return err
-			}
-			stop, err := f.startProfile()
+			jobs, cfg, stop, err := f.prepare()
 			if err != nil {
 				return err
 			}
@@ -126,11 +122,7 @@ length and the utilization over time and the JCT distribution (CDF) as SVG.`,
 		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			began := time.Now()
-			jobs, cfg, err := f.load()
-			if err != nil {
-				return err
-			}
-			stop, err := f.startProfile()
+			jobs, cfg, stop, err := f.prepare()
 			if err != nil {
 				return err
 			}
@@ -191,6 +183,18 @@ type compareRow struct {
 // makes the garbage collector run less often than the default (a replay
 // allocates short-lived snapshots at a high rate and holds little: the
 // shared trace replays in about 200 MB at GOGC=400). GOGC in the
+// prepare reads the trace and the configuration, then starts the CPU
+// profile if one was asked for; stop ends it.
+func (f *simFlags) prepare() (jobs []sim.Job, cfg sim.Config, stop func(), err error) {
+	if jobs, cfg, err = f.load(); err != nil {
+		return nil, cfg, nil, err
+	}
+	if stop, err = f.startProfile(); err != nil {
+		return nil, cfg, nil, err
+	}
+	return jobs, cfg, stop, nil
+}
+
 // environment wins. stop ends the profile.
 func (f *simFlags) startProfile() (stop func(), err error) {
 	if os.Getenv("GOGC") == "" {
