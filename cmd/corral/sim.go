@@ -178,11 +178,6 @@ type compareRow struct {
 	sim.Metrics
 }
 
-// load checks the flags and reads the trace.
-// startProfile starts the CPU profile asked for with --cpuprofile, and
-// makes the garbage collector run less often than the default (a replay
-// allocates short-lived snapshots at a high rate and holds little: the
-// shared trace replays in about 200 MB at GOGC=400). GOGC in the
 // prepare reads the trace and the configuration, then starts the CPU
 // profile if one was asked for; stop ends it.
 func (f *simFlags) prepare() (jobs []sim.Job, cfg sim.Config, stop func(), err error) {
@@ -195,6 +190,10 @@ func (f *simFlags) prepare() (jobs []sim.Job, cfg sim.Config, stop func(), err e
 	return jobs, cfg, stop, nil
 }
 
+// startProfile starts the CPU profile asked for with --cpuprofile, and
+// makes the garbage collector run less often than the default (a replay
+// allocates short-lived snapshots at a high rate and holds little: the
+// shared trace replays in about 200 MB at GOGC=400). GOGC in the
 // environment wins. stop ends the profile.
 func (f *simFlags) startProfile() (stop func(), err error) {
 	if os.Getenv("GOGC") == "" {
@@ -214,6 +213,7 @@ func (f *simFlags) startProfile() (stop func(), err error) {
 	return func() { pprof.StopCPUProfile(); out.Close() }, nil
 }
 
+// load checks the flags and reads the trace.
 func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	var cfg sim.Config
 	if f.trace == "" {
