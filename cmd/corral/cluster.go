@@ -106,7 +106,11 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
-	total := fmt.Sprintf("%d GPUs on %d nodes: %d available, %d allocated", s.TotalGPUs, len(s.Nodes), s.AvailableGPUs, s.AllocatedGPUs)
+	nodes := "nodes"
+	if len(s.Nodes) == 1 {
+		nodes = "node"
+	}
+	total := fmt.Sprintf("%d GPUs on %d %s: %d available, %d allocated", s.TotalGPUs, len(s.Nodes), nodes, s.AvailableGPUs, s.AllocatedGPUs)
 	if s.HeldGPUs > 0 {
 		total += fmt.Sprintf(" (%d held outside Corral)", s.HeldGPUs)
 	}

@@ -99,6 +99,8 @@ func (s *noteSrc) noFitText() string {
 		return fmt.Sprintf("needs %s on each of %d nodes; %d nodes have that free", describe(s.shape), s.shape.nodes, s.fitting)
 	case s.node == "":
 		return fmt.Sprintf("needs %s on one node; no schedulable node has such GPUs", describe(s.shape))
+	case s.largest == 0:
+		return fmt.Sprintf("needs %s on one node; every such GPU is in use", describe(s.shape))
 	}
 	return fmt.Sprintf("needs %s on one node; the largest free block is %d on %s", describe(s.shape), s.largest, s.node)
 }

@@ -110,7 +110,7 @@ func TestSchedule(t *testing.T) {
 			wantStarts:  []string{"t"},
 			wantGPUs:    map[string][]int{"t": {0, 1}},
 			wantReasons: map[string]string{"m": ReasonResources},
-			wantMessage: map[string]string{"m": "needs 1 GPU with at least 60 GB each on one node; the largest free block is 0 on h100"},
+			wantMessage: map[string]string{"m": "needs 1 GPU with at least 60 GB each on one node; every such GPU is in use"},
 		},
 		"unsatisfiable does not block": {
 			nodes:       []Node{node("n1", 4, "H100", 80)},
