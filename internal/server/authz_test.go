@@ -593,3 +593,47 @@ func TestOpenAPISecurity(t *testing.T) {
 		t.Errorf("/jobs must use the global security")
 	}
 }
+
+// TestEnvHiddenFromOthers: a job's environment values (where credentials
+// go) are shown to those who may act on the job and hidden from the rest,
+// in GET /jobs/{id} and GET /jobs alike; the names stay visible.
+func TestEnvHiddenFromOthers(t *testing.T) {
+	e := newAuthEnv(t)
+	j, _, err := e.o.Submit(context.Background(), api.SubmitRequest{User: "alice", Project: "nlp", Command: "true",
+		GPUCount: intp(1), Env: map[string]string{"WANDB_API_KEY": "s3cret"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		caller string
+		want   string
+	}{
+		{"viewer", hiddenValue},
+		{"other", hiddenValue},
+		{"owner", "s3cret"},
+		{"projadmin", "s3cret"},
+		{"admin", "s3cret"},
+	} {
+		t.Run(tc.caller, func(t *testing.T) {
+			resp, body := e.do(tc.caller, "GET", "/jobs/"+j.ID, "", nil)
+			var one api.Job
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &one) != nil {
+				t.Fatalf("GET /jobs/%s: %d %s", j.ID, resp.StatusCode, body)
+			}
+			resp, body = e.do(tc.caller, "GET", "/jobs?user=alice", "", nil)
+			var list api.JobList
+			if resp.StatusCode != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Jobs) != 1 {
+				t.Fatalf("GET /jobs: %d %s", resp.StatusCode, body)
+			}
+			for where, env := range map[string]map[string]string{"job": one.Env, "list": list.Jobs[0].Env} {
+				if got := env["WANDB_API_KEY"]; got != tc.want {
+					t.Errorf("%s: WANDB_API_KEY = %q, want %q", where, got, tc.want)
+				}
+			}
+		})
+	}
+	// Hiding is per answer: the job itself keeps its value.
+	if got, _ := e.o.Job(j.ID); got.Env["WANDB_API_KEY"] != "s3cret" {
+		t.Fatalf("the stored env changed: %v", got.Env)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
@@ -132,7 +133,31 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 	if f.Since, f.Limit, err = sinceLimit(q); err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, api.JobList{Jobs: s.o.Jobs(f)})
+	jobs := s.o.Jobs(f)
+	who := principal(r)
+	for i := range jobs {
+		hideEnv(who, &jobs[i])
+	}
+	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs})
+}
+
+// hiddenValue replaces the value of each of a job's environment variables
+// for a reader who may not act on the job.
+const hiddenValue = "(hidden)"
+
+// hideEnv hides the values of a job's environment from a caller who may
+// not act on it (a viewer, another user): env is where jobs get their
+// credentials (WANDB_API_KEY, HF_TOKEN). The names stay, so readers still
+// see what the job was given. j's map is replaced, never changed in place.
+func hideEnv(who auth.Principal, j *api.Job) {
+	if len(j.Env) == 0 || who.CanActOn(j.User, j.Project) {
+		return
+	}
+	env := make(map[string]string, len(j.Env))
+	for k := range j.Env {
+		env[k] = hiddenValue
+	}
+	j.Env = env
 }
 
 // parseSince reads an RFC 3339 time or a duration back from now ("2h").
@@ -151,6 +176,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	hideEnv(principal(r), &job)
 	return writeJSON(w, http.StatusOK, job)
 }
 
