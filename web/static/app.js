@@ -622,7 +622,7 @@ function jobPage(id) {
     $('[data-role=fields]', root).innerHTML = rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('');
     const colors = { queued: '#0284c7', scheduled: '#7c3aed', allocating: '#7c3aed', running: '#2563eb', completed: '#16a34a', failed: '#dc2626', canceled: '#64748b' };
     $('[data-role=events]', root).innerHTML = (j.events || [])
-      .map((e) => `<li style="--c:${colors[e.to] || '#94a3b8'}"><b>${esc(e.to)}</b> <span class="muted">${esc(e.reason)}</span>
+      .map((e) => `<li style="--c:${colors[e.to] || '#94a3b8'}"><b>${esc(e.to)}</b>${e.reason && e.reason !== e.to ? ` <span class="muted">${esc(e.reason)}</span>` : ''}
         <div class="when">${clock(e.at)}</div>${e.message ? `<div class="msg">${esc(e.message)}</div>` : ''}</li>`)
       .join('');
     $('[data-role=alloc]', root).innerHTML = j.allocation.length
