@@ -267,10 +267,10 @@ const (
 	backoffMax  = 10 * time.Minute
 )
 
-// lose settles a job whose attempt's processes are gone: requeued while
-// retries remain (preemptions do not count), after a backoff when its node
-// was lost, else failed with the reason ("lost", "node_lost"). Write lock
-// held.
+// lose settles a job whose attempt's processes are gone (its node was
+// lost, or its agent came back without it): requeued while retries remain
+// (preemptions do not count), after a backoff, else failed with the reason
+// ("lost", "node_lost"). Write lock held.
 func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	why := "its processes are gone"
 	if cause != nil {
@@ -293,13 +293,12 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	retry := j.RetryCount - j.Preemptions + 1
 	j.RetryCount++
 	msg := fmt.Sprintf("%s; requeued (retry %d of %d)", why, retry, j.MaxRetries)
-	if reason == api.ReasonNodeLost {
-		// A node that failed may fail again: back off, doubling per retry.
-		wait := min(o.cfg.RetryBackoff<<(retry-1), backoffMax)
-		notBefore := tx.now.Add(wait)
-		j.NotBefore = &notBefore
-		msg += fmt.Sprintf(" to start no sooner than in %s", wait)
-	}
+	// A node or agent that failed may fail again: back off, doubling per
+	// retry.
+	wait := min(o.cfg.RetryBackoff<<(retry-1), backoffMax)
+	notBefore := tx.now.Add(wait)
+	j.NotBefore = &notBefore
+	msg += fmt.Sprintf(" to start no sooner than in %s", wait)
 	tx.transition(j, api.StateQueued, reason, msg)
 	resetAttempt(j)
 	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "not_before", j.NotBefore)

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -117,6 +118,37 @@ func TestNodeLossRequeuesWithBackoff(t *testing.T) {
 	h.o.SetScheduling(ctx, true) // a cycle now, past the backoff
 	if task := h.nextStart(); task.JobID != j.ID || task.Attempt != 1 {
 		t.Fatalf("restart = %+v", task)
+	}
+}
+
+// TestLostAttemptBacksOff: an attempt whose agent reports it gone (the
+// agent came back without it) is requeued with the same doubling backoff
+// as one on a lost node, and fails with "lost" once retries run out.
+func TestLostAttemptBacksOff(t *testing.T) {
+	h, clk := startDynamic(t)
+	ctx := context.Background()
+	if err := h.o.RegisterNode(ctx, registration("n1", 2), ""); err != nil {
+		t.Fatal(err)
+	}
+	j := h.submit(api.SubmitRequest{Command: "train", GPUCount: gpus(1), MaxRetries: 2})
+	for attempt, wait := range []time.Duration{backoffBase, 2 * backoffBase} {
+		if task := h.nextStart(); task.JobID != j.ID || task.Attempt != attempt {
+			t.Fatalf("start = %+v, want attempt %d", task, attempt)
+		}
+		h.o.Sink(exec.Update{JobID: j.ID, Attempt: attempt, Kind: exec.Exited, At: clk.now(),
+			Lost: api.ReasonLost, Err: errors.New("the agent restarted without it")})
+		got := h.waitState(j.ID, api.StateQueued)
+		if got.Reason != api.ReasonLost || got.NotBefore == nil || !got.NotBefore.Equal(clk.now().Add(wait)) {
+			t.Fatalf("attempt %d requeued as %+v, want not_before now+%s", attempt, got, wait)
+		}
+		h.noStart() // not before its backoff
+		clk.add(wait)
+		h.o.SetScheduling(ctx, true) // a cycle now, past the backoff
+	}
+	h.nextStart()
+	h.o.Sink(exec.Update{JobID: j.ID, Attempt: 2, Kind: exec.Exited, At: clk.now(), Lost: api.ReasonLost})
+	if got := h.waitState(j.ID, api.StateFailed); got.Reason != api.ReasonLost {
+		t.Fatalf("out of retries: %+v", got)
 	}
 }
 
