@@ -50,7 +50,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.dataDir, "data-dir", defaultDataDir, "directory for the database and job logs")
 	fl.StringVar(&f.listen, "listen", defaultListen, "HTTP address of the API")
 	fl.DurationVar(&f.nodeTTL, "node-ttl", 30*time.Second, "how long a silent node stays up before its jobs are requeued")
-	fl.DurationVar(&f.backoff, "retry-backoff", 10*time.Second, "how long a job whose node was lost waits before its retry (doubling per retry, up to 10m)")
+	fl.DurationVar(&f.backoff, "retry-backoff", 10*time.Second, "how long a job whose node or attempt was lost waits before its retry (doubling per retry, up to 10m)")
 	fl.DurationVar(&f.interval, "heartbeat", 5*time.Second, "how often agents report (telemetry, task states)")
 	fl.DurationVar(&f.cancelGrace, "cancel-grace", 10*time.Second, "time a canceled job gets between SIGTERM and SIGKILL")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); with --tls-key")
