@@ -44,6 +44,7 @@ type accessFlags struct {
 	maxQueueSize     int
 	maxGPUsPerJob    int
 	maxRunTime       time.Duration
+	auditRetention   time.Duration
 }
 
 func (f *accessFlags) register(cmd *cobra.Command) {
@@ -56,6 +57,7 @@ func (f *accessFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxQueueSize, "max-queue-size", defaultMaxQueueSize, "queued jobs in all (0: no limit; default $CORRAL_MAX_QUEUE_SIZE when set)")
 	fl.IntVar(&f.maxGPUsPerJob, "max-gpus-per-job", 0, "GPUs one job may ask for, all nodes together (0: as many as the cluster has)")
 	fl.DurationVar(&f.maxRunTime, "max-run-time", 0, "the longest a job may run: its default and largest time_limit; past it a job is stopped with reason time_limit (0: no limit)")
+	fl.DurationVar(&f.auditRetention, "audit-retention", 0, "how long audit entries are kept, e.g. 2160h for 90 days; older ones are deleted hourly (0: kept for ever)")
 }
 
 // limits are the orchestrator's limits from the flags and
@@ -74,6 +76,8 @@ func (f *accessFlags) limits() (orchestrator.Limits, error) {
 		return orchestrator.Limits{}, usagef("--max-queue-size, --max-queued-per-user, --max-gpus-per-job and --max-run-time must not be negative")
 	case f.submitRate < 0 || f.submitBurst < 0:
 		return orchestrator.Limits{}, usagef("--submit-rate and --submit-burst must not be negative")
+	case f.auditRetention < 0:
+		return orchestrator.Limits{}, usagef("--audit-retention must not be negative")
 	}
 	return orchestrator.Limits{MaxQueueSize: size, MaxQueuedPerUser: f.maxQueuedPerUser,
 		MaxGPUsPerJob: f.maxGPUsPerJob, MaxRunTime: f.maxRunTime}, nil
@@ -86,6 +90,34 @@ func (f *accessFlags) serverOptions(opts ...server.Option) []server.Option {
 		opts = append(opts, server.WithPublicMetrics())
 	}
 	return opts
+}
+
+// auditPruneEvery is how often entries past --audit-retention are deleted.
+const auditPruneEvery = time.Hour
+
+// pruneAudit deletes audit entries older than retention, at once and then
+// every auditPruneEvery, until ctx ends. It does nothing when retention is
+// 0 (entries are kept for ever).
+func pruneAudit(ctx context.Context, st *store.Store, retention time.Duration, logger *slog.Logger) {
+	if retention <= 0 {
+		return
+	}
+	t := time.NewTicker(auditPruneEvery)
+	defer t.Stop()
+	for {
+		n, err := st.PruneAudit(ctx, time.Now().Add(-retention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			logger.Warn("audit entries not pruned", "err", err)
+		case n > 0:
+			logger.Info("audit entries pruned", "deleted", n, "older_than", retention)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // bootstrapAdmin is the admin token a server starts with.

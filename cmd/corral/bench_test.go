@@ -196,3 +196,26 @@ func TestBenchNeedsAdmin(t *testing.T) {
 		t.Errorf("%d requests after a 401; want the run to stop", n)
 	}
 }
+
+// TestServerLimitFlags: bad limits on `corral server` are usage errors
+// that name the flag, before anything is opened or listened on.
+func TestServerLimitFlags(t *testing.T) {
+	f := newFakeServer(t)
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		flag string
+		want string
+	}{
+		{"--audit-retention=-1h", "--audit-retention must not be negative"},
+		{"--max-run-time=-1m", "--max-run-time must not be negative"},
+		{"--submit-rate=-1", "--submit-rate and --submit-burst must not be negative"},
+	} {
+		res := f.run("server", "--data-dir", dir, "--listen", "127.0.0.1:0", tt.flag)
+		if res.code != exitUsage || !strings.Contains(res.stderr, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and %q", tt.flag, res.code, res.stderr, tt.want)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("bad flags left %d files in the data dir", len(ents))
+	}
+}

@@ -134,6 +134,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
+	limits, err := f.access.limits()
+	if err != nil {
+		return err
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -162,10 +166,6 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err != nil {
 		return err
 	}
-	limits, err := f.access.limits()
-	if err != nil {
-		return err
-	}
 
 	// The pool reports to the orchestrator, which is built after it.
 	var o *orchestrator.Orchestrator
@@ -186,6 +186,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err != nil {
 		return err
 	}
+	pruneCtx, stopPruning := context.WithCancel(ctx)
+	pruned := make(chan struct{})
+	go func() { pruneAudit(pruneCtx, st, f.access.auditRetention, logger); close(pruned) }()
+	defer func() { stopPruning(); <-pruned }() // before the store closes
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoop()
 	loopDone := make(chan error, 1)

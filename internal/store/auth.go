@@ -168,3 +168,21 @@ func (s *Store) Audit(ctx context.Context, f AuditFilter) ([]api.AuditEntry, err
 	}
 	return out, rows.Err()
 }
+
+// PruneAudit deletes the audit entries recorded before before and returns
+// how many it deleted, once that is durable.
+func (s *Store) PruneAudit(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM audit WHERE at < ?`, before.UTC().Format(auditTime))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune audit: %w", err)
+	}
+	return n, nil
+}

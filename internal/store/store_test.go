@@ -116,3 +116,35 @@ func TestBatchAudit(t *testing.T) {
 		t.Errorf("jobs: %+v", st.Jobs)
 	}
 }
+
+func TestPruneAudit(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	for i := range 5 {
+		e := api.AuditEntry{At: base.Add(time.Duration(i) * time.Hour), User: "ana", Action: "job.cancel", Target: string(rune('a' + i))}
+		if err := s.AppendAudit(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Entries before 11:00 go; the one at 11:00 stays.
+	n, err := s.PruneAudit(ctx, base.Add(2*time.Hour))
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d, %v; want 2", n, err)
+	}
+	got, err := s.Audit(ctx, AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var targets string
+	for _, e := range got {
+		targets += e.Target
+	}
+	if targets != "edc" {
+		t.Fatalf("kept %q, want the three newest, newest first (edc)", targets)
+	}
+}
