@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -291,7 +292,42 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 		}
 		cs.Nodes = append(cs.Nodes, an)
 	}
+	slices.SortFunc(cs.Nodes, func(a, b api.Node) int { return compareNatural(a.NodeID, b.NodeID) })
 	return cs
+}
+
+// compareNatural orders names as people do: runs of digits by their value,
+// so gpu-2 comes before gpu-10 (ties, such as n01 and n1, byte by byte).
+func compareNatural(a, b string) int {
+	return cmp.Or(compareRuns(a, b), strings.Compare(a, b))
+}
+
+func compareRuns(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmp.Compare(a[0], b[0])
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmp.Compare(len(a), len(b))
+}
+
+// digits counts the digits s starts with.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 // checkGPURequest validates a GPU request against the cluster's capacity.

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/corral-sched/corral/internal/agent/gpu"
@@ -22,5 +23,14 @@ func TestNVLinkDomains(t *testing.T) {
 		if got := nvlinkDomains(tc.devs); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: domains = %v, want %v", name, got, tc.want)
 		}
+	}
+}
+
+func TestCompareNatural(t *testing.T) {
+	names := []string{"gpu-10", "gpu-2", "b", "gpu-1", "a10", "a9", "n01", "n1", "gpu-2a", "gpu-"}
+	slices.SortFunc(names, compareNatural)
+	want := []string{"a9", "a10", "b", "gpu-", "gpu-1", "gpu-2", "gpu-2a", "gpu-10", "n01", "n1"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("sorted %v, want %v", names, want)
 	}
 }
