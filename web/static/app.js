@@ -171,7 +171,7 @@ function clusterCards(d) {
 }
 
 // ---------- graphs ----------
-const WINDOWS = { '1h': 3600, '6h': 6 * 3600, '24h': 24 * 3600 };
+const WINDOWS = { '15m': 900, '1h': 3600, '6h': 6 * 3600, '24h': 24 * 3600 };
 
 function windowPicker(current) {
   return `<div class="seg" data-role="window">${Object.keys(WINDOWS)
