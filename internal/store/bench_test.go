@@ -131,3 +131,38 @@ func BenchmarkLoad(b *testing.B) {
 	}
 	b.ReportMetric(float64(jobs)*float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
+
+// auditedSubmission is a submission as the API makes it: the job, its
+// event, its idempotency key and its audit entry.
+func auditedSubmission(b *Batch, i int, at time.Time) {
+	submission(b, i, at)
+	id := b.Jobs[len(b.Jobs)-1].ID
+	b.Audit = append(b.Audit, api.AuditEntry{At: at, User: "ana", Role: "user", TokenID: "t0123456789", Action: "job.submit", Method: "POST", Path: "/queue/submit",
+		Target: id, Remote: "127.0.0.1:40000", Status: 201, RequestID: fmt.Sprintf("r%020d", i)})
+}
+
+// BenchmarkCommitAudited: like BenchmarkCommit, with each submission's
+// audit entry in the batch, as POST /queue/submit writes it.
+func BenchmarkCommitAudited(b *testing.B) {
+	for _, jobs := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("jobs=%d", jobs), func(b *testing.B) {
+			s := openBench(b)
+			ctx := context.Background()
+			at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+			n := 0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				var batch Batch
+				for range jobs {
+					auditedSubmission(&batch, n, at)
+					n++
+				}
+				if err := s.Commit(ctx, &batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "jobs/s")
+		})
+	}
+}

@@ -9,14 +9,19 @@ import (
 
 // Group commit. Every write (a Commit batch, audit entries, a token) is a
 // function run inside a transaction. One goroutine, the committer, takes
-// all writes waiting at that moment, runs each in its own savepoint of one
-// transaction and commits that once: one fsync for the lot, however many
-// callers wrote concurrently. Each write still changes all or nothing (a
-// failing one is rolled back to its savepoint and only its caller gets the
-// error), and no caller is answered before the COMMIT has returned, so an
-// acknowledged write survives kill -9 and power loss (synchronous=FULL).
+// all writes waiting at that moment, runs them in one transaction and
+// commits that once: one fsync for the lot, however many callers wrote
+// concurrently. Each write still changes all or nothing (when one fails,
+// the transaction is rolled back and run again with each write in its own
+// savepoint, so that only the failing one is rolled back and only its
+// caller gets the error), and no caller is answered before the COMMIT has
+// returned, so an acknowledged write survives kill -9 and power loss
+// (synchronous=FULL). A write's function may therefore run twice; it
+// must depend on nothing but its own data and the transaction.
 //
-//	callers ──write(fn)──▶ reqs ──▶ committer: BEGIN
+//	callers ──write(fn)──▶ reqs ──▶ committer: BEGIN; fn1; fn2; ...; COMMIT (one fsync) ──▶ answer each caller
+//	                                 when fn2 fails: ROLLBACK, then
+//	                                 BEGIN
 //	                                 SAVEPOINT w; fn1; RELEASE w
 //	                                 SAVEPOINT w; fn2 (fails); ROLLBACK TO w; RELEASE w
 //	                                 ...
@@ -100,19 +105,52 @@ func (s *Store) commitLoop() {
 }
 
 // commitGroup runs the group's writes in one transaction and answers each.
+// It first runs them one after the other with no savepoint (a savepoint
+// makes SQLite copy every page a write touches to its sub-journal): the
+// common case, where every write succeeds, costs one plain transaction.
+// When one fails, that transaction is rolled back, nothing of it having
+// been committed, and the group is run again with a savepoint per write,
+// so that the failing one fails alone.
 func (s *Store) commitGroup(group []*writeReq) {
 	errs := make([]error, len(group))
+	failed, err := s.runGroup(group, errs, false)
+	if err == nil && failed && len(group) > 1 {
+		clear(errs)
+		_, err = s.runGroup(group, errs, true)
+	}
+	for i, r := range group {
+		if err != nil {
+			r.done <- err
+			continue
+		}
+		r.done <- errs[i]
+	}
+}
+
+// runGroup runs the writes in one transaction, each in its own savepoint
+// when isolate is set, and commits it unless one failed without one. It
+// sets errs[i] to the error of write i, if any; failed reports whether one
+// failed. err is an error of the transaction itself: nothing is
+// committed, and every write gets it.
+func (s *Store) runGroup(group []*writeReq, errs []error, isolate bool) (failed bool, err error) {
 	ctx := context.Background() // one caller giving up must not abort the others' writes
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		for _, r := range group {
-			r.done <- err
-		}
-		return
+		return false, err
 	}
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err // not started: nothing was written
+			continue
+		}
+		if !isolate {
+			if errs[i] = r.fn(ctx, tx); errs[i] != nil {
+				// Nothing of this transaction is committed: the
+				// caller runs the group again, isolating each write,
+				// or, for a group of one, answers its error.
+				tx.Rollback()
+				return true, nil
+			}
 			continue
 		}
 		var fatal error
@@ -120,21 +158,14 @@ func (s *Store) commitGroup(group []*writeReq) {
 			// The transaction cannot be trusted to hold exactly the
 			// writes that succeeded: none of them is committed.
 			tx.Rollback()
-			for _, r := range group {
-				r.done <- fmt.Errorf("commit: %w", fatal)
-			}
-			return
+			return false, fmt.Errorf("commit: %w", fatal)
 		}
+		failed = failed || errs[i] != nil
 	}
 	if err := tx.Commit(); err != nil {
-		for _, r := range group {
-			r.done <- fmt.Errorf("commit: %w", err)
-		}
-		return
+		return failed, fmt.Errorf("commit: %w", err)
 	}
-	for i, r := range group {
-		r.done <- errs[i]
-	}
+	return failed, nil
 }
 
 // inSavepoint runs one write so that, when it fails (err), none of it
