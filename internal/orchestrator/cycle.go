@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -22,6 +23,7 @@ const (
 // the only writer, so it reads without a lock.
 func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: schedPolicy(o.policy), Usage: o.ledger.Usage(now)}
+	est := o.estimates()
 	snap.Running = make([]sched.Running, 0, len(o.active))
 	for id := range o.active {
 		j := o.jobs[id]
@@ -29,7 +31,7 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 		if j.StartedAt != nil {
 			started = *j.StartedAt
 		}
-		est, _ := o.estimate(j)
+		est, _ := est(j)
 		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
 			Placements: placements(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
 			Idle: j.Idle})
@@ -37,9 +39,9 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = make([]sched.Job, 0, len(o.queued))
-	for id := range o.queued {
+	for _, id := range o.queueOrder() {
 		j := o.jobs[id]
-		est, given := o.estimate(j)
+		est, given := est(j)
 		snap.Queue = append(snap.Queue, sched.Job{
 			ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
 			GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
@@ -60,6 +62,44 @@ func (o *Orchestrator) estimate(j *api.Job) (time.Duration, bool) {
 		given = j.EstimatedDuration.Duration()
 	}
 	return sched.EstimateFor(given, j.User, o.estimator, o.policy.DefaultEstimate.Duration())
+}
+
+// queueOrder returns the queued jobs' ids in id order (submission order),
+// dropping from queueIDs the ids of jobs that left the queue. Loop only.
+func (o *Orchestrator) queueOrder() []string {
+	if !o.queueSorted {
+		slices.Sort(o.queueIDs)
+		o.queueIDs = slices.Compact(o.queueIDs)
+		o.queueSorted = true
+	}
+	ids := o.queueIDs[:0]
+	for _, id := range o.queueIDs {
+		if o.queued[id] {
+			ids = append(ids, id)
+		}
+	}
+	clear(o.queueIDs[len(ids):])
+	o.queueIDs = ids
+	return ids
+}
+
+// estimates returns o.estimate with each user's learned run time looked
+// up once (a snapshot asks for every queued job's). Loop only, for one
+// snapshot: the estimator must not learn while it is used.
+func (o *Orchestrator) estimates() func(j *api.Job) (time.Duration, bool) {
+	def := o.policy.DefaultEstimate.Duration()
+	byUser := map[string]time.Duration{}
+	return func(j *api.Job) (time.Duration, bool) {
+		if j.EstimatedDuration != nil && j.EstimatedDuration.Duration() > 0 {
+			return j.EstimatedDuration.Duration(), true
+		}
+		d, ok := byUser[j.User]
+		if !ok {
+			d, _ = sched.EstimateFor(0, j.User, o.estimator, def)
+			byUser[j.User] = d
+		}
+		return d, false
+	}
 }
 
 // placements groups an allocation by node.

@@ -79,28 +79,34 @@ type Orchestrator struct {
 	nodeEvents queue[nodeEvent]
 	entropy    *ulid.MonotonicEntropy // ids are made by the loop only
 
-	mu        sync.RWMutex // guards everything below; written by the loop only
-	jobs      map[string]*api.Job
-	order     []string // job ids in submission order
-	queued    map[string]bool
-	queuedBy  map[string]int  // queued jobs per user, kept with queued (setQueued)
-	active    map[string]bool // jobs holding GPUs: scheduled, allocating, running
-	holds     map[string]*api.Hold
-	idem      map[string]string
-	owner     map[gpuKey]string // GPU -> job id or hold id
-	nodes     []Node
-	nodeIndex map[string]int           // node id -> position in nodes
-	pending   map[string]sched.Pending // why each queued job waits, from the last cycle
-	plan      map[string]time.Time     // estimated starts, from the last plan
-	planAt    time.Time                // when the plan was made
-	ledger    *sched.Ledger            // decayed GPU usage per user and project
-	estimator *sched.Estimator         // learned run times per user
-	policy    api.Policies
-	running   bool // scheduling on
-	stats     cycleStats
-	startedAt time.Time
-	changed   chan struct{} // closed and replaced after every commit
-	hist      history       // the cluster over time, for graphs (history.go)
+	mu       sync.RWMutex // guards everything below; written by the loop only
+	jobs     map[string]*api.Job
+	order    []string // job ids in submission order
+	queued   map[string]bool
+	queuedBy map[string]int // queued jobs per user, kept with queued (setQueued)
+	// queueIDs holds every queued job's id, in id order (submission
+	// order), and perhaps ids no longer queued: the snapshot hands the
+	// core the queue in this order, which its sort then mostly keeps
+	// (the core's order does not depend on it). Loop only (queueOrder).
+	queueIDs    []string
+	queueSorted bool            // queueIDs is in order, without repeats
+	active      map[string]bool // jobs holding GPUs: scheduled, allocating, running
+	holds       map[string]*api.Hold
+	idem        map[string]string
+	owner       map[gpuKey]string // GPU -> job id or hold id
+	nodes       []Node
+	nodeIndex   map[string]int           // node id -> position in nodes
+	pending     map[string]sched.Pending // why each queued job waits, from the last cycle
+	plan        map[string]time.Time     // estimated starts, from the last plan
+	planAt      time.Time                // when the plan was made
+	ledger      *sched.Ledger            // decayed GPU usage per user and project
+	estimator   *sched.Estimator         // learned run times per user
+	policy      api.Policies
+	running     bool // scheduling on
+	stats       cycleStats
+	startedAt   time.Time
+	changed     chan struct{} // closed and replaced after every commit
+	hist        history       // the cluster over time, for graphs (history.go)
 
 	dirty bool // loop-only: a cycle is due
 	fatal chan error
@@ -147,26 +153,27 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		cfg.Logger = slog.Default()
 	}
 	o := &Orchestrator{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		ops:       make(chan *op, 1024),
-		entropy:   ulid.Monotonic(rand.Reader, 0),
-		jobs:      map[string]*api.Job{},
-		queued:    map[string]bool{},
-		queuedBy:  map[string]int{},
-		active:    map[string]bool{},
-		holds:     map[string]*api.Hold{},
-		idem:      map[string]string{},
-		owner:     map[gpuKey]string{},
-		nodeIndex: map[string]int{},
-		pending:   map[string]sched.Pending{},
-		plan:      map[string]time.Time{},
-		ledger:    sched.NewLedger(0),
-		estimator: sched.NewEstimator(),
-		policy:    defaultPolicies(),
-		running:   true,
-		changed:   make(chan struct{}),
-		fatal:     make(chan error, 1),
+		cfg:         cfg,
+		log:         cfg.Logger,
+		ops:         make(chan *op, 1024),
+		entropy:     ulid.Monotonic(rand.Reader, 0),
+		jobs:        map[string]*api.Job{},
+		queued:      map[string]bool{},
+		queuedBy:    map[string]int{},
+		queueSorted: true,
+		active:      map[string]bool{},
+		holds:       map[string]*api.Hold{},
+		idem:        map[string]string{},
+		owner:       map[gpuKey]string{},
+		nodeIndex:   map[string]int{},
+		pending:     map[string]sched.Pending{},
+		plan:        map[string]time.Time{},
+		ledger:      sched.NewLedger(0),
+		estimator:   sched.NewEstimator(),
+		policy:      defaultPolicies(),
+		running:     true,
+		changed:     make(chan struct{}),
+		fatal:       make(chan error, 1),
 	}
 	o.updates.notify = make(chan struct{}, 1)
 	o.nodeEvents.notify = make(chan struct{}, 1)
@@ -197,6 +204,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	go o.recordHistory(ctx)
 	for {
 		if o.dirty && o.isRunning() {
+			// Reports already waiting go first: the GPUs of jobs that
+			// ended are then the cycle's to hand out.
+			o.applyUpdates(ctx, o.updates.take())
 			o.cycle(ctx)
 		}
 		select {
@@ -316,7 +326,12 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	if to.Terminal() || to == api.StateQueued {
 		tx.o.releaseJob(j)
 	}
-	tx.o.dirty = true
+	// A job that starts running frees no GPU and queues nothing: no cycle
+	// could decide anything new because of it (the next one, on the next
+	// change or tick, sees its start time).
+	if to != api.StateRunning {
+		tx.o.dirty = true
+	}
 }
 
 // setQueued adds the job to the queue or takes it out, keeping the
@@ -328,11 +343,20 @@ func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
 	if queued {
 		o.queued[j.ID] = true
 		o.queuedBy[j.User]++
+		// New jobs' ids only grow: appending keeps the order. A
+		// requeued job's id (it may still be listed) does not.
+		if n := len(o.queueIDs); n > 0 && j.ID <= o.queueIDs[n-1] {
+			o.queueSorted = false
+		}
+		o.queueIDs = append(o.queueIDs, j.ID)
 		return
 	}
 	delete(o.queued, j.ID)
 	if o.queuedBy[j.User]--; o.queuedBy[j.User] <= 0 {
 		delete(o.queuedBy, j.User)
+	}
+	if len(o.queueIDs) > 2*len(o.queued)+1024 {
+		o.queueOrder() // with no cycles (the orchestrator stopped), drop the ids that left
 	}
 }
 

@@ -1,0 +1,41 @@
+package orchestrator
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// The snapshot's queue order is the queued jobs in id order, whatever
+// order they were queued, requeued and taken out in; ids that left the
+// queue are dropped, also when no cycle runs.
+func TestQueueOrder(t *testing.T) {
+	o := &Orchestrator{queued: map[string]bool{}, queuedBy: map[string]int{}, queueSorted: true}
+	set := func(id string, queued bool) { o.setQueued(&api.Job{ID: id, User: "ana"}, queued) }
+	set("j1", true)
+	set("j3", true)
+	set("j2", true) // an older id, as a requeued job has
+	set("j3", false)
+	set("j3", true) // back while its old entry is still listed
+	set("j1", false)
+	set("j4", true)
+	if got, want := o.queueOrder(), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
+		t.Errorf("queue order %v, want %v", got, want)
+	}
+	if o.queuedBy["ana"] != 3 {
+		t.Errorf("queued by ana: %d, want 3", o.queuedBy["ana"])
+	}
+	for i := range 10000 {
+		id := fmt.Sprintf("k%05d", i)
+		set(id, true)
+		set(id, false)
+	}
+	if len(o.queueIDs) > 2*len(o.queued)+1024 {
+		t.Errorf("%d ids kept for %d queued jobs", len(o.queueIDs), len(o.queued))
+	}
+	if got, want := o.queueOrder(), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
+		t.Errorf("queue order %v, want %v", got, want)
+	}
+}
