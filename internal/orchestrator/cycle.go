@@ -115,14 +115,20 @@ func placements(as []api.Allocation) []sched.Placement {
 	return ps
 }
 
-// cycle runs one scheduling cycle: snapshot, decide (the pure core), then
-// commit the starts and preemptions and hand them to the executor. Loop
-// only.
-func (o *Orchestrator) cycle(ctx context.Context) {
+// cycle runs one scheduling cycle: apply the executor's reports us, take a
+// snapshot, decide (the pure core), then commit the reports, the starts
+// and the preemptions in one transaction and hand the starts to the
+// executor. The write lock is held from the reports to the commit, so that
+// nothing of them is seen before it is durable. Loop only.
+func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.dirty = false
-	began := time.Now()
 
-	// 1. Snapshot and decide.
+	// 1. Apply the reports (the GPUs of ended jobs are this cycle's to
+	// hand out), snapshot and decide.
+	o.mu.Lock()
+	tx := o.begin()
+	o.applyUpdatesTx(tx, us)
+	began := time.Now()
 	now := o.cfg.Now()
 	snap := o.snapshot(now)
 	res := sched.Schedule(snap)
@@ -133,8 +139,6 @@ func (o *Orchestrator) cycle(ctx context.Context) {
 
 	// 2. Commit: every start moves queued -> scheduled -> allocating with
 	// its GPUs reserved in the books; every victim is marked preempting.
-	o.mu.Lock()
-	tx := o.begin()
 	pending := make(map[string]sched.Pending, len(res.Pending))
 	for _, p := range res.Pending {
 		pending[p.JobID] = p
@@ -239,15 +243,27 @@ func (o *Orchestrator) noticePath(jobID string, attempt int) string {
 	return o.attemptPath(jobID, attempt, ".preempt")
 }
 
-// applyUpdates applies executor reports in one transaction. Reports about
-// an attempt that is no longer current (the job was requeued or ended) are
-// dropped. Loop only.
+// applyUpdates applies executor reports in one transaction. Loop only.
 func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 	if len(us) == 0 {
 		return
 	}
 	o.mu.Lock()
 	tx := o.begin()
+	o.applyUpdatesTx(tx, us)
+	err := o.commit(ctx, tx)
+	o.mu.Unlock()
+	if err != nil {
+		o.log.Error("executor updates not committed", "err", err)
+		return
+	}
+	o.runAfter(ctx, tx)
+}
+
+// applyUpdatesTx applies executor reports in tx. Reports about an attempt
+// that is no longer current (the job was requeued or ended) are dropped.
+// Loop only, write lock held.
+func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 	for _, u := range us {
 		j, ok := o.jobs[u.JobID]
 		if !ok || j.RetryCount != u.Attempt || !j.State.Active() {
@@ -291,13 +307,6 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 			o.log.Info("job ended", "job_id", j.ID, "state", string(to), "exit_code", u.ExitCode)
 		}
 	}
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("executor updates not committed", "err", err)
-		return
-	}
-	o.runAfter(ctx, tx)
 }
 
 // Backoff after a lost node: the default base (Config.RetryBackoff),

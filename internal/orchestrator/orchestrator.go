@@ -204,10 +204,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	go o.recordHistory(ctx)
 	for {
 		if o.dirty && o.isRunning() {
-			// Reports already waiting go first: the GPUs of jobs that
-			// ended are then the cycle's to hand out.
-			o.applyUpdates(ctx, o.updates.take())
-			o.cycle(ctx)
+			// Reports already waiting ride with the cycle: the GPUs of
+			// jobs that ended are its to hand out, in one commit.
+			o.cycle(ctx, o.updates.take())
 		}
 		select {
 		case <-ctx.Done():
@@ -217,7 +216,13 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		case first := <-o.ops:
 			o.applyOps(ctx, drain(first, o.ops))
 		case <-o.updates.notify:
-			o.applyUpdates(ctx, o.updates.take())
+			// A job that ended frees GPUs: a cycle is due, and its
+			// commit carries the reports (one durable write, not two).
+			if us := o.updates.take(); anyExit(us) && o.isRunning() {
+				o.cycle(ctx, us)
+			} else {
+				o.applyUpdates(ctx, us)
+			}
 		case <-o.nodeEvents.notify:
 			o.applyNodeEvents(o.nodeEvents.take())
 		case <-tick.C:
@@ -226,6 +231,16 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.dirty = true
 		}
 	}
+}
+
+// anyExit reports whether an attempt ended among the reports.
+func anyExit(us []exec.Update) bool {
+	for _, u := range us {
+		if u.Kind == exec.Exited {
+			return true
+		}
+	}
+	return false
 }
 
 // maxBatch bounds how many operations share one commit.
