@@ -37,13 +37,11 @@ CREATE TABLE IF NOT EXISTS jobs (
 	project TEXT NOT NULL,
 	data TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE TABLE IF NOT EXISTS events (
 	seq INTEGER PRIMARY KEY AUTOINCREMENT,
 	job_id TEXT NOT NULL,
 	data TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 CREATE TABLE IF NOT EXISTS holds (
 	job_id TEXT PRIMARY KEY,
 	data TEXT NOT NULL
@@ -60,6 +58,11 @@ CREATE TABLE IF NOT EXISTS settings (
 	key TEXT PRIMARY KEY,
 	value TEXT NOT NULL
 );
+-- Nothing reads jobs by state or events by job (the store is read whole,
+-- at start-up): indexes on them only cost every write. Earlier versions
+-- made them.
+DROP INDEX IF EXISTS jobs_state;
+DROP INDEX IF EXISTS events_job;
 `
 
 // Store is an open database. Its methods are safe for concurrent use, but

@@ -148,3 +148,31 @@ func TestPruneAudit(t *testing.T) {
 		t.Fatalf("kept %q, want the three newest, newest first (edc)", targets)
 	}
 }
+
+// The indexes earlier versions made on jobs(state) and events(job_id),
+// which nothing reads, are dropped when such a database is opened.
+func TestOpenDropsUnusedIndexes(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "corral.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`CREATE INDEX jobs_state ON jobs(state)`, `CREATE INDEX events_job ON events(job_id)`} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if s, err = Open(ctx, path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name IN ('jobs_state', 'events_job')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Errorf("%d of the unused indexes are still there", n)
+	}
+}
