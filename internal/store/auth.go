@@ -85,23 +85,17 @@ func appendAudit(ctx context.Context, tx *sql.Tx, entries []api.AuditEntry) erro
 	if len(entries) == 0 {
 		return nil
 	}
-	// One statement, parsed once, for all of a batch's entries.
-	st, err := tx.PrepareContext(ctx, `INSERT INTO audit(at, user, action, data) VALUES(?,?,?,?)`)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+	// One statement for up to maxRowsPerInsert entries.
+	args := make([]any, 0, 4*len(entries))
 	for _, e := range entries {
 		e.Seq = 0
 		data, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
-		if _, err := st.ExecContext(ctx, e.At.UTC().Format(auditTime), e.User, e.Action, string(data)); err != nil {
-			return err
-		}
+		args = append(args, e.At.UTC().Format(auditTime), e.User, e.Action, string(data))
 	}
-	return nil
+	return insertRows(ctx, tx, `INSERT INTO audit(at, user, action, data)`, 4, "", args)
 }
 
 // auditTime is the audit table's time column: fixed width, so that it

@@ -179,37 +179,31 @@ func (s *Store) Commit(ctx context.Context, b *Batch) error {
 // write writes the batch in tx.
 func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 	if len(b.Jobs) > 0 {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO jobs(id, state, user, project, data) VALUES(?,?,?,?,?)
-			ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
+		args := make([]any, 0, 5*len(b.Jobs))
 		for _, j := range b.Jobs {
 			j.Events = nil
 			data, err := json.Marshal(j)
 			if err != nil {
 				return err
 			}
-			if _, err := st.ExecContext(ctx, j.ID, string(j.State), j.User, j.Project, string(data)); err != nil {
-				return err
-			}
+			args = append(args, j.ID, string(j.State), j.User, j.Project, string(data))
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO jobs(id, state, user, project, data)`, 5,
+			` ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data`, args); err != nil {
+			return err
 		}
 	}
 	if len(b.Events) > 0 {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO events(job_id, data) VALUES(?,?)`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
+		args := make([]any, 0, 2*len(b.Events))
 		for _, e := range b.Events {
 			data, err := json.Marshal(e.Event)
 			if err != nil {
 				return err
 			}
-			if _, err := st.ExecContext(ctx, e.JobID, string(data)); err != nil {
-				return err
-			}
+			args = append(args, e.JobID, string(data))
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO events(job_id, data)`, 2, "", args); err != nil {
+			return err
 		}
 	}
 	for _, h := range b.Holds {
@@ -228,15 +222,12 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	if len(b.Idempotency) > 0 {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO idempotency(key, job_id) VALUES(?,?)`)
-		if err != nil {
-			return err
-		}
-		defer st.Close()
+		args := make([]any, 0, 2*len(b.Idempotency))
 		for k, id := range b.Idempotency {
-			if _, err := st.ExecContext(ctx, k, id); err != nil {
-				return err
-			}
+			args = append(args, k, id)
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO idempotency(key, job_id)`, 2, "", args); err != nil {
+			return err
 		}
 	}
 	for id, data := range b.Nodes {
