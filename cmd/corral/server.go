@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -72,7 +73,10 @@ running jobs itself: every GPU node runs "corral agent --server URL", which
 registers the node's GPUs and runs the jobs placed there.
 
 Agents present the join token: $CORRAL_JOIN_TOKEN when set, else one the server
-makes on first start and keeps in <data-dir>/join.token (mode 0600).`,
+makes on first start and keeps in <data-dir>/join.token (mode 0600).
+
+The Go garbage collector runs at GOGC=400 (less CPU, more memory) unless
+$GOGC is set.`,
 		Example: `  corral server --listen 0.0.0.0:7450 --data-dir /var/lib/corral
   CORRAL_JOIN_TOKEN=$(cat /var/lib/corral/join.token) corral agent --server http://head:7450`,
 		Args: cobra.NoArgs,
@@ -131,6 +135,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err != nil {
 		return err
 	}
+	setControlGC()
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
@@ -275,4 +280,20 @@ func (b nodeBook) RegisterNode(ctx context.Context, reg api.AgentRegistration, a
 
 func (b nodeBook) NodeSeen(id string, r []api.GPUReading, f []api.ForeignProcess, at time.Time) {
 	(*b.o).NodeSeen(id, r, f, at)
+}
+
+// controlGCPercent is the garbage collector's target of `corral up` and
+// `corral server` (Go's default is 100). The control plane allocates
+// short-lived request, snapshot and store garbage at a high rate beside a
+// live heap of every job it holds: at 400 the collector runs a quarter as
+// often. bench submit (100,000 held jobs) spent about 17% less server CPU
+// with a peak RSS of 416 MB instead of 242 MB (docs/benchmarks.md).
+const controlGCPercent = 400
+
+// setControlGC sets the collector's target to controlGCPercent unless
+// GOGC is set in the environment, which wins.
+func setControlGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(controlGCPercent)
+	}
 }

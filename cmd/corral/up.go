@@ -43,7 +43,8 @@ an agent that runs jobs on this machine's GPUs, and the embedded SQLite store in
 --simulate-gpus to try Corral with simulated GPUs (jobs run for real, only the
 GPUs are pretend). More machines can join with "corral agent --server URL".
 Jobs of this machine's agent stop with corral up; those that were running
-are requeued at the next start while their max_retries allow.`,
+are requeued at the next start while their max_retries allow. The Go garbage
+collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 		Example: `  corral up --simulate-gpus 8            # 8 simulated H100s with 80 GB each
   corral up --simulate-gpus 4:A100:40     # 4 simulated A100s with 40 GB each
   corral up --listen 127.0.0.1:9000 --data-dir /var/lib/corral`,
