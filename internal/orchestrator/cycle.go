@@ -19,9 +19,10 @@ const (
 	planSmallQueue = 1000
 )
 
-// snapshot builds the core's input from live state. Loop only: the loop is
-// the only writer, so it reads without a lock.
-func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
+// snapshot builds the core's input from live state, with the queued jobs
+// whose ids are queue, in that order. The caller holds a lock, or is the
+// loop (the only writer).
+func (o *Orchestrator) snapshot(now time.Time, queue []string) sched.Snapshot {
 	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: schedPolicy(o.policy), Usage: o.ledger.Usage(now)}
 	est := o.estimates()
 	snap.Running = make([]sched.Running, 0, len(o.active))
@@ -38,8 +39,8 @@ func (o *Orchestrator) snapshot(now time.Time) sched.Snapshot {
 	}
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
-	snap.Queue = make([]sched.Job, 0, len(o.queued))
-	for _, id := range o.queueOrder() {
+	snap.Queue = make([]sched.Job, 0, len(queue))
+	for _, id := range queue {
 		j := o.jobs[id]
 		est, given := est(j)
 		snap.Queue = append(snap.Queue, sched.Job{
@@ -65,7 +66,8 @@ func (o *Orchestrator) estimate(j *api.Job) (time.Duration, bool) {
 }
 
 // queueOrder returns the queued jobs' ids in id order (submission order),
-// dropping from queueIDs the ids of jobs that left the queue. Loop only.
+// dropping from queueIDs the ids of jobs that left the queue. Loop only,
+// write lock held: it changes queueIDs.
 func (o *Orchestrator) queueOrder() []string {
 	if !o.queueSorted {
 		slices.Sort(o.queueIDs)
@@ -130,7 +132,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.applyUpdatesTx(tx, us)
 	began := time.Now()
 	now := o.cfg.Now()
-	snap := o.snapshot(now)
+	snap := o.snapshot(now, o.queueOrder())
 	res := sched.Schedule(snap)
 	var plan map[string]time.Time
 	if len(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
