@@ -20,9 +20,9 @@ const (
 )
 
 // snapshot builds the core's input from live state, with the queued jobs
-// whose ids are queue, in that order. The caller holds a lock, or is the
-// loop (the only writer).
-func (o *Orchestrator) snapshot(now time.Time, queue []string) sched.Snapshot {
+// whose ids are queue, in that order; its Queue is appended to buf[:0].
+// The caller holds a lock, or is the loop (the only writer).
+func (o *Orchestrator) snapshot(now time.Time, queue []string, buf []sched.Job) sched.Snapshot {
 	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: schedPolicy(o.policy), Usage: o.ledger.Usage(now)}
 	est := o.estimates()
 	snap.Running = make([]sched.Running, 0, len(o.active))
@@ -39,7 +39,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []string) sched.Snapshot {
 	}
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
-	snap.Queue = make([]sched.Job, 0, len(queue))
+	snap.Queue = slices.Grow(buf[:0], len(queue))
 	for _, id := range queue {
 		j := o.jobs[id]
 		est, given := est(j)
@@ -91,15 +91,21 @@ func (o *Orchestrator) queueOrder() []string {
 func (o *Orchestrator) estimates() func(j *api.Job) (time.Duration, bool) {
 	def := o.policy.DefaultEstimate.Duration()
 	byUser := map[string]time.Duration{}
+	var lastUser string // queued jobs come in runs of one user's
+	var last time.Duration
 	return func(j *api.Job) (time.Duration, bool) {
 		if j.EstimatedDuration != nil && j.EstimatedDuration.Duration() > 0 {
 			return j.EstimatedDuration.Duration(), true
+		}
+		if j.User == lastUser && lastUser != "" {
+			return last, false
 		}
 		d, ok := byUser[j.User]
 		if !ok {
 			d, _ = sched.EstimateFor(0, j.User, o.estimator, def)
 			byUser[j.User] = d
 		}
+		lastUser, last = j.User, d
 		return d, false
 	}
 }
@@ -132,12 +138,15 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.applyUpdatesTx(tx, us)
 	began := time.Now()
 	now := o.cfg.Now()
-	snap := o.snapshot(now, o.queueOrder())
+	snap := o.snapshot(now, o.queueOrder(), o.queueBuf)
 	res := sched.Schedule(snap)
 	var plan map[string]time.Time
 	if len(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
 		plan = sched.EstimateStarts(snap, res, sched.DefaultPlanDepth)
 	}
+	// The core keeps nothing of its input: the next cycle reuses it
+	// (what it still points to, jobs' strings and maps, o.jobs holds).
+	o.queueBuf = snap.Queue[:0]
 
 	// 2. Commit: every start moves queued -> scheduled -> allocating with
 	// its GPUs reserved in the books; every victim is marked preempting.

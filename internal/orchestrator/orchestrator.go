@@ -90,6 +90,7 @@ type Orchestrator struct {
 	// (the core's order does not depend on it). Loop only (queueOrder).
 	queueIDs    []string
 	queueSorted bool            // queueIDs is in order, without repeats
+	queueBuf    []sched.Job     // the cycle snapshot's queue, reused (loop only)
 	active      map[string]bool // jobs holding GPUs: scheduled, allocating, running
 	holds       map[string]*api.Hold
 	idem        map[string]string

@@ -114,7 +114,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	}
 	if fresh {
 		pos := map[string]int{}
-		for i, j := range sched.OrderWithUsage(o.snapshot(now, slices.Collect(maps.Keys(o.queued)))) {
+		for i, j := range sched.OrderWithUsage(o.snapshot(now, slices.Collect(maps.Keys(o.queued)), nil)) {
 			pos[j.ID] = i + 1
 		}
 		for i := range r.QueuedJobs {
