@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -20,9 +21,9 @@ const (
 )
 
 // snapshot builds the core's input from live state, with the queued jobs
-// whose ids are queue, in that order; its Queue is appended to buf[:0].
-// The caller holds a lock, or is the loop (the only writer).
-func (o *Orchestrator) snapshot(now time.Time, queue []string, buf []sched.Job) sched.Snapshot {
+// queue, in that order; its Queue is appended to buf[:0]. The caller holds
+// a lock, or is the loop (the only writer).
+func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job) sched.Snapshot {
 	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: schedPolicy(o.policy), Usage: o.ledger.Usage(now)}
 	est := o.estimates()
 	snap.Running = make([]sched.Running, 0, len(o.active))
@@ -40,8 +41,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []string, buf []sched.Job) 
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = slices.Grow(buf[:0], len(queue))
-	for _, id := range queue {
-		j := o.jobs[id]
+	for _, j := range queue {
 		est, given := est(j)
 		snap.Queue = append(snap.Queue, sched.Job{
 			ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
@@ -65,24 +65,24 @@ func (o *Orchestrator) estimate(j *api.Job) (time.Duration, bool) {
 	return sched.EstimateFor(given, j.User, o.estimator, o.policy.DefaultEstimate.Duration())
 }
 
-// queueOrder returns the queued jobs' ids in id order (submission order),
-// dropping from queueIDs the ids of jobs that left the queue. Loop only,
-// write lock held: it changes queueIDs.
-func (o *Orchestrator) queueOrder() []string {
+// queueOrder returns the queued jobs in id order (submission order),
+// dropping from queueJobs the jobs that left the queue. Loop only, write
+// lock held: it changes queueJobs.
+func (o *Orchestrator) queueOrder() []*api.Job {
 	if !o.queueSorted {
-		slices.Sort(o.queueIDs)
-		o.queueIDs = slices.Compact(o.queueIDs)
+		slices.SortFunc(o.queueJobs, func(a, b *api.Job) int { return strings.Compare(a.ID, b.ID) })
+		o.queueJobs = slices.CompactFunc(o.queueJobs, func(a, b *api.Job) bool { return a.ID == b.ID })
 		o.queueSorted = true
 	}
-	ids := o.queueIDs[:0]
-	for _, id := range o.queueIDs {
-		if o.queued[id] {
-			ids = append(ids, id)
+	q := o.queueJobs[:0]
+	for _, j := range o.queueJobs {
+		if o.queued[j.ID] {
+			q = append(q, j)
 		}
 	}
-	clear(o.queueIDs[len(ids):])
-	o.queueIDs = ids
-	return ids
+	clear(o.queueJobs[len(q):])
+	o.queueJobs = q
+	return q
 }
 
 // estimates returns o.estimate with each user's learned run time looked
@@ -150,9 +150,15 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 
 	// 2. Commit: every start moves queued -> scheduled -> allocating with
 	// its GPUs reserved in the books; every victim is marked preempting.
-	pending := make(map[string]sched.Pending, len(res.Pending))
+	// The reasons replace the last cycle's, in its map (the write lock
+	// is held) unless the queue has shrunk a lot: a map keeps its size.
+	if o.pending == nil || len(res.Pending) < len(o.pending)/4 {
+		o.pending = make(map[string]sched.Pending, len(res.Pending))
+	} else {
+		clear(o.pending)
+	}
 	for _, p := range res.Pending {
-		pending[p.JobID] = p
+		o.pending[p.JobID] = p
 	}
 	var tasks []exec.Task
 	for _, s := range res.Starts {
@@ -170,7 +176,6 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	for _, p := range res.Preemptions {
 		o.preempt(ctx, tx, p)
 	}
-	o.pending = pending
 	if plan != nil {
 		o.plan, o.planAt = plan, now
 	}

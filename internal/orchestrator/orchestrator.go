@@ -84,12 +84,12 @@ type Orchestrator struct {
 	order    []string // job ids in submission order
 	queued   map[string]bool
 	queuedBy map[string]int // queued jobs per user, kept with queued (setQueued)
-	// queueIDs holds every queued job's id, in id order (submission
-	// order), and perhaps ids no longer queued: the snapshot hands the
-	// core the queue in this order, which its sort then mostly keeps
-	// (the core's order does not depend on it). Loop only (queueOrder).
-	queueIDs    []string
-	queueSorted bool            // queueIDs is in order, without repeats
+	// queueJobs holds every queued job, in id order (submission order),
+	// and perhaps jobs no longer queued: the snapshot hands the core the
+	// queue in this order, which its sort then mostly keeps (the core's
+	// order does not depend on it). Loop only (queueOrder).
+	queueJobs   []*api.Job
+	queueSorted bool            // queueJobs is in order, without repeats
 	queueBuf    []sched.Job     // the cycle snapshot's queue, reused (loop only)
 	active      map[string]bool // jobs holding GPUs: scheduled, allocating, running
 	holds       map[string]*api.Hold
@@ -361,18 +361,18 @@ func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
 		o.queuedBy[j.User]++
 		// New jobs' ids only grow: appending keeps the order. A
 		// requeued job's id (it may still be listed) does not.
-		if n := len(o.queueIDs); n > 0 && j.ID <= o.queueIDs[n-1] {
+		if n := len(o.queueJobs); n > 0 && j.ID <= o.queueJobs[n-1].ID {
 			o.queueSorted = false
 		}
-		o.queueIDs = append(o.queueIDs, j.ID)
+		o.queueJobs = append(o.queueJobs, j)
 		return
 	}
 	delete(o.queued, j.ID)
 	if o.queuedBy[j.User]--; o.queuedBy[j.User] <= 0 {
 		delete(o.queuedBy, j.User)
 	}
-	if len(o.queueIDs) > 2*len(o.queued)+1024 {
-		o.queueOrder() // with no cycles (the orchestrator stopped), drop the ids that left
+	if len(o.queueJobs) > 2*len(o.queued)+1024 {
+		o.queueOrder() // with no cycles (the orchestrator stopped), drop the jobs that left
 	}
 }
 

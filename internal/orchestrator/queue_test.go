@@ -23,7 +23,7 @@ func TestQueueOrder(t *testing.T) {
 	set("j3", true) // back while its old entry is still listed
 	set("j1", false)
 	set("j4", true)
-	if got, want := o.queueOrder(), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
+	if got, want := ids(o.queueOrder()), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
 		t.Errorf("queue order %v, want %v", got, want)
 	}
 	if o.queuedBy["ana"] != 3 {
@@ -34,12 +34,20 @@ func TestQueueOrder(t *testing.T) {
 		set(id, true)
 		set(id, false)
 	}
-	if len(o.queueIDs) > 2*len(o.queued)+1024 {
-		t.Errorf("%d ids kept for %d queued jobs", len(o.queueIDs), len(o.queued))
+	if len(o.queueJobs) > 2*len(o.queued)+1024 {
+		t.Errorf("%d jobs kept for %d queued ones", len(o.queueJobs), len(o.queued))
 	}
-	if got, want := o.queueOrder(), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
+	if got, want := ids(o.queueOrder()), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
 		t.Errorf("queue order %v, want %v", got, want)
 	}
+}
+
+func ids(jobs []*api.Job) []string {
+	var out []string
+	for _, j := range jobs {
+		out = append(out, j.ID)
+	}
+	return out
 }
 
 // Readers list the queue (and, with scheduling stopped, order it

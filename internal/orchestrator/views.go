@@ -114,7 +114,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	}
 	if fresh {
 		pos := map[string]int{}
-		for i, j := range sched.OrderWithUsage(o.snapshot(now, slices.Collect(maps.Keys(o.queued)), nil)) {
+		for i, j := range sched.OrderWithUsage(o.snapshot(now, o.queuedJobs(), nil)) {
 			pos[j.ID] = i + 1
 		}
 		for i := range r.QueuedJobs {
@@ -229,4 +229,13 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 		return api.OrchestratorStatus{}, err
 	}
 	return o.Status(), nil
+}
+
+// queuedJobs returns the queued jobs, in no order. Lock held.
+func (o *Orchestrator) queuedJobs() []*api.Job {
+	q := make([]*api.Job, 0, len(o.queued))
+	for id := range o.queued {
+		q = append(q, o.jobs[id])
+	}
+	return q
 }
