@@ -397,6 +397,7 @@ func (a *Agent) reconcile(w api.AgentWork) {
 			a.tasks.stop(k, 0, "")
 		}
 	}
+	creds := a.tasks.credentials() // each owner's account looked up once
 	for k, s := range want {
 		a.tasks.mu.Lock()
 		_, known := a.tasks.byKey[k]
@@ -406,7 +407,7 @@ func (a *Agent) reconcile(w api.AgentWork) {
 				a.tasks.skip(s) // stopped before it started here
 				continue
 			}
-			a.tasks.start(s)
+			a.tasks.startWith(s, creds)
 		}
 		grace := time.Duration(-1)
 		if s.Stop {

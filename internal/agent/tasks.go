@@ -87,7 +87,37 @@ func (t *tasks) attemptFile(k taskKey, ext string) string {
 
 // start launches a task's shim. A task that cannot start is recorded as
 // exited with the reason.
-func (t *tasks) start(spec api.TaskSpec) {
+func (t *tasks) start(spec api.TaskSpec) { t.startWith(spec, t.credential) }
+
+// credentialFunc is whose account an owner's job runs under
+// (jobCredential on this node's accounts).
+type credentialFunc func(owner string) (*credential, error)
+
+// credential looks the owner's account up on this node.
+func (t *tasks) credential(owner string) (*credential, error) {
+	return jobCredential(owner, os.Geteuid(), t.runAs, systemLookup, systemGroups)
+}
+
+// credentials returns t.credential, looking each owner up once: for the
+// tasks started together (one reconcile), whose owners are often one.
+func (t *tasks) credentials() credentialFunc {
+	type result struct {
+		c   *credential
+		err error
+	}
+	seen := map[string]result{}
+	return func(owner string) (*credential, error) {
+		r, ok := seen[owner]
+		if !ok {
+			r.c, r.err = t.credential(owner)
+			seen[owner] = r
+		}
+		return r.c, r.err
+	}
+}
+
+// startWith starts the task, its owner's account found with cred.
+func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 	k := keyOf(spec)
 	dir := filepath.Join(t.stateDir, "tasks", k.dirName())
 	tk := &task{spec: spec, dir: dir, startedAt: time.Now().UTC()}
@@ -99,21 +129,21 @@ func (t *tasks) start(spec api.TaskSpec) {
 	t.byKey[k] = tk
 	t.mu.Unlock()
 
-	if err := t.launch(tk); err != nil {
+	if err := t.launch(tk, cred); err != nil {
 		t.log.Warn("task did not start", "job_id", spec.JobID, "rank", spec.Rank, "err", err)
 		now := time.Now().UTC()
 		t.finish(tk, api.TaskStatus{ExitCode: -1, Error: err.Error(), FinishedAt: &now})
 	}
 }
 
-func (t *tasks) launch(tk *task) error {
+func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	spec, k := tk.spec, keyOf(tk.spec)
 	if spec.Workdir != "" {
 		if fi, err := os.Stat(spec.Workdir); err != nil || !fi.IsDir() {
 			return fmt.Errorf("workdir %q: not a directory one can enter", spec.Workdir)
 		}
 	}
-	cred, err := jobCredential(spec.User, os.Geteuid(), t.runAs, systemLookup, systemGroups)
+	cred, err := credFor(spec.User)
 	if err != nil {
 		return err
 	}
