@@ -75,17 +75,17 @@ func (s *Store) Tokens(ctx context.Context) ([]TokenRecord, error) {
 // returns once they are durable. Concurrent calls share one transaction
 // and one fsync (group.go).
 func (s *Store) AppendAudit(ctx context.Context, entries ...api.AuditEntry) error {
-	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return appendAudit(ctx, tx, entries) }); err != nil {
+	if err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return appendAudit(ctx, tx, s.inserts, entries) }); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
 }
 
-func appendAudit(ctx context.Context, tx *sql.Tx, entries []api.AuditEntry) error {
+func appendAudit(ctx context.Context, tx *sql.Tx, ins inserts, entries []api.AuditEntry) error {
 	if len(entries) == 0 {
 		return nil
 	}
-	// One statement for up to maxRowsPerInsert entries.
+	// One statement for many entries (rows.go).
 	args := make([]any, 0, 4*len(entries))
 	for _, e := range entries {
 		e.Seq = 0
@@ -95,7 +95,7 @@ func appendAudit(ctx context.Context, tx *sql.Tx, entries []api.AuditEntry) erro
 		}
 		args = append(args, e.At.UTC().Format(auditTime), e.User, e.Action, string(data))
 	}
-	return insertRows(ctx, tx, `INSERT INTO audit(at, user, action, data)`, 4, "", args)
+	return ins.insert(ctx, tx, insertAudit, args)
 }
 
 // auditTime is the audit table's time column: fixed width, so that it

@@ -68,7 +68,8 @@ DROP INDEX IF EXISTS events_job;
 // Store is an open database. Its methods are safe for concurrent use, but
 // Corral calls Commit from one goroutine only.
 type Store struct {
-	db *sql.DB
+	db      *sql.DB
+	inserts inserts // prepared multi-row INSERTs (rows.go)
 
 	// The committer (group.go).
 	reqs      chan *writeReq
@@ -95,6 +96,10 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway
 	s := &Store{db: db}
 	if err := s.migrate(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if s.inserts, err = prepareInserts(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -132,6 +137,7 @@ func (s *Store) Close() error {
 		s.closing.Unlock()
 		close(s.quit)
 		<-s.stopped
+		s.inserts.close()
 	})
 	return s.db.Close()
 }
@@ -170,14 +176,15 @@ func (s *Store) Commit(ctx context.Context, b *Batch) error {
 	if b.Empty() {
 		return nil
 	}
-	if err := s.write(ctx, b.write); err != nil {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error { return b.write(ctx, tx, s.inserts) })
+	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil
 }
 
-// write writes the batch in tx.
-func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
+// write writes the batch in tx, with the store's prepared inserts.
+func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if len(b.Jobs) > 0 {
 		args := make([]any, 0, 5*len(b.Jobs))
 		for _, j := range b.Jobs {
@@ -188,8 +195,7 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 			}
 			args = append(args, j.ID, string(j.State), j.User, j.Project, string(data))
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO jobs(id, state, user, project, data)`, 5,
-			` ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data`, args); err != nil {
+		if err := ins.insert(ctx, tx, insertJobs, args); err != nil {
 			return err
 		}
 	}
@@ -202,7 +208,7 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 			}
 			args = append(args, e.JobID, string(data))
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO events(job_id, data)`, 2, "", args); err != nil {
+		if err := ins.insert(ctx, tx, insertEvents, args); err != nil {
 			return err
 		}
 	}
@@ -226,7 +232,7 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 		for k, id := range b.Idempotency {
 			args = append(args, k, id)
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO idempotency(key, job_id)`, 2, "", args); err != nil {
+		if err := ins.insert(ctx, tx, insertIdempotency, args); err != nil {
 			return err
 		}
 	}
@@ -242,7 +248,7 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx) error {
 			return err
 		}
 	}
-	return appendAudit(ctx, tx, b.Audit)
+	return appendAudit(ctx, tx, ins, b.Audit)
 }
 
 // State is everything the store holds, as read at start-up.
