@@ -13,6 +13,23 @@ import (
 // users instead of giving all of them to the first.
 const runningCharge = 3600.0
 
+// UserStanding is a user's fair-share standing as a cycle starts: decayed
+// GPU-seconds (usage, running attempts included, see ChargeRunning) plus
+// runningCharge per GPU held (held: jobs being preempted left out), per the
+// user's weight. The user who stands lower is served first, and under
+// fair_share may preempt an equal-priority job only of a user who stands
+// higher (see eligible). Callers that predict the core (the simulator's
+// test of whether a cycle could preempt) use it to get the same figure.
+func UserStanding(p *Policy, user string, usage float64, held int) float64 {
+	return (usage + runningCharge*float64(held)) / weight(p.UserWeights, user)
+}
+
+// ProjectStanding is UserStanding for a project, by the project's weight:
+// fair_share serves projects in this order, then users within each.
+func ProjectStanding(p *Policy, project string, usage float64, held int) float64 {
+	return (usage + runningCharge*float64(held)) / weight(p.ProjectWeights, project)
+}
+
 // walker yields queued jobs in the policy's order. placed tells it a job
 // got (or will get) GPUs, which moves fair_share's ranking.
 type walker interface {
@@ -195,14 +212,14 @@ func newFairWalker(jobs []*Job, p *Policy, usage Usage, userGPUs, projectGPUs ma
 		fp := w.byName[j.Project]
 		if fp == nil {
 			fp = &fairProject{name: j.Project,
-				share: (usage.Projects[j.Project] + runningCharge*float64(projectGPUs[j.Project])) / weight(p.ProjectWeights, j.Project)}
+				share: ProjectStanding(p, j.Project, usage.Projects[j.Project], projectGPUs[j.Project])}
 			w.byName[j.Project] = fp
 		}
 		key := userKey{j.Project, j.User}
 		fu := users[key]
 		if fu == nil {
 			fu = &fairUser{name: j.User, project: fp,
-				share: (usage.Users[j.User] + runningCharge*float64(userGPUs[j.User])) / weight(p.UserWeights, j.User)}
+				share: UserStanding(p, j.User, usage.Users[j.User], userGPUs[j.User])}
 			users[key] = fu
 			fp.users = append(fp.users, fu)
 		}

@@ -63,7 +63,7 @@ func (c *cycle) requeuedAhead(v *Running, j *Job) bool {
 
 // share is a user's fair-share standing: usage plus held GPUs, per weight.
 func (c *cycle) share(user string) float64 {
-	return (c.s.Usage.Users[user] + runningCharge*float64(c.shareUser[user])) / weight(c.p.UserWeights, user)
+	return UserStanding(c.p, user, c.s.Usage.Users[user], c.shareUser[user])
 }
 
 // gpusOn counts a running job's GPUs on node n that pass j's filters.

@@ -68,6 +68,17 @@ func (l *Ledger) Usage(now time.Time) Usage {
 	return u
 }
 
+// UserUsage returns one user's decayed GPU-seconds at now: what Usage
+// would hold for the user.
+func (l *Ledger) UserUsage(user string, now time.Time) float64 {
+	return l.users[user].valueAt(now, l.halfLife)
+}
+
+// ProjectUsage is UserUsage for a project.
+func (l *Ledger) ProjectUsage(project string, now time.Time) float64 {
+	return l.projects[project].valueAt(now, l.halfLife)
+}
+
 // estimatorWindow is how many past run times per user an Estimator keeps.
 const estimatorWindow = 20
 

@@ -53,6 +53,9 @@ type Config struct {
 	FullQueue bool
 
 	window int // the first window; 0: firstWindow (tests try small ones)
+	// everyEvent runs a cycle at every event that finds jobs queued, as if
+	// none could be shown to decide nothing (tests compare the two).
+	everyEvent bool
 }
 
 // DefaultPreemptGrace is the server's default preempt_grace.
@@ -124,6 +127,8 @@ type simJob struct {
 	preempting  bool
 	preemptions int
 	ri          int // position in sim.running
+	user        int // position in sim.users
+	project     int // position in sim.projects
 }
 
 // event kinds
@@ -179,6 +184,10 @@ type sim struct {
 	queue   []sched.Job // the snapshot's queue, rebuilt every cycle
 	running []sched.Running
 	needs   []int // queued jobs by GPUs per node (the last slot: more than a node has)
+	// What couldPreempt needs (see skip.go).
+	users    []*userBook
+	projects []*projectBook
+	skip     skipScratch
 	// windowed: cycles may see only the head of each lane (see window.go).
 	windowed bool
 	mark     []bool  // scratch: jobs started this cycle
@@ -265,10 +274,25 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s.qjob = make([]sched.Job, len(jobs))
 	s.mark = make([]bool, len(jobs))
 	s.pidx = make([]int32, len(jobs))
+	userAt, projectAt := map[string]int{}, map[string]int{}
 	for i := range jobs {
 		t := &jobs[i]
 		sj := &s.jobs[i]
 		sj.t, sj.ri = t, -1
+		u, ok := userAt[t.User]
+		if !ok {
+			u = len(s.users)
+			userAt[t.User] = u
+			s.users = append(s.users, &userBook{name: t.User})
+		}
+		sj.user = u
+		pr, ok := projectAt[t.Project]
+		if !ok {
+			pr = len(s.projects)
+			projectAt[t.Project] = pr
+			s.projects = append(s.projects, &projectBook{name: t.Project})
+		}
+		sj.project = pr
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
 		switch {
@@ -452,31 +476,6 @@ func (s *sim) release(i int) {
 	}
 	s.running = s.running[:last]
 	j.ri = -1
-}
-
-// couldDecide reports whether a cycle now could start or preempt anything.
-// Without preemption a cycle can only start jobs, and a job can start only
-// on a node with at least its GPUs per node free: when every queued job
-// asks more than the freest node has, the cycle would decide nothing, and
-// is skipped. (Its only other output, why each job waits, the simulator
-// does not use.)
-func (s *sim) couldDecide() bool {
-	if s.queued == 0 {
-		return false
-	}
-	if s.policy.Preemption || len(s.policy.UserQuotas) > 0 || len(s.policy.ProjectQuotas) > 0 {
-		return true
-	}
-	most := 0
-	for _, f := range s.nfree {
-		most = max(most, f)
-	}
-	for g := 0; g <= most && g < len(s.needs); g++ {
-		if s.needs[g] > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // cycle builds the snapshot as the orchestrator does, runs the core, and

@@ -239,3 +239,36 @@ func TestPlot(t *testing.T) {
 		t.Fatalf("unexpected SVG:\n%.600s", svg)
 	}
 }
+
+// A cycle is skipped only when it could decide nothing: skipping them
+// changes no decision, with mixed priorities and with users who share
+// projects.
+func TestSkippedCyclesDecideNothing(t *testing.T) {
+	for seed := range uint64(6) {
+		jobs := randomTrace(seed, 400)
+		for i := range jobs {
+			if i%3 == 0 {
+				jobs[i].User = jobs[i].User + "b" // a second user in the team's project
+			}
+		}
+		for _, p := range sched.Policies() {
+			for _, backfill := range []bool{true, false} {
+				cfg := Config{Nodes: 4, NodeGPUs: 8, Policy: sched.Policy{Name: p, Backfill: backfill, Preemption: true,
+					MinRunTime: sched.DefaultMinRunTime}, Record: true, Estimates: []string{EstimatesExact, EstimatesNoisy, EstimatesAbsent}[seed%3]}
+				a, err := Run(jobs, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg.everyEvent = true
+				b, _ := Run(jobs, cfg)
+				if !reflect.DeepEqual(a.Decisions, b.Decisions) || !reflect.DeepEqual(a.Jobs, b.Jobs) {
+					t.Fatalf("seed %d, %s, backfill %v: skipping cycles changed decisions", seed, p, backfill)
+				}
+				if a.Metrics.SchedCycles > b.Metrics.SchedCycles {
+					t.Fatalf("seed %d, %s: %d cycles, more than %d at every event", seed, p, a.Metrics.SchedCycles, b.Metrics.SchedCycles)
+				}
+				t.Logf("seed %d, %s, backfill %v: %d cycles of %d, %d preemptions", seed, p, backfill, a.Metrics.SchedCycles, b.Metrics.SchedCycles, a.Metrics.Preemptions)
+			}
+		}
+	}
+}

@@ -56,6 +56,9 @@ type lane struct {
 	// extra: this cycle, positions in jobs past the window that the core
 	// is handed as well, ascending (see widen).
 	extra []int
+	// fair_share: the lane's user and project (see skip.go)
+	user    *userBook
+	project *projectBook
 }
 
 // laneFor is the lane of job i.
@@ -68,7 +71,11 @@ func (s *sim) laneFor(i int) *lane {
 	if !ok {
 		k = len(s.lanes)
 		s.laneOf[key] = k
-		s.lanes = append(s.lanes, &lane{})
+		l := &lane{}
+		if s.policy.Name == sched.PolicyFairShare {
+			l.user, l.project = s.users[s.jobs[i].user], s.projects[s.jobs[i].project]
+		}
+		s.lanes = append(s.lanes, l)
 	}
 	return s.lanes[k]
 }
