@@ -168,6 +168,7 @@ func TestPreemption(t *testing.T) {
 		running     []Running
 		queue       []Job
 		policy      Policy
+		usage       Usage
 		wantVictims []string
 		wantReason  string
 	}{
@@ -226,12 +227,49 @@ func TestPreemption(t *testing.T) {
 			running:     []Running{run("hog", "ana", 2, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)},
 			queue:       jobs(mk("b1").user("bob").gpus(2).at(time.Hour)),
 			policy:      Policy{Name: PolicyFairShare, Preemption: true, MinRunTime: 10 * time.Minute},
+			usage:       Usage{Users: map[string]float64{"ana": 8 * 3600}}, // the hog's hour so far
 			wantVictims: []string{"hog"}, wantReason: ReasonPreempting,
+		},
+		// Under fair_share a victim must still stand no lower than the job
+		// it yields to once its GPUs are gone and the job holds them, or
+		// it would be served first when they come free and take them back.
+		"fair share: not a job whose user, requeued, would be served first": {
+			running:     []Running{run("hog", "ana", 2, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)},
+			queue:       jobs(mk("b1").user("bob").gpus(2).at(time.Hour)),
+			policy:      Policy{Name: PolicyFairShare, Preemption: true, MinRunTime: 10 * time.Minute},
+			usage:       Usage{Users: map[string]float64{"ana": 3600}}, // ana at 0 GPUs would stand below bob at 2
+			wantVictims: nil, wantReason: ReasonResources,
+		},
+		"fair share: a higher priority does not take from a user served first": {
+			running:     []Running{run("low", "ana", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)},
+			queue:       jobs(mk("hi").user("bob").prio(4).gpus(2).at(time.Hour)),
+			policy:      Policy{Name: PolicyFairShare, Preemption: true, MinRunTime: 10 * time.Minute},
+			usage:       Usage{Users: map[string]float64{"ana": 8 * 3600, "bob": 50 * 3600}},
+			wantVictims: nil, wantReason: ReasonResources,
+		},
+		"fair share: a higher priority takes from a user served after it": {
+			running:     []Running{run("low", "ana", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)},
+			queue:       jobs(mk("hi").user("bob").prio(4).gpus(2).at(time.Hour)),
+			policy:      Policy{Name: PolicyFairShare, Preemption: true, MinRunTime: 10 * time.Minute},
+			usage:       Usage{Users: map[string]float64{"ana": 50 * 3600, "bob": 8 * 3600}},
+			wantVictims: []string{"low"}, wantReason: ReasonPreempting,
+		},
+		"fair share across projects: the projects' standing decides": {
+			running: []Running{func() Running {
+				r := run("low", "ana", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)
+				r.Project = "vision"
+				return r
+			}()},
+			queue:  jobs(mk("hi").user("bob").project("nlp").prio(4).gpus(2).at(time.Hour)),
+			policy: Policy{Name: PolicyFairShare, Preemption: true, MinRunTime: 10 * time.Minute},
+			// ana stands far above bob, but vision below nlp: vision is served first
+			usage:       Usage{Users: map[string]float64{"ana": 90 * 3600}, Projects: map[string]float64{"vision": 8 * 3600, "nlp": 90 * 3600}},
+			wantVictims: nil, wantReason: ReasonResources,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			r := Schedule(Snapshot{Now: t0.Add(time.Hour), Nodes: full, Running: tc.running, Queue: tc.queue, Policy: tc.policy})
+			r := Schedule(Snapshot{Now: t0.Add(time.Hour), Nodes: full, Running: tc.running, Queue: tc.queue, Policy: tc.policy, Usage: tc.usage})
 			var victims []string
 			for _, p := range r.Preemptions {
 				victims = append(victims, p.JobID)

@@ -19,10 +19,13 @@ type victimPlan struct {
 	hard    bool    // some victim is not borrowing
 }
 
-// eligible says whether running job v may be preempted for job j, and why.
-func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
-	if v.Preempting || v.User == j.User || c.now.Sub(v.StartedAt) < c.p.MinRunTime {
-		return "", false // already going, the job's own user, or protected: it only just started
+// eligible says whether running job ri may be preempted for job j, and
+// why. planVictims has set up the cycle's victim search (prepVictims) and
+// the job at hand (c.jUser, c.fairOK).
+func (c *cycle) eligible(ri int, j *Job, jBorrowing bool) (string, bool) {
+	v := &c.s.Running[ri]
+	if !c.open[ri] || c.runUser[ri] == c.jUser {
+		return "", false // already going, protected (it only just started), or the job's own user
 	}
 	reason := ""
 	switch {
@@ -34,8 +37,7 @@ func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
 		return "", false
 	case v.Priority < j.Priority && !c.requeuedAhead(v, j):
 		reason = ReasonPreempted
-	case c.p.Name == PolicyFairShare && v.Priority == j.Priority &&
-		c.shareUser[v.User] > c.shareUser[j.User]+j.GPUs*nodesWanted(j) && c.share(v.User) > c.share(j.User):
+	case c.p.Name == PolicyFairShare && v.Priority == j.Priority && c.overShare(ri, j):
 		reason = ReasonPreempted
 	default:
 		return "", false
@@ -46,13 +48,61 @@ func (c *cycle) eligible(v *Running, j *Job, jBorrowing bool) (string, bool) {
 	return reason, true
 }
 
+// overShare reports whether running job ri's user holds more GPUs than
+// j's user would with j, and stands higher: fair share lets j take its
+// GPUs at equal priority. Remembered per user while planVictims looks
+// for j.
+func (c *cycle) overShare(ri int, j *Job) bool {
+	k := c.runUser[ri]
+	if c.fairOK[k] == 0 {
+		v := &c.s.Running[ri]
+		c.fairOK[k] = -1
+		if c.shareUser[v.User] > c.shareUser[j.User]+j.GPUs*nodesWanted(j) && c.share(v.User) > c.share(j.User) {
+			c.fairOK[k] = 1
+		}
+	}
+	return c.fairOK[k] > 0
+}
+
+// staysBehind reports whether, under fair_share, running job v's user
+// (same project as j) or project (another) would still not rank ahead of
+// j's once the victims are gone and j holds their GPUs: with victims' GPUs
+// taken from their users and projects and j's given to its own, v's
+// standing is at least j's. Otherwise v, requeued, would be served before
+// j when its GPUs come free (the order is by standing, not by priority)
+// and take them straight back, and j would preempt it again after
+// min_run_time, for ever. Charging j's GPUs leaves j a margin of an hour
+// of its GPUs for the usage that grows while the victims stop.
+func (c *cycle) staysBehind(v *Running, j *Job, victims ...[]int) bool {
+	need := j.GPUs * nodesWanted(j)
+	freed := func(same func(r *Running) bool) int {
+		n := 0
+		for _, vs := range victims {
+			for _, ri := range vs {
+				if r := &c.s.Running[ri]; same(r) {
+					n += gpuCount(r)
+				}
+			}
+		}
+		return n
+	}
+	if v.Project != j.Project {
+		mine := ProjectStanding(c.p, j.Project, c.s.Usage.Projects[j.Project], c.shareProject[j.Project]+need)
+		gone := freed(func(r *Running) bool { return r.Project == v.Project })
+		return ProjectStanding(c.p, v.Project, c.s.Usage.Projects[v.Project], c.shareProject[v.Project]-gone) >= mine
+	}
+	mine := UserStanding(c.p, j.User, c.s.Usage.Users[j.User], c.shareUser[j.User]+need)
+	gone := freed(func(r *Running) bool { return r.User == v.User })
+	return UserStanding(c.p, v.User, c.s.Usage.Users[v.User], c.shareUser[v.User]-gone) >= mine
+}
+
 // requeuedAhead reports whether v, once requeued, would come before j in
 // the queue order of the static-order policies (fcfs, priority with aging,
 // sjf): preempting it for j would only hand its GPUs back to it at the next
 // cycle, and the two would thrash every MinRunTime. An old low-priority
 // job that aging has lifted above j is therefore not j's victim, as it is
 // not behind j in the queue. (fair_share orders users by their standing,
-// which the over-share rule already weighs.)
+// which staysBehind weighs.)
 func (c *cycle) requeuedAhead(v *Running, j *Job) bool {
 	if v.SubmittedAt.IsZero() || c.p.Name == PolicyFairShare {
 		return false
@@ -88,10 +138,16 @@ func (c *cycle) gpusOn(r *Running, n int, j *Job) int {
 // (borrowed ones first, then the most recently started). It returns false
 // when even every eligible victim would not make room: then nobody is
 // preempted.
-func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
+func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bool) {
 	want := nodesWanted(j)
 	var plans []victimPlan
-	c.countVictimGPUs()
+	c.prepVictims()
+	c.jUser = -1
+	if k, ok := c.userSlot[j.User]; ok {
+		c.jUser = k
+	}
+	clear(c.fairOK)
+	fair := c.p.Name == PolicyFairShare
 	equalToo := c.p.Name == PolicyFairShare && c.someoneOver(j)
 	for n := range c.ix.nodes {
 		if !c.ix.nodes[n].node.Schedulable || j.GPUs == 0 || !c.ix.labelsOK(n, j) {
@@ -120,7 +176,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 					continue
 				}
 				r := &c.s.Running[ri]
-				if _, ok := c.eligible(r, j, jBorrowing); ok {
+				if _, ok := c.eligible(ri, j, jBorrowing); ok {
 					cands = append(cands, ri)
 					room += c.gpusOn(r, n, j)
 				}
@@ -153,6 +209,10 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 				if k == 0 {
 					continue
 				}
+				if reason, _ := c.eligible(ri, j, jBorrowing); fair && reason == ReasonPreempted &&
+					!c.staysBehind(r, j, plan.victims, []int{ri}) {
+					continue
+				}
 				have += k
 				plan.victims = append(plan.victims, ri)
 				plan.cost += float64(gpuCount(r)) * c.now.Sub(r.StartedAt).Seconds()
@@ -166,6 +226,23 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 	if len(plans) < want {
 		return nil, false
 	}
+	defer func() {
+		// A gang's victims on every node together must stay behind it too.
+		if ok && want > 1 && fair {
+			var all [][]int
+			for _, pl := range chosen {
+				all = append(all, pl.victims)
+			}
+			for _, pl := range chosen {
+				for _, ri := range pl.victims {
+					if reason, _ := c.eligible(ri, j, jBorrowing); reason == ReasonPreempted && !c.staysBehind(&c.s.Running[ri], j, all...) {
+						chosen, ok = nil, false
+						return
+					}
+				}
+			}
+		}
+	}()
 	slices.SortStableFunc(plans, func(a, b victimPlan) int {
 		if a.hard != b.hard {
 			if !a.hard {
@@ -184,21 +261,38 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) ([]victimPlan, bool) {
 	return plans[:want], true
 }
 
-// countVictimGPUs counts, per node, the GPUs of running jobs that some
-// waiting job could preempt (not stopping, not protected), by priority,
-// and those borrowed: an upper bound that lets planVictims skip nodes.
-func (c *cycle) countVictimGPUs() {
+// prepVictims sets up, at a cycle's first victim search, what every
+// search reads: each running job's user (as a slot), whether it may be
+// preempted at all (not stopping, not protected), and per node the GPUs
+// of such jobs by priority, and those borrowed: an upper bound that lets
+// planVictims skip nodes.
+func (c *cycle) prepVictims() {
 	if c.byPrio != nil {
 		return
 	}
+	rs := c.s.Running
+	c.runUser = make([]int32, len(rs))
+	c.open = make([]bool, len(rs))
+	c.userSlot = make(map[string]int32, 16)
+	for ri := range rs {
+		r := &rs[ri]
+		k, ok := c.userSlot[r.User]
+		if !ok {
+			k = int32(len(c.userSlot))
+			c.userSlot[r.User] = k
+		}
+		c.runUser[ri] = k
+		c.open[ri] = !r.Preempting && c.now.Sub(r.StartedAt) >= c.p.MinRunTime
+	}
+	c.fairOK = make([]int8, len(c.userSlot))
 	c.byPrio = make([][5]int, len(c.ix.nodes))
 	c.borrowedOn = make([]int, len(c.ix.nodes))
-	for n, rs := range c.runningOn {
-		for _, ri := range rs {
-			r := &c.s.Running[ri]
-			if r.Preempting || c.now.Sub(r.StartedAt) < c.p.MinRunTime {
+	for n, ris := range c.runningOn {
+		for _, ri := range ris {
+			if !c.open[ri] {
 				continue
 			}
+			r := &rs[ri]
 			k := 0
 			for _, p := range r.Placements {
 				if p.NodeID == c.ix.nodes[n].node.ID {
@@ -285,7 +379,7 @@ func (c *cycle) preemptFor(j *Job, jBorrowing bool, plans []victimPlan) Pending 
 		}
 		for _, ri := range pl.victims {
 			r := &c.s.Running[ri]
-			reason, _ := c.eligible(r, j, jBorrowing)
+			reason, _ := c.eligible(ri, j, jBorrowing)
 			msg := fmt.Sprintf("preempted for job %s (%s)", j.ID, preemptWhy(reason, r, j))
 			c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, ForJob: j.ID, Reason: reason, Message: msg})
 			c.victim[ri] = true

@@ -27,8 +27,16 @@ type cycle struct {
 	plain                   map[plainShape]*shapeState
 	shapes                  map[shape]*shapeState
 	resNote, behind         *noteSrc // shared by the notes of jobs kept out by the reservation, or behind the head
-	byPrio                  [][5]int // node -> preemptable GPUs by priority (see countVictimGPUs)
+	byPrio                  [][5]int // node -> preemptable GPUs by priority (see prepVictims)
 	borrowedOn              []int    // node -> preemptable borrowed GPUs
+	// The victim search's (see prepVictims): running position -> user
+	// slot, and whether it may be preempted at all; per user slot, for the
+	// job at hand (jUser, -1 when it holds nothing), whether overShare.
+	runUser  []int32
+	open     []bool
+	userSlot map[string]int32
+	jUser    int32
+	fairOK   []int8
 }
 
 // shapeState is what a cycle learned about one job shape: every job of a

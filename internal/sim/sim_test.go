@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,21 +172,11 @@ func randomTrace(seed uint64, n int) []Job {
 func TestWindowedIsExact(t *testing.T) {
 	for seed := range uint64(6) {
 		jobs := randomTrace(seed, 500)
-		// fair_share orders users by their standing, not by priority: with
-		// preemption its replays keep one priority (a victim whose user
-		// ranks first would take its GPUs back). The static-order policies
-		// replay the mixed priorities: a job preempts only jobs queued
-		// behind it, so none thrashes.
-		same := slices.Clone(jobs)
-		for i := range same {
-			same[i].Priority = 2
-		}
+		// Mixed priorities with preemption under every policy: a job
+		// preempts only jobs that would be served after it once requeued,
+		// so none thrashes (a thrashing replay would never end).
 		for _, p := range sched.Policies() {
 			for _, sw := range []struct{ backfill, preemption bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
-				jobs := jobs
-				if sw.preemption && p == sched.PolicyFairShare {
-					jobs = same
-				}
 				cfg := Config{Nodes: 4, NodeGPUs: 8, Policy: sched.Policy{Name: p, Backfill: sw.backfill, Preemption: sw.preemption,
 					MinRunTime: sched.DefaultMinRunTime}, Record: true, Estimates: []string{EstimatesExact, EstimatesNoisy, EstimatesAbsent}[seed%3]}
 				cfg.window = 2 // windows of 2, 8, 32, ...: most cycles are windowed

@@ -113,7 +113,9 @@ const preemptTries = 4
 //   - v has a lower priority than j and, under the static policies, would
 //     queue behind j once requeued; or, under fair_share, v has j's
 //     priority and v's user holds more GPUs than j's user would with j,
-//     and stands higher (sched.UserStanding);
+//     and stands higher (sched.UserStanding); under fair_share the core
+//     asks more (v must still be served after j once requeued), which
+//     this test leaves out: it may only run more cycles;
 //   - and on enough nodes for j, the free GPUs and those of such victims
 //     are at least the GPUs j asks per node.
 //
