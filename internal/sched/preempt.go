@@ -139,6 +139,9 @@ func (c *cycle) gpusOn(r *Running, n int, j *Job) int {
 // when even every eligible victim would not make room: then nobody is
 // preempted.
 func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bool) {
+	if !c.stopping && !c.openSoft && (j.Priority < c.lowOpen || j.Priority == c.lowOpen && c.p.Name != PolicyFairShare) {
+		return nil, false // no running job is one to wait for, nor of a priority it could take
+	}
 	want := nodesWanted(j)
 	var plans []victimPlan
 	c.prepVictims()
@@ -169,7 +172,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 		}
 		if have < j.GPUs {
 			// Count what eligible victims could free before ranking them.
-			var cands []int
+			cands := c.cands[:0]
 			room := have
 			for _, ri := range c.runningOn[n] {
 				if c.victim[ri] {
@@ -181,6 +184,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 					room += c.gpusOn(r, n, j)
 				}
 			}
+			c.cands = cands
 			if room < j.GPUs {
 				continue
 			}
@@ -243,22 +247,36 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 			}
 		}
 	}()
-	slices.SortStableFunc(plans, func(a, b victimPlan) int {
-		if a.hard != b.hard {
-			if !a.hard {
-				return -1
+	if want == 1 {
+		// The first of the cheapest: what a stable sort puts first.
+		best := 0
+		for i := 1; i < len(plans); i++ {
+			if comparePlans(&plans[i], &plans[best]) < 0 {
+				best = i
 			}
-			return 1
 		}
-		switch {
-		case a.cost < b.cost:
-			return -1
-		case a.cost > b.cost:
-			return 1
-		}
-		return len(a.victims) - len(b.victims)
-	})
+		return plans[best : best+1], true
+	}
+	slices.SortStableFunc(plans, func(a, b victimPlan) int { return comparePlans(&a, &b) })
 	return plans[:want], true
+}
+
+// comparePlans orders victim plans: borrowed victims only first, then the
+// least work lost, then the fewest victims.
+func comparePlans(a, b *victimPlan) int {
+	if a.hard != b.hard {
+		if !a.hard {
+			return -1
+		}
+		return 1
+	}
+	switch {
+	case a.cost < b.cost:
+		return -1
+	case a.cost > b.cost:
+		return 1
+	}
+	return len(a.victims) - len(b.victims)
 }
 
 // prepVictims sets up, at a cycle's first victim search, what every
@@ -271,17 +289,9 @@ func (c *cycle) prepVictims() {
 		return
 	}
 	rs := c.s.Running
-	c.runUser = make([]int32, len(rs))
 	c.open = make([]bool, len(rs))
-	c.userSlot = make(map[string]int32, 16)
 	for ri := range rs {
 		r := &rs[ri]
-		k, ok := c.userSlot[r.User]
-		if !ok {
-			k = int32(len(c.userSlot))
-			c.userSlot[r.User] = k
-		}
-		c.runUser[ri] = k
 		c.open[ri] = !r.Preempting && c.now.Sub(r.StartedAt) >= c.p.MinRunTime
 	}
 	c.fairOK = make([]int8, len(c.userSlot))

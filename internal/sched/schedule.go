@@ -2,6 +2,7 @@ package sched
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -29,14 +30,85 @@ type cycle struct {
 	resNote, behind         *noteSrc // shared by the notes of jobs kept out by the reservation, or behind the head
 	byPrio                  [][5]int // node -> preemptable GPUs by priority (see prepVictims)
 	borrowedOn              []int    // node -> preemptable borrowed GPUs
-	// The victim search's (see prepVictims): running position -> user
-	// slot, and whether it may be preempted at all; per user slot, for the
-	// job at hand (jUser, -1 when it holds nothing), whether overShare.
-	runUser  []int32
-	open     []bool
-	userSlot map[string]int32
-	jUser    int32
-	fairOK   []int8
+	// The victim search's (see tally, prepVictims): running position ->
+	// user slot, and whether it may be preempted at all; per user slot,
+	// for the job at hand (jUser, -1 when it holds nothing), whether
+	// overShare.
+	cands []int // scratch
+	// What tally saw of the running jobs: some are being preempted; some
+	// that may be preempted (not stopping, not protected) are borrowed or
+	// idle; the lowest priority of the others (math.MaxInt: none).
+	stopping, openSoft bool
+	lowOpen            int
+	runUser            []int32
+	open               []bool
+	userSlot           map[string]int32
+	jUser              int32
+	fairOK             []int8
+}
+
+// tally counts, in one pass over the running jobs, the GPUs each user
+// and project holds: all of them (holdings, for quotas) and those of jobs
+// not being preempted (shareHoldings, for fair share). It numbers the
+// users on the way, and notes what the victim search may find (runUser,
+// userSlot, stopping, openSoft, lowOpen).
+func (c *cycle) tally() {
+	rs := c.s.Running
+	c.lowOpen = math.MaxInt
+	c.runUser = make([]int32, len(rs))
+	c.userSlot = make(map[string]int32, 16)
+	projectSlot := make(map[string]int32, 8)
+	type count struct {
+		name         string
+		held, shared int
+		sharing      bool // some job not being preempted
+	}
+	var users, projects []count
+	for ri := range rs {
+		r := &rs[ri]
+		n := gpuCount(r)
+		k, ok := c.userSlot[r.User]
+		if !ok {
+			k = int32(len(users))
+			c.userSlot[r.User] = k
+			users = append(users, count{name: r.User})
+		}
+		c.runUser[ri] = k
+		p, ok := projectSlot[r.Project]
+		if !ok {
+			p = int32(len(projects))
+			projectSlot[r.Project] = p
+			projects = append(projects, count{name: r.Project})
+		}
+		u, pr := &users[k], &projects[p]
+		u.held += n
+		pr.held += n
+		if !r.Preempting {
+			u.shared, u.sharing = u.shared+n, true
+			pr.shared, pr.sharing = pr.shared+n, true
+		}
+		switch {
+		case r.Preempting:
+			c.stopping = true
+		case c.now.Sub(r.StartedAt) < c.p.MinRunTime:
+		case r.Borrowed || r.Idle && c.p.PreemptIdle:
+			c.openSoft = true
+		default:
+			c.lowOpen = min(c.lowOpen, r.Priority)
+		}
+	}
+	fill := func(cs []count) (held, shared map[string]int) {
+		held, shared = make(map[string]int, max(len(cs), 8)), make(map[string]int, max(len(cs), 8))
+		for _, c := range cs {
+			held[c.name] = c.held
+			if c.sharing {
+				shared[c.name] = c.shared
+			}
+		}
+		return held, shared
+	}
+	c.userGPUs, c.shareUser = fill(users)
+	c.projectGPUs, c.shareProject = fill(projects)
 }
 
 // shapeState is what a cycle learned about one job shape: every job of a
@@ -112,8 +184,7 @@ func Schedule(s Snapshot) Result {
 	c := &cycle{s: &s, p: &p, now: s.Now, ix: newIndex(s.Nodes),
 		victim: map[int]bool{}, claimed: map[int]bool{}, plain: map[plainShape]*shapeState{}, shapes: map[shape]*shapeState{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
-	c.userGPUs, c.projectGPUs = holdings(s.Running)
-	c.shareUser, c.shareProject = shareHoldings(s.Running)
+	c.tally()
 	c.runningOn = make([][]int, len(s.Nodes))
 	c.mayPreempt = p.Preemption
 	for ri := range s.Running {

@@ -488,8 +488,11 @@ func (s *sim) cycle() {
 	if s.learned && s.cfg.Estimates == EstimatesAbsent {
 		s.refreshEstimates()
 	}
-	usage := s.ledger.Usage(s.now)
-	sched.ChargeRunning(usage, s.running, s.now)
+	var usage sched.Usage // only fair_share reads it
+	if s.policy.Name == sched.PolicyFairShare {
+		usage = s.ledger.Usage(s.now)
+		sched.ChargeRunning(usage, s.running, s.now)
+	}
 	var began time.Time
 	if s.cfg.Timing {
 		began = time.Now()

@@ -66,6 +66,7 @@ type skipScratch struct {
 	tried   []int       // queued jobs a cycle would look for victims for
 	room    []int       // per node: free GPUs and those preemption could free
 	victims bool        // some running job may be preempted now
+	lowest  int         // the lowest priority of those
 }
 
 // user returns u's book, emptied first if it was filled for another event:
@@ -153,7 +154,7 @@ func (s *sim) holdings() bool {
 	s.skip.gen++
 	fair := s.policy.Name == sched.PolicyFairShare
 	s.skip.runUser = s.skip.runUser[:0]
-	s.skip.victims = false
+	s.skip.victims, s.skip.lowest = false, math.MaxInt
 	for k := range s.running {
 		r := &s.running[k]
 		if r.Preempting {
@@ -169,6 +170,7 @@ func (s *sim) holdings() bool {
 		u.held += n
 		if s.now.Sub(r.StartedAt) >= s.policy.MinRunTime {
 			u.lowest = min(u.lowest, r.Priority)
+			s.skip.lowest = min(s.skip.lowest, r.Priority)
 			s.skip.victims = true
 		}
 		if !fair {
@@ -261,6 +263,9 @@ func (s *sim) triedJobs() []int {
 func (s *sim) roomFor(i int) bool {
 	j, q := &s.jobs[i], &s.qjob[i]
 	fair := s.policy.Name == sched.PolicyFairShare
+	if !fair && q.Priority <= s.skip.lowest {
+		return false // no job it could take
+	}
 	u := s.user(s.users[j.user])
 	need := j.gpus * j.nodes
 	s.skip.room = append(s.skip.room[:0], s.nfree...)
