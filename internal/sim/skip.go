@@ -114,9 +114,9 @@ const preemptTries = 4
 //   - v has a lower priority than j and, under the static policies, would
 //     queue behind j once requeued; or, under fair_share, v has j's
 //     priority and v's user holds more GPUs than j's user would with j,
-//     and stands higher (sched.UserStanding); under fair_share the core
-//     asks more (v must still be served after j once requeued), which
-//     this test leaves out: it may only run more cycles;
+//     and stands higher (sched.UserStanding); and under fair_share, in
+//     both cases, v's user or project would still stand no lower than
+//     j's once v's GPUs are j's (sched's staysBehind, for v alone);
 //   - and on enough nodes for j, the free GPUs and those of such victims
 //     are at least the GPUs j asks per node.
 //
@@ -195,6 +195,30 @@ func (s *sim) holdings() bool {
 	return true
 }
 
+// staysBehind is sched's rule of the same name for one victim alone, the
+// running job at position k, and job j asking need GPUs: v's user (same
+// project) or project (another) must stand no lower than j's with v's
+// GPUs gone and j's held. (The core counts every victim of a plan
+// together, which only makes it stricter.)
+func (s *sim) staysBehind(r *sched.Running, k int, j *simJob, need int) bool {
+	n := 0
+	for _, pl := range r.Placements {
+		n += len(pl.GPUs)
+	}
+	vj := &s.jobs[s.index(r.ID)]
+	if vj.project != j.project {
+		vp, jp := s.projects[vj.project], s.projects[j.project]
+		return atLeast(sched.ProjectStanding(&s.policy, vp.name, vp.usage, vp.held-n),
+			sched.ProjectStanding(&s.policy, jp.name, jp.usage, jp.held+need))
+	}
+	w, u := s.skip.runUser[k], s.users[j.user]
+	return atLeast(sched.UserStanding(&s.policy, w.name, w.usage, w.held-n),
+		sched.UserStanding(&s.policy, u.name, u.usage, u.held+need))
+}
+
+// atLeast reports whether a >= b, or a and b are equal but for rounding.
+func atLeast(a, b float64) bool { return a >= b || nearTie(a, b) }
+
 // nearTie reports whether a and b are equal but for rounding.
 func nearTie(a, b float64) bool {
 	return math.Abs(a-b) <= 1e-9*max(math.Abs(a), math.Abs(b))
@@ -267,6 +291,9 @@ func (s *sim) roomFor(i int) bool {
 		return false // no job it could take
 	}
 	u := s.user(s.users[j.user])
+	if fair {
+		s.project(s.projects[j.project])
+	}
 	need := j.gpus * j.nodes
 	s.skip.room = append(s.skip.room[:0], s.nfree...)
 	nodes := 0
@@ -288,7 +315,10 @@ func (s *sim) roomFor(i int) bool {
 					continue // it would come straight back first
 				}
 			}
-		case !fair || w.held <= u.held+need || !(w.standing > u.standing || nearTie(w.standing, u.standing)):
+		case !fair || w.held <= u.held+need || !atLeast(w.standing, u.standing):
+			continue
+		}
+		if fair && !s.staysBehind(r, k, j, need) {
 			continue
 		}
 		for _, pl := range r.Placements {
