@@ -68,6 +68,7 @@ func newIndex(nodes []Node) *index {
 	ix := &index{nodes: make([]nodeState, len(nodes)), byID: make(map[string]int, len(nodes))}
 	words := (len(nodes) + 63) / 64
 	classOf := map[[2]string]int{}
+	last := -1 // the class of the last homogeneous node
 	// One allocation each for every node's free flags and index positions.
 	gpus, idxs := 0, 0
 	for i := range nodes {
@@ -109,12 +110,16 @@ func newIndex(nodes []Node) *index {
 		ns.domains = countDomains(n.GPUs)
 		ix.byID[n.ID] = i
 		if len(n.GPUs) > 0 && homogeneous {
-			key := [2]string{n.GPUs[0].Model, itoa(n.GPUs[0].MemoryMiB)}
-			c, ok := classOf[key]
-			if !ok {
-				c = len(ix.classes)
-				classOf[key] = c
-				ix.classes = append(ix.classes, &class{model: n.GPUs[0].Model, mem: n.GPUs[0].MemoryMiB})
+			c := last // nodes come in runs of one kind: look the class up only when it changes
+			if c < 0 || ix.classes[c].model != n.GPUs[0].Model || ix.classes[c].mem != n.GPUs[0].MemoryMiB {
+				key := [2]string{n.GPUs[0].Model, itoa(n.GPUs[0].MemoryMiB)}
+				var ok bool
+				if c, ok = classOf[key]; !ok {
+					c = len(ix.classes)
+					classOf[key] = c
+					ix.classes = append(ix.classes, &class{model: n.GPUs[0].Model, mem: n.GPUs[0].MemoryMiB})
+				}
+				last = c
 			}
 			cl := ix.classes[c]
 			for len(cl.totals) <= len(n.GPUs) {

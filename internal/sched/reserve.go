@@ -14,14 +14,26 @@ var never = time.Unix(1<<62, 0)
 // has outrun its estimate or is being preempted).
 type timeline struct {
 	freeAt [][]time.Time // by node position, then GPU position
-	sorted [][]time.Time // per node, its finite free-at times in order; nil: stale
+	sorted [][]time.Time // per node, its finite free-at times in order, unless stale
+	stale  []bool
 }
 
 func newTimeline(ix *index, running []Running, now time.Time) *timeline {
-	tl := &timeline{freeAt: make([][]time.Time, len(ix.nodes)), sorted: make([][]time.Time, len(ix.nodes))}
+	tl := &timeline{freeAt: make([][]time.Time, len(ix.nodes)), sorted: make([][]time.Time, len(ix.nodes)),
+		stale: make([]bool, len(ix.nodes))}
+	gpus := 0
+	for n := range ix.nodes {
+		gpus += len(ix.nodes[n].free)
+	}
+	// One allocation each for every node's free-at times and sorted times.
+	slab, sorted := make([]time.Time, gpus), make([]time.Time, gpus)
 	for n := range ix.nodes {
 		ns := &ix.nodes[n]
-		row := make([]time.Time, len(ns.free))
+		k := len(ns.free)
+		row := slab[:k:k]
+		slab = slab[k:]
+		tl.sorted[n], sorted = sorted[:0:k], sorted[k:]
+		tl.stale[n] = true
 		for g := range row {
 			if ns.free[g] {
 				row[g] = now
@@ -54,14 +66,15 @@ func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
 				tl.freeAt[n][g] = at
 			}
 		}
-		tl.sorted[n] = nil
+		tl.stale[n] = true
 	}
 }
 
 // sortedAt returns node n's finite free-at times in order.
 func (tl *timeline) sortedAt(n int) []time.Time {
-	if tl.sorted[n] == nil {
-		ts := make([]time.Time, 0, len(tl.freeAt[n]))
+	if tl.stale[n] {
+		tl.stale[n] = false
+		ts := tl.sorted[n][:0]
 		for _, at := range tl.freeAt[n] {
 			if at != never {
 				ts = append(ts, at)
