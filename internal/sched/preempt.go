@@ -139,8 +139,9 @@ func (c *cycle) gpusOn(r *Running, n int, j *Job) int {
 // when even every eligible victim would not make room: then nobody is
 // preempted.
 func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bool) {
-	if !c.stopping && !c.openSoft && (j.Priority < c.lowOpen || j.Priority == c.lowOpen && c.p.Name != PolicyFairShare) {
-		return nil, false // no running job is one to wait for, nor of a priority it could take
+	fair := c.p.Name == PolicyFairShare
+	if !c.stopping && !c.openSoft && (j.Priority < c.lowOpen || j.Priority == c.lowOpen && !(fair && c.someoneOver(j))) {
+		return nil, false // no running job is one to wait for, nor one it could take
 	}
 	want := nodesWanted(j)
 	var plans []victimPlan
@@ -150,8 +151,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 		c.jUser = k
 	}
 	clear(c.fairOK)
-	fair := c.p.Name == PolicyFairShare
-	equalToo := c.p.Name == PolicyFairShare && c.someoneOver(j)
+	equalToo := fair && c.someoneOver(j)
 	for n := range c.ix.nodes {
 		if !c.ix.nodes[n].node.Schedulable || j.GPUs == 0 || !c.ix.labelsOK(n, j) {
 			continue
