@@ -33,7 +33,7 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 	for _, st := range r.Starts {
 		ix.take(st.Placements)
 	}
-	tl := newTimeline(ix, running, s.Now)
+	tl := newTimeline(ix, running, nil, s.Now)
 	for _, st := range r.Starts {
 		est := p.DefaultEstimate
 		if j := jobs[st.JobID]; j != nil {

@@ -183,7 +183,7 @@ func TestScheduleProperties(t *testing.T) {
 				takeUp(after.Nodes, st.Placements)
 			}
 			ix := newIndex(after.Nodes)
-			at, _, ok := newTimeline(ix, after.Running, s.Now).earliest(ix, &head)
+			at, _, ok := newTimeline(ix, after.Running, nil, s.Now).earliest(ix, &head)
 			if !ok || at.After(r.ReservedAt) {
 				fail("backfill delayed head %s from %v to %v (%v)", head.ID, r.ReservedAt, at, ok)
 			}

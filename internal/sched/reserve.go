@@ -18,7 +18,10 @@ type timeline struct {
 	stale  []bool
 }
 
-func newTimeline(ix *index, running []Running, now time.Time) *timeline {
+// newTimeline builds the timeline of the running jobs. placedOn, when not
+// nil, is the node position of every running job's placements in order
+// (-1: not a node of the index), to spare looking them up.
+func newTimeline(ix *index, running []Running, placedOn []int32, now time.Time) *timeline {
 	tl := &timeline{freeAt: make([][]time.Time, len(ix.nodes)), sorted: make([][]time.Time, len(ix.nodes)),
 		stale: make([]bool, len(ix.nodes))}
 	gpus := 0
@@ -43,13 +46,23 @@ func newTimeline(ix *index, running []Running, now time.Time) *timeline {
 		}
 		tl.freeAt[n] = row
 	}
+	k := 0
 	for i := range running {
 		r := &running[i]
 		end := r.StartedAt.Add(r.Estimate)
 		if r.Preempting || end.Before(now) {
 			end = now
 		}
-		tl.mark(ix, r.Placements, end)
+		if placedOn == nil {
+			tl.mark(ix, r.Placements, end)
+			continue
+		}
+		for _, p := range r.Placements {
+			if n := placedOn[k]; n >= 0 {
+				tl.markOn(ix, int(n), p.GPUs, end)
+			}
+			k++
+		}
 	}
 	return tl
 }
@@ -57,17 +70,20 @@ func newTimeline(ix *index, running []Running, now time.Time) *timeline {
 // mark sets the free-at time of the placements' GPUs.
 func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
 	for _, p := range ps {
-		n, ok := ix.byID[p.NodeID]
-		if !ok {
-			continue
+		if n, ok := ix.byID[p.NodeID]; ok {
+			tl.markOn(ix, n, p.GPUs, at)
 		}
-		for _, idx := range p.GPUs {
-			if g, ok := ix.nodes[n].at(idx); ok {
-				tl.freeAt[n][g] = at
-			}
-		}
-		tl.stale[n] = true
 	}
+}
+
+// markOn sets the free-at time of GPUs of node position n.
+func (tl *timeline) markOn(ix *index, n int, gpus []int, at time.Time) {
+	for _, idx := range gpus {
+		if g, ok := ix.nodes[n].at(idx); ok {
+			tl.freeAt[n][g] = at
+		}
+	}
+	tl.stale[n] = true
 }
 
 // sortedAt returns node n's finite free-at times in order.

@@ -21,6 +21,7 @@ type cycle struct {
 	userGPUs, projectGPUs   map[string]int // GPUs held, this cycle's starts included (quotas)
 	shareUser, shareProject map[string]int // the same for fair share: jobs being preempted count for their takers
 	runningOn               [][]int        // node position -> running job positions
+	placedOn                []int32        // the node position (-1: none) of every running job's placements, in order
 	victim, claimed         map[int]bool   // running job positions
 	preemptTries            int
 	mayPreempt              bool            // some waiting job could take GPUs from a running one (see wait)
@@ -185,15 +186,35 @@ func Schedule(s Snapshot) Result {
 		victim: map[int]bool{}, claimed: map[int]bool{}, plain: map[plainShape]*shapeState{}, shapes: map[shape]*shapeState{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
 	c.tally()
-	c.runningOn = make([][]int, len(s.Nodes))
 	c.mayPreempt = p.Preemption
+	c.placedOn = make([]int32, 0, len(s.Running))
+	perNode := make([]int, len(s.Nodes))
 	for ri := range s.Running {
 		r := &s.Running[ri]
 		c.mayPreempt = c.mayPreempt || r.Borrowed || r.Preempting || r.Idle && p.PreemptIdle
-		for _, pl := range s.Running[ri].Placements {
-			if n, ok := c.ix.byID[pl.NodeID]; ok {
+		for _, pl := range r.Placements {
+			n, ok := c.ix.byID[pl.NodeID]
+			if !ok {
+				n = -1
+			} else {
+				perNode[n]++
+			}
+			c.placedOn = append(c.placedOn, int32(n))
+		}
+	}
+	// Each node's running jobs, in one allocation.
+	c.runningOn = make([][]int, len(s.Nodes))
+	slab := make([]int, len(c.placedOn))
+	for n, k := range perNode {
+		c.runningOn[n], slab = slab[:0:k], slab[k:]
+	}
+	k := 0
+	for ri := range s.Running {
+		for range s.Running[ri].Placements {
+			if n := c.placedOn[k]; n >= 0 {
 				c.runningOn[n] = append(c.runningOn[n], ri)
 			}
+			k++
 		}
 	}
 
@@ -346,7 +367,7 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 	}
 	if c.res == nil && !borrowing {
 		if c.tl == nil {
-			c.tl = newTimeline(c.ix, c.s.Running, c.now)
+			c.tl = newTimeline(c.ix, c.s.Running, c.placedOn, c.now)
 			for i, st := range c.out.Starts {
 				c.tl.mark(c.ix, st.Placements, c.now.Add(c.startEst[i]))
 			}

@@ -62,6 +62,7 @@ type projectBook struct {
 type skipScratch struct {
 	gen     int
 	runUser []*userBook // each running job's user
+	runJob  []int       // each running job's position in sim.jobs
 	lanes   []*lane     // fair_share: lanes with jobs, in the walk's order
 	tried   []int       // queued jobs a cycle would look for victims for
 	room    []int       // per node: free GPUs and those preemption could free
@@ -153,16 +154,18 @@ func (s *sim) laneOrdered() bool {
 func (s *sim) holdings() bool {
 	s.skip.gen++
 	fair := s.policy.Name == sched.PolicyFairShare
-	s.skip.runUser = s.skip.runUser[:0]
+	s.skip.runUser, s.skip.runJob = s.skip.runUser[:0], s.skip.runJob[:0]
 	s.skip.victims, s.skip.lowest = false, math.MaxInt
 	for k := range s.running {
 		r := &s.running[k]
 		if r.Preempting {
 			return false
 		}
-		j := &s.jobs[s.index(r.ID)]
+		i := s.index(r.ID)
+		j := &s.jobs[i]
 		u := s.user(s.users[j.user])
 		s.skip.runUser = append(s.skip.runUser, u)
+		s.skip.runJob = append(s.skip.runJob, i)
 		n := 0
 		for _, pl := range r.Placements {
 			n += len(pl.GPUs)
@@ -187,7 +190,7 @@ func (s *sim) holdings() bool {
 	}
 	if fair {
 		for k := range s.running {
-			u, p := s.skip.runUser[k], s.projects[s.jobs[s.index(s.running[k].ID)].project]
+			u, p := s.skip.runUser[k], s.projects[s.jobs[s.skip.runJob[k]].project]
 			u.standing = sched.UserStanding(&s.policy, u.name, u.usage, u.held)
 			p.standing = sched.ProjectStanding(&s.policy, p.name, p.usage, p.held)
 		}
@@ -205,7 +208,7 @@ func (s *sim) staysBehind(r *sched.Running, k int, j *simJob, need int) bool {
 	for _, pl := range r.Placements {
 		n += len(pl.GPUs)
 	}
-	vj := &s.jobs[s.index(r.ID)]
+	vj := &s.jobs[s.skip.runJob[k]]
 	if vj.project != j.project {
 		vp, jp := s.projects[vj.project], s.projects[j.project]
 		return atLeast(sched.ProjectStanding(&s.policy, vp.name, vp.usage, vp.held-n),
