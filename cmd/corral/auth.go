@@ -27,10 +27,10 @@ import (
 
 // Defaults of the limits (docs/security.md).
 const (
-	defaultSubmitRate       = 10    // submissions a second per user
-	defaultSubmitBurst      = 100   // submissions at once per user
-	defaultMaxQueuedPerUser = 1000  // queued jobs per user
-	defaultMaxQueueSize     = 10000 // queued jobs in all
+	defaultSubmitRate       = 10     // submissions a second per user
+	defaultSubmitBurst      = 100    // submissions at once per user
+	defaultMaxQueuedPerUser = 1000   // queued jobs per user
+	defaultMaxQueueSize     = 100000 // queued jobs in all: a bound on the server's memory (about 2-4 KB a job)
 )
 
 // accessFlags are the flags of `corral up` and `corral server` about

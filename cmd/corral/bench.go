@@ -220,10 +220,21 @@ func errorClass(err error) string {
 }
 
 // fatalStatus reports whether an answer will not get better by retrying
-// (wrong token, wrong server), so the run stops at once.
+// (wrong token, wrong server, a full queue while the run holds it), so the
+// run stops at once.
 func fatalStatus(err error) bool {
 	var ae *api.Error
-	return errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden || ae.Status == http.StatusNotFound)
+	return errors.As(err, &ae) && (ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden ||
+		ae.Status == http.StatusNotFound || ae.Code == "queue_full")
+}
+
+// explainFatal adds what to do to the error that stopped a run.
+func explainFatal(err error, n int) error {
+	var ae *api.Error
+	if errors.As(err, &ae) && ae.Code == "queue_full" {
+		return fmt.Errorf("%s: the server's --max-queue-size (or $CORRAL_MAX_QUEUE_SIZE) is below --n %d; start it with --max-queue-size 0 (no limit) or ask for fewer", ae.Message, n)
+	}
+	return err
 }
 
 // newRunID returns a random tag that names this run's jobs and keys.
@@ -290,7 +301,7 @@ func (c *cli) submitAll(ctx context.Context, cl *client.Client, f *benchFlags, l
 		}
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return run, err
+		return run, explainFatal(err, f.n)
 	}
 	if err := ctx.Err(); err != nil {
 		return run, fmt.Errorf("interrupted after %d submissions: %w", run.ok(), err)

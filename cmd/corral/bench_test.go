@@ -219,3 +219,17 @@ func TestServerLimitFlags(t *testing.T) {
 		t.Errorf("bad flags left %d files in the data dir", len(ents))
 	}
 }
+
+// TestBenchStopsOnFullQueue: a full queue will not empty while the run
+// holds the orchestrator, so the run stops at once and names the flag.
+func TestBenchStopsOnFullQueue(t *testing.T) {
+	f := newFakeServer(t)
+	f.on("POST", "/queue/submit", 429, map[string]any{"error": map[string]string{"code": "queue_full", "message": "the queue is full (10 jobs; the limit is 10)"}})
+	res := f.run("bench", "submit", "--n", "1000", "--hold=false", "--cleanup=false", "--concurrency", "2")
+	if res.code != exitError || !strings.Contains(res.stderr, "the queue is full") || !strings.Contains(res.stderr, "--max-queue-size 0") {
+		t.Errorf("exit %d, stderr %q", res.code, res.stderr)
+	}
+	if n := len(f.requests()); n > 20 {
+		t.Errorf("%d requests after a full queue; want the run to stop", n)
+	}
+}
