@@ -254,6 +254,40 @@ func TestPreemption(t *testing.T) {
 			usage:       Usage{Users: map[string]float64{"ana": 50 * 3600, "bob": 8 * 3600}},
 			wantVictims: []string{"low"}, wantReason: ReasonPreempting,
 		},
+		// A user's own job yields to their own higher-priority job (as in
+		// Slurm or Kueue), under the same rule that it queue behind it.
+		"a user's own lower-priority job yields to their higher-priority one": {
+			running: []Running{submitted(run("mine", "c", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), 0)},
+			queue:   jobs(mk("hi").user("c").prio(3).gpus(2).at(time.Hour)),
+			policy:  pol, wantVictims: []string{"mine"}, wantReason: ReasonPreempting,
+		},
+		"fair share: a user's own lower-priority job yields too": {
+			running:     []Running{submitted(run("mine", "c", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), 0)},
+			queue:       jobs(mk("hi").user("c").prio(3).gpus(2).at(time.Hour)),
+			policy:      Policy{Name: PolicyFairShare, Preemption: true, MinRunTime: 10 * time.Minute, AgingInterval: 2 * time.Hour},
+			usage:       Usage{Users: map[string]float64{"c": 8 * 3600}},
+			wantVictims: []string{"mine"}, wantReason: ReasonPreempting,
+		},
+		"a user's own job of equal priority does not yield": {
+			running: []Running{submitted(run("mine", "c", 3, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), 0)},
+			queue:   jobs(mk("hi").user("c").prio(3).gpus(2).at(time.Hour)),
+			policy:  pol, wantVictims: nil, wantReason: ReasonResources,
+		},
+		"a user's own job that aging lifted above the newcomer does not yield": {
+			running: []Running{submitted(run("mine", "c", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), -10*time.Hour)},
+			queue:   jobs(mk("hi").user("c").prio(3).gpus(2).at(time.Hour)),
+			policy:  pol, wantVictims: nil, wantReason: ReasonResources,
+		},
+		"fair share: a user's own job in another project does not yield": {
+			running: []Running{func() Running {
+				r := submitted(run("mine", "c", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7), 0)
+				r.Project = "vision"
+				return r
+			}()},
+			queue:       jobs(mk("hi").user("c").project("nlp").prio(3).gpus(2).at(time.Hour)),
+			policy:      Policy{Name: PolicyFairShare, Preemption: true, MinRunTime: 10 * time.Minute, AgingInterval: 2 * time.Hour},
+			wantVictims: nil, wantReason: ReasonResources,
+		},
 		"fair share across projects: the projects' standing decides": {
 			running: []Running{func() Running {
 				r := run("low", "ana", 1, "n1", 0, 9*time.Hour, 0, 1, 2, 3, 4, 5, 6, 7)

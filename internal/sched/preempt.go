@@ -24,18 +24,29 @@ type victimPlan struct {
 // the job at hand (c.jUser, c.fairOK).
 func (c *cycle) eligible(ri int, j *Job, jBorrowing bool) (string, bool) {
 	v := &c.s.Running[ri]
-	if !c.open[ri] || c.runUser[ri] == c.jUser {
-		return "", false // already going, protected (it only just started), or the job's own user
+	if !c.open[ri] {
+		return "", false // already going, or protected: it only just started
 	}
 	reason := ""
 	switch {
+	case c.runUser[ri] == c.jUser:
+		// The job's own user's: it yields only to their higher-priority
+		// job in the same project, and only if, requeued, it would queue
+		// behind it (within a user and project, fair_share orders by aged
+		// priority too; across projects, by the projects' standing).
+		// Reclaim, idleness and shares weigh users against each other, not
+		// a user's jobs.
+		if !c.p.Preemption || v.Priority >= j.Priority || v.Project != j.Project || c.requeuedAhead(v, j, true) {
+			return "", false
+		}
+		reason = ReasonPreempted
 	case v.Borrowed && !jBorrowing:
 		reason = ReasonReclaim
 	case v.Idle && c.p.PreemptIdle:
 		reason = ReasonIdle
 	case !c.p.Preemption:
 		return "", false
-	case v.Priority < j.Priority && !c.requeuedAhead(v, j):
+	case v.Priority < j.Priority && !c.requeuedAhead(v, j, false):
 		reason = ReasonPreempted
 	case c.p.Name == PolicyFairShare && v.Priority == j.Priority && c.overShare(ri, j):
 		reason = ReasonPreempted
@@ -98,13 +109,14 @@ func (c *cycle) staysBehind(v *Running, j *Job, victims ...[]int) bool {
 
 // requeuedAhead reports whether v, once requeued, would come before j in
 // the queue order of the static-order policies (fcfs, priority with aging,
-// sjf): preempting it for j would only hand its GPUs back to it at the next
-// cycle, and the two would thrash every MinRunTime. An old low-priority
-// job that aging has lifted above j is therefore not j's victim, as it is
-// not behind j in the queue. (fair_share orders users by their standing,
-// which staysBehind weighs.)
-func (c *cycle) requeuedAhead(v *Running, j *Job) bool {
-	if v.SubmittedAt.IsZero() || c.p.Name == PolicyFairShare {
+// sjf), or, for a job of j's own user (sameUser), in that user's order
+// under fair_share: preempting it for j would only hand its GPUs back to
+// it at the next cycle, and the two would thrash every MinRunTime. An old
+// low-priority job that aging has lifted above j is therefore not j's
+// victim, as it is not behind j in the queue. (Between users, fair_share
+// orders by standing, which staysBehind weighs.)
+func (c *cycle) requeuedAhead(v *Running, j *Job, sameUser bool) bool {
+	if v.SubmittedAt.IsZero() || (c.p.Name == PolicyFairShare && !sameUser) {
 		return false
 	}
 	vj := Job{ID: v.ID, SubmittedAt: v.SubmittedAt, Priority: v.Priority, Estimate: v.Estimate}
@@ -213,7 +225,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 				if k == 0 {
 					continue
 				}
-				if reason, _ := c.eligible(ri, j, jBorrowing); fair && reason == ReasonPreempted &&
+				if reason, _ := c.eligible(ri, j, jBorrowing); fair && reason == ReasonPreempted && c.runUser[ri] != c.jUser &&
 					!c.staysBehind(r, j, plan.victims, []int{ri}) {
 					continue
 				}
@@ -239,7 +251,8 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 			}
 			for _, pl := range chosen {
 				for _, ri := range pl.victims {
-					if reason, _ := c.eligible(ri, j, jBorrowing); reason == ReasonPreempted && !c.staysBehind(&c.s.Running[ri], j, all...) {
+					if reason, _ := c.eligible(ri, j, jBorrowing); reason == ReasonPreempted && c.runUser[ri] != c.jUser &&
+						!c.staysBehind(&c.s.Running[ri], j, all...) {
 						chosen, ok = nil, false
 						return
 					}

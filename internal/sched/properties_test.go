@@ -151,8 +151,13 @@ func TestScheduleProperties(t *testing.T) {
 		for _, pr := range r.Preemptions {
 			v := runByID[pr.JobID]
 			j := byID[pr.ForJob]
-			if v.Preempting || v.User == j.User || s.Now.Sub(v.StartedAt) < s.Policy.MinRunTime {
+			if v.Preempting || s.Now.Sub(v.StartedAt) < s.Policy.MinRunTime {
 				fail("ineligible victim %+v for %s", v, j.ID)
+			}
+			// A user's own job yields only to their higher-priority job in
+			// its project, and only for priority.
+			if v.User == j.User && (v.Priority >= j.Priority || v.Project != j.Project || pr.Reason != ReasonPreempted) {
+				fail("own job %+v preempted for %s (priority %d, project %s, reason %s)", v, j.ID, j.Priority, j.Project, pr.Reason)
 			}
 			if !s.Policy.Preemption && !v.Borrowed {
 				fail("victim %s not borrowed with preemption off", v.ID)

@@ -111,9 +111,10 @@ const preemptTries = 4
 //     may claim its GPUs, which moves the holdings: every cycle runs), is
 //     not protected (it started less than min_run_time ago: its
 //     protection ends with an event, evProtected, and every event asks
-//     again), and is not j's user's;
-//   - v has a lower priority than j and, under the static policies, would
-//     queue behind j once requeued; or, under fair_share, v has j's
+//     again);
+//   - v has a lower priority than j and, under the static policies or
+//     when it is j's user's, would queue behind j once requeued; or, when
+//     it is another user's, under fair_share, v has j's
 //     priority and v's user holds more GPUs than j's user would with j,
 //     and stands higher (sched.UserStanding); and under fair_share, in
 //     both cases, v's user or project would still stand no lower than
@@ -307,12 +308,15 @@ func (s *sim) roomFor(i int) bool {
 	}
 	for k := range s.running {
 		r, w := &s.running[k], s.skip.runUser[k]
-		if w == u || r.Priority > q.Priority || s.now.Sub(r.StartedAt) < s.policy.MinRunTime {
+		if r.Priority > q.Priority || s.now.Sub(r.StartedAt) < s.policy.MinRunTime {
 			continue
 		}
+		own := w == u
 		switch {
+		case own && (r.Priority == q.Priority || s.jobs[s.skip.runJob[k]].project != j.project):
+			continue // a user's job yields only to their higher-priority one in its project
 		case r.Priority < q.Priority:
-			if !fair {
+			if !fair || own {
 				v := sched.Job{ID: r.ID, SubmittedAt: r.SubmittedAt, Priority: r.Priority, Estimate: r.Estimate}
 				if !r.SubmittedAt.IsZero() && sched.CompareQueued(&v, q, s.policy) < 0 {
 					continue // it would come straight back first
@@ -321,7 +325,7 @@ func (s *sim) roomFor(i int) bool {
 		case !fair || w.held <= u.held+need || !atLeast(w.standing, u.standing):
 			continue
 		}
-		if fair && !s.staysBehind(r, k, j, need) {
+		if fair && !own && !s.staysBehind(r, k, j, need) {
 			continue
 		}
 		for _, pl := range r.Placements {
