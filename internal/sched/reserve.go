@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"cmp"
+	"math"
 	"slices"
 	"time"
 )
@@ -11,25 +13,61 @@ var never = time.Unix(1<<62, 0)
 
 // timeline says when each GPU is expected to be free: now if free, else
 // when its job is expected to end (start + estimate; at once if the job
-// has outrun its estimate or is being preempted).
+// has outrun its estimate or is being preempted). Times are kept as
+// nanoseconds after the cycle's now (see rel), which sort and compare
+// far faster than time.Time; earliest turns them back into times.
 type timeline struct {
-	freeAt [][]time.Time // by node position, then GPU position
-	sorted [][]time.Time // per node, its finite free-at times in order, unless stale
+	now    time.Time
+	freeAt [][]int64 // by node position, then GPU position
+	sorted [][]int64 // per node, its finite free-at times in order, unless stale
 	stale  []bool
+}
+
+// neverRel is never on the timeline: a GPU no estimate frees.
+const neverRel = math.MaxInt64
+
+// rel is t as nanoseconds after now: exact within 292 years of now,
+// beyond that saturated, and never finite times saturate to neverRel.
+func rel(t, now time.Time) int64 {
+	if t.Equal(never) {
+		return neverRel
+	}
+	return min(int64(t.Sub(now)), neverRel-1)
+}
+
+// addRel is a + d, saturated short of neverRel.
+func addRel(a int64, d time.Duration) int64 {
+	b := int64(d)
+	switch {
+	case b > 0 && a > neverRel-1-b:
+		return neverRel - 1
+	case b < 0 && a < math.MinInt64-b:
+		return math.MinInt64
+	}
+	return a + b
+}
+
+// timeOf turns a timeline time back into a time.Time.
+func (tl *timeline) timeOf(r int64) time.Time {
+	if r == neverRel {
+		return never
+	}
+	return tl.now.Add(time.Duration(r))
 }
 
 // newTimeline builds the timeline of the running jobs. placedOn, when not
 // nil, is the node position of every running job's placements in order
 // (-1: not a node of the index), to spare looking them up.
 func newTimeline(ix *index, running []Running, placedOn []int32, now time.Time) *timeline {
-	tl := &timeline{freeAt: make([][]time.Time, len(ix.nodes)), sorted: make([][]time.Time, len(ix.nodes)),
+	tl := &timeline{now: now, freeAt: make([][]int64, len(ix.nodes)), sorted: make([][]int64, len(ix.nodes)),
 		stale: make([]bool, len(ix.nodes))}
 	gpus := 0
 	for n := range ix.nodes {
 		gpus += len(ix.nodes[n].free)
 	}
-	// One allocation each for every node's free-at times and sorted times.
-	slab, sorted := make([]time.Time, gpus), make([]time.Time, gpus)
+	// One allocation for every node's free-at times and sorted times.
+	slab := make([]int64, 2*gpus)
+	slab, sorted := slab[:gpus:gpus], slab[gpus:]
 	for n := range ix.nodes {
 		ns := &ix.nodes[n]
 		k := len(ns.free)
@@ -39,9 +77,9 @@ func newTimeline(ix *index, running []Running, placedOn []int32, now time.Time) 
 		tl.stale[n] = true
 		for g := range row {
 			if ns.free[g] {
-				row[g] = now
+				row[g] = 0
 			} else {
-				row[g] = never
+				row[g] = neverRel
 			}
 		}
 		tl.freeAt[n] = row
@@ -49,12 +87,14 @@ func newTimeline(ix *index, running []Running, placedOn []int32, now time.Time) 
 	k := 0
 	for i := range running {
 		r := &running[i]
-		end := r.StartedAt.Add(r.Estimate)
-		if r.Preempting || end.Before(now) {
-			end = now
+		var end int64 // now
+		if !r.Preempting {
+			if end = addRel(int64(r.StartedAt.Sub(now)), r.Estimate); end < 0 {
+				end = 0
+			}
 		}
 		if placedOn == nil {
-			tl.mark(ix, r.Placements, end)
+			tl.markRel(ix, r.Placements, end)
 			continue
 		}
 		for _, p := range r.Placements {
@@ -69,6 +109,10 @@ func newTimeline(ix *index, running []Running, placedOn []int32, now time.Time) 
 
 // mark sets the free-at time of the placements' GPUs.
 func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
+	tl.markRel(ix, ps, rel(at, tl.now))
+}
+
+func (tl *timeline) markRel(ix *index, ps []Placement, at int64) {
 	for _, p := range ps {
 		if n, ok := ix.byID[p.NodeID]; ok {
 			tl.markOn(ix, n, p.GPUs, at)
@@ -77,7 +121,7 @@ func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
 }
 
 // markOn sets the free-at time of GPUs of node position n.
-func (tl *timeline) markOn(ix *index, n int, gpus []int, at time.Time) {
+func (tl *timeline) markOn(ix *index, n int, gpus []int, at int64) {
 	for _, idx := range gpus {
 		if g, ok := ix.nodes[n].at(idx); ok {
 			tl.freeAt[n][g] = at
@@ -87,16 +131,16 @@ func (tl *timeline) markOn(ix *index, n int, gpus []int, at time.Time) {
 }
 
 // sortedAt returns node n's finite free-at times in order.
-func (tl *timeline) sortedAt(n int) []time.Time {
+func (tl *timeline) sortedAt(n int) []int64 {
 	if tl.stale[n] {
 		tl.stale[n] = false
 		ts := tl.sorted[n][:0]
 		for _, at := range tl.freeAt[n] {
-			if at != never {
+			if at != neverRel {
 				ts = append(ts, at)
 			}
 		}
-		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+		slices.Sort(ts)
 		tl.sorted[n] = ts
 	}
 	return tl.sorted[n]
@@ -109,18 +153,19 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 	want := nodesWanted(j)
 	type cand struct {
 		n  int
-		at time.Time
+		at int64
 	}
 	var cands []cand // want > 1: every fitting node
-	best := cand{-1, never}
-	times := make([]time.Time, 0, 8)
+	best := cand{-1, neverRel}
+	var scratch [8]int64
+	times := scratch[:0]
 	for n := range ix.nodes {
 		at, ok := tl.nodeTime(ix, n, j, &times)
 		if !ok {
 			continue
 		}
 		if want == 1 {
-			if best.n < 0 || at.Before(best.at) {
+			if best.n < 0 || at < best.at {
 				best = cand{n, at}
 			}
 			continue
@@ -136,7 +181,7 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 		if len(cands) < want {
 			return time.Time{}, nil, false
 		}
-		slices.SortStableFunc(cands, func(a, b cand) int { return a.at.Compare(b.at) })
+		slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(a.at, b.at) })
 		cands = cands[:want]
 	}
 	at := cands[want-1].at
@@ -145,15 +190,15 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 		ns := &ix.nodes[c.n]
 		type slot struct {
 			idx int
-			at  time.Time
+			at  int64
 		}
 		var slots []slot
 		for g := range ns.node.GPUs {
-			if matches(&ns.node.GPUs[g], j) && tl.freeAt[c.n][g] != never {
+			if matches(&ns.node.GPUs[g], j) && tl.freeAt[c.n][g] != neverRel {
 				slots = append(slots, slot{ns.node.GPUs[g].Index, tl.freeAt[c.n][g]})
 			}
 		}
-		slices.SortStableFunc(slots, func(a, b slot) int { return a.at.Compare(b.at) })
+		slices.SortStableFunc(slots, func(a, b slot) int { return cmp.Compare(a.at, b.at) })
 		p := Placement{NodeID: ns.node.ID, GPUs: make([]int, 0, j.GPUs)}
 		for _, s := range slots[:j.GPUs] {
 			p.GPUs = append(p.GPUs, s.idx)
@@ -161,51 +206,49 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 		slices.Sort(p.GPUs)
 		ps = append(ps, p)
 	}
-	return at, ps, true
+	return tl.timeOf(at), ps, true
 }
 
 // nodeTime is when node n could start the job at the earliest: when its
 // j.GPUs-th earliest matching GPU frees. times is scratch space.
-func (tl *timeline) nodeTime(ix *index, n int, j *Job, times *[]time.Time) (time.Time, bool) {
+func (tl *timeline) nodeTime(ix *index, n int, j *Job, times *[]int64) (int64, bool) {
 	ns := &ix.nodes[n]
 	switch {
 	case !ns.node.Schedulable || !ix.labelsOK(n, j):
-		return time.Time{}, false
+		return 0, false
 	case j.GPUs == 0:
 		return tl.nowOf(n), true
 	case len(ns.node.GPUs) < j.GPUs:
-		return time.Time{}, false
+		return 0, false
 	case ns.class >= 0:
 		// All the node's GPUs are alike: they all match or none does.
 		if !ix.classes[ns.class].matches(j) {
-			return time.Time{}, false
+			return 0, false
 		}
 		if ts := tl.sortedAt(n); len(ts) >= j.GPUs {
 			return ts[j.GPUs-1], true
 		}
-		return time.Time{}, false
+		return 0, false
 	}
 	ts := (*times)[:0]
 	for g := range ns.node.GPUs {
-		if matches(&ns.node.GPUs[g], j) && tl.freeAt[n][g] != never {
+		if matches(&ns.node.GPUs[g], j) && tl.freeAt[n][g] != neverRel {
 			ts = append(ts, tl.freeAt[n][g])
 		}
 	}
 	*times = ts
 	if len(ts) < j.GPUs {
-		return time.Time{}, false
+		return 0, false
 	}
-	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	slices.Sort(ts)
 	return ts[j.GPUs-1], true
 }
 
 // nowOf is the earliest free-at time on a node (for GPU-less jobs: now).
-func (tl *timeline) nowOf(n int) time.Time {
-	t := never
+func (tl *timeline) nowOf(n int) int64 {
+	t := int64(neverRel)
 	for _, at := range tl.freeAt[n] {
-		if at.Before(t) {
-			t = at
-		}
+		t = min(t, at)
 	}
 	return t
 }

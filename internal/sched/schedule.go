@@ -335,7 +335,7 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 	c.shareUser[j.User] += n
 	c.shareProject[j.Project] += n
 	if c.tl != nil {
-		c.tl.mark(c.ix, ps, c.now.Add(j.Estimate))
+		c.tl.markRel(c.ix, ps, addRel(0, j.Estimate))
 	}
 }
 
@@ -369,7 +369,7 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 		if c.tl == nil {
 			c.tl = newTimeline(c.ix, c.s.Running, c.placedOn, c.now)
 			for i, st := range c.out.Starts {
-				c.tl.mark(c.ix, st.Placements, c.now.Add(c.startEst[i]))
+				c.tl.markRel(c.ix, st.Placements, addRel(0, c.startEst[i]))
 			}
 		}
 		if r, ok := reserve(c.ix, c.tl, j); ok {
