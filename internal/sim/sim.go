@@ -190,11 +190,12 @@ type sim struct {
 	skip     skipScratch
 	// windowed: cycles may see only the head of each lane (see window.go).
 	windowed bool
-	mark     []bool  // scratch: jobs started this cycle
-	pidx     []int32 // scratch: 1 + each waiting job's position in the cycle's Pending
-	free     []int   // scratch: free GPUs per node
-	cntFree  []int   // scratch: nodes with at least g free GPUs, by g
-	cntOpen  []int   // scratch: the same outside the reservation
+	mark     []bool   // scratch: jobs started this cycle
+	pidx     []int32  // scratch: 1 + each waiting job's position in the cycle's Pending
+	free     []int    // scratch: free GPUs per node
+	cntFree  []int    // scratch: nodes with at least g free GPUs, by g
+	cntOpen  []int    // scratch: the same outside the reservation
+	bounds   [][2]int // scratch: judgeLanes' bounds by Pending position
 
 	ledger    *sched.Ledger
 	estimator *sched.Estimator

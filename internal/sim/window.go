@@ -299,18 +299,19 @@ func (s *sim) judgeLane(res sched.Result, w, widenings int) int {
 }
 
 // judgeLanes is judge for lanes whose turns interleave (fair_share). A
-// left-out job j of lane L comes after the jobs of L before it. If one of
-// those, k, asked at most j's GPUs per node on one node and did not start,
-// then when k was tried no node had that many GPUs free outside the
-// reservation, and free GPUs only get fewer as a cycle goes on; if the
-// head was tried before k (the reservation stood) and the preemption
-// tries were used up by then, j can start only by backfilling onto
-// reserved GPUs. If such a k (not the head) was sure to end before the
-// reservation, it tried that too, and found no node with that many free
-// counting the reserved GPUs (or none were left to try): neither can j.
-// Left-out jobs that cannot be ruled out so are handed to
-// the core too, a few per lane, and the new result judged again (every
-// left-out job again: the turns may have moved).
+// left-out job j of lane L is tried after the jobs of L before it, and so
+// after every job the core tried before the last of those (Pending is in
+// walk order). If one of those, k (of any lane), asked at most j's GPUs
+// per node on one node and did not start, then when k was tried no node
+// had that many GPUs free outside the reservation, and free GPUs only get
+// fewer as a cycle goes on; if the head was tried before k (the
+// reservation stood) and the preemption tries were used up by then, j can
+// start only by backfilling onto reserved GPUs. If such a k (not the
+// head) was sure to end before the reservation, it tried that too, and
+// found no node with that many free counting the reserved GPUs (or none
+// were left to try): neither can j. Left-out jobs that cannot be ruled out
+// so are handed to the core too, a few per lane, and the new result judged
+// again (every left-out job again: the turns may have moved).
 func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
 	headAt := int(s.pidx[s.index(res.Head)]) - 1
 	if headAt < 0 {
@@ -325,6 +326,21 @@ func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
 			backfill = true // it may have used reserved GPUs that a left-out job would have found free
 		}
 	}
+	// bounds[k-from]: the fewest GPUs per node a one-node job waiting at
+	// Pending position from..k asked (bound), and the same among those
+	// tried after the head that could have backfilled (bfBound).
+	s.bounds = s.bounds[:0]
+	bound, bfBound := math.MaxInt, math.MaxInt
+	for k := from; k < len(res.Pending); k++ {
+		i := s.index(res.Pending[k].JobID)
+		if j := &s.jobs[i]; j.nodes == 1 {
+			bound = min(bound, j.gpus)
+			if k > headAt && s.endsBefore(i, res) {
+				bfBound = min(bfBound, j.gpus)
+			}
+		}
+		s.bounds = append(s.bounds, [2]int{bound, bfBound})
+	}
 	s.cntFree = s.fitCounts(s.nfree, s.cntFree)
 	want := 8 << (2 * widenings)
 	widened := false
@@ -332,8 +348,7 @@ func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
 		if len(l.jobs) <= w+len(l.extra) {
 			continue
 		}
-		bound := math.MaxInt   // the fewest GPUs per node a job of the lane tried after the head did not get
-		bfBound := math.MaxInt // the same, counting reserved GPUs: by a job that could have backfilled
+		last := -1 // the last Pending position of the lane's jobs handed to the core, so far
 		var add []int
 		e := 0 // next extra
 		for p, i := range l.jobs {
@@ -341,14 +356,12 @@ func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
 				if p >= w {
 					e++
 				}
-				j := &s.jobs[i]
-				if k := int(s.pidx[i]) - 1; k >= from && j.nodes == 1 {
-					bound = min(bound, j.gpus)
-					if k > headAt && s.endsBefore(i, res) {
-						bfBound = min(bfBound, j.gpus)
-					}
-				}
+				last = max(last, int(s.pidx[i])-1)
 				continue
+			}
+			bound, bfBound := math.MaxInt, math.MaxInt
+			if last >= from {
+				bound, bfBound = s.bounds[last-from][0], s.bounds[last-from][1]
 			}
 			j := &s.jobs[i]
 			if j.gpus < bound || backfill && j.gpus < bfBound && fitsCount(s.cntFree, j.gpus, j.nodes) && s.endsBefore(i, res) {
