@@ -309,7 +309,10 @@ func (s *sim) judgeLane(res sched.Result, w, widenings int) int {
 // start only by backfilling onto reserved GPUs. If such a k (not the
 // head) was sure to end before the reservation, it tried that too, and
 // found no node with that many free counting the reserved GPUs (or none
-// were left to try): neither can j. Left-out jobs that cannot be ruled out
+// were left to try): neither can j. Nor can j, tried after the head and
+// the tries, start outside the reservation when no node had its GPUs free
+// as the cycle began outside those still held for the head as it ended.
+// Left-out jobs that cannot be ruled out
 // so are handed to the core too, a few per lane, and the new result judged
 // again (every left-out job again: the turns may have moved).
 func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
@@ -342,6 +345,14 @@ func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
 		s.bounds = append(s.bounds, [2]int{bound, bfBound})
 	}
 	s.cntFree = s.fitCounts(s.nfree, s.cntFree)
+	// A job tried after the head finds free outside the reservation at
+	// most the GPUs free as the cycle began less those still held for the
+	// head as it ended (the held GPUs only get fewer, and so do free ones).
+	free := s.scratchFree()
+	for _, p := range res.Held {
+		free[s.nodeAt[p.NodeID]] -= len(p.GPUs)
+	}
+	s.cntOpen = s.fitCounts(free, s.cntOpen)
 	want := 8 << (2 * widenings)
 	widened := false
 	for _, l := range s.lanes {
@@ -364,7 +375,8 @@ func (s *sim) judgeLanes(res sched.Result, w, widenings int) int {
 				bound, bfBound = s.bounds[last-from][0], s.bounds[last-from][1]
 			}
 			j := &s.jobs[i]
-			if j.gpus < bound || backfill && j.gpus < bfBound && fitsCount(s.cntFree, j.gpus, j.nodes) && s.endsBefore(i, res) {
+			open := j.gpus < bound && (last < from || fitsCount(s.cntOpen, j.gpus, j.nodes))
+			if open || backfill && j.gpus < bfBound && fitsCount(s.cntFree, j.gpus, j.nodes) && s.endsBefore(i, res) {
 				if len(add) == want {
 					break
 				}
