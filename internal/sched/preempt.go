@@ -293,20 +293,15 @@ func comparePlans(a, b *victimPlan) int {
 }
 
 // prepVictims sets up, at a cycle's first victim search, what every
-// search reads: each running job's user (as a slot), whether it may be
-// preempted at all (not stopping, not protected), and per node the GPUs
-// of such jobs by priority, and those borrowed: an upper bound that lets
-// planVictims skip nodes.
+// search reads besides what tally noted (each running job's user slot,
+// and whether it may be preempted at all: not stopping, not protected):
+// per node the GPUs of such jobs by priority, and those borrowed, an upper
+// bound that lets planVictims skip nodes.
 func (c *cycle) prepVictims() {
 	if c.byPrio != nil {
 		return
 	}
 	rs := c.s.Running
-	c.open = make([]bool, len(rs))
-	for ri := range rs {
-		r := &rs[ri]
-		c.open[ri] = !r.Preempting && c.now.Sub(r.StartedAt) >= c.p.MinRunTime
-	}
 	c.fairOK = make([]int8, len(c.userSlot))
 	c.byPrio = make([][5]int, len(c.ix.nodes))
 	c.borrowedOn = make([]int, len(c.ix.nodes))

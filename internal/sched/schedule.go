@@ -52,10 +52,12 @@ type cycle struct {
 // and project holds: all of them (holdings, for quotas) and those of jobs
 // not being preempted (shareHoldings, for fair share). It numbers the
 // users on the way, and notes what the victim search may find (runUser,
-// userSlot, stopping, openSoft, lowOpen).
+// userSlot, open, stopping, openSoft, lowOpen).
 func (c *cycle) tally() {
 	rs := c.s.Running
 	c.lowOpen = math.MaxInt
+	cut := c.now.Add(-c.p.MinRunTime) // a job started after it is protected
+	c.open = make([]bool, len(rs))
 	c.runUser = make([]int32, len(rs))
 	c.userSlot = make(map[string]int32, 16)
 	projectSlot := make(map[string]int32, 8)
@@ -91,11 +93,11 @@ func (c *cycle) tally() {
 		switch {
 		case r.Preempting:
 			c.stopping = true
-		case c.now.Sub(r.StartedAt) < c.p.MinRunTime:
+		case r.StartedAt.After(cut):
 		case r.Borrowed || r.Idle && c.p.PreemptIdle:
-			c.openSoft = true
+			c.open[ri], c.openSoft = true, true
 		default:
-			c.lowOpen = min(c.lowOpen, r.Priority)
+			c.open[ri], c.lowOpen = true, min(c.lowOpen, r.Priority)
 		}
 	}
 	fill := func(cs []count) (held, shared map[string]int) {

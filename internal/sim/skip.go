@@ -63,6 +63,7 @@ type skipScratch struct {
 	gen     int
 	runUser []*userBook // each running job's user
 	runJob  []int       // each running job's position in sim.jobs
+	open    []bool      // each running job: past MinRunTime, so it may be preempted
 	lanes   []*lane     // fair_share: lanes with jobs, in the walk's order
 	tried   []int       // queued jobs a cycle would look for victims for
 	room    []int       // per node: free GPUs and those preemption could free
@@ -155,8 +156,9 @@ func (s *sim) laneOrdered() bool {
 func (s *sim) holdings() bool {
 	s.skip.gen++
 	fair := s.policy.Name == sched.PolicyFairShare
-	s.skip.runUser, s.skip.runJob = s.skip.runUser[:0], s.skip.runJob[:0]
+	s.skip.runUser, s.skip.runJob, s.skip.open = s.skip.runUser[:0], s.skip.runJob[:0], s.skip.open[:0]
 	s.skip.victims, s.skip.lowest = false, math.MaxInt
+	cut := s.now.Add(-s.policy.MinRunTime) // started after it: protected
 	for k := range s.running {
 		r := &s.running[k]
 		if r.Preempting {
@@ -172,7 +174,9 @@ func (s *sim) holdings() bool {
 			n += len(pl.GPUs)
 		}
 		u.held += n
-		if s.now.Sub(r.StartedAt) >= s.policy.MinRunTime {
+		open := !r.StartedAt.After(cut)
+		s.skip.open = append(s.skip.open, open)
+		if open {
 			u.lowest = min(u.lowest, r.Priority)
 			s.skip.lowest = min(s.skip.lowest, r.Priority)
 			s.skip.victims = true
@@ -308,7 +312,7 @@ func (s *sim) roomFor(i int) bool {
 	}
 	for k := range s.running {
 		r, w := &s.running[k], s.skip.runUser[k]
-		if r.Priority > q.Priority || s.now.Sub(r.StartedAt) < s.policy.MinRunTime {
+		if r.Priority > q.Priority || !s.skip.open[k] {
 			continue
 		}
 		own := w == u
