@@ -291,7 +291,8 @@ func (b nodeBook) NodeSeen(id string, r []api.GPUReading, f []api.ForeignProcess
 const controlGCPercent = 400
 
 // setControlGC sets the collector's target to controlGCPercent unless
-// GOGC is set in the environment, which wins.
+// GOGC is set in the environment, which wins. corral sim uses it too: a
+// replay allocates short-lived snapshots at a high rate and holds little.
 func setControlGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(controlGCPercent)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -196,9 +195,7 @@ func (f *simFlags) prepare() (jobs []sim.Job, cfg sim.Config, stop func(), err e
 // shared trace replays in about 200 MB at GOGC=400). GOGC in the
 // environment wins. stop ends the profile.
 func (f *simFlags) startProfile() (stop func(), err error) {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
-	}
+	setControlGC()
 	if f.cpuProfile == "" {
 		return func() {}, nil
 	}
