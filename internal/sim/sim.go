@@ -280,20 +280,8 @@ func newSim(jobs []Job, cfg Config) *sim {
 		t := &jobs[i]
 		sj := &s.jobs[i]
 		sj.t, sj.ri = t, -1
-		u, ok := userAt[t.User]
-		if !ok {
-			u = len(s.users)
-			userAt[t.User] = u
-			s.users = append(s.users, &userBook{name: t.User})
-		}
-		sj.user = u
-		pr, ok := projectAt[t.Project]
-		if !ok {
-			pr = len(s.projects)
-			projectAt[t.Project] = pr
-			s.projects = append(s.projects, &projectBook{name: t.Project})
-		}
-		sj.project = pr
+		sj.user = slotOf(userAt, &s.users, t.User, func() *userBook { return &userBook{name: t.User} })
+		sj.project = slotOf(projectAt, &s.projects, t.Project, func() *projectBook { return &projectBook{name: t.Project} })
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
 		switch {
@@ -595,4 +583,16 @@ func (s *sim) preempt(p sched.Preemption) {
 	if s.cfg.Record {
 		s.out.Decisions = append(s.out.Decisions, Decision{At: s.now, JobID: j.t.ID, Kind: "preempt", Placements: s.running[j.ri].Placements})
 	}
+}
+
+// slotOf returns name's position in list, appending mk() the first time
+// name is seen; at maps names to positions.
+func slotOf[T any](at map[string]int, list *[]T, name string, mk func() T) int {
+	k, ok := at[name]
+	if !ok {
+		k = len(*list)
+		at[name] = k
+		*list = append(*list, mk())
+	}
+	return k
 }
