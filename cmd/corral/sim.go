@@ -377,40 +377,38 @@ type jobLine struct {
 }
 
 func writeJobsOut(path string, jobs []sim.JobOutcome) error {
-	fh, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(fh)
-	enc := json.NewEncoder(w)
-	for _, j := range jobs {
-		l := jobLine{ID: j.ID, Team: j.Team, GPUs: j.GPUs, Submit: j.Submit.Format(time.RFC3339), DurationS: j.Duration.Seconds(),
-			Completed: j.Completed, QueuedS: j.Queued.Seconds(), Preemptions: j.Preemptions}
-		if !j.FirstStart.IsZero() {
-			l.StartS = j.FirstStart.Sub(j.Submit).Seconds()
+	return writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		for _, j := range jobs {
+			l := jobLine{ID: j.ID, Team: j.Team, GPUs: j.GPUs, Submit: j.Submit.Format(time.RFC3339), DurationS: j.Duration.Seconds(),
+				Completed: j.Completed, QueuedS: j.Queued.Seconds(), Preemptions: j.Preemptions}
+			if !j.FirstStart.IsZero() {
+				l.StartS = j.FirstStart.Sub(j.Submit).Seconds()
+			}
+			if j.Completed {
+				l.JCTS = j.End.Sub(j.Submit).Seconds()
+			}
+			if err := enc.Encode(l); err != nil {
+				return err
+			}
 		}
-		if j.Completed {
-			l.JCTS = j.End.Sub(j.Submit).Seconds()
-		}
-		if err := enc.Encode(l); err != nil {
-			fh.Close()
-			return err
-		}
-	}
-	if err := w.Flush(); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+		return nil
+	})
 }
 
 func writePlot(path string, runs []sim.PolicyRun, title string) error {
+	return writeFile(path, func(w io.Writer) error { return sim.WriteSVG(w, runs, title) })
+}
+
+// writeFile creates path and has write fill it through a buffer; an error
+// of any step is returned.
+func writeFile(path string, write func(w io.Writer) error) error {
 	fh, err := os.Create(path)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(fh)
-	if err := sim.WriteSVG(w, runs, title); err != nil {
+	if err := write(w); err != nil {
 		fh.Close()
 		return err
 	}
