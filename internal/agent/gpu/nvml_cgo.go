@@ -52,6 +52,19 @@ func (s *nvmlSource) begin(ctx context.Context) (end func(), err error) {
 
 // handles returns a handle per GPU index; a GPU NVML cannot open (lost,
 // for instance) is left out.
+// open begins a call (begin) and lists the GPUs' indices and handles
+// (handles); end must be called once the handles are no longer used.
+func (s *nvmlSource) open(ctx context.Context) (end func(), idx []int, handles []nvml.Device, err error) {
+	if end, err = s.begin(ctx); err != nil {
+		return nil, nil, nil, err
+	}
+	if idx, handles, err = s.handles(); err != nil {
+		end()
+		return nil, nil, nil, err
+	}
+	return end, idx, handles, nil
+}
+
 func (s *nvmlSource) handles() ([]int, []nvml.Device, error) {
 	n, ret := s.lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
@@ -72,15 +85,11 @@ func (s *nvmlSource) handles() ([]int, []nvml.Device, error) {
 
 // Devices lists the GPUs. Optional fields a GPU cannot report stay empty.
 func (s *nvmlSource) Devices(ctx context.Context) ([]Device, error) {
-	end, err := s.begin(ctx)
+	end, idx, handles, err := s.open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	idx, handles, err := s.handles()
-	if err != nil {
-		return nil, err
-	}
 	out := make([]Device, len(handles))
 	byBus := make(map[string]int, len(handles))
 	for k, h := range handles {
@@ -156,15 +165,11 @@ func (s *nvmlSource) hasSymbol(name string) bool {
 // Telemetry reads memory use, utilization and temperature per GPU; a field
 // a GPU cannot report stays zero (nil for the temperature).
 func (s *nvmlSource) Telemetry(ctx context.Context) ([]Telemetry, error) {
-	end, err := s.begin(ctx)
+	end, idx, handles, err := s.open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	idx, handles, err := s.handles()
-	if err != nil {
-		return nil, err
-	}
 	out := make([]Telemetry, len(handles))
 	for k, h := range handles {
 		t := Telemetry{Index: idx[k]}
@@ -186,15 +191,11 @@ func (s *nvmlSource) Telemetry(ctx context.Context) ([]Telemetry, error) {
 // ForeignProcesses lists the compute processes on every GPU, with their
 // owners where /proc tells. The agent leaves out those of Corral's jobs.
 func (s *nvmlSource) ForeignProcesses(ctx context.Context) ([]Process, error) {
-	end, err := s.begin(ctx)
+	end, idx, handles, err := s.open(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer end()
-	idx, handles, err := s.handles()
-	if err != nil {
-		return nil, err
-	}
 	var out []Process
 	for k, h := range handles {
 		procs, ret := h.GetComputeRunningProcesses()
