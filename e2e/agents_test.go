@@ -248,6 +248,18 @@ func pidsCmd(dir, hold string) string {
 }
 
 // readPID reads the pid a pidsCmd job recorded for an attempt (0: none).
+// waitAttemptPID waits for the attempt to record its pid in dir and
+// returns it.
+func waitAttemptPID(t *testing.T, dir string, attempt int) int {
+	t.Helper()
+	var pid int
+	waitFor(t, 10*time.Second, func() string { return fmt.Sprintf("attempt %d to record its pid", attempt) }, func() bool {
+		pid = readAttemptPID(dir, attempt)
+		return pid > 0
+	})
+	return pid
+}
+
 func readAttemptPID(dir string, attempt int) int {
 	b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("pid-%d", attempt)))
 	if err != nil {
@@ -343,11 +355,7 @@ func TestAgentPartitionStaleAttemptStopped(t *testing.T) {
 	dir := t.TempDir()
 	j := s.submit(map[string]any{"command": pidsCmd(dir, "all"), "gpu_count": 1, "max_retries": 1})
 	s.waitState(j.ID, api.StateRunning, 20*time.Second)
-	var oldPID int
-	waitFor(t, 10*time.Second, func() string { return "the first attempt to record its pid" }, func() bool {
-		oldPID = readAttemptPID(dir, 0)
-		return oldPID > 0
-	})
+	oldPID := waitAttemptPID(t, dir, 0)
 	startAgent(t, s, "n2", 2)
 
 	px.cut()
@@ -446,11 +454,7 @@ func TestAgentRestartAdoptsRunningJob(t *testing.T) {
 	cmd := fmt.Sprintf(`echo $$ > %s/pid-$CORRAL_ATTEMPT; echo before; %s; echo after; exit 3`, d, holdCmd(dir, "all"))
 	j := s.submit(map[string]any{"command": cmd, "gpu_count": 1, "max_retries": 2})
 	s.waitState(j.ID, api.StateRunning, 20*time.Second)
-	var pid int
-	waitFor(t, 10*time.Second, func() string { return "the job to record its pid" }, func() bool {
-		pid = readAttemptPID(dir, 0)
-		return pid > 0
-	})
+	pid := waitAttemptPID(t, dir, 0)
 
 	a.kill9()
 	a.start()

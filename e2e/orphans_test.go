@@ -20,11 +20,7 @@ func TestAgentRestartedElsewhereNeverRunsTwice(t *testing.T) {
 	dir := t.TempDir()
 	j := s.submit(map[string]any{"command": pidsCmd(dir, "all"), "gpu_count": 1, "max_retries": 1})
 	s.waitState(j.ID, api.StateRunning, 20*time.Second)
-	var oldPID int
-	waitFor(t, 10*time.Second, func() string { return "the first attempt to record its pid" }, func() bool {
-		oldPID = readAttemptPID(dir, 0)
-		return oldPID > 0
-	})
+	oldPID := waitAttemptPID(t, dir, 0)
 
 	a.kill9()
 	a.dataDir = t.TempDir()
