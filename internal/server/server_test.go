@@ -56,6 +56,15 @@ func newServerWith(t *testing.T, ex exec.Executor, logger *slog.Logger) (*httpte
 // simulated GPUs on node n1) with testAdminToken as its admin token.
 func newHandler(t testing.TB, ex exec.Executor, logger *slog.Logger, opts ...Option) (*Server, *orchestrator.Orchestrator, *auth.Service) {
 	t.Helper()
+	_, o, a := newBackend(t, ex, logger)
+	return New(o, logger, append([]Option{WithAuth(a)}, opts...)...), o, a
+}
+
+// newBackend opens a fresh store, runs an orchestrator over it (8
+// simulated GPUs on node n1) and a token service with testAdminToken as
+// its admin token; all of it stops when the test ends.
+func newBackend(t testing.TB, ex exec.Executor, logger *slog.Logger) (*store.Store, *orchestrator.Orchestrator, *auth.Service) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
@@ -78,7 +87,7 @@ func newHandler(t testing.TB, ex exec.Executor, logger *slog.Logger, opts ...Opt
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done; st.Close() })
-	return New(o, logger, append([]Option{WithAuth(a)}, opts...)...), o, a
+	return st, o, a
 }
 
 func call(t *testing.T, ts *httptest.Server, method, path, body string) (*http.Response, []byte) {

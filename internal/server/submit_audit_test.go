@@ -6,15 +6,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
-	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -23,29 +20,10 @@ import (
 // transaction), with exactly one audit row per call, accepted or refused,
 // and the same fields the middleware writes for other routes.
 func TestSubmitAuditCommittedWithJob(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := gpu.NewSimulated("n1", gpu.SimSpec{Count: 8, Model: "H100", MemoryGB: 80})
-	devs, _ := src.Devices(ctx)
-	o, err := orchestrator.New(ctx, orchestrator.Config{Store: st, Executor: idleExec{}, DataDir: t.TempDir(),
-		Logger: slog.New(slog.DiscardHandler), Nodes: []orchestrator.Node{{ID: "n1", Devices: devs, Telemetry: src, Simulated: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := auth.New(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Bootstrap(ctx, testAdminToken, "root"); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { o.Run(ctx); close(done) }()
+	ctx := context.Background()
+	st, o, a := newBackend(t, idleExec{}, slog.New(slog.DiscardHandler))
 	ts := httptest.NewServer(New(o, slog.New(slog.DiscardHandler), WithAuth(a)))
-	t.Cleanup(func() { ts.Close(); cancel(); <-done; st.Close() })
+	t.Cleanup(ts.Close)
 	if _, err := o.SetScheduling(ctx, false); err != nil {
 		t.Fatal(err)
 	}
