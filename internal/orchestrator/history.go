@@ -43,8 +43,7 @@ type nodeSample struct {
 // holds both longer than a copy.
 type history struct {
 	mu      sync.Mutex
-	ring    []histSample // oldest at next once full
-	next    int
+	ring    ring[histSample]
 	last    time.Time // the previous sample's time
 	tally   tally
 	pending interval  // counted since the previous sample
@@ -62,18 +61,12 @@ func (h *history) catchUp(o *Orchestrator, now time.Time) {
 }
 
 func (h *history) add(s histSample) {
-	if len(h.ring) < historySlots {
-		h.ring = append(h.ring, s)
-		return
-	}
-	h.ring[h.next] = s
-	h.next = (h.next + 1) % historySlots
+	h.ring.push(s, historySlots)
 }
 
 // each calls f on the samples from since on, oldest first.
 func (h *history) each(since time.Time, f func(*histSample)) {
-	for i := range h.ring {
-		s := &h.ring[(h.next+i)%len(h.ring)]
+	for s := range h.ring.all() {
 		if !s.at.Before(since) {
 			f(s)
 		}

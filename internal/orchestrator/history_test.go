@@ -73,8 +73,8 @@ func TestClusterHistoryBuckets(t *testing.T) {
 	if len(h.Points) == 0 || h.Points[0].TotalGPUs != 4 || h.Since.Before(now.Add(-HistoryRetention)) {
 		t.Fatalf("after wrapping: since %v, first %+v", h.Since, h.Points[0])
 	}
-	if len(o.hist.ring) != historySlots {
-		t.Fatalf("ring holds %d samples, want %d", len(o.hist.ring), historySlots)
+	if o.hist.ring.len() != historySlots {
+		t.Fatalf("ring holds %d samples, want %d", o.hist.ring.len(), historySlots)
 	}
 }
 

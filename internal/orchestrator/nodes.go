@@ -45,8 +45,7 @@ type Node struct {
 	lastSeen time.Time
 	readings []api.GPUReading
 	foreign  []api.ForeignProcess
-	history  []Sample // ring, oldest first once full
-	histNext int
+	history  ring[Sample]
 }
 
 // Sample is one telemetry reading of a node, kept for graphs.
@@ -179,7 +178,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		rec.GPUs = slices.Clone(reg.GPUs)
 		fresh := nodeFromRecord(rec)
 		fresh.Telemetry, fresh.lastSeen = n.Telemetry, tx.now
-		fresh.history, fresh.histNext = n.history, n.histNext
+		fresh.history = n.history
 		*n = fresh
 		tx.persistNode(n)
 		o.dirty = true
@@ -249,12 +248,7 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 
 // recordSample adds a telemetry sample to the node's history.
 func (n *Node) recordSample(s Sample) {
-	if len(n.history) < historyLen {
-		n.history = append(n.history, s)
-		return
-	}
-	n.history[n.histNext] = s
-	n.histNext = (n.histNext + 1) % historyLen
+	n.history.push(s, historyLen)
 }
 
 // SetNodeState cordons, drains or uncordons a node; persisted.
@@ -294,10 +288,9 @@ func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error)
 		return nil, api.NotFound("no node %q", nodeID)
 	}
 	out := []Sample{}
-	for i := range n.history {
-		s := n.history[(n.histNext+i)%len(n.history)]
+	for s := range n.history.all() {
 		if !s.At.Before(since) {
-			out = append(out, s)
+			out = append(out, *s)
 		}
 	}
 	return out, nil
