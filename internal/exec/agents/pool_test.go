@@ -62,6 +62,19 @@ func sync1(t *testing.T, p *Pool, node string, tasks ...api.TaskStatus) api.Agen
 	return w
 }
 
+// startGang registers nodes a and b, starts gangTask on them and syncs
+// each once; it returns the work each got.
+func startGang(t *testing.T) (p *Pool, rec *recorder, wa, wb api.AgentWork) {
+	t.Helper()
+	p, rec = newPool(t)
+	register(t, p, "a")
+	register(t, p, "b")
+	if err := p.Start(context.Background(), gangTask()); err != nil {
+		t.Fatal(err)
+	}
+	return p, rec, sync1(t, p, "a"), sync1(t, p, "b")
+}
+
 func gangTask() exec.Task {
 	return exec.Task{JobID: "j1", Attempt: 0, Command: "train", Ranks: []exec.Rank{
 		{NodeID: "a", GPUs: []int{0, 1}}, {NodeID: "b", GPUs: []int{2, 3}}}}
@@ -76,13 +89,7 @@ func exited(rank, code int) api.TaskStatus {
 }
 
 func TestGangLifecycle(t *testing.T) {
-	p, rec := newPool(t)
-	register(t, p, "a")
-	register(t, p, "b")
-	if err := p.Start(context.Background(), gangTask()); err != nil {
-		t.Fatal(err)
-	}
-	wa, wb := sync1(t, p, "a"), sync1(t, p, "b")
+	p, rec, wa, wb := startGang(t)
 	if len(wa.Tasks) != 1 || len(wb.Tasks) != 1 {
 		t.Fatalf("work a=%+v b=%+v", wa, wb)
 	}
@@ -170,14 +177,7 @@ func TestSyncLongPollsUntilWork(t *testing.T) {
 // command, a slow sync) still started: Started comes before Exited, dated
 // when the last rank started.
 func TestGangThatEndedUnseenStarted(t *testing.T) {
-	p, rec := newPool(t)
-	register(t, p, "a")
-	register(t, p, "b")
-	if err := p.Start(context.Background(), gangTask()); err != nil {
-		t.Fatal(err)
-	}
-	sync1(t, p, "a")
-	sync1(t, p, "b")
+	p, rec, _, _ := startGang(t)
 	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
 	e0, e1 := exited(0, 0), exited(1, 0)
 	e0.StartedAt, e1.StartedAt = &t0, &t0
@@ -193,14 +193,7 @@ func TestGangThatEndedUnseenStarted(t *testing.T) {
 
 // A rank that could not start at all does not make the gang started.
 func TestGangThatNeverRanDidNotStart(t *testing.T) {
-	p, rec := newPool(t)
-	register(t, p, "a")
-	register(t, p, "b")
-	if err := p.Start(context.Background(), gangTask()); err != nil {
-		t.Fatal(err)
-	}
-	sync1(t, p, "a")
-	sync1(t, p, "b")
+	p, rec, _, _ := startGang(t)
 	bad := exited(0, -1)
 	bad.Error = "workdir \"/nope\": not a directory one can enter"
 	sync1(t, p, "a", bad)
