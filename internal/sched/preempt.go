@@ -85,6 +85,9 @@ func (c *cycle) overShare(ri int, j *Job) bool {
 // min_run_time, for ever. Charging j's GPUs leaves j a margin of an hour
 // of its GPUs for the usage that grows while the victims stop.
 func (c *cycle) staysBehind(v *Running, j *Job, victims ...[]int) bool {
+	if v.User == j.User && v.Project == j.Project {
+		return true // one user's jobs in one project: eligible has ordered them (requeuedAhead)
+	}
 	need := j.GPUs * nodesWanted(j)
 	freed := func(same func(r *Running) bool) int {
 		n := 0
@@ -225,7 +228,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 				if k == 0 {
 					continue
 				}
-				if reason, _ := c.eligible(ri, j, jBorrowing); fair && reason == ReasonPreempted && c.runUser[ri] != c.jUser &&
+				if reason, _ := c.eligible(ri, j, jBorrowing); fair && reason == ReasonPreempted &&
 					!c.staysBehind(r, j, plan.victims, []int{ri}) {
 					continue
 				}
@@ -251,8 +254,7 @@ func (c *cycle) planVictims(j *Job, jBorrowing bool) (chosen []victimPlan, ok bo
 			}
 			for _, pl := range chosen {
 				for _, ri := range pl.victims {
-					if reason, _ := c.eligible(ri, j, jBorrowing); reason == ReasonPreempted && c.runUser[ri] != c.jUser &&
-						!c.staysBehind(&c.s.Running[ri], j, all...) {
+					if reason, _ := c.eligible(ri, j, jBorrowing); reason == ReasonPreempted && !c.staysBehind(&c.s.Running[ri], j, all...) {
 						chosen, ok = nil, false
 						return
 					}
