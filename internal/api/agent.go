@@ -29,6 +29,9 @@ type AgentRegistration struct {
 	// seen end. Any task the server placed on this node and that is not
 	// listed here is lost.
 	Tasks []TaskStatus `json:"tasks"`
+	// Now is the agent's clock as it sends this: the server measures the
+	// tasks' times against it (AgentReport.Now).
+	Now *time.Time `json:"now,omitempty"`
 }
 
 // AgentGPU is one GPU of a registering node.
@@ -67,6 +70,12 @@ type AgentReport struct {
 	Telemetry  []GPUReading     `json:"telemetry,omitempty"`
 	Tasks      []TaskStatus     `json:"tasks"`
 	Foreign    []ForeignProcess `json:"foreign,omitempty"`
+	// Now is the agent's clock as it sends this. The server keeps its own
+	// times: a task's started_at or finished_at T becomes, on the
+	// server's clock, the server's now - (Now - T), never in the future
+	// nor before the task was handed out; without Now, the time the
+	// server hears of it.
+	Now *time.Time `json:"now,omitempty"`
 }
 
 // GPUReading is a live reading of one GPU.
