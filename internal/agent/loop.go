@@ -228,6 +228,8 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, AgentID: id, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
 		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}}
+	now := time.Now()
+	reg.Now = &now // the server measures the tasks' times against it
 	if a.cfg.GPUs != nil {
 		devs, err := a.cfg.GPUs.Devices(ctx)
 		if err != nil {
@@ -317,6 +319,8 @@ var errWoken = errors.New("woken")
 // short so that it is reported at once.
 func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses()}
+	now := time.Now()
+	rep.Now = &now // the server measures the tasks' times against it
 	if a.cfg.ShipLogs {
 		// Output goes before the news of the end it led to, so that a
 		// job's log is whole on the server once the job has ended there.

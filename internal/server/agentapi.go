@@ -153,9 +153,11 @@ func (a *agentSessions) check(nodeID, secret string) error {
 
 func clipID(s string) string { return truncate(s, 64) }
 
-// Limits on what an agent may send.
+// Limits on what an agent may send. These bound sizes only: the pool
+// refuses a node with more GPUs than --max-gpus-per-node (at most 1024,
+// the GPU indexes 0..1023) and checks the numbers (agents.checkRegistration).
 const (
-	maxAgentGPUs    = 256
+	maxAgentGPUs    = 1024
 	maxAgentTasks   = 4096
 	maxAgentLabels  = 64
 	maxAgentForeign = 4096

@@ -15,6 +15,8 @@ const (
 	// DefaultMaxGPUs is the default of Config.MaxGPUs
 	// (--max-gpus-per-node).
 	DefaultMaxGPUs = 64
+	// MaxGPUsLimit bounds --max-gpus-per-node: GPU indexes run 0..1023.
+	MaxGPUsLimit = maxGPUIndex + 1
 	// MaxGPUMemoryMiB bounds one GPU's memory: 16 TiB, some forty times
 	// today's largest device.
 	MaxGPUMemoryMiB = 16 << 20

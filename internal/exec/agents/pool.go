@@ -53,7 +53,7 @@ type Config struct {
 	// fails. Default 10s.
 	StopGrace time.Duration
 	// MaxGPUs is the most GPUs a node may register (--max-gpus-per-node).
-	// Default DefaultMaxGPUs.
+	// Default DefaultMaxGPUs; at most MaxGPUsLimit.
 	MaxGPUs int
 	Now     func() time.Time
 	Logger  *slog.Logger
@@ -133,6 +133,7 @@ func New(cfg Config) *Pool {
 	if cfg.MaxGPUs <= 0 {
 		cfg.MaxGPUs = DefaultMaxGPUs
 	}
+	cfg.MaxGPUs = min(cfg.MaxGPUs, MaxGPUsLimit)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
