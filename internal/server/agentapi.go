@@ -83,11 +83,20 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) error {
 	if err := s.sessions.check(c.NodeID, r.Header.Get(api.AgentSessionHeader)); err != nil {
 		return err
 	}
+	if rp, ok := s.agents.(rankPlacer); ok && !rp.RanOn(c.NodeID, c.JobID, c.Attempt, c.Rank) {
+		return api.NotFound("node %s runs no rank %d of attempt %d of job %q", clipID(c.NodeID), c.Rank, c.Attempt, clipID(c.JobID))
+	}
 	if err := s.o.WriteLog(c); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// rankPlacer is an Agents that knows where it placed each rank
+// (agents.Pool): log shipments are then taken only from the rank's node.
+type rankPlacer interface {
+	RanOn(nodeID, jobID string, attempt, rank int) bool
 }
 
 func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) error {

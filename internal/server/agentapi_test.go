@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,51 @@ func TestAgentAbsurdTelemetryNotShown(t *testing.T) {
 	}
 	if g1.MemoryUsed != 2048 || g1.Temperature == nil || *g1.Temperature != 61 {
 		t.Errorf("GPU 1 lost its good reading: %+v", g1)
+	}
+}
+
+// A node may ship log output only for the ranks placed on it: not for
+// another node's job, not even for an earlier attempt of it (which the
+// orchestrator lets a late agent finish shipping).
+func TestAgentLogsOnlyForItsOwnRanks(t *testing.T) {
+	ts, o := newAgentServer(t)
+	registerHolder(t, ts)
+	status, e, b := agentCall(t, ts, "/agent/v1/register", "", `{"node_id":"n3","agent_id":"evil-0123456789abcdef","hostname":"n3","tasks":[],"gpus":[]}`)
+	var cfg api.AgentConfig
+	if status != 200 || json.Unmarshal(b, &cfg) != nil {
+		t.Fatalf("register n3: %d %+v", status, e)
+	}
+	gpus := 1
+	j, _, err := o.Submit(context.Background(), api.SubmitRequest{User: "alice", Command: "true", GPUCount: &gpus, MaxRetries: 1}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if got, _ := o.Job(j.ID); len(got.Allocation) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job was never placed")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval: the loop places it
+	}
+	// Its attempt 0 is lost: it is requeued as attempt 1.
+	o.Sink(exec.Update{JobID: j.ID, Attempt: 0, Kind: exec.Exited, ExitCode: -1, Lost: api.ReasonLost, Err: io.EOF})
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		if got, _ := o.Job(j.ID); got.RetryCount == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the job was never requeued")
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval: the loop applies the update
+	}
+	for _, attempt := range []int{0, 1} {
+		chunk := `{"node_id":"n3","job_id":"` + j.ID + `","attempt":` + strconv.Itoa(attempt) + `,"rank":0,"offset":0,"data":"ZXZpbAo="}`
+		if status, _, b := agentCall(t, ts, "/agent/v1/logs", cfg.Session, chunk); status != 404 {
+			t.Fatalf("n3 shipping output for attempt %d of a job it never ran: %d %s; want 404", attempt, status, b)
+		}
 	}
 }

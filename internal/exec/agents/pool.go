@@ -67,6 +67,7 @@ type Pool struct {
 	mu    sync.Mutex
 	nodes map[string]*node
 	gangs map[gangKey]*gang
+	ended endedRanks // where the ranks of recently ended gangs ran
 }
 
 type gangKey struct {
@@ -470,6 +471,7 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, clk agentClock) []
 				continue
 			}
 			delete(p.gangs, gangKey{ts.JobID, ts.Attempt})
+			p.ended.add(ts.JobID, ts.Attempt, g.nodes)
 			out = append(out, gangExit(ts.JobID, ts.Attempt, g, now))
 		}
 	}

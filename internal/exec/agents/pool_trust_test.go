@@ -266,3 +266,41 @@ func TestAgentTimesAreServerTimes(t *testing.T) {
 		})
 	}
 }
+
+// RanOn tells whether a node holds (or held, recently) a rank: the agent
+// API takes log output only from there.
+func TestRanOn(t *testing.T) {
+	p, rec, _, _ := startGang(t)
+	cases := []struct {
+		node          string
+		attempt, rank int
+		want          bool
+	}{
+		{"a", 0, 0, true}, {"b", 0, 1, true}, {"a", 0, 1, false}, {"b", 0, 0, false},
+		{"c", 0, 0, false}, {"a", 1, 0, false}, {"a", 0, 2, false}, {"a", 0, -1, false},
+	}
+	check := func(when string) {
+		t.Helper()
+		for _, c := range cases {
+			if got := p.RanOn(c.node, "j1", c.attempt, c.rank); got != c.want {
+				t.Errorf("%s: RanOn(%s, j1, %d, %d) = %v; want %v", when, c.node, c.attempt, c.rank, got, c.want)
+			}
+		}
+	}
+	check("running")
+	sync1(t, p, "a", exited(0, 0))
+	sync1(t, p, "b", exited(1, 0))
+	if u := rec.next(t); u.Kind != exec.Started {
+		t.Fatalf("update %+v", u)
+	}
+	if u := rec.next(t); u.Kind != exec.Exited {
+		t.Fatalf("update %+v", u)
+	}
+	check("ended")
+	for i := range maxEndedRanks {
+		p.ended.add("other", i, []string{"z"})
+	}
+	if p.RanOn("a", "j1", 0, 0) || len(p.ended.node) != maxEndedRanks {
+		t.Fatalf("the oldest ended ranks are not forgotten: %d remembered", len(p.ended.node))
+	}
+}
