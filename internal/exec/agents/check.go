@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -107,6 +108,24 @@ func checkTasks(ts []api.TaskStatus) error {
 	return nil
 }
 
+// Bounds on the words an agent's task report carries into a job's events.
+const (
+	maxTaskError  = 1024
+	maxTaskSignal = 32
+)
+
+// clip cuts s to at most n bytes, on a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
 // badReading says what is wrong with a reading of a node whose GPUs'
 // memory (MiB) by index is mem, or "" when nothing is; seen holds the
 // indexes already read in this report.
@@ -154,9 +173,11 @@ func (c agentClock) at(t *time.Time, lo time.Time) time.Time {
 	return at
 }
 
-// task returns ts with its start and finish in server time: the start not
-// before lo, the finish not before the start.
+// task returns ts with its start and finish in server time (the start not
+// before lo, the finish not before the start), and its error and signal
+// clipped to what a job's events may carry.
 func (c agentClock) task(ts api.TaskStatus, lo time.Time) api.TaskStatus {
+	ts.Error, ts.Signal = clip(ts.Error, maxTaskError), clip(ts.Signal, maxTaskSignal)
 	start := c.at(ts.StartedAt, lo)
 	finish := c.at(ts.FinishedAt, start)
 	ts.StartedAt, ts.FinishedAt = &start, &finish

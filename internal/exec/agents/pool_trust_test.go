@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
@@ -302,5 +303,22 @@ func TestRanOn(t *testing.T) {
 	}
 	if p.RanOn("a", "j1", 0, 0) || len(p.ended.node) != maxEndedRanks {
 		t.Fatalf("the oldest ended ranks are not forgotten: %d remembered", len(p.ended.node))
+	}
+}
+
+// An agent's words reach a job's events clipped.
+func TestTaskErrorClipped(t *testing.T) {
+	p, rec, _, _ := newClockedPool(t)
+	register(t, p, "a")
+	task := gangTask()
+	task.Ranks = task.Ranks[:1]
+	p.Start(context.Background(), task)
+	sync1(t, p, "a")
+	bad := exited(0, -1)
+	bad.Error, bad.Signal = strings.Repeat("é", 100_000), strings.Repeat("k", 1000)
+	sync1(t, p, "a", bad)
+	u := rec.next(t)
+	if u.Kind != exec.Exited || u.Err == nil || len(u.Err.Error()) > maxTaskError+8 || len(u.Signal) > maxTaskSignal+8 || !utf8.ValidString(u.Err.Error()) {
+		t.Fatalf("exit with %d bytes of error, %d of signal; want them clipped", len(u.Err.Error()), len(u.Signal))
 	}
 }
