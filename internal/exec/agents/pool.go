@@ -267,6 +267,10 @@ func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr str
 	now := p.cfg.Now()
 	p.mu.Lock()
 	n := p.nodeLocked(reg.NodeID)
+	// Another agent takes over a node whose holder has been silent past
+	// the TTL: the holder's tasks are lost, and none of them (their
+	// commands, their env) is handed to the newcomer.
+	handover := n.registered && n.agentID != reg.AgentID
 	n.registered = true
 	n.agentID, n.from, n.seen = reg.AgentID, addr, now
 	n.address = reg.Address
@@ -281,15 +285,21 @@ func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr str
 	for _, ts := range reg.Tasks {
 		listed[taskKey{ts.JobID, ts.Attempt, ts.Rank}] = true
 	}
+	why := "lost: the agent on " + reg.NodeID + " restarted without it"
+	if handover {
+		why = "lost: another agent took over " + reg.NodeID + " after its agent went silent"
+	}
 	var lost []api.TaskStatus
 	for k, t := range n.tasks {
-		if t.delivered && !listed[k] {
+		if handover || (t.delivered && !listed[k]) {
 			lost = append(lost, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskExited,
-				ExitCode: -1, Error: "lost: the agent on " + reg.NodeID + " restarted without it"})
+				ExitCode: -1, Error: why})
 		}
 	}
-	updates := p.applyLocked(n, reg.Tasks, agentClock{server: now, agent: reg.Now})
-	updates = append(updates, p.applyLocked(n, lost, agentClock{server: now})...)
+	updates := p.applyLocked(n, lost, agentClock{server: now})
+	if !handover {
+		updates = append(updates, p.applyLocked(n, reg.Tasks, agentClock{server: now, agent: reg.Now})...)
+	}
 	n.bump()
 	p.mu.Unlock()
 	p.send(updates)

@@ -322,3 +322,25 @@ func TestTaskErrorClipped(t *testing.T) {
 		t.Fatalf("exit with %d bytes of error, %d of signal; want them clipped", len(u.Err.Error()), len(u.Signal))
 	}
 }
+
+// An agent that takes over a node once its holder has been silent past
+// the TTL is handed none of the holder's tasks: they are lost.
+func TestTakeOverAfterTTLGetsNoTasks(t *testing.T) {
+	p, rec, _, clk := newClockedPool(t)
+	register(t, p, "a")
+	sync1(t, p, "a")
+	task := gangTask()
+	task.Ranks = task.Ranks[:1]
+	p.Start(context.Background(), task) // placed just as the holder went silent: never delivered
+	clk.advance(31 * time.Second)
+	if _, err := p.Register(context.Background(), api.AgentRegistration{NodeID: "a", AgentID: "successor-0123456789",
+		Tasks: []api.TaskStatus{{JobID: "j1", State: api.TaskRunning, PID: 7}}}, "10.0.0.2"); err != nil {
+		t.Fatal(err)
+	}
+	if u := rec.next(t); u.Kind != exec.Exited || u.Lost != api.ReasonLost {
+		t.Fatalf("update %+v; want the holder's task lost", u)
+	}
+	if w := sync1(t, p, "a"); len(w.Tasks) != 0 {
+		t.Fatalf("the successor was handed the holder's tasks: %+v", w.Tasks)
+	}
+}
