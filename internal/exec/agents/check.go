@@ -108,10 +108,13 @@ func checkTasks(ts []api.TaskStatus) error {
 	return nil
 }
 
-// Bounds on the words an agent's task report carries into a job's events.
+// Bounds on the words an agent's task report carries into a job's events,
 const (
 	maxTaskError  = 1024
 	maxTaskSignal = 32
+	// and on a foreign process's user and command name, as shown
+	maxForeignUser = 64
+	maxForeignName = 256
 )
 
 // clip cuts s to at most n bytes, on a rune boundary, marking the cut.

@@ -425,6 +425,7 @@ func (p *Pool) screenLocked(n *node, rs []api.GPUReading, fs []api.ForeignProces
 			why = append(why, fmt.Sprintf("foreign process %d on GPU %d: not a GPU the node registered, or not a pid", f.PID, f.GPU))
 			continue
 		}
+		f.User, f.Name = clip(f.User, maxForeignUser), clip(f.Name, maxForeignName)
 		foreign = append(foreign, f)
 	}
 	if len(why) > 0 && now.Sub(n.warned) >= time.Minute {

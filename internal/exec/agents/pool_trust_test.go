@@ -170,7 +170,7 @@ func TestSyncDropsReadingsOutOfBounds(t *testing.T) {
 	for name, bad := range cases {
 		t.Run(name, func(t *testing.T) {
 			_, err := p.Sync(context.Background(), api.AgentReport{NodeID: "n1", Telemetry: []api.GPUReading{good, bad},
-				Foreign: []api.ForeignProcess{{GPU: 9, PID: 4}, {GPU: 0, PID: -1}, {GPU: 0, PID: 42}}})
+				Foreign: []api.ForeignProcess{{GPU: 9, PID: 4}, {GPU: 0, PID: -1}, {GPU: 0, PID: 42, Name: strings.Repeat("x", 10_000)}}})
 			if err != nil {
 				t.Fatalf("a sync with a bad reading was refused: %v", err)
 			}
@@ -179,7 +179,7 @@ func TestSyncDropsReadingsOutOfBounds(t *testing.T) {
 			if len(book.readings) != 1 || book.readings[0].Index != 1 || book.readings[0].Utilization != 100 {
 				t.Fatalf("readings kept = %+v; want the good one alone", book.readings)
 			}
-			if len(book.foreign) != 1 || book.foreign[0].PID != 42 {
+			if len(book.foreign) != 1 || book.foreign[0].PID != 42 || len(book.foreign[0].Name) > maxForeignName+8 {
 				t.Fatalf("foreign kept = %+v; want pid 42 on GPU 0 alone", book.foreign)
 			}
 		})
