@@ -265,3 +265,34 @@ func TestSecurityAgentSkewedClock(t *testing.T) {
 		})
 	}
 }
+
+// A job reads none of the credentials its agent was started with: not
+// the join token of a `corral agent` (it could register nodes and be
+// handed other users' jobs), not the admin token of `corral up`.
+func TestSecurityJobsSeeNoAgentCredentials(t *testing.T) {
+	for name, start := range map[string]func(t *testing.T) *server{
+		"corral agent": func(t *testing.T) *server {
+			s := startCluster(t)
+			startAgent(t, s, "n1", 1)
+			return s
+		},
+		"corral up": startServer,
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := start(t).on(t)
+			j := s.submit(map[string]any{"command": "env", "gpu_count": 1})
+			if got := s.waitTerminal(j.ID, 20*time.Second); got.State != api.StateCompleted {
+				t.Fatalf("job %s (%s)", got.State, got.Reason)
+			}
+			out := s.logs(j.ID)
+			if !strings.Contains(out, "CORRAL_JOB_ID="+j.ID) {
+				t.Fatalf("the job's environment was not logged: %q", truncate(out, 2000))
+			}
+			for what, secret := range map[string]string{"join token": joinToken, "admin token": adminToken} {
+				if strings.Contains(out, secret) {
+					t.Errorf("the job's environment holds the %s", what)
+				}
+			}
+		})
+	}
+}
