@@ -291,10 +291,15 @@ func (a *Agent) killOrphans() {
 }
 
 // agentID is this agent's identity, kept in its state directory so that
-// it survives restarts: made on first use.
+// it survives restarts: made on first use. It is what lets an agent take
+// its node back, so the file is readable by the agent's account alone
+// (mode 0600, corrected if it was wider).
 func (a *Agent) agentID() (string, error) {
 	path := filepath.Join(a.cfg.StateDir, "agent-id")
 	if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return "", fmt.Errorf("agent id: %w", err)
+		}
 		return string(bytes.TrimSpace(b)), nil
 	}
 	var raw [12]byte
@@ -303,6 +308,9 @@ func (a *Agent) agentID() (string, error) {
 	}
 	id := hex.EncodeToString(raw[:])
 	if err := writeFileAtomic(path, []byte(id)); err != nil {
+		return "", fmt.Errorf("agent id: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
 		return "", fmt.Errorf("agent id: %w", err)
 	}
 	return id, nil
