@@ -149,7 +149,20 @@ func TestAgentsRunAGangAcrossNodes(t *testing.T) {
 	startAgent(t, s, "n1", 4)
 	startAgent(t, s, "n2", 4, "--label", "rack=r2")
 
-	c := s.cluster()
+	// A node is up once registered; its first readings follow with its
+	// first sync.
+	var c api.ClusterStatus
+	waitFor(t, 10*time.Second, func() string { return "every GPU's first reading" }, func() bool {
+		c = s.cluster()
+		for _, n := range c.Nodes {
+			for _, g := range n.GPUs {
+				if g.Temperature == nil {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	if c.TotalGPUs != 8 || len(c.Nodes) != 2 {
 		t.Fatalf("cluster: %d GPUs on %d nodes; want 8 on 2", c.TotalGPUs, len(c.Nodes))
 	}
