@@ -79,33 +79,60 @@ func checkRegistration(reg api.AgentRegistration, maxGPUs int) error {
 	return checkTasks(reg.Tasks)
 }
 
-// checkTasks refuses task reports that no agent would make: an empty or
-// overlong job id, a negative attempt, rank or pid, an unknown state, the
-// same task twice.
+// checkTasks refuses task reports that no agent would make (badTask),
+// naming the first bad field.
 func checkTasks(ts []api.TaskStatus) error {
 	seen := make(map[taskKey]bool, len(ts))
 	for i, t := range ts {
-		f := func(name string) string { return fmt.Sprintf("tasks[%d].%s", i, name) }
-		k := taskKey{t.JobID, t.Attempt, t.Rank}
-		switch {
-		case t.JobID == "" || len(t.JobID) > maxTaskID:
-			return api.Invalid(f("job_id"), "must be 1 to %d characters", maxTaskID)
-		case t.Attempt < 0:
-			return api.Invalid(f("attempt"), "must not be negative")
-		case t.Rank < 0:
-			return api.Invalid(f("rank"), "must not be negative")
-		case t.State != api.TaskRunning && t.State != api.TaskExited:
-			return api.Invalid(f("state"), "must be %s or %s", api.TaskRunning, api.TaskExited)
-		case t.PID < 0:
-			return api.Invalid(f("pid"), "must not be negative")
-		case t.LogSize < 0:
-			return api.Invalid(f("log_size"), "must not be negative")
-		case seen[k]:
-			return api.Invalid(f("job_id"), "task %s attempt %d rank %d is listed twice", t.JobID, t.Attempt, t.Rank)
+		if field, why := badTask(t, seen); field != "" {
+			return api.Invalid(fmt.Sprintf("tasks[%d].%s", i, field), "%s", why)
 		}
-		seen[k] = true
 	}
 	return nil
+}
+
+// screenTasks keeps the task reports badTask finds nothing wrong with and
+// describes the first one it drops ("" when none).
+func screenTasks(ts []api.TaskStatus) (kept []api.TaskStatus, dropped int, first string) {
+	seen := make(map[taskKey]bool, len(ts))
+	kept = ts[:0:0]
+	for i, t := range ts {
+		if field, why := badTask(t, seen); field != "" {
+			if dropped == 0 {
+				first = fmt.Sprintf("tasks[%d].%s: %s", i, field, why)
+			}
+			dropped++
+			continue
+		}
+		kept = append(kept, t)
+	}
+	return kept, dropped, first
+}
+
+// badTask says which field of a task report no agent would send, and why
+// ("" when none): an empty or overlong job id, a negative attempt, rank,
+// pid or log size, an unknown state, a task already in seen (which it
+// joins).
+func badTask(t api.TaskStatus, seen map[taskKey]bool) (field, why string) {
+	k := taskKey{t.JobID, t.Attempt, t.Rank}
+	switch {
+	case t.JobID == "" || len(t.JobID) > maxTaskID:
+		return "job_id", fmt.Sprintf("must be 1 to %d characters", maxTaskID)
+	case t.Attempt < 0:
+		return "attempt", "must not be negative"
+	case t.Rank < 0:
+		return "rank", "must not be negative"
+	case t.State != api.TaskRunning && t.State != api.TaskExited:
+		return "state", fmt.Sprintf("must be %s or %s", api.TaskRunning, api.TaskExited)
+	case t.PID < 0:
+		return "pid", "must not be negative"
+	case t.LogSize < 0:
+		return "log_size", "must not be negative"
+	case seen[k]:
+		return "job_id", fmt.Sprintf("task %s attempt %d rank %d is listed twice", t.JobID, t.Attempt, t.Rank)
+	}
+	seen[k] = true
+	return "", ""
 }
 
 // Bounds on the words an agent's task report carries into a job's events,

@@ -332,13 +332,14 @@ func (p *Pool) checkHolder(reg api.AgentRegistration, addr string) error {
 
 // Sync applies a node's report and answers with its desired state, holding
 // the call (up to report.Wait) while there is nothing newer than what the
-// agent has. A report with malformed tasks is refused (422 naming the
-// field); a reading out of bounds (badReading) or a foreign process on a
-// GPU the node did not register is dropped with a warning, the rest kept:
-// a broken sensor must not cost the node its jobs.
+// agent has. A task report no agent would make (badTask), a reading out
+// of bounds (badReading) or a foreign process on a GPU the node did not
+// register is dropped with a warning, the rest kept: a broken sensor, or
+// a broken task record, must not cost the node its jobs.
 func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, error) {
-	if err := checkTasks(rep.Tasks); err != nil {
-		return api.AgentWork{}, err
+	tasks, dropped, first := screenTasks(rep.Tasks)
+	if dropped > 0 {
+		p.cfg.Logger.Warn("dropped malformed task reports from an agent", "node", rep.NodeID, "dropped", dropped, "first", first)
 	}
 	now := p.cfg.Now()
 	p.mu.Lock()
@@ -348,7 +349,7 @@ func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, er
 		return api.AgentWork{}, ErrUnknownNode
 	}
 	n.seen = now
-	updates := p.applyLocked(n, rep.Tasks, agentClock{server: now, agent: rep.Now})
+	updates := p.applyLocked(n, tasks, agentClock{server: now, agent: rep.Now})
 	readings, foreign := p.screenLocked(n, rep.Telemetry, rep.Foreign, now)
 	p.mu.Unlock()
 	p.cfg.Book.NodeSeen(rep.NodeID, readings, foreign, now)

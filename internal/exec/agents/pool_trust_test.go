@@ -186,12 +186,38 @@ func TestSyncDropsReadingsOutOfBounds(t *testing.T) {
 	}
 }
 
-// A sync whose tasks no agent would report is refused, naming the field.
-func TestSyncWithMalformedTasksRefused(t *testing.T) {
-	p, _, _, _ := newClockedPool(t)
+// Task reports no agent would make are dropped from a sync, the rest
+// applied: the node keeps its jobs.
+func TestSyncDropsMalformedTasks(t *testing.T) {
+	p, rec, _, _ := newClockedPool(t)
 	register(t, p, "a")
-	_, err := p.Sync(context.Background(), api.AgentReport{NodeID: "a", Tasks: []api.TaskStatus{{JobID: "j1", Attempt: -1, State: api.TaskRunning}}})
-	wantAPIError(t, err, 422, "invalid_field", "tasks[0].attempt")
+	task := gangTask()
+	task.Ranks = task.Ranks[:1]
+	p.Start(context.Background(), task)
+	sync1(t, p, "a")
+	bad := []api.TaskStatus{
+		{JobID: "j1", Attempt: -1, State: api.TaskExited},
+		{JobID: "j1", Rank: -1, State: api.TaskExited},
+		{JobID: "", State: api.TaskExited},
+		{JobID: "j1", State: "dancing"},
+		{JobID: "j1", State: api.TaskRunning, PID: -5},
+	}
+	dup := exited(0, 1) // the same task again, after it was reported running
+	_, err := p.Sync(context.Background(), api.AgentReport{NodeID: "a", Tasks: append(append(bad, running(0)), dup)})
+	if err != nil {
+		t.Fatalf("a sync with malformed task reports: %v; want the rest applied", err)
+	}
+	if u := rec.next(t); u.Kind != exec.Started || u.PID != 100 {
+		t.Fatalf("update %+v; want the good report's start (pid 100)", u)
+	}
+	select {
+	case u := <-rec.ch:
+		t.Fatalf("a malformed or repeated report was applied: %+v", u)
+	default:
+	}
+	if w := sync1(t, p, "a", running(0)); len(w.Tasks) != 1 || w.Tasks[0].Stop {
+		t.Fatalf("the node lost its task: %+v", w)
+	}
 }
 
 // The server's clock dates starts and exits; the agent's measures only how
