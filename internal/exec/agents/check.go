@@ -149,11 +149,10 @@ func clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n-- // not inside a rune
 	}
-	return s + "…"
+	return s[:n] + "…"
 }
 
 // badReading says what is wrong with a reading of a node whose GPUs'
