@@ -17,7 +17,8 @@ type AgentRegistration struct {
 	NodeID string `json:"node_id"`
 	// AgentID names the agent's state (its data directory), kept across
 	// its restarts: while one agent's node is live, another agent may not
-	// take the same node id.
+	// take the same node id. Required: 16 to 128 letters, digits, '.',
+	// '_' or '-'.
 	AgentID   string            `json:"agent_id,omitempty"`
 	Hostname  string            `json:"hostname"`
 	Address   string            `json:"address,omitempty"` // where other nodes reach it (CORRAL_MASTER_ADDR); default: the address it connects from
