@@ -44,6 +44,7 @@ type controlFlags struct {
 	logLevel    string
 	access      accessFlags // auth.go
 	runAs       string      // up only: whose account the local agent runs jobs under
+	maxGPUs     int         // the most GPUs an agent may register for one node
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -58,6 +59,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the certificate's private key (PEM)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fl.IntVar(&f.maxGPUs, "max-gpus-per-node", agents.DefaultMaxGPUs, fmt.Sprintf("the most GPUs an agent may register for one node (1 to %d); a registration with more is refused", agents.MaxGPUsLimit))
 	f.access.register(cmd)
 }
 
@@ -143,6 +145,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err != nil {
 		return err
 	}
+	if f.maxGPUs < 1 || f.maxGPUs > agents.MaxGPUsLimit {
+		return usagef("--max-gpus-per-node %d: want 1 to %d", f.maxGPUs, agents.MaxGPUsLimit)
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -177,7 +182,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	pool := agents.New(agents.Config{
 		Sink:     func(u exec.Update) { o.Sink(u) },
 		Book:     nodeBook{&o},
-		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger,
+		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger, MaxGPUs: f.maxGPUs,
 	})
 	ocfg := orchestrator.Config{
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,

@@ -85,6 +85,9 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 		if err != nil {
 			return "", nil, err
 		}
+		if len(devs) > f.maxGPUs {
+			return "", nil, usagef("this node has %d GPUs, more than --max-gpus-per-node %d: raise it", len(devs), f.maxGPUs)
+		}
 		dataDir, _ := filepath.Abs(f.dataDir)
 		a, err := agent.New(agent.Config{
 			NodeID: nodeID, Hostname: hostname, Address: "127.0.0.1", Labels: labels, GPUs: src,

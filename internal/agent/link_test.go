@@ -74,3 +74,26 @@ func TestHTTPLinkTLSAndErrors(t *testing.T) {
 		t.Error("a missing --ca-file was accepted")
 	}
 }
+
+// The agent id, which lets an agent take its node back, is readable by
+// the agent's account alone, and stays the same across restarts.
+func TestAgentIDIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	a := &Agent{cfg: Config{StateDir: dir}}
+	id, err := a.agentID()
+	if err != nil || len(id) < 16 {
+		t.Fatalf("agent id %q, %v", id, err)
+	}
+	path := filepath.Join(dir, "agent-id")
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("agent-id mode %v (%v); want 0600", st.Mode().Perm(), err)
+	}
+	os.Chmod(path, 0o644) // as an older agent left it
+	again, err := a.agentID()
+	if err != nil || again != id {
+		t.Fatalf("agent id after a restart %q (%v); want %q", again, err, id)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Fatalf("agent-id mode %v after a restart; want 0600", st.Mode().Perm())
+	}
+}

@@ -228,6 +228,8 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, AgentID: id, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
 		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}}
+	now := time.Now()
+	reg.Now = &now // the server measures the tasks' times against it
 	if a.cfg.GPUs != nil {
 		devs, err := a.cfg.GPUs.Devices(ctx)
 		if err != nil {
@@ -289,10 +291,15 @@ func (a *Agent) killOrphans() {
 }
 
 // agentID is this agent's identity, kept in its state directory so that
-// it survives restarts: made on first use.
+// it survives restarts: made on first use. It is what lets an agent take
+// its node back, so the file is readable by the agent's account alone
+// (mode 0600, corrected if it was wider).
 func (a *Agent) agentID() (string, error) {
 	path := filepath.Join(a.cfg.StateDir, "agent-id")
 	if b, err := os.ReadFile(path); err == nil && len(bytes.TrimSpace(b)) > 0 {
+		if err := os.Chmod(path, 0o600); err != nil {
+			return "", fmt.Errorf("agent id: %w", err)
+		}
 		return string(bytes.TrimSpace(b)), nil
 	}
 	var raw [12]byte
@@ -301,6 +308,9 @@ func (a *Agent) agentID() (string, error) {
 	}
 	id := hex.EncodeToString(raw[:])
 	if err := writeFileAtomic(path, []byte(id)); err != nil {
+		return "", fmt.Errorf("agent id: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
 		return "", fmt.Errorf("agent id: %w", err)
 	}
 	return id, nil
@@ -317,6 +327,8 @@ var errWoken = errors.New("woken")
 // short so that it is reported at once.
 func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses()}
+	now := time.Now()
+	rep.Now = &now // the server measures the tasks' times against it
 	if a.cfg.ShipLogs {
 		// Output goes before the news of the end it led to, so that a
 		// job's log is whole on the server once the job has ended there.

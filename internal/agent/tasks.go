@@ -229,7 +229,8 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	return nil
 }
 
-// env is the job's environment: the agent's, the job's, then Corral's.
+// env is the job's environment: the agent's (less its credentials, see
+// credentialVar), the job's, then Corral's.
 func (t *tasks) env(s api.TaskSpec) []string {
 	vals := map[string]string{}
 	var order []string
@@ -240,7 +241,7 @@ func (t *tasks) env(s api.TaskSpec) []string {
 		vals[k] = v
 	}
 	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok {
+		if k, v, ok := strings.Cut(kv, "="); ok && !credentialVar(k) {
 			set(k, v)
 		}
 	}
@@ -447,6 +448,19 @@ func (t *tasks) statuses() []api.TaskStatus {
 	}
 	slices.SortFunc(out, func(a, b api.TaskStatus) int { return strings.Compare(a.JobID, b.JobID) })
 	return out
+}
+
+// credentialVar reports whether an environment variable holds one of the
+// credentials Corral reads from its environment (the join token, the
+// bootstrap admin token, a client token): the agent's, or `corral up`'s,
+// never passed on to a job, which could otherwise act as an agent or as
+// the admin.
+func credentialVar(k string) bool {
+	switch k {
+	case "CORRAL_JOIN_TOKEN", "CORRAL_ADMIN_TOKEN", "CORRAL_TOKEN":
+		return true
+	}
+	return false
 }
 
 // has reports whether this agent tracks the job's attempt (attempt as

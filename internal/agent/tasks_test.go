@@ -138,3 +138,28 @@ func TestAdoptRunningTask(t *testing.T) {
 		t.Errorf("log %q; want the output from before and after the adoption", b)
 	}
 }
+
+// A job never inherits the credentials in the agent's environment (the
+// join token, `corral up`'s admin token, a client token), though it keeps
+// the rest of that environment and may set such a variable itself.
+func TestJobEnvHasNoAgentCredentials(t *testing.T) {
+	for _, k := range []string{"CORRAL_JOIN_TOKEN", "CORRAL_ADMIN_TOKEN", "CORRAL_TOKEN"} {
+		t.Setenv(k, "secret-of-the-agent")
+	}
+	t.Setenv("SOME_AGENT_VAR", "kept")
+	ts := &tasks{nodeID: "n1", stateDir: t.TempDir()}
+	env := ts.env(api.TaskSpec{JobID: "j1", Env: map[string]string{"CORRAL_TOKEN": "the-job's-own"}})
+	got := map[string]string{}
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		got[k] = v
+	}
+	for k, v := range got {
+		if strings.Contains(v, "secret-of-the-agent") {
+			t.Errorf("the job inherits %s from the agent", k)
+		}
+	}
+	if got["SOME_AGENT_VAR"] != "kept" || got["CORRAL_TOKEN"] != "the-job's-own" || got["CORRAL_JOB_ID"] != "j1" {
+		t.Errorf("env = %v; want the agent's other variables, the job's own, Corral's", got)
+	}
+}

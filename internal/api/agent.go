@@ -17,7 +17,8 @@ type AgentRegistration struct {
 	NodeID string `json:"node_id"`
 	// AgentID names the agent's state (its data directory), kept across
 	// its restarts: while one agent's node is live, another agent may not
-	// take the same node id.
+	// take the same node id. Required: 16 to 128 letters, digits, '.',
+	// '_' or '-'.
 	AgentID   string            `json:"agent_id,omitempty"`
 	Hostname  string            `json:"hostname"`
 	Address   string            `json:"address,omitempty"` // where other nodes reach it (CORRAL_MASTER_ADDR); default: the address it connects from
@@ -29,6 +30,9 @@ type AgentRegistration struct {
 	// seen end. Any task the server placed on this node and that is not
 	// listed here is lost.
 	Tasks []TaskStatus `json:"tasks"`
+	// Now is the agent's clock as it sends this: the server measures the
+	// tasks' times against it (AgentReport.Now).
+	Now *time.Time `json:"now,omitempty"`
 }
 
 // AgentGPU is one GPU of a registering node.
@@ -67,6 +71,12 @@ type AgentReport struct {
 	Telemetry  []GPUReading     `json:"telemetry,omitempty"`
 	Tasks      []TaskStatus     `json:"tasks"`
 	Foreign    []ForeignProcess `json:"foreign,omitempty"`
+	// Now is the agent's clock as it sends this. The server keeps its own
+	// times: a task's started_at or finished_at T becomes, on the
+	// server's clock, the server's now - (Now - T), never in the future
+	// nor before the task was handed out; without Now, the time the
+	// server hears of it.
+	Now *time.Time `json:"now,omitempty"`
 }
 
 // GPUReading is a live reading of one GPU.

@@ -2,9 +2,12 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"time"
 
@@ -37,6 +40,7 @@ type Node struct {
 	Telemetry gpu.Source // readings taken by the server itself; nil: from the agent's reports
 	Simulated bool
 
+	agent    string      // hex SHA-256 of the id of the agent that registered it last; "": none
 	domain   map[int]int // GPU index -> NVLink domain (see nvlinkDomains)
 	static   bool        // given in Config: never times out
 	down     bool
@@ -64,11 +68,12 @@ type nodeRecord struct {
 	Simulated bool              `json:"simulated,omitempty"`
 	Cordoned  bool              `json:"cordoned,omitempty"`
 	Draining  bool              `json:"draining,omitempty"`
+	Agent     string            `json:"agent,omitempty"` // Node.agent
 }
 
 func (n *Node) record() nodeRecord {
 	r := nodeRecord{ID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, Simulated: n.Simulated,
-		Cordoned: n.cordoned, Draining: n.draining, GPUs: []api.AgentGPU{}}
+		Cordoned: n.cordoned, Draining: n.draining, Agent: n.agent, GPUs: []api.AgentGPU{}}
 	for _, d := range n.Devices {
 		r.GPUs = append(r.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated})
 	}
@@ -77,7 +82,7 @@ func (n *Node) record() nodeRecord {
 
 func nodeFromRecord(r nodeRecord) Node {
 	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: r.Labels, Simulated: r.Simulated,
-		cordoned: r.Cordoned, draining: r.Draining}
+		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent}
 	for _, g := range r.GPUs {
 		n.Devices = append(n.Devices, gpu.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated})
 	}
@@ -147,6 +152,11 @@ func (o *Orchestrator) activeOn(nodeID string) int {
 // RegisterNode records a node an agent introduces (new, restarted or
 // returning after being down); it is durable before it returns. addr is
 // where the agent connected from, used as its address when it gives none.
+// The agent that registered a node last is kept with it (as a hash of its
+// id): while the node is up and heard from within the TTL (after a server
+// restart: the TTL from the start), another agent's registration is
+// refused with 409 node_in_use, as the agent pool refuses it while it
+// knows the holder.
 func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error {
 	if !userName.MatchString(reg.NodeID) || len(reg.NodeID) > 128 {
 		return api.Invalid("node_id", "%q is not a valid node name (letters, digits, '_', '.', '@', '-')", truncate(reg.NodeID, 40))
@@ -163,6 +173,14 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 	}
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
 		n := o.node(reg.NodeID)
+		agent := agentHash(reg.AgentID)
+		if n != nil && !n.static && !n.down && n.agent != "" && n.agent != agent {
+			if idle := tx.now.Sub(n.lastSeen); idle < o.cfg.NodeTTL {
+				return nil, &api.Error{Status: http.StatusConflict, Code: "node_in_use", Field: "node_id", Message: fmt.Sprintf(
+					"node %s is held by another agent, last heard %s ago; stop it, or give this agent another --node-name (or wait %s for the other to count as gone)",
+					reg.NodeID, idle.Round(time.Millisecond), (o.cfg.NodeTTL - idle).Round(time.Second))}
+			}
+		}
 		if n == nil {
 			n = o.addNode(Node{ID: reg.NodeID})
 			o.log.Info("node registered", "node", reg.NodeID, "gpus", len(reg.GPUs), "hostname", reg.Hostname)
@@ -176,6 +194,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 			rec.Address = addr
 		}
 		rec.GPUs = slices.Clone(reg.GPUs)
+		rec.Agent = agent
 		fresh := nodeFromRecord(rec)
 		fresh.Telemetry, fresh.lastSeen = n.Telemetry, tx.now
 		fresh.history = n.history
@@ -185,6 +204,16 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		return nil, nil
 	})
 	return err
+}
+
+// agentHash is how a node record keeps its agent's id: hashed, since the
+// id is what lets an agent take its node back. "" for no id.
+func agentHash(id string) string {
+	if id == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
 }
 
 // nodeEvent is telemetry or liveness news about a node, applied by the loop.

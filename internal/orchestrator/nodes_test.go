@@ -27,8 +27,14 @@ func (c *clock) add(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unloc
 func startDynamic(t *testing.T) (*harness, *clock) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
+	return startDynamicAt(t, filepath.Join(t.TempDir(), "corral.db"), clk), clk
+}
+
+// startDynamicAt is startDynamic on the store at path, with clock clk.
+func startDynamicAt(t *testing.T, path string, clk *clock) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	st, err := store.Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,10 +45,14 @@ func startDynamic(t *testing.T) (*harness, *clock) {
 	}
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
-	h := &harness{t: t, o: o, ex: ex}
+	h := &harness{t: t, o: o, ex: ex, path: path}
 	h.stop = func() { cancel(); <-done; st.Close() }
-	t.Cleanup(func() { h.stop() })
-	return h, clk
+	t.Cleanup(func() {
+		if h.stop != nil {
+			h.stop()
+		}
+	})
+	return h
 }
 
 func registration(node string, gpus int) api.AgentRegistration {
@@ -222,5 +232,43 @@ func TestIdleFlagAndForeignGPUs(t *testing.T) {
 	h.noStart()
 	if got, _ := h.o.Job(next.ID); got.PendingReason != "insufficient_gpus" {
 		t.Fatalf("job waiting for a foreign GPU: %s", got.PendingReason)
+	}
+}
+
+// The agent that holds a node is kept with the node: after a server
+// restart, before the holder is back, another agent (another agent id) is
+// refused the node for the TTL from the start, while the holder may come
+// back; once the TTL has passed without it, the other may take the node.
+func TestNodeHolderKeptAcrossRestart(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "corral.db")
+	ctx := context.Background()
+	holder, other := registration("n1", 2), registration("n1", 2)
+	holder.AgentID, other.AgentID = "holder-0123456789", "someone-else-0123456789"
+	h := startDynamicAt(t, path, clk)
+	if err := h.o.RegisterNode(ctx, holder, "10.0.0.7"); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(5 * time.Second)
+	if err := h.o.RegisterNode(ctx, other, "10.6.6.6"); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("another agent for a live node: %v; want 409", err)
+	}
+	h.stop()
+	h.stop = nil
+
+	clk.add(time.Minute) // the server was down a minute
+	h = startDynamicAt(t, path, clk)
+	clk.add(5 * time.Second)
+	err := h.o.RegisterNode(ctx, other, "10.6.6.6")
+	var apiErr *api.Error
+	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Code != "node_in_use" {
+		t.Fatalf("another agent for the node just after a restart: %v; want 409 node_in_use", err)
+	}
+	if err := h.o.RegisterNode(ctx, holder, "10.0.0.7"); err != nil {
+		t.Fatalf("the holder coming back after the restart: %v", err)
+	}
+	clk.add(31 * time.Second)
+	if err := h.o.RegisterNode(ctx, other, "10.6.6.6"); err != nil {
+		t.Fatalf("another agent once the holder was silent past the TTL: %v", err)
 	}
 }

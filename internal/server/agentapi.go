@@ -83,11 +83,20 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) error {
 	if err := s.sessions.check(c.NodeID, r.Header.Get(api.AgentSessionHeader)); err != nil {
 		return err
 	}
+	if rp, ok := s.agents.(rankPlacer); ok && !rp.RanOn(c.NodeID, c.JobID, c.Attempt, c.Rank) {
+		return api.NotFound("node %s runs no rank %d of attempt %d of job %q", clipID(c.NodeID), c.Rank, c.Attempt, clipID(c.JobID))
+	}
 	if err := s.o.WriteLog(c); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// rankPlacer is an Agents that knows where it placed each rank
+// (agents.Pool): log shipments are then taken only from the rank's node.
+type rankPlacer interface {
+	RanOn(nodeID, jobID string, attempt, rank int) bool
 }
 
 func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) error {
@@ -153,9 +162,11 @@ func (a *agentSessions) check(nodeID, secret string) error {
 
 func clipID(s string) string { return truncate(s, 64) }
 
-// Limits on what an agent may send.
+// Limits on what an agent may send. These bound sizes only: the pool
+// refuses a node with more GPUs than --max-gpus-per-node (at most 1024,
+// the GPU indexes 0..1023) and checks the numbers (agents.checkRegistration).
 const (
-	maxAgentGPUs    = 256
+	maxAgentGPUs    = 1024
 	maxAgentTasks   = 4096
 	maxAgentLabels  = 64
 	maxAgentForeign = 4096

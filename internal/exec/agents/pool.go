@@ -52,8 +52,11 @@ type Config struct {
 	// StopGrace is how long the other ranks of a gang get when one rank
 	// fails. Default 10s.
 	StopGrace time.Duration
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// MaxGPUs is the most GPUs a node may register (--max-gpus-per-node).
+	// Default DefaultMaxGPUs; at most MaxGPUsLimit.
+	MaxGPUs int
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Pool is an exec.Executor, Noticer and Adopter backed by agents. Safe for
@@ -64,6 +67,7 @@ type Pool struct {
 	mu    sync.Mutex
 	nodes map[string]*node
 	gangs map[gangKey]*gang
+	ended endedRanks // where the ranks of recently ended gangs ran
 }
 
 type gangKey struct {
@@ -80,10 +84,12 @@ type taskKey struct {
 type node struct {
 	id         string
 	address    string
-	registered bool      // registered with this server since it started
-	agentID    string    // the agent that registered it last
-	from       string    // the address it registered from
-	seen       time.Time // its last registration or sync
+	registered bool          // registered with this server since it started
+	agentID    string        // the agent that registered it last
+	from       string        // the address it registered from
+	seen       time.Time     // its last registration or sync
+	memory     map[int]int64 // its GPUs' memory (MiB) by index, as registered
+	warned     time.Time     // when a bad reading of it was last logged
 	gen        uint64
 	wake       chan struct{} // closed when gen moves
 	tasks      map[taskKey]*task
@@ -104,7 +110,8 @@ type gang struct {
 	exits   map[int]api.TaskStatus
 	started bool
 	pid     int
-	first   int // the rank that failed first (-1: none): its exit is the gang's
+	placed  time.Time // when the server handed it out: no rank started before
+	first   int       // the rank that failed first (-1: none): its exit is the gang's
 }
 
 var (
@@ -124,6 +131,10 @@ func New(cfg Config) *Pool {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
 	}
+	if cfg.MaxGPUs <= 0 {
+		cfg.MaxGPUs = DefaultMaxGPUs
+	}
+	cfg.MaxGPUs = min(cfg.MaxGPUs, MaxGPUsLimit)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -181,7 +192,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 	if _, dup := p.gangs[k]; dup {
 		return nil // already placed: Start is idempotent
 	}
-	g := &gang{running: map[int]bool{}, ran: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1}
+	g := &gang{running: map[int]bool{}, ran: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1, placed: p.cfg.Now()}
 	master := p.nodeLocked(ranks[0].NodeID).address
 	for r, rk := range ranks {
 		n := p.nodeLocked(rk.NodeID)
@@ -238,8 +249,15 @@ func (p *Pool) stopLocked(k gangKey, grace time.Duration, notice string) {
 
 // Register records a node (durably, through the NodeBook) and settles what
 // its agent says it runs: a task this node should run that the agent does
-// not list, although it was delivered, is lost.
+// not list, although it was delivered, is lost. A registration out of
+// bounds (checkRegistration: no agent id, too many GPUs, absurd memory,
+// repeated indexes, ...) is refused with a 422 naming the field, and one
+// for a node another agent holds with 409 node_in_use; neither changes
+// anything.
 func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr string) (api.AgentConfig, error) {
+	if err := checkRegistration(reg, p.cfg.MaxGPUs); err != nil {
+		return api.AgentConfig{}, err
+	}
 	if err := p.checkHolder(reg, addr); err != nil {
 		return api.AgentConfig{}, err
 	}
@@ -249,24 +267,39 @@ func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr str
 	now := p.cfg.Now()
 	p.mu.Lock()
 	n := p.nodeLocked(reg.NodeID)
+	// Another agent takes over a node whose holder has been silent past
+	// the TTL: the holder's tasks are lost, and none of them (their
+	// commands, their env) is handed to the newcomer.
+	handover := n.registered && n.agentID != reg.AgentID
 	n.registered = true
 	n.agentID, n.from, n.seen = reg.AgentID, addr, now
 	n.address = reg.Address
 	if n.address == "" {
 		n.address = addr
 	}
+	n.memory = make(map[int]int64, len(reg.GPUs))
+	for _, g := range reg.GPUs {
+		n.memory[g.Index] = g.MemoryMiB
+	}
 	listed := map[taskKey]bool{}
 	for _, ts := range reg.Tasks {
 		listed[taskKey{ts.JobID, ts.Attempt, ts.Rank}] = true
 	}
+	why := "lost: the agent on " + reg.NodeID + " restarted without it"
+	if handover {
+		why = "lost: another agent took over " + reg.NodeID + " after its agent went silent"
+	}
 	var lost []api.TaskStatus
 	for k, t := range n.tasks {
-		if t.delivered && !listed[k] {
+		if handover || (t.delivered && !listed[k]) {
 			lost = append(lost, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskExited,
-				ExitCode: -1, Error: "lost: the agent on " + reg.NodeID + " restarted without it", FinishedAt: &now})
+				ExitCode: -1, Error: why})
 		}
 	}
-	updates := p.applyLocked(n, append(reg.Tasks, lost...), now)
+	updates := p.applyLocked(n, lost, agentClock{server: now})
+	if !handover {
+		updates = append(updates, p.applyLocked(n, reg.Tasks, agentClock{server: now, agent: reg.Now})...)
+	}
 	n.bump()
 	p.mu.Unlock()
 	p.send(updates)
@@ -276,15 +309,17 @@ func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr str
 
 // checkHolder refuses a registration for a node that another agent (with
 // another agent id) holds and that has been seen within the node TTL: two
-// agents under one node id would both run its jobs. A restarted agent keeps
-// its id (it lives in its data directory); one started elsewhere waits,
-// retrying, until the old one has been silent for the TTL.
+// agents under one node id would both run its jobs, and the newcomer would
+// be handed the node's tasks. A restarted agent keeps its id (it lives in
+// its data directory); one started elsewhere waits, retrying, until the
+// old one has been silent for the TTL. Every registration carries an
+// agent id (checkRegistration).
 func (p *Pool) checkHolder(reg api.AgentRegistration, addr string) error {
 	now := p.cfg.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := p.nodes[reg.NodeID]
-	if n == nil || !n.registered || n.agentID == "" || reg.AgentID == "" || n.agentID == reg.AgentID {
+	if n == nil || !n.registered || n.agentID == reg.AgentID {
 		return nil
 	}
 	if idle := now.Sub(n.seen); idle < p.cfg.NodeTTL {
@@ -297,8 +332,15 @@ func (p *Pool) checkHolder(reg api.AgentRegistration, addr string) error {
 
 // Sync applies a node's report and answers with its desired state, holding
 // the call (up to report.Wait) while there is nothing newer than what the
-// agent has.
+// agent has. A task report no agent would make (badTask), a reading out
+// of bounds (badReading) or a foreign process on a GPU the node did not
+// register is dropped with a warning, the rest kept: a broken sensor, or
+// a broken task record, must not cost the node its jobs.
 func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, error) {
+	tasks, dropped, first := screenTasks(rep.Tasks)
+	if dropped > 0 {
+		p.cfg.Logger.Warn("dropped malformed task reports from an agent", "node", rep.NodeID, "dropped", dropped, "first", first)
+	}
 	now := p.cfg.Now()
 	p.mu.Lock()
 	n := p.nodes[rep.NodeID]
@@ -307,9 +349,10 @@ func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, er
 		return api.AgentWork{}, ErrUnknownNode
 	}
 	n.seen = now
-	updates := p.applyLocked(n, rep.Tasks, now)
+	updates := p.applyLocked(n, tasks, agentClock{server: now, agent: rep.Now})
+	readings, foreign := p.screenLocked(n, rep.Telemetry, rep.Foreign, now)
 	p.mu.Unlock()
-	p.cfg.Book.NodeSeen(rep.NodeID, rep.Telemetry, rep.Foreign, now)
+	p.cfg.Book.NodeSeen(rep.NodeID, readings, foreign, now)
 	p.send(updates)
 
 	wait := min(rep.Wait.Duration(), 60*time.Second)
@@ -359,10 +402,46 @@ func (p *Pool) workLocked(n *node) api.AgentWork {
 	return w
 }
 
+// screenLocked keeps the node's readings and foreign processes that are
+// within bounds, and logs (at most once a minute per node) what it drops.
+// Lock held.
+func (p *Pool) screenLocked(n *node, rs []api.GPUReading, fs []api.ForeignProcess, now time.Time) ([]api.GPUReading, []api.ForeignProcess) {
+	var why []string
+	var readings []api.GPUReading
+	if rs != nil {
+		readings = make([]api.GPUReading, 0, len(rs))
+	}
+	seen := make(map[int]bool, len(rs))
+	for _, r := range rs {
+		if bad := badReading(r, n.memory, seen); bad != "" {
+			why = append(why, bad)
+			continue
+		}
+		seen[r.Index] = true
+		readings = append(readings, r)
+	}
+	var foreign []api.ForeignProcess
+	for _, f := range fs {
+		if _, ok := n.memory[f.GPU]; !ok || f.PID <= 0 {
+			why = append(why, fmt.Sprintf("foreign process %d on GPU %d: not a GPU the node registered, or not a pid", f.PID, f.GPU))
+			continue
+		}
+		f.User, f.Name = clip(f.User, maxForeignUser), clip(f.Name, maxForeignName)
+		foreign = append(foreign, f)
+	}
+	if len(why) > 0 && now.Sub(n.warned) >= time.Minute {
+		n.warned = now
+		p.cfg.Logger.Warn("dropped readings out of bounds from an agent", "node", n.id, "dropped", len(why), "first", why[0])
+	}
+	return readings, foreign
+}
+
 // applyLocked applies a node's task reports and returns the job-level
-// updates they make. A report about a task the node should not run is
-// ignored: the agent stops such tasks itself. Lock held.
-func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []exec.Update {
+// updates they make; their times are turned into the server's by clk. A
+// report about a task the node should not run is ignored: the agent stops
+// such tasks itself. Lock held.
+func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, clk agentClock) []exec.Update {
+	now := clk.server
 	var out []exec.Update
 	for _, ts := range reports {
 		k := taskKey{ts.JobID, ts.Attempt, ts.Rank}
@@ -371,6 +450,7 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []e
 		if t == nil || g == nil {
 			continue
 		}
+		ts = clk.task(ts, g.placed)
 		switch ts.State {
 		case api.TaskRunning:
 			if t.running {
@@ -403,6 +483,7 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, now time.Time) []e
 				continue
 			}
 			delete(p.gangs, gangKey{ts.JobID, ts.Attempt})
+			p.ended.add(ts.JobID, ts.Attempt, g.nodes)
 			out = append(out, gangExit(ts.JobID, ts.Attempt, g, now))
 		}
 	}

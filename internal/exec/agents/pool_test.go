@@ -12,15 +12,18 @@ import (
 )
 
 type fakeBook struct {
-	mu   sync.Mutex
-	seen map[string]int
+	mu       sync.Mutex
+	seen     map[string]int
+	readings []api.GPUReading     // the last sync's
+	foreign  []api.ForeignProcess // the last sync's
 }
 
 func (b *fakeBook) RegisterNode(context.Context, api.AgentRegistration, string) error { return nil }
-func (b *fakeBook) NodeSeen(id string, _ []api.GPUReading, _ []api.ForeignProcess, _ time.Time) {
+func (b *fakeBook) NodeSeen(id string, rs []api.GPUReading, fs []api.ForeignProcess, _ time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seen[id]++
+	b.readings, b.foreign = rs, fs
 }
 
 type recorder struct{ ch chan exec.Update }
@@ -48,10 +51,13 @@ func register(t *testing.T, p *Pool, node string, tasks ...api.TaskStatus) {
 	if tasks == nil {
 		tasks = []api.TaskStatus{}
 	}
-	if _, err := p.Register(context.Background(), api.AgentRegistration{NodeID: node, Address: node + ".lan", Tasks: tasks}, "10.0.0.1"); err != nil {
+	if _, err := p.Register(context.Background(), api.AgentRegistration{NodeID: node, AgentID: agentIDOf(node), Address: node + ".lan", Tasks: tasks}, "10.0.0.1"); err != nil {
 		t.Fatal(err)
 	}
 }
+
+// agentIDOf is the agent id the tests' agent of node uses.
+func agentIDOf(node string) string { return "agent-of-" + node + "-0123456789" }
 
 func sync1(t *testing.T, p *Pool, node string, tasks ...api.TaskStatus) api.AgentWork {
 	t.Helper()
@@ -175,16 +181,21 @@ func TestSyncLongPollsUntilWork(t *testing.T) {
 
 // A gang whose ranks ended before any report saw them running (a quick
 // command, a slow sync) still started: Started comes before Exited, dated
-// when the last rank started.
+// when the last rank started (by the agent's clock, measured back from
+// the server's).
 func TestGangThatEndedUnseenStarted(t *testing.T) {
 	p, rec, _, _ := startGang(t)
-	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	agentNow := time.Now().Add(time.Hour) // the agents' clocks are an hour ahead
+	t0 := agentNow.Add(-50 * time.Millisecond)
 	e0, e1 := exited(0, 0), exited(1, 0)
 	e0.StartedAt, e1.StartedAt = &t0, &t0
-	sync1(t, p, "a", e0)
-	sync1(t, p, "b", e1)
-	if u := rec.next(t); u.Kind != exec.Started || !u.At.Equal(t0) {
-		t.Fatalf("first update %+v; want Started at %v", u, t0)
+	for node, ts := range map[string]api.TaskStatus{"a": e0, "b": e1} {
+		if _, err := p.Sync(context.Background(), api.AgentReport{NodeID: node, Tasks: []api.TaskStatus{ts}, Now: &agentNow}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u := rec.next(t); u.Kind != exec.Started || time.Since(u.At) < 0 || time.Since(u.At) > 5*time.Second {
+		t.Fatalf("first update %+v; want Started about 50ms ago by the server's clock", u)
 	}
 	if u := rec.next(t); u.Kind != exec.Exited || u.ExitCode != 0 || u.Err != nil {
 		t.Fatalf("second update %+v; want a clean exit", u)
@@ -218,7 +229,7 @@ func TestNodeHeldByAnotherAgent(t *testing.T) {
 		_, err := p.Register(context.Background(), api.AgentRegistration{NodeID: "n1", AgentID: agentID, Tasks: []api.TaskStatus{}}, "10.0.0.1")
 		return err
 	}
-	if err := reg("agent-a"); err != nil {
+	if err := reg(agentIDOf("agent-a")); err != nil {
 		t.Fatal(err)
 	}
 	advance(10 * time.Second)
@@ -226,19 +237,19 @@ func TestNodeHeldByAnotherAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	advance(20 * time.Second) // 20s since a's last sync
-	err := reg("agent-b")
+	err := reg(agentIDOf("agent-b"))
 	var apiErr *api.Error
 	if !errors.As(err, &apiErr) || apiErr.Status != 409 || apiErr.Code != "node_in_use" {
 		t.Fatalf("a second agent for a live node: %v; want 409 node_in_use", err)
 	}
-	if err := reg("agent-a"); err != nil {
+	if err := reg(agentIDOf("agent-a")); err != nil {
 		t.Fatalf("the holder registering again (a restart): %v", err)
 	}
 	advance(31 * time.Second)
-	if err := reg("agent-b"); err != nil {
+	if err := reg(agentIDOf("agent-b")); err != nil {
 		t.Fatalf("a second agent once the first was silent past the TTL: %v", err)
 	}
-	if err := reg("agent-a"); err == nil {
+	if err := reg(agentIDOf("agent-a")); err == nil {
 		t.Fatal("the old agent took the node back from its live successor")
 	}
 }
