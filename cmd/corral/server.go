@@ -44,6 +44,7 @@ type controlFlags struct {
 	logLevel    string
 	access      accessFlags // auth.go
 	runAs       string      // up only: whose account the local agent runs jobs under
+	host        hostFlags   // hostflags.go: --max-log-size; up: --run-as-fallback, --min-free-disk
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -59,6 +60,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.access.register(cmd)
+	f.host.registerLogSize(fl)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -152,6 +154,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return err
 	}
 	defer release()
+	if err := store.SecureDataDir(dataDir, "logs", "agent"); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dataDir, err)
+	}
 	token, tokenSource, err := joinToken(dataDir)
 	if err != nil {
 		return err
@@ -182,6 +187,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	ocfg := orchestrator.Config{
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
+		MaxLogSize: int64(f.host.maxLogSize),
 	}
 	if local != nil {
 		ocfg.LocalNode = local.id

@@ -30,6 +30,8 @@ type tasks struct {
 	nodeID, server   string
 	detach           bool     // jobs outlive the agent (standalone agent)
 	runAs            string   // whose account jobs run under (runas.go)
+	runAsFallback    string   // the account of owners without one (runas.go)
+	maxLogSize       int64    // bytes of output an attempt's log keeps (logcap.go); 0: no cap
 	shim             []string // command that runs the shim
 	log              *slog.Logger
 	changed          func() // called when a task starts or ends
@@ -95,7 +97,7 @@ type credentialFunc func(owner string) (*credential, error)
 
 // credential looks the owner's account up on this node.
 func (t *tasks) credential(owner string) (*credential, error) {
-	return jobCredential(owner, os.Geteuid(), t.runAs, systemLookup, systemGroups)
+	return jobCredential(owner, os.Geteuid(), t.runAs, t.runAsFallback, systemLookup, systemGroups)
 }
 
 // credentials returns t.credential, looking each owner up once: for the
@@ -150,14 +152,15 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if !t.detach {
 		return t.launchDirect(tk, cred)
 	}
-	if err := os.MkdirAll(tk.dir, 0o755); err != nil {
+	if err := os.MkdirAll(tk.dir, 0o700); err != nil { // spec.json holds the job's env
 		return fmt.Errorf("task state: %w", err)
 	}
 	raw, _ := json.Marshal(spec)
 	if err := writeFileAtomic(filepath.Join(tk.dir, "spec.json"), raw); err != nil {
 		return fmt.Errorf("task state: %w", err)
 	}
-	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir)
+	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir,
+		"--max-log-size", strconv.FormatInt(t.maxLogSize, 10))
 	t.mu.Lock()
 	fence := t.fence
 	t.mu.Unlock()
@@ -189,27 +192,28 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 // process group; when it ends, whatever it left in the group is killed.
 func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	spec, k := tk.spec, keyOf(tk.spec)
-	path := t.logPath(k)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("job log: %w", err)
-	}
-	logFile, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := openLog(t.logPath(k))
 	if err != nil {
 		return fmt.Errorf("job log: %w", err)
 	}
-	defer logFile.Close() // the job has its own copy
+	out, err := startLogPipe(logFile, t.maxLogSize) // the job's output, capped (logcap.go)
+	if err != nil {
+		return err
+	}
 	cmd := osexec.Command("/bin/sh", "-c", spec.Command)
 	cmd.Dir = spec.Workdir
 	cmd.Env = t.env(spec)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout, cmd.Stderr = out.w, out.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if cred != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cred.uid, Gid: cred.gid, Groups: cred.groups}
 	}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(logFile, "corral: %v\n", err)
+		out.printf("corral: %v\n", err)
+		out.finish()
 		return fmt.Errorf("start: %w", err)
 	}
+	out.started() // the job has its own copy
 	pid := cmd.Process.Pid
 	t.mu.Lock()
 	tk.pid = pid
@@ -219,6 +223,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	go func() {
 		cmd.Wait()
 		syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
+		out.finish()                        // the log is whole before the end is told
 		now := time.Now().UTC()
 		st := api.TaskStatus{ExitCode: cmd.ProcessState.ExitCode(), FinishedAt: &now}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -346,7 +351,7 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 	t.mu.Unlock()
 	if writeNotice {
 		path := t.noticePath(k)
-		os.MkdirAll(filepath.Dir(path), 0o755)
+		os.MkdirAll(filepath.Dir(path), 0o700)
 		if err := writeFileAtomic(path, []byte(notice)); err != nil {
 			t.log.Warn("notice not written", "job_id", k.job, "err", err)
 		}

@@ -67,6 +67,11 @@ type Config struct {
 	Now     func() time.Time // default time.Now
 	Logger  *slog.Logger
 	Version string
+
+	// MaxLogSize is how many bytes of output the server stores per
+	// attempt and rank from remote agents; the rest is dropped behind one
+	// marker line (logs.go). 0: no cap.
+	MaxLogSize int64
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run
