@@ -288,6 +288,8 @@ func (b nodeBook) NodeSeen(id string, r []api.GPUReading, f []api.ForeignProcess
 	(*b.o).NodeSeen(id, r, f, at)
 }
 
+func (b nodeBook) NodeDisk(id, full string) { (*b.o).NodeDisk(id, full) }
+
 // controlGCPercent is the garbage collector's target of `corral up` and
 // `corral server` (Go's default is 100). The control plane allocates
 // short-lived request, snapshot and store garbage at a high rate beside a

@@ -130,6 +130,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	if err := os.MkdirAll(a.cfg.LogDir, 0o700); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
 	if a.cfg.Detach {
 		// Shims fence their jobs on this file: it must stay fresh while
 		// the agent lives, whatever the server does.
@@ -324,7 +327,8 @@ var errWoken = errors.New("woken")
 // sync reports and waits (long poll) for work; a local change cuts the wait
 // short so that it is reported at once.
 func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
-	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses()}
+	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses(),
+		DiskFull: a.diskFull()}
 	if a.cfg.ShipLogs {
 		// Output goes before the news of the end it led to, so that a
 		// job's log is whole on the server once the job has ended there.
@@ -427,6 +431,15 @@ func (a *Agent) reconcile(w api.AgentWork) {
 	}
 }
 
+// shipLimit is how far into a log an agent ships: the cap and room for
+// its marker lines (logcap.go); 0: no limit.
+func (a *Agent) shipLimit() int64 {
+	if a.cfg.MaxLogSize <= 0 {
+		return 0
+	}
+	return a.cfg.MaxLogSize + 4<<10
+}
+
 // shipLoop ships new job output every shipEvery, so that `corral logs -f`
 // of a job on a remote node lags by about that much.
 func (a *Agent) shipLoop(ctx context.Context) {
@@ -468,7 +481,14 @@ func (a *Agent) shipFrom(ctx context.Context, k taskKey, off int64) (int64, erro
 	defer f.Close()
 	buf := make([]byte, maxChunk)
 	for {
+		limit := a.shipLimit()
+		if limit > 0 && off >= limit {
+			return off, nil // the log is capped: nothing past it goes out
+		}
 		n, err := f.ReadAt(buf, off)
+		if limit > 0 && off+int64(n) > limit {
+			n = int(limit - off)
+		}
 		if n > 0 {
 			c := api.LogChunk{NodeID: a.cfg.NodeID, JobID: k.job, Attempt: k.attempt, Rank: k.rank, Offset: off, Data: buf[:n]}
 			if err := a.cfg.Link.ShipLog(ctx, c); err != nil {

@@ -67,6 +67,10 @@ type AgentReport struct {
 	Telemetry  []GPUReading     `json:"telemetry,omitempty"`
 	Tasks      []TaskStatus     `json:"tasks"`
 	Foreign    []ForeignProcess `json:"foreign,omitempty"`
+	// DiskFull, when set, says that the node's log disk has less free
+	// than the agent's --min-free-disk (and how much): it takes no new
+	// jobs until a report without it.
+	DiskFull string `json:"disk_full,omitempty"`
 }
 
 // GPUReading is a live reading of one GPU.

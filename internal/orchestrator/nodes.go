@@ -46,6 +46,7 @@ type Node struct {
 	readings []api.GPUReading
 	foreign  []api.ForeignProcess
 	history  ring[Sample]
+	diskFull string // the agent says its log disk is full (disk.go); "": it is not
 }
 
 // Sample is one telemetry reading of a node, kept for graphs.
@@ -194,6 +195,7 @@ type nodeEvent struct {
 	down     bool
 	readings []api.GPUReading
 	foreign  []api.ForeignProcess
+	disk     *string // NodeDisk: the node's log disk state (disk.go)
 }
 
 // NodeSeen records a node's sync: it is alive, with these readings. It
@@ -217,6 +219,10 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 	for _, ev := range evs {
 		n := o.node(ev.nodeID)
 		if n == nil {
+			continue
+		}
+		if ev.disk != nil {
+			o.setDiskFull(n, *ev.disk)
 			continue
 		}
 		if ev.down {
