@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -201,5 +204,97 @@ func TestSecurityMinFreeDisk(t *testing.T) {
 	j = s.waitJob(j.ID, 20*time.Second, "to wait for the disk", func(j api.Job) bool { return j.PendingReason == "node_disk_full" })
 	if j.State != api.StateQueued || !strings.Contains(j.PendingMessage, "full-disk") || !strings.Contains(j.PendingMessage, "--min-free-disk 100%") {
 		t.Errorf("job %s, pending %s %q; want queued, naming the node and --min-free-disk", j.State, j.PendingReason, j.PendingMessage)
+	}
+}
+
+// TestSecurityFullDiskServerSurvives: with the data dir on a small tmpfs
+// filled to the last byte, the server keeps running: a submit the store
+// cannot write answers 503 store_unavailable and changes nothing, reads
+// go on, and once there is room again submits succeed and every job
+// acknowledged before is still there. Runs only as root (it mounts).
+func TestSecurityFullDiskServerSurvives(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	dir := filepath.Join(t.TempDir(), "data")
+	os.MkdirAll(dir, 0o700)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", dir).Run() })
+	s := startControl(t, dir, freePort(t), nil, "up", "--simulate-gpus", "1", "--node-name", "full", "--min-free-disk", "0")
+	first := s.submit(map[string]any{"gpu_count": 0, "command": "echo before-the-flood"})
+	s.waitState(first.ID, api.StateCompleted, 30*time.Second)
+
+	// Fill the disk.
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	// Submit with a large env until the store cannot write.
+	big := strings.Repeat("x", 32<<10)
+	var acked []string
+	refused := false
+	for i := 0; i < 400 && !refused; i++ {
+		r := s.do("POST", "/queue/submit", map[string]any{"gpu_count": 0, "command": "true", "env": map[string]string{"PAD": big}}, nil)
+		switch r.Status {
+		case http.StatusCreated:
+			var j api.Job
+			json.Unmarshal(r.Body, &j)
+			acked = append(acked, j.ID)
+		case http.StatusServiceUnavailable:
+			if e := errorBody(t, r); e.Code != "store_unavailable" {
+				t.Fatalf("503 with code %q, want store_unavailable", e.Code)
+			}
+			refused = true
+		default:
+			t.Fatalf("submit on a full disk: %s", r)
+		}
+	}
+	if !refused {
+		t.Fatalf("400 submits on a full disk were all accepted")
+	}
+	// The server lives and reads go on; changes are refused at once.
+	if s.exited() || !s.healthy() {
+		t.Fatalf("the server died on a full disk; output:\n%s", s.out.String())
+	}
+	if j := s.job(first.ID); j.State != api.StateCompleted {
+		t.Errorf("earlier job reads as %s", j.State)
+	}
+	began := time.Now()
+	if r := s.do("POST", "/queue/submit", map[string]any{"gpu_count": 0, "command": "true"}, nil); r.Status != http.StatusServiceUnavailable {
+		t.Errorf("submit while the store is down: %s; want 503", r)
+	} else if d := time.Since(began); d > 2*time.Second {
+		t.Errorf("a refused submit took %s", d)
+	}
+
+	// Room again: the server writes again, and nothing acknowledged is lost.
+	os.Remove(filler)
+	var j api.Job
+	waitFor(t, 30*time.Second, func() string { return "a submit to succeed once the disk has room" }, func() bool {
+		r := s.do("POST", "/queue/submit", map[string]any{"gpu_count": 0, "command": "echo after-the-flood"}, nil)
+		if r.Status == http.StatusCreated {
+			json.Unmarshal(r.Body, &j)
+		}
+		return r.Status == http.StatusCreated
+	})
+	s.waitState(j.ID, api.StateCompleted, 30*time.Second)
+	if out := s.logs(j.ID); !strings.Contains(out, "after-the-flood") {
+		t.Errorf("log after the disk had room: %q", out)
+	}
+	for _, id := range acked {
+		s.waitState(id, api.StateCompleted, 30*time.Second)
+	}
+	if s.exited() {
+		t.Fatalf("the server exited")
 	}
 }
