@@ -57,6 +57,8 @@ type task struct {
 	kill      *time.Timer
 	shipped   int64 // log bytes shipped to the server
 	pid       int   // the job's pid when it runs without a shim (launchDirect)
+
+	notice string // its preemption notice's own path (notice.go); "": beside its log
 }
 
 // jobPID is the task's job pid (= its process group), 0 while unknown.
@@ -147,6 +149,9 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	}
 	cred, err := credFor(spec.User)
 	if err != nil {
+		return err
+	}
+	if err := t.prepareNotice(tk, cred); err != nil {
 		return err
 	}
 	if !t.detach {
@@ -272,7 +277,7 @@ func (t *tasks) env(s api.TaskSpec) []string {
 		{"CORRAL_NODE_RANK", strconv.Itoa(s.Rank)}, {"CORRAL_NUM_NODES", strconv.Itoa(max(s.NumNodes, 1))},
 		{"CORRAL_MASTER_ADDR", master}, {"CORRAL_MASTER_PORT", strconv.Itoa(s.MasterPort)},
 		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(s.MasterPort)}, {"NODE_RANK", strconv.Itoa(s.Rank)},
-		{"CORRAL_PREEMPT_NOTICE", t.noticePath(keyOf(s))},
+		{"CORRAL_PREEMPT_NOTICE", t.noticeOf(keyOf(s))},
 	} {
 		set(kv[0], kv[1])
 	}
@@ -350,9 +355,10 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 	tk.stopping = tk.stopping || grace >= 0
 	t.mu.Unlock()
 	if writeNotice {
-		path := t.noticePath(k)
+		path := t.noticeOf(k)
+		own := path != t.noticePath(k)
 		os.MkdirAll(filepath.Dir(path), 0o700)
-		if err := writeFileAtomic(path, []byte(notice)); err != nil {
+		if err := putNotice(path, own, notice); err != nil {
 			t.log.Warn("notice not written", "job_id", k.job, "err", err)
 		}
 	}
@@ -499,6 +505,7 @@ func (t *tasks) forget(k taskKey) {
 	if tk.dir != "" {
 		os.RemoveAll(tk.dir)
 	}
+	dropNotice(tk)
 }
 
 // adopt finds the tasks a previous agent left (state directories). With
@@ -517,6 +524,7 @@ func (t *tasks) adopt(ctx context.Context) int {
 			continue
 		}
 		tk := &task{spec: spec, dir: dir, startedAt: time.Now().UTC()}
+		adoptNotice(tk)
 		if fi, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
 			tk.startedAt = fi.ModTime().UTC()
 		}
