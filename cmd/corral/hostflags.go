@@ -38,7 +38,18 @@ func (h *hostFlags) registerNode(fl *pflag.FlagSet) {
 // (K, M, G, T are powers of 1024, with or without "iB" or "B").
 type byteSize int64
 
-func (b *byteSize) String() string { return strconv.FormatInt(int64(*b), 10) }
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		shift uint
+		name  string
+	}{{40, "TiB"}, {30, "GiB"}, {20, "MiB"}, {10, "KiB"}} {
+		if n > 0 && n%(int64(1)<<u.shift) == 0 {
+			return strconv.FormatInt(n>>u.shift, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
 func (b *byteSize) Type() string   { return "size" }
 func (b *byteSize) Set(s string) error {
 	n, err := parseByteSize(s)

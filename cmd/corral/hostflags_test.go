@@ -31,3 +31,11 @@ func TestPercentFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestByteSizeString(t *testing.T) {
+	for n, want := range map[byteSize]string{0: "0", 1 << 30: "1GiB", 500 << 20: "500MiB", 64 << 10: "64KiB", 1000: "1000"} {
+		if got := n.String(); got != want {
+			t.Errorf("%d: %q, want %q", int64(n), got, want)
+		}
+	}
+}
