@@ -225,6 +225,12 @@ func TestSecurityFullDiskServerSurvives(t *testing.T) {
 	s := startControl(t, dir, freePort(t), nil, "up", "--simulate-gpus", "1", "--node-name", "full", "--min-free-disk", "0")
 	first := s.submit(map[string]any{"gpu_count": 0, "command": "echo before-the-flood"})
 	s.waitState(first.ID, api.StateCompleted, 30*time.Second)
+	// A job that writes while the disk is full, and again once it has room.
+	ctl := t.TempDir()
+	writer := s.submit(map[string]any{"gpu_count": 0, "command": fmt.Sprintf(
+		"echo before; until [ -e %[1]s/full ]; do sleep 0.05; done; head -c 65536 /dev/zero | tr '\\0' y; echo; touch %[1]s/wrote; "+
+			"until [ -e %[1]s/room ]; do sleep 0.05; done; echo after-room", ctl)})
+	s.waitState(writer.ID, api.StateRunning, 30*time.Second)
 
 	// Fill the disk.
 	filler := filepath.Join(dir, "filler")
@@ -239,6 +245,8 @@ func TestSecurityFullDiskServerSurvives(t *testing.T) {
 		}
 	}
 	f.Close()
+	os.WriteFile(filepath.Join(ctl, "full"), nil, 0o644)
+	waitFor(t, 30*time.Second, func() string { return "the writer job to write on the full disk" }, func() bool { return fileExists(filepath.Join(ctl, "wrote")) })
 
 	// Submit with a large env until the store cannot write.
 	big := strings.Repeat("x", 32<<10)
@@ -279,6 +287,7 @@ func TestSecurityFullDiskServerSurvives(t *testing.T) {
 
 	// Room again: the server writes again, and nothing acknowledged is lost.
 	os.Remove(filler)
+	os.WriteFile(filepath.Join(ctl, "room"), nil, 0o644)
 	var j api.Job
 	waitFor(t, 30*time.Second, func() string { return "a submit to succeed once the disk has room" }, func() bool {
 		r := s.do("POST", "/queue/submit", map[string]any{"gpu_count": 0, "command": "echo after-the-flood"}, nil)
@@ -290,6 +299,11 @@ func TestSecurityFullDiskServerSurvives(t *testing.T) {
 	s.waitState(j.ID, api.StateCompleted, 30*time.Second)
 	if out := s.logs(j.ID); !strings.Contains(out, "after-the-flood") {
 		t.Errorf("log after the disk had room: %q", out)
+	}
+	// The writer's log lost its output on the full disk, and says so.
+	s.waitState(writer.ID, api.StateCompleted, 30*time.Second)
+	if out := s.logs(writer.ID); !strings.HasPrefix(out, "before\n") || !strings.Contains(out, "bytes of output were lost") || !strings.HasSuffix(out, "after-room\n") {
+		t.Errorf("the writer's log: %q; want before, a line saying what was lost, after-room", truncate(out, 400))
 	}
 	for _, id := range acked {
 		s.waitState(id, api.StateCompleted, 30*time.Second)
