@@ -205,6 +205,9 @@ func TestSecurityMinFreeDisk(t *testing.T) {
 	if j.State != api.StateQueued || !strings.Contains(j.PendingMessage, "full-disk") || !strings.Contains(j.PendingMessage, "--min-free-disk 100%") {
 		t.Errorf("job %s, pending %s %q; want queued, naming the node and --min-free-disk", j.State, j.PendingReason, j.PendingMessage)
 	}
+	if out, _, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "nodes"); code != 0 || !strings.Contains(out, "node full-disk takes no new jobs: its log disk") {
+		t.Errorf("corral nodes (exit %d) does not say the disk is full:\n%s", code, out)
+	}
 }
 
 // TestSecurityFullDiskServerSurvives: with the data dir on a small tmpfs

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corral-sched/corral/internal/agent"
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // hostFlags are the flags about what a daemon leaves on its host: how much
@@ -50,7 +52,7 @@ func (b *byteSize) String() string {
 	}
 	return strconv.FormatInt(n, 10)
 }
-func (b *byteSize) Type() string   { return "size" }
+func (b *byteSize) Type() string { return "size" }
 func (b *byteSize) Set(s string) error {
 	n, err := parseByteSize(s)
 	if err != nil {
@@ -101,4 +103,17 @@ func runAsWarning(owner, runAs, fallback string) string {
 	}
 	return fmt.Sprintf("  warning: this agent runs as root and user %s (the admin token's) has no Unix account here, so %s's jobs will fail to start:\n"+
 		"           pass --run-as agent to run every job as root (a single-user machine), or --run-as-fallback ACCOUNT (e.g. nobody)\n", owner, owner)
+}
+
+// printDiskFull adds to `corral nodes` a line for each node that takes no
+// new jobs because its log disk is full (api.Node.DiskFull).
+func printDiskFull(w io.Writer, s api.ClusterStatus) error {
+	for _, n := range s.Nodes {
+		if n.DiskFull != "" {
+			if _, err := fmt.Fprintf(w, "node %s takes no new jobs: %s\n", n.NodeID, n.DiskFull); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -1,6 +1,11 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/corral-sched/corral/internal/api"
+)
 
 func TestParseByteSize(t *testing.T) {
 	tests := map[string]int64{"0": 0, "4096": 4096, "64KiB": 64 << 10, "64k": 64 << 10, "500M": 500 << 20, "1GiB": 1 << 30,
@@ -37,5 +42,13 @@ func TestByteSizeString(t *testing.T) {
 		if got := n.String(); got != want {
 			t.Errorf("%d: %q, want %q", int64(n), got, want)
 		}
+	}
+}
+
+func TestPrintDiskFull(t *testing.T) {
+	var b strings.Builder
+	s := api.ClusterStatus{Nodes: []api.Node{{NodeID: "a"}, {NodeID: "b", DiskFull: "its log disk (/d) has 1.0% free, under --min-free-disk 5%"}}}
+	if err := printDiskFull(&b, s); err != nil || b.String() != "node b takes no new jobs: its log disk (/d) has 1.0% free, under --min-free-disk 5%\n" {
+		t.Errorf("printDiskFull: %q %v", b.String(), err)
 	}
 }
