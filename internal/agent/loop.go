@@ -238,7 +238,7 @@ func (a *Agent) register(ctx context.Context) error {
 		return err
 	}
 	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, AgentID: id, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
-		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}}
+		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}, DiskFull: a.diskFull()}
 	if a.cfg.GPUs != nil {
 		devs, err := a.cfg.GPUs.Devices(ctx)
 		if err != nil {

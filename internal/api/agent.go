@@ -29,6 +29,10 @@ type AgentRegistration struct {
 	// seen end. Any task the server placed on this node and that is not
 	// listed here is lost.
 	Tasks []TaskStatus `json:"tasks"`
+	// DiskFull is as in AgentReport: set when the node's log disk is
+	// under the agent's --min-free-disk, so no job lands there before its
+	// first report.
+	DiskFull string `json:"disk_full,omitempty"`
 }
 
 // AgentGPU is one GPU of a registering node.

@@ -15,10 +15,17 @@ const maxDiskNote = 300
 // NodeDisk records whether a node's log disk is full (full: the agent's
 // words; "": it is not). It never blocks.
 func (o *Orchestrator) NodeDisk(nodeID, full string) {
-	if len(full) > maxDiskNote {
-		full = strings.ToValidUTF8(full[:maxDiskNote], "")
-	}
+	full = diskNote(full)
 	o.nodeEvents.push(nodeEvent{nodeID: nodeID, disk: &full})
+}
+
+// diskNote bounds what an agent says about its disk to maxDiskNote bytes
+// of valid UTF-8.
+func diskNote(full string) string {
+	if len(full) > maxDiskNote {
+		full = full[:maxDiskNote]
+	}
+	return strings.ToValidUTF8(full, "")
 }
 
 // setDiskFull applies NodeDisk's news to n. Loop only, write lock held.

@@ -70,3 +70,19 @@ func TestWriteLogCapped(t *testing.T) {
 		t.Errorf("stored log mode %v, want 0600", fi.Mode().Perm())
 	}
 }
+
+// An agent whose disk is full when it registers takes no job before its
+// first report.
+func TestRegisterWithFullDisk(t *testing.T) {
+	h := start(t, "", nil)
+	reg := api.AgentRegistration{NodeID: "n1", Hostname: "n1", GPUs: []api.AgentGPU{{Index: 0, UUID: "GPU-n1-0", Model: "H100", MemoryMiB: 80 << 10}},
+		DiskFull: "its log disk (/d) has 0.5% free, under --min-free-disk 5%"}
+	if err := h.o.RegisterNode(context.Background(), reg, "127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	j := h.submit(api.SubmitRequest{Command: "true", GPUCount: gpus(1)})
+	h.noStart()
+	if q, _ := h.o.Job(j.ID); q.PendingReason != "node_disk_full" {
+		t.Errorf("job waits with %q %q, want node_disk_full", q.PendingReason, q.PendingMessage)
+	}
+}

@@ -180,6 +180,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		fresh := nodeFromRecord(rec)
 		fresh.Telemetry, fresh.lastSeen = n.Telemetry, tx.now
 		fresh.history = n.history
+		fresh.diskFull = diskNote(reg.DiskFull) // disk.go
 		*n = fresh
 		tx.persistNode(n)
 		o.dirty = true
