@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // A job's stdout and stderr are a pipe, not its log file: a capped copier
@@ -203,4 +205,14 @@ func humanBytes(n int64) string {
 		s = fmt.Sprintf("%d", int64(v))
 	}
 	return s + " " + string("KMGTPE"[exp]) + "iB"
+}
+
+// logCapped waits for a finished job's output copier (finish) and logs
+// what the cap dropped and a full disk lost, if anything.
+func (t *tasks) logCapped(spec api.TaskSpec, out *logPipe) {
+	res, _ := out.finish()
+	if res.Dropped > 0 || res.Lost > 0 {
+		t.log.Warn("job output not all logged", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank,
+			"written", res.Written, "dropped_past_cap", res.Dropped, "lost_to_write_errors", res.Lost)
+	}
 }

@@ -228,7 +228,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	go func() {
 		cmd.Wait()
 		syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
-		out.finish()                        // the log is whole before the end is told
+		t.logCapped(spec, out)              // the log is whole before the end is told (logcap.go)
 		now := time.Now().UTC()
 		st := api.TaskStatus{ExitCode: cmd.ProcessState.ExitCode(), FinishedAt: &now}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
