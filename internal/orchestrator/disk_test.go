@@ -58,6 +58,12 @@ func TestWriteLogCapped(t *testing.T) {
 			t.Fatalf("chunk %d: %v", i, err)
 		}
 	}
+	for _, c := range []api.LogChunk{{Rank: 1}, {Attempt: 1}} { // a one-node job on its first attempt
+		c.NodeID, c.JobID, c.Data = "n1", j.ID, []byte("x")
+		if err := h.o.WriteLog(c); err == nil {
+			t.Errorf("chunk for rank %d attempt %d accepted", c.Rank, c.Attempt)
+		}
+	}
 	b, err := os.ReadFile(h.o.LogPath(j.ID, 0))
 	if err != nil {
 		t.Fatal(err)

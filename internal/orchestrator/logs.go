@@ -43,9 +43,18 @@ func (o *Orchestrator) WriteLog(c api.LogChunk) error {
 		}
 		holds = holds || c.Attempt < j.RetryCount // an earlier attempt's tail
 	}
+	ranks, attempts := 0, 0
+	if ok {
+		ranks, attempts = max(j.Nodes, 1), j.RetryCount
+	}
 	o.mu.RUnlock()
 	if !ok || !holds {
 		return api.NotFound("node %s runs no job %q", c.NodeID, c.JobID)
+	}
+	// Only the job's ranks and attempts have logs: each is capped, and
+	// an agent may not make more of them.
+	if c.Rank >= ranks || c.Attempt > attempts {
+		return api.Invalid("rank", "job %s has ranks 0 to %d and attempts 0 to %d", c.JobID, ranks-1, attempts)
 	}
 	path := o.RankLogPath(c.JobID, c.Attempt, c.Rank)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
