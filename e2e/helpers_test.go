@@ -90,8 +90,11 @@ func freePort(t *testing.T) int {
 
 // cleanEnv is the test's environment without CORRAL_* variables, so that
 // the caller's settings (a token, a server URL) do not leak into the test.
+// Agents run jobs as their own account (CORRAL_RUN_AS=agent): the tests
+// run as root, and their jobs' users ("admin", "ana") have no Unix
+// account; the run-as tests pass --run-as themselves.
 func cleanEnv(extra ...string) []string {
-	var env []string
+	env := []string{"CORRAL_RUN_AS=agent"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "CORRAL_") {
 			env = append(env, kv)

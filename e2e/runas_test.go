@@ -11,8 +11,8 @@ import (
 )
 
 // TestRunAsUser: an agent running as root runs each job as its owner's
-// Unix account, and never as root; a user without an account runs as the
-// agent (or fails to start with --run-as strict). Runs only as root.
+// Unix account, and never as root; a job of a user without an account
+// fails to start (strict is a synonym of user). Runs only as root.
 func TestRunAsUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: only a root agent switches users")
@@ -37,12 +37,9 @@ func TestRunAsUser(t *testing.T) {
 		if j.State != api.StateFailed || j.Reason != api.ReasonStartFailed || !strings.Contains(j.Message, "root") {
 			t.Errorf("%s: root's job: %s %s %q; want failed start_failed", mode, j.State, j.Reason, j.Message)
 		}
-		j, out = job("no-such-user-here")
-		switch {
-		case mode == "user" && (j.State != api.StateCompleted || !strings.Contains(out, "uid=0 ")):
-			t.Errorf("user: a job of a user without an account: %s %q, output %q; want it run as the agent", j.State, j.Message, out)
-		case mode == "strict" && (j.State != api.StateFailed || j.Reason != api.ReasonStartFailed):
-			t.Errorf("strict: a job of a user without an account: %s %s %q; want failed start_failed", j.State, j.Reason, j.Message)
+		j, _ = job("no-such-user-here")
+		if j.State != api.StateFailed || j.Reason != api.ReasonStartFailed || !strings.Contains(j.Message, "--run-as-fallback") {
+			t.Errorf("%s: a job of a user without an account: %s %s %q; want failed start_failed naming --run-as-fallback", mode, j.State, j.Reason, j.Message)
 		}
 	}
 }

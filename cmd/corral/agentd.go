@@ -24,6 +24,7 @@ func newAgentCmd() *cobra.Command {
 		logFormat, logLevel, runAs                                      string
 		labels                                                          []string
 		interval                                                        time.Duration
+		host                                                            hostFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
@@ -98,10 +99,14 @@ named by --join-token-file.`,
 				return fmt.Errorf("--data-dir: %w", err)
 			}
 			defer release()
+			if err := store.SecureDataDir(dir, "logs", "state"); err != nil {
+				return fmt.Errorf("--data-dir %s: %w", dir, err)
+			}
 			a, err := agent.New(agent.Config{
 				NodeID: nodeName, Hostname: hostname, Address: address, Labels: lbls, GPUs: src,
 				StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), Link: link,
 				Detach: true, ShipLogs: true, Server: link.Base(), Interval: interval, Logger: logger, RunAs: runAs,
+				RunAsFallback: host.runAsFallback, MaxLogSize: int64(host.maxLogSize), MinFreeDisk: float64(host.minFreeDisk),
 			})
 			if err != nil {
 				return err
@@ -124,6 +129,8 @@ named by --join-token-file.`,
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	runAsFlag(fl, &runAs)
+	host.registerLogSize(fl)
+	host.registerNode(fl)
 	return cmd
 }
 

@@ -236,5 +236,5 @@ func runAsFlag(fl *pflag.FlagSet, v *string) {
 	if def == "" {
 		def = agent.RunAsUser
 	}
-	fl.StringVar(v, "run-as", def, "whose account jobs run under when the agent is root: user (the job's owner's Unix account; the agent's own when the owner has none; never root), strict (as user, but a job whose owner has no account fails) or agent (the agent's own account, root included); default $CORRAL_RUN_AS, else user")
+	fl.StringVar(v, "run-as", def, "whose account jobs run under when the agent is root: user (the job's owner's Unix account; never root: a job whose owner has no account fails to start unless --run-as-fallback names one; strict is a synonym) or agent (the agent's own account, root included: a single-user machine); default $CORRAL_RUN_AS, else user")
 }

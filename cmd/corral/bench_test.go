@@ -37,7 +37,7 @@ func startUp(t *testing.T, gpus string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	cmd := newUpCmd()
-	cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--simulate-gpus", gpus, "--heartbeat", "200ms", "--log-level", "error"})
+	cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--simulate-gpus", gpus, "--heartbeat", "200ms", "--log-level", "error", "--run-as", "agent"})
 	cmd.SetOut(pw)
 	cmd.SetErr(io.Discard)
 	done := make(chan error, 1)

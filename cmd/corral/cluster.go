@@ -120,8 +120,10 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 	if simulated {
 		total += "; (sim) marks simulated GPUs, not real devices"
 	}
-	_, err := fmt.Fprintln(w, total)
-	return err
+	if _, err := fmt.Fprintln(w, total); err != nil {
+		return err
+	}
+	return printDiskFull(w, s)
 }
 
 func (c *cli) newPolicyCmd() *cobra.Command {

@@ -45,6 +45,7 @@ type controlFlags struct {
 	access      accessFlags // auth.go
 	runAs       string      // up only: whose account the local agent runs jobs under
 	maxGPUs     int         // the most GPUs an agent may register for one node
+	host        hostFlags   // hostflags.go: --max-log-size; up: --run-as-fallback, --min-free-disk
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -61,6 +62,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.maxGPUs, "max-gpus-per-node", agents.DefaultMaxGPUs, fmt.Sprintf("the most GPUs an agent may register for one node (1 to %d); a registration with more is refused", agents.MaxGPUsLimit))
 	f.access.register(cmd)
+	f.host.registerLogSize(fl)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -157,6 +159,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return err
 	}
 	defer release()
+	if err := store.SecureDataDir(dataDir, "logs", "agent"); err != nil {
+		return fmt.Errorf("--data-dir %s: %w", dataDir, err)
+	}
 	token, tokenSource, err := joinToken(dataDir)
 	if err != nil {
 		return err
@@ -187,6 +192,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	ocfg := orchestrator.Config{
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
+		MaxLogSize: int64(f.host.maxLogSize),
 	}
 	if local != nil {
 		ocfg.LocalNode = local.id
@@ -286,6 +292,8 @@ func (b nodeBook) RegisterNode(ctx context.Context, reg api.AgentRegistration, a
 func (b nodeBook) NodeSeen(id string, r []api.GPUReading, f []api.ForeignProcess, at time.Time) {
 	(*b.o).NodeSeen(id, r, f, at)
 }
+
+func (b nodeBook) NodeDisk(id, full string) { (*b.o).NodeDisk(id, full) }
 
 // controlGCPercent is the garbage collector's target of `corral up` and
 // `corral server` (Go's default is 100). The control plane allocates

@@ -65,6 +65,7 @@ collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
 	runAsFlag(fl, &f.runAs)
+	f.host.registerNode(fl)
 	return cmd
 }
 
@@ -93,6 +94,7 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 			NodeID: nodeID, Hostname: hostname, Address: "127.0.0.1", Labels: labels, GPUs: src,
 			StateDir: filepath.Join(dataDir, "agent"), LogDir: filepath.Join(dataDir, "logs"),
 			Link: inProcess{pool}, Interval: f.interval, Logger: logger, RunAs: f.runAs,
+			RunAsFallback: f.host.runAsFallback, MaxLogSize: int64(f.host.maxLogSize), MinFreeDisk: float64(f.host.minFreeDisk),
 		})
 		if err != nil {
 			return "", nil, err
@@ -103,7 +105,7 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 				src.Close()
 			}
 		}()
-		b := banner(nodeID, devs, why, simulate != "")
+		b := banner(nodeID, devs, why, simulate != "") + runAsWarning(bootstrapUser(), f.runAs, f.host.runAsFallback)
 		switch {
 		case len(devs) > 0 && simulate != "":
 			b += "  try:  corral submit --gpus 2 -- 'echo $CUDA_VISIBLE_DEVICES'   then   corral jobs, corral logs JOB, corral nodes\n"

@@ -54,6 +54,16 @@ type Config struct {
 	// RunAs is whose account jobs run under: RunAsUser (default: the
 	// job's owner when the agent is root) or RunAsAgent (runas.go).
 	RunAs string
+	// RunAsFallback, when set, is the account (not root) that a root
+	// agent in RunAsUser mode runs the jobs of owners without a Unix
+	// account under; empty: such jobs fail to start (runas.go).
+	RunAsFallback string
+	// MaxLogSize is how many bytes of output an attempt's log keeps; the
+	// rest is dropped behind one marker line (logcap.go). 0: no cap.
+	MaxLogSize int64
+	// MinFreeDisk is the free share of LogDir's disk, in percent, below
+	// which the node takes no new jobs (diskfree.go). 0: no check.
+	MinFreeDisk float64
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -84,10 +94,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.NodeID == "" || cfg.Link == nil || cfg.StateDir == "" || cfg.LogDir == "" {
 		return nil, errors.New("agent: NodeID, Link, StateDir and LogDir are required")
 	}
-	switch cfg.RunAs {
-	case "", RunAsUser, RunAsStrict, RunAsAgent:
-	default:
-		return nil, fmt.Errorf("--run-as %q (or $CORRAL_RUN_AS): want %s, %s or %s", cfg.RunAs, RunAsUser, RunAsStrict, RunAsAgent)
+	if err := CheckRunAs(cfg.RunAs, cfg.RunAsFallback); err != nil {
+		return nil, err
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
@@ -103,7 +111,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Shim = []string{self, "shim"}
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
-	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs,
+	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}}
 	return a, nil
 }
@@ -119,7 +127,10 @@ func (a *Agent) poke() {
 // Run adopts what a previous agent left, registers, then syncs until ctx
 // ends. Transient errors are retried with a capped backoff.
 func (a *Agent) Run(ctx context.Context) error {
-	if err := os.MkdirAll(a.cfg.StateDir, 0o755); err != nil {
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	if err := os.MkdirAll(a.cfg.LogDir, 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	if a.cfg.Detach {
@@ -182,7 +193,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // touchAlive marks the agent alive for its fenced shims.
 func (a *Agent) touchAlive() error {
-	return os.WriteFile(a.tasks.alivePath(), []byte(strconv.Itoa(os.Getpid())), 0o644)
+	return os.WriteFile(a.tasks.alivePath(), []byte(strconv.Itoa(os.Getpid())), 0o600)
 }
 
 // keepAlive touches the liveness file every second until ctx ends. On a
@@ -227,7 +238,7 @@ func (a *Agent) register(ctx context.Context) error {
 		return err
 	}
 	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, AgentID: id, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
-		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}}
+		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}, DiskFull: a.diskFull()}
 	now := time.Now()
 	reg.Now = &now // the server measures the tasks' times against it
 	if a.cfg.GPUs != nil {
@@ -326,7 +337,8 @@ var errWoken = errors.New("woken")
 // sync reports and waits (long poll) for work; a local change cuts the wait
 // short so that it is reported at once.
 func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
-	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses()}
+	rep := api.AgentReport{NodeID: a.cfg.NodeID, Generation: a.gen, Wait: api.Seconds(a.cfg.Interval.Seconds()), Tasks: a.tasks.statuses(),
+		DiskFull: a.diskFull()}
 	now := time.Now()
 	rep.Now = &now // the server measures the tasks' times against it
 	if a.cfg.ShipLogs {
@@ -431,6 +443,15 @@ func (a *Agent) reconcile(w api.AgentWork) {
 	}
 }
 
+// shipLimit is how far into a log an agent ships: the cap and room for
+// its marker lines (logcap.go); 0: no limit.
+func (a *Agent) shipLimit() int64 {
+	if a.cfg.MaxLogSize <= 0 {
+		return 0
+	}
+	return a.cfg.MaxLogSize + 4<<10
+}
+
 // shipLoop ships new job output every shipEvery, so that `corral logs -f`
 // of a job on a remote node lags by about that much.
 func (a *Agent) shipLoop(ctx context.Context) {
@@ -472,7 +493,14 @@ func (a *Agent) shipFrom(ctx context.Context, k taskKey, off int64) (int64, erro
 	defer f.Close()
 	buf := make([]byte, maxChunk)
 	for {
+		limit := a.shipLimit()
+		if limit > 0 && off >= limit {
+			return off, nil // the log is capped: nothing past it goes out
+		}
 		n, err := f.ReadAt(buf, off)
+		if limit > 0 && off+int64(n) > limit {
+			n = int(limit - off)
+		}
 		if n > 0 {
 			c := api.LogChunk{NodeID: a.cfg.NodeID, JobID: k.job, Attempt: k.attempt, Rank: k.rank, Offset: off, Data: buf[:n]}
 			if err := a.cfg.Link.ShipLog(ctx, c); err != nil {

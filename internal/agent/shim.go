@@ -46,8 +46,9 @@ type exitStatus struct {
 	Error      string    `json:"error,omitempty"` // the job could not start
 }
 
-// RunShim is `corral shim --state DIR --log FILE [--workdir DIR] -- /bin/sh -c CMD`.
-// The job's environment is the shim's. It returns the shim's exit code.
+// RunShim is `corral shim --state DIR --log FILE [--max-log-size N] [--workdir DIR] -- /bin/sh -c CMD`.
+// The job's environment is the shim's. Its output goes through a pipe into
+// the log, capped at --max-log-size (logcap.go). It returns the shim's exit code.
 func RunShim(args []string) int {
 	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
 	state := fs.String("state", "", "state directory")
@@ -58,26 +59,22 @@ func RunShim(args []string) int {
 	uid := fs.Int("uid", -1, "run the job as this uid (with --gid; the shim must be root)")
 	gid := fs.Int("gid", -1, "the job's gid")
 	groups := fs.String("groups", "", "the job's supplementary group ids, comma-separated")
+	maxLog := fs.Int64("max-log-size", DefaultMaxLogSize, "bytes of output the log keeps; the rest is dropped behind a marker (0: no cap)")
 	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--workdir DIR] -- COMMAND...")
+		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--max-log-size N] [--workdir DIR] -- COMMAND...")
 		return 2
 	}
 	// Ask to be told when we must stop before anything else can race it.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 
-	var logFile *os.File
-	if *logPath != "" {
-		if err := os.MkdirAll(filepath.Dir(*logPath), 0o755); err == nil {
-			logFile, _ = os.OpenFile(*logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		}
-	}
+	out := openLogPipe(*logPath, *maxLog) // the job's output, capped (logcap.go)
 	argv := fs.Args()
 	cmd := osexec.Command(argv[0], argv[1:]...)
 	cmd.Dir = *workdir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if logFile != nil {
-		cmd.Stdout, cmd.Stderr = logFile, logFile
+	if out != nil {
+		cmd.Stdout, cmd.Stderr = out.w, out.w
 	}
 	cred, err := parseCredential(*uid, *gid, *groups)
 	cmd.SysProcAttr.Credential = cred
@@ -85,12 +82,12 @@ func RunShim(args []string) int {
 		err = cmd.Start()
 	}
 	if err != nil {
-		if logFile != nil {
-			fmt.Fprintf(logFile, "corral: %v\n", err)
-		}
+		out.printf("corral: %v\n", err)
+		out.finish()
 		writeExit(*state, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
 		return 0
 	}
+	out.started()
 	pid := cmd.Process.Pid
 	writeFileAtomic(filepath.Join(*state, "pid"), []byte(strconv.Itoa(pid)))
 
@@ -127,10 +124,8 @@ wait:
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 	}
+	out.finish() // the log is whole before the end is told
 	writeExit(*state, st)
-	if logFile != nil {
-		logFile.Close()
-	}
 	return 0
 }
 
@@ -142,10 +137,11 @@ func writeExit(dir string, st exitStatus) {
 	writeFileAtomic(filepath.Join(dir, "exit.json"), b)
 }
 
-// writeFileAtomic writes a file so that readers see all of it or none.
+// writeFileAtomic writes a file so that readers see all of it or none;
+// only its owner may read it (a task's spec holds the job's env).
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

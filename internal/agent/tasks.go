@@ -30,6 +30,8 @@ type tasks struct {
 	nodeID, server   string
 	detach           bool     // jobs outlive the agent (standalone agent)
 	runAs            string   // whose account jobs run under (runas.go)
+	runAsFallback    string   // the account of owners without one (runas.go)
+	maxLogSize       int64    // bytes of output an attempt's log keeps (logcap.go); 0: no cap
 	shim             []string // command that runs the shim
 	log              *slog.Logger
 	changed          func() // called when a task starts or ends
@@ -55,6 +57,8 @@ type task struct {
 	kill      *time.Timer
 	shipped   int64 // log bytes shipped to the server
 	pid       int   // the job's pid when it runs without a shim (launchDirect)
+
+	notice string // its preemption notice's own path (notice.go); "": beside its log
 }
 
 // jobPID is the task's job pid (= its process group), 0 while unknown.
@@ -95,7 +99,7 @@ type credentialFunc func(owner string) (*credential, error)
 
 // credential looks the owner's account up on this node.
 func (t *tasks) credential(owner string) (*credential, error) {
-	return jobCredential(owner, os.Geteuid(), t.runAs, systemLookup, systemGroups)
+	return jobCredential(owner, os.Geteuid(), t.runAs, t.runAsFallback, systemLookup, systemGroups)
 }
 
 // credentials returns t.credential, looking each owner up once: for the
@@ -147,17 +151,21 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if err != nil {
 		return err
 	}
+	if err := t.prepareNotice(tk, cred); err != nil {
+		return err
+	}
 	if !t.detach {
 		return t.launchDirect(tk, cred)
 	}
-	if err := os.MkdirAll(tk.dir, 0o755); err != nil {
+	if err := os.MkdirAll(tk.dir, 0o700); err != nil { // spec.json holds the job's env
 		return fmt.Errorf("task state: %w", err)
 	}
 	raw, _ := json.Marshal(spec)
 	if err := writeFileAtomic(filepath.Join(tk.dir, "spec.json"), raw); err != nil {
 		return fmt.Errorf("task state: %w", err)
 	}
-	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir)
+	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir,
+		"--max-log-size", strconv.FormatInt(t.maxLogSize, 10))
 	t.mu.Lock()
 	fence := t.fence
 	t.mu.Unlock()
@@ -189,27 +197,28 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 // process group; when it ends, whatever it left in the group is killed.
 func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	spec, k := tk.spec, keyOf(tk.spec)
-	path := t.logPath(k)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("job log: %w", err)
-	}
-	logFile, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logFile, err := openLog(t.logPath(k))
 	if err != nil {
 		return fmt.Errorf("job log: %w", err)
 	}
-	defer logFile.Close() // the job has its own copy
+	out, err := startLogPipe(logFile, t.maxLogSize) // the job's output, capped (logcap.go)
+	if err != nil {
+		return err
+	}
 	cmd := osexec.Command("/bin/sh", "-c", spec.Command)
 	cmd.Dir = spec.Workdir
 	cmd.Env = t.env(spec)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Stdout, cmd.Stderr = out.w, out.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if cred != nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cred.uid, Gid: cred.gid, Groups: cred.groups}
 	}
 	if err := cmd.Start(); err != nil {
-		fmt.Fprintf(logFile, "corral: %v\n", err)
+		out.printf("corral: %v\n", err)
+		out.finish()
 		return fmt.Errorf("start: %w", err)
 	}
+	out.started() // the job has its own copy
 	pid := cmd.Process.Pid
 	t.mu.Lock()
 	tk.pid = pid
@@ -219,6 +228,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	go func() {
 		cmd.Wait()
 		syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
+		t.logCapped(spec, out)              // the log is whole before the end is told (logcap.go)
 		now := time.Now().UTC()
 		st := api.TaskStatus{ExitCode: cmd.ProcessState.ExitCode(), FinishedAt: &now}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -268,7 +278,7 @@ func (t *tasks) env(s api.TaskSpec) []string {
 		{"CORRAL_NODE_RANK", strconv.Itoa(s.Rank)}, {"CORRAL_NUM_NODES", strconv.Itoa(max(s.NumNodes, 1))},
 		{"CORRAL_MASTER_ADDR", master}, {"CORRAL_MASTER_PORT", strconv.Itoa(s.MasterPort)},
 		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(s.MasterPort)}, {"NODE_RANK", strconv.Itoa(s.Rank)},
-		{"CORRAL_PREEMPT_NOTICE", t.noticePath(keyOf(s))},
+		{"CORRAL_PREEMPT_NOTICE", t.noticeOf(keyOf(s))},
 	} {
 		set(kv[0], kv[1])
 	}
@@ -346,9 +356,10 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 	tk.stopping = tk.stopping || grace >= 0
 	t.mu.Unlock()
 	if writeNotice {
-		path := t.noticePath(k)
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		if err := writeFileAtomic(path, []byte(notice)); err != nil {
+		path := t.noticeOf(k)
+		own := path != t.noticePath(k)
+		os.MkdirAll(filepath.Dir(path), 0o700)
+		if err := putNotice(path, own, notice); err != nil {
 			t.log.Warn("notice not written", "job_id", k.job, "err", err)
 		}
 	}
@@ -508,6 +519,7 @@ func (t *tasks) forget(k taskKey) {
 	if tk.dir != "" {
 		os.RemoveAll(tk.dir)
 	}
+	dropNotice(tk)
 }
 
 // adopt finds the tasks a previous agent left (state directories). With
@@ -526,6 +538,7 @@ func (t *tasks) adopt(ctx context.Context) int {
 			continue
 		}
 		tk := &task{spec: spec, dir: dir, startedAt: time.Now().UTC()}
+		adoptNotice(tk)
 		if fi, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
 			tk.startedAt = fi.ModTime().UTC()
 		}

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 func newTasks(t *testing.T, dir string, fence time.Duration) *tasks {
 	t.Helper()
 	t.Setenv("CORRAL_AGENT_TEST_SHIM", "1")
-	return &tasks{stateDir: filepath.Join(dir, "state"), logDir: filepath.Join(dir, "logs"), nodeID: "n1", detach: true,
+	return &tasks{stateDir: filepath.Join(dir, "state"), logDir: filepath.Join(dir, "logs"), nodeID: "n1", detach: true, runAs: RunAsAgent,
 		shim: []string{os.Args[0]}, log: slog.New(slog.DiscardHandler), changed: func() {}, byKey: map[taskKey]*task{}, fence: fence}
 }
 

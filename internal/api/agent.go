@@ -33,6 +33,10 @@ type AgentRegistration struct {
 	// Now is the agent's clock as it sends this: the server measures the
 	// tasks' times against it (AgentReport.Now).
 	Now *time.Time `json:"now,omitempty"`
+	// DiskFull is as in AgentReport: set when the node's log disk is
+	// under the agent's --min-free-disk, so no job lands there before its
+	// first report.
+	DiskFull string `json:"disk_full,omitempty"`
 }
 
 // AgentGPU is one GPU of a registering node.
@@ -77,6 +81,10 @@ type AgentReport struct {
 	// nor before the task was handed out; without Now, the time the
 	// server hears of it.
 	Now *time.Time `json:"now,omitempty"`
+	// DiskFull, when set, says that the node's log disk has less free
+	// than the agent's --min-free-disk (and how much): it takes no new
+	// jobs until a report without it.
+	DiskFull string `json:"disk_full,omitempty"`
 }
 
 // GPUReading is a live reading of one GPU.

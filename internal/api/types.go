@@ -225,6 +225,7 @@ type Node struct {
 	Address   string            `json:"address,omitempty"`
 	Labels    map[string]string `json:"labels,omitempty"`
 	LastSeen  *time.Time        `json:"last_seen,omitempty"`
+	DiskFull  string            `json:"disk_full,omitempty"` // set while the node's log disk is under its --min-free-disk: no new jobs start there
 	Simulated bool              `json:"simulated,omitempty"`
 	GPUs      []GPU             `json:"gpus"`
 }

@@ -83,7 +83,7 @@ func (o *Orchestrator) snapshotNodes() []sched.Node {
 		for _, f := range n.foreign {
 			foreign[f.GPU] = true
 		}
-		sn := sched.Node{ID: n.ID, Schedulable: n.schedulable(), Labels: n.Labels, GPUs: make([]sched.GPU, 0, len(n.Devices))}
+		sn := sched.Node{ID: n.ID, Schedulable: n.schedulable() && n.diskFull == "", DiskFull: n.diskFull, Labels: n.Labels, GPUs: make([]sched.GPU, 0, len(n.Devices))}
 		for _, d := range n.Devices {
 			_, busy := o.owner[gpuKey{n.ID, d.Index}]
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
@@ -249,7 +249,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	for i := range o.nodes {
 		n := &o.nodes[i]
 		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, GPUCount: len(n.Devices),
-			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}}
+			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}, DiskFull: n.diskFull}
 		if !n.lastSeen.IsZero() {
 			t := n.lastSeen
 			an.LastSeen = &t

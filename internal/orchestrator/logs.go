@@ -26,7 +26,10 @@ const maxLogChunk = 1 << 20
 // WriteLog stores a chunk of a task's output shipped by a remote agent. The
 // node must hold that job. A chunk that starts past the end of what is
 // stored is refused (the agent resends from the end); one that overlaps it
-// adds only the new bytes, so retries are harmless.
+// adds only the new bytes, so retries are harmless. Past Config.MaxLogSize
+// bytes the log gets one marker line, and later chunks are accepted and
+// dropped. A failed write (a full disk) fails only this request; the
+// agent sends the chunk again later.
 func (o *Orchestrator) WriteLog(c api.LogChunk) error {
 	if len(c.Data) > maxLogChunk || c.Offset < 0 || c.Rank < 0 || c.Attempt < 0 {
 		return api.Invalid("data", "a log chunk holds at most %d bytes at a non-negative offset", maxLogChunk)
@@ -40,15 +43,24 @@ func (o *Orchestrator) WriteLog(c api.LogChunk) error {
 		}
 		holds = holds || c.Attempt < j.RetryCount // an earlier attempt's tail
 	}
+	ranks, attempts := 0, 0
+	if ok {
+		ranks, attempts = max(j.Nodes, 1), j.RetryCount
+	}
 	o.mu.RUnlock()
 	if !ok || !holds {
 		return api.NotFound("node %s runs no job %q", c.NodeID, c.JobID)
 	}
+	// Only the job's ranks and attempts have logs: each is capped, and
+	// an agent may not make more of them.
+	if c.Rank >= ranks || c.Attempt > attempts {
+		return api.Invalid("rank", "job %s has ranks 0 to %d and attempts 0 to %d", c.JobID, ranks-1, attempts)
+	}
 	path := o.RankLogPath(c.JobID, c.Attempt, c.Rank)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("write log: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
 	if err != nil {
 		return fmt.Errorf("write log: %w", err)
 	}
@@ -57,15 +69,28 @@ func (o *Orchestrator) WriteLog(c api.LogChunk) error {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("write log: %w", err)
 	}
-	size := st.Size()
+	size, limit := st.Size(), o.cfg.MaxLogSize
 	switch {
+	case limit > 0 && size >= limit:
+		return nil // capped: the marker is there, the rest is dropped
 	case c.Offset > size:
 		return api.Conflict("log_gap", "the stored log ends at byte %d; send from there", size)
 	case c.Offset+int64(len(c.Data)) <= size:
 		return nil // already stored
 	}
-	if _, err := f.WriteAt(c.Data[size-c.Offset:], size); err != nil {
+	data := c.Data[size-c.Offset:]
+	capped := limit > 0 && size+int64(len(data)) > limit
+	if capped {
+		data = data[:limit-size]
+	}
+	if _, err := f.WriteAt(data, size); err != nil {
 		return fmt.Errorf("write log: %w", err)
+	}
+	if capped {
+		marker := fmt.Sprintf("\ncorral: the stored log reached its limit of %d bytes (--max-log-size of the server); further output of this attempt is dropped\n", limit)
+		if _, err := f.WriteAt([]byte(marker), limit); err != nil {
+			return fmt.Errorf("write log: %w", err)
+		}
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ type Node struct {
 	readings []api.GPUReading
 	foreign  []api.ForeignProcess
 	history  ring[Sample]
+	diskFull string // the agent says its log disk is full (disk.go); "": it is not
 }
 
 // Sample is one telemetry reading of a node, kept for graphs.
@@ -198,6 +199,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		fresh := nodeFromRecord(rec)
 		fresh.Telemetry, fresh.lastSeen = n.Telemetry, tx.now
 		fresh.history = n.history
+		fresh.diskFull = diskNote(reg.DiskFull) // disk.go
 		*n = fresh
 		tx.persistNode(n)
 		o.dirty = true
@@ -223,6 +225,7 @@ type nodeEvent struct {
 	down     bool
 	readings []api.GPUReading
 	foreign  []api.ForeignProcess
+	disk     *string // NodeDisk: the node's log disk state (disk.go)
 }
 
 // NodeSeen records a node's sync: it is alive, with these readings. It
@@ -246,6 +249,10 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 	for _, ev := range evs {
 		n := o.node(ev.nodeID)
 		if n == nil {
+			continue
+		}
+		if ev.disk != nil {
+			o.setDiskFull(n, *ev.disk)
 			continue
 		}
 		if ev.down {

@@ -18,7 +18,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -67,6 +66,11 @@ type Config struct {
 	Now     func() time.Time // default time.Now
 	Logger  *slog.Logger
 	Version string
+
+	// MaxLogSize is how many bytes of output the server stores per
+	// attempt and rank from remote agents; the rest is dropped behind one
+	// marker line (logs.go). 0: no cap.
+	MaxLogSize int64
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run
@@ -111,6 +115,10 @@ type Orchestrator struct {
 
 	dirty bool // loop-only: a cycle is due
 	fatal chan error
+
+	storeDown atomic.Pointer[string]        // why the store cannot write, while it cannot (storedown.go)
+	downSig   atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
+	looping   bool                          // Run has begun: failed commits are retried (loop only)
 }
 
 type cycleStats struct {
@@ -124,8 +132,8 @@ type gpuKey struct {
 	index int
 }
 
-// ErrStore is returned when the store could not commit; the server stops,
-// and a restart recovers from what was durable.
+// ErrStore wraps a store's failure to commit. The loop retries the commit
+// until it succeeds (storedown.go); the server does not stop.
 var ErrStore = errors.New("the store could not commit")
 
 // New loads the state, recovers jobs whose processes died with the last
@@ -177,6 +185,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		fatal:       make(chan error, 1),
 	}
 	o.updates.notify = make(chan struct{}, 1)
+	o.downSig.Store(new(make(chan struct{})))
 	o.nodeEvents.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
 		n.static, n.lastSeen = true, cfg.Now()
@@ -197,11 +206,13 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 // loop and never blocks.
 func (o *Orchestrator) Sink(u exec.Update) { o.updates.push(u) }
 
-// Run is the loop. It returns when ctx ends, or with an error wrapping
-// ErrStore when a commit failed.
+// Run is the loop. It returns when ctx ends. A commit that fails is
+// retried until the store writes again (storedown.go): a full disk does
+// not stop it.
 func (o *Orchestrator) Run(ctx context.Context) error {
 	tick := time.NewTicker(o.cfg.Tick)
 	defer tick.Stop()
+	o.looping = true
 	go o.recordHistory(ctx)
 	for {
 		if o.dirty && o.isRunning() {
@@ -288,22 +299,16 @@ type opResult struct {
 // already been taken by the loop, and do waits for its result: the
 // caller always learns whether its change was made.
 func (o *Orchestrator) do(ctx context.Context, fn func(tx *txn) (any, error)) (any, error) {
+	if err := o.storeDownError(); err != nil {
+		return nil, err // nothing was changed (storedown.go)
+	}
 	p := &op{fn: fn, done: make(chan opResult, 1)}
 	select {
 	case o.ops <- p:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	select {
-	case r := <-p.done:
-		return r.v, r.err
-	case <-ctx.Done():
-		if p.state.CompareAndSwap(opQueued, opAbandoned) {
-			return nil, ctx.Err()
-		}
-		r := <-p.done
-		return r.v, r.err
-	}
+	return o.await(ctx, p) // storedown.go
 }
 
 // txn collects one batch's changes: the store batch, the jobs it touched,
@@ -381,12 +386,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	for _, j := range tx.dirty {
 		tx.batch.Jobs = append(tx.batch.Jobs, *j)
 	}
-	if err := o.cfg.Store.Commit(ctx, &tx.batch); err != nil {
-		err = fmt.Errorf("%w: %w", ErrStore, err)
-		select {
-		case o.fatal <- err:
-		default:
-		}
+	if err := o.commitRetrying(ctx, &tx.batch); err != nil { // storedown.go
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
 	for _, f := range tx.durable {

@@ -47,7 +47,7 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 			break
 		}
 		j := jobs[pd.JobID]
-		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes {
+		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull {
 			continue
 		}
 		at, ps, ok := tl.earliest(ix, j)

@@ -40,6 +40,11 @@ type Node struct {
 	Schedulable bool // false: nothing new starts here (cordoned, draining, down)
 	GPUs        []GPU
 	Labels      map[string]string
+
+	// DiskFull, when set, says why the node's log disk is too full to
+	// take new jobs (its agent's --min-free-disk); Schedulable is then
+	// false.
+	DiskFull string
 }
 
 // Job is one queued job as the core sees it.
@@ -144,6 +149,7 @@ const (
 	ReasonPreempted     = "preempted"           // preemption: a higher-ranked job needs the GPUs
 	ReasonIdle          = "idle"                // preemption: the job's GPUs sat idle
 	ReasonBackoff       = "backoff"             // requeued after a loss; waits out its backoff
+	ReasonNodeDiskFull  = "node_disk_full"      // no node accepts new jobs, and some refuse because their log disk is full
 )
 
 // Result is the outcome of one cycle.

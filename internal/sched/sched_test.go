@@ -126,6 +126,24 @@ func TestSchedule(t *testing.T) {
 			wantStarts:  []string{},
 			wantMessage: map[string]string{"a": "no node accepts new jobs (all are cordoned, draining or down)"},
 		},
+		"a node whose log disk is full takes nothing, and says why": {
+			nodes: []Node{
+				{ID: "n1", Schedulable: false, DiskFull: "its log disk (/d) has 1.0% free, under --min-free-disk 5%", GPUs: node("x", 2, "H100", 80).GPUs},
+				{ID: "n2", Schedulable: false, GPUs: node("x", 2, "H100", 80).GPUs},
+			},
+			queue:       []Job{job("a", 1, 2, 0)},
+			policy:      PolicyFCFS,
+			wantStarts:  []string{},
+			wantReasons: map[string]string{"a": ReasonNodeDiskFull},
+			wantMessage: map[string]string{"a": "no node accepts new jobs: node n1 takes none while its log disk (/d) has 1.0% free, under --min-free-disk 5%"},
+		},
+		"a full disk elsewhere does not hide free GPUs": {
+			nodes:      []Node{{ID: "n1", Schedulable: false, DiskFull: "its log disk is full", GPUs: node("x", 2, "H100", 80).GPUs}, node("n2", 2, "H100", 80)},
+			queue:      []Job{job("a", 1, 2, 0)},
+			policy:     PolicyFCFS,
+			wantStarts: []string{"a"},
+			wantGPUs:   map[string][]int{"a": {0}},
+		},
 		"multi-node gang": {
 			nodes:      []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0), node("n3", 8, "H100", 80)},
 			queue:      []Job{{ID: "g", GPUs: 8, Nodes: 2, SubmittedAt: t0}},

@@ -46,6 +46,9 @@ type cycle struct {
 	userSlot           map[string]int32
 	jUser              int32
 	fairOK             []int8
+
+	diskNote    *note // diskFullNote's, once made (disk.go)
+	diskChecked bool
 }
 
 // tally counts, in one pass over the running jobs, the GPUs each user
@@ -346,6 +349,10 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 // true when GPUs are being freed for the job.
 func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 	if !c.ix.anySchedulable() {
+		if n := c.diskFullNote(); n != nil {
+			c.pend(Pending{JobID: j.ID, Reason: ReasonNodeDiskFull, note: *n})
+			return false
+		}
 		c.pend(Pending{JobID: j.ID, Reason: ReasonNoNodes, note: note{kind: noteNoFit, src: c.whyNoFit(j, sh)}})
 		return false
 	}

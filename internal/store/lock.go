@@ -12,11 +12,11 @@ import (
 // store. The kernel drops the lock when the process dies, kill -9 included.
 // Release it with the returned function.
 func Lock(dir string) (release func(), err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, "lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", dir, err)
 	}

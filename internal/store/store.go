@@ -82,7 +82,12 @@ type Store struct {
 
 // Open opens (creating when needed) the database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	// SQLite gives the -wal and -shm files the database's mode: make it
+	// 0600 before SQLite creates it (perms.go).
+	if err := createPrivate(path); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	q := url.Values{}

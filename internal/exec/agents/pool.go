@@ -43,6 +43,13 @@ type NodeBook interface {
 	NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time)
 }
 
+// DiskBook is a NodeBook that also learns whether a node's log disk is
+// full (api.AgentReport.DiskFull; "": it is not), at every sync. It must
+// not block.
+type DiskBook interface {
+	NodeDisk(nodeID, full string)
+}
+
 // Config is what a Pool needs.
 type Config struct {
 	Sink     exec.Sink
@@ -353,6 +360,9 @@ func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, er
 	readings, foreign := p.screenLocked(n, rep.Telemetry, rep.Foreign, now)
 	p.mu.Unlock()
 	p.cfg.Book.NodeSeen(rep.NodeID, readings, foreign, now)
+	if db, ok := p.cfg.Book.(DiskBook); ok {
+		db.NodeDisk(rep.NodeID, rep.DiskFull)
+	}
 	p.send(updates)
 
 	wait := min(rep.Wait.Duration(), 60*time.Second)
