@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/web"
 )
@@ -87,6 +89,16 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.o.ClusterHistory(hq))
 }
 
+// dashboardFor is the dashboard's update as who may see it: the env
+// values of jobs who may not act on are hidden (hideEnv), as in GET /jobs.
+func (s *Server) dashboardFor(ctx context.Context, who auth.Principal) api.DashboardUpdate {
+	u := s.o.Dashboard(ctx)
+	for i := range u.Active {
+		hideEnv(who, &u.Active[i])
+	}
+	return u
+}
+
 // events is GET /events: server-sent events for the dashboard. Each
 // `update` event carries an api.DashboardUpdate; one comes at once, then
 // after every change (at most every eventsMinGap) and at least every
@@ -104,13 +116,13 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if _, err := w.Write([]byte("retry: 2000\n\n")); err != nil {
 		return nil
 	}
-	ctx := r.Context()
+	ctx, who := r.Context(), principal(r)
 	refresh := time.NewTicker(eventsRefresh)
 	defer refresh.Stop()
 	var sent time.Time
 	for {
 		changed := s.o.Changed()
-		data, err := json.Marshal(s.o.Dashboard(ctx))
+		data, err := json.Marshal(s.dashboardFor(ctx, who))
 		if err != nil {
 			return err
 		}
