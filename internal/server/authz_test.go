@@ -124,7 +124,7 @@ func (e *authEnv) job() string {
 func (e *authEnv) hold() string {
 	e.t.Helper()
 	id := fmt.Sprintf("nb-%d", e.seq.Add(1))
-	if _, err := e.o.Hold(context.Background(), api.AllocateRequest{JobID: id, GPUCount: 0}, "alice"); err != nil {
+	if _, err := e.o.Hold(context.Background(), api.AllocateRequest{JobID: id, GPUCount: 1}, "alice"); err != nil {
 		e.t.Fatal(err)
 	}
 	return id
@@ -173,7 +173,7 @@ func TestRoleMatrix(t *testing.T) {
 		"GET /cluster/nodes":                     {"", read},
 		"GET /cluster/nodes/{node_id}/history":   {"", read},
 		"POST /cluster/nodes/{node_id}/{action}": {"", adminOnly(200)},
-		"POST /cluster/gpu-allocate":             {`{"job_id":"{new_hold}","gpu_count":0}`, anyUser(201)},
+		"POST /cluster/gpu-allocate":             {`{"job_id":"{new_hold}","gpu_count":1}`, anyUser(201)},
 		"POST /cluster/gpu-release":              {`{"job_id":"{hold}"}`, [7]int{401, 401, 403, 200, 403, 403, 200}},
 		"GET /orchestrator/status":               {"", read},
 		"POST /orchestrator/start":               {"", adminOnly(200)},
@@ -221,6 +221,16 @@ func TestRoleMatrix(t *testing.T) {
 			}
 			body = strings.Replace(body, "{caller}", e.tokens[caller], 1)
 			resp, b := e.do(caller, rt.method, path, body, nil)
+			if key == "POST /cluster/gpu-allocate" && resp.StatusCode == http.StatusCreated {
+				// Give the GPU back: the 8 GPUs must last the matrix.
+				var h api.Hold
+				if err := json.Unmarshal(b, &h); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := e.o.Release(context.Background(), h.JobID); err != nil {
+					t.Fatal(err)
+				}
+			}
 			if resp.StatusCode != r.status[i] {
 				t.Errorf("%s as %s: got %d, want %d: %s", key, caller, resp.StatusCode, r.status[i], truncate(string(b), 200))
 			}
@@ -250,7 +260,7 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"other", "DELETE", "/queue/" + jobID, "", "job.cancel"},
 		{"owner", "PATCH", "/queue/" + jobID + "/priority", `{"priority":"high"}`, "job.priority"},
 		{"admin", "POST", "/cluster/nodes/n1/drain", "", "node.drain"},
-		{"owner", "POST", "/cluster/gpu-allocate", `{"job_id":"nb","gpu_count":0}`, "hold.create"},
+		{"owner", "POST", "/cluster/gpu-allocate", `{"job_id":"nb","gpu_count":1}`, "hold.create"},
 		{"owner", "POST", "/cluster/gpu-release", `{"job_id":"` + hold + `"}`, "hold.release"},
 		{"admin", "POST", "/orchestrator/stop", "", "orchestrator.stop"},
 		{"admin", "POST", "/orchestrator/start", "", "orchestrator.start"},

@@ -4,6 +4,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -297,21 +298,25 @@ func writeError(w http.ResponseWriter, e *api.Error) {
 }
 
 // decode reads a JSON body into v strictly: one object, known fields only,
-// at most MaxBodyBytes. Its errors name the field where there is one.
+// each key once, every string valid UTF-8 (checkJSON), at most
+// MaxBodyBytes. Its errors name the field where there is one.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.More() {
-			return api.BadRequest("malformed_json", "", "the body holds more than one JSON value")
-		}
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
-			return decodeError(err)
-		}
-		return nil
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeError(err)
 	}
-	return decodeError(err)
+	if err := checkJSON(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if dec.More() {
+		return api.BadRequest("malformed_json", "", "the body holds more than one JSON value")
+	}
+	return nil
 }
 
 func decodeError(err error) error {

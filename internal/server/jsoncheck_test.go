@@ -1,0 +1,82 @@
+package server
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/orchestrator"
+)
+
+func TestCheckJSON(t *testing.T) {
+	for name, tc := range map[string]struct {
+		body   string
+		status int    // 0: accepted
+		field  string // the field the refusal names
+	}{
+		"plain":                     {body: `{"command":"echo hé ✓","env":{"A":"1"},"gpu_count":1}`},
+		"same key in two objects":   {body: `{"env":{"A":"1"},"labels":{"A":"1"}}`},
+		"same key in array objects": {body: `[{"a":1},{"a":2}]`},
+		"nested objects, own keys":  {body: `{"a":{"a":{"a":1}},"b":[]}`},
+		"escaped U+FFFD is text":    {body: `{"command":"\ufffd and \uFFFD and ` + "\uFFFD" + `"}`},
+		"valid surrogate pair":      {body: `{"command":"\ud83d\ude00"}`},
+		"not JSON: left to decoder": {body: `{"command":`},
+		"duplicate top-level key":   {body: `{"gpu_count":1,"gpu_count":8}`, status: 400, field: "gpu_count"},
+		"duplicate env key":         {body: `{"command":"x","env":{"HF_TOKEN":"a","HF_TOKEN":"b"}}`, status: 400, field: "env.HF_TOKEN"},
+		"duplicate after nesting":   {body: `{"env":{"A":"1"},"x":[1,{"y":2}],"env":{}}`, status: 400, field: "env"},
+		"duplicate escaped alike":   {body: `{"user":"a","\u0075ser":"b"}`, status: 400, field: "user"},
+		"invalid UTF-8 in command":  {body: "{\"command\":\"echo \xff\xfe\"}", status: 422, field: "command"},
+		"invalid UTF-8 in env":      {body: "{\"env\":{\"K\":\"\xc3\x28\"}}", status: 422, field: "env.K"},
+		"invalid UTF-8 in env key":  {body: "{\"env\":{\"K\xff\":\"v\"}}", status: 422, field: "env"},
+		"invalid UTF-8 in array":    {body: "{\"labels\":[\"ok\",\"\xed\xa0\x80\"]}", status: 422, field: "labels"},
+		"lone surrogate escape":     {body: `{"name":"a\ud800b"}`, status: 422, field: "name"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := checkJSON([]byte(tc.body))
+			if tc.status == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			e := api.AsError(err)
+			if err == nil || e.Status != tc.status || e.Field != tc.field {
+				t.Fatalf("got %v (status %d, field %q), want status %d naming %q", err, e.Status, e.Field, tc.status, tc.field)
+			}
+		})
+	}
+}
+
+// TestDecodeRefusesWhatJSONRewrites: through the API, a duplicate key or
+// invalid UTF-8 in any request body is refused and changes nothing; the
+// command is never stored rewritten.
+func TestDecodeRefusesWhatJSONRewrites(t *testing.T) {
+	e := newAuthEnv(t)
+	for _, tc := range []struct {
+		caller, method, path, body string
+		status                     int
+		field                      string
+	}{
+		{"owner", "POST", "/queue/submit", "{\"command\":\"echo \xff\",\"gpu_count\":0}", 422, "command"},
+		{"owner", "POST", "/queue/submit", "{\"command\":\"true\",\"name\":\"n\xc0\",\"gpu_count\":0}", 422, "name"},
+		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"gpu_count":0}`, 400, "gpu_count"},
+		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"user":"alice","user":"bob"}`, 400, "user"},
+		{"owner", "POST", "/cluster/gpu-allocate", `{"job_id":"a","job_id":"b","gpu_count":1}`, 400, "job_id"},
+		{"admin", "POST", "/auth/tokens", `{"user":"dan","role":"viewer","role":"admin"}`, 400, "role"},
+		{"admin", "PUT", "/orchestrator/policies", `{"backfill":true,"backfill":false}`, 400, "backfill"},
+	} {
+		resp, b := e.do(tc.caller, tc.method, tc.path, tc.body, nil)
+		var eb api.ErrorBody
+		if resp.StatusCode != tc.status || json.Unmarshal(b, &eb) != nil || eb.Error.Field != tc.field {
+			t.Errorf("%s %s %q: %d %s, want %d naming %q", tc.method, tc.path, tc.body, resp.StatusCode, b, tc.status, tc.field)
+		}
+	}
+	if jobs := e.o.Jobs(orchestrator.JobFilter{}); len(jobs) != 0 {
+		t.Fatalf("a refused submission made jobs: %+v", jobs)
+	}
+	for _, tok := range e.a.List() {
+		if tok.User == "dan" {
+			t.Fatalf("a refused token request made a token: %+v", tok)
+		}
+	}
+}
