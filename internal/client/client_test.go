@@ -345,3 +345,30 @@ func TestNormalizeServerURL(t *testing.T) {
 		t.Error("a client with a bad address must fail")
 	}
 }
+
+// TestSubmitRefusesInvalidUTF8: a command (or any field) that is not
+// UTF-8 is refused before it is sent, naming the field; JSON would have
+// carried it rewritten.
+func TestSubmitRefusesInvalidUTF8(t *testing.T) {
+	sent := false
+	rec := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		sent = true
+		writeJSON(w, http.StatusCreated, api.Job{ID: "x", Priority: api.PriorityNormal})
+	})
+	for _, tc := range []struct {
+		req   api.SubmitRequest
+		field string
+	}{
+		{api.SubmitRequest{Command: "echo \xff"}, "command"},
+		{api.SubmitRequest{Command: "true", Name: "n\xc0"}, "name"},
+		{api.SubmitRequest{Command: "true", Env: map[string]string{"K": "\xed\xa0\x80"}}, "env"},
+	} {
+		_, err := New(rec.srv.URL).Submit(context.Background(), tc.req, "")
+		if e := api.AsError(err); err == nil || e.Status != 422 || e.Field != tc.field {
+			t.Errorf("%+v: %v, want 422 naming %s", tc.req, err, tc.field)
+		}
+	}
+	if sent {
+		t.Fatal("a request was sent")
+	}
+}
