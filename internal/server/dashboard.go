@@ -102,7 +102,9 @@ func (s *Server) dashboardFor(ctx context.Context, who auth.Principal) api.Dashb
 // events is GET /events: server-sent events for the dashboard. Each
 // `update` event carries an api.DashboardUpdate; one comes at once, then
 // after every change (at most every eventsMinGap) and at least every
-// eventsRefresh. The stream ends when the client goes or the server stops.
+// eventsRefresh. The stream ends when the client goes, the server stops,
+// or the caller's token is revoked or expires: then at once, with an
+// `ended` event whose data is {"reason": "token_revoked"|"token_expired"}.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -116,11 +118,16 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if _, err := w.Write([]byte("retry: 2000\n\n")); err != nil {
 		return nil
 	}
-	ctx, who := r.Context(), principal(r)
+	ctx, stop := s.streamContext(r)
+	defer stop()
+	who := principal(r)
 	refresh := time.NewTicker(eventsRefresh)
 	defer refresh.Stop()
 	var sent time.Time
 	for {
+		if ctx.Err() != nil {
+			return endEvents(ctx, w, flusher)
+		}
 		changed := s.o.Changed()
 		data, err := json.Marshal(s.dashboardFor(ctx, who))
 		if err != nil {
@@ -133,7 +140,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		sent = time.Now()
 		select {
 		case <-ctx.Done():
-			return nil
+			return endEvents(ctx, w, flusher)
 		case <-refresh.C:
 			continue
 		case <-changed:
@@ -144,9 +151,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil
+				return endEvents(ctx, w, flusher)
 			case <-t.C:
 			}
 		}
 	}
+}
+
+// endEvents ends an event stream whose context is done: when the
+// caller's token stopped working it says so in an `ended` event first.
+func endEvents(ctx context.Context, w http.ResponseWriter, flusher http.Flusher) error {
+	if reason, ok := credentialEnded(ctx); ok {
+		w.Write([]byte("event: ended\ndata: {\"reason\":\"" + reason + "\"}\n\n"))
+		flusher.Flush()
+	}
+	return nil
 }

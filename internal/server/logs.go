@@ -62,8 +62,11 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	return s.follow(w, r, id, attempt, path)
 }
 
-// follow streams the log until the attempt ends and its output is drained.
+// follow streams the log until the attempt ends and its output is
+// drained, or the caller's token is revoked or expires (streamContext).
 func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attempt int, path string) error {
+	ctx, stop := s.streamContext(r)
+	defer stop()
 	flusher, _ := w.(http.Flusher)
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
@@ -78,6 +81,9 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 		}
 	}()
 	for {
+		if ctx.Err() != nil {
+			return nil
+		}
 		changed := s.o.Changed()
 		state, current, _ := s.o.JobState(id)
 		done := state.Terminal() || current != attempt
@@ -99,7 +105,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 			return nil
 		}
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return nil
 		case <-changed:
 		case <-tick.C:

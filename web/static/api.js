@@ -74,13 +74,26 @@ export async function stream(path, onChunk, signal) {
 }
 
 // subscribe opens the server-sent event stream (GET /events). onUpdate gets
-// each update's data; onState gets 'live', 'reconnecting'. EventSource sends
-// cookies, not headers: the session cookie authenticates it.
-export function subscribe(onUpdate, onState) {
+// each update's data; onState gets 'live', 'reconnecting'; onEnded gets the
+// reason ('token_revoked', 'token_expired') when the server ends the stream
+// because the session's token stopped working (the stream is then closed,
+// not retried). EventSource sends cookies, not headers: the session cookie
+// authenticates it.
+export function subscribe(onUpdate, onState, onEnded) {
   const es = new EventSource('/events', { withCredentials: true });
   es.addEventListener('update', (ev) => {
     onState('live');
     onUpdate(JSON.parse(ev.data));
+  });
+  es.addEventListener('ended', (ev) => {
+    es.close();
+    let reason = '';
+    try {
+      reason = JSON.parse(ev.data).reason;
+    } catch (e) {
+      reason = '';
+    }
+    if (onEnded) onEnded(reason);
   });
   es.onopen = () => onState('live');
   es.onerror = () => onState('reconnecting');

@@ -808,7 +808,10 @@ async function start() {
   showWho();
   window.addEventListener('hashchange', route);
   route();
-  api.subscribe(onUpdate, onConn);
+  api.subscribe(onUpdate, onConn, (reason) => {
+    $('[data-role=who]')?.remove();
+    signInPage(reason === 'token_expired' ? 'Your token has expired; sign in again.' : 'Your token was revoked; sign in again.');
+  });
 }
 
 start();
