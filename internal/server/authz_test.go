@@ -456,31 +456,25 @@ func TestRateLimiterRefills(t *testing.T) {
 	}
 }
 
-// TestDashboardSession: ?token= sets an HttpOnly SameSite=Strict cookie
-// and redirects without the token; cookie calls that change something
-// need the dashboard's header and a same-origin Origin.
+// TestDashboardSession: POST /auth/session (with the dashboard's header)
+// sets an HttpOnly SameSite=Strict cookie; cookie calls that change
+// something need the dashboard's header and a same-origin Origin.
 func TestDashboardSession(t *testing.T) {
 	e := newAuthEnv(t)
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(e.url + "/?token=" + e.tokens["owner"])
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
+	resp, _ := e.do("anon", "POST", "/auth/session", `{"token":"`+e.tokens["owner"]+`"}`, map[string]string{csrfHeader: "1"})
 	var cookie *http.Cookie
 	for _, ck := range resp.Cookies() {
 		if ck.Name == sessionCookie {
 			cookie = ck
 		}
 	}
-	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/" || cookie == nil ||
-		!cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
-		t.Fatalf("sign-in link: %d Location %q cookie %+v", resp.StatusCode, resp.Header.Get("Location"), cookie)
+	if resp.StatusCode != http.StatusOK || cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("sign-in: %d cookie %+v", resp.StatusCode, cookie)
 	}
 	// A bad token sets no cookie.
-	resp, _ = c.Get(e.url + "/?token=nope")
-	if len(resp.Cookies()) != 0 {
-		t.Fatalf("bad token set a cookie")
+	resp, _ = e.do("anon", "POST", "/auth/session", `{"token":"nope"}`, map[string]string{csrfHeader: "1"})
+	if resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("bad token: %d, cookies %v", resp.StatusCode, resp.Cookies())
 	}
 	ck := map[string]string{"Cookie": sessionCookie + "=" + cookie.Value}
 	if resp, b := e.do("anon", "GET", "/auth/whoami", "", ck); resp.StatusCode != 200 || !strings.Contains(string(b), `"session": true`) {

@@ -34,15 +34,20 @@ func (s *Server) dashboardRoutes() {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	files := http.StripPrefix("/ui/", http.FileServerFS(assets))
+	// The page at / is the same with or without a sign-in link's
+	// ?token=: opening a link sets no session (nor replaces one). The
+	// page takes the token out of the address, shows whom it signs in
+	// as, and signs in only when its user presses the button
+	// (POST /auth/session, CSRF-checked).
 	s.mux.Handle("GET /{$}", s.wrap(route{method: "GET", path: "/", handler: func(w http.ResponseWriter, r *http.Request) error {
-		if s.signInFromQuery(w, r) {
-			return nil
-		}
 		page, err := fs.ReadFile(assets, "index.html")
 		if err != nil {
 			return err
 		}
 		dashboardHeaders(w)
+		if r.URL.Query().Has("token") {
+			w.Header().Set("Cache-Control", "no-store")
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, err = w.Write(page)
 		return err

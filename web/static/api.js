@@ -48,6 +48,17 @@ export const send = (method, path, body) => call(method, path, body);
 // whoami is the signed-in viewer ({user, role, projects, project_admin});
 // it fails with status 401 when there is no session.
 export const whoami = () => call('GET', '/auth/whoami');
+// whoamiWith is who a token (a sign-in link's) belongs to, asked with the
+// token itself and without the session cookie; it signs nobody in.
+export async function whoamiWith(token) {
+  const resp = await fetch('/auth/whoami', { headers: { Accept: 'application/json', Authorization: 'Bearer ' + token }, credentials: 'omit' });
+  const data = await resp.json().catch(() => null);
+  if (!resp.ok) {
+    const err = (data && data.error) || {};
+    throw new ApiError(resp.status, err.code, err.message || `HTTP ${resp.status}`, err.field);
+  }
+  return data;
+}
 // signIn turns a token into the session cookie; signOut ends it.
 export const signIn = (token) => call('POST', '/auth/session', { token });
 export const signOut = () => call('DELETE', '/auth/session');
