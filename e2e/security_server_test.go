@@ -164,6 +164,7 @@ func TestSecurityBadInputRefused(t *testing.T) {
 		{"a duplicate key", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"gpu_count":8}`, 400, "gpu_count"},
 		{"a duplicate user", "POST", "/queue/submit", `{"command":"true","user":"admin","user":"mallory"}`, 400, "user"},
 		{"a duplicate env name", "POST", "/queue/submit", `{"command":"true","env":{"A":"1","A":"2"}}`, 400, "env.A"},
+		{"a field's twin in another case", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"GPU_Count":8}`, 400, "GPU_Count"},
 		{"a hold of 0 GPUs", "POST", "/cluster/gpu-allocate", `{"job_id":"nb","gpu_count":0}`, 422, "gpu_count"},
 		{"a hold with a duplicate key", "POST", "/cluster/gpu-allocate", `{"job_id":"nb","gpu_count":1,"gpu_count":8}`, 400, "gpu_count"},
 		{"a token with a duplicate role", "POST", "/auth/tokens", `{"user":"dan","role":"viewer","role":"admin"}`, 400, "role"},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"reflect"
 	"strings"
 	"unicode/utf8"
 
@@ -14,10 +15,16 @@ import (
 // limit is 10,000; no request of this API nests past a handful).
 const maxCheckDepth = 1000
 
-// checkJSON refuses what encoding/json would let through silently:
+// checkJSON refuses what encoding/json would let through silently when
+// it decodes body into a value of type t (nil: no type known):
 //
 //   - a key that appears twice in one object (encoding/json keeps the
 //     last): 400 duplicate_key, naming the key by its path (env.HF_TOKEN);
+//   - a key of a struct that names a field only in another case
+//     ("Command", "GPU_COUNT"; encoding/json matches field names without
+//     regard to case, so {"gpu_count":1,"GPU_COUNT":8} would be a
+//     duplicate it keeps the last of): 400 unknown_field naming it. Map
+//     keys (env) stay case-sensitive and distinct;
 //   - a string, key or value, that is not valid UTF-8 (encoding/json
 //     rewrites each bad byte to U+FFFD): 422 invalid_field naming the
 //     field that holds it.
@@ -25,11 +32,13 @@ const maxCheckDepth = 1000
 // It reads body's tokens once with encoding/json's tokenizer and checks
 // each token's raw bytes. A body that is not JSON at all answers nil:
 // the decoder that follows reports it with its usual message.
-func checkJSON(body []byte) error {
+func checkJSON(body []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber() // numbers are not parsed, only passed over
 	type frame struct {
 		object bool
+		typ    reflect.Type    // the Go type decoded into; nil: unknown
+		value  reflect.Type    // the type of the current key's value
 		path   string          // the path of this object or array
 		keys   map[string]bool // an object's keys so far
 		key    string          // an object's current key
@@ -82,6 +91,20 @@ func checkJSON(body []byte) error {
 				top.keys = map[string]bool{}
 			}
 			top.keys[k], top.key, top.expect = true, k, false
+			top.value = nil
+			switch {
+			case top.typ == nil:
+			case top.typ.Kind() == reflect.Map:
+				top.value = top.typ.Elem()
+			case top.typ.Kind() == reflect.Struct:
+				f, exact := jsonField(top.typ, k)
+				if f != "" && !exact {
+					return api.BadRequest("unknown_field", joinPath(path, k), "unknown field %q; field names are case-sensitive: use %q", joinPath(path, k), f)
+				}
+				if exact {
+					top.value, _ = fieldType(top.typ, k)
+				}
+			}
 			continue
 		}
 		switch tok {
@@ -89,7 +112,18 @@ func checkJSON(body []byte) error {
 			if len(stack) >= maxCheckDepth {
 				return api.BadRequest("malformed_json", path, "the body nests deeper than %d levels", maxCheckDepth)
 			}
-			stack = append(stack, &frame{object: tok == json.Delim('{'), path: path, expect: true})
+			// The type of this value: the root's, its object's field's
+			// or map's element, its array's element.
+			var typ reflect.Type
+			switch {
+			case top == nil:
+				typ = t
+			case top.object:
+				typ = top.value
+			case top.typ != nil && (top.typ.Kind() == reflect.Slice || top.typ.Kind() == reflect.Array):
+				typ = top.typ.Elem()
+			}
+			stack = append(stack, &frame{object: tok == json.Delim('{'), typ: decodedType(typ), path: path, expect: true})
 			continue
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:len(stack)-1]
@@ -99,6 +133,77 @@ func checkJSON(body []byte) error {
 			stack[len(stack)-1].expect = true
 		}
 	}
+}
+
+// decodedType is the type encoding/json decodes a value of type t as
+// (pointers followed), or nil when it is decoded by its own
+// UnmarshalJSON or into an interface: what checkJSON then cannot follow.
+func decodedType(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() == reflect.Interface || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	return t
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// jsonField finds the field of struct t that encoding/json would decode
+// key into: its JSON name, and whether key spells it exactly ("": none).
+// Fields of embedded structs count as t's own.
+func jsonField(t reflect.Type, key string) (name string, exact bool) {
+	for _, f := range reflect.VisibleFields(t) {
+		n, ok := jsonName(f)
+		if !ok {
+			continue
+		}
+		if n == key {
+			return n, true
+		}
+		if name == "" && strings.EqualFold(n, key) {
+			name = n
+		}
+	}
+	return name, false
+}
+
+// fieldType is the type of the field of struct t whose JSON name is key.
+func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
+	for _, f := range reflect.VisibleFields(t) {
+		if n, ok := jsonName(f); ok && n == key {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// jsonName is the name encoding/json gives a struct field; ok is false
+// for a field it does not decode (unexported, "-", an embedded struct
+// whose fields are promoted).
+func jsonName(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	tag := f.Tag.Get("json")
+	if tag == "-" {
+		return "", false
+	}
+	name, _, _ := strings.Cut(tag, ",")
+	if f.Anonymous && name == "" {
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct {
+			return "", false
+		}
+	}
+	if name == "" {
+		name = f.Name
+	}
+	return name, true
 }
 
 // replacedSurrogate reports whether encoding/json turned a lone surrogate

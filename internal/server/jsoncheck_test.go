@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -32,15 +33,18 @@ func TestCheckJSON(t *testing.T) {
 		"lone surrogate escape":     {body: `{"name":"a\ud800b"}`, status: 422, field: "name"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := checkJSON([]byte(tc.body))
+			err := checkJSON([]byte(tc.body), nil)
 			if tc.status == 0 {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
 				return
 			}
+			if err == nil {
+				t.Fatalf("accepted, want status %d naming %q", tc.status, tc.field)
+			}
 			e := api.AsError(err)
-			if err == nil || e.Status != tc.status || e.Field != tc.field {
+			if e.Status != tc.status || e.Field != tc.field {
 				t.Fatalf("got %v (status %d, field %q), want status %d naming %q", err, e.Status, e.Field, tc.status, tc.field)
 			}
 		})
@@ -61,6 +65,7 @@ func TestDecodeRefusesWhatJSONRewrites(t *testing.T) {
 		{"owner", "POST", "/queue/submit", "{\"command\":\"true\",\"name\":\"n\xc0\",\"gpu_count\":0}", 422, "name"},
 		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"gpu_count":0}`, 400, "gpu_count"},
 		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"user":"alice","user":"bob"}`, 400, "user"},
+		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"GPU_COUNT":8}`, 400, "GPU_COUNT"},
 		{"owner", "POST", "/cluster/gpu-allocate", `{"job_id":"a","job_id":"b","gpu_count":1}`, 400, "job_id"},
 		{"admin", "POST", "/auth/tokens", `{"user":"dan","role":"viewer","role":"admin"}`, 400, "role"},
 		{"admin", "PUT", "/orchestrator/policies", `{"backfill":true,"backfill":false}`, 400, "backfill"},
@@ -78,5 +83,48 @@ func TestDecodeRefusesWhatJSONRewrites(t *testing.T) {
 		if tok.User == "dan" {
 			t.Fatalf("a refused token request made a token: %+v", tok)
 		}
+	}
+}
+
+// TestCheckJSONFieldCase: encoding/json matches struct fields without
+// regard to case, so "Command" or "GPU_COUNT" would fill (or, after the
+// canonical key, silently replace) a field; checkJSON refuses them for
+// structs and keeps map keys (env) case-sensitive.
+func TestCheckJSONFieldCase(t *testing.T) {
+	type inner struct {
+		Port int `json:"port"`
+	}
+	type withEmbedded struct {
+		inner
+		Name string `json:"name"`
+	}
+	for name, tc := range map[string]struct {
+		body  string
+		into  any
+		field string // "": accepted
+	}{
+		"canonical":                 {`{"command":"true","gpu_count":1,"env":{"A":"1"}}`, &api.SubmitRequest{}, ""},
+		"env keys differ in case":   {`{"command":"true","env":{"http_proxy":"a","HTTP_PROXY":"b"}}`, &api.SubmitRequest{}, ""},
+		"a field in another case":   {`{"Command":"true"}`, &api.SubmitRequest{}, "Command"},
+		"a case twin of a field":    {`{"gpu_count":1,"GPU_COUNT":8}`, &api.SubmitRequest{}, "GPU_COUNT"},
+		"nested in a struct":        {`{"weights":{"users":{"Alice":2,"alice":3}}}`, &api.PoliciesUpdate{}, ""},
+		"a nested field's case":     {`{"weights":{"Users":{}}}`, &api.PoliciesUpdate{}, "weights.Users"},
+		"embedded fields are own":   {`{"port":1,"name":"x"}`, &withEmbedded{}, ""},
+		"embedded field's case":     {`{"Port":1}`, &withEmbedded{}, "Port"},
+		"unknown left to DisallowU": {`{"nope":1}`, &api.SubmitRequest{}, ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := checkJSON([]byte(tc.body), reflect.TypeOf(tc.into))
+			e := &api.Error{}
+			if err != nil {
+				e = api.AsError(err)
+			}
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.field != "" && (err == nil || e.Status != 400 || e.Code != "unknown_field" || e.Field != tc.field):
+				t.Fatalf("got %v (%d %s %q), want 400 unknown_field naming %q", err, e.Status, e.Code, e.Field, tc.field)
+			}
+		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -305,7 +306,7 @@ func decode(r *http.Request, v any) error {
 	if err != nil {
 		return decodeError(err)
 	}
-	if err := checkJSON(body); err != nil {
+	if err := checkJSON(body, reflect.TypeOf(v)); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
