@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
@@ -76,7 +77,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if c, ok := r.Context().Value(callKey{}).(*callInfo); ok {
 		c.who = p
 	}
-	setSessionCookie(w, r, strings.TrimSpace(req.Token))
+	setSessionCookie(w, r, strings.TrimSpace(req.Token), p.ExpiresAt)
 	p.Session = true
 	return writeJSON(w, http.StatusOK, p.Whoami())
 }
@@ -88,8 +89,14 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func setSessionCookie(w http.ResponseWriter, r *http.Request, token string) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: "/", MaxAge: int(sessionMaxAge.Seconds()),
+// setSessionCookie sets the dashboard's session cookie: it lasts
+// sessionMaxAge, or until the token expires when that is sooner.
+func setSessionCookie(w http.ResponseWriter, r *http.Request, token string, expires *time.Time) {
+	age := sessionMaxAge
+	if expires != nil {
+		age = min(age, time.Until(*expires))
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: "/", MaxAge: max(int(age.Seconds()), 1),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 }
 

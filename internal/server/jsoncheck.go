@@ -37,12 +37,13 @@ func checkJSON(body []byte, t reflect.Type) error {
 	dec.UseNumber() // numbers are not parsed, only passed over
 	type frame struct {
 		object bool
-		typ    reflect.Type    // the Go type decoded into; nil: unknown
-		value  reflect.Type    // the type of the current key's value
-		path   string          // the path of this object or array
-		keys   map[string]bool // an object's keys so far
-		key    string          // an object's current key
-		expect bool            // an object's next token is a key
+		typ    reflect.Type          // the Go type decoded into; nil: unknown
+		fields []reflect.StructField // typ's, when it is a struct
+		value  reflect.Type          // the type of the current key's value
+		path   string                // the path of this object or array
+		keys   map[string]bool       // an object's keys so far
+		key    string                // an object's current key
+		expect bool                  // an object's next token is a key
 	}
 	var stack []*frame
 	var prev int64
@@ -97,13 +98,11 @@ func checkJSON(body []byte, t reflect.Type) error {
 			case top.typ.Kind() == reflect.Map:
 				top.value = top.typ.Elem()
 			case top.typ.Kind() == reflect.Struct:
-				f, exact := jsonField(top.typ, k)
-				if f != "" && !exact {
+				f, typ := jsonField(top.fields, k)
+				if f != "" && typ == nil {
 					return api.BadRequest("unknown_field", joinPath(path, k), "unknown field %q; field names are case-sensitive: use %q", joinPath(path, k), f)
 				}
-				if exact {
-					top.value, _ = fieldType(top.typ, k)
-				}
+				top.value = typ
 			}
 			continue
 		}
@@ -123,7 +122,11 @@ func checkJSON(body []byte, t reflect.Type) error {
 			case top.typ != nil && (top.typ.Kind() == reflect.Slice || top.typ.Kind() == reflect.Array):
 				typ = top.typ.Elem()
 			}
-			stack = append(stack, &frame{object: tok == json.Delim('{'), typ: decodedType(typ), path: path, expect: true})
+			fr := &frame{object: tok == json.Delim('{'), typ: decodedType(typ), path: path, expect: true}
+			if fr.object && fr.typ != nil && fr.typ.Kind() == reflect.Struct {
+				fr.fields = reflect.VisibleFields(fr.typ)
+			}
+			stack = append(stack, fr)
 			continue
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:len(stack)-1]
@@ -150,33 +153,25 @@ func decodedType(t reflect.Type) reflect.Type {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// jsonField finds the field of struct t that encoding/json would decode
-// key into: its JSON name, and whether key spells it exactly ("": none).
-// Fields of embedded structs count as t's own.
-func jsonField(t reflect.Type, key string) (name string, exact bool) {
-	for _, f := range reflect.VisibleFields(t) {
+// jsonField finds the field among fields (a struct's reflect.VisibleFields)
+// that encoding/json would decode key into: its JSON name, and its type
+// when key spells that name exactly (nil: only in another case). ""
+// when there is none. Fields of embedded structs count as the struct's.
+func jsonField(fields []reflect.StructField, key string) (string, reflect.Type) {
+	name := ""
+	for _, f := range fields {
 		n, ok := jsonName(f)
 		if !ok {
 			continue
 		}
 		if n == key {
-			return n, true
+			return n, f.Type
 		}
 		if name == "" && strings.EqualFold(n, key) {
 			name = n
 		}
 	}
-	return name, false
-}
-
-// fieldType is the type of the field of struct t whose JSON name is key.
-func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
-	for _, f := range reflect.VisibleFields(t) {
-		if n, ok := jsonName(f); ok && n == key {
-			return f.Type, true
-		}
-	}
-	return nil, false
+	return name, nil
 }
 
 // jsonName is the name encoding/json gives a struct field; ok is false

@@ -61,3 +61,23 @@ func TestSignInLinkNeverReplacesASession(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionCookieEndsWithItsToken: a session of a token that expires
+// sooner than the cookie's 30 days lasts only as long as the token.
+func TestSessionCookieEndsWithItsToken(t *testing.T) {
+	e := newAuthEnv(t)
+	resp, b := e.do("admin", "POST", "/auth/tokens", `{"user":"tim","role":"viewer","expires_in":"1h"}`, nil)
+	var nt api.NewToken
+	if resp.StatusCode != 201 || json.Unmarshal(b, &nt) != nil {
+		t.Fatalf("token: %d %s", resp.StatusCode, b)
+	}
+	resp, _ = e.do("anon", "POST", "/auth/session", `{"token":"`+nt.Secret+`"}`, map[string]string{csrfHeader: "1"})
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie && (c.MaxAge > 3600 || c.MaxAge < 3500) {
+			t.Fatalf("the cookie of a token that expires in an hour lasts %ds", c.MaxAge)
+		}
+	}
+	if len(resp.Cookies()) != 1 {
+		t.Fatalf("sign-in: %d, cookies %v", resp.StatusCode, resp.Cookies())
+	}
+}
