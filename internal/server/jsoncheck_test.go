@@ -60,17 +60,19 @@ func TestDecodeRefusesWhatJSONRewrites(t *testing.T) {
 		caller, method, path, body string
 		status                     int
 		field                      string
+		headers                    map[string]string
 	}{
-		{"owner", "POST", "/queue/submit", "{\"command\":\"echo \xff\",\"gpu_count\":0}", 422, "command"},
-		{"owner", "POST", "/queue/submit", "{\"command\":\"true\",\"name\":\"n\xc0\",\"gpu_count\":0}", 422, "name"},
-		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"gpu_count":0}`, 400, "gpu_count"},
-		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"user":"alice","user":"bob"}`, 400, "user"},
-		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"GPU_COUNT":8}`, 400, "GPU_COUNT"},
-		{"owner", "POST", "/cluster/gpu-allocate", `{"job_id":"a","job_id":"b","gpu_count":1}`, 400, "job_id"},
-		{"admin", "POST", "/auth/tokens", `{"user":"dan","role":"viewer","role":"admin"}`, 400, "role"},
-		{"admin", "PUT", "/orchestrator/policies", `{"backfill":true,"backfill":false}`, 400, "backfill"},
+		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0}`, 400, "Idempotency-Key", map[string]string{"Idempotency-Key": "k\xff"}},
+		{"owner", "POST", "/queue/submit", "{\"command\":\"echo \xff\",\"gpu_count\":0}", 422, "command", nil},
+		{"owner", "POST", "/queue/submit", "{\"command\":\"true\",\"name\":\"n\xc0\",\"gpu_count\":0}", 422, "name", nil},
+		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"gpu_count":0}`, 400, "gpu_count", nil},
+		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"user":"alice","user":"bob"}`, 400, "user", nil},
+		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"GPU_COUNT":8}`, 400, "GPU_COUNT", nil},
+		{"owner", "POST", "/cluster/gpu-allocate", `{"job_id":"a","job_id":"b","gpu_count":1}`, 400, "job_id", nil},
+		{"admin", "POST", "/auth/tokens", `{"user":"dan","role":"viewer","role":"admin"}`, 400, "role", nil},
+		{"admin", "PUT", "/orchestrator/policies", `{"backfill":true,"backfill":false}`, 400, "backfill", nil},
 	} {
-		resp, b := e.do(tc.caller, tc.method, tc.path, tc.body, nil)
+		resp, b := e.do(tc.caller, tc.method, tc.path, tc.body, tc.headers)
 		var eb api.ErrorBody
 		if resp.StatusCode != tc.status || json.Unmarshal(b, &eb) != nil || eb.Error.Field != tc.field {
 			t.Errorf("%s %s %q: %d %s, want %d naming %q", tc.method, tc.path, tc.body, resp.StatusCode, b, tc.status, tc.field)
