@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,6 +131,28 @@ func TestSecurityRevokedTokenEndsStreams(t *testing.T) {
 	<-events // the first event
 	logs := s.stream("/jobs/"+j.ID+"/logs?follow=true", v.Secret)
 	<-logs
+	// `corral logs -f` as the same token, once it has printed output.
+	cli := exec.Command(corralBin, "logs", "-f", j.ID)
+	cli.Env = cleanEnv("CORRAL_SERVER="+s.URL, "CORRAL_TOKEN="+v.Secret, "CORRAL_CONFIG="+filepath.Join(t.TempDir(), "client.json"))
+	stdout, err := cli.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cli.Stderr = &stderr
+	if err := cli.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Process.Kill() })
+	out := bufio.NewReader(stdout)
+	if _, err := out.ReadString('\n'); err != nil {
+		t.Fatalf("corral logs -f printed nothing: %v %s", err, stderr.String())
+	}
+	cliDone := make(chan error, 1)
+	go func() {
+		io.Copy(io.Discard, out)
+		cliDone <- cli.Wait()
+	}()
 	s.mustJSON("DELETE", "/auth/tokens/"+v.ID, nil, http.StatusOK, nil)
 	deadline := time.After(time.Second)
 	for name, ch := range map[string]<-chan string{"GET /events": events, "GET /jobs/{id}/logs?follow=true": logs} {
@@ -140,6 +164,16 @@ func TestSecurityRevokedTokenEndsStreams(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("%s still streams a second after its token was revoked", name)
 		}
+	}
+	// The CLI exits with an error that says why (its process may take a
+	// moment longer to exit than the stream to end).
+	select {
+	case err := <-cliDone:
+		if err == nil || !strings.Contains(stderr.String(), "revoked") {
+			t.Errorf("corral logs -f after the revocation: %v, stderr %q; want a failure that says the token was revoked", err, stderr.String())
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("corral logs -f still runs 5s after its token was revoked")
 	}
 	// And the token is refused from then on.
 	if r := s.do("GET", "/events", nil, map[string]string{"Authorization": "Bearer " + v.Secret}); r.Status != http.StatusUnauthorized {

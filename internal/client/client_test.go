@@ -372,3 +372,20 @@ func TestSubmitRefusesInvalidUTF8(t *testing.T) {
 		t.Fatal("a request was sent")
 	}
 }
+
+// TestLogsEndedByRevocation: a followed log that the server ends because
+// the token was revoked (its X-Corral-Stream-End trailer) is an error that
+// says so, not a quiet end that reads like the job's.
+func TestLogsEndedByRevocation(t *testing.T) {
+	rec := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Corral-Stream-End")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "tick\n")
+		w.Header().Set("X-Corral-Stream-End", "token_revoked")
+	})
+	var out bytes.Buffer
+	err := New(rec.srv.URL).Logs(context.Background(), "01J", true, &out)
+	if e := api.AsError(err); err == nil || e.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "revoked") || out.String() != "tick\n" {
+		t.Fatalf("err = %v, output %q; want the output, then a 401 saying the token was revoked", err, out.String())
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -68,6 +69,10 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 	ctx, stop := s.streamContext(r)
 	defer stop()
 	flusher, _ := w.(http.Flusher)
+	// A stream that ends because the caller's token stopped working says
+	// so in this trailer (token_revoked, token_expired), so a client can
+	// tell it from the job's end.
+	w.Header().Set("Trailer", streamEndTrailer)
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
 		flusher.Flush()
@@ -82,7 +87,7 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 	}()
 	for {
 		if ctx.Err() != nil {
-			return nil
+			return endFollow(ctx, w)
 		}
 		changed := s.o.Changed()
 		state, current, _ := s.o.JobState(id)
@@ -106,9 +111,22 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return endFollow(ctx, w)
 		case <-changed:
 		case <-tick.C:
 		}
 	}
+}
+
+// streamEndTrailer is the trailer of a followed log that ended because
+// the caller's token stopped working.
+const streamEndTrailer = "X-Corral-Stream-End"
+
+// endFollow ends a followed log whose context is done, with the reason in
+// its trailer when the caller's token stopped working.
+func endFollow(ctx context.Context, w http.ResponseWriter) error {
+	if reason, ok := credentialEnded(ctx); ok {
+		w.Header().Set(streamEndTrailer, reason)
+	}
+	return nil
 }
