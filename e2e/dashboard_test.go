@@ -223,6 +223,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if q := text(`[data-role=confirm-link] p`); !strings.Contains(q, "You are signed in as admin") || !strings.Contains(q, "Sign in as vic (viewer) instead?") {
 		t.Errorf("the viewer's sign-in link asks %q", q)
 	}
+	shot("signin-link-switch")
 	if me, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch('/auth/whoami').then((r) => r.json()).then((w) => w.user)`, chromedp.EvalAwaitPromise)); err != nil || me != "admin" {
 		t.Errorf("after opening the link the session is %q's (%v), want still admin's", me, err)
 	}
