@@ -268,3 +268,24 @@ func TestSecuritySignInLinkKeepsSession(t *testing.T) {
 		t.Errorf("the dashboard's sign-in: %s, Set-Cookie %q", r, r.Header.Get("Set-Cookie"))
 	}
 }
+
+// TestSecurityExpiredTokenEndsStreams: a token's expiry ends its open
+// event stream at that time, not at its next request.
+func TestSecurityExpiredTokenEndsStreams(t *testing.T) {
+	s := startServer(t)
+	var nt api.NewToken
+	s.mustJSON("POST", "/auth/tokens", map[string]any{"user": "tim", "role": "viewer", "expires_in": "2s"}, http.StatusCreated, &nt)
+	events := s.stream("/events", nt.Secret)
+	<-events
+	select {
+	case rest := <-events:
+		if time.Now().Before(*nt.ExpiresAt) {
+			t.Errorf("the stream ended before the token expired")
+		}
+		if !strings.Contains(rest, `"token_expired"`) {
+			t.Errorf("the event stream ended without saying why: %s", truncate(rest, 300))
+		}
+	case <-time.After(time.Until(*nt.ExpiresAt) + time.Second):
+		t.Fatal("the event stream still runs a second after its token expired")
+	}
+}
