@@ -125,7 +125,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/auth/tokens", "List tokens, never their secrets (admin)", s.listTokens, admin, ""},
 		{"DELETE", "/auth/tokens/{id}", "Revoke a token at once (admin)", s.revokeToken, admin, "token.revoke"},
 		{"GET", "/auth/whoami", "Who the caller is: user, role, projects", s.whoami, viewer, ""},
-		{"POST", "/auth/session", "Sign the dashboard in: a token in, an HttpOnly cookie out", s.createSession, public, "session.create"},
+		{"POST", "/auth/session", "Sign the dashboard in: a token in, an HttpOnly cookie out (without Authorization, it needs the X-Corral-Request header)", s.createSession, public, "session.create"},
 		{"DELETE", "/auth/session", "Sign the dashboard out", s.deleteSession, viewer, "session.delete"},
 		{"GET", "/audit", "The audit trail, newest first (user, action, since, limit; admin)", s.audit, admin, ""},
 		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi, viewer, ""},

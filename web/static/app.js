@@ -821,7 +821,7 @@ async function confirmLink(token, me) {
   } catch (e) {
     const msg = `The sign-in link's token is not valid (${e.message}).`;
     if (!me) signInPage(msg);
-    else $('#main').prepend(h(`<div class="notice" data-role="link-msg">${esc(msg)}</div>`));
+    else $('.status').prepend(h(`<span class="notice" data-role="link-msg" title="${esc(msg)}">sign-in link not valid; still ${esc(me.user)}</span>`));
     return !me;
   }
   if (me && me.token_id === who.token_id) return false;
