@@ -130,3 +130,23 @@ func TestCheckJSONFieldCase(t *testing.T) {
 		})
 	}
 }
+
+// TestQueryAndRequestIDChecked: a query parameter that is not valid UTF-8
+// is refused naming it; a request id that is not printable ASCII is not
+// echoed back (nor logged) but replaced by the server's own.
+func TestQueryAndRequestIDChecked(t *testing.T) {
+	e := newAuthEnv(t)
+	for _, path := range []string{"/jobs?user=%ff", "/audit?action=a%c0", "/jobs/x/logs?follow=%fe"} {
+		resp, b := e.do("admin", "GET", path, "", nil)
+		var eb api.ErrorBody
+		if resp.StatusCode != 422 || json.Unmarshal(b, &eb) != nil || eb.Error.Field == "" {
+			t.Errorf("GET %s: %d %s, want 422 naming the parameter", path, resp.StatusCode, b)
+		}
+	}
+	for id, kept := range map[string]bool{"abc-123": true, "caf\xc3\xa9": false, "x\xff": false} {
+		resp, _ := e.do("viewer", "GET", "/healthz", "", map[string]string{"X-Request-Id": id})
+		if got := resp.Header.Get("X-Request-Id"); (got == id) != kept || got == "" {
+			t.Errorf("X-Request-Id %q came back as %q", id, got)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -188,7 +189,7 @@ func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
-		if id == "" || len(id) > 64 {
+		if id == "" || len(id) > 64 || !printable(id) {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
@@ -209,6 +210,9 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}()
 			err := s.authorize(rt, r, call)
+			if err == nil {
+				err = checkQuery(r)
+			}
 			if err == nil {
 				err = rt.handler(rw, r)
 			}
@@ -247,6 +251,33 @@ func requestLevel(method, path string, status int) slog.Level {
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug
+}
+
+// checkQuery refuses a query string whose names or values are not valid
+// UTF-8 (422 naming the parameter), as decode refuses such a body.
+func checkQuery(r *http.Request) error {
+	for k, vs := range r.URL.Query() {
+		if !utf8.ValidString(k) {
+			return api.Invalid("query", "a parameter name is not valid UTF-8")
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return api.Invalid(k, "is not valid UTF-8")
+			}
+		}
+	}
+	return nil
+}
+
+// printable reports whether s is printable ASCII, as a request id that
+// is echoed back and logged must be.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func newRequestID() string {
