@@ -202,10 +202,15 @@ func TestSecurityBadInputRefused(t *testing.T) {
 		{"a hold of 0 GPUs", "POST", "/cluster/gpu-allocate", `{"job_id":"nb","gpu_count":0}`, 422, "gpu_count"},
 		{"a hold with a duplicate key", "POST", "/cluster/gpu-allocate", `{"job_id":"nb","gpu_count":1,"gpu_count":8}`, 400, "gpu_count"},
 		{"a token with a duplicate role", "POST", "/auth/tokens", `{"user":"dan","role":"viewer","role":"admin"}`, 400, "role"},
+		{"a query parameter not UTF-8", "GET", "/jobs?user=%ff", "", 422, "user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := s.on(t)
-			r := s.do(tc.method, tc.path, tc.body, nil)
+			var body any
+			if tc.body != "" {
+				body = tc.body
+			}
+			r := s.do(tc.method, tc.path, body, nil)
 			if r.Status != tc.status {
 				t.Fatalf("%s: want %d, got %s", tc.body, tc.status, r)
 			}
