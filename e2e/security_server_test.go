@@ -18,11 +18,11 @@ import (
 // over every route, streams past their token, bodies encoding/json would
 // rewrite, and sign-in links (issue 10, defects 2, 3 and 8).
 
-// e2eSecret is the env value the tests plant in a job of alice's.
-const e2eSecret = "hf_e2e_s3cret_4b1d"
+// envSecret is the env value the tests plant in a job of alice's.
+const envSecret = "hf_e2e_s3cret_4b1d"
 
 // newToken makes a token through the API and returns it.
-func (s *server) newToken(user string, role api.Role) api.NewToken {
+func (s *server) apiToken(user string, role api.Role) api.NewToken {
 	s.t.Helper()
 	var nt api.NewToken
 	s.mustJSON("POST", "/auth/tokens", map[string]any{"user": user, "role": role}, http.StatusCreated, &nt)
@@ -32,7 +32,7 @@ func (s *server) newToken(user string, role api.Role) api.NewToken {
 // stream opens a streaming GET as the token's holder and reads up to its
 // first event (an event stream) or its headers (a log); the channel
 // yields the rest once the stream ends.
-func (s *server) stream(path, token string) <-chan string {
+func (s *server) streamAs(path, token string) <-chan string {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // a fail-safe
 	s.t.Cleanup(cancel)
@@ -69,12 +69,12 @@ func (s *server) stream(path, token string) <-chan string {
 // CLI; alice and admins see it.
 func TestSecurityEnvHiddenFromOthers(t *testing.T) {
 	s := startServer(t)
-	viewer := s.newToken("vera", api.RoleViewer)
-	bob := s.newToken("bob", api.RoleUser)
-	alice := s.newToken("alice", api.RoleUser)
-	run := s.submit(map[string]any{"user": "alice", "command": "sleep 60", "gpu_count": 1, "env": map[string]string{"HF_TOKEN": e2eSecret}})
+	viewer := s.apiToken("vera", api.RoleViewer)
+	bob := s.apiToken("bob", api.RoleUser)
+	alice := s.apiToken("alice", api.RoleUser)
+	run := s.submit(map[string]any{"user": "alice", "command": "sleep 60", "gpu_count": 1, "env": map[string]string{"HF_TOKEN": envSecret}})
 	s.waitState(run.ID, api.StateRunning, 30*time.Second)
-	queued := s.submit(map[string]any{"user": "alice", "command": "true", "gpu_count": 8, "env": map[string]string{"HF_TOKEN": e2eSecret}})
+	queued := s.submit(map[string]any{"user": "alice", "command": "true", "gpu_count": 8, "env": map[string]string{"HF_TOKEN": envSecret}})
 	t.Cleanup(func() {
 		s.do("DELETE", "/queue/"+run.ID, nil, nil)
 		s.do("DELETE", "/queue/"+queued.ID, nil, nil)
@@ -92,7 +92,7 @@ func TestSecurityEnvHiddenFromOthers(t *testing.T) {
 		t.Run(tc.who, func(t *testing.T) {
 			s := s.on(t)
 			bodies := map[string]string{}
-			first := <-s.stream("/events", tc.token)
+			first := <-s.streamAs("/events", tc.token)
 			if !strings.Contains(first, run.ID) {
 				t.Fatalf("the first event lacks the running job: %s", truncate(first, 300))
 			}
@@ -110,7 +110,7 @@ func TestSecurityEnvHiddenFromOthers(t *testing.T) {
 			}
 			bodies["corral show"] = stdout
 			for where, body := range bodies {
-				has := strings.Contains(body, e2eSecret)
+				has := strings.Contains(body, envSecret)
 				if has != tc.mayAct && (where != "GET /queue" || has) {
 					t.Errorf("%s as %s: shows the env value %v, want %v: %s", where, tc.who, has, tc.mayAct, truncate(body, 300))
 				}
@@ -126,10 +126,10 @@ func TestSecurityRevokedTokenEndsStreams(t *testing.T) {
 	j := s.submit(map[string]any{"command": "while true; do echo tick; sleep 0.2; done", "gpu_count": 1})
 	t.Cleanup(func() { s.do("DELETE", "/queue/"+j.ID, nil, nil) })
 	s.waitState(j.ID, api.StateRunning, 30*time.Second)
-	v := s.newToken("vera", api.RoleViewer)
-	events := s.stream("/events", v.Secret)
+	v := s.apiToken("vera", api.RoleViewer)
+	events := s.streamAs("/events", v.Secret)
 	<-events // the first event
-	logs := s.stream("/jobs/"+j.ID+"/logs?follow=true", v.Secret)
+	logs := s.streamAs("/jobs/"+j.ID+"/logs?follow=true", v.Secret)
 	<-logs
 	// `corral logs -f` as the same token, once it has printed output.
 	cli := exec.Command(corralBin, "logs", "-f", j.ID)
@@ -238,7 +238,7 @@ func TestSecurityBadInputRefused(t *testing.T) {
 // header and from its origin, signs in (no login CSRF).
 func TestSecuritySignInLinkKeepsSession(t *testing.T) {
 	s := startServer(t)
-	mallory := s.newToken("mallory", api.RoleUser)
+	mallory := s.apiToken("mallory", api.RoleUser)
 	admin := map[string]string{"Authorization": "", "Cookie": "corral_session=" + adminToken}
 	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, cookie := range []string{"", admin["Cookie"]} {
@@ -280,7 +280,7 @@ func TestSecurityExpiredTokenEndsStreams(t *testing.T) {
 	s := startServer(t)
 	var nt api.NewToken
 	s.mustJSON("POST", "/auth/tokens", map[string]any{"user": "tim", "role": "viewer", "expires_in": "2s"}, http.StatusCreated, &nt)
-	events := s.stream("/events", nt.Secret)
+	events := s.streamAs("/events", nt.Secret)
 	<-events
 	select {
 	case rest := <-events:
