@@ -21,7 +21,7 @@ import (
 // envSecret is the env value the tests plant in a job of alice's.
 const envSecret = "hf_e2e_s3cret_4b1d"
 
-// newToken makes a token through the API and returns it.
+// apiToken makes a token through the API and returns it.
 func (s *server) apiToken(user string, role api.Role) api.NewToken {
 	s.t.Helper()
 	var nt api.NewToken
@@ -29,7 +29,7 @@ func (s *server) apiToken(user string, role api.Role) api.NewToken {
 	return nt
 }
 
-// stream opens a streaming GET as the token's holder and reads up to its
+// streamAs opens a streaming GET as the token's holder and reads up to its
 // first event (an event stream) or its headers (a log); the channel
 // yields the rest once the stream ends.
 func (s *server) streamAs(path, token string) <-chan string {
