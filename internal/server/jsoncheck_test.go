@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -31,6 +32,14 @@ func TestCheckJSON(t *testing.T) {
 		"invalid UTF-8 in env key":  {body: "{\"env\":{\"K\xff\":\"v\"}}", status: 422, field: "env"},
 		"invalid UTF-8 in array":    {body: "{\"labels\":[\"ok\",\"\xed\xa0\x80\"]}", status: 422, field: "labels"},
 		"lone surrogate escape":     {body: `{"name":"a\ud800b"}`, status: 422, field: "name"},
+		"high surrogate at the end": {body: `{"name":"a\ud800"}`, status: 422, field: "name"},
+		"high then not a low one":   {body: `{"name":"\ud800\u0041"}`, status: 422, field: "name"},
+		"low surrogate alone":       {body: `{"env":{"K":"\uDC00"}}`, status: 422, field: "env.K"},
+		"escaped backslash, not u":  {body: `{"command":"echo \\ud800"}`},
+		"a control character":       {body: "{\"command\":\"a\x01b\"}"}, // not JSON: the decoder's to report
+		"many keys, one twice":      {body: `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"r":18,"a":19}`, status: 400, field: "a"},
+		"many keys, each once":      {body: `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"r":18,"s":19}`},
+		"too deep":                  {body: strings.Repeat("[", 1001) + strings.Repeat("]", 1001), status: 400, field: ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := checkJSON([]byte(tc.body), nil)
@@ -109,6 +118,7 @@ func TestCheckJSONFieldCase(t *testing.T) {
 		"env keys differ in case":   {`{"command":"true","env":{"http_proxy":"a","HTTP_PROXY":"b"}}`, &api.SubmitRequest{}, ""},
 		"a field in another case":   {`{"Command":"true"}`, &api.SubmitRequest{}, "Command"},
 		"a case twin of a field":    {`{"gpu_count":1,"GPU_COUNT":8}`, &api.SubmitRequest{}, "GPU_COUNT"},
+		"a Unicode case twin":       {`{"user":"a","uſer":"b"}`, &api.SubmitRequest{}, "uſer"}, // ſ folds to s
 		"nested in a struct":        {`{"weights":{"users":{"Alice":2,"alice":3}}}`, &api.PoliciesUpdate{}, ""},
 		"a nested field's case":     {`{"weights":{"Users":{}}}`, &api.PoliciesUpdate{}, "weights.Users"},
 		"embedded fields are own":   {`{"port":1,"name":"x"}`, &withEmbedded{}, ""},
