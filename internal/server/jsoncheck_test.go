@@ -160,3 +160,31 @@ func TestQueryAndRequestIDChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckJSONNeverPanics runs checkJSON over every prefix of a few
+// bodies and over every one-byte change of them to the bytes that steer
+// a JSON scanner: it must answer, never panic or read past the end.
+func TestCheckJSONNeverPanics(t *testing.T) {
+	seeds := []string{
+		`{"name":"n","command":"echo \"hi\" \\ \u00e9 \ud83d\ude00","env":{"A":"1","\u0042":"2"},"gpu_count":2,"node_labels":{"x":"y"},"priority":"high"}`,
+		`[{"a":[1,2,{"b":null}]},true,false,-1.5e3,"s"]`,
+		`{"weights":{"users":{"alice":2}},"quotas":{"projects":{"nlp":8}}}`,
+	}
+	special := []byte{'"', '\\', '{', '}', '[', ']', ':', ',', 'u', 0xff, 0xc3, 0x01, ' '}
+	for _, seed := range seeds {
+		for _, typ := range []reflect.Type{nil, reflect.TypeOf(&api.SubmitRequest{}), reflect.TypeOf(&api.PoliciesUpdate{})} {
+			for n := range len(seed) + 1 {
+				checkJSON([]byte(seed[:n]), typ)
+			}
+			b := []byte(seed)
+			for i := range b {
+				orig := b[i]
+				for _, c := range special {
+					b[i] = c
+					checkJSON(b, typ)
+				}
+				b[i] = orig
+			}
+		}
+	}
+}
