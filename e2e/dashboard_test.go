@@ -241,4 +241,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("a viewer sees the job's actions (hidden %v, %v)", hidden, err)
 	}
 	s.do("DELETE", "/queue/"+eval.ID, nil, nil)
+
+	// Revoking the viewer's token ends the page's live stream at once:
+	// the page asks to sign in again and says why.
+	s.mustJSON("DELETE", "/auth/tokens/"+viewer.ID, nil, 200, nil)
+	err = chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`form[data-role=signin]`)))
+	if err != nil {
+		t.Fatalf("after revoking the viewer's token: %v", err)
+	}
+	if msg := text(`.signin [data-role=msg]`); !strings.Contains(msg, "revoked") {
+		t.Errorf("the sign-in page after a revocation says %q", msg)
+	}
 }
