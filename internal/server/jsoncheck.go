@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -29,298 +33,178 @@ const maxCheckDepth = 1000
 //     UTF-16 surrogate escape (encoding/json rewrites either to U+FFFD):
 //     422 invalid_field naming the field that holds it.
 //
-// It is one pass over body's bytes that allocates only for an object's
-// keys that need unescaping and for the paths of nested objects. A body
-// that is not JSON at all answers nil: the decoder that follows reports
-// it with its usual message.
+// The body is read token by token by jsontext's Decoder, which refuses
+// duplicate names, invalid UTF-8 and lone surrogates itself; checkJSON
+// follows the types alongside for the field-case check and turns the
+// decoder's refusals into the API's errors. Paths name object keys
+// joined by dots; an array's elements share its path. A body that is
+// not JSON at all answers nil: the decoder that follows reports it with
+// its usual message.
 func checkJSON(body []byte, t reflect.Type) error {
-	c := jsonChecker{b: body}
-	err := c.value("", nil, t)
-	if errors.Is(err, errMalformed) {
-		return nil
-	}
-	return err
-}
-
-// errMalformed stops checkJSON on input that is not JSON, which the
-// decoder reports.
-var errMalformed = errors.New("malformed JSON")
-
-// jsonChecker is checkJSON's cursor over the body.
-type jsonChecker struct {
-	b     []byte
-	i     int
-	depth int
-}
-
-func (c *jsonChecker) space() {
-	for c.i < len(c.b) {
-		switch c.b[c.i] {
-		case ' ', '\t', '\n', '\r':
-			c.i++
-		default:
-			return
+	d := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(false), jsontext.AllowInvalidUTF8(false))
+	levels := make([]jsonLevel, 0, 8) // the open objects and arrays
+	var next reflect.Type             // the type of the value after an object's key
+	for {
+		tok, err := d.ReadToken()
+		if err != nil {
+			return refusal(d, body, levels, err)
 		}
-	}
-}
-
-// value checks the value at the cursor: the value of key in the object
-// at parent (nil: an element of the array at parent), to be decoded into
-// t. The key becomes a string only for a path that is needed.
-func (c *jsonChecker) value(parent string, key []byte, t reflect.Type) error {
-	c.space()
-	if c.i >= len(c.b) {
-		return errMalformed
-	}
-	switch c.b[c.i] {
-	case '{', '[':
-		if c.depth >= maxCheckDepth {
-			return api.BadRequest("malformed_json", joinPath(parent, string(key)), "the body nests deeper than %d levels", maxCheckDepth)
+		depth := d.StackDepth()
+		switch kind := tok.Kind(); kind {
+		case '{', '[':
+			if depth > maxCheckDepth {
+				return api.BadRequest("malformed_json", jsonPath(d.StackPointer(), levels), "the body nests deeper than %d levels", maxCheckDepth)
+			}
+			vt := t
+			if n := len(levels); n > 0 {
+				vt = levels[n-1].elem(next)
+			}
+			l := jsonLevel{t: decodedType(vt), array: kind == '['}
+			if !l.array && l.t != nil && l.t.Kind() == reflect.Struct {
+				l.fields = jsonFields(make([]structField, 0, l.t.NumField()), l.t)
+			}
+			levels = append(levels, l)
+		case '}', ']':
+			levels = levels[:len(levels)-1]
+		case '"':
+			if n := len(levels); n > 0 && levels[n-1].fields != nil {
+				if _, length := d.StackIndex(depth); length%2 == 1 { // a key
+					if next, err = levels[n-1].field(d, tok.String(), levels); err != nil {
+						return err
+					}
+				}
+			}
 		}
-		c.depth++
-		defer func() { c.depth-- }()
-		path := joinPath(parent, string(key))
-		if c.b[c.i] == '{' {
-			return c.object(path, decodedType(t))
-		}
-		return c.array(path, decodedType(t))
-	case '"':
-		if _, _, err := c.str(); err != nil {
-			return err.at(parent, string(key), false)
-		}
-		return nil
-	}
-	// A number, true, false or null: the decoder checks it.
-	for c.i < len(c.b) {
-		switch c.b[c.i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
+		if depth == 0 {
 			return nil
 		}
-		c.i++
+	}
+}
+
+// jsonLevel is an object or array checkJSON is in, and the type it is
+// decoded into (nil: not followed).
+type jsonLevel struct {
+	t      reflect.Type
+	array  bool
+	fields []structField // a struct's, by jsonFields; nil for any other
+}
+
+// elem is the type of a value in the level: of an array's elements, or
+// in an object, the type after its last key (keyType).
+func (l jsonLevel) elem(keyType reflect.Type) reflect.Type {
+	if l.t == nil {
+		return nil
+	}
+	switch k := l.t.Kind(); {
+	case l.array && (k == reflect.Slice || k == reflect.Array):
+		return l.t.Elem()
+	case !l.array && k == reflect.Map:
+		return l.t.Elem()
+	case !l.array && k == reflect.Struct:
+		return keyType
 	}
 	return nil
 }
 
-// object checks an object whose path is path, decoded into t.
-func (c *jsonChecker) object(path string, t reflect.Type) error {
-	c.i++ // {
-	c.space()
-	if c.i < len(c.b) && c.b[c.i] == '}' {
-		c.i++
-		return nil
-	}
-	keys := make([][]byte, 0, 16) // the keys so far, unescaped
-	var many map[string]bool      // past 16 keys, a set instead
-	for {
-		c.space()
-		if c.i >= len(c.b) || c.b[c.i] != '"' {
-			return errMalformed
-		}
-		raw, escaped, serr := c.str()
-		if serr != nil {
-			return serr.at(path, "", true)
-		}
-		k := raw
-		if escaped {
-			var s string
-			if err := json.Unmarshal(c.b[c.i-len(raw)-2:c.i], &s); err != nil {
-				return errMalformed
-			}
-			k = []byte(s)
-		}
-		dup := false
-		if many != nil {
-			dup = many[string(k)]
-			many[string(k)] = true
-		} else {
-			for _, seen := range keys {
-				dup = dup || bytes.Equal(seen, k)
-			}
-			keys = append(keys, k)
-			if len(keys) == cap(keys) {
-				many = make(map[string]bool, 2*len(keys))
-				for _, seen := range keys {
-					many[string(seen)] = true
-				}
-			}
-		}
-		if dup {
-			p := joinPath(path, string(k))
-			return api.BadRequest("duplicate_key", p, "the key %q appears twice in one object; send each key once", p)
-		}
-		var vt reflect.Type
-		if t != nil {
-			switch t.Kind() {
-			case reflect.Map:
-				vt = t.Elem()
-			case reflect.Struct:
-				name, ft := jsonField(t, k)
-				if name != "" && ft == nil {
-					p := joinPath(path, string(k))
-					return api.BadRequest("unknown_field", p, "unknown field %q; field names are case-sensitive: use %q", p, name)
-				}
-				vt = ft
-			}
-		}
-		c.space()
-		if c.i >= len(c.b) || c.b[c.i] != ':' {
-			return errMalformed
-		}
-		c.i++
-		if err := c.value(path, k, vt); err != nil {
-			return err
-		}
-		c.space()
-		if c.i >= len(c.b) {
-			return errMalformed
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i++
-		case '}':
-			c.i++
-			return nil
-		default:
-			return errMalformed
+// field is the type of the value of key in the struct l (nil: not
+// a field), or the refusal of a key that names a struct field only in
+// another case (encoding/json would fill that field: it matches names
+// without regard to case). d has just read key.
+func (l jsonLevel) field(d *jsontext.Decoder, key string, levels []jsonLevel) (reflect.Type, error) {
+	for _, f := range l.fields {
+		if f.name == key {
+			return f.t, nil
 		}
 	}
+	for _, f := range l.fields {
+		if strings.EqualFold(f.name, key) {
+			p := jsonPath(d.StackPointer(), levels)
+			return nil, api.BadRequest("unknown_field", p, "unknown field %q; field names are case-sensitive: use %q", p, f.name)
+		}
+	}
+	return nil, nil
 }
 
-// array checks an array whose path is path, decoded into t.
-func (c *jsonChecker) array(path string, t reflect.Type) error {
-	c.i++ // [
-	var et reflect.Type
-	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-		et = t.Elem()
-	}
-	c.space()
-	if c.i < len(c.b) && c.b[c.i] == ']' {
-		c.i++
+// refusal is checkJSON's answer to the decoder's error err, with levels
+// open: the API's error for a duplicate key, invalid UTF-8 or a lone
+// surrogate, nil for anything else (not JSON: the decoder after reports
+// it).
+func refusal(d *jsontext.Decoder, body []byte, levels []jsonLevel, err error) error {
+	var serr *jsontext.SyntacticError
+	if !errors.As(err, &serr) || errors.Is(err, io.ErrUnexpectedEOF) || serr.ByteOffset < 0 || serr.ByteOffset > int64(len(body)) {
 		return nil
 	}
-	for {
-		if err := c.value(path, nil, et); err != nil {
-			return err
-		}
-		c.space()
-		if c.i >= len(c.b) {
-			return errMalformed
-		}
-		switch c.b[c.i] {
-		case ',':
-			c.i++
-		case ']':
-			c.i++
-			return nil
-		default:
-			return errMalformed
-		}
+	path := jsonPath(serr.JSONPointer, levels)
+	if errors.Is(err, jsontext.ErrDuplicateName) {
+		return api.BadRequest("duplicate_key", path, "the key %q appears twice in one object; send each key once", path)
 	}
-}
-
-// stringError is what is wrong with a string: not UTF-8, a lone
-// surrogate, or not JSON (malformed).
-type stringError int
-
-const (
-	stringMalformed stringError = iota
-	stringNotUTF8
-	stringSurrogate
-)
-
-// at is the error of a bad string that is the value of key in parent
-// (isKey: a key of the object at parent).
-func (e stringError) at(parent, key string, isKey bool) error {
-	field := orBody(joinPath(parent, key))
-	switch {
-	case e == stringMalformed:
-		return errMalformed
-	case isKey:
+	// jsontext reports invalid UTF-8 and a lone surrogate escape with
+	// errors it does not export; they are told by the bytes at the
+	// offset it reports, in a string (the token it refused to read).
+	at := body[serr.ByteOffset:]
+	bad, surrogate := invalidUTF8(at), loneSurrogate(at)
+	if !bad && !surrogate || d.PeekKind() != '"' {
+		return nil
+	}
+	field := orBody(path)
+	n := len(levels)
+	if _, length := d.StackIndex(d.StackDepth()); n > 0 && !levels[n-1].array && length%2 == 0 {
 		return api.Invalid(field, "has a key that is not valid UTF-8 text")
-	case e == stringNotUTF8:
+	}
+	if bad {
 		return api.Invalid(field, "is not valid UTF-8; send text as UTF-8")
 	}
 	return api.Invalid(field, "holds a \\u escape that is not a valid UTF-16 character (a lone surrogate)")
 }
 
-// str reads the string at the cursor ("..."): its raw contents, whether
-// they hold escapes, or what is wrong with it.
-func (c *jsonChecker) str() (raw []byte, escaped bool, err *stringError) {
-	bad := func(e stringError) ([]byte, bool, *stringError) { return nil, false, &e }
-	c.i++ // "
-	start, high := c.i, false
-	for c.i < len(c.b) {
-		ch := c.b[c.i]
-		switch {
-		case ch == '"':
-			raw = c.b[start:c.i]
-			c.i++
-			if high && !utf8.Valid(raw) {
-				return bad(stringNotUTF8)
-			}
-			return raw, escaped, nil
-		case ch < 0x20:
-			return bad(stringMalformed)
-		case ch >= 0x80:
-			high = true
-			c.i++
-		case ch != '\\':
-			c.i++
-		default:
-			escaped = true
-			if c.i+1 >= len(c.b) {
-				return bad(stringMalformed)
-			}
-			if c.b[c.i+1] != 'u' {
-				c.i += 2
-				continue
-			}
-			r, ok := hex4(c.b, c.i+2)
-			if !ok {
-				return bad(stringMalformed)
-			}
-			c.i += 6
-			switch {
-			case r >= 0xDC00 && r <= 0xDFFF: // a low surrogate alone
-				return bad(stringSurrogate)
-			case r >= 0xD800 && r <= 0xDBFF: // a high one needs a low one next
-				if c.i+1 >= len(c.b) || c.b[c.i] != '\\' || c.b[c.i+1] != 'u' {
-					return bad(stringSurrogate)
-				}
-				lo, ok := hex4(c.b, c.i+2)
-				if !ok {
-					return bad(stringMalformed)
-				}
-				if lo < 0xDC00 || lo > 0xDFFF {
-					return bad(stringSurrogate)
-				}
-				c.i += 6
-			}
-		}
-	}
-	return bad(stringMalformed)
+// invalidUTF8 reports whether b starts with bytes that are not UTF-8.
+func invalidUTF8(b []byte) bool {
+	r, size := utf8.DecodeRune(b)
+	return r == utf8.RuneError && size == 1
 }
 
-// hex4 reads the four hex digits at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
+// loneSurrogate reports whether b starts with a \u escape of a UTF-16
+// surrogate that is not the first of a pair (a high one followed by an
+// escaped low one). A high one followed by a \u that is not four hex
+// digits is not JSON rather than a lone surrogate.
+func loneSurrogate(b []byte) bool {
+	r, ok := escapedRune(b)
+	switch {
+	case !ok || r < 0xD800 || r > 0xDFFF:
+		return false
+	case r >= 0xDC00: // a low surrogate alone
+		return true
+	}
+	rest := b[6:]
+	if len(rest) >= 2 && rest[0] == '\\' && rest[1] == 'u' {
+		lo, ok := escapedRune(rest)
+		return ok && (lo < 0xDC00 || lo > 0xDFFF)
+	}
+	return true
+}
+
+// escapedRune reads the \uXXXX escape b starts with.
+func escapedRune(b []byte) (rune, bool) {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
 		return 0, false
 	}
-	var r rune
-	for _, ch := range b[i : i+4] {
-		r <<= 4
-		switch {
-		case ch >= '0' && ch <= '9':
-			r |= rune(ch - '0')
-		case ch >= 'a' && ch <= 'f':
-			r |= rune(ch - 'a' + 10)
-		case ch >= 'A' && ch <= 'F':
-			r |= rune(ch - 'A' + 10)
-		default:
-			return 0, false
+	v, err := strconv.ParseUint(string(b[2:6]), 16, 16)
+	return rune(v), err == nil
+}
+
+// jsonPath is the path checkJSON names for the JSON Pointer p into the
+// levels open: the object keys it holds, joined by dots, without the
+// array indices.
+func jsonPath(p jsontext.Pointer, levels []jsonLevel) string {
+	var path string
+	i := 0
+	for tok := range p.Tokens() {
+		if i >= len(levels) || !levels[i].array {
+			path = joinPath(path, tok)
 		}
+		i++
 	}
-	return r, true
+	return path
 }
 
 // decodedType is the type encoding/json decodes a value of type t as
@@ -338,51 +222,25 @@ func decodedType(t reflect.Type) reflect.Type {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// jsonField finds the field of struct t that encoding/json would decode
-// key into: its JSON name, and its type when key spells that name
-// exactly (nil: only in another case, as encoding/json's case folding
-// matches it). "" when there is none. Fields of embedded structs count
-// as t's own.
-func jsonField(t reflect.Type, key []byte) (string, reflect.Type) {
-	if name, typ := exactField(t, key); typ != nil {
-		return name, typ
-	}
-	return foldedField(t, string(key)), nil
-}
-
-// exactField is the field of struct t whose JSON name is key.
-func exactField(t reflect.Type, key []byte) (string, reflect.Type) {
+// jsonFields appends to dst the fields of struct t that encoding/json
+// decodes, by their JSON names, those of embedded structs in their
+// place as t's own.
+func jsonFields(dst []structField, t reflect.Type) []structField {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if sub, ok := promoted(f); ok {
-			if n, typ := exactField(sub, key); typ != nil {
-				return n, typ
-			}
-			continue
-		}
-		if n, ok := jsonName(f); ok && n == string(key) {
-			return n, f.Type
+			dst = jsonFields(dst, sub)
+		} else if name, ok := jsonName(f); ok {
+			dst = append(dst, structField{name: name, t: f.Type})
 		}
 	}
-	return "", nil
+	return dst
 }
 
-// foldedField is the JSON name of the field of struct t that key matches
-// without regard to case, or "".
-func foldedField(t reflect.Type, key string) string {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if sub, ok := promoted(f); ok {
-			if n := foldedField(sub, key); n != "" {
-				return n
-			}
-			continue
-		}
-		if n, ok := jsonName(f); ok && strings.EqualFold(n, key) {
-			return n
-		}
-	}
-	return ""
+// structField is a struct field as encoding/json decodes it.
+type structField struct {
+	name string
+	t    reflect.Type
 }
 
 // promoted reports whether f is an embedded struct whose fields

@@ -40,6 +40,15 @@ func TestCheckJSON(t *testing.T) {
 		"many keys, one twice":      {body: `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"r":18,"a":19}`, status: 400, field: "a"},
 		"many keys, each once":      {body: `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"r":18,"s":19}`},
 		"too deep":                  {body: strings.Repeat("[", 1001) + strings.Repeat("]", 1001), status: 400, field: ""},
+		"too deep in objects":       {body: strings.Repeat(`{"a":`, 1001) + "1" + strings.Repeat("}", 1001), status: 400, field: strings.Repeat("a.", 999) + "a"},
+		"lone surrogate in a key":   {body: `{"env":{"\ud800":"v"}}`, status: 422, field: "env"},
+		"a bare lone surrogate":     {body: `"\udc00"`, status: 422, field: "body"},
+		"high, then a bad escape":   {body: `{"name":"\ud800\u12G4"}`}, // not JSON: the decoder's to report
+		"a bad escape":              {body: `{"name":"\x"}`},
+		"not UTF-8 outside strings": {body: "{\"a\":1 \xff}"},
+		"UTF-8 cut at the end":      {body: "{\"a\":\"\xc3"},
+		"duplicate in array object": {body: `{"x":[1,{"a":1,"a":2}]}`, status: 400, field: "x.a"},
+		"duplicate key, / and ~":    {body: `{"env":{"a/b~c":"1","a/b~c":"2"}}`, status: 400, field: "env.a/b~c"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := checkJSON([]byte(tc.body), nil)
@@ -123,6 +132,9 @@ func TestCheckJSONFieldCase(t *testing.T) {
 		"a nested field's case":     {`{"weights":{"Users":{}}}`, &api.PoliciesUpdate{}, "weights.Users"},
 		"embedded fields are own":   {`{"port":1,"name":"x"}`, &withEmbedded{}, ""},
 		"embedded field's case":     {`{"Port":1}`, &withEmbedded{}, "Port"},
+		"an escaped case twin":      {`{"\u0047PU_COUNT":8}`, &api.SubmitRequest{}, "GPU_COUNT"},
+		"in an array of structs":    {`[{"port":1},{"PORT":2}]`, &[]inner{}, "PORT"},
+		"in a map of structs":       {`{"x":{"port":1},"y":{"Port":2}}`, &map[string]inner{}, "y.Port"},
 		"unknown left to DisallowU": {`{"nope":1}`, &api.SubmitRequest{}, ""},
 	} {
 		t.Run(name, func(t *testing.T) {
