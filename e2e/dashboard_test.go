@@ -111,10 +111,21 @@ func TestDashboardInBrowser(t *testing.T) {
 	shot("signin")
 
 	// Cluster: the node, its NVLink pairs, and alice's job on two GPUs. The
-	// link corral up prints signs in once (a cookie session), then the
-	// address no longer holds the token.
+	// link corral up prints names the user it signs in as and signs in
+	// (a cookie session) only at the button; the address no longer holds
+	// the token.
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(s.URL+"/?token="+adminToken+"#/cluster"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+	)
+	if err != nil {
+		t.Fatalf("sign-in link: %v", err)
+	}
+	if q := text(`[data-role=confirm-link] p`); !strings.Contains(q, "This link signs you in as admin") {
+		t.Errorf("the sign-in link asks %q, want it to name the user it signs in as", q)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-role=who]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.node[data-node="dash-node"] .gpu[data-state="allocated"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.chart-box svg`)),
@@ -200,8 +211,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	// A viewer sees the running job but not the actions it may not take.
 	var viewer api.NewToken
 	s.mustJSON("POST", "/auth/tokens", map[string]any{"user": "vic", "role": "viewer"}, 201, &viewer)
+	// Signed in as the admin, the viewer's link asks before it switches:
+	// opening it changes nothing.
 	err = chromedp.Do(ctx,
 		chromedp.Navigate(s.URL+"/?token="+viewer.Secret+"#/jobs/"+eval.ID),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+	)
+	if err != nil {
+		t.Fatalf("the viewer's sign-in link: %v", err)
+	}
+	if q := text(`[data-role=confirm-link] p`); !strings.Contains(q, "You are signed in as admin") || !strings.Contains(q, "Sign in as vic (viewer) instead?") {
+		t.Errorf("the viewer's sign-in link asks %q", q)
+	}
+	shot("signin-link-switch")
+	if me, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch('/auth/whoami').then((r) => r.json()).then((w) => w.user)`, chromedp.EvalAwaitPromise)); err != nil || me != "admin" {
+		t.Errorf("after opening the link the session is %q's (%v), want still admin's", me, err)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-role=state] .state-running`)),
 	)
 	if err != nil {
@@ -214,4 +241,15 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("a viewer sees the job's actions (hidden %v, %v)", hidden, err)
 	}
 	s.do("DELETE", "/queue/"+eval.ID, nil, nil)
+
+	// Revoking the viewer's token ends the page's live stream at once:
+	// the page asks to sign in again and says why.
+	s.mustJSON("DELETE", "/auth/tokens/"+viewer.ID, nil, 200, nil)
+	err = chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`form[data-role=signin]`)))
+	if err != nil {
+		t.Fatalf("after revoking the viewer's token: %v", err)
+	}
+	if msg := text(`.signin [data-role=msg]`); !strings.Contains(msg, "revoked") {
+		t.Errorf("the sign-in page after a revocation says %q", msg)
+	}
 }

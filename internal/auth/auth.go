@@ -68,6 +68,9 @@ type Principal struct {
 	Projects     []string // may submit to these only; empty: any
 	ProjectAdmin []string // may act on every job of these
 	Session      bool     // authenticated by the dashboard's cookie
+	// ExpiresAt is when the token stops working; nil: never. A stream
+	// ends then (see Service.Ended for revocation).
+	ExpiresAt *time.Time
 }
 
 // IsAdmin reports whether p has the admin role.
@@ -114,6 +117,10 @@ type Service struct {
 	mu     sync.RWMutex // guards the maps; writers hold it across the store write
 	byHash map[string]*store.TokenRecord
 	byID   map[string]*store.TokenRecord
+	// ended holds, for each live token that a stream watches, the
+	// channel Ended returns: closed when the token is revoked or
+	// replaced.
+	ended map[string]chan struct{}
 }
 
 // New loads the tokens from st. now is the clock (nil: time.Now).
@@ -125,21 +132,49 @@ func New(ctx context.Context, st Store, now func() time.Time) (*Service, error) 
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
-	s := &Service{st: st, now: now, byHash: map[string]*store.TokenRecord{}, byID: map[string]*store.TokenRecord{}}
+	s := &Service{st: st, now: now, byHash: map[string]*store.TokenRecord{}, byID: map[string]*store.TokenRecord{}, ended: map[string]chan struct{}{}}
 	for i := range ts {
 		s.index(&ts[i])
 	}
 	return s, nil
 }
 
+// index puts t in the maps, in place of the record of its id; when that
+// ends a live secret (revoked, or replaced by another), the streams that
+// watch it are told (Ended). Write lock held.
 func (s *Service) index(t *store.TokenRecord) {
 	if old, ok := s.byID[t.ID]; ok {
 		delete(s.byHash, old.Hash)
+		if ch, ok := s.ended[t.ID]; ok && (t.RevokedAt != nil || t.Hash != old.Hash) {
+			close(ch)
+			delete(s.ended, t.ID)
+		}
 	}
 	s.byID[t.ID] = t
 	if t.RevokedAt == nil {
 		s.byHash[t.Hash] = t
 	}
+}
+
+// Ended returns a channel that is closed when token id stops working
+// through revocation (or the bootstrap secret being replaced): at once
+// when it is unknown or revoked already. Streams (GET /events, a followed
+// log) watch it to end when their credential does; expiry is a time
+// known in advance (Principal.ExpiresAt), so it is not signalled here.
+func (s *Service) Ended(id string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.byID[id]; !ok || t.RevokedAt != nil {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	ch, ok := s.ended[id]
+	if !ok {
+		ch = make(chan struct{})
+		s.ended[id] = ch
+	}
+	return ch
 }
 
 // Hash is the stored form of a secret: hex SHA-256. Secrets are random
@@ -180,7 +215,7 @@ func (s *Service) Authenticate(secret string) (Principal, error) {
 	t, ok := s.byHash[h]
 	var p Principal
 	if ok {
-		p = Principal{TokenID: t.ID, User: t.User, Role: t.Role, Projects: t.Projects, ProjectAdmin: t.ProjectAdmin}
+		p = Principal{TokenID: t.ID, User: t.User, Role: t.Role, Projects: t.Projects, ProjectAdmin: t.ProjectAdmin, ExpiresAt: t.ExpiresAt}
 	}
 	expired := ok && t.ExpiresAt != nil && !s.now().Before(*t.ExpiresAt)
 	s.mu.RUnlock()

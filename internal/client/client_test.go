@@ -345,3 +345,47 @@ func TestNormalizeServerURL(t *testing.T) {
 		t.Error("a client with a bad address must fail")
 	}
 }
+
+// TestSubmitRefusesInvalidUTF8: a command (or any field) that is not
+// UTF-8 is refused before it is sent, naming the field; JSON would have
+// carried it rewritten.
+func TestSubmitRefusesInvalidUTF8(t *testing.T) {
+	sent := false
+	rec := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		sent = true
+		writeJSON(w, http.StatusCreated, api.Job{ID: "x", Priority: api.PriorityNormal})
+	})
+	for _, tc := range []struct {
+		req   api.SubmitRequest
+		field string
+	}{
+		{api.SubmitRequest{Command: "echo \xff"}, "command"},
+		{api.SubmitRequest{Command: "true", Name: "n\xc0"}, "name"},
+		{api.SubmitRequest{Command: "true", Env: map[string]string{"K": "\xed\xa0\x80"}}, "env"},
+	} {
+		_, err := New(rec.srv.URL).Submit(context.Background(), tc.req, "")
+		if e := api.AsError(err); err == nil || e.Status != 422 || e.Field != tc.field {
+			t.Errorf("%+v: %v, want 422 naming %s", tc.req, err, tc.field)
+		}
+	}
+	if sent {
+		t.Fatal("a request was sent")
+	}
+}
+
+// TestLogsEndedByRevocation: a followed log that the server ends because
+// the token was revoked (its X-Corral-Stream-End trailer) is an error that
+// says so, not a quiet end that reads like the job's.
+func TestLogsEndedByRevocation(t *testing.T) {
+	rec := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Trailer", "X-Corral-Stream-End")
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "tick\n")
+		w.Header().Set("X-Corral-Stream-End", "token_revoked")
+	})
+	var out bytes.Buffer
+	err := New(rec.srv.URL).Logs(context.Background(), "01J", true, &out)
+	if e := api.AsError(err); err == nil || e.Status != http.StatusUnauthorized || !strings.Contains(err.Error(), "revoked") || out.String() != "tick\n" {
+		t.Fatalf("err = %v, output %q; want the output, then a 401 saying the token was revoked", err, out.String())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -16,7 +17,15 @@ import (
 // Submit queues a job (POST /queue/submit). A non-empty idempotencyKey is
 // sent as the Idempotency-Key header: submitting again with the same key
 // returns the first job instead of queuing a second one.
+//
+// A string of req that is not valid UTF-8 is refused here, naming its
+// field, before anything is sent: JSON would carry it rewritten (each bad
+// byte as U+FFFD), so the server could not refuse it as it refuses such
+// a body.
 func (c *Client) Submit(ctx context.Context, req api.SubmitRequest, idempotencyKey string) (api.Job, error) {
+	if field := invalidUTF8(req); field != "" {
+		return api.Job{}, api.Invalid(field, "is not valid UTF-8; the command and every other field must be UTF-8 text")
+	}
 	r := request{method: http.MethodPost, path: "/queue/submit", body: req}
 	if idempotencyKey != "" {
 		r.header = http.Header{"Idempotency-Key": {idempotencyKey}}
@@ -161,6 +170,17 @@ func (c *Client) LogsWith(ctx context.Context, id string, o LogsOptions, w io.Wr
 		}
 		return fmt.Errorf("logs of job %s: the stream broke off: %w", id, err)
 	}
+	// The server ends a followed log early when the token stops working,
+	// and says so in a trailer.
+	switch why := resp.Trailer.Get("X-Corral-Stream-End"); why {
+	case "":
+	case "token_revoked":
+		return api.Unauthorized(why, "logs of job "+id+": the stream ended: the token was revoked")
+	case "token_expired":
+		return api.Unauthorized(why, "logs of job "+id+": the stream ended: the token has expired")
+	default:
+		return fmt.Errorf("logs of job %s: the stream ended early: %s", id, why)
+	}
 	return nil
 }
 
@@ -252,4 +272,25 @@ func (c *Client) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (api.Pol
 func jsonString(s string) api.RawValue {
 	b, _ := json.Marshal(s) // a string always marshals
 	return b
+}
+
+// invalidUTF8 names the first field of req that is not valid UTF-8, or "".
+func invalidUTF8(req api.SubmitRequest) string {
+	for _, f := range []struct{ field, v string }{{"name", req.Name}, {"user", req.User}, {"project", req.Project},
+		{"command", req.Command}, {"workdir", req.Workdir}, {"gpu_type", req.GPUType}} {
+		if !utf8.ValidString(f.v) {
+			return f.field
+		}
+	}
+	for _, f := range []struct {
+		field string
+		m     map[string]string
+	}{{"env", req.Env}, {"node_labels", req.NodeLabels}} {
+		for k, v := range f.m {
+			if !utf8.ValidString(k) || !utf8.ValidString(v) {
+				return f.field
+			}
+		}
+	}
+	return ""
 }

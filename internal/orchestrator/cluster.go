@@ -167,6 +167,9 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 	if len(req.JobID) > 128 {
 		return api.Hold{}, api.Invalid("job_id", "is longer than 128 characters")
 	}
+	if req.GPUCount == 0 {
+		return api.Hold{}, api.Invalid("gpu_count", "must be 1 or more: a hold of no GPUs holds nothing")
+	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		c := o.capacity()
 		if err := checkGPURequest(c, "gpu_count", req.GPUCount, 1, "memory_gb", req.MemoryGB, req.GPUType); err != nil {

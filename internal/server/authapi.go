@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
@@ -43,7 +44,13 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) error {
 
 // createSession is POST /auth/session: the dashboard's sign-in. The token
 // comes in the body (or as a bearer token); the answer sets the session
-// cookie.
+// cookie, in place of any session the browser had.
+//
+// A call without an Authorization header is a browser's, so it must pass
+// the dashboard's CSRF check (checkCSRF): a page of another site cannot
+// sign its visitor in as someone else (login CSRF). The dashboard makes
+// this call only when its user presses a button that names the user
+// they sign in as.
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	var req api.SessionRequest
 	if r.ContentLength != 0 {
@@ -51,6 +58,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	browser := r.Header.Get("Authorization") == ""
 	if req.Token == "" {
 		req.Token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	}
@@ -61,10 +69,15 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if browser {
+		if err := checkCSRF(r); err != nil {
+			return err
+		}
+	}
 	if c, ok := r.Context().Value(callKey{}).(*callInfo); ok {
 		c.who = p
 	}
-	setSessionCookie(w, r, strings.TrimSpace(req.Token))
+	setSessionCookie(w, r, strings.TrimSpace(req.Token), p.ExpiresAt)
 	p.Session = true
 	return writeJSON(w, http.StatusOK, p.Whoami())
 }
@@ -76,33 +89,15 @@ func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func setSessionCookie(w http.ResponseWriter, r *http.Request, token string) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: "/", MaxAge: int(sessionMaxAge.Seconds()),
+// setSessionCookie sets the dashboard's session cookie: it lasts
+// sessionMaxAge, or until the token expires when that is sooner.
+func setSessionCookie(w http.ResponseWriter, r *http.Request, token string, expires *time.Time) {
+	age := sessionMaxAge
+	if expires != nil {
+		age = min(age, time.Until(*expires))
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: "/", MaxAge: max(int(age.Seconds()), 1),
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
-}
-
-// signInFromQuery is the dashboard's ?token= link (corral up prints it):
-// a valid token becomes the session cookie, and the answer redirects to
-// the same page without the token in the address.
-func (s *Server) signInFromQuery(w http.ResponseWriter, r *http.Request) bool {
-	q := r.URL.Query()
-	tok := q.Get("token")
-	if tok == "" {
-		return false
-	}
-	if s.auth != nil {
-		if _, err := s.auth.Authenticate(tok); err == nil {
-			setSessionCookie(w, r, tok)
-		}
-	}
-	q.Del("token")
-	target := r.URL.Path
-	if len(q) > 0 {
-		target += "?" + q.Encode()
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, target, http.StatusSeeOther)
-	return true
 }
 
 // audit is GET /audit?user=&action=&since=&limit=&before=.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io/fs"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/web"
 )
@@ -32,15 +34,20 @@ func (s *Server) dashboardRoutes() {
 		panic(err) // the embedded tree is fixed at build time
 	}
 	files := http.StripPrefix("/ui/", http.FileServerFS(assets))
+	// The page at / is the same with or without a sign-in link's
+	// ?token=: opening a link sets no session (nor replaces one). The
+	// page takes the token out of the address, shows whom it signs in
+	// as, and signs in only when its user presses the button
+	// (POST /auth/session, CSRF-checked).
 	s.mux.Handle("GET /{$}", s.wrap(route{method: "GET", path: "/", handler: func(w http.ResponseWriter, r *http.Request) error {
-		if s.signInFromQuery(w, r) {
-			return nil
-		}
 		page, err := fs.ReadFile(assets, "index.html")
 		if err != nil {
 			return err
 		}
 		dashboardHeaders(w)
+		if r.URL.Query().Has("token") {
+			w.Header().Set("Cache-Control", "no-store")
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		_, err = w.Write(page)
 		return err
@@ -87,10 +94,22 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.o.ClusterHistory(hq))
 }
 
+// dashboardFor is the dashboard's update as who may see it: the env
+// values of jobs who may not act on are hidden (hideEnv), as in GET /jobs.
+func (s *Server) dashboardFor(ctx context.Context, who auth.Principal) api.DashboardUpdate {
+	u := s.o.Dashboard(ctx)
+	for i := range u.Active {
+		hideEnv(who, &u.Active[i])
+	}
+	return u
+}
+
 // events is GET /events: server-sent events for the dashboard. Each
 // `update` event carries an api.DashboardUpdate; one comes at once, then
 // after every change (at most every eventsMinGap) and at least every
-// eventsRefresh. The stream ends when the client goes or the server stops.
+// eventsRefresh. The stream ends when the client goes, the server stops,
+// or the caller's token is revoked or expires: then at once, with an
+// `ended` event whose data is {"reason": "token_revoked"|"token_expired"}.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	flusher, ok := w.(http.Flusher)
 	if !ok {
@@ -104,13 +123,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	if _, err := w.Write([]byte("retry: 2000\n\n")); err != nil {
 		return nil
 	}
-	ctx := r.Context()
+	ctx, stop := s.streamContext(r)
+	defer stop()
+	who := principal(r)
 	refresh := time.NewTicker(eventsRefresh)
 	defer refresh.Stop()
 	var sent time.Time
 	for {
+		if ctx.Err() != nil {
+			return endEvents(ctx, w, flusher)
+		}
 		changed := s.o.Changed()
-		data, err := json.Marshal(s.o.Dashboard(ctx))
+		data, err := json.Marshal(s.dashboardFor(ctx, who))
 		if err != nil {
 			return err
 		}
@@ -121,7 +145,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 		sent = time.Now()
 		select {
 		case <-ctx.Done():
-			return nil
+			return endEvents(ctx, w, flusher)
 		case <-refresh.C:
 			continue
 		case <-changed:
@@ -132,9 +156,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return nil
+				return endEvents(ctx, w, flusher)
 			case <-t.C:
 			}
 		}
 	}
+}
+
+// endEvents ends an event stream whose context is done: when the
+// caller's token stopped working it says so in an `ended` event first.
+func endEvents(ctx context.Context, w http.ResponseWriter, flusher http.Flusher) error {
+	if reason, ok := credentialEnded(ctx); ok {
+		w.Write([]byte("event: ended\ndata: {\"reason\":\"" + reason + "\"}\n\n"))
+		flusher.Flush()
+	}
+	return nil
 }

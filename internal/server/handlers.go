@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
@@ -42,6 +43,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > 256 {
 		return api.BadRequest("invalid_header", "Idempotency-Key", "the Idempotency-Key header is longer than 256 characters")
+	}
+	if !utf8.ValidString(key) {
+		return api.BadRequest("invalid_header", "Idempotency-Key", "the Idempotency-Key header is not valid UTF-8")
 	}
 	if err := s.checkRate(w, p); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"io/fs"
@@ -62,9 +63,16 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	return s.follow(w, r, id, attempt, path)
 }
 
-// follow streams the log until the attempt ends and its output is drained.
+// follow streams the log until the attempt ends and its output is
+// drained, or the caller's token is revoked or expires (streamContext).
 func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attempt int, path string) error {
+	ctx, stop := s.streamContext(r)
+	defer stop()
 	flusher, _ := w.(http.Flusher)
+	// A stream that ends because the caller's token stopped working says
+	// so in this trailer (token_revoked, token_expired), so a client can
+	// tell it from the job's end.
+	w.Header().Set("Trailer", streamEndTrailer)
 	w.WriteHeader(http.StatusOK)
 	if flusher != nil {
 		flusher.Flush()
@@ -78,6 +86,9 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 		}
 	}()
 	for {
+		if ctx.Err() != nil {
+			return endFollow(ctx, w)
+		}
 		changed := s.o.Changed()
 		state, current, _ := s.o.JobState(id)
 		done := state.Terminal() || current != attempt
@@ -99,10 +110,23 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 			return nil
 		}
 		select {
-		case <-r.Context().Done():
-			return nil
+		case <-ctx.Done():
+			return endFollow(ctx, w)
 		case <-changed:
 		case <-tick.C:
 		}
 	}
+}
+
+// streamEndTrailer is the trailer of a followed log that ended because
+// the caller's token stopped working.
+const streamEndTrailer = "X-Corral-Stream-End"
+
+// endFollow ends a followed log whose context is done, with the reason in
+// its trailer when the caller's token stopped working.
+func endFollow(ctx context.Context, w http.ResponseWriter) error {
+	if reason, ok := credentialEnded(ctx); ok {
+		w.Header().Set(streamEndTrailer, reason)
+	}
+	return nil
 }

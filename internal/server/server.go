@@ -4,6 +4,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,9 +14,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -123,7 +126,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/auth/tokens", "List tokens, never their secrets (admin)", s.listTokens, admin, ""},
 		{"DELETE", "/auth/tokens/{id}", "Revoke a token at once (admin)", s.revokeToken, admin, "token.revoke"},
 		{"GET", "/auth/whoami", "Who the caller is: user, role, projects", s.whoami, viewer, ""},
-		{"POST", "/auth/session", "Sign the dashboard in: a token in, an HttpOnly cookie out", s.createSession, public, "session.create"},
+		{"POST", "/auth/session", "Sign the dashboard in: a token in, an HttpOnly cookie out (without Authorization, it needs the X-Corral-Request header)", s.createSession, public, "session.create"},
 		{"DELETE", "/auth/session", "Sign the dashboard out", s.deleteSession, viewer, "session.delete"},
 		{"GET", "/audit", "The audit trail, newest first (user, action, since, limit; admin)", s.audit, admin, ""},
 		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi, viewer, ""},
@@ -186,7 +189,7 @@ func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		id := r.Header.Get("X-Request-Id")
-		if id == "" || len(id) > 64 {
+		if id == "" || len(id) > 64 || !printable(id) {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
@@ -207,6 +210,9 @@ func (s *Server) wrap(rt route) http.Handler {
 				}
 			}()
 			err := s.authorize(rt, r, call)
+			if err == nil {
+				err = checkQuery(r)
+			}
 			if err == nil {
 				err = rt.handler(rw, r)
 			}
@@ -245,6 +251,33 @@ func requestLevel(method, path string, status int) slog.Level {
 		return slog.LevelInfo
 	}
 	return slog.LevelDebug
+}
+
+// checkQuery refuses a query string whose names or values are not valid
+// UTF-8 (422 naming the parameter), as decode refuses such a body.
+func checkQuery(r *http.Request) error {
+	for k, vs := range r.URL.Query() {
+		if !utf8.ValidString(k) {
+			return api.Invalid("query", "a parameter name is not valid UTF-8")
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return api.Invalid(k, "is not valid UTF-8")
+			}
+		}
+	}
+	return nil
+}
+
+// printable reports whether s is printable ASCII, as a request id that
+// is echoed back and logged must be.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 func newRequestID() string {
@@ -297,21 +330,25 @@ func writeError(w http.ResponseWriter, e *api.Error) {
 }
 
 // decode reads a JSON body into v strictly: one object, known fields only,
-// at most MaxBodyBytes. Its errors name the field where there is one.
+// each key once, every string valid UTF-8 (checkJSON), at most
+// MaxBodyBytes. Its errors name the field where there is one.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.More() {
-			return api.BadRequest("malformed_json", "", "the body holds more than one JSON value")
-		}
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
-			return decodeError(err)
-		}
-		return nil
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return decodeError(err)
 	}
-	return decodeError(err)
+	if err := checkJSON(body, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return decodeError(err)
+	}
+	if dec.More() {
+		return api.BadRequest("malformed_json", "", "the body holds more than one JSON value")
+	}
+	return nil
 }
 
 func decodeError(err error) error {

@@ -48,6 +48,17 @@ export const send = (method, path, body) => call(method, path, body);
 // whoami is the signed-in viewer ({user, role, projects, project_admin});
 // it fails with status 401 when there is no session.
 export const whoami = () => call('GET', '/auth/whoami');
+// whoamiWith is who a token (a sign-in link's) belongs to, asked with the
+// token itself and without the session cookie; it signs nobody in.
+export async function whoamiWith(token) {
+  const resp = await fetch('/auth/whoami', { headers: { Accept: 'application/json', Authorization: 'Bearer ' + token }, credentials: 'omit' });
+  const data = await resp.json().catch(() => null);
+  if (!resp.ok) {
+    const err = (data && data.error) || {};
+    throw new ApiError(resp.status, err.code, err.message || `HTTP ${resp.status}`, err.field);
+  }
+  return data;
+}
 // signIn turns a token into the session cookie; signOut ends it.
 export const signIn = (token) => call('POST', '/auth/session', { token });
 export const signOut = () => call('DELETE', '/auth/session');
@@ -74,13 +85,26 @@ export async function stream(path, onChunk, signal) {
 }
 
 // subscribe opens the server-sent event stream (GET /events). onUpdate gets
-// each update's data; onState gets 'live', 'reconnecting'. EventSource sends
-// cookies, not headers: the session cookie authenticates it.
-export function subscribe(onUpdate, onState) {
+// each update's data; onState gets 'live', 'reconnecting'; onEnded gets the
+// reason ('token_revoked', 'token_expired') when the server ends the stream
+// because the session's token stopped working (the stream is then closed,
+// not retried). EventSource sends cookies, not headers: the session cookie
+// authenticates it.
+export function subscribe(onUpdate, onState, onEnded) {
   const es = new EventSource('/events', { withCredentials: true });
   es.addEventListener('update', (ev) => {
     onState('live');
     onUpdate(JSON.parse(ev.data));
+  });
+  es.addEventListener('ended', (ev) => {
+    es.close();
+    let reason = '';
+    try {
+      reason = JSON.parse(ev.data).reason;
+    } catch (e) {
+      reason = '';
+    }
+    if (onEnded) onEnded(reason);
   });
   es.onopen = () => onState('live');
   es.onerror = () => onState('reconnecting');

@@ -796,19 +796,79 @@ function signInPage(message) {
   onConn('signed out');
 }
 
+// takeLinkToken takes a sign-in link's token (/?token=..., as corral up
+// prints) out of the address, so it stays in no history or bookmark, and
+// returns it ('' when there is none).
+function takeLinkToken() {
+  const params = new URLSearchParams(location.search);
+  const token = (params.get('token') || '').trim();
+  if (!params.has('token')) return '';
+  params.delete('token');
+  const rest = params.toString();
+  history.replaceState(null, '', location.pathname + (rest ? '?' + rest : '') + location.hash);
+  return token;
+}
+
+// confirmLink asks before a sign-in link signs in: it names the user the
+// link signs in as and, when someone is signed in already, who that is.
+// Only its button signs in (POST /auth/session); opening the link changes
+// nothing. It reports whether it is showing the question (false: the
+// link is this session's own token, or is not valid, which it says).
+async function confirmLink(token, me) {
+  let who;
+  try {
+    who = await api.whoamiWith(token);
+  } catch (e) {
+    const msg = `The sign-in link's token is not valid (${e.message}).`;
+    if (!me) signInPage(msg);
+    else $('.status').prepend(h(`<span class="notice" data-role="link-msg" title="${esc(msg)}">sign-in link not valid; still ${esc(me.user)}</span>`));
+    return !me;
+  }
+  if (me && me.token_id === who.token_id) return false;
+  const them = `<b data-role="link-user">${esc(who.user)}</b> (${esc(who.role)})`;
+  const question = me
+    ? `You are signed in as <b data-role="current-user">${esc(me.user)}</b> (${esc(me.role)}). Sign in as ${them} instead?`
+    : `This link signs you in as ${them}.`;
+  const root = h(`<section class="panel signin" data-role="confirm-link"><header><h2>Sign in</h2></header><div class="body">
+    <p>${question}</p>
+    <button type="button" class="btn" data-act="switch">Sign in as ${esc(who.user)}</button>
+    <button type="button" class="link" data-act="stay">${me ? 'Stay signed in as ' + esc(me.user) : 'Cancel'}</button>
+    <div data-role="msg"></div></div></section>`);
+  $('[data-act=switch]', root).addEventListener('click', async () => {
+    try {
+      await api.signIn(token);
+      location.reload();
+    } catch (e) {
+      $('[data-role=msg]', root).innerHTML = `<div class="notice">${esc(e.message)}</div>`;
+    }
+  });
+  $('[data-act=stay]', root).addEventListener('click', () => location.reload());
+  $('#main').replaceChildren(root);
+  onConn(me ? 'paused' : 'signed out');
+  return true;
+}
+
 async function start() {
+  const link = takeLinkToken();
   try {
     state.me = await api.whoami();
   } catch (e) {
-    if (e.status === 401) return signInPage(e.code === 'session_ended' ? e.message : '');
-    $('#main').replaceChildren(h(`<div class="notice">${esc(e.message)}</div>`));
-    return;
+    if (e.status !== 401) {
+      $('#main').replaceChildren(h(`<div class="notice">${esc(e.message)}</div>`));
+      return;
+    }
+    if (!link) return signInPage(e.code === 'session_ended' ? e.message : '');
   }
+  if (link && (await confirmLink(link, state.me))) return;
+  if (!state.me) return signInPage('');
   document.body.dataset.role = state.me.role;
   showWho();
   window.addEventListener('hashchange', route);
   route();
-  api.subscribe(onUpdate, onConn);
+  api.subscribe(onUpdate, onConn, (reason) => {
+    $('[data-role=who]')?.remove();
+    signInPage(reason === 'token_expired' ? 'Your token has expired; sign in again.' : 'Your token was revoked; sign in again.');
+  });
 }
 
 start();
