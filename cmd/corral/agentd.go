@@ -24,6 +24,7 @@ func newAgentCmd() *cobra.Command {
 		logFormat, logLevel, runAs                                      string
 		labels                                                          []string
 		interval                                                        time.Duration
+		contain                                                         containFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
@@ -98,11 +99,15 @@ named by --join-token-file.`,
 				return fmt.Errorf("--data-dir: %w", err)
 			}
 			defer release()
-			a, err := agent.New(agent.Config{
+			cfg := agent.Config{
 				NodeID: nodeName, Hostname: hostname, Address: address, Labels: lbls, GPUs: src,
 				StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), Link: link,
 				Detach: true, ShipLogs: true, Server: link.Base(), Interval: interval, Logger: logger, RunAs: runAs,
-			})
+			}
+			if err := contain.apply(&cfg); err != nil {
+				return err
+			}
+			a, err := agent.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -124,6 +129,7 @@ named by --join-token-file.`,
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	runAsFlag(fl, &runAs)
+	contain.register(fl)
 	return cmd
 }
 

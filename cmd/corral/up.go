@@ -65,6 +65,7 @@ collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
 	runAsFlag(fl, &f.runAs)
+	f.contain.register(fl)
 	return cmd
 }
 
@@ -86,11 +87,15 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 			return "", nil, err
 		}
 		dataDir, _ := filepath.Abs(f.dataDir)
-		a, err := agent.New(agent.Config{
+		cfg := agent.Config{
 			NodeID: nodeID, Hostname: hostname, Address: "127.0.0.1", Labels: labels, GPUs: src,
 			StateDir: filepath.Join(dataDir, "agent"), LogDir: filepath.Join(dataDir, "logs"),
 			Link: inProcess{pool}, Interval: f.interval, Logger: logger, RunAs: f.runAs,
-		})
+		}
+		if err := f.contain.apply(&cfg); err != nil {
+			return "", nil, err
+		}
+		a, err := agent.New(cfg)
 		if err != nil {
 			return "", nil, err
 		}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-sched/corral/internal/agent/contain"
 	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -54,6 +55,13 @@ type Config struct {
 	// RunAs is whose account jobs run under: RunAsUser (default: the
 	// job's owner when the agent is root) or RunAsAgent (runas.go).
 	RunAs string
+	// Containment is "auto" or "" (cgroups where they can be written,
+	// process groups otherwise) or "process-group" (never cgroups).
+	Containment string
+	// DefaultMemPerGPU (MiB) and DefaultCPUsPerGPU limit a job that names
+	// no mem_mib or cpus: the default times its GPUs. 0: no limit.
+	DefaultMemPerGPU  int64
+	DefaultCPUsPerGPU float64
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -84,6 +92,14 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.NodeID == "" || cfg.Link == nil || cfg.StateDir == "" || cfg.LogDir == "" {
 		return nil, errors.New("agent: NodeID, Link, StateDir and LogDir are required")
 	}
+	switch cfg.Containment {
+	case "", "auto", contain.ProcessGroup:
+	default:
+		return nil, fmt.Errorf("--containment %q: want auto or %s", cfg.Containment, contain.ProcessGroup)
+	}
+	if cfg.DefaultMemPerGPU < 0 || cfg.DefaultCPUsPerGPU < 0 || cfg.DefaultCPUsPerGPU != cfg.DefaultCPUsPerGPU {
+		return nil, errors.New("--default-mem-per-gpu and --default-cpus-per-gpu must not be negative")
+	}
 	switch cfg.RunAs {
 	case "", RunAsUser, RunAsStrict, RunAsAgent:
 	default:
@@ -104,7 +120,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs,
-		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}}
+		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup,
+		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU}}
 	return a, nil
 }
 
@@ -130,6 +147,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		go a.keepAlive(ctx)
 	}
+	a.setupContainment()
 	if n := a.tasks.adopt(ctx); n > 0 {
 		a.log.Info("found tasks of a previous agent", "tasks", n)
 	}
@@ -227,17 +245,22 @@ func (a *Agent) register(ctx context.Context) error {
 		return err
 	}
 	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, AgentID: id, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
-		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}}
+		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}, Containment: a.tasks.mode}
 	if a.cfg.GPUs != nil {
 		devs, err := a.cfg.GPUs.Devices(ctx)
 		if err != nil {
 			return fmt.Errorf("list GPUs: %w", err)
 		}
+		minors := make(map[int]int, len(devs))
 		for _, d := range devs {
+			minors[d.Index] = d.Minor
 			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
 				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated})
 			reg.Simulated = reg.Simulated || d.Simulated
 		}
+		a.tasks.mu.Lock()
+		a.tasks.minors = minors
+		a.tasks.mu.Unlock()
 	}
 	cfg, err := a.cfg.Link.Register(ctx, reg)
 	if err != nil {
@@ -276,6 +299,7 @@ const heldRetry = 2 * time.Second
 // agent as the node's holder, so an agent refused for a node that a live
 // one holds never touches that one's jobs.
 func (a *Agent) killOrphans() {
+	a.sweepCgroups()
 	if !a.cfg.Detach {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	osexec "os/exec"
 	"os/signal"
@@ -44,6 +45,7 @@ type exitStatus struct {
 	Lost       string    `json:"lost,omitempty"` // set when the shim itself was told to stop (its agent died)
 	FinishedAt time.Time `json:"finished_at"`
 	Error      string    `json:"error,omitempty"` // the job could not start
+	OOMKilled  bool      `json:"oom_killed,omitempty"` // the OOM killer acted in the job's cgroup
 }
 
 // RunShim is `corral shim --state DIR --log FILE [--workdir DIR] -- /bin/sh -c CMD`.
@@ -58,6 +60,8 @@ func RunShim(args []string) int {
 	uid := fs.Int("uid", -1, "run the job as this uid (with --gid; the shim must be root)")
 	gid := fs.Int("gid", -1, "the job's gid")
 	groups := fs.String("groups", "", "the job's supplementary group ids, comma-separated")
+	cgroupPath := fs.String("cgroup", "", "run the job in this cgroup (relative to the shim's own)")
+	cgroupSpec := fs.String("cgroup-spec", "", "the cgroup's limits (JSON contain.Spec)")
 	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--workdir DIR] -- COMMAND...")
 		return 2
@@ -81,8 +85,18 @@ func RunShim(args []string) int {
 	}
 	cred, err := parseCredential(*uid, *gid, *groups)
 	cmd.SysProcAttr.Credential = cred
+	var jcg *jobCgroup
 	if err == nil {
-		err = cmd.Start()
+		jcg, err = openShimCgroup(*cgroupPath, *cgroupSpec)
+	}
+	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
+	if err == nil {
+		if err = cmd.Start(); err != nil {
+			jcg.abort()
+		} else if err = jcg.admit(cmd.Process.Pid); err != nil {
+			cmd.Wait()
+			jcg.abort()
+		}
 	}
 	if err != nil {
 		if logFile != nil {
@@ -123,7 +137,8 @@ wait:
 		break wait
 	}
 	syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
-	st := exitStatus{ExitCode: cmd.ProcessState.ExitCode(), Lost: lost, FinishedAt: time.Now().UTC()}
+	oom := jcg.end(slog.Default())      // and in its cgroup
+	st := exitStatus{ExitCode: cmd.ProcessState.ExitCode(), Lost: lost, FinishedAt: time.Now().UTC(), OOMKilled: oom}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 	}

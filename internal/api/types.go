@@ -58,6 +58,7 @@ const (
 	ReasonRequeued    = "requeued"
 	ReasonPreempted   = "preempted"  // stopped for a higher-ranked job; back to queued
 	ReasonTimeLimit   = "time_limit" // ran past its time_limit and was stopped
+	ReasonOutOfMemory = "out_of_memory" // its cgroup's memory limit was hit and the kernel killed it
 )
 
 // Allocation is one GPU held by a job.
@@ -119,6 +120,8 @@ type Job struct {
 	IdleSince          *time.Time        `json:"idle_since,omitempty"`
 	NotBefore          *time.Time        `json:"not_before,omitempty"`  // requeued after a loss: not started again before this (backoff)
 	NodeLabels         map[string]string `json:"node_labels,omitempty"` // runs only on nodes with all these labels
+	MemMiB             int64             `json:"mem_mib,omitempty"`     // memory limit of each rank's cgroup, MiB; 0: the agent's default
+	CPUs               float64           `json:"cpus,omitempty"`        // CPU limit of each rank's cgroup; 0: the agent's default
 	Allocation         []Allocation      `json:"allocation"`
 	Events             []Event           `json:"events,omitempty"`
 }
@@ -143,6 +146,8 @@ type SubmitRequest struct {
 	MaxRetries        int               `json:"max_retries,omitempty"`
 	PreemptGrace      RawValue          `json:"preempt_grace,omitempty"`
 	NodeLabels        map[string]string `json:"node_labels,omitempty"`
+	MemMiB            *int64            `json:"mem_mib,omitempty"` // memory limit, MiB (per rank)
+	CPUs              *float64          `json:"cpus,omitempty"`    // CPU limit, in CPUs (per rank)
 }
 
 // QueuedJob is one row of GET /queue.
@@ -227,6 +232,10 @@ type Node struct {
 	LastSeen  *time.Time        `json:"last_seen,omitempty"`
 	Simulated bool              `json:"simulated,omitempty"`
 	GPUs      []GPU             `json:"gpus"`
+	// Containment is how the node holds its jobs: cgroup-v2, cgroup-v1 or
+	// process-group (what its agent registered; process-group if it said
+	// nothing).
+	Containment string `json:"containment"`
 }
 
 // ClusterStatus is GET /cluster/gpu-status.
