@@ -44,7 +44,8 @@ type controlFlags struct {
 	logLevel    string
 	access      accessFlags // auth.go
 	runAs       string      // up only: whose account the local agent runs jobs under
-	contain     containFlags // up only: the local agent's containment (containflags.go)
+	// up only: the local agent's containment (containflags.go)
+	contain containFlags
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {

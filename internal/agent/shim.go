@@ -45,7 +45,8 @@ type exitStatus struct {
 	Lost       string    `json:"lost,omitempty"` // set when the shim itself was told to stop (its agent died)
 	FinishedAt time.Time `json:"finished_at"`
 	Error      string    `json:"error,omitempty"` // the job could not start
-	OOMKilled  bool      `json:"oom_killed,omitempty"` // the OOM killer acted in the job's cgroup
+	// OOMKilled: the OOM killer acted in the job's cgroup.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // RunShim is `corral shim --state DIR --log FILE [--workdir DIR] -- /bin/sh -c CMD`.

@@ -58,8 +58,11 @@ const (
 	ReasonRequeued    = "requeued"
 	ReasonPreempted   = "preempted"  // stopped for a higher-ranked job; back to queued
 	ReasonTimeLimit   = "time_limit" // ran past its time_limit and was stopped
-	ReasonOutOfMemory = "out_of_memory" // its cgroup's memory limit was hit and the kernel killed it
 )
+
+// ReasonOutOfMemory: the job failed after the kernel's OOM killer acted in
+// its cgroup (it hit its mem_mib limit).
+const ReasonOutOfMemory = "out_of_memory"
 
 // Allocation is one GPU held by a job.
 type Allocation struct {
