@@ -249,7 +249,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	for i := range o.nodes {
 		n := &o.nodes[i]
 		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, GPUCount: len(n.Devices),
-			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}}
+			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}, Containment: containmentOf(n)}
 		if !n.lastSeen.IsZero() {
 			t := n.lastSeen
 			an.LastSeen = &t
