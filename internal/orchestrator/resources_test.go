@@ -11,7 +11,6 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 )
 
-
 // TestResourceLimits: mem_mib and cpus are checked (422 naming the
 // field), kept on the job and handed to the executor; a failure after an
 // OOM kill ends the job out_of_memory.
