@@ -299,7 +299,10 @@ const heldRetry = 2 * time.Second
 // agent as the node's holder, so an agent refused for a node that a live
 // one holds never touches that one's jobs.
 func (a *Agent) killOrphans() {
-	a.sweepCgroups()
+	// In the background, so the first report is not held up; tasks
+	// started meanwhile are tracked before their cgroups exist, so the
+	// sweep spares them.
+	go a.sweepCgroups()
 	if !a.cfg.Detach {
 		return
 	}
