@@ -74,7 +74,12 @@ func waitEscaped(t *testing.T, dir string) []int {
 // waitGone waits until every pid has ended.
 func waitGone(t *testing.T, pids []int, after string) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() string {
+	waitGoneWithin(t, 10*time.Second, pids, after)
+}
+
+func waitGoneWithin(t *testing.T, timeout time.Duration, pids []int, after string) {
+	t.Helper()
+	waitFor(t, timeout, func() string {
 		var alive []string
 		for _, p := range pids {
 			if !processGone(p) {
@@ -255,4 +260,40 @@ echo "mem=$(cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes) quota=$(cat /sys/
 	if r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != "cpus" {
 		t.Errorf("cpus 1e9: want 422 naming cpus, got %s", r)
 	}
+}
+
+// TestSecurityContainStandaloneAgent: under `corral agent` (jobs run under
+// shims) escaped daemons die on cancel, and after kill -9 of the agent and
+// a restart with another data directory (which cannot adopt the job).
+func TestSecurityContainStandaloneAgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("containment tests need root: cgroups cannot be written here")
+	}
+	s := startCluster(t)
+	a := startAgent(t, s, "n1", 2, "--run-as", "agent")
+	if mode := s.cluster().Nodes[0].Containment; !strings.HasPrefix(mode, "cgroup-") {
+		t.Skipf("the node's containment is %q, not a cgroup (cgroups not writable here)", mode)
+	}
+
+	dir := t.TempDir()
+	j := s.submit(map[string]any{"command": escapeCmd(dir, "exec sleep 1000"), "gpu_count": 1})
+	pids := waitEscaped(t, dir)
+	if r := s.do("DELETE", "/queue/"+j.ID+"?grace=1s", nil, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("cancel: %s", r)
+	}
+	s.waitState(j.ID, api.StateCanceled, 20*time.Second)
+	waitGone(t, pids, "the cancel")
+
+	dir = t.TempDir()
+	j = s.submit(map[string]any{"command": escapeCmd(dir, "exec sleep 1000"), "gpu_count": 1, "max_retries": 1})
+	pids = waitEscaped(t, dir)
+	a.kill9()
+	a.dataDir = t.TempDir()
+	for i, arg := range a.args {
+		if arg == "--data-dir" {
+			a.args[i+1] = a.dataDir
+		}
+	}
+	a.start()
+	waitGoneWithin(t, clusterTTL+20*time.Second, pids, "kill -9 of the agent and a restart elsewhere")
 }

@@ -70,6 +70,23 @@ func (a *Agent) sweepCgroups() {
 	}
 }
 
+// releaseCgroups removes the node's cgroup parent when no task of this
+// agent runs (a stopped `corral up`, or an idle agent that ends), so that
+// none is left behind; a parent with running jobs stays.
+func (a *Agent) releaseCgroups() {
+	if a.tasks.cgroupParent == "" {
+		return
+	}
+	for _, st := range a.tasks.statuses() {
+		if st.State == api.TaskRunning {
+			return
+		}
+	}
+	if err := contain.RemoveIfEmpty(a.tasks.cgroupParent); err != nil {
+		a.log.Debug("the node's cgroup parent stays", "err", err)
+	}
+}
+
 // cgroupPath is the task's cgroup, "" under process groups.
 func (t *tasks) cgroupPath(s api.TaskSpec) string {
 	if t.cgroupParent == "" {

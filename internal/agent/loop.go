@@ -195,6 +195,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			backoff = min(backoff*2, 30*time.Second)
 		}
 	}
+	if a.cfg.Detach {
+		a.releaseCgroups() // an idle agent leaves nothing behind
+	}
 	return nil
 }
 
@@ -285,7 +288,9 @@ func (a *Agent) register(ctx context.Context) error {
 func (a *Agent) StopAll(grace time.Duration) int {
 	ctx, cancel := context.WithTimeout(context.Background(), grace+5*time.Second)
 	defer cancel()
-	return a.tasks.stopAll(ctx, grace)
+	n := a.tasks.stopAll(ctx, grace)
+	a.releaseCgroups()
+	return n
 }
 
 // heldRetry is how often an agent refused because another agent holds its

@@ -292,6 +292,19 @@ func Remove(path string) error {
 	return cg.Destroy()
 }
 
+// RemoveIfEmpty removes the cgroup at path and the empty ones under it,
+// where no process runs anywhere in it; it kills nothing.
+func RemoveIfEmpty(path string) error {
+	cg, err := load(path, nil)
+	if err != nil {
+		return err
+	}
+	if pids, err := cg.Pids(); err == nil && len(pids) > 0 {
+		return fmt.Errorf("cgroup %s: %d processes still run in it", path, len(pids))
+	}
+	return cg.m.Destroy()
+}
+
 // Sweep kills and removes every cgroup under parent whose name keep does
 // not claim (an earlier agent's attempts that no one adopted), and returns
 // the names it removed.
