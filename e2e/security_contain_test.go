@@ -297,3 +297,17 @@ func TestSecurityContainStandaloneAgent(t *testing.T) {
 	a.start()
 	waitGoneWithin(t, clusterTTL+20*time.Second, pids, "kill -9 of the agent and a restart elsewhere")
 }
+
+// TestSecurityContainPreemption: a preempted job's escaped daemons die
+// with it, before its GPUs go to the job that preempted it.
+func TestSecurityContainPreemption(t *testing.T) {
+	s := startContained(t, t.TempDir(), freePort(t))
+	s.setPolicies(map[string]any{"policy": "priority", "preemption": true, "min_run_time": 0, "preempt_grace": "1s"})
+	dir := t.TempDir()
+	low := s.submit(map[string]any{"command": escapeCmd(dir, "exec sleep 1000"), "gpu_count": 4, "priority": "low", "max_retries": 1})
+	pids := waitEscaped(t, dir)
+	high := s.submit(map[string]any{"command": "true", "gpu_count": 4, "priority": "critical"})
+	s.waitJob(low.ID, 30*time.Second, "to be preempted", func(j api.Job) bool { return j.Preemptions == 1 })
+	waitGone(t, pids, "the preemption")
+	s.waitState(high.ID, api.StateCompleted, 30*time.Second)
+}
