@@ -252,13 +252,21 @@ echo "mem=$(cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes) quota=$(cat /sys/
 		})
 	}
 
-	r := s.do("POST", "/queue/submit", map[string]any{"command": "true", "gpu_count": 0, "mem_mib": -5}, nil)
-	if r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != "mem_mib" {
-		t.Errorf("mem_mib -5: want 422 naming mem_mib, got %s", r)
+	before := len(s.jobs())
+	for _, bad := range []struct {
+		field string
+		value any
+	}{
+		{"mem_mib", -5}, {"mem_mib", 1.5}, {"mem_mib", 1e20}, {"mem_mib", "64G"}, {"mem_mib", 1 << 40},
+		{"cpus", -1}, {"cpus", 1e9}, {"cpus", "x"}, {"cpus", 0.001},
+	} {
+		r := s.do("POST", "/queue/submit", map[string]any{"command": "true", "gpu_count": 0, bad.field: bad.value}, nil)
+		if r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != bad.field {
+			t.Errorf("%s %v: want 422 naming %s, got %s", bad.field, bad.value, bad.field, r)
+		}
 	}
-	r = s.do("POST", "/queue/submit", map[string]any{"command": "true", "gpu_count": 0, "cpus": 1e9}, nil)
-	if r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != "cpus" {
-		t.Errorf("cpus 1e9: want 422 naming cpus, got %s", r)
+	if after := len(s.jobs()); after != before {
+		t.Errorf("refused submissions made jobs: %d -> %d", before, after)
 	}
 }
 
