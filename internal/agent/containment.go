@@ -7,6 +7,8 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/corral-sched/corral/internal/agent/contain"
@@ -85,6 +87,16 @@ func (a *Agent) releaseCgroups() {
 	if err := contain.RemoveIfEmpty(a.tasks.cgroupParent); err != nil {
 		a.log.Debug("the node's cgroup parent stays", "err", err)
 	}
+}
+
+// inJobCgroup reports whether pid runs in one of this node's job cgroups
+// (a job's process that scrubbed its environment is still the job's).
+func (t *tasks) inJobCgroup(pid int) bool {
+	if t.cgroupParent == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	return err == nil && strings.Contains(string(b), "/"+t.cgroupParent+"/")
 }
 
 // cgroupPath is the task's cgroup, "" under process groups.

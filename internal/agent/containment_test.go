@@ -110,6 +110,20 @@ func TestTasksInCgroup(t *testing.T) {
 				time.Sleep(10 * time.Millisecond) // poll interval
 			}
 
+			if ts.inJobCgroup(os.Getpid()) {
+				t.Error("the test process counts as in a job's cgroup")
+			}
+			ts.start(api.TaskSpec{JobID: "j3", Command: "exec sleep 1000"})
+			st3 := waitTask(t, ts, "j3 to run", func(s api.TaskStatus) bool { return s.JobID == "j3" && s.PID > 0 })
+			waitFor := time.Now().Add(5 * time.Second)
+			for !ts.inJobCgroup(st3.PID) && time.Now().Before(waitFor) {
+				time.Sleep(10 * time.Millisecond) // poll interval: the shim admits it
+			}
+			if !ts.inJobCgroup(st3.PID) {
+				t.Errorf("job pid %d is not seen in its cgroup", st3.PID)
+			}
+			ts.stop(taskKey{"j3", 0, 0}, 0, "")
+
 			ts.start(api.TaskSpec{JobID: "j2", MemMiB: 32, Command: `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`})
 			st = waitTask(t, ts, "the hog to end", func(s api.TaskStatus) bool { return s.JobID == "j2" && s.State == api.TaskExited })
 			if !st.OOMKilled || st.ExitCode == 0 {
