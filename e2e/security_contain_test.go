@@ -319,3 +319,24 @@ func TestSecurityContainPreemption(t *testing.T) {
 	waitGone(t, pids, "the preemption")
 	s.waitState(high.ID, api.StateCompleted, 30*time.Second)
 }
+
+// TestSecurityContainFallback: an agent that holds jobs by process groups
+// (--containment process-group, as where cgroups cannot be written) says
+// why at start, and its node shows process-group in the JSON and the CLI.
+func TestSecurityContainFallback(t *testing.T) {
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "1", "--node-name", "pg-node", "--containment", "process-group")
+	if c := s.cluster(); len(c.Nodes) != 1 || c.Nodes[0].Containment != "process-group" {
+		t.Fatalf("nodes %+v: want one, process-group", c.Nodes)
+	}
+	if out := s.out.String(); !strings.Contains(out, "process groups only") || !strings.Contains(out, "why=") {
+		t.Errorf("no start-up line says why jobs are held by process groups:\n%s", out)
+	}
+	out, _, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "nodes")
+	if code != 0 || !strings.Contains(out, "process-group") {
+		t.Errorf("corral nodes does not show process-group:\n%s", out)
+	}
+	j := s.submit(map[string]any{"command": "exit 3", "gpu_count": 1})
+	if got := s.waitTerminal(j.ID, 20*time.Second); got.State != api.StateFailed || got.Reason != api.ReasonExitCode {
+		t.Errorf("a job under process groups ended %s (%s)", got.State, got.Reason)
+	}
+}

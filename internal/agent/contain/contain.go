@@ -155,16 +155,18 @@ func Mode() string {
 
 // Probe tells whether attempts can be held in cgroups under parent: it
 // makes a cgroup there with a memory, CPU and device limit, puts nothing
-// in it, and removes it. It returns Mode() when that worked, or
+// in it, and removes it (as root, or as a user the hierarchy is delegated
+// to). It returns Mode() when that worked, or
 // ProcessGroup and the reason it did not.
 func Probe(parent string) (string, error) {
-	if os.Geteuid() != 0 {
-		return ProcessGroup, errors.New("not root: cgroups cannot be written")
-	}
 	path := filepath.Join(parent, fmt.Sprintf("probe-%d", os.Getpid()))
 	cg, err := Open(path, Spec{MemMiB: 64, CPUs: 1})
 	if err != nil {
-		return ProcessGroup, err
+		why := "no delegation to this user"
+		if os.Geteuid() != 0 {
+			why = "not root, and no delegation"
+		}
+		return ProcessGroup, fmt.Errorf("cgroups cannot be written (%s?): %w", why, err)
 	}
 	if err := cg.Destroy(); err != nil {
 		return ProcessGroup, err
