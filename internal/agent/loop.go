@@ -304,10 +304,9 @@ const heldRetry = 2 * time.Second
 // agent as the node's holder, so an agent refused for a node that a live
 // one holds never touches that one's jobs.
 func (a *Agent) killOrphans() {
-	// In the background, so the first report is not held up; tasks
-	// started meanwhile are tracked before their cgroups exist, so the
-	// sweep spares them.
-	go a.sweepCgroups()
+	// Before the first sync: no new job gets a GPU while a leftover of
+	// an earlier attempt may still hold it.
+	a.sweepCgroups()
 	if !a.cfg.Detach {
 		return
 	}
