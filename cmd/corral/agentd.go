@@ -25,6 +25,7 @@ func newAgentCmd() *cobra.Command {
 		labels                                                          []string
 		interval                                                        time.Duration
 		host                                                            hostFlags
+		contain                                                         containFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
@@ -102,12 +103,16 @@ named by --join-token-file.`,
 			if err := store.SecureDataDir(dir, "logs", "state"); err != nil {
 				return fmt.Errorf("--data-dir %s: %w", dir, err)
 			}
-			a, err := agent.New(agent.Config{
+			cfg := agent.Config{
 				NodeID: nodeName, Hostname: hostname, Address: address, Labels: lbls, GPUs: src,
 				StateDir: filepath.Join(dir, "state"), LogDir: filepath.Join(dir, "logs"), Link: link,
 				Detach: true, ShipLogs: true, Server: link.Base(), Interval: interval, Logger: logger, RunAs: runAs,
 				RunAsFallback: host.runAsFallback, MaxLogSize: int64(host.maxLogSize), MinFreeDisk: float64(host.minFreeDisk),
-			})
+			}
+			if err := contain.apply(&cfg); err != nil {
+				return err
+			}
+			a, err := agent.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -131,6 +136,7 @@ named by --join-token-file.`,
 	runAsFlag(fl, &runAs)
 	host.registerLogSize(fl)
 	host.registerNode(fl)
+	contain.register(fl)
 	return cmd
 }
 

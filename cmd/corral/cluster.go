@@ -69,11 +69,11 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 		_, err := fmt.Fprintln(w, `no nodes: start one with "corral up" or "corral agent"`)
 		return err
 	}
-	t := newTable(w, "NODE", "HOSTNAME", "STATE", "GPU", "MODEL", "MEM", "USED", "UTIL", "TEMP", "ALLOCATED_TO")
+	t := newTable(w, "NODE", "HOSTNAME", "STATE", "CONTAINMENT", "GPU", "MODEL", "MEM", "USED", "UTIL", "TEMP", "ALLOCATED_TO")
 	simulated := false
 	for _, n := range s.Nodes {
 		if len(n.GPUs) == 0 {
-			t.row(n.NodeID, n.Hostname, n.State, "-", n.GPUType, "-", "-", "-", "-", "-")
+			t.row(n.NodeID, n.Hostname, n.State, n.Containment, "-", n.GPUType, "-", "-", "-", "-", "-")
 			continue
 		}
 		for _, g := range n.GPUs {
@@ -99,7 +99,7 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 			if to == "" && len(g.Foreign) > 0 {
 				to = "foreign:" + foreignList(g.Foreign)
 			}
-			t.row(n.NodeID, n.Hostname, n.State, strconv.Itoa(g.ID), model, fmtMiB(g.MemoryTotal),
+			t.row(n.NodeID, n.Hostname, n.State, n.Containment, strconv.Itoa(g.ID), model, fmtMiB(g.MemoryTotal),
 				fmtMiB(g.MemoryUsed), strconv.Itoa(g.Utilization)+"%", temp, to)
 		}
 	}

@@ -26,6 +26,8 @@ type submitFlags struct {
 	workdir, idempotencyKey     string
 	preemptGrace, timeLimit     string
 	env, labels                 []string
+	mem                         string  // --mem, e.g. 64G
+	cpus                        float64 // --cpus
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -90,6 +92,8 @@ Several arguments are joined with shell quoting, so they run as given.`,
 	fl.StringVar(&f.idempotencyKey, "idempotency-key", "", "submitting again with the same key returns the first job")
 	fl.StringVar(&f.preemptGrace, "preempt-grace", "", "time to checkpoint when preempted, between SIGTERM and SIGKILL (default: the policy's, 30s)")
 	fl.StringArrayVar(&f.labels, "label", nil, "run only on nodes with label K=V (repeatable)")
+	fl.StringVar(&f.mem, "mem", "", "memory limit of the job (of each node's part), e.g. 64G or 512M; past it the job fails out_of_memory (default: the node's --default-mem-per-gpu times its GPUs)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
 	return cmd
 }
 
@@ -126,6 +130,17 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 			return req, usagef("--preempt-grace %q: want a duration such as 60s or 2m", f.preemptGrace)
 		}
 		req.PreemptGrace = rawString(f.preemptGrace)
+	}
+	if f.mem != "" {
+		mib, err := parseMemMiB(f.mem)
+		if err != nil {
+			return req, usagef("--mem: %v", err)
+		}
+		req.MemMiB = &mib
+	}
+	if cmd.Flags().Changed("cpus") {
+		cpus := f.cpus
+		req.CPUs = &cpus
 	}
 	env, err := parseEnv(f.env)
 	if err != nil {

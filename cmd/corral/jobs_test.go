@@ -250,3 +250,20 @@ func TestPriority(t *testing.T) {
 		t.Errorf("body = %s", b)
 	}
 }
+
+func TestParseMemMiB(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"", 0, true}, {"0", 0, true}, {"512", 512, true}, {"512M", 512, true}, {"64G", 64 << 10, true},
+		{"64GiB", 64 << 10, true}, {"64gb", 64 << 10, true}, {"1T", 1 << 20, true}, {"1.5G", 1536, true},
+		{"-1G", 0, false}, {"lots", 0, false}, {"64X", 0, false}, {"NaNG", 0, false}, {"1e30G", 0, false},
+	} {
+		got, err := parseMemMiB(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseMemMiB(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}

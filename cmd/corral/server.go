@@ -46,6 +46,8 @@ type controlFlags struct {
 	runAs       string      // up only: whose account the local agent runs jobs under
 	maxGPUs     int         // the most GPUs an agent may register for one node
 	host        hostFlags   // hostflags.go: --max-log-size; up: --run-as-fallback, --min-free-disk
+	// up only: the local agent's containment (containflags.go)
+	contain containFlags
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {

@@ -87,6 +87,12 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	if j.Preemptions > 0 {
 		kv("Preemptions", strconv.Itoa(j.Preemptions))
 	}
+	if j.MemMiB > 0 {
+		kv("Memory limit", fmtMiB(j.MemMiB))
+	}
+	if j.CPUs > 0 {
+		kv("CPU limit", strconv.FormatFloat(j.CPUs, 'f', -1, 64))
+	}
 	if j.PreemptGrace != nil {
 		kv("Preempt grace", fmtDuration(j.PreemptGrace.Duration()))
 	}

@@ -66,6 +66,7 @@ collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
 	runAsFlag(fl, &f.runAs)
 	f.host.registerNode(fl)
+	f.contain.register(fl)
 	return cmd
 }
 
@@ -90,12 +91,16 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 			return "", nil, usagef("this node has %d GPUs, more than --max-gpus-per-node %d: raise it", len(devs), f.maxGPUs)
 		}
 		dataDir, _ := filepath.Abs(f.dataDir)
-		a, err := agent.New(agent.Config{
+		cfg := agent.Config{
 			NodeID: nodeID, Hostname: hostname, Address: "127.0.0.1", Labels: labels, GPUs: src,
 			StateDir: filepath.Join(dataDir, "agent"), LogDir: filepath.Join(dataDir, "logs"),
 			Link: inProcess{pool}, Interval: f.interval, Logger: logger, RunAs: f.runAs,
 			RunAsFallback: f.host.runAsFallback, MaxLogSize: int64(f.host.maxLogSize), MinFreeDisk: float64(f.host.minFreeDisk),
-		})
+		}
+		if err := f.contain.apply(&cfg); err != nil {
+			return "", nil, err
+		}
+		a, err := agent.New(cfg)
 		if err != nil {
 			return "", nil, err
 		}

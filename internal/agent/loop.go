@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-sched/corral/internal/agent/contain"
 	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -64,6 +65,13 @@ type Config struct {
 	// MinFreeDisk is the free share of LogDir's disk, in percent, below
 	// which the node takes no new jobs (diskfree.go). 0: no check.
 	MinFreeDisk float64
+	// Containment is "auto" or "" (cgroups where they can be written,
+	// process groups otherwise) or "process-group" (never cgroups).
+	Containment string
+	// DefaultMemPerGPU (MiB) and DefaultCPUsPerGPU limit a job that names
+	// no mem_mib or cpus: the default times its GPUs. 0: no limit.
+	DefaultMemPerGPU  int64
+	DefaultCPUsPerGPU float64
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -97,6 +105,14 @@ func New(cfg Config) (*Agent, error) {
 	if err := CheckRunAs(cfg.RunAs, cfg.RunAsFallback); err != nil {
 		return nil, err
 	}
+	switch cfg.Containment {
+	case "", "auto", contain.ProcessGroup:
+	default:
+		return nil, fmt.Errorf("--containment %q: want auto or %s", cfg.Containment, contain.ProcessGroup)
+	}
+	if cfg.DefaultMemPerGPU < 0 || cfg.DefaultCPUsPerGPU < 0 || cfg.DefaultCPUsPerGPU != cfg.DefaultCPUsPerGPU {
+		return nil, errors.New("--default-mem-per-gpu and --default-cpus-per-gpu must not be negative")
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
 	}
@@ -112,7 +128,8 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
-		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}}
+		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup,
+		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU}}
 	return a, nil
 }
 
@@ -141,6 +158,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		go a.keepAlive(ctx)
 	}
+	a.setupContainment()
 	if n := a.tasks.adopt(ctx); n > 0 {
 		a.log.Info("found tasks of a previous agent", "tasks", n)
 	}
@@ -187,6 +205,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			backoff = min(backoff*2, 30*time.Second)
 		}
+	}
+	if a.cfg.Detach {
+		a.releaseCgroups() // an idle agent leaves nothing behind
 	}
 	return nil
 }
@@ -238,7 +259,8 @@ func (a *Agent) register(ctx context.Context) error {
 		return err
 	}
 	reg := api.AgentRegistration{NodeID: a.cfg.NodeID, AgentID: id, Hostname: a.cfg.Hostname, Address: a.cfg.Address,
-		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}, DiskFull: a.diskFull()}
+		Labels: a.cfg.Labels, Tasks: a.tasks.statuses(), GPUs: []api.AgentGPU{}, DiskFull: a.diskFull(),
+		Containment: a.tasks.mode}
 	now := time.Now()
 	reg.Now = &now // the server measures the tasks' times against it
 	if a.cfg.GPUs != nil {
@@ -246,11 +268,16 @@ func (a *Agent) register(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("list GPUs: %w", err)
 		}
+		minors := make(map[int]int, len(devs))
 		for _, d := range devs {
+			minors[d.Index] = d.Minor
 			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
 				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated})
 			reg.Simulated = reg.Simulated || d.Simulated
 		}
+		a.tasks.mu.Lock()
+		a.tasks.minors = minors
+		a.tasks.mu.Unlock()
 	}
 	cfg, err := a.cfg.Link.Register(ctx, reg)
 	if err != nil {
@@ -275,7 +302,9 @@ func (a *Agent) register(ctx context.Context) error {
 func (a *Agent) StopAll(grace time.Duration) int {
 	ctx, cancel := context.WithTimeout(context.Background(), grace+5*time.Second)
 	defer cancel()
-	return a.tasks.stopAll(ctx, grace)
+	n := a.tasks.stopAll(ctx, grace)
+	a.releaseCgroups()
+	return n
 }
 
 // heldRetry is how often an agent refused because another agent holds its
@@ -289,6 +318,9 @@ const heldRetry = 2 * time.Second
 // agent as the node's holder, so an agent refused for a node that a live
 // one holds never touches that one's jobs.
 func (a *Agent) killOrphans() {
+	// Before the first sync: no new job gets a GPU while a leftover of
+	// an earlier attempt may still hold it.
+	a.sweepCgroups()
 	if !a.cfg.Detach {
 		return
 	}
@@ -358,7 +390,7 @@ func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 		if pl, ok := a.cfg.GPUs.(gpu.ProcessLister); ok {
 			if ps, err := pl.ForeignProcesses(ctx); err == nil {
 				for _, p := range ps {
-					if !isCorralJob(p.PID) {
+					if !isCorralJob(p.PID) && !a.tasks.inJobCgroup(p.PID) {
 						rep.Foreign = append(rep.Foreign, api.ForeignProcess{GPU: p.GPU, PID: p.PID, User: p.User, Name: p.Name})
 					}
 				}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	osexec "os/exec"
 	"os/signal"
@@ -44,6 +45,8 @@ type exitStatus struct {
 	Lost       string    `json:"lost,omitempty"` // set when the shim itself was told to stop (its agent died)
 	FinishedAt time.Time `json:"finished_at"`
 	Error      string    `json:"error,omitempty"` // the job could not start
+	// OOMKilled: the OOM killer acted in the job's cgroup.
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
 // RunShim is `corral shim --state DIR --log FILE [--max-log-size N] [--workdir DIR] -- /bin/sh -c CMD`.
@@ -60,6 +63,8 @@ func RunShim(args []string) int {
 	gid := fs.Int("gid", -1, "the job's gid")
 	groups := fs.String("groups", "", "the job's supplementary group ids, comma-separated")
 	maxLog := fs.Int64("max-log-size", DefaultMaxLogSize, "bytes of output the log keeps; the rest is dropped behind a marker (0: no cap)")
+	cgroupPath := fs.String("cgroup", "", "run the job in this cgroup (relative to the shim's own)")
+	cgroupSpec := fs.String("cgroup-spec", "", "the cgroup's limits (JSON contain.Spec)")
 	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--max-log-size N] [--workdir DIR] -- COMMAND...")
 		return 2
@@ -78,8 +83,18 @@ func RunShim(args []string) int {
 	}
 	cred, err := parseCredential(*uid, *gid, *groups)
 	cmd.SysProcAttr.Credential = cred
+	var jcg *jobCgroup
 	if err == nil {
-		err = cmd.Start()
+		jcg, err = openShimCgroup(*cgroupPath, *cgroupSpec)
+	}
+	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
+	if err == nil {
+		if err = cmd.Start(); err != nil {
+			jcg.abort()
+		} else if err = jcg.admit(cmd.Process.Pid); err != nil {
+			cmd.Wait()
+			jcg.abort()
+		}
 	}
 	if err != nil {
 		out.printf("corral: %v\n", err)
@@ -120,7 +135,8 @@ wait:
 		break wait
 	}
 	syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
-	st := exitStatus{ExitCode: cmd.ProcessState.ExitCode(), Lost: lost, FinishedAt: time.Now().UTC()}
+	oom := jcg.end(slog.Default())      // and in its cgroup
+	st := exitStatus{ExitCode: cmd.ProcessState.ExitCode(), Lost: lost, FinishedAt: time.Now().UTC(), OOMKilled: oom}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 	}

@@ -35,6 +35,11 @@ type tasks struct {
 	shim             []string // command that runs the shim
 	log              *slog.Logger
 	changed          func() // called when a task starts or ends
+	// Containment (containment.go), set before the first task starts.
+	mode         string      // contain.CgroupV1, CgroupV2 or ProcessGroup
+	cgroupParent string      // "": process groups
+	limits       limits      // per-GPU defaults
+	minors       map[int]int // GPU index -> device minor (195:N); absent: the index
 
 	mu    sync.Mutex
 	byKey map[taskKey]*task
@@ -173,6 +178,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
 	}
 	args = append(args, cred.shimArgs()...)
+	args = append(args, t.shimContainArgs(spec)...)
 	args = append(args, "--", "/bin/sh", "-c", spec.Command)
 	cmd := osexec.Command(t.shim[0], args...)
 	cmd.Env = t.env(spec)
@@ -205,7 +211,14 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	if err != nil {
 		return err
 	}
+	jcg, err := openJobCgroup(t.cgroupPath(spec), t.containSpec(spec))
+	if err != nil {
+		out.printf("corral: %v\n", err)
+		out.finish()
+		return fmt.Errorf("containment: %w", err)
+	}
 	cmd := osexec.Command("/bin/sh", "-c", spec.Command)
+	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	cmd.Dir = spec.Workdir
 	cmd.Env = t.env(spec)
 	cmd.Stdout, cmd.Stderr = out.w, out.w
@@ -214,12 +227,20 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: cred.uid, Gid: cred.gid, Groups: cred.groups}
 	}
 	if err := cmd.Start(); err != nil {
+		jcg.abort()
 		out.printf("corral: %v\n", err)
 		out.finish()
 		return fmt.Errorf("start: %w", err)
 	}
-	out.started() // the job has its own copy
 	pid := cmd.Process.Pid
+	if err := jcg.admit(pid); err != nil {
+		cmd.Wait()
+		jcg.abort()
+		out.printf("corral: %v\n", err)
+		out.finish()
+		return fmt.Errorf("containment: %w", err)
+	}
+	out.started() // the job has its own copy
 	t.mu.Lock()
 	tk.pid = pid
 	t.mu.Unlock()
@@ -228,9 +249,10 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	go func() {
 		cmd.Wait()
 		syscall.Kill(-pid, syscall.SIGKILL) // whatever the job left in its group
+		oom := jcg.end(t.log)               // and in its cgroup
 		t.logCapped(spec, out)              // the log is whole before the end is told (logcap.go)
 		now := time.Now().UTC()
-		st := api.TaskStatus{ExitCode: cmd.ProcessState.ExitCode(), FinishedAt: &now}
+		st := api.TaskStatus{ExitCode: cmd.ProcessState.ExitCode(), FinishedAt: &now, OOMKilled: oom}
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 		}
@@ -313,10 +335,12 @@ func (t *tasks) reap(tk *task) {
 	now := time.Now().UTC()
 	status := api.TaskStatus{ExitCode: -1, FinishedAt: &now, Error: "lost: the shim ended without an exit status"}
 	if ok {
-		status = api.TaskStatus{ExitCode: st.ExitCode, Signal: st.Signal, Error: st.Error, FinishedAt: &st.FinishedAt}
+		status = api.TaskStatus{ExitCode: st.ExitCode, Signal: st.Signal, Error: st.Error, FinishedAt: &st.FinishedAt, OOMKilled: st.OOMKilled}
 		if st.Lost != "" {
 			status.Error = "lost: " + st.Lost
 		}
+	} else {
+		t.removeCgroup(tk.spec) // the shim died before it could
 	}
 	t.finish(tk, status)
 }

@@ -37,6 +37,10 @@ type AgentRegistration struct {
 	// under the agent's --min-free-disk, so no job lands there before its
 	// first report.
 	DiskFull string `json:"disk_full,omitempty"`
+	// Containment is how the node holds its jobs: cgroup-v2, cgroup-v1, or
+	// process-group where cgroups cannot be written. Empty: an agent that
+	// does not say (shown as process-group).
+	Containment string `json:"containment,omitempty"`
 }
 
 // AgentGPU is one GPU of a registering node.
@@ -122,6 +126,7 @@ type TaskStatus struct {
 	Signal     string     `json:"signal,omitempty"`
 	Error      string     `json:"error,omitempty"` // could not start
 	LogSize    int64      `json:"log_size,omitempty"`
+	OOMKilled  bool       `json:"oom_killed,omitempty"` // the kernel's OOM killer killed a process of the task's cgroup
 }
 
 // AgentWork is the server's answer to a sync: the tasks the node should be
@@ -151,6 +156,10 @@ type TaskSpec struct {
 	Stop      bool    `json:"stop,omitempty"`
 	StopGrace Seconds `json:"stop_grace,omitempty"`
 	Notice    string  `json:"notice,omitempty"`
+	// MemMiB and CPUs limit the task's cgroup (the job's mem_mib and
+	// cpus); 0: the agent's per-GPU default, or no limit.
+	MemMiB int64   `json:"mem_mib,omitempty"`
+	CPUs   float64 `json:"cpus,omitempty"`
 }
 
 // LogChunk is part of a task's output, shipped by a remote agent so that the

@@ -60,6 +60,10 @@ const (
 	ReasonTimeLimit   = "time_limit" // ran past its time_limit and was stopped
 )
 
+// ReasonOutOfMemory: the job failed after the kernel's OOM killer acted in
+// its cgroup (it hit its mem_mib limit).
+const ReasonOutOfMemory = "out_of_memory"
+
 // Allocation is one GPU held by a job.
 type Allocation struct {
 	NodeID    string  `json:"node_id"`
@@ -119,6 +123,8 @@ type Job struct {
 	IdleSince          *time.Time        `json:"idle_since,omitempty"`
 	NotBefore          *time.Time        `json:"not_before,omitempty"`  // requeued after a loss: not started again before this (backoff)
 	NodeLabels         map[string]string `json:"node_labels,omitempty"` // runs only on nodes with all these labels
+	MemMiB             int64             `json:"mem_mib,omitempty"`     // memory limit of each rank's cgroup, MiB; 0: the agent's default
+	CPUs               float64           `json:"cpus,omitempty"`        // CPU limit of each rank's cgroup; 0: the agent's default
 	Allocation         []Allocation      `json:"allocation"`
 	Events             []Event           `json:"events,omitempty"`
 }
@@ -143,6 +149,8 @@ type SubmitRequest struct {
 	MaxRetries        int               `json:"max_retries,omitempty"`
 	PreemptGrace      RawValue          `json:"preempt_grace,omitempty"`
 	NodeLabels        map[string]string `json:"node_labels,omitempty"`
+	MemMiB            *int64            `json:"mem_mib,omitempty"` // memory limit, MiB (per rank)
+	CPUs              *float64          `json:"cpus,omitempty"`    // CPU limit, in CPUs (per rank)
 }
 
 // QueuedJob is one row of GET /queue.
@@ -228,6 +236,10 @@ type Node struct {
 	DiskFull  string            `json:"disk_full,omitempty"` // set while the node's log disk is under its --min-free-disk: no new jobs start there
 	Simulated bool              `json:"simulated,omitempty"`
 	GPUs      []GPU             `json:"gpus"`
+	// Containment is how the node holds its jobs: cgroup-v2, cgroup-v1 or
+	// process-group (what its agent registered; process-group if it said
+	// nothing).
+	Containment string `json:"containment"`
 }
 
 // ClusterStatus is GET /cluster/gpu-status.

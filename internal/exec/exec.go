@@ -27,6 +27,10 @@ type Task struct {
 	// NoticePath is where a preemption notice will appear; the job finds
 	// it in CORRAL_PREEMPT_NOTICE. Empty: no notices.
 	NoticePath string
+	// MemMiB and CPUs limit each rank (the job's mem_mib and cpus); 0:
+	// the node's default.
+	MemMiB int64
+	CPUs   float64
 }
 
 // Rank is the part of a gang on one node.
@@ -71,6 +75,9 @@ type Update struct {
 	// exit status: "lost" (its agent restarted without it, or the server
 	// restarted and it is not there) or "node_lost" (its node went silent).
 	Lost string
+	// OOMKilled, on Exited: the kernel's OOM killer acted in the attempt's
+	// cgroup (it hit its memory limit).
+	OOMKilled bool
 }
 
 // Sink receives updates. It must not block: executors call it from their own

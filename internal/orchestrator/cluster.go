@@ -252,7 +252,8 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	for i := range o.nodes {
 		n := &o.nodes[i]
 		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, GPUCount: len(n.Devices),
-			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}, DiskFull: n.diskFull}
+			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}, DiskFull: n.diskFull,
+			Containment: containmentOf(n)}
 		if !n.lastSeen.IsZero() {
 			t := n.lastSeen
 			an.LastSeen = &t

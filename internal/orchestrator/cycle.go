@@ -239,6 +239,7 @@ func (o *Orchestrator) preempt(ctx context.Context, tx *txn, p sched.Preemption)
 func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
 		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
+	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
 	for _, p := range ps {
 		r := exec.Rank{NodeID: p.NodeID, GPUs: append([]int{}, p.GPUs...)}
 		for _, a := range j.Allocation {
@@ -310,7 +311,7 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 				o.log.Info("preempted job requeued", "job_id", j.ID, "attempt", j.RetryCount)
 				continue
 			}
-			to, reason, msg := exitOutcome(j, u.ExitCode, u.Signal, u.Err)
+			to, reason, msg := exitOutcome(j, u.ExitCode, u.Signal, u.Err, u.OOMKilled)
 			j.FinishedAt = &at
 			if u.Err == nil {
 				code := u.ExitCode

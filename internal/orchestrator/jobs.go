@@ -187,7 +187,9 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 }
 
 // exitOutcome turns an executor's Exited report into the job's final state.
-func exitOutcome(j *api.Job, code int, signal string, startErr error) (api.State, string, string) {
+// A failure after the OOM killer acted in the attempt's cgroup is
+// out_of_memory.
+func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled bool) (api.State, string, string) {
 	switch {
 	case j.TimedOut:
 		return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
@@ -197,6 +199,8 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error) (api.State
 		return api.StateFailed, api.ReasonStartFailed, startErr.Error()
 	case code == 0:
 		return api.StateCompleted, api.ReasonExited, "exit code 0"
+	case oomKilled:
+		return api.StateFailed, api.ReasonOutOfMemory, fmt.Sprintf("ran out of memory: the kernel killed it at its memory limit of %s (exit code %d)", memText(j.MemMiB), code)
 	case signal != "":
 		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("killed by signal (%s), exit code %d", signal, code)
 	default:

@@ -39,6 +39,8 @@ type Node struct {
 	Devices   []gpu.Device
 	Telemetry gpu.Source // readings taken by the server itself; nil: from the agent's reports
 	Simulated bool
+	// Containment is how its agent holds jobs (api.Node's containment).
+	Containment string
 
 	agent    string      // hex SHA-256 of the id of the agent that registered it last; "": none
 	domain   map[int]int // GPU index -> NVLink domain (see nvlinkDomains)
@@ -70,11 +72,13 @@ type nodeRecord struct {
 	Cordoned  bool              `json:"cordoned,omitempty"`
 	Draining  bool              `json:"draining,omitempty"`
 	Agent     string            `json:"agent,omitempty"` // Node.agent
+	// Containment: as registered (api.AgentRegistration).
+	Containment string `json:"containment,omitempty"`
 }
 
 func (n *Node) record() nodeRecord {
 	r := nodeRecord{ID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, Simulated: n.Simulated,
-		Cordoned: n.cordoned, Draining: n.draining, Agent: n.agent, GPUs: []api.AgentGPU{}}
+		Cordoned: n.cordoned, Draining: n.draining, Agent: n.agent, GPUs: []api.AgentGPU{}, Containment: n.Containment}
 	for _, d := range n.Devices {
 		r.GPUs = append(r.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated})
 	}
@@ -83,7 +87,7 @@ func (n *Node) record() nodeRecord {
 
 func nodeFromRecord(r nodeRecord) Node {
 	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: r.Labels, Simulated: r.Simulated,
-		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent}
+		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent, Containment: r.Containment}
 	for _, g := range r.GPUs {
 		n.Devices = append(n.Devices, gpu.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated})
 	}
@@ -165,6 +169,9 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 	if len(reg.GPUs) > 1024 || len(reg.Labels) > 64 {
 		return api.Invalid("gpus", "too many GPUs or labels")
 	}
+	if err := validContainment(reg.Containment); err != nil {
+		return err
+	}
 	seen := map[int]bool{}
 	for _, g := range reg.GPUs {
 		if g.Index < 0 || g.Index > 1023 || seen[g.Index] || g.MemoryMiB < 0 {
@@ -196,6 +203,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		}
 		rec.GPUs = slices.Clone(reg.GPUs)
 		rec.Agent = agent
+		rec.Containment = reg.Containment
 		fresh := nodeFromRecord(rec)
 		fresh.Telemetry, fresh.lastSeen = n.Telemetry, tx.now
 		fresh.history = n.history

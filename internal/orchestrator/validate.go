@@ -141,6 +141,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		}
 	}
 	j.NodeLabels = req.NodeLabels
+	if err := validateResources(req, &j); err != nil {
+		return j, err
+	}
 	if j.MaxRetries < 0 || j.MaxRetries > maxRetries {
 		return j, api.Invalid("max_retries", "must be between 0 and %d, not %d", maxRetries, j.MaxRetries)
 	}

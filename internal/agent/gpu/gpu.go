@@ -13,6 +13,7 @@ type Device struct {
 	Model       string // e.g. "NVIDIA H100 80GB HBM3"
 	MemoryMiB   int64
 	PCIBusID    string
+	Minor       int   // its device node's minor number (/dev/nvidiaN is 195:N); simulated: the index
 	NVLinkPeers []int // indexes of GPUs on this node reachable over NVLink
 	Simulated   bool
 }

@@ -93,7 +93,10 @@ func (s *nvmlSource) Devices(ctx context.Context) ([]Device, error) {
 	out := make([]Device, len(handles))
 	byBus := make(map[string]int, len(handles))
 	for k, h := range handles {
-		d := Device{Index: idx[k]}
+		d := Device{Index: idx[k], Minor: idx[k]}
+		if minor, ret := h.GetMinorNumber(); ret == nvml.SUCCESS {
+			d.Minor = minor
+		}
 		if uuid, ret := h.GetUUID(); ret == nvml.SUCCESS {
 			d.UUID = uuid
 		}

@@ -47,6 +47,7 @@ func NewSimulated(nodeID string, spec SimSpec) Source {
 		}
 		devs[i] = Device{
 			Index:       i,
+			Minor:       i,
 			UUID:        fmt.Sprintf("GPU-sim-%s-%d", nodeID, i),
 			Model:       spec.Model,
 			MemoryMiB:   int64(math.Round(spec.MemoryGB * 1024)),

@@ -208,6 +208,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 			JobID: t.JobID, Attempt: t.Attempt, Rank: r, NumNodes: len(ranks), MasterAddr: master,
 			MasterPort: MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env, User: t.User,
 			GPUs: append([]int{}, rk.GPUs...), GPUUUIDs: rk.GPUUUIDs,
+			MemMiB: t.MemMiB, CPUs: t.CPUs,
 		}}
 		n.bump()
 	}
@@ -525,6 +526,7 @@ func gangExit(job string, attempt int, g *gang, now time.Time) exec.Update {
 		pick = g.exits[g.first]
 	}
 	u.ExitCode, u.Signal = pick.ExitCode, pick.Signal
+	u.OOMKilled = pick.OOMKilled
 	if pick.FinishedAt != nil {
 		u.At = *pick.FinishedAt
 	}

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/corral-sched/corral/internal/agent"
+)
+
+// containFlags are an agent's containment flags (`corral up`, `corral
+// agent`): whether jobs run in cgroups, and the per-GPU limits of jobs
+// that name none.
+type containFlags struct {
+	mode       string
+	memPerGPU  string
+	cpusPerGPU float64
+}
+
+func (c *containFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&c.mode, "containment", "auto", "how jobs are held: auto (each attempt in a cgroup of its own where cgroups can be written, process groups otherwise) or process-group")
+	fl.StringVar(&c.memPerGPU, "default-mem-per-gpu", "", "memory limit per GPU of a job that names no --mem, e.g. 64G (a job gets this times its GPUs); empty or 0: no limit")
+	fl.Float64Var(&c.cpusPerGPU, "default-cpus-per-gpu", 0, "CPU limit per GPU of a job that names no --cpus (a job gets this times its GPUs); 0: no limit")
+}
+
+// apply sets the agent's containment from the flags.
+func (c containFlags) apply(cfg *agent.Config) error {
+	mem, err := parseMemMiB(c.memPerGPU)
+	if err != nil {
+		return usagef("--default-mem-per-gpu: %v", err)
+	}
+	if c.cpusPerGPU < 0 || math.IsNaN(c.cpusPerGPU) || c.cpusPerGPU > maxCPUs {
+		return usagef("--default-cpus-per-gpu %v: want 0 (no limit) up to %d", c.cpusPerGPU, maxCPUs)
+	}
+	cfg.Containment, cfg.DefaultMemPerGPU, cfg.DefaultCPUsPerGPU = c.mode, mem, c.cpusPerGPU
+	return nil
+}
+
+// maxCPUs bounds a CPU limit (the API's cpus has the same bound).
+const maxCPUs = 65536
+
+// parseMemMiB reads a memory size in MiB: a number with an optional
+// binary unit, K, M (the default), G or T (also KiB, MB, ...), as Slurm's
+// --mem. "" and "0" are 0 (no limit).
+func parseMemMiB(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	num := strings.TrimRightFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
+	unit := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s[len(num):]), "B"), "I")
+	mul := map[string]float64{"": 1, "K": 1.0 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || mul == 0 && unit != "" {
+		return 0, fmt.Errorf("%q: want a size such as 512M, 64G or 1T", s)
+	}
+	mib := v * mul
+	if math.IsNaN(mib) || mib < 0 || mib > 1<<40 {
+		return 0, fmt.Errorf("%q: want 0 up to 1024P", s)
+	}
+	return int64(math.Ceil(mib)), nil
+}

@@ -1,0 +1,342 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// Containment (issue 10, defect 5): every attempt runs in a cgroup of its
+// own, so nothing it forks outlives it, and the device controller keeps it
+// off other jobs' GPUs. These tests need a writable cgroup hierarchy (root):
+// elsewhere they skip, saying why.
+
+// startContained starts `corral up` (jobs run as the agent's account, so
+// the tests do not depend on Unix accounts) and skips the test unless its
+// node holds jobs in cgroups.
+func startContained(t *testing.T, dataDir string, port int, extra ...string) *server {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("containment tests need root: cgroups cannot be written here, and jobs are held by process groups")
+	}
+	args := append([]string{"up", "--simulate-gpus", "4", "--node-name", "contain-node", "--run-as", "agent"}, extra...)
+	s := startControl(t, dataDir, port, nil, args...)
+	c := s.cluster()
+	if len(c.Nodes) != 1 {
+		t.Fatalf("want one node, got %+v", c.Nodes)
+	}
+	if mode := c.Nodes[0].Containment; !strings.HasPrefix(mode, "cgroup-") {
+		t.Skipf("the node's containment is %q, not a cgroup (cgroups not writable here)", mode)
+	}
+	return s
+}
+
+// escapeCmd is a job that starts three processes that leave its process
+// group and session and scrub their environment (no CORRAL_* for a
+// sweep by environment to find): setsid, a double fork, nohup. Each
+// writes its pid to dir/escaped. Then the job runs tail.
+func escapeCmd(dir, tail string) string {
+	f := shellQuote(filepath.Join(dir, "escaped"))
+	daemon := fmt.Sprintf(`/bin/sh -c 'echo $$ >> %s; exec sleep 1000'`, f)
+	return fmt.Sprintf(`env -i /usr/bin/setsid %[1]s </dev/null >/dev/null 2>&1 &
+(env -i %[1]s </dev/null >/dev/null 2>&1 &)
+env -i nohup %[1]s </dev/null >/dev/null 2>&1 &
+while [ "$(wc -l < %[2]s 2>/dev/null || echo 0)" -lt 3 ]; do sleep 0.05; done
+%[3]s`, daemon, f, tail)
+}
+
+// waitEscaped waits for the three escapees of escapeCmd and checks they
+// run.
+func waitEscaped(t *testing.T, dir string) []int {
+	t.Helper()
+	path := filepath.Join(dir, "escaped")
+	waitFor(t, 20*time.Second, func() string { return "the job's escapees to start" }, func() bool {
+		b, _ := os.ReadFile(path)
+		return len(strings.Fields(string(b))) >= 3
+	})
+	pids := readPIDs(t, path)
+	for _, p := range pids {
+		if processGone(p) {
+			t.Fatalf("escapee %d is gone before the job ended: the test proves nothing", p)
+		}
+	}
+	return pids
+}
+
+// waitGone waits until every pid has ended.
+func waitGone(t *testing.T, pids []int, after string) {
+	t.Helper()
+	waitGoneWithin(t, 10*time.Second, pids, after)
+}
+
+func waitGoneWithin(t *testing.T, timeout time.Duration, pids []int, after string) {
+	t.Helper()
+	waitFor(t, timeout, func() string {
+		var alive []string
+		for _, p := range pids {
+			if !processGone(p) {
+				alive = append(alive, strconv.Itoa(p))
+			}
+		}
+		return fmt.Sprintf("the job's escaped processes (%s alive) to die after %s", strings.Join(alive, " "), after)
+	}, func() bool {
+		for _, p := range pids {
+			if !processGone(p) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestSecurityContainEscapeesDie: what a job forks out of its process
+// group and session (setsid, double fork, nohup, with its environment
+// scrubbed) dies with the job, however the job ends.
+func TestSecurityContainEscapeesDie(t *testing.T) {
+	s := startContained(t, t.TempDir(), freePort(t))
+	for _, tc := range []struct {
+		name   string
+		tail   string
+		extra  map[string]any
+		end    func(t *testing.T, s *server, id string)
+		state  api.State
+		reason string
+	}{
+		{name: "normal exit", tail: "exit 0", state: api.StateCompleted, reason: api.ReasonExited},
+		{name: "cancel", tail: "exec sleep 1000", state: api.StateCanceled, reason: api.ReasonCanceled,
+			end: func(t *testing.T, s *server, id string) {
+				if r := s.do("DELETE", "/queue/"+id+"?grace=1s", nil, nil); r.Status != http.StatusAccepted {
+					t.Fatalf("cancel: %s", r)
+				}
+			}},
+		{name: "time limit", tail: "exec sleep 1000", extra: map[string]any{"time_limit": "2s"},
+			state: api.StateFailed, reason: api.ReasonTimeLimit},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := s.on(t)
+			dir := t.TempDir()
+			req := map[string]any{"command": escapeCmd(dir, tc.tail), "gpu_count": 1}
+			for k, v := range tc.extra {
+				req[k] = v
+			}
+			j := s.submit(req)
+			pids := waitEscaped(t, dir)
+			if tc.end != nil {
+				tc.end(t, s, j.ID)
+			}
+			got := s.waitTerminal(j.ID, 30*time.Second)
+			if got.State != tc.state || got.Reason != tc.reason {
+				t.Errorf("ended %s (%s: %s); want %s (%s)", got.State, got.Reason, got.Message, tc.state, tc.reason)
+			}
+			waitGone(t, pids, tc.name)
+		})
+	}
+}
+
+// TestSecurityContainKill9Restart: after kill -9 of `corral up`, a job's
+// escaped daemon (environment scrubbed) still runs in the job's cgroup;
+// the restarted server's agent kills it and removes the cgroup.
+func TestSecurityContainKill9Restart(t *testing.T) {
+	dataDir, port := t.TempDir(), freePort(t)
+	s := startContained(t, dataDir, port)
+	dir := t.TempDir()
+	j := s.submit(map[string]any{"command": escapeCmd(dir, "exec sleep 1000"), "gpu_count": 1, "max_retries": 1})
+	pids := waitEscaped(t, dir)
+	s.kill9()
+	alive := 0
+	for _, p := range pids {
+		if !processGone(p) {
+			alive++
+		}
+	}
+	if alive == 0 {
+		t.Fatal("no escapee outlived kill -9 of corral up: the test proves nothing")
+	}
+	startContained(t, dataDir, port)
+	waitGone(t, pids, "the restart")
+	_ = j
+}
+
+// TestSecurityContainDevices makes fake GPU device nodes (195:0-3) and
+// proves that a job can open only its own: another GPU's node gives EPERM
+// (the device controller), its own ENXIO (a fake node has no driver),
+// while /dev/null and friends work as ever.
+func TestSecurityContainDevices(t *testing.T) {
+	s := startContained(t, t.TempDir(), freePort(t))
+	devDir := t.TempDir()
+	for m := range 4 {
+		if err := syscall.Mknod(filepath.Join(devDir, fmt.Sprintf("nvidia%d", m)), syscall.S_IFCHR|0o666, 195<<8|m); err != nil {
+			t.Skipf("mknod of a fake GPU device: %v", err)
+		}
+	}
+	d := shellQuote(devDir)
+	cmd := fmt.Sprintf(`echo "gpus=$CORRAL_GPUS"
+for n in 0 1 2 3; do cat %s/nvidia$n 2>&1 | sed "s|^|nvidia$n: |"; done
+head -c 4 /dev/urandom | wc -c; echo x > /dev/null && echo null-ok; head -c 3 /dev/zero | wc -c`, d)
+	j := s.submit(map[string]any{"command": cmd, "gpu_count": 2})
+	got := s.waitTerminal(j.ID, 30*time.Second)
+	out := s.logs(j.ID)
+	if got.State != api.StateCompleted {
+		t.Fatalf("job ended %s (%s); log:\n%s", got.State, got.Message, out)
+	}
+	own := map[int]bool{}
+	for _, a := range got.Allocation {
+		own[a.GPUID] = true
+	}
+	for m := range 4 {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, fmt.Sprintf("nvidia%d: ", m)) {
+				line = l
+			}
+		}
+		want := "Operation not permitted"
+		if own[m] {
+			want = "No such device or address"
+		}
+		if !strings.Contains(line, want) {
+			t.Errorf("GPU %d (own: %v): want %q, got %q; log:\n%s", m, own[m], want, line, out)
+		}
+	}
+	if !strings.Contains(out, "null-ok") || !strings.Contains(out, "4\n") {
+		t.Errorf("ordinary devices do not work; log:\n%s", out)
+	}
+}
+
+// TestSecurityContainLimits: a job past its --mem fails out_of_memory;
+// its limits (its own, or the node's per-GPU defaults) are its cgroup's;
+// the node shows its containment in the JSON and in `corral nodes`.
+func TestSecurityContainLimits(t *testing.T) {
+	s := startContained(t, t.TempDir(), freePort(t), "--default-mem-per-gpu", "1G", "--default-cpus-per-gpu", "1.5")
+	mode := s.cluster().Nodes[0].Containment
+	out, _, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "nodes")
+	if code != 0 || !strings.Contains(out, "CONTAINMENT") || !strings.Contains(out, mode) {
+		t.Errorf("corral nodes does not show the containment %q:\n%s", mode, out)
+	}
+
+	hog := s.submit(map[string]any{"command": `x=$(head -c 400000000 /dev/zero | tr '\0' a); echo ${#x}`, "gpu_count": 1, "mem_mib": 64})
+	got := s.waitTerminal(hog.ID, 60*time.Second)
+	if got.State != api.StateFailed || got.Reason != api.ReasonOutOfMemory {
+		t.Errorf("memory hog ended %s (%s: %s); want failed (out_of_memory)", got.State, got.Reason, got.Message)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		req       map[string]any
+		mem, quot string
+	}{
+		{"own limits", map[string]any{"gpu_count": 1, "mem_mib": 2048, "cpus": 0.5}, "2147483648", "50000"},
+		{"per-GPU defaults", map[string]any{"gpu_count": 2}, "2147483648", "300000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if mode != "cgroup-v1" {
+				t.Skipf("reads cgroup v1 files; the node is %s", mode)
+			}
+			s := s.on(t)
+			tc.req["command"] = `m=$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); c=$(grep -E ':cpu(,cpuacct)?:' /proc/self/cgroup | cut -d: -f3)
+echo "mem=$(cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes) quota=$(cat /sys/fs/cgroup/cpu$c/cpu.cfs_quota_us)"`
+			j := s.submit(tc.req)
+			s.waitState(j.ID, api.StateCompleted, 30*time.Second)
+			want := fmt.Sprintf("mem=%s quota=%s", tc.mem, tc.quot)
+			if log := s.logs(j.ID); !strings.Contains(log, want) {
+				t.Errorf("want %q in the log:\n%s", want, log)
+			}
+		})
+	}
+
+	before := len(s.jobs())
+	for _, bad := range []struct {
+		field string
+		value any
+	}{
+		{"mem_mib", -5}, {"mem_mib", 1.5}, {"mem_mib", 1e20}, {"mem_mib", "64G"}, {"mem_mib", 1 << 40},
+		{"cpus", -1}, {"cpus", 1e9}, {"cpus", "x"}, {"cpus", 0.001},
+	} {
+		r := s.do("POST", "/queue/submit", map[string]any{"command": "true", "gpu_count": 0, bad.field: bad.value}, nil)
+		if r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != bad.field {
+			t.Errorf("%s %v: want 422 naming %s, got %s", bad.field, bad.value, bad.field, r)
+		}
+	}
+	if after := len(s.jobs()); after != before {
+		t.Errorf("refused submissions made jobs: %d -> %d", before, after)
+	}
+}
+
+// TestSecurityContainStandaloneAgent: under `corral agent` (jobs run under
+// shims) escaped daemons die on cancel, and after kill -9 of the agent and
+// a restart with another data directory (which cannot adopt the job).
+func TestSecurityContainStandaloneAgent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("containment tests need root: cgroups cannot be written here")
+	}
+	s := startCluster(t)
+	a := startAgent(t, s, "n1", 2, "--run-as", "agent")
+	if mode := s.cluster().Nodes[0].Containment; !strings.HasPrefix(mode, "cgroup-") {
+		t.Skipf("the node's containment is %q, not a cgroup (cgroups not writable here)", mode)
+	}
+
+	dir := t.TempDir()
+	j := s.submit(map[string]any{"command": escapeCmd(dir, "exec sleep 1000"), "gpu_count": 1})
+	pids := waitEscaped(t, dir)
+	if r := s.do("DELETE", "/queue/"+j.ID+"?grace=1s", nil, nil); r.Status != http.StatusAccepted {
+		t.Fatalf("cancel: %s", r)
+	}
+	s.waitState(j.ID, api.StateCanceled, 20*time.Second)
+	waitGone(t, pids, "the cancel")
+
+	dir = t.TempDir()
+	j = s.submit(map[string]any{"command": escapeCmd(dir, "exec sleep 1000"), "gpu_count": 1, "max_retries": 1})
+	pids = waitEscaped(t, dir)
+	a.kill9()
+	a.dataDir = t.TempDir()
+	for i, arg := range a.args {
+		if arg == "--data-dir" {
+			a.args[i+1] = a.dataDir
+		}
+	}
+	a.start()
+	waitGoneWithin(t, clusterTTL+20*time.Second, pids, "kill -9 of the agent and a restart elsewhere")
+}
+
+// TestSecurityContainPreemption: a preempted job's escaped daemons die
+// with it, before its GPUs go to the job that preempted it.
+func TestSecurityContainPreemption(t *testing.T) {
+	s := startContained(t, t.TempDir(), freePort(t))
+	s.setPolicies(map[string]any{"policy": "priority", "preemption": true, "min_run_time": 0, "preempt_grace": "1s"})
+	dir := t.TempDir()
+	low := s.submit(map[string]any{"command": escapeCmd(dir, "exec sleep 1000"), "gpu_count": 4, "priority": "low", "max_retries": 1})
+	pids := waitEscaped(t, dir)
+	high := s.submit(map[string]any{"command": "true", "gpu_count": 4, "priority": "critical"})
+	s.waitJob(low.ID, 30*time.Second, "to be preempted", func(j api.Job) bool { return j.Preemptions == 1 })
+	waitGone(t, pids, "the preemption")
+	s.waitState(high.ID, api.StateCompleted, 30*time.Second)
+}
+
+// TestSecurityContainFallback: an agent that holds jobs by process groups
+// (--containment process-group, as where cgroups cannot be written) says
+// why at start, and its node shows process-group in the JSON and the CLI.
+func TestSecurityContainFallback(t *testing.T) {
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "1", "--node-name", "pg-node", "--containment", "process-group")
+	if c := s.cluster(); len(c.Nodes) != 1 || c.Nodes[0].Containment != "process-group" {
+		t.Fatalf("nodes %+v: want one, process-group", c.Nodes)
+	}
+	if out := s.out.String(); !strings.Contains(out, "process groups only") || !strings.Contains(out, "why=") {
+		t.Errorf("no start-up line says why jobs are held by process groups:\n%s", out)
+	}
+	out, _, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "nodes")
+	if code != 0 || !strings.Contains(out, "process-group") {
+		t.Errorf("corral nodes does not show process-group:\n%s", out)
+	}
+	j := s.submit(map[string]any{"command": "exit 3", "gpu_count": 1})
+	if got := s.waitTerminal(j.ID, 20*time.Second); got.State != api.StateFailed || got.Reason != api.ReasonExitCode {
+		t.Errorf("a job under process groups ended %s (%s)", got.State, got.Reason)
+	}
+}

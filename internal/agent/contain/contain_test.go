@@ -1,0 +1,256 @@
+package contain
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// needCgroups skips a test where cgroups cannot be written.
+func needCgroups(t *testing.T) string {
+	t.Helper()
+	parent := Parent("test-node", t.TempDir())
+	mode, err := Probe(parent)
+	if mode == ProcessGroup {
+		t.Skipf("cgroups cannot be written here (%v): containment falls back to process groups", err)
+	}
+	t.Cleanup(func() {
+		Sweep(parent, func(string) bool { return false })
+		Remove(parent)
+	})
+	return parent
+}
+
+// startGated starts argv in cg the way the agent does: gated, added, released.
+func startGated(t *testing.T, cg *Cgroup, argv []string) *osexec.Cmd {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := Gate(argv)
+	cmd := osexec.Command(g[0], g[1:]...)
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out // a file: escapees that keep it open do not hold up Wait
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	if err := cg.Add(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := Release(w); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+func TestSpecValidate(t *testing.T) {
+	for _, tc := range []struct {
+		spec Spec
+		ok   bool
+	}{
+		{Spec{}, true},
+		{Spec{MemMiB: 1024, CPUs: 2.5, GPUMinors: []int{0, 7}}, true},
+		{Spec{MemMiB: -1}, false},
+		{Spec{CPUs: -1}, false},
+		{Spec{CPUs: math.NaN()}, false},
+		{Spec{CPUs: 1e9}, false},
+		{Spec{GPUMinors: []int{254}}, false},
+		{Spec{GPUMinors: []int{-1}}, false},
+	} {
+		if err := tc.spec.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%+v: err %v, want ok=%v", tc.spec, err, tc.ok)
+		}
+	}
+}
+
+func TestDeviceRulesDenyOnlyOtherGPUs(t *testing.T) {
+	rules := deviceRules([]int{1, 3})
+	if !rules[0].Allow || rules[0].Type != 'a' {
+		t.Fatalf("first rule %s, want allow-all", rules[0].CgroupString())
+	}
+	denied := map[int64]bool{}
+	for _, r := range rules[1:] {
+		if r.Allow || r.Major != NvidiaMajor {
+			t.Fatalf("rule %s: want deny of major %d", r.CgroupString(), NvidiaMajor)
+		}
+		denied[r.Minor] = true
+	}
+	for _, m := range []int64{1, 3, 254, 255} {
+		if denied[m] {
+			t.Errorf("minor %d denied", m)
+		}
+	}
+	for _, m := range []int64{0, 2, 4, 253} {
+		if !denied[m] {
+			t.Errorf("minor %d allowed", m)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	name := NameOf("01JOB", 2, 1)
+	job, attempt, ok := ParseName(name)
+	if !ok || job != "01JOB" || attempt != "2" {
+		t.Fatalf("ParseName(%q) = %q %q %v", name, job, attempt, ok)
+	}
+	if a, b := Parent("n1", "x"), Parent("n1", "y"); a == b || !strings.HasPrefix(a, "corral/n1-") {
+		t.Fatalf("Parent: %q %q", a, b)
+	}
+	if p := Parent("../../etc", "x"); strings.Contains(p, "..") && !strings.HasPrefix(p, "corral/_") {
+		t.Fatalf("Parent kept a path escape: %q", p)
+	}
+}
+
+// TestDevicesDenyOtherGPUs makes fake GPU device nodes (195:0 and 195:1)
+// and proves that a job holding GPU 0 cannot open GPU 1's node (EPERM from
+// the device controller) while it can open its own (ENXIO: no driver
+// behind the fake node), and that /dev/null still works.
+func TestDevicesDenyOtherGPUs(t *testing.T) {
+	parent := needCgroups(t)
+	dir := t.TempDir()
+	for m := range 2 {
+		if err := syscall.Mknod(filepath.Join(dir, fmt.Sprintf("nvidia%d", m)), syscall.S_IFCHR|0o666, int(NvidiaMajor<<8|m)); err != nil {
+			t.Skipf("mknod: %v", err)
+		}
+	}
+	cg, err := Open(filepath.Join(parent, NameOf("dev", 0, 0)), Spec{GPUMinors: []int{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Destroy()
+	script := fmt.Sprintf(`cat %[1]s/nvidia0; cat %[1]s/nvidia1; echo x > /dev/null && echo null-ok`, dir)
+	cmd := startGated(t, cg, []string{"/bin/sh", "-c", script})
+	cmd.Wait()
+	out := output(t, cmd)
+	if !strings.Contains(out, "nvidia0: No such device or address") {
+		t.Errorf("own GPU: want ENXIO, got %q", out)
+	}
+	if !strings.Contains(out, "nvidia1: Operation not permitted") {
+		t.Errorf("other GPU: want EPERM, got %q", out)
+	}
+	if !strings.Contains(out, "null-ok") {
+		t.Errorf("/dev/null: got %q", out)
+	}
+}
+
+// TestDestroyKillsEscapees proves that what a job forks out of its
+// process group and session (setsid, double fork, nohup) dies with its
+// cgroup, and that the cgroup is removed.
+func TestDestroyKillsEscapees(t *testing.T) {
+	parent := needCgroups(t)
+	cg, err := Open(filepath.Join(parent, NameOf("esc", 0, 0)), Spec{MemMiB: 256, CPUs: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	script := fmt.Sprintf(`setsid sh -c 'echo $$ >> %[1]s; exec sleep 1000' & (sh -c 'echo $$ >> %[1]s; exec sleep 1000' &) ; nohup sh -c 'echo $$ >> %[1]s; exec sleep 1000' >/dev/null 2>&1 & sleep 0.2`, pidFile)
+	cmd := startGated(t, cg, []string{"/bin/sh", "-c", script})
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("job: %v (%s)", err, output(t, cmd))
+	}
+	pids := waitPids(t, pidFile, 3)
+	for _, p := range pids {
+		if syscall.Kill(p, 0) != nil {
+			t.Fatalf("pid %d gone before the kill: the test proves nothing", p)
+		}
+	}
+	if err := cg.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pids {
+		if alive(p) {
+			t.Errorf("pid %d survived its cgroup", p)
+		}
+	}
+	if _, err := load(cg.Path(), nil); err == nil && cg.m.Exists() {
+		t.Errorf("cgroup %s still exists", cg.Path())
+	}
+}
+
+// TestSweepKeepsOnlyClaimed proves Sweep removes unclaimed attempts'
+// cgroups with their processes and spares the claimed ones.
+func TestSweepKeepsOnlyClaimed(t *testing.T) {
+	parent := needCgroups(t)
+	mk := func(name string) (*Cgroup, *osexec.Cmd) {
+		cg, err := Open(filepath.Join(parent, name), Spec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cg, startGated(t, cg, []string{"/bin/sh", "-c", "exec sleep 1000"})
+	}
+	keepCg, keepCmd := mk(NameOf("keep", 0, 0))
+	_, goneCmd := mk(NameOf("gone", 1, 0))
+	defer keepCg.Destroy()
+	removed, err := Sweep(parent, func(name string) bool {
+		job, _, _ := ParseName(name)
+		return job == "keep"
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(removed) != 1 || removed[0] != NameOf("gone", 1, 0) {
+		t.Fatalf("removed %v", removed)
+	}
+	goneCmd.Wait()
+	if !alive(keepCmd.Process.Pid) {
+		t.Fatal("the kept attempt was killed")
+	}
+}
+
+// output is what a command started by startGated wrote.
+func output(t *testing.T, cmd *osexec.Cmd) string {
+	b, err := os.ReadFile(cmd.Stdout.(*os.File).Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func waitPids(t *testing.T, path string, n int) []int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, _ := os.ReadFile(path)
+		var pids []int
+		for _, f := range strings.Fields(string(b)) {
+			var p int
+			fmt.Sscan(f, &p)
+			pids = append(pids, p)
+		}
+		if len(pids) >= n {
+			return pids
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got pids %v, want %d", pids, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// alive: the process exists and is not a zombie.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
+}

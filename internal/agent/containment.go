@@ -1,0 +1,239 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/corral-sched/corral/internal/agent/contain"
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// Containment: how the agent holds its jobs (see package contain). With
+// cgroups, every task runs in <parent>/<job>.<attempt>.<rank>, its main
+// process admitted before it runs any of the job's code; when the main
+// process ends (normal exit, or the SIGKILL of a cancel, preemption or time
+// limit) the whole cgroup is killed and removed. Without (process-group),
+// the task's process group is killed, as before.
+
+// limits are the agent's per-GPU defaults for jobs that name no limits.
+type limits struct {
+	memPerGPU  int64   // MiB; 0: no limit
+	cpusPerGPU float64 // 0: no limit
+}
+
+// setupContainment decides the node's containment: cgroups under its
+// parent when they can be written, process groups otherwise (said once,
+// with why).
+func (a *Agent) setupContainment() {
+	owner := a.cfg.Server
+	if owner == "" {
+		if abs, err := filepath.Abs(a.cfg.StateDir); err == nil {
+			owner = abs
+		}
+	}
+	parent := contain.Parent(a.cfg.NodeID, owner)
+	mode, err := contain.ProcessGroup, fmt.Errorf("--containment %s", contain.ProcessGroup)
+	if a.cfg.Containment != contain.ProcessGroup {
+		mode, err = contain.Probe(parent)
+	}
+	a.tasks.mode = mode
+	if mode == contain.ProcessGroup {
+		a.log.Warn("jobs are contained by process groups only: a job's escaped processes and other GPUs are not fenced off",
+			"containment", mode, "why", err)
+		return
+	}
+	a.tasks.cgroupParent = parent
+	a.log.Info("jobs run in cgroups", "containment", mode, "parent", parent)
+}
+
+// sweepCgroups kills and removes the cgroups of this node's attempts that
+// this agent does not track (a previous agent's, left by a crash), and
+// says how many.
+func (a *Agent) sweepCgroups() {
+	if a.tasks.cgroupParent == "" {
+		return
+	}
+	removed, err := contain.Sweep(a.tasks.cgroupParent, func(name string) bool {
+		job, attempt, ok := contain.ParseName(name)
+		return ok && a.tasks.has(job, attempt)
+	})
+	if err != nil {
+		a.log.Warn("could not remove every leftover job cgroup", "err", err)
+	}
+	if len(removed) > 0 {
+		a.log.Warn("killed the leftover cgroups of jobs no agent tracks", "cgroups", removed)
+	}
+}
+
+// releaseCgroups removes the node's cgroup parent when no task of this
+// agent runs (a stopped `corral up`, or an idle agent that ends), so that
+// none is left behind; a parent with running jobs stays.
+func (a *Agent) releaseCgroups() {
+	if a.tasks.cgroupParent == "" {
+		return
+	}
+	for _, st := range a.tasks.statuses() {
+		if st.State == api.TaskRunning {
+			return
+		}
+	}
+	if err := contain.RemoveIfEmpty(a.tasks.cgroupParent); err != nil {
+		a.log.Debug("the node's cgroup parent stays", "err", err)
+	}
+}
+
+// inJobCgroup reports whether pid runs in one of this node's job cgroups
+// (a job's process that scrubbed its environment is still the job's).
+func (t *tasks) inJobCgroup(pid int) bool {
+	if t.cgroupParent == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	return err == nil && strings.Contains(string(b), "/"+t.cgroupParent+"/")
+}
+
+// cgroupPath is the task's cgroup, "" under process groups.
+func (t *tasks) cgroupPath(s api.TaskSpec) string {
+	if t.cgroupParent == "" {
+		return ""
+	}
+	return filepath.Join(t.cgroupParent, contain.NameOf(s.JobID, s.Attempt, s.Rank))
+}
+
+// containSpec is the task's cgroup limits: the job's own, else the node's
+// per-GPU defaults times its GPUs; and its GPUs' device minors.
+func (t *tasks) containSpec(s api.TaskSpec) contain.Spec {
+	spec := contain.Spec{MemMiB: s.MemMiB, CPUs: s.CPUs}
+	if spec.MemMiB == 0 {
+		spec.MemMiB = t.limits.memPerGPU * int64(len(s.GPUs))
+	}
+	if spec.CPUs == 0 {
+		spec.CPUs = t.limits.cpusPerGPU * float64(len(s.GPUs))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, g := range s.GPUs {
+		m, ok := t.minors[g]
+		if !ok {
+			m = g
+		}
+		spec.GPUMinors = append(spec.GPUMinors, m)
+	}
+	return spec
+}
+
+// removeCgroup kills and removes a task's cgroup (one whose shim died
+// without doing it).
+func (t *tasks) removeCgroup(s api.TaskSpec) {
+	path := t.cgroupPath(s)
+	if path == "" {
+		return
+	}
+	if err := contain.Remove(path); err != nil {
+		t.log.Warn("could not remove the task's cgroup", "job_id", s.JobID, "err", err)
+	}
+}
+
+// jobCgroup is a task's cgroup while its main process starts and runs. A
+// nil *jobCgroup (process groups) does nothing.
+type jobCgroup struct {
+	cg   *contain.Cgroup
+	r, w *os.File // the gate: the child waits on r until w is written
+}
+
+// openJobCgroup makes the task's cgroup; nil (and no error) for path "".
+func openJobCgroup(path string, spec contain.Spec) (*jobCgroup, error) {
+	if path == "" {
+		return nil, nil
+	}
+	cg, err := contain.Open(path, spec)
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		cg.Destroy()
+		return nil, fmt.Errorf("cgroup gate: %w", err)
+	}
+	return &jobCgroup{cg: cg, r: r, w: w}, nil
+}
+
+// wrap makes cmd wait at the gate (fd 3) before it runs its argv.
+func (j *jobCgroup) wrap(cmd *osexec.Cmd) {
+	if j == nil {
+		return
+	}
+	argv := contain.Gate(cmd.Args)
+	cmd.Path, cmd.Args = argv[0], argv
+	cmd.ExtraFiles = append(cmd.ExtraFiles, j.r)
+}
+
+// admit puts the started child in the cgroup and opens the gate. On error
+// the child has been killed (it ran none of the job's code).
+func (j *jobCgroup) admit(pid int) error {
+	if j == nil {
+		return nil
+	}
+	j.r.Close()
+	if err := j.cg.Add(pid); err != nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		j.w.Close()
+		return err
+	}
+	return contain.Release(j.w)
+}
+
+// abort undoes openJobCgroup when the child did not start.
+func (j *jobCgroup) abort() {
+	if j == nil {
+		return
+	}
+	j.r.Close()
+	j.w.Close()
+	j.cg.Destroy()
+}
+
+// end kills everything left in the cgroup and removes it, once the main
+// process has ended, and reports whether the OOM killer acted in it.
+func (j *jobCgroup) end(log *slog.Logger) (oomKilled bool) {
+	if j == nil {
+		return false
+	}
+	oomKilled = j.cg.OOMKills() > 0
+	if err := j.cg.Destroy(); err != nil {
+		log.Warn("job cgroup not fully removed", "cgroup", j.cg.Path(), "err", err)
+	}
+	return oomKilled
+}
+
+// shimContainArgs are the shim's flags for the task's cgroup.
+func (t *tasks) shimContainArgs(s api.TaskSpec) []string {
+	path := t.cgroupPath(s)
+	if path == "" {
+		return nil
+	}
+	raw, _ := json.Marshal(t.containSpec(s))
+	return []string{"--cgroup", path, "--cgroup-spec", string(raw)}
+}
+
+// openShimCgroup is openJobCgroup from the shim's --cgroup and
+// --cgroup-spec; nil without --cgroup.
+func openShimCgroup(path, rawSpec string) (*jobCgroup, error) {
+	if path == "" {
+		return nil, nil
+	}
+	var spec contain.Spec
+	if rawSpec != "" {
+		if err := json.Unmarshal([]byte(rawSpec), &spec); err != nil {
+			return nil, fmt.Errorf("--cgroup-spec: %w", err)
+		}
+	}
+	return openJobCgroup(path, spec)
+}

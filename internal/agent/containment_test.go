@@ -1,0 +1,134 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/agent/contain"
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// A job's cgroup limits are its own, else the node's per-GPU defaults
+// times its GPUs; its device minors follow the node's GPUs.
+func TestContainSpec(t *testing.T) {
+	ts := &tasks{limits: limits{memPerGPU: 1024, cpusPerGPU: 1.5}, minors: map[int]int{0: 4, 1: 5}}
+	for _, tc := range []struct {
+		name string
+		spec api.TaskSpec
+		want contain.Spec
+	}{
+		{"own limits", api.TaskSpec{GPUs: []int{1}, MemMiB: 64, CPUs: 0.5}, contain.Spec{MemMiB: 64, CPUs: 0.5, GPUMinors: []int{5}}},
+		{"defaults per GPU", api.TaskSpec{GPUs: []int{0, 1}}, contain.Spec{MemMiB: 2048, CPUs: 3, GPUMinors: []int{4, 5}}},
+		{"no GPUs, no limits", api.TaskSpec{}, contain.Spec{}},
+		{"unknown minor: the index", api.TaskSpec{GPUs: []int{7}, MemMiB: 1}, contain.Spec{MemMiB: 1, CPUs: 1.5, GPUMinors: []int{7}}},
+	} {
+		got := ts.containSpec(tc.spec)
+		if got.MemMiB != tc.want.MemMiB || got.CPUs != tc.want.CPUs || !slices.Equal(got.GPUMinors, tc.want.GPUMinors) {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// --containment process-group: the agent holds jobs by process groups,
+// says so, and registers it.
+func TestContainmentProcessGroup(t *testing.T) {
+	var logs strings.Builder
+	a := &Agent{cfg: Config{NodeID: "n1", StateDir: t.TempDir(), Containment: contain.ProcessGroup}, log: slog.New(slog.NewTextHandler(&logs, nil)),
+		tasks: &tasks{mode: contain.ProcessGroup}}
+	a.setupContainment()
+	if a.tasks.mode != contain.ProcessGroup || a.tasks.cgroupParent != "" {
+		t.Fatalf("mode %q, parent %q", a.tasks.mode, a.tasks.cgroupParent)
+	}
+	if !strings.Contains(logs.String(), "process groups only") {
+		t.Errorf("no warning said why: %s", logs.String())
+	}
+	if _, err := New(Config{NodeID: "n1", Link: fakeLink{}, StateDir: "s", LogDir: "l", Containment: "jail"}); err == nil {
+		t.Error("--containment jail accepted")
+	}
+	if _, err := New(Config{NodeID: "n1", Link: fakeLink{}, StateDir: "s", LogDir: "l", DefaultMemPerGPU: -1}); err == nil {
+		t.Error("a negative --default-mem-per-gpu accepted")
+	}
+}
+
+// fakeLink is a Link that is never called.
+type fakeLink struct{}
+
+func (fakeLink) Register(context.Context, api.AgentRegistration) (api.AgentConfig, error) {
+	return api.AgentConfig{}, nil
+}
+func (fakeLink) Sync(context.Context, api.AgentReport) (api.AgentWork, error) {
+	return api.AgentWork{}, nil
+}
+func (fakeLink) ShipLog(context.Context, api.LogChunk) error { return nil }
+
+// A job run in its cgroup, under a shim or directly, keeps its visible
+// behaviour ($0, exit code), takes what it forked (setsid) down with it,
+// and reports an OOM kill.
+func TestTasksInCgroup(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cgroups cannot be written here")
+	}
+	for _, detach := range []bool{true, false} {
+		t.Run(fmt.Sprintf("detach=%v", detach), func(t *testing.T) {
+			dir := t.TempDir()
+			ts := newTasks(t, dir, 0)
+			ts.detach = detach
+			parent := contain.Parent("n1", dir)
+			if mode, err := contain.Probe(parent); mode == contain.ProcessGroup {
+				t.Skipf("cgroups cannot be written here: %v", err)
+			}
+			t.Cleanup(func() { contain.Sweep(parent, func(string) bool { return false }); contain.RemoveIfEmpty(parent) })
+			ts.mode, ts.cgroupParent = contain.Mode(), parent
+			os.MkdirAll(ts.stateDir, 0o755)
+
+			pidFile := filepath.Join(dir, "escapee")
+			ts.start(api.TaskSpec{JobID: "j1", GPUs: []int{0}, Command: fmt.Sprintf(
+				`echo "zero=$0"; setsid sh -c 'echo $$ > %s; exec sleep 1000' & while [ ! -s %s ]; do sleep 0.02; done; exit 3`, pidFile, pidFile)})
+			st := waitTask(t, ts, "the task to end", func(s api.TaskStatus) bool { return s.JobID == "j1" && s.State == api.TaskExited })
+			if st.ExitCode != 3 || st.OOMKilled {
+				t.Errorf("status %+v, want exit 3 and no OOM", st)
+			}
+			log, _ := os.ReadFile(ts.logPath(taskKey{"j1", 0, 0}))
+			if !strings.Contains(string(log), "zero=/bin/sh") {
+				t.Errorf("log %q: want $0 /bin/sh", log)
+			}
+			b, _ := os.ReadFile(pidFile)
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			deadline := time.Now().Add(5 * time.Second)
+			for alive(pid) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the setsid escapee %d outlived its job", pid)
+				}
+				time.Sleep(10 * time.Millisecond) // poll interval
+			}
+
+			if ts.inJobCgroup(os.Getpid()) {
+				t.Error("the test process counts as in a job's cgroup")
+			}
+			ts.start(api.TaskSpec{JobID: "j3", Command: "exec sleep 1000"})
+			st3 := waitTask(t, ts, "j3 to run", func(s api.TaskStatus) bool { return s.JobID == "j3" && s.PID > 0 })
+			waitFor := time.Now().Add(5 * time.Second)
+			for !ts.inJobCgroup(st3.PID) && time.Now().Before(waitFor) {
+				time.Sleep(10 * time.Millisecond) // poll interval: the shim admits it
+			}
+			if !ts.inJobCgroup(st3.PID) {
+				t.Errorf("job pid %d is not seen in its cgroup", st3.PID)
+			}
+			ts.stop(taskKey{"j3", 0, 0}, 0, "")
+
+			ts.start(api.TaskSpec{JobID: "j2", MemMiB: 32, Command: `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`})
+			st = waitTask(t, ts, "the hog to end", func(s api.TaskStatus) bool { return s.JobID == "j2" && s.State == api.TaskExited })
+			if !st.OOMKilled || st.ExitCode == 0 {
+				t.Errorf("memory hog: status %+v, want an OOM kill", st)
+			}
+		})
+	}
+}
