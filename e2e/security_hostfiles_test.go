@@ -234,6 +234,9 @@ func TestSecurityFullDiskServerSurvives(t *testing.T) {
 		"echo before; until [ -e %[1]s/full ]; do sleep 0.05; done; head -c 65536 /dev/zero | tr '\\0' y; echo; touch %[1]s/wrote; "+
 			"until [ -e %[1]s/room ]; do sleep 0.05; done; echo after-room", ctl)})
 	s.waitState(writer.ID, api.StateRunning, 30*time.Second)
+	// Its first line is in the log before the disk fills (the copier
+	// writes it a moment after the job echoes it).
+	waitFor(t, 30*time.Second, func() string { return "the writer's first line in its log" }, func() bool { return s.logs(writer.ID) == "before\n" })
 
 	// Fill the disk.
 	filler := filepath.Join(dir, "filler")
