@@ -3,7 +3,6 @@ package contain
 import (
 	"os"
 	osexec "os/exec"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"testing"
@@ -34,9 +33,9 @@ func BenchmarkStart(b *testing.B) {
 		}
 	})
 	b.Run("cgroup", func(b *testing.B) {
-		parent := benchParent(b)
+		tree := benchTree(b)
 		for i := range b.N {
-			cg, err := benchOpen(parent, NameOf("bench", i, 0), spec)
+			cg, err := tree.Open(NameOf("bench", i, 0), spec)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -48,24 +47,27 @@ func BenchmarkStart(b *testing.B) {
 	})
 }
 
-// benchParent is a node's parent for the benchmark, or a skip where
-// cgroups cannot be written.
-func benchParent(b *testing.B) string {
+// benchTree is a node's prepared parent for the benchmark, as the agent
+// makes it, or a skip where cgroups cannot be written.
+func benchTree(b *testing.B) *Tree {
 	b.Helper()
 	parent := Parent("bench-node", strconv.Itoa(os.Getpid()))
-	if mode, err := Probe(parent); mode == ProcessGroup {
+	tree, err := NewTree(parent)
+	if err != nil {
 		b.Skipf("no cgroups here: %v", err)
 	}
 	b.Cleanup(func() {
 		Sweep(parent, func(string) bool { return false })
 		Remove(parent)
 	})
-	return parent
-}
-
-// benchOpen makes an attempt's cgroup the way the agent does.
-func benchOpen(parent, name string, spec Spec) (*Cgroup, error) {
-	return Open(filepath.Join(parent, name), spec)
+	prepErr := tree.Prepare()
+	if mode, err := Probe(parent); mode == ProcessGroup {
+		b.Skipf("no cgroups here: %v", err)
+	}
+	if prepErr != nil {
+		b.Fatal(prepErr)
+	}
+	return tree
 }
 
 // runGated starts argv through the gate, admits it to cg (if any),

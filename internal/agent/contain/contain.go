@@ -99,7 +99,8 @@ func (s Spec) resources() *cgroups.Resources {
 	return r
 }
 
-// deviceRules allows every device but the NVIDIA GPU minors not in own.
+// deviceRules allows every device but the NVIDIA GPU minors not in own
+// (v2; v1 takes allowRules, see Tree).
 func deviceRules(own []int) []*devconfig.Rule {
 	mine := map[int]bool{}
 	for _, m := range own {
@@ -182,8 +183,19 @@ type Cgroup struct {
 }
 
 // Open makes the cgroup at path (relative to this process's own cgroups)
-// with the spec's limits, or takes it over as it is where it exists.
+// with the spec's limits, or takes it over as it is where it exists. It is
+// Tree.Open with the tree resolved for this one cgroup.
 func Open(path string, spec Spec) (*Cgroup, error) {
+	t, err := NewTree(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	return t.Open(filepath.Base(path), spec)
+}
+
+// openV2 makes a cgroup under v2, where the device rules are one eBPF
+// program (the library's) whatever their number.
+func openV2(path string, spec Spec) (*Cgroup, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
