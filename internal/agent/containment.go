@@ -236,17 +236,29 @@ func (j *jobCgroup) abort() {
 	j.cg.Destroy()
 }
 
-// end kills everything left in the cgroup and removes it, once the main
-// process has ended, and reports whether the OOM killer acted in it.
+// end kills everything left in the cgroup, once the main process has
+// ended, and reports whether the OOM killer acted in it. When it returns,
+// no process of the job is left (its GPUs are free); remove then removes
+// the empty cgroup, which need not hold up reporting the end.
 func (j *jobCgroup) end(log *slog.Logger) (oomKilled bool) {
 	if j == nil {
 		return false
 	}
 	oomKilled = j.cg.OOMKills() > 0
+	if err := j.cg.Kill(); err != nil {
+		log.Warn("job cgroup not emptied", "cgroup", j.cg.Path(), "err", err)
+	}
+	return oomKilled
+}
+
+// remove removes the cgroup (after end), killing anything left in it.
+func (j *jobCgroup) remove(log *slog.Logger) {
+	if j == nil {
+		return
+	}
 	if err := j.cg.Destroy(); err != nil {
 		log.Warn("job cgroup not fully removed", "cgroup", j.cg.Path(), "err", err)
 	}
-	return oomKilled
 }
 
 // shimContainArgs are the shim's flags for the task's cgroup.

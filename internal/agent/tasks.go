@@ -259,6 +259,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 			st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 		}
 		t.finish(tk, st)
+		jcg.remove(t.log) // off the start path: its processes are dead (end)
 	}()
 	return nil
 }
