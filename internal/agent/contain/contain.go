@@ -356,15 +356,27 @@ func Sweep(parent string, keep func(name string) bool) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// gateScript waits for one line on fd 3 before it runs the job's argv
-// ("$@"), and runs nothing if fd 3 closes first.
-const gateScript = `read _ <&3 || exit 126; exec 3<&-; exec "$@"`
+// gateLine waits for one line on fd 3, and exits 126 (running nothing
+// more) if fd 3 closes first.
+const gateLine = `read _ <&3 || exit 126; exec 3<&-`
+
+// gateScript is gateLine, then it execs the job's argv ("$@").
+const gateScript = gateLine + `; exec "$@"`
 
 // Gate returns argv wrapped so that it waits, before running any of the
 // job's code, until Release is called with the write end of the pipe given
 // to the child as fd 3 (cmd.ExtraFiles[0]). The job's own argv, $0, exit
-// codes and signals are what they were: the gate execs it.
+// codes and signals are what they were. A job that is a shell command
+// (/bin/sh -c SCRIPT, as every Corral job is) is gated by its own shell:
+// the gate is the script's first line, which the shell runs (and blocks
+// in) before it reads the next, so the job costs no second exec; its
+// positional parameters stay empty and $0 /bin/sh, and only its line
+// numbers (LINENO, a syntax error's message) count one more. Any other argv
+// is wrapped in a gate shell that execs it.
 func Gate(argv []string) []string {
+	if len(argv) == 3 && argv[0] == "/bin/sh" && argv[1] == "-c" {
+		return []string{"/bin/sh", "-c", gateLine + "\n" + argv[2]}
+	}
 	return append([]string{"/bin/sh", "-c", gateScript, "corral-gate"}, argv...)
 }
 
