@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/opencontainers/cgroups"
 	devconfig "github.com/opencontainers/cgroups/devices/config"
@@ -35,9 +36,11 @@ type Tree struct {
 	paths  map[string]string // v1: hierarchy -> the parent's directory; nil under v2
 	majors []int64           // v1: the character majors allowed whole (all but NVIDIA's)
 	// prepared: Prepare gave the parent its allow-list, so Open may write
-	// an attempt's device rules itself (narrow) rather than through the
+	// a new attempt's device rules itself (set) rather than through the
 	// library, which reads and parses the whole inherited list twice.
-	prepared bool
+	// Cleared when the parent is found gone (whoever makes it again makes
+	// it allow-all).
+	prepared atomic.Bool
 }
 
 // v1Controllers are the v1 hierarchies an attempt's cgroup is made in.
@@ -97,7 +100,7 @@ func (t *Tree) Prepare() error {
 	if err := m.Set(&cgroups.Resources{Devices: allowRules(t.majors, nil, true)}); err != nil {
 		return fmt.Errorf("cgroup %s: device allow-list: %w", t.parent, err)
 	}
-	t.prepared = true
+	t.prepared.Store(true)
 	return nil
 }
 
@@ -127,26 +130,38 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 		return nil, fmt.Errorf("cgroup %s: %w", path, err)
 	}
 	cg := &Cgroup{path: path, m: m}
+	// Made here, in the devices hierarchy, the cgroup is new and holds its
+	// parent's list; one that exists is taken over, and a parent that is
+	// gone is made again by Apply, allow-all.
+	fresh := false
+	switch err := os.Mkdir(m.Path("devices"), 0o755); {
+	case err == nil:
+		fresh = t.prepared.Load()
+	case errors.Is(err, os.ErrNotExist):
+		t.prepared.Store(false)
+	case !errors.Is(err, os.ErrExist):
+		return nil, fmt.Errorf("cgroup %s: create: %w", path, err)
+	}
 	if err := m.Apply(-1); err != nil {
 		m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: create: %w", path, err)
 	}
-	if err := t.set(m, r, spec.GPUMinors); err != nil {
+	if err := t.set(m, r, spec.GPUMinors, fresh); err != nil {
 		m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: set limits: %w", path, err)
 	}
 	return cg, nil
 }
 
-// set gives a new attempt's cgroup its limits. Its device rules are the
-// parent's allow-list less 195:* plus its own GPUs: where it holds the
-// prepared parent's list, those are written directly (one write for
-// 195:*, one per GPU); anything else (an unprepared parent, a cgroup taken
-// over) goes through the library, which writes what differs and checks the
-// result.
-func (t *Tree) set(m cgroups.Manager, r *cgroups.Resources, own []int) error {
+// set gives an attempt's cgroup its limits. Its device rules are the
+// parent's allow-list less 195:* plus its own GPUs: a fresh cgroup under
+// the prepared parent holds that list, so they are written directly (one
+// write for 195:*, one per GPU); anything else (an unprepared parent, a
+// cgroup taken over) goes through the library, which writes what differs
+// and checks the result.
+func (t *Tree) set(m cgroups.Manager, r *cgroups.Resources, own []int, fresh bool) error {
 	dir := m.Path("devices")
-	if !t.prepared || !inheritsAllowList(dir) {
+	if !fresh {
 		return m.Set(r)
 	}
 	rest := *r
@@ -163,15 +178,6 @@ func (t *Tree) set(m cgroups.Manager, r *cgroups.Resources, own []int) error {
 		}
 	}
 	return nil
-}
-
-// inheritsAllowList reports whether the v1 device cgroup at dir holds a
-// prepared parent's list: an allow-list (no "a *:* rwm", which only an
-// allow-all cgroup shows) with all of NVIDIA's major in it.
-func inheritsAllowList(dir string) bool {
-	list, err := cgroups.ReadFile(dir, "devices.list")
-	return err == nil && !strings.Contains(list, "a *:* rwm") &&
-		strings.Contains(list, fmt.Sprintf("\nc %d:* rwm\n", NvidiaMajor))
 }
 
 // allowRules is the v1 device allow-list (the cgroup denies what it does

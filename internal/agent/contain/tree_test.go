@@ -155,3 +155,49 @@ func TestCharMajors(t *testing.T) {
 		t.Fatalf("majors: %d, last %d", len(m), m[len(m)-1])
 	}
 }
+
+// TestTreeOpenWithoutPreparedList proves the attempts whose device rules
+// go through the library instead (a cgroup taken over as it is, a parent
+// removed and made again allow-all) are held to the same rules: their own
+// GPU, not another's.
+func TestTreeOpenWithoutPreparedList(t *testing.T) {
+	tree := needTree(t)
+	dir := fakeGPUs(t)
+	check := func(t *testing.T, cg *Cgroup) {
+		t.Helper()
+		cmd := startGated(t, cg, []string{"/bin/sh", "-c", fmt.Sprintf(`cat %[1]s/nvidia0; cat %[1]s/nvidia1; echo x > /dev/null && echo null-ok`, dir)})
+		cmd.Wait()
+		out := output(t, cmd)
+		for _, w := range []string{"nvidia0: No such device or address", "nvidia1: Operation not permitted", "null-ok"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("want %q in %q", w, out)
+			}
+		}
+	}
+	spec := Spec{GPUMinors: []int{0}}
+	t.Run("taken over", func(t *testing.T) {
+		first, err := tree.Open(NameOf("over", 0, 0), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Destroy()
+		again, err := tree.Open(NameOf("over", 0, 0), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, again)
+	})
+	t.Run("parent made again", func(t *testing.T) {
+		if err := RemoveIfEmpty(tree.Parent()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 { // the first makes the parent again, allow-all; the second is made under it
+			cg, err := tree.Open(NameOf("again", i, 0), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, cg)
+			cg.Destroy()
+		}
+	})
+}
