@@ -85,7 +85,8 @@ func (s Spec) Validate() error {
 // cpuPeriod is the CFS period the CPU quota is a share of (100 ms).
 const cpuPeriod = 100000
 
-// resources turns a spec into the library's resources.
+// resources turns a spec into the library's resources, less its device
+// rules (v1 allowRules, v2 deviceRules).
 func (s Spec) resources() *cgroups.Resources {
 	r := &cgroups.Resources{}
 	if s.MemMiB > 0 {
@@ -95,7 +96,6 @@ func (s Spec) resources() *cgroups.Resources {
 		r.CpuPeriod = cpuPeriod
 		r.CpuQuota = max(int64(s.CPUs*cpuPeriod), 1000)
 	}
-	r.Devices = deviceRules(s.GPUMinors)
 	return r
 }
 
@@ -199,14 +199,16 @@ func openV2(path string, spec Spec) (*Cgroup, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	cg, err := load(path, spec.resources())
+	r := spec.resources()
+	r.Devices = deviceRules(spec.GPUMinors)
+	cg, err := load(path, r)
 	if err != nil {
 		return nil, err
 	}
 	if err := cg.m.Apply(-1); err != nil {
 		return nil, fmt.Errorf("cgroup %s: create: %w", path, err)
 	}
-	if err := cg.m.Set(spec.resources()); err != nil {
+	if err := cg.m.Set(r); err != nil {
 		cg.m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: set limits: %w", path, err)
 	}

@@ -123,8 +123,7 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	r := spec.resources()
-	r.Devices = allowRules(t.majors, spec.GPUMinors, false)
+	r := spec.resources() // its device rules only where set needs them
 	m, err := manager.NewWithPaths(&cgroups.Cgroup{Path: path, Resources: r}, t.cloned(name))
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s: %w", path, err)
@@ -162,6 +161,7 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 func (t *Tree) set(m cgroups.Manager, r *cgroups.Resources, own []int, fresh bool) error {
 	dir := m.Path("devices")
 	if !fresh {
+		r.Devices = allowRules(t.majors, own, false)
 		return m.Set(r)
 	}
 	rest := *r
