@@ -15,8 +15,9 @@
 // attempt's cgroup is <parent>/<job>.<attempt>.<rank>. Leftovers of an
 // earlier agent are found there and removed by Sweep.
 //
-//	agent ── start child gated (Gate) ── Open(path).Add(pid) ── release gate
-//	  └─ main process ends / stop ── Cgroup.Destroy (kill all, rmdir)
+//	agent ── NewTree(parent).Prepare() once (v1: the parent's device allow-list)
+//	  ── per attempt: start child gated (Gate) ── Tree.Open(name).Add(pid) ── release gate
+//	  └─ main process ends / stop ── Cgroup.Kill ── end reported ── Cgroup.Destroy (rmdir)
 package contain
 
 import (
