@@ -21,7 +21,7 @@ import (
 // which the attempt differs from the parent.
 //
 // Under v1 an attempt's cgroup is made in four hierarchies only: devices,
-// memory, cpu (CFS quota) and freezer (Kill). The parent holds the node's
+// memory, cpu (its CFS quota; not made without one) and freezer (Kill). The parent holds the node's
 // device allow-list (Prepare), which a child cgroup inherits when it is
 // made: every block device, mknod of any device, every character major but
 // NVIDIA's, and all of NVIDIA's 195:*. An attempt's cgroup then needs one
@@ -124,7 +124,11 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 		return nil, err
 	}
 	r := spec.resources() // its device rules only where set needs them
-	m, err := manager.NewWithPaths(&cgroups.Cgroup{Path: path, Resources: r}, t.cloned(name))
+	paths := t.cloned(name)
+	if r.CpuQuota == 0 {
+		delete(paths, "cpu") // no quota: nothing to hold it to there
+	}
+	m, err := manager.NewWithPaths(&cgroups.Cgroup{Path: path, Resources: r}, paths)
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s: %w", path, err)
 	}

@@ -201,3 +201,26 @@ func TestTreeOpenWithoutPreparedList(t *testing.T) {
 		}
 	})
 }
+
+// TestTreeCPUOnlyWithQuota: an attempt's cgroup is made in the cpu
+// hierarchy where it has a CPU limit (and holds it), and not otherwise.
+func TestTreeCPUOnlyWithQuota(t *testing.T) {
+	tree := needTree(t)
+	none, err := tree.Open(NameOf("nocpu", 0, 0), Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Destroy()
+	if p := none.m.Path("cpu"); p != "" {
+		t.Errorf("no CPU limit, yet a cpu cgroup: %s", p)
+	}
+	capped, err := tree.Open(NameOf("cpu", 0, 0), Spec{CPUs: 1.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capped.Destroy()
+	b, err := os.ReadFile(filepath.Join(capped.m.Path("cpu"), "cpu.cfs_quota_us"))
+	if err != nil || strings.TrimSpace(string(b)) != "150000" {
+		t.Errorf("cpu.cfs_quota_us %q (%v), want 150000", b, err)
+	}
+}
