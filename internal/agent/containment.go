@@ -40,8 +40,23 @@ func (a *Agent) setupContainment() {
 	}
 	parent := contain.Parent(a.cfg.NodeID, owner)
 	mode, err := contain.ProcessGroup, fmt.Errorf("--containment %s", contain.ProcessGroup)
+	var tree *contain.Tree
 	if a.cfg.Containment != contain.ProcessGroup {
+		// The parent's device allow-list first: v1 refuses it once a
+		// cgroup (the probe's) has been made under the parent.
+		var terr, prepErr error
+		if tree, terr = contain.NewTree(parent); terr == nil {
+			prepErr = tree.Prepare()
+		}
 		mode, err = contain.Probe(parent)
+		switch {
+		case mode == contain.ProcessGroup:
+		case terr != nil:
+			mode, err = contain.ProcessGroup, terr
+		case prepErr != nil:
+			a.log.Warn("the node's cgroup parent keeps its device rules; each job's are written in full (slower starts)",
+				"parent", parent, "err", prepErr)
+		}
 	}
 	a.tasks.mode = mode
 	if mode == contain.ProcessGroup {
@@ -49,7 +64,7 @@ func (a *Agent) setupContainment() {
 			"containment", mode, "why", err)
 		return
 	}
-	a.tasks.cgroupParent = parent
+	a.tasks.cgroupParent, a.tasks.cgroupTree = parent, tree
 	a.log.Info("jobs run in cgroups", "containment", mode, "parent", parent)
 }
 
@@ -148,6 +163,22 @@ type jobCgroup struct {
 	r, w *os.File // the gate: the child waits on r until w is written
 }
 
+// openCgroup makes the task's cgroup under the node's resolved parent; nil
+// (and no error) under process groups.
+func (t *tasks) openCgroup(s api.TaskSpec) (*jobCgroup, error) {
+	if t.cgroupParent == "" {
+		return nil, nil
+	}
+	if t.cgroupTree == nil {
+		return openJobCgroup(t.cgroupPath(s), t.containSpec(s))
+	}
+	cg, err := t.cgroupTree.Open(contain.NameOf(s.JobID, s.Attempt, s.Rank), t.containSpec(s))
+	if err != nil {
+		return nil, err
+	}
+	return gated(cg)
+}
+
 // openJobCgroup makes the task's cgroup; nil (and no error) for path "".
 func openJobCgroup(path string, spec contain.Spec) (*jobCgroup, error) {
 	if path == "" {
@@ -157,6 +188,11 @@ func openJobCgroup(path string, spec contain.Spec) (*jobCgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	return gated(cg)
+}
+
+// gated is cg with the pipe of its gate.
+func gated(cg *contain.Cgroup) (*jobCgroup, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		cg.Destroy()
@@ -200,17 +236,29 @@ func (j *jobCgroup) abort() {
 	j.cg.Destroy()
 }
 
-// end kills everything left in the cgroup and removes it, once the main
-// process has ended, and reports whether the OOM killer acted in it.
+// end kills everything left in the cgroup, once the main process has
+// ended, and reports whether the OOM killer acted in it. When it returns,
+// no process of the job is left (its GPUs are free); remove then removes
+// the empty cgroup, which need not hold up reporting the end.
 func (j *jobCgroup) end(log *slog.Logger) (oomKilled bool) {
 	if j == nil {
 		return false
 	}
 	oomKilled = j.cg.OOMKills() > 0
+	if err := j.cg.Kill(); err != nil {
+		log.Warn("job cgroup not emptied", "cgroup", j.cg.Path(), "err", err)
+	}
+	return oomKilled
+}
+
+// remove removes the cgroup (after end), killing anything left in it.
+func (j *jobCgroup) remove(log *slog.Logger) {
+	if j == nil {
+		return
+	}
 	if err := j.cg.Destroy(); err != nil {
 		log.Warn("job cgroup not fully removed", "cgroup", j.cg.Path(), "err", err)
 	}
-	return oomKilled
 }
 
 // shimContainArgs are the shim's flags for the task's cgroup.

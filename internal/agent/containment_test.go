@@ -82,11 +82,19 @@ func TestTasksInCgroup(t *testing.T) {
 			ts := newTasks(t, dir, 0)
 			ts.detach = detach
 			parent := contain.Parent("n1", dir)
+			tree, err := contain.NewTree(parent)
+			if err != nil {
+				t.Skipf("cgroups cannot be resolved here: %v", err)
+			}
+			prepErr := tree.Prepare() // as setupContainment: before the probe's cgroup
 			if mode, err := contain.Probe(parent); mode == contain.ProcessGroup {
 				t.Skipf("cgroups cannot be written here: %v", err)
 			}
 			t.Cleanup(func() { contain.Sweep(parent, func(string) bool { return false }); contain.RemoveIfEmpty(parent) })
-			ts.mode, ts.cgroupParent = contain.Mode(), parent
+			if prepErr != nil {
+				t.Fatal(prepErr)
+			}
+			ts.mode, ts.cgroupParent, ts.cgroupTree = contain.Mode(), parent, tree
 			os.MkdirAll(ts.stateDir, 0o755)
 
 			pidFile := filepath.Join(dir, "escapee")

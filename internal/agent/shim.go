@@ -142,6 +142,7 @@ wait:
 	}
 	out.finish() // the log is whole before the end is told
 	writeExit(*state, st)
+	jcg.remove(slog.Default()) // off the start path: its processes are dead (end)
 	return 0
 }
 

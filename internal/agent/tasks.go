@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/corral-sched/corral/internal/agent/contain"
 	"github.com/corral-sched/corral/internal/api"
 )
 
@@ -36,10 +37,11 @@ type tasks struct {
 	log              *slog.Logger
 	changed          func() // called when a task starts or ends
 	// Containment (containment.go), set before the first task starts.
-	mode         string      // contain.CgroupV1, CgroupV2 or ProcessGroup
-	cgroupParent string      // "": process groups
-	limits       limits      // per-GPU defaults
-	minors       map[int]int // GPU index -> device minor (195:N); absent: the index
+	mode         string        // contain.CgroupV1, CgroupV2 or ProcessGroup
+	cgroupParent string        // "": process groups
+	cgroupTree   *contain.Tree // cgroupParent resolved once; nil: resolved per start
+	limits       limits        // per-GPU defaults
+	minors       map[int]int   // GPU index -> device minor (195:N); absent: the index
 
 	mu    sync.Mutex
 	byKey map[taskKey]*task
@@ -211,7 +213,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	if err != nil {
 		return err
 	}
-	jcg, err := openJobCgroup(t.cgroupPath(spec), t.containSpec(spec))
+	jcg, err := t.openCgroup(spec)
 	if err != nil {
 		out.printf("corral: %v\n", err)
 		out.finish()
@@ -257,6 +259,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 			st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 		}
 		t.finish(tk, st)
+		jcg.remove(t.log) // off the start path: its processes are dead (end)
 	}()
 	return nil
 }

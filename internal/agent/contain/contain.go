@@ -15,8 +15,9 @@
 // attempt's cgroup is <parent>/<job>.<attempt>.<rank>. Leftovers of an
 // earlier agent are found there and removed by Sweep.
 //
-//	agent ── start child gated (Gate) ── Open(path).Add(pid) ── release gate
-//	  └─ main process ends / stop ── Cgroup.Destroy (kill all, rmdir)
+//	agent ── NewTree(parent).Prepare() once (v1: the parent's device allow-list)
+//	  ── per attempt: start child gated (Gate) ── Tree.Open(name).Add(pid) ── release gate
+//	  └─ main process ends / stop ── Cgroup.Kill ── end reported ── Cgroup.Destroy (rmdir)
 package contain
 
 import (
@@ -85,7 +86,8 @@ func (s Spec) Validate() error {
 // cpuPeriod is the CFS period the CPU quota is a share of (100 ms).
 const cpuPeriod = 100000
 
-// resources turns a spec into the library's resources.
+// resources turns a spec into the library's resources, less its device
+// rules (v1 allowRules, v2 deviceRules).
 func (s Spec) resources() *cgroups.Resources {
 	r := &cgroups.Resources{}
 	if s.MemMiB > 0 {
@@ -95,11 +97,11 @@ func (s Spec) resources() *cgroups.Resources {
 		r.CpuPeriod = cpuPeriod
 		r.CpuQuota = max(int64(s.CPUs*cpuPeriod), 1000)
 	}
-	r.Devices = deviceRules(s.GPUMinors)
 	return r
 }
 
-// deviceRules allows every device but the NVIDIA GPU minors not in own.
+// deviceRules allows every device but the NVIDIA GPU minors not in own
+// (v2; v1 takes allowRules, see Tree).
 func deviceRules(own []int) []*devconfig.Rule {
 	mine := map[int]bool{}
 	for _, m := range own {
@@ -182,19 +184,32 @@ type Cgroup struct {
 }
 
 // Open makes the cgroup at path (relative to this process's own cgroups)
-// with the spec's limits, or takes it over as it is where it exists.
+// with the spec's limits, or takes it over as it is where it exists. It is
+// Tree.Open with the tree resolved for this one cgroup.
 func Open(path string, spec Spec) (*Cgroup, error) {
+	t, err := NewTree(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	return t.Open(filepath.Base(path), spec)
+}
+
+// openV2 makes a cgroup under v2, where the device rules are one eBPF
+// program (the library's) whatever their number.
+func openV2(path string, spec Spec) (*Cgroup, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	cg, err := load(path, spec.resources())
+	r := spec.resources()
+	r.Devices = deviceRules(spec.GPUMinors)
+	cg, err := load(path, r)
 	if err != nil {
 		return nil, err
 	}
 	if err := cg.m.Apply(-1); err != nil {
 		return nil, fmt.Errorf("cgroup %s: create: %w", path, err)
 	}
-	if err := cg.m.Set(spec.resources()); err != nil {
+	if err := cg.m.Set(r); err != nil {
 		cg.m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: set limits: %w", path, err)
 	}
@@ -344,15 +359,27 @@ func Sweep(parent string, keep func(name string) bool) ([]string, error) {
 	return removed, errors.Join(errs...)
 }
 
-// gateScript waits for one line on fd 3 before it runs the job's argv
-// ("$@"), and runs nothing if fd 3 closes first.
-const gateScript = `read _ <&3 || exit 126; exec 3<&-; exec "$@"`
+// gateLine waits for one line on fd 3, and exits 126 (running nothing
+// more) if fd 3 closes first.
+const gateLine = `read _ <&3 || exit 126; exec 3<&-`
+
+// gateScript is gateLine, then it execs the job's argv ("$@").
+const gateScript = gateLine + `; exec "$@"`
 
 // Gate returns argv wrapped so that it waits, before running any of the
 // job's code, until Release is called with the write end of the pipe given
 // to the child as fd 3 (cmd.ExtraFiles[0]). The job's own argv, $0, exit
-// codes and signals are what they were: the gate execs it.
+// codes and signals are what they were. A job that is a shell command
+// (/bin/sh -c SCRIPT, as every Corral job is) is gated by its own shell:
+// the gate is the script's first line, which the shell runs (and blocks
+// in) before it reads the next, so the job costs no second exec; its
+// positional parameters stay empty and $0 /bin/sh, and only its line
+// numbers (LINENO, a syntax error's message) count one more. Any other argv
+// is wrapped in a gate shell that execs it.
 func Gate(argv []string) []string {
+	if len(argv) == 3 && argv[0] == "/bin/sh" && argv[1] == "-c" {
+		return []string{"/bin/sh", "-c", gateLine + "\n" + argv[2]}
+	}
 	return append([]string{"/bin/sh", "-c", gateScript, "corral-gate"}, argv...)
 }
 

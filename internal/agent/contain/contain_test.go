@@ -254,3 +254,60 @@ func alive(pid int) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
+
+// TestGateShell proves a gated shell command runs nothing before it is
+// released (and nothing at all when the gate's pipe closes unwritten),
+// and, released, keeps its $0, its empty positional parameters and its
+// exit status, whether its own shell is the gate or the gate execs argv.
+func TestGateShell(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		argv func(marker string) []string
+	}{
+		{"shell command", func(m string) []string {
+			return []string{"/bin/sh", "-c", fmt.Sprintf(`touch %s; echo "zero=$0 n=$#"; exit 7`, m)}
+		}},
+		{"other argv", func(m string) []string {
+			return []string{"/bin/sh", "-c", fmt.Sprintf(`touch %s; echo "zero=$0 n=$#"; exit 7`, m), "/bin/sh"}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, release := range []bool{false, true} {
+				marker := filepath.Join(t.TempDir(), "ran")
+				r, w, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := Gate(tc.argv(marker))
+				cmd := osexec.Command(g[0], g[1:]...)
+				cmd.ExtraFiles = []*os.File{r}
+				var out strings.Builder
+				cmd.Stdout, cmd.Stderr = &out, &out
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				r.Close()
+				if release {
+					err = Release(w)
+				} else {
+					err = w.Close()
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				cmd.Wait()
+				code := cmd.ProcessState.ExitCode()
+				_, statErr := os.Stat(marker)
+				switch {
+				case !release && (code != 126 || statErr == nil):
+					t.Errorf("gate closed: exit %d, ran: %v; want 126 and nothing run", code, statErr == nil)
+				case release && (code != 7 || statErr != nil || !strings.Contains(out.String(), "zero=/bin/sh n=0")):
+					t.Errorf("released: exit %d, ran: %v, out %q; want 7, run, zero=/bin/sh n=0", code, statErr == nil, out.String())
+				}
+			}
+		})
+	}
+	if g := Gate([]string{"/bin/sh", "-c", "true"}); len(g) != 3 {
+		t.Errorf("a shell command is not gated by its own shell: %q", g)
+	}
+}

@@ -1,0 +1,226 @@
+package contain
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// needTree is a prepared tree for the test, or a skip where cgroups
+// cannot be written (or are v2, where Tree.Open is Open).
+// The parent is prepared before any cgroup is made under it, as the agent
+// does: v1 refuses to change a cgroup's default while it has children.
+func needTree(t *testing.T) *Tree {
+	t.Helper()
+	if Mode() != CgroupV1 {
+		t.Skip("the device allow-list is v1's")
+	}
+	parent := Parent("test-tree", t.TempDir())
+	tree, err := NewTree(parent)
+	if err != nil {
+		t.Skipf("cgroups cannot be resolved here: %v", err)
+	}
+	t.Cleanup(func() {
+		Sweep(parent, func(string) bool { return false })
+		Remove(parent)
+	})
+	prepErr := tree.Prepare()
+	if mode, err := Probe(parent); mode == ProcessGroup {
+		t.Skipf("cgroups cannot be written here (%v)", err)
+	}
+	if prepErr != nil {
+		t.Fatal(prepErr)
+	}
+	return tree
+}
+
+// fakeGPUs makes device nodes 195:0 and 195:1 in a temporary directory.
+func fakeGPUs(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for m := range 2 {
+		if err := syscall.Mknod(filepath.Join(dir, fmt.Sprintf("nvidia%d", m)), syscall.S_IFCHR|0o666, int(NvidiaMajor<<8|m)); err != nil {
+			t.Skipf("mknod: %v", err)
+		}
+	}
+	return dir
+}
+
+// TestTreeDevices proves that an attempt's cgroup under a prepared parent
+// gets its own GPU (ENXIO: no driver behind the fake node) and not
+// another's (EPERM), that a job without GPUs gets none, and that the
+// devices every job needs still work.
+func TestTreeDevices(t *testing.T) {
+	tree := needTree(t)
+	dir := fakeGPUs(t)
+	script := fmt.Sprintf(`cat %[1]s/nvidia0; cat %[1]s/nvidia1
+echo x > /dev/null && echo null-ok
+head -c1 /dev/zero >/dev/null && echo zero-ok
+head -c1 /dev/urandom >/dev/null && echo urandom-ok
+exec 4<>/dev/ptmx && echo ptmx-ok
+(exec 5<>/dev/tty); echo tty-done`, dir)
+	for _, tc := range []struct {
+		name       string
+		gpus       []int
+		want, deny []string
+	}{
+		{"own gpu 0", []int{0}, []string{"nvidia0: No such device or address", "nvidia1: Operation not permitted"}, nil},
+		{"no gpus", nil, []string{"nvidia0: Operation not permitted", "nvidia1: Operation not permitted"}, nil},
+		{"gpus 0 and 1", []int{0, 1}, []string{"nvidia0: No such device or address", "nvidia1: No such device or address"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cg, err := tree.Open(NameOf("dev", len(tc.gpus), 0), Spec{MemMiB: 64, CPUs: 1, GPUMinors: tc.gpus})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cg.Destroy()
+			cmd := startGated(t, cg, []string{"/bin/sh", "-c", script})
+			cmd.Wait()
+			out := output(t, cmd)
+			for _, w := range append(tc.want, "null-ok", "zero-ok", "urandom-ok", "ptmx-ok", "tty-done") {
+				if !strings.Contains(out, w) {
+					t.Errorf("want %q in %q", w, out)
+				}
+			}
+			if strings.Contains(out, "/dev/tty: Operation not permitted") || !strings.Contains(out, "/dev/tty: No such device or address") { // no controlling terminal: ENXIO
+				t.Errorf("/dev/tty denied: %q", out)
+			}
+		})
+	}
+}
+
+// TestAllowRulesDifferFromParentByOwnGPUs proves an attempt's rules
+// differ from its parent's by 195:* and its own GPUs alone, so that the
+// library (which writes only the difference from the inherited list)
+// makes 1 + GPUs writes per attempt instead of one per denied minor.
+func TestAllowRulesDifferFromParentByOwnGPUs(t *testing.T) {
+	majors, err := charMajors("/nonexistent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(rules []string) map[string]bool {
+		m := map[string]bool{}
+		for _, r := range rules {
+			m[r] = true
+		}
+		return m
+	}
+	str := func(own []int, all bool) []string {
+		var s []string
+		for _, r := range allowRules(majors, own, all) {
+			s = append(s, r.CgroupString())
+		}
+		return s
+	}
+	parent, child := key(str(nil, true)), key(str([]int{2, 5}, false))
+	var gone, added []string
+	for r := range parent {
+		if !child[r] {
+			gone = append(gone, r)
+		}
+	}
+	for r := range child {
+		if !parent[r] {
+			added = append(added, r)
+		}
+	}
+	slices.Sort(added)
+	if !slices.Equal(gone, []string{"c 195:* rwm"}) || !slices.Equal(added, []string{"c 195:2 rwm", "c 195:5 rwm"}) {
+		t.Fatalf("child differs from parent by -%v +%v", gone, added)
+	}
+	for _, want := range []string{"b *:* rwm", "c *:* m", "c 1:* rwm", "c 136:* rwm", "c 511:* rwm", "c 195:254 rwm", "c 195:255 rwm"} {
+		if !child[want] {
+			t.Errorf("child lacks %q", want)
+		}
+	}
+	if child["c 195:* rwm"] || child["c 195:0 rwm"] || child["a *:* rwm"] {
+		t.Error("child allows GPUs not its own")
+	}
+}
+
+// TestCharMajors: every major up to 511, and those above it that
+// /proc/devices lists (its block majors are not character majors).
+func TestCharMajors(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "devices")
+	os.WriteFile(f, []byte("Character devices:\n  1 mem\n195 nvidia\n600 big\n\nBlock devices:\n700 blk\n"), 0o644)
+	m, err := charMajors(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m) != maxCharMajor+2 || m[0] != 0 || m[maxCharMajor] != maxCharMajor || m[len(m)-1] != 600 {
+		t.Fatalf("majors: %d, last %d", len(m), m[len(m)-1])
+	}
+}
+
+// TestTreeOpenWithoutPreparedList proves the attempts whose device rules
+// go through the library instead (a cgroup taken over as it is, a parent
+// removed and made again allow-all) are held to the same rules: their own
+// GPU, not another's.
+func TestTreeOpenWithoutPreparedList(t *testing.T) {
+	tree := needTree(t)
+	dir := fakeGPUs(t)
+	check := func(t *testing.T, cg *Cgroup) {
+		t.Helper()
+		cmd := startGated(t, cg, []string{"/bin/sh", "-c", fmt.Sprintf(`cat %[1]s/nvidia0; cat %[1]s/nvidia1; echo x > /dev/null && echo null-ok`, dir)})
+		cmd.Wait()
+		out := output(t, cmd)
+		for _, w := range []string{"nvidia0: No such device or address", "nvidia1: Operation not permitted", "null-ok"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("want %q in %q", w, out)
+			}
+		}
+	}
+	spec := Spec{GPUMinors: []int{0}}
+	t.Run("taken over", func(t *testing.T) {
+		first, err := tree.Open(NameOf("over", 0, 0), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer first.Destroy()
+		again, err := tree.Open(NameOf("over", 0, 0), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, again)
+	})
+	t.Run("parent made again", func(t *testing.T) {
+		if err := RemoveIfEmpty(tree.Parent()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 { // the first makes the parent again, allow-all; the second is made under it
+			cg, err := tree.Open(NameOf("again", i, 0), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, cg)
+			cg.Destroy()
+		}
+	})
+}
+
+// TestTreeCPUOnlyWithQuota: an attempt's cgroup is made in the cpu
+// hierarchy where it has a CPU limit (and holds it), and not otherwise.
+func TestTreeCPUOnlyWithQuota(t *testing.T) {
+	tree := needTree(t)
+	none, err := tree.Open(NameOf("nocpu", 0, 0), Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Destroy()
+	if p := none.m.Path("cpu"); p != "" {
+		t.Errorf("no CPU limit, yet a cpu cgroup: %s", p)
+	}
+	capped, err := tree.Open(NameOf("cpu", 0, 0), Spec{CPUs: 1.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer capped.Destroy()
+	b, err := os.ReadFile(filepath.Join(capped.m.Path("cpu"), "cpu.cfs_quota_us"))
+	if err != nil || strings.TrimSpace(string(b)) != "150000" {
+		t.Errorf("cpu.cfs_quota_us %q (%v), want 150000", b, err)
+	}
+}
