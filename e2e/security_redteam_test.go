@@ -17,14 +17,8 @@ func TestSecurityTerminalEscapesInTables(t *testing.T) {
 	s := startCluster(t)
 	evil := "\x1b]0;pwned\x07\x1b[2J\u009b2Jevil"
 	h := &hostileAgent{s: s, node: "evil-node"}
-	r := h.call("/agent/v1/register", map[string]any{
-		"node_id": h.node, "agent_id": "evil-agent-0123456789", "hostname": evil,
-		"gpus":  []map[string]any{{"index": 0, "uuid": "GPU-evil-0", "model": evil, "memory_mib": 81920}},
-		"tasks": []any{},
-	})
-	if r.Status != 200 {
-		t.Fatalf("register: %s", r)
-	}
+	h.register("evil-agent-0123456789", 1)
+	h.sync(map[string]any{"foreign": []map[string]any{{"gpu": 0, "pid": 77, "user": evil, "name": evil}}})
 	j := s.submit(map[string]any{"name": evil, "command": "echo " + evil, "gpu_count": 1, "workdir": "/tmp",
 		"node_labels": map[string]string{"none": "such"}})
 	env := []string{"CORRAL_SERVER=" + s.URL}
@@ -41,6 +35,48 @@ func TestSecurityTerminalEscapesInTables(t *testing.T) {
 		}
 		if !strings.Contains(out, `\x1b]0;pwned\x07`) {
 			t.Errorf("corral %v does not write the escapes out visibly: %q", args, out)
+		}
+	}
+}
+
+// TestSecurityAgentRegistrationText: a holder of the join token cannot put
+// control characters in what it registers (hostname, GPU model and uuid,
+// version, labels), nor an address that is not a host or an IP address
+// (other nodes' jobs get it as CORRAL_MASTER_ADDR): 422 naming the field,
+// and no node is made.
+func TestSecurityAgentRegistrationText(t *testing.T) {
+	s := startCluster(t)
+	h := &hostileAgent{s: s, node: "evil-text"}
+	gpu := func(uuid, model string) []map[string]any {
+		return []map[string]any{{"index": 0, "uuid": uuid, "model": model, "memory_mib": 81920}}
+	}
+	cases := []struct {
+		name  string
+		reg   map[string]any
+		field string
+	}{
+		{"escape in hostname", map[string]any{"hostname": "\x1b]0;pwned\x07", "gpus": gpu("GPU-x", "H100")}, "hostname"},
+		{"escape in GPU model", map[string]any{"hostname": "h", "gpus": gpu("GPU-x", "\x1b[2J")}, "gpus[0].model"},
+		{"newline in GPU uuid", map[string]any{"hostname": "h", "gpus": gpu("GPU\nx", "H100")}, "gpus[0].uuid"},
+		{"escape in a label", map[string]any{"hostname": "h", "gpus": gpu("GPU-x", "H100"), "labels": map[string]string{"rack": "\x1b[2J"}}, "labels"},
+		{"label name with =", map[string]any{"hostname": "h", "gpus": gpu("GPU-x", "H100"), "labels": map[string]string{"a=b": "c"}}, "labels"},
+		{"shell in address", map[string]any{"hostname": "h", "gpus": gpu("GPU-x", "H100"), "address": "10.0.0.1; rm -rf ~"}, "address"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			body := map[string]any{"node_id": h.node, "agent_id": "evil-agent-text-0123456789", "tasks": []any{}}
+			for k, v := range c.reg {
+				body[k] = v
+			}
+			r := h.call("/agent/v1/register", body)
+			if r.Status != 422 || errorBody(t, r).Field != c.field {
+				t.Fatalf("register: %s; want 422 naming %q", r, c.field)
+			}
+		})
+	}
+	for _, n := range s.cluster().Nodes {
+		if n.NodeID == h.node {
+			t.Fatalf("a refused registration made node %s", n.NodeID)
 		}
 	}
 }
