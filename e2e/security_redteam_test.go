@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -79,4 +83,59 @@ func TestSecurityAgentRegistrationText(t *testing.T) {
 			t.Fatalf("a refused registration made node %s", n.NodeID)
 		}
 	}
+}
+
+// TestSecurityForeignDataDirRefused: root starts corral server or corral
+// agent on a data dir another account made (under /tmp, say, waiting for
+// it), with a "lock" that links to a file of root's and an admin.token of
+// its choosing. The command refuses the dir, saying whose it is, before it
+// writes or reads anything there: the linked file is intact and no server
+// answers to the planted admin token.
+func TestSecurityForeignDataDirRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to give a directory to another account")
+	}
+	base := t.TempDir()
+	victim := filepath.Join(base, "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"server", "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t))},
+		{"agent", "--server", "http://127.0.0.1:1", "--simulate-gpus", "1"},
+	} {
+		t.Run(args[0], func(t *testing.T) {
+			dir := filepath.Join(base, args[0]+"-planted")
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(victim, filepath.Join(dir, "lock")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "admin.token"), []byte("planted-admin-token-0123456789\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := chownTree(dir, 65534); err != nil {
+				t.Fatal(err)
+			}
+			_, stderr, code := runCLI(t, []string{"CORRAL_JOIN_TOKEN=" + joinToken, "CORRAL_ADMIN_TOKEN="}, append(args, "--data-dir", dir)...)
+			if code == 0 || !strings.Contains(stderr, "is owned by uid 65534") {
+				t.Fatalf("corral %s on another account's data dir: exit %d, %s; want it refused naming the owner", args[0], code, stderr)
+			}
+			if b, err := os.ReadFile(victim); err != nil || string(b) != "precious" {
+				t.Fatalf("the file the planted lock linked to is now %q (%v)", b, err)
+			}
+		})
+	}
+}
+
+// chownTree gives dir and everything in it to uid (links themselves, not
+// what they name).
+func chownTree(dir string, uid int) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(path, uid, uid)
+	})
 }
