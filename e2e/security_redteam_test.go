@@ -3,10 +3,15 @@ package e2e
 import (
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // These tests repeat, as black-box regressions, the holes an adversarial
@@ -138,4 +143,46 @@ func chownTree(dir string, uid int) error {
 		}
 		return os.Lchown(path, uid, uid)
 	})
+}
+
+// TestSecurityInheritedFDsDoNotReachJobs: whatever started corral up may
+// have left a descriptor open (here a shell's 7>>file: a file root opened
+// for writing). A job, which may run as another account, does not inherit
+// it.
+func TestSecurityInheritedFDsDoNotReachJobs(t *testing.T) {
+	dir := t.TempDir()
+	leak := filepath.Join(dir, "opened-by-root")
+	port := freePort(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s := &server{
+		t: t, URL: "http://" + addr, Port: port, DataDir: filepath.Join(dir, "data"),
+		http: &http.Client{Timeout: 30 * time.Second, Transport: newWithToken(adminToken)},
+		proc: &proc{out: &lockedBuffer{}, done: make(chan struct{})},
+	}
+	s.cmd = exec.Command("/bin/sh", "-c", `exec "$0" up --simulate-gpus 1 --node-name fd-node --run-as agent --listen "$1" --data-dir "$2" 7>>"$3"`,
+		corralBin, addr, s.DataDir, leak)
+	s.cmd.Env = cleanEnv("CORRAL_ADMIN_TOKEN="+adminToken, "CORRAL_CONFIG="+filepath.Join(dir, "client.json"))
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		s.waitErr = s.cmd.Wait()
+		close(s.done)
+	}()
+	t.Cleanup(s.stop)
+	waitFor(t, 30*time.Second, func() string { return "corral up did not answer: " + s.out.String() }, func() bool {
+		return !s.exited() && s.healthy()
+	})
+	j := s.submit(map[string]any{"command": "ls -l /proc/$$/fd", "gpu_count": 1, "workdir": "/tmp"})
+	if got := s.waitTerminal(j.ID, 30*time.Second); got.State != api.StateCompleted {
+		t.Fatalf("job %s (%s): %s", got.State, got.Reason, s.logs(j.ID))
+	}
+	out := s.logs(j.ID)
+	if !strings.Contains(out, "->") {
+		t.Fatalf("the job did not list its descriptors: %q", out)
+	}
+	if strings.Contains(out, leak) {
+		t.Errorf("a job inherited a descriptor corral up was started with:\n%s", out)
+	}
 }
