@@ -51,9 +51,9 @@ named by --join-token-file.`,
 			if server == "" {
 				return usagef("--server is required (or set CORRAL_SERVER)")
 			}
-			lbls, err := parseEnv(labels)
+			lbls, err := parseEnv("--label", labels)
 			if err != nil {
-				return usagef("--label: %v", err)
+				return err
 			}
 			token := strings.TrimSpace(os.Getenv("CORRAL_JOIN_TOKEN"))
 			if tokenFile != "" {

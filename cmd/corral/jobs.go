@@ -142,13 +142,13 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		cpus := f.cpus
 		req.CPUs = &cpus
 	}
-	env, err := parseEnv(f.env)
+	env, err := parseEnv("--env", f.env)
 	if err != nil {
 		return req, err
 	}
 	req.Env = env
-	if req.NodeLabels, err = parseEnv(f.labels); err != nil {
-		return req, usagef("--label: %v", err)
+	if req.NodeLabels, err = parseEnv("--label", f.labels); err != nil {
+		return req, err
 	}
 	wd := f.workdir
 	if wd == "" {
@@ -162,8 +162,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	return req, nil
 }
 
-// parseEnv reads K=V pairs.
-func parseEnv(pairs []string) (map[string]string, error) {
+// parseEnv reads the K=V pairs of flag (--env, --label), naming it when
+// one is not.
+func parseEnv(flag string, pairs []string) (map[string]string, error) {
 	if len(pairs) == 0 {
 		return nil, nil
 	}
@@ -171,7 +172,7 @@ func parseEnv(pairs []string) (map[string]string, error) {
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
-			return nil, usagef("--env %q: want KEY=VALUE", p)
+			return nil, usagef("%s %q: want KEY=VALUE", flag, p)
 		}
 		env[k] = v
 	}

@@ -88,6 +88,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"submit", "--env", "FOO", "--", "true"}, `--env "FOO": want KEY=VALUE`},
 		{[]string{"submit", "--env", "=1", "--", "true"}, `want KEY=VALUE`},
+		{[]string{"submit", "--label", "=1", "--", "true"}, `--label "=1": want KEY=VALUE`},
+		{[]string{"agent", "--server", "http://x", "--label", "rack"}, `--label "rack": want KEY=VALUE`},
 		{[]string{"submit", "--gpus", "2"}, "missing the command"},
 		{[]string{"submit", "--gpus", "two", "--", "true"}, "invalid argument"},
 		{[]string{"submit", "--", ""}, "command to run is empty"},

@@ -7,5 +7,6 @@ import (
 )
 
 func main() {
+	closeInheritedOnExec() // fds.go: no inherited descriptor reaches a job
 	os.Exit(run(os.Args[1:]))
 }

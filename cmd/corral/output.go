@@ -10,12 +10,17 @@ import (
 	"time"
 )
 
-// emit prints v as indented JSON with -o json, and with table otherwise.
+// emit prints v as indented JSON with -o json, and with table otherwise;
+// a table's control characters are written out (see termSafe).
 func (c *cli) emit(v any, table func(w io.Writer) error) error {
 	if c.json() {
 		return writeJSON(c.stdout, v)
 	}
-	return table(c.stdout)
+	w := &termWriter{w: c.stdout}
+	if err := table(w); err != nil {
+		return err
+	}
+	return w.flush()
 }
 
 // writeJSON prints v as indented JSON, the way the API answers it (without

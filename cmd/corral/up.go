@@ -50,9 +50,9 @@ collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
   corral up --listen 127.0.0.1:9000 --data-dir /var/lib/corral`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			lbls, err := parseEnv(labels)
+			lbls, err := parseEnv("--label", labels)
 			if err != nil {
-				return usagef("--label: %v", err)
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -197,7 +197,7 @@ func checkRegistration(reg api.AgentRegistration) error {
 			return api.Invalid("gpus", "a GPU's uuid and model are at most %d characters", maxAgentString)
 		}
 	}
-	return nil
+	return checkRegistrationText(reg) // agenttext.go
 }
 
 // checkReport bounds a sync's sizes.

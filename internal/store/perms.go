@@ -27,10 +27,15 @@ var dataFiles = []string{"corral.db", "corral.db-wal", "corral.db-shm", "corral.
 // itself 0700, Corral's files at its top 0600, and every directory and
 // file under each of trees (e.g. "logs", "state") 0700 and 0600. Nothing
 // else under dir is touched, and symbolic links are neither followed nor
-// changed. It returns the first error, naming the path.
+// changed. A dir that another account owns, or reaches through its
+// symbolic link, is refused before anything in it is touched
+// (checkOwnDir). It returns the first error, naming the path.
 func SecureDataDir(dir string, trees ...string) error {
 	if err := os.MkdirAll(dir, privateDir); err != nil {
 		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := checkOwnDir(dir, os.Geteuid()); err != nil { // owner.go
+		return err
 	}
 	if err := chmodIf(dir, privateDir); err != nil {
 		return err
