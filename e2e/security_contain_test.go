@@ -340,3 +340,35 @@ func TestSecurityContainFallback(t *testing.T) {
 		t.Errorf("a job under process groups ended %s (%s)", got.State, got.Reason)
 	}
 }
+
+// TestSecurityContainForkBomb: a job that forks without end is held to
+// --max-pids-per-job: past the cap its forks fail (the shell gives up),
+// nothing it forked survives, and the node goes on running the next job.
+func TestSecurityContainForkBomb(t *testing.T) {
+	s := startContained(t, t.TempDir(), freePort(t), "--max-pids-per-job", "64")
+	// Forks until a fork fails (at most 2,000 tries); its children would
+	// sleep ten minutes.
+	bomb := s.submit(map[string]any{"gpu_count": 1, "command": `i=0; while [ $i -lt 2000 ]; do sleep 600 & i=$((i+1)); done; echo all-forked`})
+	got := s.waitTerminal(bomb.ID, 60*time.Second)
+	if out := s.logs(bomb.ID); got.State != api.StateFailed || !strings.Contains(strings.ToLower(out), "fork") || strings.Contains(out, "all-forked") {
+		t.Errorf("the bomb ended %s (%s); log %q; want failed, its shell unable to fork", got.State, got.Message, truncate(out, 300))
+	}
+	waitFor(t, 10*time.Second, func() string { return "the bomb's children to be gone" }, func() bool { return countProcs("sleep 600") == 0 })
+	next := s.submit(map[string]any{"gpu_count": 1, "command": `sh -c 'echo child-ok'`})
+	if j := s.waitTerminal(next.ID, 60*time.Second); j.State != api.StateCompleted || !strings.Contains(s.logs(next.ID), "child-ok") {
+		t.Errorf("the next job ended %s (%s): %q", j.State, j.Message, s.logs(next.ID))
+	}
+}
+
+// countProcs counts the live processes whose command line is cmdline.
+func countProcs(cmdline string) int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ") == cmdline {
+			n++
+		}
+	}
+	return n
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corral-sched/corral/internal/agent"
+	"github.com/corral-sched/corral/internal/agent/contain"
 )
 
 // containFlags are an agent's containment flags (`corral up`, `corral
@@ -18,12 +19,19 @@ type containFlags struct {
 	mode       string
 	memPerGPU  string
 	cpusPerGPU float64
+	pids       int64
 }
+
+// defaultMaxPids is --max-pids-per-job's default: room for any training
+// job's ranks, data-loader workers and their threads, far below a node's
+// pid space (32,768 at the least).
+const defaultMaxPids = 8192
 
 func (c *containFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.mode, "containment", "auto", "how jobs are held: auto (each attempt in a cgroup of its own where cgroups can be written, process groups otherwise) or process-group")
 	fl.StringVar(&c.memPerGPU, "default-mem-per-gpu", "", "memory limit per GPU of a job that names no --mem, e.g. 64G (a job gets this times its GPUs); empty or 0: no limit")
 	fl.Float64Var(&c.cpusPerGPU, "default-cpus-per-gpu", 0, "CPU limit per GPU of a job that names no --cpus (a job gets this times its GPUs); 0: no limit")
+	fl.Int64Var(&c.pids, "max-pids-per-job", defaultMaxPids, "the most processes and threads one job attempt may have alive at once on this node (in its cgroup: a fork bomb fails its own forks, the node keeps its pids); 0: no limit")
 }
 
 // apply sets the agent's containment from the flags.
@@ -35,7 +43,10 @@ func (c containFlags) apply(cfg *agent.Config) error {
 	if c.cpusPerGPU < 0 || math.IsNaN(c.cpusPerGPU) || c.cpusPerGPU > maxCPUs {
 		return usagef("--default-cpus-per-gpu %v: want 0 (no limit) up to %d", c.cpusPerGPU, maxCPUs)
 	}
-	cfg.Containment, cfg.DefaultMemPerGPU, cfg.DefaultCPUsPerGPU = c.mode, mem, c.cpusPerGPU
+	if c.pids < 0 || c.pids > contain.MaxPids {
+		return usagef("--max-pids-per-job %d: want 0 (no limit) up to %d", c.pids, contain.MaxPids)
+	}
+	cfg.Containment, cfg.DefaultMemPerGPU, cfg.DefaultCPUsPerGPU, cfg.MaxPidsPerJob = c.mode, mem, c.cpusPerGPU, c.pids
 	return nil
 }
 

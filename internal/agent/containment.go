@@ -22,10 +22,12 @@ import (
 // limit) the whole cgroup is killed and removed. Without (process-group),
 // the task's process group is killed, as before.
 
-// limits are the agent's per-GPU defaults for jobs that name no limits.
+// limits are the agent's per-GPU defaults for jobs that name no limits,
+// and its cap on every job's tasks.
 type limits struct {
 	memPerGPU  int64   // MiB; 0: no limit
 	cpusPerGPU float64 // 0: no limit
+	pids       int64   // processes and threads alive in one attempt's cgroup; 0: no limit
 }
 
 // setupContainment decides the node's containment: cgroups under its
@@ -125,7 +127,7 @@ func (t *tasks) cgroupPath(s api.TaskSpec) string {
 // containSpec is the task's cgroup limits: the job's own, else the node's
 // per-GPU defaults times its GPUs; and its GPUs' device minors.
 func (t *tasks) containSpec(s api.TaskSpec) contain.Spec {
-	spec := contain.Spec{MemMiB: s.MemMiB, CPUs: s.CPUs}
+	spec := contain.Spec{MemMiB: s.MemMiB, CPUs: s.CPUs, Pids: t.limits.pids}
 	if spec.MemMiB == 0 {
 		spec.MemMiB = t.limits.memPerGPU * int64(len(s.GPUs))
 	}

@@ -72,6 +72,10 @@ type Config struct {
 	// no mem_mib or cpus: the default times its GPUs. 0: no limit.
 	DefaultMemPerGPU  int64
 	DefaultCPUsPerGPU float64
+	// MaxPidsPerJob caps the processes and threads alive at once in one
+	// attempt's cgroup (a fork bomb ends its own job, not the node). 0:
+	// no limit.
+	MaxPidsPerJob int64
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -113,6 +117,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.DefaultMemPerGPU < 0 || cfg.DefaultCPUsPerGPU < 0 || cfg.DefaultCPUsPerGPU != cfg.DefaultCPUsPerGPU {
 		return nil, errors.New("--default-mem-per-gpu and --default-cpus-per-gpu must not be negative")
 	}
+	if cfg.MaxPidsPerJob < 0 || cfg.MaxPidsPerJob > contain.MaxPids {
+		return nil, fmt.Errorf("--max-pids-per-job %d: want 0 (no limit) up to %d", cfg.MaxPidsPerJob, contain.MaxPids)
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
 	}
@@ -129,7 +136,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup,
-		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU}}
+		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob}}
 	return a, nil
 }
 

@@ -65,6 +65,10 @@ type Spec struct {
 	// (195:N). Every other NVIDIA GPU minor (0-253) is denied; all other
 	// devices stay allowed.
 	GPUMinors []int `json:"gpu_minors,omitempty"`
+	// Pids caps the tasks (processes and threads) alive in the cgroup at
+	// once, so that a fork bomb takes its own job down, not the node. 0:
+	// no limit.
+	Pids int64 `json:"pids,omitempty"`
 }
 
 // Validate reports a spec a cgroup cannot take.
@@ -74,6 +78,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("mem_mib %d: must not be negative", s.MemMiB)
 	case s.CPUs < 0 || s.CPUs != s.CPUs || s.CPUs > 1e6:
 		return fmt.Errorf("cpus %v: want 0 (no limit) up to 1e6", s.CPUs)
+	case s.Pids < 0 || s.Pids > MaxPids:
+		return fmt.Errorf("pids %d: want 0 (no limit) up to %d", s.Pids, MaxPids)
 	}
 	for _, m := range s.GPUMinors {
 		if m < 0 || m > lastGPUMinor {
@@ -82,6 +88,10 @@ func (s Spec) Validate() error {
 	}
 	return nil
 }
+
+// MaxPids bounds Spec.Pids: the kernel's own ceiling on pid numbers
+// (PID_MAX_LIMIT on 64-bit).
+const MaxPids = 1 << 22
 
 // cpuPeriod is the CFS period the CPU quota is a share of (100 ms).
 const cpuPeriod = 100000
@@ -96,6 +106,9 @@ func (s Spec) resources() *cgroups.Resources {
 	if s.CPUs > 0 {
 		r.CpuPeriod = cpuPeriod
 		r.CpuQuota = max(int64(s.CPUs*cpuPeriod), 1000)
+	}
+	if s.Pids > 0 {
+		r.PidsLimit = &s.Pids
 	}
 	return r
 }

@@ -20,8 +20,9 @@ import (
 // agent's own cgroups and mounts, and, under v1, only the device rules in
 // which the attempt differs from the parent.
 //
-// Under v1 an attempt's cgroup is made in four hierarchies only: devices,
-// memory, cpu (its CFS quota; not made without one) and freezer (Kill). The parent holds the node's
+// Under v1 an attempt's cgroup is made in five hierarchies only: devices,
+// memory, cpu (its CFS quota; not made without one), freezer (Kill) and
+// pids (its task limit; not made without one). The parent holds the node's
 // device allow-list (Prepare), which a child cgroup inherits when it is
 // made: every block device, mknod of any device, every character major but
 // NVIDIA's, and all of NVIDIA's 195:*. An attempt's cgroup then needs one
@@ -44,7 +45,7 @@ type Tree struct {
 }
 
 // v1Controllers are the v1 hierarchies an attempt's cgroup is made in.
-func v1Controllers() []string { return []string{"devices", "memory", "cpu", "freezer"} }
+func v1Controllers() []string { return []string{"devices", "memory", "cpu", "freezer", "pids"} }
 
 // maxCharMajor bounds the character majors the allow-list names: Linux
 // (since 4.14) registers none at or above 512 (CHRDEV_MAJOR_MAX); any
@@ -127,6 +128,9 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 	paths := t.cloned(name)
 	if r.CpuQuota == 0 {
 		delete(paths, "cpu") // no quota: nothing to hold it to there
+	}
+	if r.PidsLimit == nil {
+		delete(paths, "pids") // likewise
 	}
 	m, err := manager.NewWithPaths(&cgroups.Cgroup{Path: path, Resources: r}, paths)
 	if err != nil {

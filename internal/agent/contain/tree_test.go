@@ -224,3 +224,46 @@ func TestTreeCPUOnlyWithQuota(t *testing.T) {
 		t.Errorf("cpu.cfs_quota_us %q (%v), want 150000", b, err)
 	}
 }
+
+// TestTreePidsCapsForks: an attempt with a task limit cannot fork past it
+// (its forks fail, the node's pids stay free), and one without a limit is
+// not made in the pids hierarchy at all.
+func TestTreePidsCapsForks(t *testing.T) {
+	tree := needTree(t)
+	none, err := tree.Open(NameOf("nopids", 0, 0), Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer none.Destroy()
+	if p := none.m.Path("pids"); p != "" {
+		t.Errorf("no task limit, yet a pids cgroup: %s", p)
+	}
+
+	const limit = 16
+	cg, err := tree.Open(NameOf("pids", 0, 0), Spec{Pids: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cg.Destroy()
+	if b, err := os.ReadFile(filepath.Join(cg.m.Path("pids"), "pids.max")); err != nil || strings.TrimSpace(string(b)) != fmt.Sprint(limit) {
+		t.Fatalf("pids.max %q (%v), want %d", b, err, limit)
+	}
+	// 64 background sleeps: past the limit the shell's forks fail. The
+	// shell counts its successes and reports before it exits.
+	script := `n=0; for i in $(seq 64); do sleep 60 & if [ $? -eq 0 ]; then n=$((n+1)); fi; done 2>/dev/null; echo "alive $(jobs -p | wc -l)"`
+	cmd := startGated(t, cg, []string{"/bin/sh", "-c", script})
+	cmd.Wait()
+	pids, err := cg.Pids()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) == 0 || len(pids) >= limit {
+		t.Errorf("%d tasks in the cgroup after the fork loop; want some, fewer than %d (output %q)", len(pids), limit, output(t, cmd))
+	}
+	if err := cg.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if pids, _ := cg.Pids(); len(pids) != 0 {
+		t.Errorf("%d tasks left after Kill", len(pids))
+	}
+}
