@@ -31,8 +31,9 @@ const (
 
 // credential is the account a job runs under; nil: the agent's own.
 type credential struct {
-	uid, gid uint32
-	groups   []uint32
+	uid, gid   uint32
+	groups     []uint32
+	name, home string // the account's name and home directory: the job's USER, LOGNAME and HOME
 }
 
 // lookupFunc finds a Unix account by name (user.Lookup, or a fake).
@@ -85,7 +86,7 @@ func accountCredential(u *user.User, groups groupsFunc) (*credential, error) {
 	if uid == 0 {
 		return nil, fmt.Errorf("account %q is root on this node; an agent runs jobs as root only when started with --run-as agent", u.Username)
 	}
-	c := &credential{uid: uint32(uid), gid: uint32(gid)}
+	c := &credential{uid: uint32(uid), gid: uint32(gid), name: u.Username, home: u.HomeDir}
 	if gs, err := groups(u); err == nil {
 		for _, g := range gs {
 			if n, err := strconv.ParseUint(g, 10, 32); err == nil {

@@ -183,7 +183,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	args = append(args, t.shimContainArgs(spec)...)
 	args = append(args, "--", "/bin/sh", "-c", spec.Command)
 	cmd := osexec.Command(t.shim[0], args...)
-	cmd.Env = t.env(spec)
+	cmd.Env = t.env(spec, cred)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start shim: %w", err)
@@ -222,7 +222,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	cmd := osexec.Command("/bin/sh", "-c", spec.Command)
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	cmd.Dir = spec.Workdir
-	cmd.Env = t.env(spec)
+	cmd.Env = t.env(spec, cred)
 	cmd.Stdout, cmd.Stderr = out.w, out.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if cred != nil {
@@ -265,8 +265,10 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 }
 
 // env is the job's environment: the agent's (less its credentials, see
-// credentialVar), the job's, then Corral's.
-func (t *tasks) env(s api.TaskSpec) []string {
+// credentialVar); for a job run as another account (cred), that
+// account's HOME, USER and LOGNAME, not the agent's; the job's own; then
+// Corral's.
+func (t *tasks) env(s api.TaskSpec, cred *credential) []string {
 	vals := map[string]string{}
 	var order []string
 	set := func(k, v string) {
@@ -279,6 +281,11 @@ func (t *tasks) env(s api.TaskSpec) []string {
 		if k, v, ok := strings.Cut(kv, "="); ok && !credentialVar(k) {
 			set(k, v)
 		}
+	}
+	if cred != nil {
+		set("HOME", cred.home)
+		set("USER", cred.name)
+		set("LOGNAME", cred.name)
 	}
 	for k, v := range s.Env {
 		set(k, v)
