@@ -86,6 +86,20 @@ func gangTask() exec.Task {
 		{NodeID: "a", GPUs: []int{0, 1}}, {NodeID: "b", GPUs: []int{2, 3}}}}
 }
 
+// soloTask is gangTask's first rank alone: a one-node job on node a.
+func soloTask() exec.Task {
+	task := gangTask()
+	task.Ranks = task.Ranks[:1]
+	return task
+}
+
+// startSolo starts soloTask on p and returns it.
+func startSolo(p *Pool) exec.Task {
+	task := soloTask()
+	p.Start(context.Background(), task)
+	return task
+}
+
 func running(rank int) api.TaskStatus {
 	return api.TaskStatus{JobID: "j1", Rank: rank, State: api.TaskRunning, PID: 100 + rank}
 }
@@ -130,9 +144,7 @@ func TestGangLifecycle(t *testing.T) {
 func TestRegisterWithoutDeliveredTaskIsLost(t *testing.T) {
 	p, rec := newPool(t)
 	register(t, p, "a")
-	task := gangTask()
-	task.Ranks = task.Ranks[:1]
-	p.Start(context.Background(), task)
+	startSolo(p)
 	sync1(t, p, "a")    // delivered
 	register(t, p, "a") // the agent restarted and does not have it
 	if u := rec.next(t); u.Kind != exec.Exited || u.Lost != api.ReasonLost {
@@ -142,8 +154,7 @@ func TestRegisterWithoutDeliveredTaskIsLost(t *testing.T) {
 
 func TestAdoptedTaskSurvivesRegistration(t *testing.T) {
 	p, rec := newPool(t)
-	task := gangTask()
-	task.Ranks = task.Ranks[:1]
+	task := soloTask()
 	p.Adopt(context.Background(), task)
 	register(t, p, "a", running(0))
 	if u := rec.next(t); u.Kind != exec.Started {
@@ -163,9 +174,7 @@ func TestSyncLongPollsUntilWork(t *testing.T) {
 		w2, _ := p.Sync(context.Background(), api.AgentReport{NodeID: "a", Generation: w.Generation, Wait: 30})
 		done <- w2
 	}()
-	task := gangTask()
-	task.Ranks = task.Ranks[:1]
-	p.Start(context.Background(), task)
+	startSolo(p)
 	select {
 	case w2 := <-done:
 		if len(w2.Tasks) != 1 {

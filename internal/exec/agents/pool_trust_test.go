@@ -52,9 +52,7 @@ func wantAPIError(t *testing.T, err error, status int, code, field string) {
 func TestTakeOverOfLiveNodeRefused(t *testing.T) {
 	p, rec, _, clk := newClockedPool(t)
 	register(t, p, "a")
-	task := gangTask()
-	task.Ranks = task.Ranks[:1]
-	p.Start(context.Background(), task)
+	startSolo(p)
 	if w := sync1(t, p, "a", running(0)); len(w.Tasks) != 1 {
 		t.Fatalf("holder's work = %+v", w)
 	}
@@ -191,9 +189,7 @@ func TestSyncDropsReadingsOutOfBounds(t *testing.T) {
 func TestSyncDropsMalformedTasks(t *testing.T) {
 	p, rec, _, _ := newClockedPool(t)
 	register(t, p, "a")
-	task := gangTask()
-	task.Ranks = task.Ranks[:1]
-	p.Start(context.Background(), task)
+	startSolo(p)
 	sync1(t, p, "a")
 	bad := []api.TaskStatus{
 		{JobID: "j1", Attempt: -1, State: api.TaskExited},
@@ -266,9 +262,7 @@ func TestAgentTimesAreServerTimes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, rec, _, clk := newClockedPool(t)
 			register(t, p, "a")
-			task := gangTask()
-			task.Ranks = task.Ranks[:1]
-			p.Start(context.Background(), task)
+			startSolo(p)
 			handedOut := clk.Now()
 			sync1(t, p, "a")
 			clk.advance(60 * time.Second)
@@ -336,9 +330,7 @@ func TestRanOn(t *testing.T) {
 func TestTaskErrorClipped(t *testing.T) {
 	p, rec, _, _ := newClockedPool(t)
 	register(t, p, "a")
-	task := gangTask()
-	task.Ranks = task.Ranks[:1]
-	p.Start(context.Background(), task)
+	startSolo(p)
 	sync1(t, p, "a")
 	bad := exited(0, -1)
 	bad.Error, bad.Signal = strings.Repeat("é", 100_000), strings.Repeat("k", 1000)
@@ -355,8 +347,7 @@ func TestTakeOverAfterTTLGetsNoTasks(t *testing.T) {
 	p, rec, _, clk := newClockedPool(t)
 	register(t, p, "a")
 	sync1(t, p, "a")
-	task := gangTask()
-	task.Ranks = task.Ranks[:1]
+	task := soloTask()
 	p.Start(context.Background(), task) // placed just as the holder went silent: never delivered
 	clk.advance(31 * time.Second)
 	if _, err := p.Register(context.Background(), api.AgentRegistration{NodeID: "a", AgentID: "successor-0123456789",
