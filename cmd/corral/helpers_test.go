@@ -163,7 +163,7 @@ func sampleQueue() api.QueueResponse {
 			{ID: "01JQUEUED1", Name: "short", User: "bob", Priority: api.PriorityNormal, RequestedGPUs: 1, Nodes: 1,
 				QueuedAt: t0, QueuePosition: 1, EstimatedStartTime: &estAt, EstimatedWaitTime: &wait, WaitedSeconds: 192,
 				PendingReason: "resources", PendingMessage: "waiting for 1 free GPU"},
-			{ID: "01JQUEUED2LONGER", Name: "gang", User: "carol-the-long", Priority: api.PriorityCritical, RequestedGPUs: 4, Nodes: 2,
+			{ID: "01JQUEUED2LONGER", Name: "gang", User: "carol-the-long", Priority: api.PriorityCritical, RequestedGPUs: 8, Nodes: 2, // 2 nodes x 4
 				QueuedAt: t0, QueuePosition: 2, WaitedSeconds: 5, PendingReason: "gang", PendingMessage: "needs 2 nodes with 4 free GPUs"},
 		},
 		Statistics: api.QueueStatistics{TotalQueued: 2, TotalRunning: 1, AverageWaitTime: 60, WaitTimeP50: 30, WaitTimeP95: 120, QueueThroughput: 4},

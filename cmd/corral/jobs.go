@@ -248,7 +248,7 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 				waited = now.Sub(j.QueuedAt)
 			}
 			row := []string{strconv.Itoa(j.QueuePosition), j.ID, j.User, j.Priority.String(),
-				fmtGPUs(j.RequestedGPUs, j.Nodes), fmtDuration(waited),
+				fmtGPUs(perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
 				fmtIn(j.EstimatedWaitTime, j.EstimatedStartTime, now), clip(j.Name, 32)}
 			if long {
 				reason := j.PendingMessage

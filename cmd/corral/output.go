@@ -177,6 +177,15 @@ func fmtGPUs(perNode, nodes int) string {
 	return strconv.Itoa(perNode)
 }
 
+// perNodeGPUs is the per-node GPU count of a job that asks for total GPUs over
+// nodes nodes (the queue reports the total; fmtGPUs wants the per-node count).
+func perNodeGPUs(total, nodes int) int {
+	if nodes > 1 {
+		return total / nodes
+	}
+	return total
+}
+
 // onOff writes a switch.
 func onOff(b bool) string {
 	if b {
