@@ -410,8 +410,12 @@ func (c *cli) newLogsCmd() *cobra.Command {
 		Short: "Print a job's output",
 		Args:  argsExactly(1, "the job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if attempt < 0 {
-				return usagef("--attempt must not be negative")
+			o := client.LogsOptions{Follow: follow, Rank: rank}
+			if cmd.Flags().Changed("attempt") {
+				if attempt < 0 {
+					return usagef("--attempt must not be negative")
+				}
+				o.Attempt = &attempt
 			}
 			if rank < 0 {
 				return usagef("--rank must not be negative")
@@ -420,11 +424,11 @@ func (c *cli) newLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cl.LogsWith(cmd.Context(), args[0], client.LogsOptions{Follow: follow, Attempt: attempt, Rank: rank}, c.stdout)
+			return cl.LogsWith(cmd.Context(), args[0], o, c.stdout)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the job ends")
-	cmd.Flags().IntVar(&attempt, "attempt", 0, "which run of a retried job (1 is the first; default: the latest)")
+	cmd.Flags().IntVar(&attempt, "attempt", 0, "which run of a retried job, counted from 0 like $CORRAL_ATTEMPT (0 is the first; default: the latest)")
 	cmd.Flags().IntVar(&rank, "rank", 0, "which node of a multi-node gang (0 is the first)")
 	return cmd
 }

@@ -232,8 +232,23 @@ func TestCancelAndLogs(t *testing.T) {
 	if res.code != 0 || res.stdout != "epoch 1\nepoch 2\n" {
 		t.Errorf("logs: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
-	if q := f.last().Query; q != "attempt=1&follow=true" { // the second run: the API counts from 0
+	if q := f.last().Query; q != "attempt=2&follow=true" { // one base: attempt 2 is the API's and $CORRAL_ATTEMPT's 2
 		t.Errorf("logs query = %q", q)
+	}
+	for _, tc := range []struct {
+		args  []string
+		query string
+	}{
+		{[]string{"--attempt", "0"}, "attempt=0"}, // the first run, not "the latest"
+		{nil, ""},                                 // no flag: the latest
+	} {
+		res = f.run(append([]string{"logs", "01JRUN"}, tc.args...)...)
+		if q := f.last().Query; res.code != 0 || q != tc.query {
+			t.Errorf("logs %v: exit %d, query %q, want %q", tc.args, res.code, q, tc.query)
+		}
+	}
+	if res = f.run("logs", "01JRUN", "--attempt", "-1"); res.code != 2 || !strings.Contains(res.stderr, "--attempt") {
+		t.Errorf("logs --attempt -1: exit %d, %q", res.code, res.stderr)
 	}
 	res = f.run("logs", "01JNOPE")
 	if res.code != 1 || !strings.Contains(res.stderr, "corral: no route") {

@@ -219,8 +219,9 @@ func TestLogsStreaming(t *testing.T) {
 	})
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	attempt := 2
 	go func() {
-		err := New(rec.srv.URL).LogsWith(context.Background(), "01J", LogsOptions{Follow: true, Attempt: 3}, pw)
+		err := New(rec.srv.URL).LogsWith(context.Background(), "01J", LogsOptions{Follow: true, Attempt: &attempt}, pw)
 		pw.CloseWithError(err)
 		done <- err
 	}()
@@ -238,7 +239,7 @@ func TestLogsStreaming(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := rec.last(t)
-	if got.Path != "/jobs/01J/logs" || got.Query != "attempt=2&follow=true" { // Attempt 3, the API's 2
+	if got.Path != "/jobs/01J/logs" || got.Query != "attempt=2&follow=true" { // one base: attempt 2 is the API's 2
 		t.Errorf("request = %s?%s", got.Path, got.Query)
 	}
 }

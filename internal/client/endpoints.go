@@ -130,7 +130,7 @@ func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
 // LogsOptions chooses what LogsWith reads.
 type LogsOptions struct {
 	Follow  bool // keep streaming until the job ends
-	Attempt int  // which run of a retried job (1 is the first); zero: the latest
+	Attempt *int // which run of a retried job, counted from 0 like the API and $CORRAL_ATTEMPT; nil: the latest
 	Rank    int  // which node of a multi-node gang (0 is the first)
 }
 
@@ -150,8 +150,8 @@ func (c *Client) LogsWith(ctx context.Context, id string, o LogsOptions, w io.Wr
 	if o.Follow {
 		q.Set("follow", "true")
 	}
-	if o.Attempt > 0 {
-		q.Set("attempt", strconv.Itoa(o.Attempt-1)) // the API counts from 0, as $CORRAL_ATTEMPT does
+	if o.Attempt != nil {
+		q.Set("attempt", strconv.Itoa(*o.Attempt))
 	}
 	if o.Rank > 0 {
 		q.Set("rank", strconv.Itoa(o.Rank))
