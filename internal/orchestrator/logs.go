@@ -31,12 +31,25 @@ const maxLogChunk = 1 << 20
 // dropped. A failed write (a full disk) fails only this request; the
 // agent sends the chunk again later.
 func (o *Orchestrator) WriteLog(c api.LogChunk) error {
+	return o.writeLog(c, false)
+}
+
+// WritePlacedLog is WriteLog for a chunk whose node the caller has found
+// to be the one the rank was placed on (the agents pool's RanOn): the
+// job's allocation is not asked, because a job of no GPUs has none and
+// names no node. The job, its ranks and its attempts are checked as in
+// WriteLog.
+func (o *Orchestrator) WritePlacedLog(c api.LogChunk) error {
+	return o.writeLog(c, true)
+}
+
+func (o *Orchestrator) writeLog(c api.LogChunk, placed bool) error {
 	if len(c.Data) > maxLogChunk || c.Offset < 0 || c.Rank < 0 || c.Attempt < 0 {
 		return api.Invalid("data", "a log chunk holds at most %d bytes at a non-negative offset", maxLogChunk)
 	}
 	o.mu.RLock()
 	j, ok := o.jobs[c.JobID]
-	holds := false
+	holds := placed
 	if ok {
 		for _, a := range j.Allocation {
 			holds = holds || a.NodeID == c.NodeID

@@ -83,10 +83,16 @@ func (s *Server) agentLogs(w http.ResponseWriter, r *http.Request) error {
 	if err := s.sessions.check(c.NodeID, r.Header.Get(api.AgentSessionHeader)); err != nil {
 		return err
 	}
-	if rp, ok := s.agents.(rankPlacer); ok && !rp.RanOn(c.NodeID, c.JobID, c.Attempt, c.Rank) {
-		return api.NotFound("node %s runs no rank %d of attempt %d of job %q", clipID(c.NodeID), c.Rank, c.Attempt, clipID(c.JobID))
+	write := s.o.WriteLog
+	if rp, ok := s.agents.(rankPlacer); ok {
+		if !rp.RanOn(c.NodeID, c.JobID, c.Attempt, c.Rank) {
+			return api.NotFound("node %s runs no rank %d of attempt %d of job %q", clipID(c.NodeID), c.Rank, c.Attempt, clipID(c.JobID))
+		}
+		// The pool placed this rank on this node: that holds for a job of
+		// no GPUs too, whose allocation names no node.
+		write = s.o.WritePlacedLog
 	}
-	if err := s.o.WriteLog(c); err != nil {
+	if err := write(c); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
