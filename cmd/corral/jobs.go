@@ -436,7 +436,9 @@ func (c *cli) newLogsCmd() *cobra.Command {
 func (c *cli) newPriorityCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:     "priority ID PRIORITY",
-		Short:   "Change a queued job's priority",
+		Short:   "Change a queued or running job's priority",
+		Long: "Change the priority of a job that has not ended: a queued job's place in the queue, and for a\n" +
+			"running job whether preemption may stop it for a job of higher priority. A finished job's is refused.",
 		Example: "  corral priority 01JABC... high",
 		Args:    argsExactly(2, "the job ID and a priority (low, normal, high, critical)"),
 		RunE: func(cmd *cobra.Command, args []string) error {

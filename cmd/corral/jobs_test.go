@@ -240,7 +240,7 @@ func TestCancelAndLogs(t *testing.T) {
 		query string
 	}{
 		{[]string{"--attempt", "0"}, "attempt=0"}, // the first run, not "the latest"
-		{nil, ""},                                 // no flag: the latest
+		{nil, ""}, // no flag: the latest
 	} {
 		res = f.run(append([]string{"logs", "01JRUN"}, tc.args...)...)
 		if q := f.last().Query; res.code != 0 || q != tc.query {
@@ -265,6 +265,12 @@ func TestPriority(t *testing.T) {
 	}
 	if b := string(f.last().Body); b != `{"priority":"critical"}` {
 		t.Errorf("body = %s", b)
+	}
+	// The server changes a running job's priority too (preemption victims
+	// are chosen by it): the help must not say "queued" only.
+	res = f.run("priority", "--help")
+	if res.code != 0 || !strings.Contains(res.stdout, "running job") || !strings.Contains(res.stdout, "preemption") {
+		t.Errorf("priority --help: exit %d, %q", res.code, res.stdout)
 	}
 }
 
