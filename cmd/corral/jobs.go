@@ -435,8 +435,8 @@ func (c *cli) newLogsCmd() *cobra.Command {
 
 func (c *cli) newPriorityCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:     "priority ID PRIORITY",
-		Short:   "Change a queued or running job's priority",
+		Use:   "priority ID PRIORITY",
+		Short: "Change a queued or running job's priority",
 		Long: "Change the priority of a job that has not ended: a queued job's place in the queue, and for a\n" +
 			"running job whether preemption may stop it for a job of higher priority. A finished job's is refused.",
 		Example: "  corral priority 01JABC... high",
