@@ -116,7 +116,7 @@ named by --join-token-file.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Corral agent %s for %s\n%s", version, server, banner(nodeName, devs, why, simulate != ""))
+			fmt.Fprintf(cmd.OutOrStdout(), "Corral agent %s for %s\n%s", version, server, banner(nodeName, devs, why, simulate != "", selfName()))
 			return a.Run(ctx)
 		},
 	}

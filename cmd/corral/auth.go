@@ -210,7 +210,7 @@ func (a bootstrapAdmin) announce(w io.Writer, scheme, addr, dataDir string, loca
 		fmt.Fprintf(w, "  admin token (user %s): %s\n", a.user, orEnv(a.path))
 	}
 	if !local {
-		fmt.Fprintf(w, "  clients: CORRAL_SERVER=%s CORRAL_TOKEN=<a token; make more with corral token create>\n", url)
+		fmt.Fprintf(w, "  clients: CORRAL_SERVER=%s CORRAL_TOKEN=<a token; make more with %s token create>\n", url, selfName())
 		return
 	}
 	path, err := client.SaveServer(url, client.ServerConfig{Token: a.secret, DataDir: dataDir})

@@ -253,7 +253,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	}
 	url := scheme + "://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "Corral %s is up at %s\n%s", version, url, banner)
-	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> corral agent --server %s\n", dataDir, tokenSource, url)
+	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> %s agent --server %s\n", dataDir, tokenSource, selfName(), url)
 	admin.announce(stdout, scheme, ln.Addr().String(), dataDir, local != nil, logger)
 
 	var runErr error

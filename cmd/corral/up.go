@@ -110,12 +110,13 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 				src.Close()
 			}
 		}()
-		b := banner(nodeID, devs, why, simulate != "") + runAsWarning(bootstrapUser(), f.runAs, f.host.runAsFallback)
+		self := selfName()
+		b := banner(nodeID, devs, why, simulate != "", self) + runAsWarning(bootstrapUser(), f.runAs, f.host.runAsFallback)
 		switch {
 		case len(devs) > 0 && simulate != "":
-			b += "  try:  corral submit --gpus 2 -- 'echo $CUDA_VISIBLE_DEVICES'   then   corral jobs, corral logs JOB, corral nodes\n"
+			b += fmt.Sprintf("  try:  %[1]s submit --gpus 2 -- 'echo $CUDA_VISIBLE_DEVICES'   then   %[1]s jobs, %[1]s logs JOB, %[1]s nodes\n", self)
 		case len(devs) > 0:
-			b += "  try:  corral submit --gpus 1 -- nvidia-smi -L   then   corral queue, corral jobs, corral nodes\n"
+			b += fmt.Sprintf("  try:  %[1]s submit --gpus 1 -- nvidia-smi -L   then   %[1]s queue, %[1]s jobs, %[1]s nodes\n", self)
 		}
 		return b, a, nil
 	}
@@ -181,12 +182,13 @@ func discover(ctx context.Context, nodeID, simulate string) (src gpu.Source, dev
 	return src, devs, "", nil
 }
 
-// banner describes the local node's GPUs for the start-up message.
-func banner(nodeID string, devs []gpu.Device, why string, simulated bool) string {
+// banner describes the local node's GPUs for the start-up message; its
+// suggestions name the binary self (selfName).
+func banner(nodeID string, devs []gpu.Device, why string, simulated bool, self string) string {
 	var b strings.Builder
 	if len(devs) == 0 {
 		fmt.Fprintf(&b, "  node %s: no GPUs found (%s)\n", nodeID, why)
-		fmt.Fprintf(&b, "  jobs with --gpus 0 still run; to try Corral without GPUs: corral up --simulate-gpus 8\n")
+		fmt.Fprintf(&b, "  jobs with --gpus 0 still run; to try Corral without GPUs: %s up --simulate-gpus 8\n", self)
 		return b.String()
 	}
 	kind := "GPUs"
