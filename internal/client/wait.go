@@ -209,6 +209,9 @@ func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, wo Wa
 		if err != nil {
 			return job, err
 		}
+		if attempt < 0 {
+			attempt = job.RetryCount // no X-Corral-Attempt: it was the current one
+		}
 		switch {
 		case pinned && (job.State.Terminal() || job.RetryCount != attempt):
 			return job, nil // the pinned attempt is over
