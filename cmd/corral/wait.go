@@ -132,6 +132,12 @@ at most, and rides out a server restart: it reconnects for up to --retry.`,
 			if err != nil {
 				return err
 			}
+			// A wrong id fails now, not after the jobs before it have ended.
+			for _, id := range args {
+				if _, err := cl.Job(cmd.Context(), id); err != nil && !client.Transient(err) {
+					return err
+				}
+			}
 			jobs := make([]api.Job, 0, len(args))
 			for _, id := range args {
 				j, err := cl.WaitJob(cmd.Context(), id, c.waitOptions(retry))

@@ -59,6 +59,7 @@ func TestJobsExitCode(t *testing.T) {
 func TestWaitCmd(t *testing.T) {
 	f := newFakeServer(t)
 	f.on("GET", "/jobs/jok", 200, api.Job{ID: "jok", Priority: api.PriorityNormal, State: api.StateCompleted, ExitCode: ptr(0)})
+	f.on("GET", "/jobs/jrun", 200, api.Job{ID: "jrun", Priority: api.PriorityNormal, State: api.StateRunning})
 	f.on("GET", "/jobs/jbad", 200, api.Job{ID: "jbad", Priority: api.PriorityNormal, State: api.StateFailed, ExitCode: ptr(9), Reason: "nonzero_exit"})
 	for _, tc := range []struct {
 		args     []string
@@ -69,6 +70,8 @@ func TestWaitCmd(t *testing.T) {
 		{[]string{"wait", "jok"}, 0, "job jok completed", ""},
 		{[]string{"wait", "jok", "jbad"}, 9, "job jbad failed (exit 9, reason nonzero_exit)", ""},
 		{[]string{"wait", "jnone"}, 1, "", "jnone"},
+		{[]string{"wait", "jok", "jnone"}, 1, "", "jnone"},
+		{[]string{"wait", "jrun", "jnone"}, 1, "", "jnone"}, // at once, not after jrun ends (never)
 		{[]string{"wait"}, 2, "", "missing the job IDs"},
 		{[]string{"wait", "--retry", "-1s", "jok"}, 2, "", "--retry"},
 		{[]string{"logs", "-f", "--retry", "-1s", "jok"}, 2, "", "--retry"},
