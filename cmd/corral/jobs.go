@@ -442,7 +442,7 @@ func (c *cli) newLogsCmd() *cobra.Command {
 			}
 			o := client.LogsOptions{Follow: follow, Attempt: attempt, Rank: rank}
 			if follow { // exits as the job did, riding out a server restart (wait.go)
-				return c.followJob(cmd.Context(), cl, args[0], o, retry)
+				return c.logsFollow(cmd.Context(), cl, args[0], o, retry)
 			}
 			return cl.LogsWith(cmd.Context(), args[0], o, c.stdout)
 		},

@@ -115,7 +115,9 @@ order given, that did not: its own exit code when it failed with one, 1
 when it failed without one (a lost node, say), 130 when it was canceled.
 
 It asks the server for each job's state, every 250ms at first and every 5s
-at most, and rides out a server restart: it reconnects for up to --retry.`,
+at most. A wrong id, or a server that cannot be reached at the start, fails
+at once; a server restart while waiting is ridden out: it reconnects for up
+to --retry.`,
 		Example: `  corral wait 01JABC... 01JABD... && echo all done
   corral wait $(corral submit -o json -- ./train.sh | jq -r .id)`,
 		Args: func(_ *cobra.Command, args []string) error {
@@ -132,9 +134,11 @@ at most, and rides out a server restart: it reconnects for up to --retry.`,
 			if err != nil {
 				return err
 			}
-			// A wrong id fails now, not after the jobs before it have ended.
+			// A wrong id, or a server that cannot be reached at all, fails
+			// now, not after the jobs before it have ended; --retry is for
+			// a server lost while waiting.
 			for _, id := range args {
-				if _, err := cl.Job(cmd.Context(), id); err != nil && !client.Transient(err) {
+				if _, err := cl.Job(cmd.Context(), id); err != nil {
 					return err
 				}
 			}
@@ -164,6 +168,16 @@ at most, and rides out a server restart: it reconnects for up to --retry.`,
 	}
 	addRetryFlag(cmd, &retry)
 	return cmd
+}
+
+// logsFollow is corral logs -f: it checks that the job is there (a wrong
+// id or server fails at once; --retry is for a server lost while
+// following), then follows it as followJob does.
+func (c *cli) logsFollow(ctx context.Context, cl *client.Client, id string, o client.LogsOptions, retry time.Duration) error {
+	if _, err := cl.Job(ctx, id); err != nil {
+		return err
+	}
+	return c.followJob(ctx, cl, id, o, retry)
 }
 
 // followJob streams job id's output to stdout until it ends (see

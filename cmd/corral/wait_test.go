@@ -7,6 +7,20 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
+// lastTo returns the latest request to path, failing the test when there
+// was none.
+func (f *fakeServer) lastTo(path string) seen {
+	f.t.Helper()
+	reqs := f.requests()
+	for i := len(reqs) - 1; i >= 0; i-- {
+		if reqs[i].Path == path {
+			return reqs[i]
+		}
+	}
+	f.t.Fatalf("the server got no request to %s", path)
+	return seen{}
+}
+
 func TestJobExitCode(t *testing.T) {
 	job := func(state api.State, code *int) api.Job { return api.Job{ID: "j1", Priority: api.PriorityNormal, State: state, ExitCode: code} }
 	for _, tc := range []struct {
