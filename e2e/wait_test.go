@@ -210,10 +210,10 @@ func TestLogsFollowExitCode(t *testing.T) {
 	}
 }
 
-// TestWaitAcrossServerRestart: corral wait and corral logs -f ride out a
-// kill -9 and restart of corral up on the same data directory: the job
-// (lost, requeued) runs again and exits 5, both exit 5, and the followed
-// log holds each attempt's output once.
+// TestWaitAcrossServerRestart: corral wait, corral logs -f and corral run
+// ride out a kill -9 and restart of corral up on the same data directory:
+// the jobs (lost, requeued) run again and exit 5 (6 for run's), the CLIs
+// exit the same, and the followed logs hold each attempt's output once.
 func TestWaitAcrossServerRestart(t *testing.T) {
 	s := startServer(t)
 	marker := shellQuote(filepath.Join(t.TempDir(), "ran-once"))
@@ -222,21 +222,25 @@ func TestWaitAcrossServerRestart(t *testing.T) {
 	s.waitState(j.ID, api.StateRunning, 30*time.Second)
 	waiter := startCLI(t, s, "wait", j.ID)
 	follower := startCLI(t, s, "logs", "-f", j.ID)
-	waitFor(t, 30*time.Second, func() string { return "logs -f to print the first attempt's line" }, func() bool {
-		return strings.Contains(follower.stdout.String(), "first\n")
+	marker2 := shellQuote(filepath.Join(t.TempDir(), "ran-once"))
+	runner := startCLI(t, s, "run", "--max-retries", "1", "--",
+		"if [ -f "+marker2+" ]; then echo again; exit 6; fi; touch "+marker2+"; echo once; sleep 60")
+	waitFor(t, 30*time.Second, func() string { return "logs -f and run to print the first attempt's line" }, func() bool {
+		return strings.Contains(follower.stdout.String(), "first\n") && strings.Contains(runner.stdout.String(), "once\n")
 	})
 
 	s.kill9()
 	// Both ride out the outage instead of failing.
 	waitFor(t, 30*time.Second, func() string { return "the CLIs to notice the lost server" }, func() bool {
-		return strings.Contains(waiter.stderr.String(), "reconnecting") && strings.Contains(follower.stderr.String(), "reconnecting")
+		return strings.Contains(waiter.stderr.String(), "reconnecting") && strings.Contains(follower.stderr.String(), "reconnecting") &&
+			strings.Contains(runner.stderr.String(), "reconnecting")
 	})
-	for _, p := range []*cliProc{waiter, follower} {
+	for _, p := range []*cliProc{waiter, follower, runner} {
 		if p.exited() {
 			t.Fatalf("corral %v exited when the server went away: %q", p.cmd.Args[1:], p.stderr.String())
 		}
 	}
-	s2 := startControl(t, s.DataDir, s.Port, nil, "up", "--simulate-gpus", "8", "--node-name", "e2e-node", "--retry-backoff", "1s")
+	s2 := startServerAt(t, s.DataDir, s.Port)
 
 	if code := waiter.wait(t, 60*time.Second); code != 5 {
 		t.Errorf("corral wait across a restart exited %d, want 5; stderr %q", code, waiter.stderr.String())
@@ -247,7 +251,17 @@ func TestWaitAcrossServerRestart(t *testing.T) {
 	if out := follower.stdout.String(); out != "first\nsecond\n" {
 		t.Errorf("corral logs -f across a restart printed %q, want %q", out, "first\nsecond\n")
 	}
-	if got := s2.job(j.ID); got.RetryCount != 1 || got.State != api.StateFailed {
+	if code := runner.wait(t, 60*time.Second); code != 6 {
+		t.Errorf("corral run across a restart exited %d, want 6; stderr %q", code, runner.stderr.String())
+	}
+	if out := runner.stdout.String(); out != "once\nagain\n" {
+		t.Errorf("corral run across a restart printed %q, want %q", out, "once\nagain\n")
+	}
+	got := s2.job(j.ID)
+	for _, e := range got.Events {
+		t.Logf("event %s -> %s (%s) %s", e.From, e.To, e.Reason, e.Message)
+	}
+	if got.RetryCount != 1 || got.State != api.StateFailed {
 		t.Errorf("job after the restart: %s retry_count %d, want failed on its retry", got.State, got.RetryCount)
 	}
 }
