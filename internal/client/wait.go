@@ -185,11 +185,15 @@ func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, wo Wa
 		if got, err := strconv.Atoi(resp.Header.Get("X-Corral-Attempt")); err == nil && got != attempt {
 			attempt, written = got, 0
 		}
-		n, err := io.Copy(&skipWriter{w: flushWriter{w}, skip: written}, resp.Body)
+		sw := &skipWriter{w: flushWriter{w}, skip: written}
+		n, err := io.Copy(sw, resp.Body)
 		resp.Body.Close()
 		cancel()
 		if n > written {
 			written = n
+		}
+		if sw.err != nil {
+			return api.Job{}, fmt.Errorf("logs of job %s: writing the output: %w", id, sw.err)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -245,6 +249,7 @@ func streamEnd(id, why string) error {
 type skipWriter struct {
 	w    io.Writer
 	skip int64
+	err  error // the first error of w, so that it is not taken for the stream's
 }
 
 func (s *skipWriter) Write(p []byte) (int, error) {
@@ -256,6 +261,7 @@ func (s *skipWriter) Write(p []byte) (int, error) {
 	rest := p[s.skip:]
 	s.skip = 0
 	if _, err := s.w.Write(rest); err != nil {
+		s.err = err
 		return 0, err
 	}
 	return n, nil

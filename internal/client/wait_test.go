@@ -143,6 +143,26 @@ func TestFollowLogsGivesUp(t *testing.T) {
 	}
 }
 
+// failingWriter fails every write, as a closed stdout does.
+type failingWriter struct{}
+
+func (failingWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// TestFollowLogsWriteErrorNotRetried: a failure to write the output (a
+// closed pipe) ends the follow at once; it is not taken for a broken
+// stream and retried.
+func TestFollowLogsWriteErrorNotRetried(t *testing.T) {
+	var calls atomic.Int32
+	rec := newRecorder(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		io.WriteString(w, "out\n")
+	})
+	_, err := New(rec.srv.URL).FollowLogs(context.Background(), "j1", LogsOptions{Follow: true}, WaitOptions{Retry: time.Minute}, failingWriter{})
+	if !errors.Is(err, syscall.EPIPE) || calls.Load() != 1 {
+		t.Errorf("FollowLogs into a closed pipe = %v after %d requests, want EPIPE after 1", err, calls.Load())
+	}
+}
+
 func TestSkipWriter(t *testing.T) {
 	var out bytes.Buffer
 	s := &skipWriter{w: &out, skip: 5}
