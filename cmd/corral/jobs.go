@@ -81,7 +81,7 @@ Several arguments are joined with shell quoting, so they run as given.`,
 		},
 	}
 	f.register(cmd)
-	addRetryFlag(cmd, &f.retry)
+	addRetryFlag(cmd, &f.retry, " with --wait")
 	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait until the job ends, then exit with its exit code (as corral wait)")
 	return cmd
 }
@@ -448,7 +448,7 @@ func (c *cli) newLogsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the job ends, then exit with its exit code (as corral wait)")
-	addRetryFlag(cmd, &retry) // with -f
+	addRetryFlag(cmd, &retry, " with -f")
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "which run of a retried job (1 is the first; default: the latest)")
 	cmd.Flags().IntVar(&rank, "rank", 0, "which node of a multi-node gang (0 is the first)")
 	return cmd

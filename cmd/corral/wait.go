@@ -98,10 +98,11 @@ func (c *cli) waitOptions(retry time.Duration) client.WaitOptions {
 	}}
 }
 
-// addRetryFlag adds --retry to cmd.
-func addRetryFlag(cmd *cobra.Command, retry *time.Duration) {
+// addRetryFlag adds --retry to cmd; when says where it applies, e.g.
+// " with -f", or is empty.
+func addRetryFlag(cmd *cobra.Command, retry *time.Duration, when string) {
 	cmd.Flags().DurationVar(retry, "retry", client.DefaultRetry,
-		"how long to keep reconnecting when the server goes away (a restart) before giving up; 0: give up at once")
+		"how long to keep reconnecting"+when+" when the server goes away (a restart) before giving up; 0: give up at once")
 }
 
 func (c *cli) newWaitCmd() *cobra.Command {
@@ -166,7 +167,7 @@ to --retry.`,
 			return nil
 		},
 	}
-	addRetryFlag(cmd, &retry)
+	addRetryFlag(cmd, &retry, "")
 	return cmd
 }
 
@@ -234,7 +235,7 @@ it broke off, for up to --retry.`,
 		},
 	}
 	f.register(cmd)
-	addRetryFlag(cmd, &f.retry)
+	addRetryFlag(cmd, &f.retry, "")
 	return cmd
 }
 
