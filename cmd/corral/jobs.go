@@ -26,8 +26,10 @@ type submitFlags struct {
 	workdir, idempotencyKey     string
 	preemptGrace, timeLimit     string
 	env, labels                 []string
-	mem                         string  // --mem, e.g. 64G
-	cpus                        float64 // --cpus
+	mem                         string        // --mem, e.g. 64G
+	cpus                        float64       // --cpus
+	wait                        bool          // --wait (submit only)
+	retry                       time.Duration // --retry (submit --wait only)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -64,7 +66,7 @@ Several arguments are joined with shell quoting, so they run as given.`,
 			if err != nil {
 				return err
 			}
-			return c.emit(job, func(w io.Writer) error {
+			err = c.emit(job, func(w io.Writer) error {
 				detail := string(job.State)
 				if job.QueuePosition > 0 {
 					detail += ", position " + strconv.Itoa(job.QueuePosition)
@@ -72,8 +74,20 @@ Several arguments are joined with shell quoting, so they run as given.`,
 				_, err := fmt.Fprintf(w, "submitted job %s (%s)\n", job.ID, detail)
 				return err
 			})
+			if err != nil || !f.wait {
+				return err
+			}
+			return c.submitWait(cmd.Context(), cl, job.ID, f.retry)
 		},
 	}
+	f.register(cmd)
+	addRetryFlag(cmd, &f.retry, " with --wait")
+	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait until the job ends, then exit with its exit code (as corral wait)")
+	return cmd
+}
+
+// register adds the flags of corral submit (and corral run) to cmd.
+func (f *submitFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after CMD belong to CMD
 	fl.IntVar(&f.gpus, "gpus", 0, "GPUs per node (default: the server's)")
@@ -94,7 +108,6 @@ Several arguments are joined with shell quoting, so they run as given.`,
 	fl.StringArrayVar(&f.labels, "label", nil, "run only on nodes with label K=V (repeatable)")
 	fl.StringVar(&f.mem, "mem", "", "memory limit of the job (of each node's part), e.g. 64G or 512M; past it the job fails out_of_memory (default: the node's --default-mem-per-gpu times its GPUs)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
-	return cmd
 }
 
 // request builds the submit body from the flags and the command arguments.
@@ -111,6 +124,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	}
 	if strings.TrimSpace(req.Command) == "" {
 		return req, usagef("the command to run is empty")
+	}
+	if f.retry < 0 {
+		return req, usagef("--retry must not be negative")
 	}
 	if cmd.Flags().Changed("gpus") {
 		gpus := f.gpus
@@ -404,6 +420,7 @@ func (c *cli) newLogsCmd() *cobra.Command {
 	var (
 		follow        bool
 		attempt, rank int
+		retry         time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "logs [-f] ID",
@@ -420,14 +437,21 @@ func (c *cli) newLogsCmd() *cobra.Command {
 			if rank < 0 {
 				return usagef("--rank must not be negative")
 			}
+			if retry < 0 {
+				return usagef("--retry must not be negative")
+			}
 			cl, err := c.client()
 			if err != nil {
 				return err
 			}
+			if follow { // exits as the job did, riding out a server restart (wait.go)
+				return c.logsFollow(cmd.Context(), cl, args[0], o, retry)
+			}
 			return cl.LogsWith(cmd.Context(), args[0], o, c.stdout)
 		},
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the job ends")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing output until the job ends, then exit with its exit code (as corral wait)")
+	addRetryFlag(cmd, &retry, " with -f")
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "which run of a retried job, counted from 0 like $CORRAL_ATTEMPT (0 is the first; default: the latest)")
 	cmd.Flags().IntVar(&rank, "rank", 0, "which node of a multi-node gang (0 is the first)")
 	return cmd

@@ -216,6 +216,7 @@ func TestCancelAndLogs(t *testing.T) {
 	f.on("DELETE", "/queue/01JRUN", http.StatusAccepted, api.Job{ID: "01JRUN", State: api.StateRunning, CancelRequested: true, Priority: api.PriorityLow})
 	f.on("DELETE", "/queue/01JQ", http.StatusOK, api.Job{ID: "01JQ", State: api.StateCanceled, Priority: api.PriorityLow})
 	f.on("GET", "/jobs/01JRUN/logs", http.StatusOK, "epoch 1\nepoch 2\n")
+	f.on("GET", "/jobs/01JRUN", http.StatusOK, api.Job{ID: "01JRUN", State: api.StateCompleted, RetryCount: 1, Priority: api.PriorityLow})
 
 	res := f.run("cancel", "01JRUN", "--grace", "30s")
 	if res.code != 0 || !strings.Contains(res.stdout, "canceling job 01JRUN") || !strings.Contains(res.stdout, "30s") {
@@ -232,7 +233,7 @@ func TestCancelAndLogs(t *testing.T) {
 	if res.code != 0 || res.stdout != "epoch 1\nepoch 2\n" {
 		t.Errorf("logs: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
-	if q := f.last().Query; q != "attempt=2&follow=true" { // one base: attempt 2 is the API's and $CORRAL_ATTEMPT's 2
+	if q := f.lastTo("/jobs/01JRUN/logs").Query; q != "attempt=2&follow=true" { // one base: attempt 2 is the API's and $CORRAL_ATTEMPT's 2
 		t.Errorf("logs query = %q", q)
 	}
 	for _, tc := range []struct {

@@ -108,6 +108,8 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newCancelCmd(),
 		c.newLogsCmd(),
 		c.newPriorityCmd(),
+		c.newWaitCmd(), // wait.go, with run
+		c.newRunCmd(),
 
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),
@@ -162,6 +164,13 @@ func usagef(format string, args ...any) error {
 
 // fail prints err as "corral: <message>" and returns the exit code.
 func (c *cli) fail(cmd *cobra.Command, err error) int {
+	var ec exitCodeError
+	if errors.As(err, &ec) {
+		if ec.msg != "" {
+			fmt.Fprintf(c.stderr, "corral: %s\n", ec.msg)
+		}
+		return ec.code
+	}
 	var ue usageError
 	usage := errors.As(err, &ue) || !c.started
 	fmt.Fprintf(c.stderr, "corral: %s\n", describe(err))

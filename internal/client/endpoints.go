@@ -172,16 +172,7 @@ func (c *Client) LogsWith(ctx context.Context, id string, o LogsOptions, w io.Wr
 	}
 	// The server ends a followed log early when the token stops working,
 	// and says so in a trailer.
-	switch why := resp.Trailer.Get("X-Corral-Stream-End"); why {
-	case "":
-	case "token_revoked":
-		return api.Unauthorized(why, "logs of job "+id+": the stream ended: the token was revoked")
-	case "token_expired":
-		return api.Unauthorized(why, "logs of job "+id+": the stream ended: the token has expired")
-	default:
-		return fmt.Errorf("logs of job %s: the stream ended early: %s", id, why)
-	}
-	return nil
+	return streamEnd(id, resp.Trailer.Get("X-Corral-Stream-End"))
 }
 
 // flushWriter flushes w after each write when w buffers (a bufio.Writer, an
