@@ -55,6 +55,7 @@ type JobFilter struct {
 	State   api.State
 	User    string
 	Project string
+	Name    string    // the job's name, exactly
 	Since   time.Time // submitted at or after
 	Limit   int       // at most this many, newest first; 0: 1000
 }
@@ -70,7 +71,8 @@ func (o *Orchestrator) Jobs(f JobFilter) []api.Job {
 	for i := len(o.order) - 1; i >= 0 && len(out) < f.Limit; i-- {
 		j := o.jobs[o.order[i]]
 		if (f.State != "" && j.State != f.State) || (f.User != "" && j.User != f.User) ||
-			(f.Project != "" && j.Project != f.Project) || j.SubmittedAt.Before(f.Since) {
+			(f.Project != "" && j.Project != f.Project) ||
+			(f.Name != "" && j.Name != f.Name) || j.SubmittedAt.Before(f.Since) {
 			continue
 		}
 		out = append(out, o.view(j, false))

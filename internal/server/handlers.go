@@ -89,10 +89,14 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		}
 		grace = d.Duration()
 	}
-	if err := s.mayActOnJob(r, r.PathValue("job_id")); err != nil {
+	id, err := s.jobID(r)
+	if err != nil {
 		return err
 	}
-	job, stopping, err := s.o.Cancel(r.Context(), r.PathValue("job_id"), grace)
+	if err := s.mayActOnJob(r, id); err != nil {
+		return err
+	}
+	job, stopping, err := s.o.Cancel(r.Context(), id, grace)
 	if err != nil {
 		return err
 	}
@@ -107,14 +111,31 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	if err := s.mayActOnJob(r, r.PathValue("job_id")); err != nil {
+	id, err := s.jobID(r)
+	if err != nil {
 		return err
 	}
-	job, err := s.o.SetPriority(r.Context(), r.PathValue("job_id"), req.Priority)
+	if err := s.mayActOnJob(r, id); err != nil {
+		return err
+	}
+	job, err := s.o.SetPriority(r.Context(), id, req.Priority)
 	if err != nil {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, job)
+}
+
+// jobID is the full id of the job the path's {job_id} names: the id
+// itself, or a unique prefix of at least orchestrator.MinIDPrefix
+// characters (404 when none matches, 409 ambiguous_id when several do).
+// The audit entry's target becomes the full id.
+func (s *Server) jobID(r *http.Request) (string, error) {
+	id, err := s.o.ResolveJobID(r.PathValue("job_id"))
+	if err != nil {
+		return "", err
+	}
+	setTarget(r, id)
+	return id, nil
 }
 
 // mayActOnJob answers 403 unless the caller may change job id; an
@@ -129,7 +150,7 @@ func (s *Server) mayActOnJob(r *http.Request, id string) error {
 
 func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	f := orchestrator.JobFilter{State: api.State(q.Get("state")), User: q.Get("user"), Project: q.Get("project")}
+	f := orchestrator.JobFilter{State: api.State(q.Get("state")), User: q.Get("user"), Project: q.Get("project"), Name: q.Get("name")}
 	if f.State != "" && !f.State.Valid() {
 		return api.Invalid("state", "%q is not a job state; use one of %v", f.State, api.States)
 	}
@@ -176,7 +197,11 @@ func parseSince(v string, now time.Time) (time.Time, error) {
 }
 
 func (s *Server) job(w http.ResponseWriter, r *http.Request) error {
-	job, err := s.o.Job(r.PathValue("job_id"))
+	id, err := s.jobID(r)
+	if err != nil {
+		return err
+	}
+	job, err := s.o.Job(id)
 	if err != nil {
 		return err
 	}

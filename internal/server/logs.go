@@ -20,7 +20,10 @@ const logPoll = 200 * time.Millisecond
 // logs serves a job's output: the current attempt unless ?attempt=N. With
 // ?follow=true it streams until that attempt ends.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
-	id := r.PathValue("job_id")
+	id, err := s.jobID(r)
+	if err != nil {
+		return err
+	}
 	_, current, ok := s.o.JobState(id)
 	if !ok {
 		return api.NotFound("no job %q", id)
