@@ -288,17 +288,18 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 
 func (c *cli) newJobsCmd() *cobra.Command {
 	var (
-		state, usr, project, since string
-		limit                      int
+		state, usr, project, name, since string
+		limit                            int
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List jobs, newest first",
 		Example: `  corral jobs --state failed --since 24h
-  corral jobs --user alice --limit 20`,
+  corral jobs --user alice --limit 20
+  corral jobs --name sweep --state running`,
 		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := client.JobFilter{State: api.State(state), User: usr, Project: project, Limit: limit}
+			f := client.JobFilter{State: api.State(state), User: usr, Project: project, Name: name, Limit: limit}
 			if state != "" && !f.State.Valid() {
 				return usagef("--state %q: want one of %s", state, stateNames())
 			}
@@ -327,6 +328,7 @@ func (c *cli) newJobsCmd() *cobra.Command {
 	fl.StringVar(&state, "state", "", "only jobs in this state ("+stateNames()+")")
 	fl.StringVar(&usr, "user", "", "only this user's jobs")
 	fl.StringVar(&project, "project", "", "only this project's jobs")
+	fl.StringVar(&name, "name", "", "only the jobs of this name (exactly)")
 	fl.StringVar(&since, "since", "", "only jobs submitted since: an age (1h, 2d) or a time (RFC 3339, 2006-01-02)")
 	fl.IntVar(&limit, "limit", 0, "at most this many jobs (default: the server's)")
 	return cmd
@@ -372,48 +374,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("%q is neither an age like 1h or 2d nor a time like 2006-01-02T15:04:05Z", s)
 	}
 	return now.Add(-d), nil
-}
-
-func (c *cli) newCancelCmd() *cobra.Command {
-	var grace time.Duration
-	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a queued or running job",
-		Long: `Cancel a job. A queued job is canceled at once; a running one gets SIGTERM,
-then SIGKILL once the grace period is over.`,
-		Args: argsExactly(1, "the job ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if grace < 0 {
-				return usagef("--grace must not be negative")
-			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			job, err := cl.Cancel(cmd.Context(), args[0], grace)
-			if err != nil {
-				return err
-			}
-			return c.emit(job, func(w io.Writer) error {
-				var err error
-				switch {
-				case job.State == api.StateCanceled:
-					_, err = fmt.Fprintf(w, "canceled job %s\n", job.ID)
-				case job.CancelRequested:
-					after := "the grace period"
-					if grace > 0 {
-						after = grace.String()
-					}
-					_, err = fmt.Fprintf(w, "canceling job %s (%s): SIGTERM now, SIGKILL after %s\n", job.ID, job.State, after)
-				default:
-					_, err = fmt.Fprintf(w, "job %s is %s\n", job.ID, job.State)
-				}
-				return err
-			})
-		},
-	}
-	cmd.Flags().DurationVar(&grace, "grace", 0, "time between SIGTERM and SIGKILL for a running job (default: the server's)")
-	return cmd
 }
 
 func (c *cli) newLogsCmd() *cobra.Command {

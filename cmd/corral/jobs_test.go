@@ -97,7 +97,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"queue", "--nope"}, "unknown flag"},
 		{[]string{"queue", "extra"}, "too many arguments"},
 		{[]string{"show"}, "missing the job ID"},
-		{[]string{"cancel", "a", "b"}, "too many arguments"},
+		{[]string{"cancel"}, "missing the job ID"},
+		{[]string{"cancel", "a", "--name", "sweep"}, "not both"},
+		{[]string{"cancel", "--state", "completed"}, `--state "completed"`},
+		{[]string{"cancel", "--state", "sleeping"}, `--state "sleeping"`},
 		{[]string{"jobs", "--state", "sleeping"}, `--state "sleeping"`},
 		{[]string{"jobs", "--since", "yesterday"}, "--since"},
 		{[]string{"-o", "yaml", "queue"}, `--output "yaml"`},
@@ -170,11 +173,11 @@ func TestJobsTableAndFilters(t *testing.T) {
 	running := sampleJob()
 	running.ID, running.State, running.FinishedAt, running.ExitCode, running.CancelRequested = "01JRUN", api.StateRunning, nil, nil, true
 	f.on("GET", "/jobs", 200, api.JobList{Jobs: []api.Job{sampleJob(), running}})
-	res := f.run("jobs", "--state", "running", "--user", "alice", "--project", "vision", "--since", "2025-01-02T03:04:05Z", "--limit", "5")
+	res := f.run("jobs", "--state", "running", "--user", "alice", "--project", "vision", "--since", "2025-01-02T03:04:05Z", "--limit", "5", "--name", "train-resnet")
 	if res.code != 0 {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
-	if q := f.last().Query; q != "limit=5&project=vision&since=2025-01-02T03%3A04%3A05Z&state=running&user=alice" {
+	if q := f.last().Query; q != "limit=5&name=train-resnet&project=vision&since=2025-01-02T03%3A04%3A05Z&state=running&user=alice" {
 		t.Errorf("query = %s", q)
 	}
 	lines := strings.Split(strings.TrimRight(res.stdout, "\n"), "\n")

@@ -85,6 +85,7 @@ type JobFilter struct {
 	State   api.State
 	User    string
 	Project string
+	Name    string    // the job's name, exactly
 	Since   time.Time // jobs submitted at or after
 	Limit   int
 }
@@ -99,6 +100,9 @@ func (f JobFilter) values() url.Values {
 	}
 	if f.Project != "" {
 		v.Set("project", f.Project)
+	}
+	if f.Name != "" {
+		v.Set("name", f.Name)
 	}
 	if !f.Since.IsZero() {
 		v.Set("since", f.Since.UTC().Format(time.RFC3339))
