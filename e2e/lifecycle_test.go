@@ -577,8 +577,9 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("corral jobs -o json: %d jobs, found %s: %v", len(list.Jobs), j.ID, found)
 		}
 
+		// The table shows ids by a unique prefix of 12 or more characters.
 		stdout, stderr, code = runCLI(t, env, "jobs")
-		if code != 0 || !strings.Contains(stdout, j.ID) {
+		if code != 0 || !strings.Contains(stdout, j.ID[:12]) {
 			t.Errorf("corral jobs (table): exit %d, stdout %q, stderr %q", code, truncate(stdout, 300), stderr)
 		}
 		stdout, _, code = runCLI(t, env, "logs", j.ID)

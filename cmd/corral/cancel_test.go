@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,5 +117,25 @@ func TestCancelSelection(t *testing.T) {
 	f.on("GET", "/jobs", http.StatusOK, api.JobList{Jobs: []api.Job{{ID: "01JDONE", Name: "x", State: api.StateFailed, Priority: api.PriorityNormal}}})
 	if res := f.run("cancel", "--name", "x"); res.code != 0 || res.stdout != "no unfinished jobs match\n" || len(deletes(f)) != 0 {
 		t.Errorf("nothing matched: exit %d, %q", res.code, res.stdout)
+	}
+}
+
+// TestShortIDs: each id is cut to its shortest prefix of at least the
+// minimum that no other id shares; ids that share more keep more, an id
+// that is another's prefix stays whole, and order is kept.
+func TestShortIDs(t *testing.T) {
+	for _, tc := range []struct {
+		ids, want []string
+	}{
+		{nil, []string{}},
+		{[]string{"j01abcdefghij"}, []string{"j01abcde"}},
+		{[]string{"j01abcdefgh1x", "j01abcdefgh2y", "j02zzzzzzzzzz"}, []string{"j01abcdefgh1", "j01abcdefgh2", "j02zzzzz"}},
+		{[]string{"j01ab", "j01abcdefghij"}, []string{"j01ab", "j01abcde"}},
+		{[]string{"j01abcdefgh", "j01abcdefghij"}, []string{"j01abcdefgh", "j01abcdefghi"}},
+		{[]string{"j2aaaaaaaaaa", "j1aaaaaaaaaa"}, []string{"j2aaaaaa", "j1aaaaaa"}},
+	} {
+		if got := shortIDs(tc.ids, 8); !slices.Equal(got, tc.want) {
+			t.Errorf("shortIDs(%v) = %v, want %v", tc.ids, got, tc.want)
+		}
 	}
 }

@@ -258,12 +258,17 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 			headers = append(headers, "REASON")
 		}
 		t := newTable(w, headers...)
-		for _, j := range q.QueuedJobs {
+		ids := make([]string, len(q.QueuedJobs))
+		for i, j := range q.QueuedJobs {
+			ids[i] = j.ID
+		}
+		short := shortIDs(ids, shortIDMin)
+		for i, j := range q.QueuedJobs {
 			waited := time.Duration(j.WaitedSeconds * float64(time.Second))
 			if waited == 0 && !j.QueuedAt.IsZero() {
 				waited = now.Sub(j.QueuedAt)
 			}
-			row := []string{strconv.Itoa(j.QueuePosition), j.ID, j.User, j.Priority.String(),
+			row := []string{strconv.Itoa(j.QueuePosition), short[i], j.User, j.Priority.String(),
 				fmtGPUs(perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
 				fmtIn(j.EstimatedWaitTime, j.EstimatedStartTime, now), clip(j.Name, 32)}
 			if long {
@@ -341,8 +346,13 @@ func (c *cli) printJobs(w io.Writer, jobs []api.Job) error {
 	}
 	now := c.now()
 	t := newTable(w, "ID", "NAME", "USER", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "EXIT")
-	for _, j := range jobs {
-		t.row(j.ID, clip(j.Name, 32), j.User, jobState(j), fmtGPUs(j.GPUCount, j.Nodes),
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	short := shortIDs(ids, shortIDMin)
+	for i, j := range jobs {
+		t.row(short[i], clip(j.Name, 32), j.User, jobState(j), fmtGPUs(j.GPUCount, j.Nodes),
 			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j))
 	}
 	return t.flush()

@@ -151,7 +151,7 @@ func TestQueueTable(t *testing.T) {
 		want := columnStarts(lines[0], header...)
 		rows := [][]string{
 			{"1", "01JQUEUED1", "bob", "normal", "1", "3m12s", "in 4m10s", "short"},
-			{"2", "01JQUEUED2LONGER", "carol-the-long", "critical", "2x4", "5s", "-", "gang"},
+			{"2", "01JQUEUED2LO", "carol-the-long", "critical", "2x4", "5s", "-", "gang"},
 		}
 		if long {
 			rows[0] = append(rows[0], "waiting for 1 free GPU")
@@ -182,7 +182,7 @@ func TestJobsTableAndFilters(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimRight(res.stdout, "\n"), "\n")
 	want := columnStarts(lines[0], "ID", "NAME", "USER", "STATE", "RUNTIME")
-	if got := columnStarts(lines[1], "01JAAAAAAAAAAAAAAAAAAAAAAA", "train-resnet", "alice", "completed", "3m0s"); !reflect.DeepEqual(got, want) {
+	if got := columnStarts(lines[1], "01JAAAAAAAAA", "train-resnet", "alice", "completed", "3m0s"); !reflect.DeepEqual(got, want) {
 		t.Errorf("row %q: columns at %v, header at %v", lines[1], got, want)
 	}
 	if !strings.Contains(lines[2], "running (canceling)") {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -192,4 +193,41 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// shortIDMin is the fewest characters of a job id a table shows.
+const shortIDMin = 12
+
+// shortIDs returns, for each of ids, its shortest prefix of at least min
+// characters that no other of ids starts with (the whole id when it is
+// shorter, or when only the whole id tells it apart), in the same order.
+// Tables show these; the server takes any unique prefix of 6 or more.
+func shortIDs(ids []string, least int) []string {
+	sorted := slices.Clone(ids)
+	slices.Sort(sorted)
+	need := make(map[string]int, len(ids))
+	for i, id := range sorted {
+		n := least
+		if i > 0 {
+			n = max(n, commonPrefix(id, sorted[i-1])+1)
+		}
+		if i+1 < len(sorted) {
+			n = max(n, commonPrefix(id, sorted[i+1])+1)
+		}
+		need[id] = n
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = id[:min(need[id], len(id))]
+	}
+	return out
+}
+
+// commonPrefix is the length of the longest common prefix of a and b.
+func commonPrefix(a, b string) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
