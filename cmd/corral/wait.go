@@ -137,14 +137,19 @@ to --retry.`,
 			}
 			// A wrong id, or a server that cannot be reached at all, fails
 			// now, not after the jobs before it have ended; --retry is for
-			// a server lost while waiting.
-			for _, id := range args {
-				if _, err := cl.Job(cmd.Context(), id); err != nil {
+			// a server lost while waiting. An id prefix is resolved now,
+			// so a job submitted later that shares it cannot make it
+			// ambiguous while waiting.
+			ids := make([]string, len(args))
+			for i, id := range args {
+				j, err := cl.Job(cmd.Context(), id)
+				if err != nil {
 					return err
 				}
+				ids[i] = fullID(j, id)
 			}
 			jobs := make([]api.Job, 0, len(args))
-			for _, id := range args {
+			for _, id := range ids {
 				j, err := cl.WaitJob(cmd.Context(), id, c.waitOptions(retry))
 				if err != nil {
 					return err
@@ -173,12 +178,22 @@ to --retry.`,
 
 // logsFollow is corral logs -f: it checks that the job is there (a wrong
 // id or server fails at once; --retry is for a server lost while
-// following), then follows it as followJob does.
+// following), then follows it, by its full id, as followJob does.
 func (c *cli) logsFollow(ctx context.Context, cl *client.Client, id string, o client.LogsOptions, retry time.Duration) error {
-	if _, err := cl.Job(ctx, id); err != nil {
+	j, err := cl.Job(ctx, id)
+	if err != nil {
 		return err
 	}
-	return c.followJob(ctx, cl, id, o, retry)
+	return c.followJob(ctx, cl, fullID(j, id), o, retry)
+}
+
+// fullID is the id of j, the server's answer for asked (an id or a unique
+// prefix of one), or asked when the answer lacks it.
+func fullID(j api.Job, asked string) string {
+	if j.ID != "" {
+		return j.ID
+	}
+	return asked
 }
 
 // followJob streams job id's output to stdout until it ends (see

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -127,5 +128,31 @@ func TestSubmitWait(t *testing.T) {
 	}
 	if r := f.run("submit", "--wait", "--retry", "-1s", "--", "true"); r.code != 2 {
 		t.Errorf("submit --retry -1s: exit %d, want 2 (nothing submitted)", r.code)
+	}
+}
+
+// TestWaitResolvesPrefixOnce: corral wait and logs -f given an id prefix
+// ask the server once with it, then only by the full id it answered, so a
+// later job that shares the prefix cannot make it ambiguous mid-wait.
+func TestWaitResolvesPrefixOnce(t *testing.T) {
+	f := newFakeServer(t)
+	done := api.Job{ID: "01JPREFIXFULLID", State: api.StateCompleted, Priority: api.PriorityNormal, ExitCode: new(int)}
+	f.on("GET", "/jobs/01JPREF", http.StatusOK, done)
+	f.on("GET", "/jobs/01JPREFIXFULLID", http.StatusOK, done)
+	f.on("GET", "/jobs/01JPREFIXFULLID/logs", http.StatusOK, "out\n")
+	for _, args := range [][]string{{"wait", "01JPREF"}, {"logs", "-f", "01JPREF"}} {
+		before := len(f.requests())
+		if res := f.run(args...); res.code != 0 {
+			t.Fatalf("%v: exit %d, %q", args, res.code, res.stderr)
+		}
+		reqs := f.requests()[before:]
+		if reqs[0].Path != "/jobs/01JPREF" {
+			t.Errorf("%v: first asked %s", args, reqs[0].Path)
+		}
+		for _, r := range reqs[1:] {
+			if strings.Contains(r.Path, "01JPREF/") || strings.HasSuffix(r.Path, "01JPREF") {
+				t.Errorf("%v: asked %s after the id was resolved", args, r.Path)
+			}
+		}
 	}
 }
