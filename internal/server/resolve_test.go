@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // shortestUnique is the shortest prefix of ids[i], at least min long,
@@ -88,5 +90,36 @@ func TestJobRoutesTakeIDPrefix(t *testing.T) {
 	var j api.Job
 	if resp.StatusCode != 200 || json.Unmarshal(b, &j) != nil || j.ID != ids[0] {
 		t.Errorf("the full id: %d %s", resp.StatusCode, b)
+	}
+}
+
+// TestIDPrefixKeepsAuthzAndAudit: a job named by a prefix is authorized as
+// the job itself (another user is refused not_owner, its owner may cancel)
+// and audited under its full id.
+func TestIDPrefixKeepsAuthzAndAudit(t *testing.T) {
+	e := newAuthEnv(t)
+	id := e.job()
+	p := id[:len(id)-1]
+	if resp, b := e.do("other", "DELETE", "/queue/"+p, "", nil); resp.StatusCode != 403 || !strings.Contains(string(b), "not_owner") {
+		t.Errorf("another user's cancel by prefix: %d %s; want 403 not_owner", resp.StatusCode, b)
+	}
+	if resp, b := e.do("owner", "DELETE", "/queue/"+p, "", nil); resp.StatusCode != 200 {
+		t.Errorf("the owner's cancel by prefix: %d %s", resp.StatusCode, b)
+	}
+	entries, err := e.a.Audit(context.Background(), store.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, en := range entries {
+		if en.Action == "job.cancel" {
+			n++
+			if en.Target != id {
+				t.Errorf("cancel by prefix audited with target %q, want %q", en.Target, id)
+			}
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d cancels audited, want 2", n)
 	}
 }
