@@ -79,7 +79,7 @@ summary, and the exit code is 1 if any cancel failed.`,
 			if len(args) == 1 {
 				return c.cancelOne(cmd.Context(), cl, args[0], grace)
 			}
-			ids := args
+			ids := uniq(args)
 			if len(ids) == 0 {
 				if ids, err = matchUnfinished(cmd.Context(), cl, f); err != nil {
 					return err
@@ -208,4 +208,17 @@ func cancelLine(job api.Job, grace time.Duration) string {
 	default:
 		return fmt.Sprintf("job %s is %s", job.ID, job.State)
 	}
+}
+
+// uniq is ids without repeats, in the order first given.
+func uniq(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }

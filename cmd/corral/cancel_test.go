@@ -84,7 +84,8 @@ func TestCancelByFilter(t *testing.T) {
 
 // TestCancelSelection: ten or fewer jobs need no --yes; several ids are
 // each canceled, one line each and a summary, and the exit code is 1 when
-// any cancel failed; -o json gives the canceled jobs and the failures.
+// any cancel failed; an id given twice is canceled once; -o json gives
+// the canceled jobs and the failures.
 func TestCancelSelection(t *testing.T) {
 	f := newFakeServer(t)
 	ids := sweepJobs(f, 3)
@@ -97,7 +98,7 @@ func TestCancelSelection(t *testing.T) {
 
 	f = newFakeServer(t)
 	ids = sweepJobs(f, 2)
-	res := f.run("cancel", ids[0], "01JGONE", ids[1])
+	res := f.run("cancel", ids[0], "01JGONE", ids[1], ids[0])
 	if res.code != exitError || !strings.Contains(res.stderr, "1 of 3 cancels failed") {
 		t.Errorf("a failed cancel: exit %d, stderr %q", res.code, res.stderr)
 	}
