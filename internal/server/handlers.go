@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -112,7 +113,13 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	id, err := s.jobID(r)
-	if err != nil {
+	switch {
+	case errors.Is(err, api.ErrNotFound):
+		// A bad priority is named before a missing job, as it was before
+		// ids could be prefixes: SetPriority checks the value, then answers
+		// 404 for the id as given.
+		id = r.PathValue("job_id")
+	case err != nil:
 		return err
 	}
 	if err := s.mayActOnJob(r, id); err != nil {
