@@ -47,22 +47,9 @@ Several arguments are joined with shell quoting, so they run as given.`,
 		Example: `  corral submit --gpus 2 --time 2h -- python train.py --lr 3e-4
   corral submit --gpus 8 --nodes 2 --priority high --name big -- ./launch.sh
   corral submit -- 'nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES'`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("missing the command to run, e.g. corral submit --gpus 1 -- python train.py")
-			}
-			return nil
-		},
+		Args: needCommand("corral submit --gpus 1 -- python train.py"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := f.request(cmd, args)
-			if err != nil {
-				return err
-			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			job, err := cl.Submit(cmd.Context(), req, f.idempotencyKey)
+			cl, job, err := c.submit(cmd, &f, args)
 			if err != nil {
 				return err
 			}
@@ -84,6 +71,32 @@ Several arguments are joined with shell quoting, so they run as given.`,
 	addRetryFlag(cmd, &f.retry, " with --wait")
 	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait until the job ends, then exit with its exit code (as corral wait)")
 	return cmd
+}
+
+// needCommand refuses a submit (or run) without a command, showing
+// example.
+func needCommand(example string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return usagef("missing the command to run, e.g. %s", example)
+		}
+		return nil
+	}
+}
+
+// submit submits the job that f and args describe (corral submit, corral
+// run) and returns the client it used and the job as queued.
+func (c *cli) submit(cmd *cobra.Command, f *submitFlags, args []string) (*client.Client, api.Job, error) {
+	req, err := f.request(cmd, args)
+	if err != nil {
+		return nil, api.Job{}, err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return nil, api.Job{}, err
+	}
+	job, err := cl.Submit(cmd.Context(), req, f.idempotencyKey)
+	return cl, job, err
 }
 
 // register adds the flags of corral submit (and corral run) to cmd.

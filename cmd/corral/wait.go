@@ -226,22 +226,9 @@ corral logs -f ID. A server restart is ridden out: the output resumes where
 it broke off, for up to --retry.`,
 		Example: `  corral run --gpus 1 -- python eval.py
   corral run -- 'nvidia-smi -L; exit 3'; echo $?`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("missing the command to run, e.g. corral run --gpus 1 -- python eval.py")
-			}
-			return nil
-		},
+		Args: needCommand("corral run --gpus 1 -- python eval.py"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := f.request(cmd, args)
-			if err != nil {
-				return err
-			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			job, err := cl.Submit(cmd.Context(), req, f.idempotencyKey)
+			cl, job, err := c.submit(cmd, &f, args)
 			if err != nil {
 				return err
 			}
