@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -57,19 +56,15 @@ const maxCPUs = 65536
 // binary unit, K, M (the default), G or T (also KiB, MB, ...), as Slurm's
 // --mem. "" and "0" are 0 (no limit).
 func parseMemMiB(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
+	if strings.TrimSpace(s) == "" {
 		return 0, nil
 	}
-	num := strings.TrimRightFunc(s, func(r rune) bool { return r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' })
-	unit := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s[len(num):]), "B"), "I")
-	mul := map[string]float64{"": 1, "K": 1.0 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[unit]
-	v, err := strconv.ParseFloat(num, 64)
-	if err != nil || mul == 0 && unit != "" {
+	b, ok := parseSize(s, 1<<20)
+	if !ok {
 		return 0, fmt.Errorf("%q: want a size such as 512M, 64G or 1T", s)
 	}
-	mib := v * mul
-	if math.IsNaN(mib) || mib < 0 || mib > 1<<40 {
+	mib := b / (1 << 20)
+	if mib > 1<<40 {
 		return 0, fmt.Errorf("%q: want 0 up to 1024P", s)
 	}
 	return int64(math.Ceil(mib)), nil

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -64,20 +65,33 @@ func (b *byteSize) Set(s string) error {
 
 // parseByteSize reads a byte count such as 1GiB, 500M or 4096.
 func parseByteSize(s string) (int64, error) {
+	n, ok := parseSize(s, 1)
+	if !ok || n > 1<<62 {
+		return 0, fmt.Errorf("%q is not a size: use bytes or K, M, G, T (e.g. 1GiB, 500M)", s)
+	}
+	return int64(n), nil
+}
+
+// parseSize reads a size in bytes: a number with an optional binary unit,
+// K, M, G or T (also KiB, MB, ..., in any case); a plain number counts in
+// units of unit bytes. False when s is no such size, or negative, NaN or
+// infinite. (--max-log-size counts plain numbers in bytes, --mem and
+// --default-mem-per-gpu in MiB, as Slurm's --mem.)
+func parseSize(s string, unit float64) (float64, bool) {
 	t := strings.ToUpper(strings.TrimSpace(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "B"), "I")
-	mult := int64(1)
+	mult := unit
 	if t != "" {
 		if i := strings.IndexByte("KMGT", t[len(t)-1]); i >= 0 {
-			mult = int64(1) << (10 * (i + 1))
+			mult = float64(int64(1) << (10 * (i + 1)))
 			t = t[:len(t)-1]
 		}
 	}
 	n, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	if err != nil || n < 0 || n*float64(mult) > float64(int64(1)<<62) {
-		return 0, fmt.Errorf("%q is not a size: use bytes or K, M, G, T (e.g. 1GiB, 500M)", s)
+	if err != nil || n < 0 || math.IsNaN(n) || math.IsInf(n, 0) {
+		return 0, false
 	}
-	return int64(n * float64(mult)), nil
+	return n * mult, true
 }
 
 // percent is a flag of a percentage, 0 to 100, with or without "%".

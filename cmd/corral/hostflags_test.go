@@ -15,7 +15,7 @@ func TestParseByteSize(t *testing.T) {
 			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "-1", "lots", "1X", "1e30"} {
+	for _, bad := range []string{"", "-1", "lots", "1X", "1e30", "NaN", "NaNG", "Inf"} {
 		if got, err := parseByteSize(bad); err == nil {
 			t.Errorf("parseByteSize(%q) = %d, want an error", bad, got)
 		}
