@@ -150,19 +150,7 @@ func (c *Client) LogsWith(ctx context.Context, id string, o LogsOptions, w io.Wr
 	if err != nil {
 		return err
 	}
-	q := url.Values{}
-	if o.Follow {
-		q.Set("follow", "true")
-	}
-	if o.Attempt != nil {
-		q.Set("attempt", strconv.Itoa(*o.Attempt))
-	}
-	if o.Rank > 0 {
-		q.Set("rank", strconv.Itoa(o.Rank))
-	}
-	r := request{method: http.MethodGet, path: "/jobs/" + p + "/logs", query: q, stream: true,
-		header: http.Header{"Accept": {"text/plain"}}}
-	resp, cancel, err := c.send(ctx, r)
+	resp, cancel, err := c.send(ctx, logsRequest(p, o))
 	if err != nil {
 		return err
 	}
@@ -177,6 +165,22 @@ func (c *Client) LogsWith(ctx context.Context, id string, o LogsOptions, w io.Wr
 	// The server ends a followed log early when the token stops working,
 	// and says so in a trailer.
 	return streamEnd(id, resp.Trailer.Get("X-Corral-Stream-End"))
+}
+
+// logsRequest is GET /jobs/{p}/logs with o's follow, attempt and rank.
+func logsRequest(p string, o LogsOptions) request {
+	q := url.Values{}
+	if o.Follow {
+		q.Set("follow", "true")
+	}
+	if o.Attempt != nil {
+		q.Set("attempt", strconv.Itoa(*o.Attempt))
+	}
+	if o.Rank > 0 {
+		q.Set("rank", strconv.Itoa(o.Rank))
+	}
+	return request{method: http.MethodGet, path: "/jobs/" + p + "/logs", query: q, stream: true,
+		header: http.Header{"Accept": {"text/plain"}}}
 }
 
 // flushWriter flushes w after each write when w buffers (a bufio.Writer, an

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"syscall"
 	"time"
@@ -165,16 +164,11 @@ func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, wo Wa
 	}
 	var written int64 // bytes of attempt already written to w
 	for {
-		q := url.Values{"follow": {"true"}}
+		lo := LogsOptions{Follow: true, Rank: o.Rank}
 		if attempt >= 0 {
-			q.Set("attempt", strconv.Itoa(attempt))
+			lo.Attempt = &attempt
 		}
-		if o.Rank > 0 {
-			q.Set("rank", strconv.Itoa(o.Rank))
-		}
-		req := request{method: http.MethodGet, path: "/jobs/" + p + "/logs", query: q, stream: true,
-			header: http.Header{"Accept": {"text/plain"}}}
-		resp, cancel, err := c.send(ctx, req)
+		resp, cancel, err := c.send(ctx, logsRequest(p, lo))
 		if err != nil {
 			if err := r.again(ctx, err); err != nil {
 				return api.Job{}, err
