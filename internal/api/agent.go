@@ -43,6 +43,14 @@ type AgentRegistration struct {
 	Containment string `json:"containment,omitempty"`
 }
 
+// The containments a node can register (AgentRegistration.Containment,
+// Node.Containment).
+const (
+	ContainCgroupV2     = "cgroup-v2"
+	ContainCgroupV1     = "cgroup-v1"
+	ContainProcessGroup = "process-group"
+)
+
 // AgentGPU is one GPU of a registering node.
 type AgentGPU struct {
 	Index       int    `json:"index"`

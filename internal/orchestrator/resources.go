@@ -3,8 +3,6 @@ package orchestrator
 import (
 	"fmt"
 	"math"
-	"slices"
-	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -49,23 +47,22 @@ func memText(mib int64) string {
 	return fmt.Sprintf("%dM", mib)
 }
 
-// The containment modes a node can register (package contain's).
-var containments = []string{"cgroup-v2", "cgroup-v1", "process-group"}
-
 // validContainment checks a registration's containment ("" is allowed:
 // an agent that does not say).
 func validContainment(c string) error {
-	if c == "" || slices.Contains(containments, c) {
+	switch c {
+	case "", api.ContainCgroupV2, api.ContainCgroupV1, api.ContainProcessGroup:
 		return nil
 	}
-	return api.Invalid("containment", "%q: want one of %s", truncate(c, 40), strings.Join(containments, ", "))
+	return api.Invalid("containment", "%q: want one of %s, %s, %s", truncate(c, 40),
+		api.ContainCgroupV2, api.ContainCgroupV1, api.ContainProcessGroup)
 }
 
 // containmentOf is a node's containment as shown: process-group when its
 // agent did not say.
 func containmentOf(n *Node) string {
 	if n.Containment == "" {
-		return "process-group"
+		return api.ContainProcessGroup
 	}
 	return n.Containment
 }

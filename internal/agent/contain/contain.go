@@ -36,13 +36,15 @@ import (
 	_ "github.com/opencontainers/cgroups/devices"
 	devconfig "github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/cgroups/manager"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // The containment modes a node reports (api.Node's containment).
 const (
-	CgroupV2     = "cgroup-v2"
-	CgroupV1     = "cgroup-v1"
-	ProcessGroup = "process-group"
+	CgroupV2     = api.ContainCgroupV2
+	CgroupV1     = api.ContainCgroupV1
+	ProcessGroup = api.ContainProcessGroup
 )
 
 // NVIDIA's character device major: /dev/nvidiaN is 195:N, nvidia-modeset
