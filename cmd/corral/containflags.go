@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/agent"
 	"github.com/corral-sched/corral/internal/agent/contain"
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // containFlags are an agent's containment flags (`corral up`, `corral
@@ -39,8 +40,8 @@ func (c containFlags) apply(cfg *agent.Config) error {
 	if err != nil {
 		return usagef("--default-mem-per-gpu: %v", err)
 	}
-	if c.cpusPerGPU < 0 || math.IsNaN(c.cpusPerGPU) || c.cpusPerGPU > maxCPUs {
-		return usagef("--default-cpus-per-gpu %v: want 0 (no limit) up to %d", c.cpusPerGPU, maxCPUs)
+	if c.cpusPerGPU < 0 || math.IsNaN(c.cpusPerGPU) || c.cpusPerGPU > api.MaxCPUs {
+		return usagef("--default-cpus-per-gpu %v: want 0 (no limit) up to %d", c.cpusPerGPU, api.MaxCPUs)
 	}
 	if c.pids < 0 || c.pids > contain.MaxPids {
 		return usagef("--max-pids-per-job %d: want 0 (no limit) up to %d", c.pids, contain.MaxPids)
@@ -48,9 +49,6 @@ func (c containFlags) apply(cfg *agent.Config) error {
 	cfg.Containment, cfg.DefaultMemPerGPU, cfg.DefaultCPUsPerGPU, cfg.MaxPidsPerJob = c.mode, mem, c.cpusPerGPU, c.pids
 	return nil
 }
-
-// maxCPUs bounds a CPU limit (the API's cpus has the same bound).
-const maxCPUs = 65536
 
 // parseMemMiB reads a memory size in MiB: a number with an optional
 // binary unit, K, M (the default), G or T (also KiB, MB, ...), as Slurm's

@@ -374,3 +374,7 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
 }
+
+// MaxCPUs bounds a job's CPU limit (cpus on a submission, and an agent's
+// --default-cpus-per-gpu).
+const MaxCPUs = 65536

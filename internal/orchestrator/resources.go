@@ -11,7 +11,7 @@ import (
 const (
 	maxMemMiB = 1 << 30 // 1 PiB
 	minCPUs   = 0.01    // the CFS quota's floor: 1 ms per 100 ms
-	maxCPUs   = 65536
+	maxCPUs   = api.MaxCPUs
 )
 
 // validateResources checks a submission's mem_mib and cpus and sets them
