@@ -125,8 +125,14 @@ type Job struct {
 	NodeLabels         map[string]string `json:"node_labels,omitempty"` // runs only on nodes with all these labels
 	MemMiB             int64             `json:"mem_mib,omitempty"`     // memory limit of each rank's cgroup, MiB; 0: the agent's default
 	CPUs               float64           `json:"cpus,omitempty"`        // CPU limit of each rank's cgroup; 0: the agent's default
-	Allocation         []Allocation      `json:"allocation"`
-	Events             []Event           `json:"events,omitempty"`
+	// A task of a job array (issue 11): its id is ArrayJobID + "_" + ArrayTaskID.
+	ArrayJobID  string `json:"array_job_id,omitempty"`
+	ArrayTaskID *int   `json:"array_task_id,omitempty"`
+	// DependsOn is the job's dependency expression (Slurm's grammar, e.g.
+	// "afterok:ID:ID,afterany:ID"), as submitted; empty: none.
+	DependsOn  string       `json:"depends_on,omitempty"`
+	Allocation []Allocation `json:"allocation"`
+	Events     []Event      `json:"events,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -151,6 +157,12 @@ type SubmitRequest struct {
 	NodeLabels        map[string]string `json:"node_labels,omitempty"`
 	MemMiB            *int64            `json:"mem_mib,omitempty"` // memory limit, MiB (per rank)
 	CPUs              *float64          `json:"cpus,omitempty"`    // CPU limit, in CPUs (per rank)
+	// Array makes the submission a job array (Slurm's --array grammar:
+	// "0-99", "0-99:4", "1,5,9-12", "0-999%16").
+	Array string `json:"array,omitempty"`
+	// DependsOn holds the job until its dependencies are met (Slurm's
+	// --dependency grammar).
+	DependsOn string `json:"depends_on,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.
