@@ -138,7 +138,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.applyUpdatesTx(tx, us)
 	began := time.Now()
 	now := o.cfg.Now()
-	snap := o.snapshot(now, o.queueOrder(), o.queueBuf)
+	snap := o.snapshot(now, o.eligible(tx, o.queueOrder()), o.queueBuf) // deps_cycle.go: unmet dependencies wait outside
 	res := sched.Schedule(snap)
 	var plan map[string]time.Time
 	if len(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {

@@ -88,6 +88,9 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err != nil {
 		return submitResult{}, err
 	}
+	if err := o.setDependsOn(&j, req.DependsOn, req.Array != ""); err != nil { // deps.go
+		return submitResult{}, err
+	}
 	if err := o.checkLimits(&j, exempt); err != nil {
 		return submitResult{}, err
 	}

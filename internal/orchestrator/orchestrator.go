@@ -67,6 +67,11 @@ type Config struct {
 	Logger  *slog.Logger
 	Version string
 
+	// DependencyTimeout is how long a queued job whose depends_on can no
+	// longer be met waits before it is canceled (deps.go). 0: the default,
+	// DefaultDependencyTimeout (24h); negative: at once.
+	DependencyTimeout time.Duration
+
 	// MaxLogSize is how many bytes of output the server stores per
 	// attempt and rank from remote agents; the rest is dropped behind one
 	// marker line (logs.go). 0: no cap.
@@ -112,6 +117,7 @@ type Orchestrator struct {
 	startedAt   time.Time
 	changed     chan struct{} // closed and replaced after every commit
 	hist        history       // the cluster over time, for graphs (history.go)
+	deps        depState      // job dependencies (deps.go)
 
 	dirty bool // loop-only: a cycle is due
 	fatal chan error
@@ -350,7 +356,8 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	// A job that starts running frees no GPU and queues nothing: no cycle
 	// could decide anything new because of it (the next one, on the next
 	// change or tick, sees its start time).
-	if to != api.StateRunning {
+	// Unless a job waits on dependencies: "after" waits for a start.
+	if to != api.StateRunning || len(tx.o.deps.checks) > 0 {
 		tx.o.dirty = true
 	}
 }

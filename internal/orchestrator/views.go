@@ -32,6 +32,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 			t = t.UTC()
 			v.EstimatedStartTime = &t
 		}
+		o.viewDeps(j, &v) // deps_cycle.go
 		if !o.running {
 			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until POST /orchestrator/start"
 		}

@@ -1,0 +1,468 @@
+package orchestrator
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/depend"
+)
+
+// Job dependencies (issue 11): a queued job whose depends_on is not met
+// is left out of the scheduling snapshot, so the core never sees it. The
+// verdict is worked out from the jobs' current states at every cycle and
+// never remembered as "met": a predecessor that goes back to the queue
+// (preempted, node lost) holds its dependents that have not started
+// again. A dependency that can no longer be met (afterok on a failed job)
+// cancels its job, reason dependency_never_satisfied, once
+// Config.DependencyTimeout has passed since it became so.
+//
+// An id in an expression names a job, or an array: the ArrayJobID that
+// its tasks (jobs ARRAYID_INDEX) share, standing for all of them.
+
+// DefaultDependencyTimeout is how long a job whose dependency can never
+// be met stays queued before it is canceled, unless Config says otherwise.
+const DefaultDependencyTimeout = 24 * time.Hour
+
+// depState is what the orchestrator keeps about dependencies. Written by
+// the loop with the write lock held; read with the read lock.
+type depState struct {
+	exprs   map[string]depend.Expr // parsed depends_on, by job id (a cache)
+	indexed int                    // o.order[:indexed] are in arrays
+	arrays  map[string][]string    // array id -> its tasks' job ids
+	// checks holds why each job the last cycle kept back waits, by id.
+	checks map[string]depCheck
+	buf    []*api.Job // the last cycle's eligible queue (reused)
+}
+
+// depVerdict is where a dependency stands.
+type depVerdict uint8
+
+const (
+	depMet   depVerdict = iota // the job may be scheduled
+	depWait                    // not yet
+	depNever                   // it can no longer be met
+)
+
+// depCheck is a job's dependency verdict and what it is about: the first
+// job it waits for (or that can no longer let it run), with the kind of
+// its term.
+type depCheck struct {
+	verdict depVerdict
+	kind    depend.Kind
+	culprit *api.Job
+	more    int       // depWait: further jobs it waits for
+	since   time.Time // depNever: when it became unmeetable
+}
+
+// dependencyTimeout is Config.DependencyTimeout read: 0 means the
+// default, a negative value at once.
+func (o *Orchestrator) dependencyTimeout() time.Duration {
+	switch d := o.cfg.DependencyTimeout; {
+	case d == 0:
+		return DefaultDependencyTimeout
+	case d < 0:
+		return 0
+	default:
+		return d
+	}
+}
+
+// indexArrays brings the array index up to date with o.order (jobs are
+// only ever appended to it). Write lock held.
+func (o *Orchestrator) indexArrays() {
+	if o.deps.arrays == nil {
+		o.deps.arrays = map[string][]string{}
+	}
+	for _, id := range o.order[o.deps.indexed:] {
+		if j := o.jobs[id]; j != nil && j.ArrayJobID != "" {
+			o.deps.arrays[j.ArrayJobID] = append(o.deps.arrays[j.ArrayJobID], id)
+		}
+	}
+	o.deps.indexed = len(o.order)
+}
+
+// arrayTasks returns the job ids of the array's tasks (none: id is no
+// array). Read lock held: jobs added since the last indexArrays are
+// scanned, not indexed.
+func (o *Orchestrator) arrayTasks(id string) []string {
+	tasks := o.deps.arrays[id]
+	for _, tid := range o.order[min(o.deps.indexed, len(o.order)):] {
+		if j := o.jobs[tid]; j != nil && j.ArrayJobID == id {
+			tasks = append(tasks[:len(tasks):len(tasks)], tid)
+		}
+	}
+	return tasks
+}
+
+// resolveDepID returns the id that id names in a dependency: a job's,
+// an array's, or the one job or array whose id starts with id (at least
+// MinIDPrefix characters; a prefix of an array's id names the array, not
+// one of its tasks). Errors name depends_on. Lock held.
+func (o *Orchestrator) resolveDepID(id string) (string, error) {
+	if _, ok := o.jobs[id]; ok || len(o.arrayTasks(id)) > 0 {
+		return id, nil
+	}
+	if len(id) < MinIDPrefix {
+		return "", api.Invalid("depends_on", "no job or array %q (a prefix needs at least %d characters)", id, MinIDPrefix)
+	}
+	found := map[string]bool{}
+	for _, cand := range o.order {
+		if !strings.HasPrefix(cand, id) {
+			continue
+		}
+		if j := o.jobs[cand]; j.ArrayJobID != "" && strings.HasPrefix(j.ArrayJobID, id) {
+			cand = j.ArrayJobID
+		}
+		found[cand] = true
+	}
+	switch len(found) {
+	case 0:
+		return "", api.Invalid("depends_on", "no job or array %q", id)
+	case 1:
+		for cand := range found {
+			return cand, nil
+		}
+	}
+	return "", api.Invalid("depends_on", "%q is the prefix of %d jobs' or arrays' ids; give more characters", id, len(found))
+}
+
+// setDependsOn checks raw as j's dependency expression and sets
+// j.DependsOn to it with every id resolved to a full one. array says j is
+// (a task of) a job array, which aftercorr needs. j.ID is empty for a job
+// being submitted. It refuses, with a 422 naming depends_on, bad syntax,
+// unknown or ambiguous ids, references to j itself (or its array),
+// aftercorr on what is not an array, singleton without a name, and a
+// cycle. Write lock held.
+func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
+	e, err := depend.Parse(raw)
+	if err != nil {
+		return api.Invalid("depends_on", "%v", err)
+	}
+	o.indexArrays()
+	for ti := range e.Terms {
+		t := &e.Terms[ti]
+		switch {
+		case t.Kind == depend.Singleton && j.Name == "":
+			return api.Invalid("depends_on", "singleton needs the job to have a name (name, --name)")
+		case t.Kind == depend.AfterCorr && !array && j.ArrayJobID == "":
+			return api.Invalid("depends_on", "aftercorr is for job arrays, and this job is not one")
+		}
+		for i, id := range t.IDs {
+			full, err := o.resolveDepID(id)
+			if err != nil {
+				return err
+			}
+			if full == j.ID || (j.ArrayJobID != "" && full == j.ArrayJobID) {
+				return api.Invalid("depends_on", "%s refers to the job itself", id)
+			}
+			if _, isJob := o.jobs[full]; t.Kind == depend.AfterCorr && isJob {
+				return api.Invalid("depends_on", "aftercorr needs an array's id; %s is a job", full)
+			}
+			t.IDs[i] = full
+		}
+	}
+	if j.ID != "" {
+		if path := o.depCycle(j, e); path != nil {
+			return api.Invalid("depends_on", "would make a cycle: %s", strings.Join(path, " -> "))
+		}
+	}
+	j.DependsOn = e.String()
+	delete(o.deps.exprs, j.ID) // re-parsed from DependsOn when next needed
+	return nil
+}
+
+// depCycle returns a path of ids by which the expression e, given to j,
+// would lead back to j (or to j's array), or nil. Lock held.
+func (o *Orchestrator) depCycle(j *api.Job, e depend.Expr) []string {
+	self := func(id string) bool { return id == j.ID || (j.ArrayJobID != "" && id == j.ArrayJobID) }
+	seen := map[string]bool{}
+	var walk func(id string, path []string) []string
+	walk = func(id string, path []string) []string {
+		path = append(path, id)
+		if self(id) {
+			return path
+		}
+		if seen[id] {
+			return nil
+		}
+		seen[id] = true
+		nj, ok := o.jobs[id]
+		if !ok { // an array: it leads to each of its tasks
+			for _, tid := range o.arrayTasks(id) {
+				if p := walk(tid, path); p != nil {
+					return p
+				}
+			}
+			return nil
+		}
+		if nj.DependsOn == "" {
+			return nil
+		}
+		for _, t := range o.expr(nj).Terms {
+			for _, pid := range t.IDs {
+				if p := walk(pid, path); p != nil {
+					return p
+				}
+			}
+		}
+		return nil
+	}
+	for _, t := range e.Terms {
+		for _, id := range t.IDs {
+			if p := walk(id, []string{j.ID}); p != nil {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// expr returns j's parsed dependency expression. A stored expression
+// that no longer parses (it was checked when set) counts as none. Lock
+// held.
+func (o *Orchestrator) expr(j *api.Job) depend.Expr {
+	if e, ok := o.deps.exprs[j.ID]; ok {
+		return e
+	}
+	e, err := depend.Parse(j.DependsOn)
+	if err != nil {
+		o.log.Warn("stored dependency does not parse; ignored", "job_id", j.ID, "err", err)
+	}
+	return e
+}
+
+// exprCached is expr, keeping what it parsed for the next cycle. Write
+// lock held.
+func (o *Orchestrator) exprCached(j *api.Job) depend.Expr {
+	if e, ok := o.deps.exprs[j.ID]; ok {
+		return e
+	}
+	e := o.expr(j)
+	if o.deps.exprs == nil {
+		o.deps.exprs = map[string]depend.Expr{}
+	}
+	o.deps.exprs[j.ID] = e
+	return e
+}
+
+// singletonKey is what singleton counts jobs by.
+type singletonKey struct{ user, name string }
+
+// checkDeps works out j's verdict from the current states. running maps
+// each singleton key to the job that holds it (active, or let through
+// earlier in this cycle); nil: look among the active jobs. Lock held.
+func (o *Orchestrator) checkDeps(j *api.Job, e depend.Expr, running map[singletonKey]*api.Job) depCheck {
+	var out depCheck
+	first := true
+	for _, t := range e.Terms {
+		c := o.checkTerm(j, t, running)
+		switch {
+		case first:
+			out, first = c, false
+		case e.Any:
+			out = anyOf(out, c)
+		default:
+			out = allOf(out, c)
+		}
+		if out.verdict == depMet && e.Any {
+			break
+		}
+	}
+	if out.verdict == depNever {
+		out.since = later(out.since, queuedAt(j))
+	}
+	return out
+}
+
+// checkTerm is the verdict of one term: all its ids' jobs must meet it.
+func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, running map[singletonKey]*api.Job) depCheck {
+	out := depCheck{verdict: depMet, kind: t.Kind}
+	if t.Kind == depend.Singleton {
+		var holder *api.Job
+		if running != nil {
+			holder = running[singletonKey{j.User, j.Name}]
+		} else {
+			for id := range o.active {
+				if a := o.jobs[id]; a.User == j.User && a.Name == j.Name {
+					holder = a
+					break
+				}
+			}
+		}
+		if holder != nil && holder.ID != j.ID {
+			out.verdict, out.culprit = depWait, holder
+		}
+		return out
+	}
+	for _, id := range t.IDs {
+		targets := []string{id}
+		if _, ok := o.jobs[id]; !ok {
+			targets = o.arrayTasks(id)
+			if t.Kind == depend.AfterCorr {
+				targets = corresponding(targets, id, j)
+			}
+		}
+		for _, tid := range targets {
+			p := o.jobs[tid]
+			if p == nil {
+				continue
+			}
+			v := verdictOf(t.Kind, p.State)
+			switch {
+			case v == depNever && (out.verdict != depNever || finished(p).Before(out.since)):
+				out.verdict, out.culprit, out.since = depNever, p, finished(p)
+			case v == depWait && out.verdict == depMet:
+				out.verdict, out.culprit = depWait, p
+			case v == depWait && out.verdict == depWait:
+				out.more++
+			}
+		}
+	}
+	return out
+}
+
+// corresponding returns the task of array id with the same index as j
+// (aftercorr), or none when that array has no such task.
+func corresponding(tasks []string, id string, j *api.Job) []string {
+	if j.ArrayTaskID == nil {
+		return tasks // not a task itself (refused at submit): wait for all
+	}
+	want := fmt.Sprintf("%s_%d", id, *j.ArrayTaskID)
+	for _, t := range tasks {
+		if t == want {
+			return []string{t}
+		}
+	}
+	return nil
+}
+
+// verdictOf says whether a predecessor in state s meets a term of kind k.
+func verdictOf(k depend.Kind, s api.State) depVerdict {
+	switch k {
+	case depend.After: // started, or ended (canceled before it started, as in Slurm)
+		if s == api.StateRunning || s.Terminal() {
+			return depMet
+		}
+	case depend.AfterAny:
+		if s.Terminal() {
+			return depMet
+		}
+	case depend.AfterOK, depend.AfterCorr:
+		switch s {
+		case api.StateCompleted:
+			return depMet
+		case api.StateFailed, api.StateCanceled:
+			return depNever
+		}
+	case depend.AfterNotOK:
+		switch s {
+		case api.StateFailed, api.StateCanceled:
+			return depMet
+		case api.StateCompleted:
+			return depNever
+		}
+	}
+	return depWait
+}
+
+// allOf combines two verdicts of which both must be met: never wins
+// (the earliest), then waiting (the first, counting the others).
+func allOf(a, b depCheck) depCheck {
+	switch {
+	case a.verdict == depNever && b.verdict == depNever:
+		if b.since.Before(a.since) {
+			return b
+		}
+		return a
+	case a.verdict == depNever:
+		return a
+	case b.verdict == depNever:
+		return b
+	case a.verdict == depWait && b.verdict == depWait:
+		a.more += 1 + b.more
+		return a
+	case a.verdict == depWait:
+		return a
+	}
+	return b
+}
+
+// anyOf combines two verdicts of which one is enough: met wins, then
+// waiting; never only when both are, since the later of the two.
+func anyOf(a, b depCheck) depCheck {
+	switch {
+	case a.verdict == depMet:
+		return a
+	case b.verdict == depMet:
+		return b
+	case a.verdict == depWait && b.verdict == depWait:
+		a.more += 1 + b.more
+		return a
+	case a.verdict == depWait:
+		return a
+	case b.verdict == depWait:
+		return b
+	}
+	a.since = later(a.since, b.since)
+	return a
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// finished is when a job ended (zero when it has not).
+func finished(j *api.Job) time.Time {
+	if j.FinishedAt == nil {
+		return time.Time{}
+	}
+	return *j.FinishedAt
+}
+
+// reason is the pending reason for a check that is not met.
+func (c depCheck) reason() string {
+	if c.verdict == depNever {
+		return api.ReasonDependencyNeverSatisfied
+	}
+	return api.ReasonDependency
+}
+
+// message says, for people, what the job waits for or why it never will
+// run; timeout is the --dependency-timeout. Lock held (it reads the
+// culprit's state).
+func (c depCheck) message(timeout time.Duration) string {
+	if c.culprit == nil {
+		return ""
+	}
+	id, state := c.culprit.ID, c.culprit.State
+	if c.verdict == depNever {
+		return fmt.Sprintf("%s on job %s can never be met: it %s; the job is canceled %s after that (--dependency-timeout)",
+			c.kind, id, state, timeout)
+	}
+	more := ""
+	if c.more > 0 {
+		more = fmt.Sprintf(" (and %d more)", c.more)
+	}
+	if c.kind == depend.Singleton {
+		return fmt.Sprintf("waits for job %s of the same user and name (singleton) to end; it is %s", id, state)
+	}
+	return fmt.Sprintf("waits for job %s%s (%s) to %s; it is %s", id, more, c.kind, goal(c.kind), state)
+}
+
+// goal is what a predecessor must do for a kind of term.
+func goal(k depend.Kind) string {
+	switch k {
+	case depend.After:
+		return "start"
+	case depend.AfterOK, depend.AfterCorr:
+		return "complete"
+	case depend.AfterNotOK:
+		return "fail"
+	}
+	return "end"
+}
