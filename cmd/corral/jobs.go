@@ -30,6 +30,7 @@ type submitFlags struct {
 	cpus                        float64       // --cpus
 	wait                        bool          // --wait (submit only)
 	retry                       time.Duration // --retry (submit --wait only)
+	after                       string        // --after / --dependency (depend.go)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -121,6 +122,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.labels, "label", nil, "run only on nodes with label K=V (repeatable)")
 	fl.StringVar(&f.mem, "mem", "", "memory limit of the job (of each node's part), e.g. 64G or 512M; past it the job fails out_of_memory (default: the node's --default-mem-per-gpu times its GPUs)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
+	registerDependFlags(fl, &f.after)
 }
 
 // request builds the submit body from the flags and the command arguments.
@@ -134,6 +136,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		GPUType:     f.gpuType,
 		Nodes:       f.nodes,
 		MaxRetries:  f.maxRetries,
+		DependsOn:   f.after,
 	}
 	if strings.TrimSpace(req.Command) == "" {
 		return req, usagef("the command to run is empty")

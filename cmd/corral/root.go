@@ -108,6 +108,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newCancelCmd(),
 		c.newLogsCmd(),
 		c.newPriorityCmd(),
+		c.newDependCmd(),
 		c.newWaitCmd(), // wait.go, with run
 		c.newRunCmd(),
 

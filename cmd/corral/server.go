@@ -48,6 +48,9 @@ type controlFlags struct {
 	host        hostFlags   // hostflags.go: --max-log-size; up: --run-as-fallback, --min-free-disk
 	// up only: the local agent's containment (containflags.go)
 	contain containFlags
+
+	// --dependency-timeout (up, server); 0: at once
+	depTimeout time.Duration
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -63,6 +66,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.maxGPUs, "max-gpus-per-node", agents.DefaultMaxGPUs, fmt.Sprintf("the most GPUs an agent may register for one node (1 to %d); a registration with more is refused", agents.MaxGPUsLimit))
+	fl.DurationVar(&f.depTimeout, "dependency-timeout", orchestrator.DefaultDependencyTimeout, "how long a queued job whose dependency can never be met (reason dependency_never_satisfied) waits before it is canceled; 0: at once")
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
 }
@@ -152,6 +156,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if f.maxGPUs < 1 || f.maxGPUs > agents.MaxGPUsLimit {
 		return usagef("--max-gpus-per-node %d: want 1 to %d", f.maxGPUs, agents.MaxGPUsLimit)
 	}
+	if f.depTimeout < 0 {
+		return usagef("--dependency-timeout %s: must not be negative (0 cancels at once)", f.depTimeout)
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -194,7 +201,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	ocfg := orchestrator.Config{
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
-		MaxLogSize: int64(f.host.maxLogSize),
+		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
+	}
+	if f.depTimeout == 0 {
+		ocfg.DependencyTimeout = -1 // the orchestrator's 0 is its default; the flag's 0 is at once
 	}
 	if local != nil {
 		ocfg.LocalNode = local.id

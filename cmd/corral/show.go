@@ -56,12 +56,17 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	}
 	kv("GPUs", fmtRequest(j))
 	kv("Priority", j.Priority.String())
+	if j.DependsOn != "" {
+		kv("Depends on", j.DependsOn)
+	}
 	if j.EstimatedDuration != nil {
 		kv("Est. duration", fmtDuration(j.EstimatedDuration.Duration()))
 	}
 	kv("Retries", fmt.Sprintf("%d (max %d)", j.RetryCount, j.MaxRetries))
 	if j.State == api.StateQueued {
-		kv("Queue position", strconv.Itoa(j.QueuePosition))
+		if j.QueuePosition > 0 { // none while it waits for its dependencies
+			kv("Queue position", strconv.Itoa(j.QueuePosition))
+		}
 		kv("Est. start", fmtIn(nil, j.EstimatedStartTime, now))
 		pending := j.PendingMessage
 		if pending == "" {

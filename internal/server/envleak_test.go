@@ -101,6 +101,9 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"PATCH /queue/{job_id}/priority": {func() []call {
 			return []call{{"PATCH", "/queue/" + queued.ID + "/priority", `{"priority":"high"}`}}
 		}, true},
+		"PATCH /queue/{job_id}/dependency": {func() []call {
+			return []call{{"PATCH", "/queue/" + queued.ID + "/dependency", `{"depends_on":""}`}}
+		}, true},
 	}
 	// The routes that return no job, and why.
 	noJobs := map[string]string{

@@ -104,6 +104,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/queue/statistics", "Queue statistics", s.queueStatistics, viewer, ""},
 		{"DELETE", "/queue/{job_id}", "Cancel a job (its owner, its project's admin, or an admin)", s.cancel, user, "job.cancel"},
 		{"PATCH", "/queue/{job_id}/priority", "Change a job's priority (its owner, its project's admin, or an admin)", s.setPriority, user, "job.priority"},
+		{"PATCH", "/queue/{job_id}/dependency", "Change a queued job's depends_on (its owner, its project's admin, or an admin)", s.setDependency, user, "job.dependency"},
 		{"GET", "/jobs", "Jobs, newest first, with filters", s.jobs, viewer, ""},
 		{"GET", "/jobs/{job_id}", "One job with its events", s.job, viewer, ""},
 		{"GET", "/jobs/{job_id}/logs", "A job's output (follow=true streams)", s.logs, viewer, ""},

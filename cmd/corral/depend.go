@@ -1,0 +1,55 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// dependHelp is the help of --after (and its Slurm alias --dependency).
+const dependHelp = `start only after other jobs, in Slurm's grammar: afterok:ID[:ID...] (completed), afternotok:ID (failed or canceled), afterany:ID (ended), after:ID (started), aftercorr:ARRAY (task i after task i), singleton (one job of this user and name at a time); ',' all of, '?' any of. IDs may be unique prefixes or array ids`
+
+// registerDependFlags adds --after and its alias --dependency/-d, both
+// setting *after (submit and run).
+func registerDependFlags(fl *pflag.FlagSet, after *string) {
+	fl.StringVar(after, "after", "", dependHelp)
+	fl.StringVarP(after, "dependency", "d", "", "the same as --after (Slurm's name)")
+}
+
+// newDependCmd is corral depend: change a queued job's dependencies.
+func (c *cli) newDependCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "depend ID EXPR",
+		Short: "Change a queued job's dependencies (as submit --after)",
+		Long: `Replace the dependencies of a job that is still queued with EXPR, in the grammar
+of corral submit --after; "" or none removes them. A change that would make a
+cycle of jobs waiting for each other is refused, as are unknown ids.`,
+		Example: `  corral depend 01JABC... afterok:01JXYZ...
+  corral depend 01JABC... none`,
+		Args: argsExactly(2, "the job ID and a dependency expression (\"none\" removes it)"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			expr := args[1]
+			if expr == "none" {
+				expr = ""
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			job, err := cl.SetDependency(cmd.Context(), args[0], expr)
+			if err != nil {
+				return err
+			}
+			return c.emit(job, func(w io.Writer) error {
+				if job.DependsOn == "" {
+					_, err := fmt.Fprintf(w, "job %s depends on nothing now\n", job.ID)
+					return err
+				}
+				_, err := fmt.Fprintf(w, "job %s now depends on %s\n", job.ID, job.DependsOn)
+				return err
+			})
+		},
+	}
+}
