@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,12 +29,59 @@ const DefaultDependencyTimeout = 24 * time.Hour
 // depState is what the orchestrator keeps about dependencies. Written by
 // the loop with the write lock held; read with the read lock.
 type depState struct {
-	exprs   map[string]depend.Expr // parsed depends_on, by job id (a cache)
-	indexed int                    // o.order[:indexed] are in arrays
-	arrays  map[string][]string    // array id -> its tasks' job ids
-	// checks holds why each job the last cycle kept back waits, by id.
-	checks map[string]depCheck
-	buf    []*api.Job // the last cycle's eligible queue (reused)
+	// jobs holds, for queued jobs with a depends_on, the parsed
+	// expression and the last pass's verdict, by job id. Entries are
+	// reused from pass to pass and pruned now and then.
+	jobs    map[string]*depEntry
+	pass    uint64              // eligible passes so far
+	held    int                 // jobs the last pass held back
+	indexed int                 // o.order[:indexed] are in arrays
+	arrays  map[string][]string // array id -> its tasks' job ids
+	buf     []*api.Job          // the last pass's eligible queue (reused)
+	heldBuf []*api.Job          // the last pass's held jobs (reused)
+}
+
+// depEntry is what a pass keeps about one job.
+type depEntry struct {
+	expr depend.Expr
+	// preds[i][k] is the job that term i's k-th id names, looked up
+	// once (jobs are never removed); nil where the id is an array's.
+	preds     [][]*api.Job
+	singleton bool // it has a singleton term
+	check     depCheck
+	pass      uint64 // the pass that set check
+}
+
+// newDepEntry parses j's expression and looks up the jobs it names.
+// Lock held.
+func (o *Orchestrator) newDepEntry(j *api.Job) *depEntry {
+	d := &depEntry{expr: o.expr(j)}
+	d.singleton = singleton(d.expr)
+	d.preds = make([][]*api.Job, len(d.expr.Terms))
+	for i, t := range d.expr.Terms {
+		d.preds[i] = make([]*api.Job, len(t.IDs))
+		for k, id := range t.IDs {
+			d.preds[i][k] = o.jobs[id]
+		}
+	}
+	return d
+}
+
+// depEval is what one pass shares between the jobs it looks at. The
+// zero depEval (views) shares nothing.
+type depEval struct {
+	// running maps each singleton key to the job that holds it: an
+	// active one, or one let through earlier in the pass. Nil: look
+	// among the active jobs.
+	running map[singletonKey]*api.Job
+	// memo holds the verdict of each array for each kind of term: many
+	// jobs wait on one array (a sweep, then its evaluation). Nil: none.
+	memo map[memoKey]depCheck
+}
+
+type memoKey struct {
+	kind depend.Kind
+	id   string
 }
 
 // depVerdict is where a dependency stands.
@@ -169,7 +217,7 @@ func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
 		}
 	}
 	j.DependsOn = e.String()
-	delete(o.deps.exprs, j.ID) // re-parsed from DependsOn when next needed
+	delete(o.deps.jobs, j.ID) // re-parsed from DependsOn at the next pass
 	return nil
 }
 
@@ -223,8 +271,8 @@ func (o *Orchestrator) depCycle(j *api.Job, e depend.Expr) []string {
 // that no longer parses (it was checked when set) counts as none. Lock
 // held.
 func (o *Orchestrator) expr(j *api.Job) depend.Expr {
-	if e, ok := o.deps.exprs[j.ID]; ok {
-		return e
+	if d := o.deps.jobs[j.ID]; d != nil {
+		return d.expr
 	}
 	e, err := depend.Parse(j.DependsOn)
 	if err != nil {
@@ -233,40 +281,24 @@ func (o *Orchestrator) expr(j *api.Job) depend.Expr {
 	return e
 }
 
-// exprCached is expr, keeping what it parsed for the next cycle. Write
-// lock held.
-func (o *Orchestrator) exprCached(j *api.Job) depend.Expr {
-	if e, ok := o.deps.exprs[j.ID]; ok {
-		return e
-	}
-	e := o.expr(j)
-	if o.deps.exprs == nil {
-		o.deps.exprs = map[string]depend.Expr{}
-	}
-	o.deps.exprs[j.ID] = e
-	return e
-}
-
 // singletonKey is what singleton counts jobs by.
 type singletonKey struct{ user, name string }
 
-// checkDeps works out j's verdict from the current states. running maps
-// each singleton key to the job that holds it (active, or let through
-// earlier in this cycle); nil: look among the active jobs. Lock held.
-func (o *Orchestrator) checkDeps(j *api.Job, e depend.Expr, running map[singletonKey]*api.Job) depCheck {
+// checkDeps works out j's verdict from the current states. Lock held.
+func (o *Orchestrator) checkDeps(j *api.Job, d *depEntry, ev *depEval) depCheck {
 	var out depCheck
 	first := true
-	for _, t := range e.Terms {
-		c := o.checkTerm(j, t, running)
+	for i, t := range d.expr.Terms {
+		c := o.checkTerm(j, t, d.preds[i], ev)
 		switch {
 		case first:
 			out, first = c, false
-		case e.Any:
+		case d.expr.Any:
 			out = anyOf(out, c)
 		default:
 			out = allOf(out, c)
 		}
-		if out.verdict == depMet && e.Any {
+		if out.verdict == depMet && d.expr.Any {
 			break
 		}
 	}
@@ -277,12 +309,13 @@ func (o *Orchestrator) checkDeps(j *api.Job, e depend.Expr, running map[singleto
 }
 
 // checkTerm is the verdict of one term: all its ids' jobs must meet it.
-func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, running map[singletonKey]*api.Job) depCheck {
+// preds are the jobs its ids name (nil for arrays).
+func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, preds []*api.Job, ev *depEval) depCheck {
 	out := depCheck{verdict: depMet, kind: t.Kind}
 	if t.Kind == depend.Singleton {
 		var holder *api.Job
-		if running != nil {
-			holder = running[singletonKey{j.User, j.Name}]
+		if ev.running != nil {
+			holder = ev.running[singletonKey{j.User, j.Name}]
 		} else {
 			for id := range o.active {
 				if a := o.jobs[id]; a.User == j.User && a.Name == j.Name {
@@ -296,46 +329,44 @@ func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, running map[singleto
 		}
 		return out
 	}
-	for _, id := range t.IDs {
-		targets := []string{id}
-		if _, ok := o.jobs[id]; !ok {
-			targets = o.arrayTasks(id)
-			if t.Kind == depend.AfterCorr {
-				targets = corresponding(targets, id, j)
+	for i, id := range t.IDs {
+		if p := preds[i]; p != nil {
+			out = allOf(out, predecessor(t.Kind, p))
+			continue
+		}
+		if t.Kind == depend.AfterCorr && j.ArrayTaskID != nil {
+			// Task i waits for task i of the other array, if it has one.
+			if p, ok := o.jobs[id+"_"+strconv.Itoa(*j.ArrayTaskID)]; ok && p.ArrayJobID == id {
+				out = allOf(out, predecessor(t.Kind, p))
+			}
+			continue
+		}
+		k := memoKey{t.Kind, id}
+		c, ok := ev.memo[k]
+		if !ok {
+			c = depCheck{verdict: depMet, kind: t.Kind}
+			for _, tid := range o.arrayTasks(id) {
+				c = allOf(c, predecessor(t.Kind, o.jobs[tid]))
+			}
+			if ev.memo != nil {
+				ev.memo[k] = c
 			}
 		}
-		for _, tid := range targets {
-			p := o.jobs[tid]
-			if p == nil {
-				continue
-			}
-			v := verdictOf(t.Kind, p.State)
-			switch {
-			case v == depNever && (out.verdict != depNever || finished(p).Before(out.since)):
-				out.verdict, out.culprit, out.since = depNever, p, finished(p)
-			case v == depWait && out.verdict == depMet:
-				out.verdict, out.culprit = depWait, p
-			case v == depWait && out.verdict == depWait:
-				out.more++
-			}
-		}
+		out = allOf(out, c)
 	}
 	return out
 }
 
-// corresponding returns the task of array id with the same index as j
-// (aftercorr), or none when that array has no such task.
-func corresponding(tasks []string, id string, j *api.Job) []string {
-	if j.ArrayTaskID == nil {
-		return tasks // not a task itself (refused at submit): wait for all
+// predecessor is the verdict of one predecessor p for a term of kind k.
+func predecessor(k depend.Kind, p *api.Job) depCheck {
+	c := depCheck{verdict: verdictOf(k, p.State), kind: k}
+	if c.verdict != depMet {
+		c.culprit = p
 	}
-	want := fmt.Sprintf("%s_%d", id, *j.ArrayTaskID)
-	for _, t := range tasks {
-		if t == want {
-			return []string{t}
-		}
+	if c.verdict == depNever {
+		c.since = finished(p)
 	}
-	return nil
+	return c
 }
 
 // verdictOf says whether a predecessor in state s meets a term of kind k.

@@ -10,73 +10,65 @@ import (
 )
 
 // eligible returns the jobs of queue (in its order) whose dependencies
-// are met: the scheduling snapshot's queue. The others are kept in
-// o.deps.checks with why they wait; those whose dependency can no longer
-// be met are canceled in tx (reason dependency_never_satisfied) once the
-// dependency timeout has passed, and the jobs that depended on them are
-// looked at again at once. The returned slice is reused by the next call.
-// Loop only, write lock held.
+// are met: the scheduling snapshot's queue. Each held job's verdict is
+// kept in o.deps.jobs for the views; those whose dependency can no
+// longer be met are canceled in tx (reason dependency_never_satisfied)
+// once the dependency timeout has passed, and the jobs held with them are
+// looked at again at once (some may have depended on them). The returned
+// slice is reused by the next call. Loop only, write lock held.
 func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
-	hasDeps := false
+	o.deps.pass++
+	o.deps.held = 0
+	withDeps := 0
 	for _, j := range queue {
 		if j.DependsOn != "" {
-			hasDeps = true
-			break
+			withDeps++
 		}
 	}
-	if !hasDeps {
-		o.deps.checks, o.deps.exprs = nil, nil
+	if withDeps == 0 {
+		o.deps.jobs = nil
 		return queue
 	}
 	o.indexArrays()
-	// Singleton: each user-and-name key is held by an active job, or by
-	// the first queued singleton job let through in this cycle.
-	var running map[singletonKey]*api.Job
-	runningKeys := func() map[singletonKey]*api.Job {
-		if running == nil {
-			running = map[singletonKey]*api.Job{}
-			for id := range o.active {
-				a := o.jobs[id]
-				running[singletonKey{a.User, a.Name}] = a
-			}
-		}
-		return running
+	if o.deps.jobs == nil || len(o.deps.jobs) > 2*withDeps+1024 {
+		o.deps.jobs = o.pruneDeps(withDeps)
 	}
-	old := o.deps.exprs
-	o.deps.exprs = make(map[string]depend.Expr, len(old))
-	o.deps.checks = make(map[string]depCheck, len(o.deps.checks))
+	ev := &depEval{memo: map[memoKey]depCheck{}}
 	timeout := o.dependencyTimeout()
 	out := o.deps.buf[:0]
 	var doomed []*api.Job
+	held := o.deps.heldBuf[:0]
 	for _, j := range queue {
 		if j.DependsOn == "" {
 			out = append(out, j)
 			continue
 		}
-		e, ok := old[j.ID]
-		if !ok {
-			e = o.expr(j)
+		d := o.deps.jobs[j.ID]
+		if d == nil {
+			d = o.newDepEntry(j)
+			o.deps.jobs[j.ID] = d
 		}
-		o.deps.exprs[j.ID] = e
-		var keys map[singletonKey]*api.Job
-		if singleton(e) {
-			keys = runningKeys()
-		}
-		c := o.checkDeps(j, e, keys)
-		switch {
-		case c.verdict == depMet:
-			out = append(out, j)
-			if keys != nil {
-				k := singletonKey{j.User, j.Name}
-				if keys[k] == nil {
-					keys[k] = j
-				}
+		if d.singleton && ev.running == nil {
+			// Singleton: each user-and-name key is held by an active
+			// job, or by the first queued singleton job let through in
+			// this pass (none before this one).
+			ev.running = map[singletonKey]*api.Job{}
+			for id := range o.active {
+				a := o.jobs[id]
+				ev.running[singletonKey{a.User, a.Name}] = a
 			}
-		case c.verdict == depNever && !tx.now.Before(c.since.Add(timeout)):
+		}
+		d.check, d.pass = o.checkDeps(j, d, ev), o.deps.pass
+		switch {
+		case d.check.verdict == depMet:
+			out = append(out, j)
+			if k := (singletonKey{j.User, j.Name}); ev.running != nil && ev.running[k] == nil && d.singleton {
+				ev.running[k] = j
+			}
+		case d.check.verdict == depNever && !tx.now.Before(d.check.since.Add(timeout)):
 			doomed = append(doomed, j)
-			o.deps.checks[j.ID] = c
 		default:
-			o.deps.checks[j.ID] = c
+			held = append(held, j)
 		}
 	}
 	o.deps.buf = out
@@ -85,21 +77,39 @@ func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
 	// depended on those just canceled.
 	for len(doomed) > 0 {
 		for _, j := range doomed {
-			o.cancelNeverSatisfied(tx, j, o.deps.checks[j.ID], timeout)
+			o.cancelNeverSatisfied(tx, j, o.deps.jobs[j.ID].check, timeout)
 		}
 		doomed = doomed[:0]
-		for id, c := range o.deps.checks {
-			j := o.jobs[id]
-			if j.State != api.StateQueued || c.verdict == depNever {
-				continue
+		ev.memo = map[memoKey]depCheck{} // the states changed
+		still := held[:0]
+		for _, j := range held {
+			d := o.deps.jobs[j.ID]
+			if d.check.verdict == depWait {
+				d.check = o.checkDeps(j, d, &depEval{memo: ev.memo})
 			}
-			if c = o.checkDeps(j, o.deps.exprs[id], nil); c.verdict == depNever && !tx.now.Before(c.since.Add(timeout)) {
-				o.deps.checks[id] = c
+			if d.check.verdict == depNever && !tx.now.Before(d.check.since.Add(timeout)) {
 				doomed = append(doomed, j)
+			} else {
+				still = append(still, j)
 			}
 		}
+		held = still
 	}
+	o.deps.held = len(held)
+	o.deps.heldBuf = held
 	return out
+}
+
+// pruneDeps returns o.deps.jobs without the entries of jobs no longer
+// queued, sized for n. Write lock held.
+func (o *Orchestrator) pruneDeps(n int) map[string]*depEntry {
+	m := make(map[string]*depEntry, n)
+	for id, d := range o.deps.jobs {
+		if o.queued[id] {
+			m[id] = d
+		}
+	}
+	return m
 }
 
 // cancelNeverSatisfied cancels a queued job whose dependency can no
@@ -109,8 +119,7 @@ func (o *Orchestrator) cancelNeverSatisfied(tx *txn, j *api.Job, c depCheck, tim
 	j.FinishedAt = &now
 	msg := fmt.Sprintf("%s on job %s can never be met: it %s", c.kind, c.culprit.ID, c.culprit.State)
 	tx.transition(j, api.StateCanceled, api.ReasonDependencyNeverSatisfied, msg)
-	delete(o.deps.checks, j.ID)
-	delete(o.deps.exprs, j.ID)
+	delete(o.deps.jobs, j.ID)
 	o.log.Info("job canceled: its dependency can never be met", "job_id", j.ID, "culprit", c.culprit.ID, "timeout", timeout)
 }
 
@@ -125,19 +134,16 @@ func singleton(e depend.Expr) bool {
 }
 
 // depHeld returns why a queued job is held by its dependencies, if it
-// is: the last cycle's verdict, or, for a job the last cycle did not see,
-// one worked out now. Lock held.
+// is: the last pass's verdict, or, for a job the last pass did not see
+// (submitted or requeued since), one worked out now. Lock held.
 func (o *Orchestrator) depHeld(j *api.Job) (depCheck, bool) {
 	if j.DependsOn == "" || j.State != api.StateQueued {
 		return depCheck{}, false
 	}
-	if c, ok := o.deps.checks[j.ID]; ok {
-		return c, true
+	if d := o.deps.jobs[j.ID]; d != nil && d.pass == o.deps.pass {
+		return d.check, d.check.verdict != depMet
 	}
-	if _, ok := o.pending[j.ID]; ok {
-		return depCheck{}, false // the last cycle let it through
-	}
-	c := o.checkDeps(j, o.expr(j), nil)
+	c := o.checkDeps(j, o.newDepEntry(j), &depEval{})
 	return c, c.verdict != depMet
 }
 
@@ -163,8 +169,6 @@ func (o *Orchestrator) SetDependency(ctx context.Context, id, raw string) (api.J
 			return nil, api.Conflict("wrong_state", "job %s is %s: only a queued job's dependencies can change", id, j.State)
 		}
 		old := j.DependsOn
-		delete(o.deps.checks, id) // until the next cycle, view works it out
-		delete(o.pending, id)
 		if err := o.setDependsOn(j, raw, j.ArrayJobID != ""); err != nil {
 			return nil, err
 		}

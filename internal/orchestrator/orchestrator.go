@@ -357,7 +357,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	// could decide anything new because of it (the next one, on the next
 	// change or tick, sees its start time).
 	// Unless a job waits on dependencies: "after" waits for a start.
-	if to != api.StateRunning || len(tx.o.deps.checks) > 0 {
+	if to != api.StateRunning || tx.o.deps.held > 0 {
 		tx.o.dirty = true
 	}
 }
