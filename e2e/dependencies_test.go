@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/corral-sched/corral/internal/api"
 )
 
@@ -184,5 +186,30 @@ func TestDependencySurvivesRestart(t *testing.T) {
 	f := s2.job(first.ID)
 	if done.State != api.StateCompleted || done.StartedAt.Before(*f.FinishedAt) {
 		t.Errorf("next ended %s, started %v; first finished %v", done.State, done.StartedAt, f.FinishedAt)
+	}
+}
+
+// TestDependencyDashboard: the dashboard's job page shows a waiting job's
+// depends_on, each id a link to its job, and why it waits.
+func TestDependencyDashboard(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t)
+	first := s.submit(map[string]any{"command": "sleep 600", "gpu_count": 1, "workdir": "/tmp"})
+	next := s.submit(map[string]any{"command": "true", "gpu_count": 1, "workdir": "/tmp", "depends_on": "afterok:" + first.ID})
+	fields := `[data-role=fields]`
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/?token="+adminToken+"#/jobs/"+next.ID),
+		chromedp.Click(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+		chromedp.WaitVisible(chromedp.CSS(fields+` a[href="#/jobs/`+first.ID+`"]`)),
+	)
+	if err != nil {
+		t.Fatalf("job page: %v", err)
+	}
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(fields)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "Depends on") || !strings.Contains(text, "afterok:"+first.ID) || !strings.Contains(text, "waits for job "+first.ID+" (afterok) to complete") {
+		t.Errorf("job page fields:\n%s", text)
 	}
 }

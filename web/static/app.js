@@ -606,6 +606,8 @@ function jobPage(id) {
       j.workdir ? ['Workdir', `<code>${esc(j.workdir)}</code>`] : null,
       ['GPUs', `${gpuWord(j.gpu_count)}${j.nodes > 1 ? ` × ${j.nodes} nodes` : ''}${j.gpu_type ? ' · ' + esc(j.gpu_type) : ''}${j.gpu_memory_gb ? ` · ≥ ${j.gpu_memory_gb} GB each` : ''}`],
       ['Priority', prio(j.priority)],
+      // depends_on, e.g. "afterok:ID:ID,singleton": each job id a link.
+      j.depends_on ? ['Depends on', `<span class="mono">${j.depends_on.split(/([,?:])/).map((p, i, a) => a[i - 1] === ':' ? jobLink(p) : esc(p)).join('')}</span>`] : null,
       ['Estimated duration', j.estimated_duration ? dur(j.estimated_duration) : '—'],
       ['Submitted', clock(j.submitted_at)],
       j.state === 'queued' ? ['Queue position', j.queue_position || '—'] : null,
