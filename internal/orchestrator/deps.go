@@ -472,17 +472,33 @@ func (c depCheck) message(timeout time.Duration) string {
 	}
 	id, state := c.culprit.ID, c.culprit.State
 	if c.verdict == depNever {
-		return fmt.Sprintf("%s on job %s can never be met: it %s; the job is canceled %s after that (--dependency-timeout)",
-			c.kind, id, state, timeout)
-	}
-	more := ""
-	if c.more > 0 {
-		more = fmt.Sprintf(" (and %d more)", c.more)
+		when := "at the next scheduling cycle"
+		if timeout > 0 {
+			when = "at " + c.since.Add(timeout).UTC().Format("2006-01-02 15:04:05 MST")
+		}
+		return fmt.Sprintf("%s on job %s can never be met: it %s; the job will be canceled %s (--dependency-timeout %s)",
+			c.kind, id, state, when, shortDuration(timeout))
 	}
 	if c.kind == depend.Singleton {
 		return fmt.Sprintf("waits for job %s of the same user and name (singleton) to end; it is %s", id, state)
 	}
-	return fmt.Sprintf("waits for job %s%s (%s) to %s; it is %s", id, more, c.kind, goal(c.kind), state)
+	more := ""
+	if c.more > 0 {
+		more = fmt.Sprintf(" (and for %d more jobs)", c.more)
+	}
+	return fmt.Sprintf("waits for job %s (%s) to %s; it is %s%s", id, c.kind, goal(c.kind), state, more)
+}
+
+// shortDuration writes d as "24h", "90s", "1h30m" (no zero units).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // goal is what a predecessor must do for a kind of term.
