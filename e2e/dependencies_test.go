@@ -213,3 +213,14 @@ func TestDependencyDashboard(t *testing.T) {
 		t.Errorf("job page fields:\n%s", text)
 	}
 }
+
+// TestDependencyTimeoutFlag: a negative --dependency-timeout is refused
+// before the server starts, naming the flag.
+func TestDependencyTimeoutFlag(t *testing.T) {
+	for _, daemon := range []string{"server", "up"} {
+		_, stderr, code := runCLI(t, nil, daemon, "--dependency-timeout", "-1s", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0")
+		if code == 0 || !strings.Contains(stderr, "--dependency-timeout") {
+			t.Errorf("corral %s --dependency-timeout -1s: exit %d, %q", daemon, code, stderr)
+		}
+	}
+}

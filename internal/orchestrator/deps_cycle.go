@@ -117,10 +117,14 @@ func (o *Orchestrator) pruneDeps(n int) map[string]*depEntry {
 func (o *Orchestrator) cancelNeverSatisfied(tx *txn, j *api.Job, c depCheck, timeout time.Duration) {
 	now := tx.now
 	j.FinishedAt = &now
-	msg := fmt.Sprintf("%s on job %s can never be met: it %s", c.kind, c.culprit.ID, c.culprit.State)
+	culprit := &api.Job{ID: "?"} // a verdict of never always names one
+	if c.culprit != nil {
+		culprit = c.culprit
+	}
+	msg := fmt.Sprintf("%s on job %s can never be met: it %s", c.kind, culprit.ID, culprit.State)
 	tx.transition(j, api.StateCanceled, api.ReasonDependencyNeverSatisfied, msg)
 	delete(o.deps.jobs, j.ID)
-	o.log.Info("job canceled: its dependency can never be met", "job_id", j.ID, "culprit", c.culprit.ID, "timeout", timeout)
+	o.log.Info("job canceled: its dependency can never be met", "job_id", j.ID, "culprit", culprit.ID, "timeout", timeout)
 }
 
 // singleton reports whether e has a singleton term.
