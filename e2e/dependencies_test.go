@@ -71,6 +71,10 @@ func TestDependencyPipeline(t *testing.T) {
 			if !strings.Contains(out, "waits for job "+first.ID+" (afterok) to complete") {
 				t.Errorf("corral queue -l does not say what the job waits for:\n%s", out)
 			}
+			out, _, _ = runCLI(t, env, "queue")
+			if !strings.Contains(out, "(dependency)") {
+				t.Errorf("corral queue does not mark the held jobs:\n%s", out)
+			}
 
 			s.waitTerminal(first.ID, 30*time.Second)
 			if j := s.waitTerminal(branch[c.runs].ID, 30*time.Second); j.State != api.StateCompleted {

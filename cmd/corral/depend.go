@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // dependHelp is the help of --after (and its Slurm alias --dependency).
@@ -52,4 +55,15 @@ cycle of jobs waiting for each other is refused, as are unknown ids.`,
 			})
 		},
 	}
+}
+
+// queueEstStart is a corral queue row's EST.START: "(dependency)" or
+// "(dependency_never_satisfied)" for a job held by its dependencies (it
+// has no estimate; -l says what it waits for), else when it should start.
+func queueEstStart(j api.QueuedJob, now time.Time) string {
+	switch j.PendingReason {
+	case api.ReasonDependency, api.ReasonDependencyNeverSatisfied:
+		return "(" + j.PendingReason + ")"
+	}
+	return fmtIn(j.EstimatedWaitTime, j.EstimatedStartTime, now)
 }

@@ -286,7 +286,7 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 			}
 			row := []string{strconv.Itoa(j.QueuePosition), short[i], j.User, j.Priority.String(),
 				fmtGPUs(perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
-				fmtIn(j.EstimatedWaitTime, j.EstimatedStartTime, now), clip(j.Name, 32)}
+				queueEstStart(j, now), clip(j.Name, 32)}
 			if long {
 				reason := j.PendingMessage
 				if reason == "" {

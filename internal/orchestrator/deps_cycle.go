@@ -1,8 +1,11 @@
 package orchestrator
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -190,4 +193,40 @@ func (o *Orchestrator) SetDependency(ctx context.Context, id, raw string) (api.J
 		return api.Job{}, err
 	}
 	return v.(api.Job), nil
+}
+
+// heldReason reports whether a pending reason is a dependency's.
+func heldReason(r string) bool {
+	return r == api.ReasonDependency || r == api.ReasonDependencyNeverSatisfied
+}
+
+// positionHeld numbers GET /queue's rows again so that the jobs held by
+// their dependencies come after all the others (which keep their order),
+// held ones in the order they were queued.
+func positionHeld(rows []api.QueuedJob) {
+	held := false
+	for _, q := range rows {
+		held = held || heldReason(q.PendingReason)
+	}
+	if !held {
+		return
+	}
+	slices.SortStableFunc(rows, func(a, b api.QueuedJob) int {
+		ha, hb := heldReason(a.PendingReason), heldReason(b.PendingReason)
+		switch {
+		case ha != hb && ha:
+			return 1
+		case ha != hb:
+			return -1
+		case ha:
+			if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ID, b.ID)
+		}
+		return cmp.Compare(a.QueuePosition, b.QueuePosition)
+	})
+	for i := range rows {
+		rows[i].QueuePosition = i + 1
+	}
 }

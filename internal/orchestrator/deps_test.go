@@ -390,3 +390,23 @@ func TestDependencyMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestDependencyQueueOrder: GET /queue lists the jobs held by their
+// dependencies after the others, whatever their priority, numbered on.
+func TestDependencyQueueOrder(t *testing.T) {
+	clk := newClock()
+	h := startDeps(t, "", clk, 0)
+	first := h.submit(api.SubmitRequest{Command: "first", GPUCount: gpus(8)})
+	h.nextStart()
+	held := h.submit(api.SubmitRequest{Command: "held", GPUCount: gpus(1), Priority: api.RawValue(`"critical"`), DependsOn: "afterok:" + first.ID})
+	low := h.submit(api.SubmitRequest{Command: "low", GPUCount: gpus(1), Priority: api.RawValue(`"low"`)})
+	for _, fresh := range []bool{true, false} { // as soon as submitted, and after a cycle
+		if !fresh {
+			h.waitCycle()
+		}
+		q := h.o.Queue().QueuedJobs
+		if len(q) != 2 || q[0].ID != low.ID || q[0].QueuePosition != 1 || q[1].ID != held.ID || q[1].QueuePosition != 2 || q[1].PendingReason != api.ReasonDependency {
+			t.Fatalf("queue (fresh %v) = %+v", fresh, q)
+		}
+	}
+}

@@ -113,7 +113,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	// over the queue as it is now gives them all.
 	fresh := false
 	for _, q := range r.QueuedJobs {
-		fresh = fresh || q.QueuePosition == 0 || !o.running
+		fresh = fresh || (q.QueuePosition == 0 && !heldReason(q.PendingReason)) || !o.running
 	}
 	if fresh {
 		pos := map[string]int{}
@@ -124,6 +124,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
 		}
 	}
+	positionHeld(r.QueuedJobs) // deps_cycle.go: jobs held by dependencies last
 	for i := range r.QueuedJobs {
 		q := &r.QueuedJobs[i]
 		j := o.jobs[q.ID]
