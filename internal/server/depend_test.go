@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -57,4 +59,22 @@ func TestDependencyRoute(t *testing.T) {
 	if resp, body := call(t, ts, "PATCH", "/queue/"+a.ID+"/dependency", `{"depends_on":""}`); resp.StatusCode != 409 {
 		t.Errorf("PATCH dependency of a job no longer queued: %d %s, want 409", resp.StatusCode, body)
 	}
+}
+
+// FuzzDependency: PATCH /queue/{id}/dependency never crashes and answers
+// a bad body with a 4xx (the checks of fuzz_test.go).
+func FuzzDependency(f *testing.F) {
+	for _, s := range []string{`{"depends_on":""}`, `{"depends_on":"singleton"}`, `{"depends_on":"afterok:jx?afterany:jy"}`, `{"depends_on":null}`, `{"depends_on":7}`, `{}`} {
+		f.Add([]byte(s))
+	}
+	fs := newFuzzServer(f)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("POST", "/queue/submit", strings.NewReader(`{"command":"x","name":"n","gpu_count":8}`))
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	fs.h.ServeHTTP(rec, req)
+	var j struct{ ID string }
+	if err := json.Unmarshal(rec.Body.Bytes(), &j); err != nil || j.ID == "" {
+		f.Fatalf("submit: %s", rec.Body.String())
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { fs.check(t, "PATCH", "/queue/"+j.ID+"/dependency", body, false) })
 }
