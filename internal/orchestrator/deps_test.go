@@ -286,7 +286,7 @@ func TestDependencyRefused(t *testing.T) {
 		"mixed":              {api.SubmitRequest{Command: "x", DependsOn: "afterok:" + a.ID + ",afterany:" + b.ID + "?after:" + a.ID}},
 		"unknown id":         {api.SubmitRequest{Command: "x", DependsOn: "afterok:jnosuchjob"}},
 		"short prefix":       {api.SubmitRequest{Command: "x", DependsOn: "afterok:" + a.ID[:4]}},
-		"ambiguous prefix":   {api.SubmitRequest{Command: "x", DependsOn: "afterok:j"}},
+		"ambiguous prefix":   {api.SubmitRequest{Command: "x", DependsOn: "afterok:" + a.ID[:6]}}, // a, twin1, twin2 and b share it (their first 5 time characters)
 		"aftercorr non-arr":  {api.SubmitRequest{Command: "x", DependsOn: "aftercorr:jarrayx"}},
 		"aftercorr on job":   {api.SubmitRequest{Command: "x", Array: "0-1", DependsOn: "aftercorr:" + a.ID}},
 		"singleton no name":  {api.SubmitRequest{Command: "x", DependsOn: "singleton"}},
