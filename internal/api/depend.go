@@ -10,9 +10,6 @@ const (
 	// event: the job was canceled for it after the server's
 	// --dependency-timeout.
 	ReasonDependencyNeverSatisfied = "dependency_never_satisfied"
-	// ReasonDependencyChanged: the event (queued -> queued) of a queued
-	// job whose depends_on was changed (PATCH /queue/{job_id}/dependency).
-	ReasonDependencyChanged = "dependency_changed"
 )
 
 // DependencyRequest is the body of PATCH /queue/{job_id}/dependency: the

@@ -164,8 +164,9 @@ func (o *Orchestrator) viewDeps(j *api.Job, v *api.Job) {
 
 // SetDependency replaces the depends_on of a queued job (raw "" removes
 // it), checked as at submission and also for cycles through the jobs
-// that depend on it. The change is an event (queued -> queued, reason
-// dependency_changed). Only queued jobs: 409 otherwise.
+// that depend on it. The job's row is rewritten; no state changes, so
+// there is no event (the API's audit trail records the call). Only
+// queued jobs: 409 otherwise.
 func (o *Orchestrator) SetDependency(ctx context.Context, id, raw string) (api.Job, error) {
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j, ok := o.jobs[id]
@@ -180,11 +181,8 @@ func (o *Orchestrator) SetDependency(ctx context.Context, id, raw string) (api.J
 			return nil, err
 		}
 		if j.DependsOn != old {
-			msg := "depends_on removed"
-			if j.DependsOn != "" {
-				msg = "depends_on set to " + j.DependsOn
-			}
-			tx.transition(j, api.StateQueued, api.ReasonDependencyChanged, msg)
+			tx.touch(j)
+			o.dirty = true
 			o.log.Info("job dependency changed", "job_id", id, "depends_on", j.DependsOn)
 		}
 		return o.view(j, true), nil
