@@ -74,10 +74,11 @@ func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
 			held = append(held, j)
 		}
 	}
-	o.deps.buf = out
 	// Cancel after the pass (a transition may reorder the queue being
-	// read), then look again at the jobs still held: some may have
-	// depended on those just canceled.
+	// read), then look again at the jobs still held: some depended on
+	// those just canceled, and may go now (afterany, afternotok; they
+	// join the snapshot's queue out of id order, which the core's order
+	// does not depend on) or can never go either.
 	for len(doomed) > 0 {
 		for _, j := range doomed {
 			o.cancelNeverSatisfied(tx, j, o.deps.jobs[j.ID].check, timeout)
@@ -88,16 +89,23 @@ func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
 		for _, j := range held {
 			d := o.deps.jobs[j.ID]
 			if d.check.verdict == depWait {
-				d.check = o.checkDeps(j, d, &depEval{memo: ev.memo})
+				d.check = o.checkDeps(j, d, ev)
 			}
-			if d.check.verdict == depNever && !tx.now.Before(d.check.since.Add(timeout)) {
+			switch {
+			case d.check.verdict == depMet:
+				out = append(out, j)
+				if k := (singletonKey{j.User, j.Name}); ev.running != nil && ev.running[k] == nil && d.singleton {
+					ev.running[k] = j
+				}
+			case d.check.verdict == depNever && !tx.now.Before(d.check.since.Add(timeout)):
 				doomed = append(doomed, j)
-			} else {
+			default:
 				still = append(still, j)
 			}
 		}
 		held = still
 	}
+	o.deps.buf = out
 	o.deps.held = len(held)
 	o.deps.heldBuf = held
 	return out

@@ -20,6 +20,13 @@ import (
 // timeout.
 func startDeps(t *testing.T, path string, clk *clock, timeout time.Duration) *harness {
 	t.Helper()
+	return startDepsTick(t, path, clk, timeout, 10*time.Millisecond)
+}
+
+// startDepsTick is startDeps with the loop's tick (cycles run on every
+// change, and on every tick).
+func startDepsTick(t *testing.T, path string, clk *clock, timeout, tick time.Duration) *harness {
+	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "corral.db")
 	}
@@ -30,7 +37,7 @@ func startDeps(t *testing.T, path string, clk *clock, timeout time.Duration) *ha
 	}
 	ex := newFakeExec()
 	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
-		Tick: 10 * time.Millisecond, Now: clk.now, DependencyTimeout: timeout})
+		Tick: tick, Now: clk.now, DependencyTimeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,5 +416,24 @@ func TestDependencyQueueOrder(t *testing.T) {
 		if len(q) != 2 || q[0].ID != low.ID || q[0].QueuePosition != 1 || q[1].ID != held.ID || q[1].QueuePosition != 2 || q[1].PendingReason != api.ReasonDependency {
 			t.Fatalf("queue (fresh %v) = %+v", fresh, q)
 		}
+	}
+}
+
+// TestDependencyCascadeRunsFollower: when a job is canceled for a
+// dependency that can never be met, a job afternotok on it goes in the
+// same cycle (no tick needed: the loop's tick is an hour here).
+func TestDependencyCascadeRunsFollower(t *testing.T) {
+	clk := newClock()
+	h := startDepsTick(t, "", clk, -1, time.Hour)
+	first := h.submit(api.SubmitRequest{Command: "first", GPUCount: gpus(8)})
+	second := h.submit(api.SubmitRequest{Command: "second", GPUCount: gpus(1), DependsOn: "afterok:" + first.ID})
+	cleanup := h.submit(api.SubmitRequest{Command: "cleanup", GPUCount: gpus(1), DependsOn: "afternotok:" + second.ID})
+	h.nextStart()
+	h.run(first.ID, 1, clk.now())
+	if task := h.nextStart(); task.JobID != cleanup.ID {
+		t.Fatalf("started %s, want the afternotok follower of the canceled job", task.JobID)
+	}
+	if j := h.waitState(second.ID, api.StateCanceled); j.Reason != api.ReasonDependencyNeverSatisfied {
+		t.Fatalf("second canceled with reason %q", j.Reason)
 	}
 }
