@@ -167,6 +167,13 @@ func TestDependencyRefused(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "would make a cycle") {
 		t.Errorf("corral depend making a cycle: exit %d, %q", code, stderr)
 	}
+	stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "depend", c.ID, "afterok:"+known.ID)
+	if code != 0 || !strings.Contains(stdout, "now depends on afterok:"+known.ID) || s.job(c.ID).DependsOn != "afterok:"+known.ID {
+		t.Errorf("corral depend: exit %d, %q %q", code, stdout, stderr)
+	}
+	if stdout, _, code = runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "depend", c.ID, "none"); code != 0 || s.job(c.ID).DependsOn != "" {
+		t.Errorf("corral depend none: exit %d, %q", code, stdout)
+	}
 }
 
 // TestDependencySurvivesRestart: a job waiting on another is still held
