@@ -44,7 +44,7 @@ func TestDependencyRoute(t *testing.T) {
 			t.Errorf("%s %s %s: %d %s, want a 4xx naming %s", c.method, c.path, c.body, resp.StatusCode, body, c.field)
 		}
 	}
-	resp, body := call(t, ts, "PATCH", "/queue/"+b.ID[:len(b.ID)-1]+"/dependency", `{"depends_on":"afterany:`+a.ID+`"}`)
+	resp, body := call(t, ts, "PATCH", "/queue/"+shortestUnique([]string{a.ID, b.ID}, 1, 6)+"/dependency", `{"depends_on":"afterany:`+a.ID+`"}`)
 	var j api.Job
 	if resp.StatusCode != 200 || json.Unmarshal(body, &j) != nil || j.ID != b.ID || j.DependsOn != "afterany:"+a.ID {
 		t.Fatalf("PATCH dependency by prefix: %d %s", resp.StatusCode, body)
