@@ -30,6 +30,7 @@ type submitFlags struct {
 	cpus                        float64       // --cpus
 	wait                        bool          // --wait (submit only)
 	retry                       time.Duration // --retry (submit --wait only)
+	elastic                     elasticFlags  // --gpus MIN-MAX, --elastic-wait (elastic.go)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -103,7 +104,8 @@ func (c *cli) submit(cmd *cobra.Command, f *submitFlags, args []string) (*client
 func (f *submitFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after CMD belong to CMD
-	fl.IntVar(&f.gpus, "gpus", 0, "GPUs per node (default: the server's)")
+	fl.Var(gpusValue{min: &f.elastic.min, max: &f.gpus}, "gpus", "GPUs per node (default: the server's), or an elastic range MIN-MAX such as 4-8: the job starts with as many as fit, never fewer than MIN ($CORRAL_NUM_GPUS says how many)")
+	fl.StringVar(&f.elastic.wait, "elastic-wait", "", "with --gpus MIN-MAX: wait this long (from submission) for MAX GPUs before taking fewer, e.g. 10m (default 0: take what fits at once)")
 	fl.Float64Var(&f.gpuMem, "gpu-mem", 0, "minimum free memory per GPU, in GB")
 	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, e.g. H100")
 	fl.IntVar(&f.nodes, "nodes", 0, "nodes for a multi-node gang (--gpus on each)")
@@ -144,6 +146,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	if cmd.Flags().Changed("gpus") {
 		gpus := f.gpus
 		req.GPUCount = &gpus
+	}
+	if err := f.elastic.apply(&req); err != nil {
+		return req, err
 	}
 	if f.priority != "" {
 		req.Priority = rawString(f.priority)
@@ -282,7 +287,7 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 				waited = now.Sub(j.QueuedAt)
 			}
 			row := []string{strconv.Itoa(j.QueuePosition), short[i], j.User, j.Priority.String(),
-				fmtGPUs(perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
+				fmtGPURange(j.RequestedGPUsMin, perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
 				fmtIn(j.EstimatedWaitTime, j.EstimatedStartTime, now), clip(j.Name, 32)}
 			if long {
 				reason := j.PendingMessage
@@ -365,7 +370,7 @@ func (c *cli) printJobs(w io.Writer, jobs []api.Job) error {
 	}
 	short := shortIDs(ids, shortIDMin)
 	for i, j := range jobs {
-		t.row(short[i], clip(j.Name, 32), j.User, jobState(j), fmtGPUs(j.GPUCount, j.Nodes),
+		t.row(short[i], clip(j.Name, 32), j.User, jobState(j), fmtJobGPUs(j),
 			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j))
 	}
 	return t.flush()

@@ -141,6 +141,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		}
 	}
 	j.NodeLabels = req.NodeLabels
+	if err := validateElastic(req, &j); err != nil {
+		return j, err
+	}
 	if err := validateResources(req, &j); err != nil {
 		return j, err
 	}
