@@ -24,6 +24,8 @@ func validateElastic(req *api.SubmitRequest, j *api.Job) error {
 	}
 	min := *req.GPUCountMin
 	switch {
+	case j.GPUCount < 0:
+		return nil // checkGPURequest names gpu_count
 	case j.GPUCount == 0:
 		return api.Invalid("gpu_count_min", "needs a gpu_count of 1 or more; a job with no GPUs has no count to shrink")
 	case min < 1:

@@ -95,6 +95,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	if j.Nodes > 1 && j.GPUCount == 0 {
 		return j, api.Invalid("nodes", "a multi-node job needs gpu_count of at least 1 per node")
 	}
+	if err := validateElastic(req, &j); err != nil {
+		return j, err
+	}
 	if err := checkGPURequest(c, "gpu_count", j.GPUCount, j.Nodes, "gpu_memory_gb", j.GPUMemoryGB, j.GPUType); err != nil {
 		return j, err
 	}
@@ -141,9 +144,6 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		}
 	}
 	j.NodeLabels = req.NodeLabels
-	if err := validateElastic(req, &j); err != nil {
-		return j, err
-	}
 	if err := validateResources(req, &j); err != nil {
 		return j, err
 	}
