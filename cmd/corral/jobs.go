@@ -47,6 +47,7 @@ variables for the job's shell: corral submit -- 'echo $CUDA_VISIBLE_DEVICES'.
 Several arguments are joined with shell quoting, so they run as given.`,
 		Example: `  corral submit --gpus 2 --time 2h -- python train.py --lr 3e-4
   corral submit --gpus 8 --nodes 2 --priority high --name big -- ./launch.sh
+  corral submit --gpus 4-8 --elastic-wait 10m -- ./train.sh   # 4 to 8 GPUs; $CORRAL_NUM_GPUS says how many
   corral submit -- 'nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES'`,
 		Args: needCommand("corral submit --gpus 1 -- python train.py"),
 		RunE: func(cmd *cobra.Command, args []string) error {
