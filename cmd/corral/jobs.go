@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // submitFlags are the flags of corral submit.
@@ -221,7 +221,7 @@ func rawString(s string) api.RawValue {
 }
 
 // shellSafe matches words the shell reads as themselves.
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+var shellSafe = lazyre.New(`^[A-Za-z0-9_@%+=:,./-]+$`)
 
 // joinCommand makes one shell command of args: a single argument is the
 // command verbatim; several are each quoted when the shell would otherwise

@@ -2,12 +2,12 @@ package orchestrator
 
 import (
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // Limits on what a submission may carry.
@@ -21,8 +21,8 @@ const (
 )
 
 var (
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	userName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*$`)
+	envName  = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	userName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*$`)
 )
 
 // reservedEnv are variables Corral sets itself.
