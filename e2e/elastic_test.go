@@ -119,8 +119,8 @@ func TestElasticBadInput(t *testing.T) {
 	}
 	env := []string{"CORRAL_SERVER=" + s.URL}
 	for _, args := range [][]string{{"--gpus", "8-4"}, {"--gpus", "4", "--elastic-wait", "1m"}, {"--gpus", "2-4", "--elastic-wait", "soon"}} {
-		if _, stderr, code := runCLI(t, env, append(append([]string{"submit"}, args...), "--", "true")...); code == 0 || stderr == "" {
-			t.Errorf("corral submit %v: exit %d, %q; want a usage error", args, code, stderr)
+		if _, stderr, code := runCLI(t, env, append(append([]string{"submit"}, args...), "--", "true")...); code != 2 || stderr == "" {
+			t.Errorf("corral submit %v: exit %d, %q; want a usage error (exit 2)", args, code, stderr)
 		}
 	}
 	if js := s.jobs(); len(js) != 0 {
