@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // submitFlags are the flags of corral submit.
@@ -31,6 +31,7 @@ type submitFlags struct {
 	wait                        bool          // --wait (submit only)
 	retry                       time.Duration // --retry (submit --wait only)
 	after                       string        // --after / --dependency (depend.go)
+	elastic                     elasticFlags  // --gpus MIN-MAX, --elastic-wait (elastic.go)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -47,6 +48,7 @@ variables for the job's shell: corral submit -- 'echo $CUDA_VISIBLE_DEVICES'.
 Several arguments are joined with shell quoting, so they run as given.`,
 		Example: `  corral submit --gpus 2 --time 2h -- python train.py --lr 3e-4
   corral submit --gpus 8 --nodes 2 --priority high --name big -- ./launch.sh
+  corral submit --gpus 4-8 --elastic-wait 10m -- ./train.sh   # 4 to 8 GPUs; $CORRAL_NUM_GPUS says how many
   corral submit -- 'nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES'`,
 		Args: needCommand("corral submit --gpus 1 -- python train.py"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -104,7 +106,8 @@ func (c *cli) submit(cmd *cobra.Command, f *submitFlags, args []string) (*client
 func (f *submitFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after CMD belong to CMD
-	fl.IntVar(&f.gpus, "gpus", 0, "GPUs per node (default: the server's)")
+	fl.Var(gpusValue{min: &f.elastic.min, max: &f.gpus}, "gpus", "GPUs per node (default: the server's), or an elastic range MIN-MAX such as 4-8: the job starts with as many as fit, never fewer than MIN ($CORRAL_NUM_GPUS says how many)")
+	fl.StringVar(&f.elastic.wait, "elastic-wait", "", "with --gpus MIN-MAX: wait this long (from submission) for MAX GPUs before taking fewer, e.g. 10m (default 0: take what fits at once)")
 	fl.Float64Var(&f.gpuMem, "gpu-mem", 0, "minimum free memory per GPU, in GB")
 	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, e.g. H100")
 	fl.IntVar(&f.nodes, "nodes", 0, "nodes for a multi-node gang (--gpus on each)")
@@ -147,6 +150,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	if cmd.Flags().Changed("gpus") {
 		gpus := f.gpus
 		req.GPUCount = &gpus
+	}
+	if err := f.elastic.apply(&req); err != nil {
+		return req, err
 	}
 	if f.priority != "" {
 		req.Priority = rawString(f.priority)
@@ -218,7 +224,7 @@ func rawString(s string) api.RawValue {
 }
 
 // shellSafe matches words the shell reads as themselves.
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+var shellSafe = lazyre.New(`^[A-Za-z0-9_@%+=:,./-]+$`)
 
 // joinCommand makes one shell command of args: a single argument is the
 // command verbatim; several are each quoted when the shell would otherwise
@@ -285,7 +291,7 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 				waited = now.Sub(j.QueuedAt)
 			}
 			row := []string{strconv.Itoa(j.QueuePosition), short[i], j.User, j.Priority.String(),
-				fmtGPUs(perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
+				fmtGPURange(j.RequestedGPUsMin, perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
 				queueEstStart(j, now), clip(j.Name, 32)}
 			if long {
 				reason := j.PendingMessage
@@ -368,7 +374,7 @@ func (c *cli) printJobs(w io.Writer, jobs []api.Job) error {
 	}
 	short := shortIDs(ids, shortIDMin)
 	for i, j := range jobs {
-		t.row(short[i], clip(j.Name, 32), j.User, jobState(j), fmtGPUs(j.GPUCount, j.Nodes),
+		t.row(short[i], clip(j.Name, 32), j.User, jobState(j), fmtJobGPUs(j),
 			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j))
 	}
 	return t.flush()

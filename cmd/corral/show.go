@@ -55,6 +55,12 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 		kv("Env", fmtEnv(j.Env))
 	}
 	kv("GPUs", fmtRequest(j))
+	if e := fmtElastic(j); e != "" {
+		kv("Elastic", e)
+	}
+	if j.GrantedGPUs > 0 {
+		kv("Granted GPUs", strconv.Itoa(j.GrantedGPUs))
+	}
 	kv("Priority", j.Priority.String())
 	if j.DependsOn != "" {
 		kv("Depends on", j.DependsOn)

@@ -307,6 +307,7 @@ func (t *tasks) env(s api.TaskSpec, cred *credential) []string {
 		{"CUDA_VISIBLE_DEVICES", visible}, {"NVIDIA_VISIBLE_DEVICES", nvidia}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
 		{"CORRAL_JOB_ID", s.JobID}, {"CORRAL_GPUS", visible}, {"CORRAL_GPU_UUIDS", strings.Join(s.GPUUUIDs, ",")},
 		{"CORRAL_ATTEMPT", strconv.Itoa(s.Attempt)}, {"CORRAL_NODE_ID", t.nodeID},
+		{"CORRAL_NUM_GPUS", strconv.Itoa(len(s.GPUs))}, // the GPUs granted on this node (elastic jobs: from min to max)
 		{"CORRAL_NODE_RANK", strconv.Itoa(s.Rank)}, {"CORRAL_NUM_NODES", strconv.Itoa(max(s.NumNodes, 1))},
 		{"CORRAL_MASTER_ADDR", master}, {"CORRAL_MASTER_PORT", strconv.Itoa(s.MasterPort)},
 		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(s.MasterPort)}, {"NODE_RANK", strconv.Itoa(s.Rank)},

@@ -133,6 +133,15 @@ type Job struct {
 	DependsOn  string       `json:"depends_on,omitempty"`
 	Allocation []Allocation `json:"allocation"`
 	Events     []Event      `json:"events,omitempty"`
+
+	// Elastic GPU count (issue 11): with GPUCountMin > 0 the job takes
+	// from GPUCountMin to GPUCount GPUs on one node, after waiting up to
+	// ElasticWait (from submission) for GPUCount. GrantedGPUs is what its
+	// current or last attempt got, for every job (len(Allocation) while
+	// it runs); 0 before its first start.
+	GPUCountMin int      `json:"gpu_count_min,omitempty"`
+	ElasticWait *Seconds `json:"elastic_wait,omitempty"`
+	GrantedGPUs int      `json:"granted_gpus,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -163,6 +172,12 @@ type SubmitRequest struct {
 	// DependsOn holds the job until its dependencies are met (Slurm's
 	// --dependency grammar).
 	DependsOn string `json:"depends_on,omitempty"`
+
+	// GPUCountMin makes the GPU count elastic: from it up to gpu_count
+	// (one node only). ElasticWait is how long the job waits, from
+	// submission, for gpu_count before taking less (a duration; default 0).
+	GPUCountMin *int     `json:"gpu_count_min,omitempty"`
+	ElasticWait RawValue `json:"elastic_wait,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.
@@ -182,6 +197,8 @@ type QueuedJob struct {
 	WaitedSeconds      float64    `json:"waited_seconds"`
 	PendingReason      string     `json:"pending_reason,omitempty"`
 	PendingMessage     string     `json:"pending_message,omitempty"`
+
+	RequestedGPUsMin int `json:"requested_gpus_min,omitempty"` // elastic: the fewest GPUs it may start with
 }
 
 // QueueStatistics is GET /queue/statistics (and the statistics of GET /queue).

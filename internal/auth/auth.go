@@ -16,13 +16,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/lazyre"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -50,7 +50,7 @@ const (
 	secretRandBytes = 32
 )
 
-var name = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*$`)
+var name = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*$`)
 
 // ValidName reports whether s may be a user or project name (the rule the
 // orchestrator applies to jobs).

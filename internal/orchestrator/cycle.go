@@ -51,6 +51,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 		if j.NotBefore != nil {
 			snap.Queue[len(snap.Queue)-1].NotBefore = *j.NotBefore
 		}
+		elasticJob(&snap.Queue[len(snap.Queue)-1], j)
 	}
 	return snap
 }
@@ -165,6 +166,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		j := o.jobs[s.JobID]
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
 		j.Allocation = o.allocate(j.ID, s.Placements)
+		j.GrantedGPUs = len(j.Allocation)
 		j.Borrowed = s.Borrowed
 		msg := ""
 		if s.Borrowed {

@@ -2,12 +2,12 @@ package orchestrator
 
 import (
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // Limits on what a submission may carry.
@@ -21,8 +21,8 @@ const (
 )
 
 var (
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	userName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*$`)
+	envName  = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	userName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*$`)
 )
 
 // reservedEnv are variables Corral sets itself.
@@ -94,6 +94,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	}
 	if j.Nodes > 1 && j.GPUCount == 0 {
 		return j, api.Invalid("nodes", "a multi-node job needs gpu_count of at least 1 per node")
+	}
+	if err := validateElastic(req, &j); err != nil {
+		return j, err
 	}
 	if err := checkGPURequest(c, "gpu_count", j.GPUCount, j.Nodes, "gpu_memory_gb", j.GPUMemoryGB, j.GPUType); err != nil {
 		return j, err

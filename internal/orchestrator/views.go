@@ -105,7 +105,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		r.QueuedJobs = append(r.QueuedJobs, api.QueuedJob{
 			ID: j.ID, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
 			Nodes: j.Nodes, QueuedAt: qa, QueuePosition: v.QueuePosition, WaitedSeconds: now.Sub(qa).Seconds(),
-			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage,
+			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage, RequestedGPUsMin: j.GPUCountMin,
 		})
 	}
 	// Positions are the last cycle's order. When some job has none (it

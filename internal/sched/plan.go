@@ -47,6 +47,9 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 			break
 		}
 		j := jobs[pd.JobID]
+		if j != nil {
+			j = elasticPlan(j, s.Now)
+		}
 		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull {
 			continue
 		}

@@ -68,6 +68,11 @@ type Job struct {
 	NotBefore time.Time
 	// NodeLabels: the job runs only on nodes that have all these labels.
 	NodeLabels map[string]string
+	// GPUsMin, when 0 < GPUsMin < GPUs, makes the job elastic: from
+	// ElasticUntil on it may start with as few as GPUsMin GPUs (one node
+	// only; see elastic.go). Zero ElasticUntil: at once.
+	GPUsMin      int
+	ElasticUntil time.Time
 }
 
 // Running is one job that holds GPUs.

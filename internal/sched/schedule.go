@@ -228,6 +228,10 @@ func Schedule(s Snapshot) Result {
 	var borrowers []*Job
 	blocked := false // backfill off and the head waits: nothing passes it
 	for j, ok := w.next(); ok; j, ok = w.next() {
+		orig := j
+		if !blocked && !j.NotBefore.After(c.now) {
+			j = c.elasticAsk(j, false) // elastic: the count it may start with now
+		}
 		switch {
 		case blocked:
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
@@ -235,7 +239,7 @@ func Schedule(s Snapshot) Result {
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
 				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})
 		case c.overQuota(j) != "":
-			borrowers = append(borrowers, j) // 2. deferred: it may borrow idle GPUs
+			borrowers = append(borrowers, orig) // 2. deferred: it may borrow idle GPUs
 		default:
 			sh := c.shapeOf(j)
 			if c.start(j, sh, false) {
@@ -254,6 +258,7 @@ func Schedule(s Snapshot) Result {
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
 			continue
 		}
+		j = c.elasticAsk(j, true)
 		sh := c.shapeOf(j)
 		if !c.start(j, sh, true) {
 			c.wait(j, sh, true)

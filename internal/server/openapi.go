@@ -2,11 +2,12 @@ package server
 
 import (
 	"net/http"
-	"regexp"
 	"strings"
+
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
-var pathParam = regexp.MustCompile(`\{([a-z_]+)\}`)
+var pathParam = lazyre.New(`\{([a-z_]+)\}`)
 
 // openapi serves an OpenAPI 3 description generated from the route table,
 // so it cannot list a route that does not exist or miss one that does.
