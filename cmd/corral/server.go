@@ -48,6 +48,7 @@ type controlFlags struct {
 	host        hostFlags   // hostflags.go: --max-log-size; up: --run-as-fallback, --min-free-disk
 	// up only: the local agent's containment (containflags.go)
 	contain containFlags
+	notify  notifyFlags // notifyflags.go
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -65,6 +66,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxGPUs, "max-gpus-per-node", agents.DefaultMaxGPUs, fmt.Sprintf("the most GPUs an agent may register for one node (1 to %d); a registration with more is refused", agents.MaxGPUsLimit))
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
+	f.notify.register(fl)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -186,6 +188,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 
 	// The pool reports to the orchestrator, which is built after it.
 	var o *orchestrator.Orchestrator
+	notes, err := f.notify.setUp(ctx, st, dataDir, jobSource{&o}, logger)
+	if err != nil {
+		return err
+	}
 	pool := agents.New(agents.Config{
 		Sink:     func(u exec.Update) { o.Sink(u) },
 		Book:     nodeBook{&o},
@@ -195,6 +201,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 		MaxLogSize: int64(f.host.maxLogSize),
+		Notify:     notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
 	}
 	if local != nil {
 		ocfg.LocalNode = local.id
@@ -208,6 +215,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	pruned := make(chan struct{})
 	go func() { pruneAudit(pruneCtx, st, f.access.auditRetention, logger); close(pruned) }()
 	defer func() { stopPruning(); <-pruned }() // before the store closes
+	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
+	sent := make(chan struct{})
+	go func() { notes.sender.Run(sendCtx); close(sent) }()
+	defer func() { stopSending(); <-sent }() // before the store closes; undelivered rows stay pending
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoop()
 	loopDone := make(chan error, 1)
@@ -236,7 +247,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	// does, so a shutdown does not wait for them.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc))...), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes))...), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	srv.RegisterOnShutdown(endStreams)
 	srvDone := make(chan error, 1)

@@ -133,6 +133,11 @@ type Job struct {
 	DependsOn  string       `json:"depends_on,omitempty"`
 	Allocation []Allocation `json:"allocation"`
 	Events     []Event      `json:"events,omitempty"`
+
+	// Notify chooses the job's notifications (ParseNotify, notify.go);
+	// empty: the defaults. NotifyTasks: an array's tasks notify one by one.
+	Notify      string `json:"notify,omitempty"`
+	NotifyTasks bool   `json:"notify_tasks,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -163,6 +168,11 @@ type SubmitRequest struct {
 	// DependsOn holds the job until its dependencies are met (Slurm's
 	// --dependency grammar).
 	DependsOn string `json:"depends_on,omitempty"`
+
+	// Notify: begin,end,fail,preempt, all or none (ParseNotify); empty:
+	// the defaults. NotifyTasks: an array's tasks notify one by one.
+	Notify      string `json:"notify,omitempty"`
+	NotifyTasks bool   `json:"notify_tasks,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.
