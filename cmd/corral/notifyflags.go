@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/orchestrator"
@@ -36,6 +37,7 @@ type notifyFlags struct {
 	retryBackoff  time.Duration
 	alertGPUTemp  int
 	alertQueueP95 time.Duration
+	simFaults     string // up only: --simulate-faults
 }
 
 func (f *notifyFlags) register(fl *pflag.FlagSet) {
@@ -50,6 +52,22 @@ func (f *notifyFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.retryBackoff, "notify-retry-backoff", 2*time.Second, "wait before a failed notification's first retry; it doubles per try, up to 15m, for 24h")
 	fl.IntVar(&f.alertGPUTemp, "alert-gpu-temp", orchestrator.DefaultAlertGPUTemp, "GPU temperature in Celsius that raises an admin alert")
 	fl.DurationVar(&f.alertQueueP95, "alert-queue-wait", 0, "raise an admin alert when the queue wait p95 stays above this for 15 minutes (0: off)")
+}
+
+// simFaultsHelp is --simulate-faults' help (up, agent).
+const simFaultsHelp = `with --simulate-gpus: a JSON file of made-up GPU faults, [{"gpu":0,"temperature":95,"ecc_errors":2}], read at each report (for demos and tests of the admin alerts)`
+
+// applySimFaults points simulated GPUs at a faults file ("": none).
+func applySimFaults(src gpu.Source, path string) error {
+	if path == "" {
+		return nil
+	}
+	fs, ok := src.(interface{ SetFaultsFile(string) })
+	if !ok {
+		return usagef("--simulate-faults needs --simulate-gpus")
+	}
+	fs.SetFaultsFile(path)
+	return nil
 }
 
 // notifier is the notification machinery of a control plane.
