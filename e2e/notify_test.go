@@ -195,6 +195,7 @@ func TestNotifyWebhook(t *testing.T) {
 		return len(l.Notifications) >= 6 && tried > 0
 	})
 	s.kill9()
+	first := s
 	s = startControl(t, dir, port, nil, args...)
 	rcv.setFailing(false)
 
@@ -264,6 +265,11 @@ func TestNotifyWebhook(t *testing.T) {
 		}
 		return true
 	})
+	for _, p := range []*server{first, s} {
+		if logs := p.out.String(); strings.Contains(logs, "pathsecret") || strings.Contains(logs, secret) || strings.Contains(logs, envValue) {
+			t.Errorf("the server's log shows the endpoint's URL path, its secret or an env value")
+		}
+	}
 	posts, _, _ = rcv.snapshot()
 	if n := posts - before; n > 12 {
 		t.Errorf("100 job ends arrived in %d POSTs, want a handful (at most 12)", n)
