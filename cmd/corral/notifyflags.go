@@ -111,6 +111,9 @@ func (f *notifyFlags) setUp(ctx context.Context, st *store.Store, dataDir string
 	if err != nil {
 		return nil, err
 	}
+	if n := reg.Broken(); n > 0 {
+		logger.Error("notification endpoints cannot be read: their secrets were sealed with another notify.key; they get nothing until removed and added again", "endpoints", n)
+	}
 	n := &notifier{}
 	n.sender = notify.NewSender(notify.SenderConfig{Store: st, Registry: reg, Deliverer: router, Jobs: jobs,
 		PublicURL: f.publicURL, Logger: logger, RetryBase: f.retryBackoff, DigestWindow: f.digestWindow})

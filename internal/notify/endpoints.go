@@ -44,8 +44,9 @@ type Target struct {
 
 // endpoint is an endpoint in memory: its public record and its secrets.
 type endpoint struct {
-	pub api.Endpoint // URL, Secret and Address empty
-	tgt Target
+	pub    api.Endpoint // URL, Secret and Address empty
+	tgt    Target
+	broken bool // its secrets cannot be opened (notify.key was replaced): it gets nothing
 }
 
 // stored is an endpoint as the store keeps it: secrets sealed.
@@ -68,7 +69,14 @@ type Registry struct {
 	eps map[string]*endpoint
 }
 
+// Unreadable is the target an endpoint shows when its secrets cannot be
+// opened with the current key.
+const Unreadable = "(unreadable: notify.key is not the one it was sealed with; remove it and add it again)"
+
 // NewRegistry loads the endpoints of st, opening their secrets with seal.
+// An endpoint whose secrets do not open (the key file was replaced) is
+// kept, listed with the target Unreadable, routed nothing, and may be
+// removed.
 func NewRegistry(ctx context.Context, st EndpointStore, seal *Sealer, now func() time.Time) (*Registry, error) {
 	if now == nil {
 		now = time.Now
@@ -89,7 +97,9 @@ func NewRegistry(ctx context.Context, st EndpointStore, seal *Sealer, now func()
 			to     *string
 		}{{s.SealedURL, &e.tgt.URL}, {s.SealedSecret, &e.tgt.Secret}, {s.SealedAddress, &e.tgt.Address}} {
 			if *f.to, err = seal.Open(f.sealed); err != nil {
-				return nil, fmt.Errorf("notify endpoint %s: %w", rec.ID, err)
+				e.broken, e.tgt = true, Target{ID: s.ID, Kind: s.Kind}
+				e.pub.Target = Unreadable
+				break
 			}
 		}
 		r.eps[rec.ID] = e
@@ -244,12 +254,26 @@ func (r *Registry) Get(id string) (api.Endpoint, bool) {
 	return e.pub, true
 }
 
-// target returns an endpoint with its secrets, for delivery.
+// Broken counts the endpoints whose secrets did not open.
+func (r *Registry) Broken() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	n := 0
+	for _, e := range r.eps {
+		if e.broken {
+			n++
+		}
+	}
+	return n
+}
+
+// target returns an endpoint with its secrets, for delivery; false when
+// there is none or its secrets did not open.
 func (r *Registry) target(id string) (Target, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	e, ok := r.eps[id]
-	if !ok {
+	if !ok || e.broken {
 		return Target{}, false
 	}
 	return e.tgt, true
@@ -283,6 +307,7 @@ func (r *Registry) route(user, project string, cluster bool) []string {
 	var out []string
 	for id, e := range r.eps {
 		switch {
+		case e.broken:
 		case cluster && e.pub.Scope == api.ScopeCluster,
 			!cluster && e.pub.Scope == api.ScopeUser && e.pub.Owner == user,
 			!cluster && e.pub.Scope == api.ScopeProject && e.pub.Owner == project:

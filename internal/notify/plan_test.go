@@ -193,8 +193,20 @@ func TestRegistrySealsSecrets(t *testing.T) {
 	if pub, _ := again.Get(addr); pub.Target != "a…@example.com" {
 		t.Errorf("an address is listed as %q", pub.Target)
 	}
+	// Under another key the endpoints are listed unreadable, routed
+	// nothing, and can be removed.
 	other, _ := NewSealer(append(make([]byte, 31), 1))
-	if _, err := NewRegistry(context.Background(), st, other, nil); err == nil {
-		t.Errorf("endpoints opened with another key")
+	broken, err := NewRegistry(context.Background(), st, other, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub, _ := broken.Get(id); pub.Target != Unreadable || broken.Broken() != 2 {
+		t.Errorf("under another key: %+v, %d broken", pub, broken.Broken())
+	}
+	if _, ok := broken.target(id); ok || len(broken.route("ana", "", false)) != 0 {
+		t.Errorf("an unreadable endpoint is delivered to")
+	}
+	if err := broken.Remove(context.Background(), id); err != nil {
+		t.Errorf("remove an unreadable endpoint: %v", err)
 	}
 }

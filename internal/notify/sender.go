@@ -185,7 +185,7 @@ func (s *Sender) pass(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 		if !ok {
 			for _, r := range byEP[ep] {
 				gone = append(gone, store.OutboxUpdate{Seq: r.Seq, State: store.OutboxFailed, NextAt: r.NextAt, Attempts: r.Attempts,
-					Digest: r.Digest, LastError: "the endpoint was removed"})
+					Digest: r.Digest, LastError: "the endpoint was removed, or its secrets cannot be opened"})
 			}
 			continue
 		}
