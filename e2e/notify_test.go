@@ -286,3 +286,50 @@ func kinds(evs []hookEvent) []string {
 	}
 	return out
 }
+
+// TestNotifyBadInput: bad notification input is refused naming its field
+// (API: 422 with field; CLI: exit 2) and changes nothing.
+func TestNotifyBadInput(t *testing.T) {
+	s := startServer(t)
+	env := []string{"CORRAL_SERVER=" + s.URL}
+	for _, c := range []struct {
+		path  string
+		body  map[string]any
+		field string
+	}{
+		{"/queue/submit", map[string]any{"command": "true", "notify": "sometimes"}, "notify"},
+		{"/queue/submit", map[string]any{"command": "true", "notify": "all,begin"}, "notify"},
+		{"/notify/endpoints", map[string]any{"kind": "pager", "url": "https://x.example.com"}, "kind"},
+		{"/notify/endpoints", map[string]any{"kind": "webhook", "url": "https://x.example.com"}, "secret"},
+		{"/notify/endpoints", map[string]any{"kind": "slack", "url": "ftp://x.example.com"}, "url"},
+		{"/notify/endpoints", map[string]any{"kind": "email", "address": "nobody"}, "address"},
+		{"/notify/endpoints", map[string]any{"kind": "slack", "url": "https://x.example.com", "scope": "galaxy"}, "scope"},
+	} {
+		r := s.do("POST", c.path, c.body, nil)
+		if r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != c.field {
+			t.Errorf("POST %s %v: %s, want 422 naming %s", c.path, c.body, r, c.field)
+		}
+	}
+	if r := s.do("GET", "/notifications?state=lost", nil, nil); r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != "state" {
+		t.Errorf("GET /notifications?state=lost: %s", r)
+	}
+	if r := s.do("DELETE", "/notify/endpoints/ne_nope", nil, nil); r.Status != http.StatusNotFound {
+		t.Errorf("DELETE an unknown endpoint: %s", r)
+	}
+	for _, args := range [][]string{
+		{"submit", "--notify", "sometimes", "--", "true"},
+		{"notify", "add", "pager", "https://x.example.com"},
+		{"notify", "add", "webhook", "https://x.example.com"},
+		{"notify", "add", "slack"},
+		{"notify", "log", "--state", "lost"},
+	} {
+		if _, errOut, code := runCLI(t, env, args...); code != 2 {
+			t.Errorf("corral %v: exit %d, want 2 (%s)", args, code, errOut)
+		}
+	}
+	var l api.EndpointList
+	s.mustJSON("GET", "/notify/endpoints", nil, http.StatusOK, &l)
+	if len(l.Endpoints) != 0 || len(s.jobs()) != 0 {
+		t.Errorf("refused input changed something: %d endpoints, %d jobs", len(l.Endpoints), len(s.jobs()))
+	}
+}
