@@ -161,3 +161,120 @@ func TestNotificationsRideWithTheChange(t *testing.T) {
 		t.Errorf("the sender was never kicked")
 	}
 }
+
+// TestNotifyArrayAndIdle: an array's tasks tell their failure, not their
+// completions, and the array one summary once its last task ends; a job
+// whose GPUs stay idle for the idle window is warned once.
+func TestNotifyArrayAndIdle(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	seal, _ := notify.NewSealer(make([]byte, 32))
+	reg, _ := notify.NewRegistry(ctx, &notify.MemStore{}, seal, nil)
+	ana, err := reg.Add(ctx, api.EndpointRequest{Kind: api.EndpointSlack, URL: "https://hooks.example.com/a", Scope: api.ScopeUser, User: "ana"}, "ana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := newFakeExec()
+	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(), Tick: 10 * time.Millisecond,
+		Notify: notify.NewPlanner(reg, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go o.Run(ctx)
+	rowsOf := func() []store.OutboxItem {
+		r, _ := st.Outbox(ctx, store.OutboxFilter{Endpoints: []string{ana.ID}, Limit: 1000})
+		slices.Reverse(r)
+		return r
+	}
+	waitKind := func(kind string) store.OutboxItem {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			for _, r := range rowsOf() {
+				if r.Kind == kind {
+					return r
+				}
+			}
+			time.Sleep(10 * time.Millisecond) // poll the store: its rows are what is asserted
+		}
+		t.Fatalf("no %s row; rows %+v", kind, rowsOf())
+		return store.OutboxItem{}
+	}
+
+	// Three tasks of array a1 (marked as issue 11's arrays mark them).
+	var ids []string
+	for i := range 3 {
+		j, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Project: "nlp", Name: "sweep", Command: "task", GPUCount: new(1)}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.mu.Lock()
+		o.jobs[j.ID].ArrayJobID = "a1"
+		o.jobs[j.ID].ArrayTaskID = new(i)
+		o.mu.Unlock()
+		ids = append(ids, j.ID)
+	}
+	for range ids {
+		tk := <-ex.starts
+		o.Sink(exec.Update{JobID: tk.JobID, Kind: exec.Started, At: time.Now(), PID: 1})
+	}
+	for i, id := range ids {
+		code := 0
+		if i == 1 {
+			code = 2
+		}
+		o.Sink(exec.Update{JobID: id, Kind: exec.Exited, At: time.Now(), ExitCode: code})
+	}
+	sum := waitKind("array.finished")
+	for _, w := range []string{`"tasks":3`, `"completed":2`, `"failed":1`, `"id":"a1"`, `"name":"sweep"`} {
+		if !strings.Contains(sum.Data, w) {
+			t.Errorf("the summary lacks %s: %s", w, sum.Data)
+		}
+	}
+	var kinds []string
+	for _, r := range rowsOf() {
+		kinds = append(kinds, r.Kind)
+	}
+	if !slices.Equal(kinds, []string{"job.failed", "array.finished"}) {
+		t.Errorf("rows %v, want the one failure and the summary", kinds)
+	}
+
+	// Idle: a running job whose GPU reads 0% for the idle window.
+	if _, err := o.SetPolicies(ctx, api.PoliciesUpdate{IdleWindow: api.RawValue(`"1s"`)}); err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Project: "nlp", Command: "idle", GPUCount: new(1)}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := <-ex.starts
+	o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: time.Now(), PID: 1})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o.NodeSeen("n1", []api.GPUReading{{Index: tk.GPUs[0], Utilization: 0}}, nil, time.Now())
+		if v, _ := o.Job(j.ID); v.Idle || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond) // telemetry arrives over time: the idle window is measured in it
+	}
+	idle := waitKind("job.idle")
+	if !strings.Contains(idle.Data, j.ID) {
+		t.Errorf("idle row %s", idle.Data)
+	}
+	o.NodeSeen("n1", []api.GPUReading{{Index: tk.GPUs[0], Utilization: 0}}, nil, time.Now())
+	time.Sleep(50 * time.Millisecond) // a later reading must not warn again; give the loop a tick
+	n := 0
+	for _, r := range rowsOf() {
+		if r.Kind == "job.idle" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d idle warnings, want 1", n)
+	}
+}
