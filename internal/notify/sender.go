@@ -51,6 +51,15 @@ type SenderConfig struct {
 	DigestAfter  int           // more events than this in DigestWindow become one digest; default 5
 	Workers      int           // deliveries at once, one per endpoint at most; default 8
 	FailingAlert time.Duration // an endpoint failing this long raises alert.endpoint_failing; default 1h
+	// Keep is how long delivered and failed rows stay in the log
+	// (GET /notifications); default 30 days. Pruned hourly when the
+	// store can (Pruner).
+	Keep time.Duration
+}
+
+// Pruner is the optional capability of an OutboxStore to drop old rows.
+type Pruner interface {
+	PruneOutbox(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Log tail lines sent with a failure.
@@ -77,6 +86,7 @@ type Sender struct {
 	recent   map[string][]time.Time // deliveries tried per endpoint, within the window
 	failing  map[string]time.Time   // endpoints failing since
 	alerted  map[string]bool        // endpoints whose failing alert was raised
+	pruned   time.Time              // when old rows were last pruned (Run's goroutine only)
 }
 
 // NewSender returns a sender; run it with Run.
@@ -108,6 +118,9 @@ func NewSender(cfg SenderConfig) *Sender {
 	if cfg.FailingAlert <= 0 {
 		cfg.FailingAlert = time.Hour
 	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = 30 * 24 * time.Hour
+	}
 	return &Sender{cfg: cfg, log: cfg.Logger, kick: make(chan struct{}, 1), done: make(chan struct{}, 1),
 		inflight: map[string]bool{}, recent: map[string][]time.Time{}, failing: map[string]time.Time{}, alerted: map[string]bool{}}
 }
@@ -134,6 +147,7 @@ func (s *Sender) Run(ctx context.Context) error {
 		case <-s.done:
 		case <-timer.C:
 		}
+		s.prune(ctx)
 		wait := s.pass(ctx, &wg)
 		timer.Stop()
 		select {
@@ -141,6 +155,21 @@ func (s *Sender) Run(ctx context.Context) error {
 		default:
 		}
 		timer.Reset(wait)
+	}
+}
+
+// prune drops rows older than Keep, at most once an hour.
+func (s *Sender) prune(ctx context.Context) {
+	p, ok := s.cfg.Store.(Pruner)
+	now := s.cfg.Now()
+	if !ok || now.Sub(s.pruned) < time.Hour {
+		return
+	}
+	s.pruned = now
+	if n, err := p.PruneOutbox(ctx, now.Add(-s.cfg.Keep)); err != nil {
+		s.log.Error("notify: pruning the outbox", "err", err)
+	} else if n > 0 {
+		s.log.Info("notify: old notifications pruned", "rows", n, "older_than", s.cfg.Keep)
 	}
 }
 

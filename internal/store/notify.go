@@ -265,3 +265,22 @@ func (s *Store) Endpoints(ctx context.Context) ([]EndpointRecord, error) {
 	})
 	return out, err
 }
+
+// PruneOutbox deletes the delivered and failed rows created before before
+// and returns how many it deleted, once that is durable. Pending rows are
+// kept whatever their age (the sender gives them up first).
+func (s *Store) PruneOutbox(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM outbox WHERE state != ? AND created_at < ?`, OutboxPending, fmtTime(before))
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune outbox: %w", err)
+	}
+	return n, nil
+}

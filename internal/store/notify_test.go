@@ -81,3 +81,31 @@ func TestOutboxWithTheBatch(t *testing.T) {
 		t.Errorf("an empty endpoint list matched %d rows", len(none))
 	}
 }
+
+// TestPruneOutbox: old delivered and failed rows go; pending ones and new
+// ones stay.
+func TestPruneOutbox(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	old, recent := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	err = s.AppendOutbox(ctx,
+		OutboxItem{EndpointID: "e", Kind: "k", CreatedAt: old, State: OutboxDelivered, Data: "{}"},
+		OutboxItem{EndpointID: "e", Kind: "k", CreatedAt: old, State: OutboxFailed, Data: "{}"},
+		OutboxItem{EndpointID: "e", Kind: "k", CreatedAt: old, Data: "{}"},
+		OutboxItem{EndpointID: "e", Kind: "k", CreatedAt: recent, State: OutboxDelivered, Data: "{}"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneOutbox(ctx, recent.Add(-time.Hour))
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d (%v), want 2", n, err)
+	}
+	left, _ := s.Outbox(ctx, OutboxFilter{})
+	if len(left) != 2 || left[0].CreatedAt != recent || left[1].State != OutboxPending {
+		t.Errorf("left %+v", left)
+	}
+}
