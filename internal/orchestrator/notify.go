@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -304,6 +305,27 @@ func (o *Orchestrator) noteNodeReadings(n *Node, readings []api.GPUReading, fore
 // Config.AlertQueueWait before an admin alert is raised.
 const QueueWaitFor = 15 * time.Minute
 
+// queueWaitP95 is the p95 of the waits of the jobs started in the last 24
+// hours and of the jobs queued now (their wait so far, so that a queue
+// where nothing starts counts too). Lock held.
+func (o *Orchestrator) queueWaitP95(now time.Time) time.Duration {
+	waits := make([]float64, 0, len(o.queued))
+	for id := range o.queued {
+		waits = append(waits, now.Sub(queuedAt(o.jobs[id])).Seconds())
+	}
+	dayAgo := now.Add(-24 * time.Hour)
+	for _, j := range o.jobs {
+		if j.StartedAt != nil && !j.StartedAt.Before(dayAgo) {
+			waits = append(waits, j.StartedAt.Sub(queuedAt(j)).Seconds())
+		}
+	}
+	if len(waits) == 0 {
+		return 0
+	}
+	slices.Sort(waits)
+	return time.Duration(percentile(waits, 95) * float64(time.Second))
+}
+
 // checkQueueWait raises alert.queue_wait once the queue wait p95 has
 // stayed above Config.AlertQueueWait for QueueWaitFor, and again only
 // after it has dropped below. Loop only, no lock held.
@@ -311,9 +333,9 @@ func (o *Orchestrator) checkQueueWait(now time.Time) {
 	if o.cfg.Notify == nil || o.cfg.AlertQueueWait <= 0 {
 		return
 	}
-	p95 := time.Duration(o.Statistics().WaitTimeP95 * float64(time.Second))
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	p95 := o.queueWaitP95(now)
 	q := &o.notes.queueWait
 	if p95 <= o.cfg.AlertQueueWait {
 		q.since, q.told = time.Time{}, false

@@ -278,3 +278,72 @@ func TestNotifyArrayAndIdle(t *testing.T) {
 		t.Errorf("%d idle warnings, want 1", n)
 	}
 }
+
+// TestNotifyQueueWait: alert.queue_wait is raised once the queue wait p95
+// (queued jobs' waits so far included) has stayed over the threshold for
+// QueueWaitFor, not before, and once.
+func TestNotifyQueueWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	seal, _ := notify.NewSealer(make([]byte, 32))
+	reg, _ := notify.NewRegistry(ctx, &notify.MemStore{}, seal, nil)
+	ops, err := reg.Add(ctx, api.EndpointRequest{Kind: api.EndpointSlack, URL: "https://hooks.example.com/o", Scope: api.ScopeCluster}, "root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Unix(200000, 0).UTC()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	// The loop's tick is an hour: the test checks at the times it sets,
+	// and commits what was noted with a change of its own.
+	o, err := New(ctx, Config{Store: st, Executor: newFakeExec(), Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(), Tick: time.Hour,
+		Now: clock, Notify: notify.NewPlanner(reg, nil), AlertQueueWait: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go o.Run(ctx)
+	if _, err := o.SetScheduling(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Command: "x", GPUCount: new(1)}, ""); err != nil {
+		t.Fatal(err)
+	}
+	step := func(d time.Duration) int {
+		t.Helper()
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+		o.checkQueueWait(clock())
+		if _, err := o.SetScheduling(ctx, false); err != nil { // a commit: it carries what was noted
+			t.Fatal(err)
+		}
+		r, _ := st.Outbox(ctx, store.OutboxFilter{Endpoints: []string{ops.ID}, Limit: 100})
+		n := 0
+		for _, it := range r {
+			if it.Kind == "alert.queue_wait" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := step(30 * time.Minute); n != 0 {
+		t.Fatalf("alerted under the threshold: %d", n)
+	}
+	if n := step(90 * time.Minute); n != 0 { // waited 2h: over from now
+		t.Fatalf("alerted at once: %d", n)
+	}
+	if n := step(10 * time.Minute); n != 0 {
+		t.Fatalf("alerted after 10 minutes over: %d", n)
+	}
+	if n := step(6 * time.Minute); n != 1 {
+		t.Fatalf("after 16 minutes over: %d alerts, want 1", n)
+	}
+	if n := step(time.Hour); n != 1 {
+		t.Fatalf("alerted again while still over: %d", n)
+	}
+}
