@@ -140,10 +140,13 @@ func TestNotificationsRideWithTheChange(t *testing.T) {
 	o.NodeSeen("n1", []api.GPUReading{{Index: 3, Temperature: &hot}}, []api.ForeignProcess{{GPU: 5, PID: 777, User: "eve", Name: "miner"}}, clock())
 	o.NodeSeen("n1", []api.GPUReading{{Index: 3, Temperature: &hot}}, []api.ForeignProcess{{GPU: 5, PID: 777}}, clock())
 	o.NodeSeen("n1", []api.GPUReading{{Index: 3, Temperature: &cool, ECCErrors: 2}}, nil, clock())
+	o.NodeDown("n1", clock())
+	o.NodeSeen("n1", nil, nil, clock())
+	o.NodeDisk("n1", "3% free, under --min-free-disk 5%")
 	if _, err := o.SetScheduling(ctx, false); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"alert.gpu_temperature", "alert.foreign_process", "alert.gpu_ecc", "alert.scheduler_stopped"}
+	want := []string{"alert.gpu_temperature", "alert.foreign_process", "alert.gpu_ecc", "alert.node_down", "alert.node_up", "alert.disk_full", "alert.scheduler_stopped"}
 	r = waitRows("alerts", func(r []store.OutboxItem) bool { return len(kinds(r, ops.ID)) >= len(want) })
 	got := kinds(r, ops.ID)
 	slices.Sort(got)
