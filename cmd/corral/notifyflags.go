@@ -38,6 +38,7 @@ type notifyFlags struct {
 	alertGPUTemp  int
 	alertQueueP95 time.Duration
 	simFaults     string // up only: --simulate-faults
+	alertDiskFree float64
 }
 
 func (f *notifyFlags) register(fl *pflag.FlagSet) {
@@ -52,6 +53,7 @@ func (f *notifyFlags) register(fl *pflag.FlagSet) {
 	fl.DurationVar(&f.retryBackoff, "notify-retry-backoff", 2*time.Second, "wait before a failed notification's first retry; it doubles per try, up to 15m, for 24h")
 	fl.IntVar(&f.alertGPUTemp, "alert-gpu-temp", orchestrator.DefaultAlertGPUTemp, "GPU temperature in Celsius that raises an admin alert")
 	fl.DurationVar(&f.alertQueueP95, "alert-queue-wait", 0, "raise an admin alert when the queue wait p95 stays above this for 15 minutes (0: off)")
+	fl.Float64Var(&f.alertDiskFree, "alert-disk-free", 5, "raise an admin alert when the data dir's disk has less than this percent free (0: off)")
 }
 
 // simFaultsHelp is --simulate-faults' help (up, agent).
@@ -75,6 +77,18 @@ type notifier struct {
 	planner *notify.Planner
 	sender  *notify.Sender
 	routes  server.Notifications
+	disk    *notify.DiskWatcher
+}
+
+// diskEvery is how often the data dir's free space is checked.
+const diskEvery = time.Minute
+
+// run runs the sender and the disk watcher until ctx ends.
+func (n *notifier) run(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { n.disk.Run(ctx, diskEvery); close(done) }()
+	n.sender.Run(ctx)
+	<-done
 }
 
 // setUp opens the endpoints (sealed with <data-dir>/notify.key) and builds
@@ -94,6 +108,9 @@ func (f *notifyFlags) setUp(ctx context.Context, st *store.Store, dataDir string
 	}
 	if f.alertQueueP95 < 0 {
 		return nil, usagef("--alert-queue-wait must not be negative")
+	}
+	if f.alertDiskFree < 0 || f.alertDiskFree >= 100 || f.alertDiskFree != f.alertDiskFree {
+		return nil, usagef("--alert-disk-free %g: want 0 (off) to under 100", f.alertDiskFree)
 	}
 	router := notify.Router{api.EndpointSlack: notify.HTTP{}, api.EndpointWebhook: notify.HTTP{}}
 	if f.smtp != "" {
@@ -120,6 +137,7 @@ func (f *notifyFlags) setUp(ctx context.Context, st *store.Store, dataDir string
 	n.planner = notify.NewPlanner(reg, n.sender.Kick)
 	n.sender.SetPlanner(n.planner)
 	n.routes = server.Notifications{Endpoints: reg, Sender: n.sender, Log: st}
+	n.disk = &notify.DiskWatcher{Path: dataDir, MinFree: f.alertDiskFree, Raise: n.sender.Raise, Logger: logger}
 	return n, nil
 }
 

@@ -217,7 +217,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	defer func() { stopPruning(); <-pruned }() // before the store closes
 	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
 	sent := make(chan struct{})
-	go func() { notes.sender.Run(sendCtx); close(sent) }()
+	go func() { notes.run(sendCtx); close(sent) }()
 	defer func() { stopSending(); <-sent }() // before the store closes; undelivered rows stay pending
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoop()

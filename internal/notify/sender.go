@@ -461,3 +461,16 @@ func (s *Sender) Test(ctx context.Context, id, by string) error {
 // SetPlanner sets the planner of the sender's own alerts; call it before
 // Run.
 func (s *Sender) SetPlanner(p *Planner) { s.cfg.Planner = p }
+
+// Raise writes an alert raised outside the orchestrator (the data disk)
+// to the outbox, routed to the cluster's endpoints, and wakes the sender.
+func (s *Sender) Raise(ctx context.Context, ev Event) error {
+	if s.cfg.Planner == nil {
+		return nil
+	}
+	if err := s.cfg.Store.AppendOutbox(ctx, s.cfg.Planner.Plan([]Event{ev})...); err != nil {
+		return err
+	}
+	s.Kick()
+	return nil
+}
