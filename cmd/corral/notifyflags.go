@@ -112,7 +112,8 @@ func (f *notifyFlags) setUp(ctx context.Context, st *store.Store, dataDir string
 	if f.alertDiskFree < 0 || f.alertDiskFree >= 100 || f.alertDiskFree != f.alertDiskFree {
 		return nil, usagef("--alert-disk-free %g: want 0 (off) to under 100", f.alertDiskFree)
 	}
-	router := notify.Router{api.EndpointSlack: notify.HTTP{}, api.EndpointWebhook: notify.HTTP{}}
+	h := notify.NewHTTP()
+	router := notify.Router{api.EndpointSlack: h, api.EndpointWebhook: h}
 	if f.smtp != "" {
 		m, err := f.mailer()
 		if err != nil {

@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
+	"syscall"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -56,11 +59,45 @@ type HTTP struct {
 	Client *http.Client // nil: one with HTTPTimeout and no redirects
 }
 
+// NewHTTP returns an HTTP deliverer with its own client (NewClient).
+func NewHTTP() HTTP { return HTTP{Client: NewClient()} }
+
 func (h HTTP) client() *http.Client {
 	if h.Client != nil {
 		return h.Client
 	}
-	return &http.Client{Timeout: HTTPTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return NewClient()
+}
+
+// NewClient is the HTTP client of deliveries: HTTPTimeout, no proxy, no
+// redirects, and no connection to a link-local address (a cloud's
+// metadata service, 169.254.169.254, must not be reachable through an
+// endpoint a user registers).
+func NewClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	d := &net.Dialer{Timeout: HTTPTimeout, Control: refuseLinkLocal}
+	tr.DialContext = d.DialContext
+	tr.Proxy = nil
+	return &http.Client{Timeout: HTTPTimeout, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// refuseLinkLocal refuses a connection to a link-local or unspecified
+// address, checked on the address actually dialed (after DNS).
+func refuseLinkLocal(network, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return err
+	}
+	ip = ip.Unmap()
+	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
+		return Permanent{fmt.Errorf("notifications are not sent to %s (a link-local, multicast or unspecified address)", ip)}
+	}
+	return nil
 }
 
 // Deliver POSTs the message: a webhook gets WebhookBody, signed; Slack
@@ -92,6 +129,10 @@ func (h HTTP) Deliver(ctx context.Context, t Target, m Message) error {
 		req.Header.Set(SignatureHeader, Sign(t.Secret, body))
 	}
 	resp, err := h.client().Do(req)
+	var p Permanent
+	if errors.As(err, &p) {
+		return p
+	}
 	if err != nil {
 		// The error names the URL, which is a secret: say what failed
 		// without it.

@@ -116,3 +116,33 @@ func TestHTTPSlack(t *testing.T) {
 		}
 	}
 }
+
+// TestHTTPRefusesLinkLocal: an endpoint on a link-local address (a cloud's
+// metadata service) is refused before any connection, for good.
+func TestHTTPRefusesLinkLocal(t *testing.T) {
+	m := Message{EventID: "n1", Items: []Item{{EventID: "n1", Event: failedJob()}}}
+	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "http://[fe80::1]:80/x", "http://0.0.0.0:9/"} {
+		err := NewHTTP().Deliver(context.Background(), Target{Kind: api.EndpointWebhook, URL: u, Secret: "s3cret-key"}, m)
+		var p Permanent
+		if !errors.As(err, &p) || !strings.Contains(err.Error(), "not sent to") {
+			t.Errorf("%s: %v, want a permanent refusal", u, err)
+		}
+	}
+}
+
+// TestSlackEscapes: a job name cannot ping a channel or forge a link.
+func TestSlackEscapes(t *testing.T) {
+	ev := failedJob()
+	ev.Job.Name = "<!channel> <https://evil.example|click>"
+	b, err := SlackBody(Message{EventID: "n1", Items: []Item{{EventID: "n1", Event: ev}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Text string `json:"text"`
+	}
+	json.Unmarshal(b, &body)
+	if strings.Contains(string(b), "<!channel>") || strings.Contains(body.Text, "<!channel>") || !strings.Contains(body.Text, "&lt;!channel&gt;") {
+		t.Errorf("not escaped: %s", b)
+	}
+}

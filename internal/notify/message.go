@@ -213,7 +213,7 @@ func SlackBody(m Message) ([]byte, error) {
 	return json.Marshal(struct {
 		Text   string  `json:"text"`
 		Blocks []block `json:"blocks"`
-	}{clip(m.Text(), 3900), blocks})
+	}{slackText(clip(m.Text(), 3900)), blocks})
 }
 
 func clip(s string, n int) string {
