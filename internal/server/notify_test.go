@@ -9,6 +9,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // fakeNotifications is the notification routes' backing with the fakes:
@@ -115,7 +116,38 @@ func TestEndpointBadInput(t *testing.T) {
 	if resp, _ := e.do("projadmin", "DELETE", "/notify/endpoints/"+ep.ID, "", nil); resp.StatusCode != 200 {
 		t.Errorf("nlp's admin could not remove its endpoint: %d", resp.StatusCode)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = ctx
+}
+
+// TestNotificationLog: GET /notifications shows a user the rows of the
+// endpoints they manage, with their summaries, and filters by state.
+func TestNotificationLog(t *testing.T) {
+	e := newAuthEnv(t)
+	ctx := context.Background()
+	mine := e.endpoint()
+	bobs, err := e.notify.Endpoints.Add(ctx, api.EndpointRequest{Kind: "slack", URL: "https://hooks.example.com/b", Scope: "user", User: "bob"}, "bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.notify.Log.(*notify.MemStore)
+	at := time.Unix(3000, 0).UTC()
+	ev := `{"kind":"job.failed","at":"1970-01-01T00:50:00Z","job":{"id":"j7","user":"alice","project":"nlp","state":"failed","message":"exit code 1","gpus":1,"attempt":0}}`
+	st.AppendOutbox(ctx,
+		store.OutboxItem{EndpointID: mine, Kind: "job.failed", CreatedAt: at, Data: ev},
+		store.OutboxItem{EndpointID: bobs.ID, Kind: "job.failed", CreatedAt: at, Data: ev, State: store.OutboxDelivered, DeliveredAt: at})
+	_, b := e.do("owner", "GET", "/notifications", "", nil)
+	var l api.NotificationList
+	if err := json.Unmarshal(b, &l); err != nil || len(l.Notifications) != 1 {
+		t.Fatalf("alice's log: %s", b)
+	}
+	n := l.Notifications[0]
+	if n.EndpointID != mine || n.JobID != "j7" || n.State != "pending" || n.EventID != notify.EventID(n.ID) || !strings.Contains(n.Summary, "failed: exit code 1") {
+		t.Errorf("row %+v", n)
+	}
+	_, b = e.do("admin", "GET", "/notifications?state=delivered", "", nil)
+	if err := json.Unmarshal(b, &l); err != nil || len(l.Notifications) != 1 || l.Notifications[0].EndpointID != bobs.ID || l.Notifications[0].DeliveredAt == nil {
+		t.Errorf("admin, delivered: %s", b)
+	}
+	if resp, _ := e.do("owner", "GET", "/notifications?endpoint="+bobs.ID, "", nil); resp.StatusCode != 404 {
+		t.Errorf("alice read bob's endpoint's log: %d", resp.StatusCode)
+	}
 }
