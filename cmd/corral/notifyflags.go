@@ -80,6 +80,17 @@ type notifier struct {
 	disk    *notify.DiskWatcher
 }
 
+// loopDied raises alert.scheduler_stopped when the orchestrator's loop
+// has ended with an error: the row is durable, so the alert goes out after
+// the next start if this process ends first.
+func (n *notifier) loopDied(err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ev := notify.Event{Kind: notify.AlertSchedulerStopped, At: time.Now().UTC(),
+		Alert: &notify.Alert{Message: fmt.Sprintf("the scheduler's loop stopped (%v); the server is shutting down", err)}}
+	n.sender.Raise(ctx, ev)
+}
+
 // diskEvery is how often the data dir's free space is checked.
 const diskEvery = time.Minute
 

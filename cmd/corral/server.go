@@ -273,6 +273,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		logger.Info("shutting down")
 	case runErr = <-loopDone:
 		logger.Error("orchestrator stopped", "err", runErr)
+		notes.loopDied(runErr) // notifyflags.go: an admin alert, sent after the next start if not before
 	case runErr = <-srvDone:
 		logger.Error("HTTP server stopped", "err", runErr)
 	}
