@@ -65,8 +65,12 @@ type Registry struct {
 	seal *Sealer
 	now  func() time.Time
 
-	mu  sync.RWMutex
-	eps map[string]*endpoint
+	// changing serializes Add and Remove, which write to the store
+	// without holding mu: routing (under the orchestrator's lock) never
+	// waits for a store write.
+	changing sync.Mutex
+	mu       sync.RWMutex
+	eps      map[string]*endpoint
 }
 
 // Unreadable is the target an endpoint shows when its secrets cannot be
@@ -172,16 +176,18 @@ func (r *Registry) Add(ctx context.Context, req api.EndpointRequest, createdBy s
 	if err != nil {
 		return api.Endpoint{}, err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock() // held across the write: the limits are checked against what is stored
-	if len(r.eps) >= maxEndpoints {
-		return api.Endpoint{}, api.Conflict("too_many_endpoints", "the cluster has %d notification endpoints, the most it keeps", maxEndpoints)
-	}
-	n := 0
+	r.changing.Lock()
+	defer r.changing.Unlock() // the limits hold against what is stored
+	r.mu.RLock()
+	total, n := len(r.eps), 0
 	for _, e := range r.eps {
 		if e.pub.Scope == pub.Scope && e.pub.Owner == pub.Owner {
 			n++
 		}
+	}
+	r.mu.RUnlock()
+	if total >= maxEndpoints {
+		return api.Endpoint{}, api.Conflict("too_many_endpoints", "the cluster has %d notification endpoints, the most it keeps", maxEndpoints)
 	}
 	if n >= maxPerOwner {
 		return api.Endpoint{}, api.Conflict("too_many_endpoints", "%s %q has %d notification endpoints, the most it may have", pub.Scope, pub.Owner, n)
@@ -189,7 +195,9 @@ func (r *Registry) Add(ctx context.Context, req api.EndpointRequest, createdBy s
 	if err := r.st.PutEndpoint(ctx, store.EndpointRecord{ID: t.ID, Data: string(data)}); err != nil {
 		return api.Endpoint{}, &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
+	r.mu.Lock()
 	r.eps[t.ID] = &endpoint{pub: pub, tgt: t}
+	r.mu.Unlock()
 	shown := pub
 	shown.URL, shown.Secret, shown.Address = t.URL, t.Secret, t.Address
 	return shown, nil
@@ -231,15 +239,20 @@ func redact(t Target) string {
 // Remove deletes an endpoint; its undelivered notifications are marked
 // failed.
 func (r *Registry) Remove(ctx context.Context, id string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.eps[id]; !ok {
+	r.changing.Lock()
+	defer r.changing.Unlock()
+	r.mu.RLock()
+	_, ok := r.eps[id]
+	r.mu.RUnlock()
+	if !ok {
 		return api.NotFound("no notification endpoint %q", truncate(id, 40))
 	}
 	if err := r.st.DeleteEndpoint(ctx, id); err != nil {
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
+	r.mu.Lock()
 	delete(r.eps, id)
+	r.mu.Unlock()
 	return nil
 }
 

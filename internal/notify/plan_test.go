@@ -210,3 +210,20 @@ func TestRegistrySealsSecrets(t *testing.T) {
 		t.Errorf("remove an unreadable endpoint: %v", err)
 	}
 }
+
+// TestRegistryLimit: an owner has at most maxPerOwner endpoints per scope;
+// the one past it is refused (409) and not stored.
+func TestRegistryLimit(t *testing.T) {
+	reg, st := newTestRegistry(t)
+	for range maxPerOwner {
+		addEP(t, reg, api.EndpointRequest{Scope: api.ScopeUser, User: "ana"})
+	}
+	_, err := reg.Add(context.Background(), api.EndpointRequest{Kind: api.EndpointSlack, URL: "https://hooks.example.com/x", Scope: api.ScopeUser, User: "ana"}, "ana")
+	if e := api.AsError(err); e == nil || e.Status != 409 {
+		t.Fatalf("the endpoint past the limit: %v", err)
+	}
+	addEP(t, reg, api.EndpointRequest{Scope: api.ScopeUser, User: "bob"}) // another owner is not held back
+	if recs, _ := st.Endpoints(context.Background()); len(recs) != maxPerOwner+1 {
+		t.Errorf("%d stored", len(recs))
+	}
+}
