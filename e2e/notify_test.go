@@ -333,3 +333,44 @@ func TestNotifyBadInput(t *testing.T) {
 		t.Errorf("refused input changed something: %d endpoints, %d jobs", len(l.Endpoints), len(s.jobs()))
 	}
 }
+
+// hasKind reports whether an event of kind arrived.
+func (r *receiver) hasKind(kind string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.events, func(e hookEvent) bool { return e.Kind == kind })
+}
+
+// TestNotifyNodeLost: with `corral server` and an agent, killing the agent
+// tells the cluster's endpoint the node is down (and back when the agent
+// returns), and the job's owner that the job was lost with its node and
+// requeued.
+func TestNotifyNodeLost(t *testing.T) {
+	const secret = "whsec-node-lost-42"
+	rcv := newReceiver(t, secret)
+	s := startCluster(t)
+	env := []string{"CORRAL_SERVER=" + s.URL}
+	for _, scope := range []string{"user", "cluster"} {
+		if _, errOut, code := runCLI(t, env, "notify", "add", "webhook", rcv.URL+"/"+scope, "--secret", secret, "--scope", scope); code != 0 {
+			t.Fatalf("notify add --scope %s: %s", scope, errOut)
+		}
+	}
+	a := startAgent(t, s, "n1", 2)
+	j := s.submit(map[string]any{"command": "sleep 300", "gpu_count": 1, "max_retries": 1})
+	s.waitState(j.ID, api.StateRunning, 20*time.Second)
+	a.kill9()
+	s.waitNode("n1", "down", clusterTTL+5*time.Second)
+	waitFor(t, 30*time.Second, func() string {
+		_, evs, _ := rcv.snapshot()
+		return fmt.Sprintf("alert.node_down and job.lost; got %v", kinds(evs))
+	}, func() bool { return rcv.hasKind("alert.node_down") && rcv.has(j.ID, "job.lost") })
+	a.start()
+	waitFor(t, 30*time.Second, func() string {
+		_, evs, _ := rcv.snapshot()
+		return fmt.Sprintf("alert.node_up; got %v", kinds(evs))
+	}, func() bool { return rcv.hasKind("alert.node_up") })
+	s.do("DELETE", "/queue/"+j.ID, nil, nil)
+	if _, _, bad := rcv.snapshot(); len(bad) > 0 {
+		t.Errorf("%d POSTs had a bad signature", len(bad))
+	}
+}

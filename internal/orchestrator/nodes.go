@@ -195,6 +195,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 			o.log.Info("node registered", "node", reg.NodeID, "gpus", len(reg.GPUs), "hostname", reg.Hostname)
 		} else if n.down {
 			o.log.Info("node is back", "node", reg.NodeID)
+			o.noteAlert(notify.AlertNodeUp, tx.now, n.ID, nil, "node %s is back up (its agent registered again)", n.ID)
 		}
 		rec := n.record()
 		rec.Hostname, rec.Labels, rec.Simulated = reg.Hostname, maps.Clone(reg.Labels), reg.Simulated
