@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -84,6 +85,36 @@ func (m *MemStore) PendingOutbox(_ context.Context, limit int) ([]store.OutboxIt
 		out = out[:limit]
 	}
 	return out, nil
+}
+
+// DueOutbox implements OutboxStore.
+func (m *MemStore) DueOutbox(_ context.Context, now time.Time, skip []string, limit int) ([]store.OutboxItem, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.OutboxItem
+	for _, it := range m.outbox {
+		if it.State == store.OutboxPending && !it.NextAt.After(now) && !slices.Contains(skip, it.EndpointID) {
+			out = append(out, it)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b store.OutboxItem) int { return a.NextAt.Compare(b.NextAt) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// NextOutbox implements OutboxStore.
+func (m *MemStore) NextOutbox(_ context.Context, now time.Time) (time.Time, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var next time.Time
+	for _, it := range m.outbox {
+		if it.State == store.OutboxPending && it.NextAt.After(now) && (next.IsZero() || it.NextAt.Before(next)) {
+			next = it.NextAt
+		}
+	}
+	return next, !next.IsZero(), nil
 }
 
 // UpdateOutbox implements OutboxStore.

@@ -18,7 +18,12 @@ import (
 
 // OutboxStore is the sender's side of the store (store.Store).
 type OutboxStore interface {
-	PendingOutbox(ctx context.Context, limit int) ([]store.OutboxItem, error)
+	// DueOutbox returns pending rows due at now, soonest first, except
+	// those of the endpoints in skip.
+	DueOutbox(ctx context.Context, now time.Time, skip []string, limit int) ([]store.OutboxItem, error)
+	// NextOutbox returns when the soonest pending row not due at now
+	// falls due.
+	NextOutbox(ctx context.Context, now time.Time) (time.Time, bool, error)
 	UpdateOutbox(ctx context.Context, us ...store.OutboxUpdate) error
 	AppendOutbox(ctx context.Context, items ...store.OutboxItem) error
 }
@@ -139,6 +144,7 @@ func (s *Sender) Run(ctx context.Context) error {
 	defer wg.Wait()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	var last time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -147,6 +153,17 @@ func (s *Sender) Run(ctx context.Context) error {
 		case <-s.done:
 		case <-timer.C:
 		}
+		// The store has one connection, shared with the orchestrator's
+		// commits: passes are spaced so that a stream of commits does not
+		// become a stream of outbox reads.
+		if gap := time.Since(last); gap < minPassGap {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(minPassGap - gap):
+			}
+		}
+		last = time.Now()
 		s.prune(ctx)
 		wait := s.pass(ctx, &wg)
 		timer.Stop()
@@ -174,7 +191,10 @@ func (s *Sender) prune(ctx context.Context) {
 }
 
 // pendingLimit bounds the rows one pass reads.
-const pendingLimit = 2000
+const pendingLimit = 1000
+
+// minPassGap is the least time between two passes.
+const minPassGap = 50 * time.Millisecond
 
 // idleWait is the longest a pass sleeps (the store may have rows added by
 // another writer, e.g. alerts).
@@ -182,13 +202,24 @@ const idleWait = 5 * time.Second
 
 // pass starts the deliveries that are due and returns how long to sleep.
 func (s *Sender) pass(ctx context.Context, wg *sync.WaitGroup) time.Duration {
-	rows, err := s.cfg.Store.PendingOutbox(ctx, pendingLimit)
+	now := s.cfg.Now()
+	s.mu.Lock()
+	var skip []string
+	for ep := range s.inflight {
+		skip = append(skip, ep)
+	}
+	s.mu.Unlock()
+	// Only due rows of idle endpoints are read: a slow endpoint's backlog
+	// is not read again and again while its delivery is under way.
+	rows, err := s.cfg.Store.DueOutbox(ctx, now, skip, pendingLimit)
 	if err != nil {
 		s.log.Error("notify: reading the outbox", "err", err)
 		return idleWait
 	}
-	now := s.cfg.Now()
 	wait := idleWait
+	if next, ok, err := s.cfg.Store.NextOutbox(ctx, now); err == nil && ok {
+		wait = min(wait, next.Sub(now))
+	}
 	byEP := map[string][]store.OutboxItem{}
 	var order []string
 	for _, r := range rows {

@@ -166,6 +166,36 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]OutboxItem, err
 	return s.queryOutbox(ctx, `SELECT `+outboxColumns+` FROM outbox WHERE state = ? ORDER BY next_at, seq LIMIT ?`, OutboxPending, limit)
 }
 
+// DueOutbox returns up to limit undelivered rows due at now (next_at not
+// after it), the soonest due first, leaving out the rows of the endpoints
+// in skip (those with a delivery under way).
+func (s *Store) DueOutbox(ctx context.Context, now time.Time, skip []string, limit int) ([]OutboxItem, error) {
+	q := `SELECT ` + outboxColumns + ` FROM outbox WHERE state = ? AND next_at <= ?`
+	args := []any{OutboxPending, fmtTime(now)}
+	if len(skip) > 0 {
+		q += ` AND endpoint_id NOT IN (` + strings.TrimSuffix(strings.Repeat("?,", len(skip)), ",") + `)`
+		for _, e := range skip {
+			args = append(args, e)
+		}
+	}
+	q += ` ORDER BY next_at, seq LIMIT ?`
+	return s.queryOutbox(ctx, q, append(args, limit)...)
+}
+
+// NextOutbox returns when the soonest undelivered row not yet due at now
+// falls due; false when there is none.
+func (s *Store) NextOutbox(ctx context.Context, now time.Time) (time.Time, bool, error) {
+	var next sql.NullString
+	err := s.db.QueryRowContext(ctx, `SELECT MIN(next_at) FROM outbox WHERE state = ? AND next_at > ?`, OutboxPending, fmtTime(now)).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("outbox: %w", err)
+	}
+	if !next.Valid {
+		return time.Time{}, false, nil
+	}
+	return parseTime(next.String), true, nil
+}
+
 // OutboxFilter selects outbox rows for the delivery log; zero fields match
 // everything.
 type OutboxFilter struct {

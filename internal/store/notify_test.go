@@ -74,6 +74,21 @@ func TestOutboxWithTheBatch(t *testing.T) {
 	if r := bySeq[p[1].Seq]; r.State != OutboxPending {
 		t.Errorf("another endpoint's row: %+v", r)
 	}
+	if due, _ := s.DueOutbox(ctx, at.Add(time.Hour), []string{"ne_x"}, 10); len(due) != 1 || due[0].EndpointID != "ne_b" {
+		t.Errorf("due: %+v", due)
+	}
+	if due, _ := s.DueOutbox(ctx, at.Add(time.Hour), []string{"ne_b"}, 10); len(due) != 0 {
+		t.Errorf("due, skipping ne_b: %+v", due)
+	}
+	if due, _ := s.DueOutbox(ctx, at.Add(-time.Second), nil, 10); len(due) != 0 {
+		t.Errorf("due before its time: %+v", due)
+	}
+	if next, ok, err := s.NextOutbox(ctx, at.Add(-time.Second)); err != nil || !ok || !next.Equal(at) {
+		t.Errorf("next: %v %v %v", next, ok, err)
+	}
+	if _, ok, _ := s.NextOutbox(ctx, at.Add(time.Hour)); ok {
+		t.Errorf("a next row after every row")
+	}
 	if only, _ := s.Outbox(ctx, OutboxFilter{Endpoints: []string{"ne_b"}}); len(only) != 1 || only[0].EndpointID != "ne_b" {
 		t.Errorf("filter by endpoint: %+v", only)
 	}
