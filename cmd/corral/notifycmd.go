@@ -193,3 +193,15 @@ func scopeText(e api.Endpoint) string {
 	}
 	return "user " + e.Owner
 }
+
+// notifyText is a job's notification choice as corral show prints it.
+func notifyText(j api.Job) string {
+	s := j.Notify
+	if s == "" {
+		s = "the defaults (fail, preempt; end after 10m)"
+	}
+	if j.NotifyTasks {
+		s += "; every array task"
+	}
+	return s
+}
