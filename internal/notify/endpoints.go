@@ -71,6 +71,25 @@ type Registry struct {
 	changing sync.Mutex
 	mu       sync.RWMutex
 	eps      map[string]*endpoint
+	byOwner  map[string][]string // ownerKey -> endpoint ids, sorted: routing is a lookup
+}
+
+// ownerKey indexes endpoints by whose events they get.
+func ownerKey(scope, owner string) string { return scope + "/" + owner }
+
+// index adds or removes e in byOwner. mu held for writing.
+func (r *Registry) index(e *endpoint, add bool) {
+	k := ownerKey(e.pub.Scope, e.pub.Owner)
+	ids := slices.DeleteFunc(r.byOwner[k], func(id string) bool { return id == e.pub.ID })
+	if add && !e.broken {
+		ids = append(ids, e.pub.ID)
+		slices.Sort(ids)
+	}
+	if len(ids) == 0 {
+		delete(r.byOwner, k)
+		return
+	}
+	r.byOwner[k] = ids
 }
 
 // Unreadable is the target an endpoint shows when its secrets cannot be
@@ -85,7 +104,7 @@ func NewRegistry(ctx context.Context, st EndpointStore, seal *Sealer, now func()
 	if now == nil {
 		now = time.Now
 	}
-	r := &Registry{st: st, seal: seal, now: now, eps: map[string]*endpoint{}}
+	r := &Registry{st: st, seal: seal, now: now, eps: map[string]*endpoint{}, byOwner: map[string][]string{}}
 	recs, err := st.Endpoints(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("notify endpoints: %w", err)
@@ -107,6 +126,7 @@ func NewRegistry(ctx context.Context, st EndpointStore, seal *Sealer, now func()
 			}
 		}
 		r.eps[rec.ID] = e
+		r.index(e, true)
 	}
 	return r, nil
 }
@@ -196,7 +216,9 @@ func (r *Registry) Add(ctx context.Context, req api.EndpointRequest, createdBy s
 		return api.Endpoint{}, &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
 	r.mu.Lock()
-	r.eps[t.ID] = &endpoint{pub: pub, tgt: t}
+	e := &endpoint{pub: pub, tgt: t}
+	r.eps[t.ID] = e
+	r.index(e, true)
 	r.mu.Unlock()
 	shown := pub
 	shown.URL, shown.Secret, shown.Address = t.URL, t.Secret, t.Address
@@ -251,7 +273,10 @@ func (r *Registry) Remove(ctx context.Context, id string) error {
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
 	r.mu.Lock()
-	delete(r.eps, id)
+	if e, ok := r.eps[id]; ok {
+		r.index(e, false)
+		delete(r.eps, id)
+	}
 	r.mu.Unlock()
 	return nil
 }
@@ -313,22 +338,20 @@ func (r *Registry) List(keep func(api.Endpoint) bool) []api.Endpoint {
 }
 
 // route returns the endpoints that receive events of a job of user in
-// project (scope user and scope project), or, with cluster, the cluster's.
+// project (scope user and scope project), or, with cluster, the cluster's;
+// never an unreadable one. Map lookups under the read lock: the
+// orchestrator calls it in its commit.
 func (r *Registry) route(user, project string, cluster bool) []string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	var out []string
-	for id, e := range r.eps {
-		switch {
-		case e.broken:
-		case cluster && e.pub.Scope == api.ScopeCluster,
-			!cluster && e.pub.Scope == api.ScopeUser && e.pub.Owner == user,
-			!cluster && e.pub.Scope == api.ScopeProject && e.pub.Owner == project:
-			out = append(out, id)
-		}
+	if cluster {
+		return slices.Clone(r.byOwner[ownerKey(api.ScopeCluster, "")])
 	}
-	slices.Sort(out)
-	return out
+	u, p := r.byOwner[ownerKey(api.ScopeUser, user)], r.byOwner[ownerKey(api.ScopeProject, project)]
+	if len(u)+len(p) == 0 {
+		return nil
+	}
+	return append(slices.Clone(u), p...)
 }
 
 func truncate(s string, n int) string {
