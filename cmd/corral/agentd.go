@@ -26,6 +26,7 @@ func newAgentCmd() *cobra.Command {
 		interval                                                        time.Duration
 		host                                                            hostFlags
 		contain                                                         containFlags
+		simFaults                                                       string // notifyflags.go
 	)
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
@@ -79,6 +80,9 @@ named by --join-token-file.`,
 			if src != nil {
 				defer src.Close()
 			}
+			if err := applySimFaults(src, simFaults); err != nil {
+				return err
+			}
 			if simForeign != "" {
 				fs, ok := src.(interface{ SetForeignFile(string) })
 				if !ok {
@@ -125,6 +129,7 @@ named by --join-token-file.`,
 	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.StringVar(&dataDir, "data-dir", ".corral-agent", "directory for task state and job logs")
 	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs: N[:MODEL[:MEMGB[:TOPOLOGY]]]")
+	fl.StringVar(&simFaults, "simulate-faults", "", simFaultsHelp)
 	fl.StringVar(&simForeign, "simulate-foreign", "", `with --simulate-gpus: a JSON file of made-up foreign processes, [{"gpu":0,"pid":123,"user":"bob"}], read at each report (for demos and tests of what NVML shows on real GPUs)`)
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
 	fl.StringVar(&address, "address", "", "the address other nodes reach this one at (a gang's CORRAL_MASTER_ADDR); default: as the server sees it")

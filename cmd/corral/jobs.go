@@ -32,6 +32,9 @@ type submitFlags struct {
 	retry                       time.Duration // --retry (submit --wait only)
 	after                       string        // --after / --dependency (depend.go)
 	elastic                     elasticFlags  // --gpus MIN-MAX, --elastic-wait (elastic.go)
+
+	notify      string // --notify begin,end,fail,preempt|all|none
+	notifyTasks bool   // --notify-tasks
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -126,6 +129,8 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.mem, "mem", "", "memory limit of the job (of each node's part), e.g. 64G or 512M; past it the job fails out_of_memory (default: the node's --default-mem-per-gpu times its GPUs)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
 	registerDependFlags(fl, &f.after)
+	fl.StringVar(&f.notify, "notify", "", "which notifications the job sends to your endpoints (corral notify): begin,end,fail,preempt, all or none (default: fail and preempt, and end when it ran over 10m)")
+	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
 }
 
 // request builds the submit body from the flags and the command arguments.
@@ -144,6 +149,10 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	if strings.TrimSpace(req.Command) == "" {
 		return req, usagef("the command to run is empty")
 	}
+	if _, err := api.ParseNotify(f.notify); err != nil {
+		return req, usagef("--notify: %w", err)
+	}
+	req.Notify, req.NotifyTasks = f.notify, f.notifyTasks
 	if f.retry < 0 {
 		return req, usagef("--retry must not be negative")
 	}

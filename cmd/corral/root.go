@@ -124,6 +124,9 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newWhoamiCmd(),
 		c.newAuditCmd(),
 
+		// Notifications: endpoints and the delivery log (notifycmd.go).
+		c.newNotifyCmd(),
+
 		// Trace replay and load tools (sim.go, bench.go).
 		c.newSimCmd(),
 		c.newBenchCmd(),

@@ -51,6 +51,7 @@ type controlFlags struct {
 
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
+	notify     notifyFlags // notifyflags.go
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -69,6 +70,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.depTimeout, "dependency-timeout", orchestrator.DefaultDependencyTimeout, "how long a queued job whose dependency can never be met (reason dependency_never_satisfied) waits before it is canceled; 0: at once")
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
+	f.notify.register(fl)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -193,6 +195,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 
 	// The pool reports to the orchestrator, which is built after it.
 	var o *orchestrator.Orchestrator
+	notes, err := f.notify.setUp(ctx, st, dataDir, jobSource{&o}, logger)
+	if err != nil {
+		return err
+	}
 	pool := agents.New(agents.Config{
 		Sink:     func(u exec.Update) { o.Sink(u) },
 		Book:     nodeBook{&o},
@@ -202,6 +208,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
+		Notify: notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
 	}
 	if f.depTimeout == 0 {
 		ocfg.DependencyTimeout = -1 // the orchestrator's 0 is its default; the flag's 0 is at once
@@ -218,6 +225,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	pruned := make(chan struct{})
 	go func() { pruneAudit(pruneCtx, st, f.access.auditRetention, logger); close(pruned) }()
 	defer func() { stopPruning(); <-pruned }() // before the store closes
+	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
+	sent := make(chan struct{})
+	go func() { notes.run(sendCtx); close(sent) }()
+	defer func() { stopSending(); <-sent }() // before the store closes; undelivered rows stay pending
 	loopCtx, stopLoop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLoop()
 	loopDone := make(chan error, 1)
@@ -246,7 +257,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	// does, so a shutdown does not wait for them.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc))...), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes))...), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	srv.RegisterOnShutdown(endStreams)
 	srvDone := make(chan error, 1)
@@ -272,6 +283,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		logger.Info("shutting down")
 	case runErr = <-loopDone:
 		logger.Error("orchestrator stopped", "err", runErr)
+		notes.loopDied(runErr) // notifyflags.go: an admin alert, sent after the next start if not before
 	case runErr = <-srvDone:
 		logger.Error("HTTP server stopped", "err", runErr)
 	}

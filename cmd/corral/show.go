@@ -107,6 +107,9 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	if j.PreemptGrace != nil {
 		kv("Preempt grace", fmtDuration(j.PreemptGrace.Duration()))
 	}
+	if j.Notify != "" || j.NotifyTasks {
+		kv("Notify", notifyText(j)) // notifycmd.go
+	}
 	if j.Idle && j.IdleSince != nil {
 		kv("Idle", "since "+fmtTimeFull(*j.IdleSince, now))
 	}

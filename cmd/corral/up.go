@@ -67,6 +67,7 @@ collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 	runAsFlag(fl, &f.runAs)
 	f.host.registerNode(fl)
 	f.contain.register(fl)
+	fl.StringVar(&f.notify.simFaults, "simulate-faults", "", simFaultsHelp)
 	return cmd
 }
 
@@ -85,6 +86,9 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 	start := func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (string, *agent.Agent, error) {
 		src, devs, why, err := discover(ctx, nodeID, simulate)
 		if err != nil {
+			return "", nil, err
+		}
+		if err := applySimFaults(src, f.notify.simFaults); err != nil {
 			return "", nil, err
 		}
 		if len(devs) > f.maxGPUs {

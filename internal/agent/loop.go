@@ -391,7 +391,7 @@ func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 		}
 		if ts, err := a.cfg.GPUs.Telemetry(ctx); err == nil {
 			for _, t := range ts {
-				rep.Telemetry = append(rep.Telemetry, api.GPUReading{Index: t.Index, Utilization: t.Utilization, MemoryUsedMiB: t.MemoryUsedMiB, Temperature: t.Temperature})
+				rep.Telemetry = append(rep.Telemetry, api.GPUReading{Index: t.Index, Utilization: t.Utilization, MemoryUsedMiB: t.MemoryUsedMiB, Temperature: t.Temperature, ECCErrors: t.ECCErrors})
 			}
 		}
 		if pl, ok := a.cfg.GPUs.(gpu.ProcessLister); ok {

@@ -105,6 +105,9 @@ type GPUReading struct {
 	Utilization   int   `json:"utilization"`     // percent
 	MemoryUsedMiB int64 `json:"memory_used_mib"` // MiB
 	Temperature   *int  `json:"temperature"`     // Celsius; null when unknown
+	// ECCErrors counts uncorrected ECC errors (volatile); 0 or absent:
+	// none. A rise raises an admin alert (docs/notifications.md).
+	ECCErrors int64 `json:"ecc_errors,omitempty"`
 }
 
 // ForeignProcess is a compute process on a GPU that Corral did not start.

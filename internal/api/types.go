@@ -142,6 +142,10 @@ type Job struct {
 	GPUCountMin int      `json:"gpu_count_min,omitempty"`
 	ElasticWait *Seconds `json:"elastic_wait,omitempty"`
 	GrantedGPUs int      `json:"granted_gpus,omitempty"`
+	// Notify chooses the job's notifications (ParseNotify, notify.go);
+	// empty: the defaults. NotifyTasks: an array's tasks notify one by one.
+	Notify      string `json:"notify,omitempty"`
+	NotifyTasks bool   `json:"notify_tasks,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -178,6 +182,10 @@ type SubmitRequest struct {
 	// submission, for gpu_count before taking less (a duration; default 0).
 	GPUCountMin *int     `json:"gpu_count_min,omitempty"`
 	ElasticWait RawValue `json:"elastic_wait,omitempty"`
+	// Notify: begin,end,fail,preempt, all or none (ParseNotify); empty:
+	// the defaults. NotifyTasks: an array's tasks notify one by one.
+	Notify      string `json:"notify,omitempty"`
+	NotifyTasks bool   `json:"notify_tasks,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.

@@ -1,6 +1,10 @@
 package orchestrator
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/corral-sched/corral/internal/notify"
+)
 
 // A node whose agent says its log disk is full (api.AgentReport.DiskFull,
 // under the agent's --min-free-disk) takes no new jobs: the scheduler's
@@ -36,6 +40,7 @@ func (o *Orchestrator) setDiskFull(n *Node, full string) {
 	switch {
 	case full != "" && n.diskFull == "":
 		o.log.Warn("node takes no new jobs: its log disk is full", "node", n.ID, "why", full)
+		o.noteAlert(notify.AlertDiskFull, o.cfg.Now(), n.ID, nil, "node %s's log disk is nearly full (%s): it takes no new jobs", n.ID, full)
 	case full == "":
 		o.log.Info("node takes new jobs again: its log disk has room", "node", n.ID)
 	}

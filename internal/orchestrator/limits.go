@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/notify"
 )
 
 // Limits bound what users may queue and run. Zero means no limit.
@@ -58,11 +59,13 @@ func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
 		if j.TimeLimit == nil || j.StartedAt == nil || j.TimedOut || j.CancelRequested || j.State != api.StateRunning {
 			continue
 		}
+		o.noteTimeWarning(j, now) // notify.go
 		if now.Sub(*j.StartedAt) <= j.TimeLimit.Duration() {
 			continue
 		}
 		j.TimedOut = true
 		tx.touch(j)
+		o.noteJob(j, notify.JobTimeLimit, now)
 		attempt, grace := j.RetryCount, o.cfg.CancelGrace
 		tx.after = append(tx.after, func() {
 			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/notify"
 )
 
 // Node states as the API shows them.
@@ -194,6 +195,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 			o.log.Info("node registered", "node", reg.NodeID, "gpus", len(reg.GPUs), "hostname", reg.Hostname)
 		} else if n.down {
 			o.log.Info("node is back", "node", reg.NodeID)
+			o.noteAlert(notify.AlertNodeUp, tx.now, n.ID, nil, "node %s is back up (its agent registered again)", n.ID)
 		}
 		rec := n.record()
 		rec.Hostname, rec.Labels, rec.Simulated = reg.Hostname, maps.Clone(reg.Labels), reg.Simulated
@@ -268,6 +270,7 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 				n.down = true
 				o.dirty = true
 				o.log.Warn("node down", "node", n.ID, "last_seen", n.lastSeen)
+				o.noteAlert(notify.AlertNodeDown, ev.at, n.ID, nil, "node %s is down: silent since %s", n.ID, n.lastSeen.UTC().Format(time.RFC3339))
 			}
 			continue
 		}
@@ -275,7 +278,9 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 			n.down = false
 			o.dirty = true
 			o.log.Info("node up", "node", n.ID)
+			o.noteAlert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
 		}
+		o.noteNodeReadings(n, ev.readings, ev.foreign, ev.at) // notify.go
 		n.lastSeen = ev.at
 		n.foreign = ev.foreign
 		if ev.readings != nil {
@@ -413,6 +418,7 @@ func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
 			j.IdleSince = &t
 		case !j.Idle && at.Sub(*j.IdleSince) >= o.policy.IdleWindow.Duration():
 			j.Idle = true
+			o.noteJob(j, notify.JobIdle, at)
 			if o.policy.IdleAction == IdlePreempt {
 				o.dirty = true
 			}

@@ -76,6 +76,16 @@ type Config struct {
 	// attempt and rank from remote agents; the rest is dropped behind one
 	// marker line (logs.go). 0: no cap.
 	MaxLogSize int64
+
+	// Notify plans the notifications of each batch, written with it
+	// (notify.go); nil: none.
+	Notify Notifier
+	// AlertGPUTemp is the GPU temperature (Celsius) that raises an admin
+	// alert; 0: DefaultAlertGPUTemp.
+	AlertGPUTemp int
+	// AlertQueueWait raises an admin alert when the queue wait p95 stays
+	// above it for QueueWaitFor (notify.go); 0: off.
+	AlertQueueWait time.Duration
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run
@@ -125,6 +135,8 @@ type Orchestrator struct {
 	storeDown atomic.Pointer[string]        // why the store cannot write, while it cannot (storedown.go)
 	downSig   atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
 	looping   bool                          // Run has begun: failed commits are retried (loop only)
+
+	notes notifyState // notifications noted, arrays indexed (notify.go)
 }
 
 type cycleStats struct {
@@ -246,6 +258,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		case <-tick.C:
 			o.checkNodes(ctx)
 			o.checkTimeLimits(ctx)
+			o.flushNotes(ctx) // notify.go
 			o.dirty = true
 		}
 	}
@@ -393,9 +406,12 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	for _, j := range tx.dirty {
 		tx.batch.Jobs = append(tx.batch.Jobs, *j)
 	}
+	// The outbox rows of the changes ride with them (notify.go).
+	o.planNotifications(tx)
 	if err := o.commitRetrying(ctx, &tx.batch); err != nil { // storedown.go
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
+	o.kickNotifier(tx)
 	for _, f := range tx.durable {
 		f()
 	}

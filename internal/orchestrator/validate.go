@@ -150,6 +150,11 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	if j.MaxRetries < 0 || j.MaxRetries > maxRetries {
 		return j, api.Invalid("max_retries", "must be between 0 and %d, not %d", maxRetries, j.MaxRetries)
 	}
+	n, err := api.ParseNotify(req.Notify)
+	if err != nil {
+		return j, api.Invalid("notify", "%s", err.Error())
+	}
+	j.Notify, j.NotifyTasks = n, req.NotifyTasks
 	return j, nil
 }
 

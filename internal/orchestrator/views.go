@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -226,6 +227,9 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 			}
 			tx.batch.Settings = map[string]string{settingScheduling: v}
 			o.log.Info("scheduling switched", "on", on)
+			if !on {
+				o.noteAlert(notify.AlertSchedulerStopped, tx.now, "", nil, "scheduling was stopped: no queued job starts until it is started again (corral orchestrator start)")
+			}
 		}
 		return nil, nil
 	})

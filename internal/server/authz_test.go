@@ -43,6 +43,7 @@ type authEnv struct {
 	a      *auth.Service
 	tokens map[string]string // caller -> secret
 	seq    atomic.Int64
+	notify Notifications // fakes: an in-memory store, a recording deliverer (notify_test.go)
 }
 
 // The callers of the role matrix. owner is alice, who owns the jobs and
@@ -53,10 +54,11 @@ var callers = []string{"anon", "revoked", "viewer", "owner", "other", "projadmin
 
 func newAuthEnv(t *testing.T, opts ...Option) *authEnv {
 	t.Helper()
-	h, o, a := newHandler(t, idleExec{}, slog.New(slog.DiscardHandler), append([]Option{WithAgents(fakeAgents{}, testJoinToken)}, opts...)...)
+	nt := fakeNotifications(t)
+	h, o, a := newHandler(t, idleExec{}, slog.New(slog.DiscardHandler), append([]Option{WithAgents(fakeAgents{}, testJoinToken), WithNotify(nt)}, opts...)...)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
-	e := &authEnv{t: t, url: ts.URL, o: o, a: a, tokens: map[string]string{"admin": testAdminToken}}
+	e := &authEnv{t: t, url: ts.URL, o: o, a: a, tokens: map[string]string{"admin": testAdminToken}, notify: nt}
 	ctx := context.Background()
 	// Jobs stay queued, so that each cell of the matrix finds its job in
 	// the same state.
@@ -140,6 +142,17 @@ func (e *authEnv) token() string {
 	return nt.ID
 }
 
+// endpoint adds a notification endpoint of alice's (scope user: her
+// project's admin does not manage it).
+func (e *authEnv) endpoint() string {
+	e.t.Helper()
+	ep, err := e.notify.Endpoints.Add(context.Background(), api.EndpointRequest{Kind: "slack", URL: "https://hooks.example.com/a", Scope: "user", User: "alice"}, "alice")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return ep.ID
+}
+
 func intp(n int) *int { return &n }
 
 // TestRoleMatrix is the role matrix: every route, called by every kind of
@@ -196,6 +209,17 @@ func TestRoleMatrix(t *testing.T) {
 		"GET /history":                           {"", read},
 		"GET /events":                            {"", read},
 	}
+	// The notification routes (notify_test.go); alice's endpoint is hers
+	// (and an admin's) to manage, not her project's admin's.
+	for k, v := range map[string]row{
+		"GET /notify/endpoints":                     {"", anyUser(200)},
+		"POST /notify/endpoints":                    {`{"kind":"slack","url":"https://hooks.example.com/x"}`, anyUser(201)},
+		"DELETE /notify/endpoints/{endpoint_id}":    {"", [7]int{401, 401, 403, 200, 403, 403, 200}},
+		"POST /notify/endpoints/{endpoint_id}/test": {"", [7]int{401, 401, 403, 200, 403, 403, 200}},
+		"GET /notifications":                        {"", anyUser(200)},
+	} {
+		matrix[k] = v
+	}
 	s := New(nil, slog.New(slog.DiscardHandler))
 	for _, rt := range s.routes {
 		key := rt.method + " " + rt.path
@@ -213,6 +237,9 @@ func TestRoleMatrix(t *testing.T) {
 			}
 			if strings.Contains(path, "{id}") {
 				path = strings.Replace(path, "{id}", e.token(), 1)
+			}
+			if strings.Contains(path, "{endpoint_id}") {
+				path = strings.Replace(path, "{endpoint_id}", e.endpoint(), 1)
 			}
 			if strings.Contains(body, "{new_hold}") {
 				body = strings.Replace(body, "{new_hold}", fmt.Sprintf("new-%d", e.seq.Add(1)), 1)
@@ -272,6 +299,9 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"owner", "POST", "/auth/session", `{"token":"` + e.tokens["owner"] + `"}`, "session.create"},
 		{"owner", "DELETE", "/auth/session", "", "session.delete"},
 		{"anon", "POST", "/agent/v1/register", `{"node_id":"x","gpus":[],"tasks":[]}`, "agent.register"},
+		{"owner", "POST", "/notify/endpoints", `{"kind":"slack","url":"https://hooks.example.com/x"}`, "notify.endpoint.create"},
+		{"owner", "POST", "/notify/endpoints/" + e.endpoint() + "/test", "", "notify.endpoint.test"},
+		{"other", "DELETE", "/notify/endpoints/" + e.endpoint(), "", "notify.endpoint.remove"},
 	}
 	want := map[string]int{}
 	for _, c := range calls {

@@ -135,6 +135,15 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"POST /auth/session":                     "the caller",
 		"DELETE /auth/session":                   "nothing",
 	}
+	for k, v := range map[string]string{
+		"GET /notify/endpoints":                     "notification endpoints, redacted",
+		"POST /notify/endpoints":                    "the new endpoint",
+		"DELETE /notify/endpoints/{endpoint_id}":    "the removed endpoint",
+		"POST /notify/endpoints/{endpoint_id}/test": "whether it was delivered",
+		"GET /notifications":                        "delivery states and one-line summaries, which hold no env (notify.Event)",
+	} {
+		noJobs[k] = v
+	}
 	seen := map[string]bool{}
 	for _, rt := range New(nil, nil).routes {
 		key := rt.method + " " + rt.path

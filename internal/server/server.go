@@ -43,6 +43,7 @@ type Server struct {
 	mux           *http.ServeMux
 	metrics       *metrics
 	routes        []route
+	notify        *Notifications // nil: the notification routes answer 503 (notify.go)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -133,6 +134,11 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi, viewer, ""},
 		{"GET", "/history", "The cluster over time, for graphs (since=24h, points=N, node=ID|all)", s.history, viewer, ""},
 		{"GET", "/events", "Live dashboard updates as server-sent events", s.events, viewer, ""},
+		{"GET", "/notify/endpoints", "Notification endpoints the caller manages, redacted", s.listEndpoints, user, ""},
+		{"POST", "/notify/endpoints", "Add a notification endpoint (slack, webhook, email); its URL and secret are shown once", s.createEndpoint, user, "notify.endpoint.create"},
+		{"DELETE", "/notify/endpoints/{endpoint_id}", "Remove a notification endpoint (its owner, its project's admin, or an admin)", s.removeEndpoint, user, "notify.endpoint.remove"},
+		{"POST", "/notify/endpoints/{endpoint_id}/test", "Send a test notification now", s.testEndpoint, user, "notify.endpoint.test"},
+		{"GET", "/notifications", "The delivery log of the caller's endpoints, newest first (state, endpoint, limit, before)", s.notifications, user, ""},
 	}
 	if s.publicMetrics {
 		for i := range s.routes {

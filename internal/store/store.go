@@ -27,7 +27,9 @@ import (
 // schemaVersion is the layout written by this code; Open refuses newer ones.
 // Version 2 added tokens and audit (auth.go); both are created on an
 // existing database by the same CREATE ... IF NOT EXISTS statements.
-const schemaVersion = 2
+// Version 3 added notification endpoints and the outbox (notify.go), the
+// same way.
+const schemaVersion = 3
 
 const schema = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -129,6 +131,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, historySchema); err != nil {
 		return err
 	}
+	if _, err := s.db.ExecContext(ctx, notifySchema); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
@@ -166,12 +171,16 @@ type Batch struct {
 	// so that the job and the record of who submitted it are durable
 	// together, with one fsync).
 	Audit []api.AuditEntry
+	// Outbox holds the notifications the batch's changes cause (notify.go):
+	// durable exactly when the changes are.
+	Outbox []OutboxItem
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
-		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0
+		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
+		len(b.Outbox) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -252,6 +261,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 			ON CONFLICT(key) DO UPDATE SET value=excluded.value`, k, v); err != nil {
 			return err
 		}
+	}
+	if err := writeOutbox(ctx, tx, b.Outbox); err != nil {
+		return err
 	}
 	return appendAudit(ctx, tx, ins, b.Audit)
 }

@@ -22,8 +22,9 @@ type Device struct {
 type Telemetry struct {
 	Index         int
 	MemoryUsedMiB int64
-	Utilization   int  // percent
-	Temperature   *int // degrees Celsius; nil when unknown
+	Utilization   int   // percent
+	Temperature   *int  // degrees Celsius; nil when unknown
+	ECCErrors     int64 // uncorrected ECC errors since the driver loaded (volatile); 0: none or unknown
 }
 
 // Source discovers GPUs and reads their telemetry.

@@ -186,6 +186,9 @@ func (s *nvmlSource) Telemetry(ctx context.Context) ([]Telemetry, error) {
 			temp := int(c)
 			t.Temperature = &temp
 		}
+		if n, ret := h.GetTotalEccErrors(nvml.MEMORY_ERROR_TYPE_UNCORRECTED, nvml.VOLATILE_ECC); ret == nvml.SUCCESS {
+			t.ECCErrors = int64(min(n, 1<<62))
+		}
 		out[k] = t
 	}
 	return out, nil

@@ -18,6 +18,7 @@ type simulated struct {
 	mu      sync.Mutex
 	busy    map[int]bool // GPUs a job holds: they read as working
 	foreign string       // a JSON file of made-up foreign processes (see SetForeignFile)
+	faults  string       // a JSON file of made-up faults (see SetFaultsFile)
 }
 
 // NewSimulated returns a Source of spec.Count simulated GPUs for node nodeID:
@@ -92,7 +93,51 @@ func (s *simulated) Telemetry(ctx context.Context) ([]Telemetry, error) {
 		}
 		out[i] = t
 	}
+	s.applyFaults(out)
 	return out, nil
+}
+
+// Fault is a made-up GPU fault (SetFaultsFile): a temperature and an
+// uncorrected ECC error count that the GPU's readings report.
+type Fault struct {
+	GPU         int   `json:"gpu"`
+	Temperature *int  `json:"temperature,omitempty"`
+	ECCErrors   int64 `json:"ecc_errors,omitempty"`
+}
+
+// SetFaultsFile names a JSON file ([{"gpu":0,"temperature":95,"ecc_errors":2}])
+// read at each reading: the GPUs it names report those values, so that
+// admin alerts (over temperature, ECC errors) can be shown and tested
+// without a failing GPU. A missing or unreadable file means no fault.
+func (s *simulated) SetFaultsFile(path string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = path
+}
+
+// applyFaults overlays the faults file on readings. Lock held.
+func (s *simulated) applyFaults(out []Telemetry) {
+	if s.faults == "" {
+		return
+	}
+	b, err := os.ReadFile(s.faults)
+	if err != nil {
+		return
+	}
+	var fs []Fault
+	if json.Unmarshal(b, &fs) != nil {
+		return
+	}
+	for _, f := range fs {
+		if f.GPU < 0 || f.GPU >= len(out) {
+			continue
+		}
+		if f.Temperature != nil {
+			t := *f.Temperature
+			out[f.GPU].Temperature = &t
+		}
+		out[f.GPU].ECCErrors = f.ECCErrors
+	}
 }
 
 // SetBusy says which GPUs jobs hold, so that the readings follow them.
