@@ -68,6 +68,9 @@ type Job struct {
 	NotBefore time.Time
 	// NodeLabels: the job runs only on nodes that have all these labels.
 	NodeLabels map[string]string
+	// Count is how many identical jobs this entry stands for (a job
+	// array's waiting tasks); 0 or 1: one. See group.go.
+	Count int
 }
 
 // Running is one job that holds GPUs.
