@@ -64,6 +64,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			lost[j.ID] = true
 		}
 	}
+	o.loadArrays(st.Arrays)
 	for i := range st.Holds {
 		h := &st.Holds[i]
 		o.holds[h.JobID] = h

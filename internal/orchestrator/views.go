@@ -27,6 +27,8 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 	if j.State == api.StateQueued {
 		if p, ok := o.pending[j.ID]; ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
+		} else if j.ArrayJobID != "" {
+			o.arrayPending(j, &v)
 		}
 		if t, ok := o.plan[j.ID]; ok {
 			t = t.UTC()

@@ -129,6 +129,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, historySchema); err != nil {
 		return err
 	}
+	if _, err := s.db.ExecContext(ctx, arraySchema); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
@@ -166,12 +169,15 @@ type Batch struct {
 	// so that the job and the record of who submitted it are durable
 	// together, with one fsync).
 	Audit []api.AuditEntry
+	// Arrays are job arrays' records (upserts; arrays.go).
+	Arrays []api.Array
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
-		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0
+		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
+		len(b.Arrays) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -253,6 +259,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 			return err
 		}
 	}
+	if err := writeArrays(ctx, tx, b.Arrays); err != nil {
+		return err
+	}
 	return appendAudit(ctx, tx, ins, b.Audit)
 }
 
@@ -263,6 +272,7 @@ type State struct {
 	Idempotency map[string]string
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> record (JSON)
+	Arrays      []api.Array       // job arrays' records, in id order (arrays.go)
 }
 
 // Load reads the whole state.
@@ -348,6 +358,9 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.loadArrays(ctx, st); err != nil {
 		return nil, err
 	}
 	return st, nil

@@ -1,0 +1,574 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
+)
+
+// Job arrays (issue 11). An array is a record (its spec and throttle,
+// persisted in the store's arrays table) and its tasks, each a normal job
+// ARRAYID_INDEX with ArrayJobID and ArrayTaskID set. The books below keep,
+// for each array, its tasks in index order and their counts by state, so
+// that a cycle can hand the core an array's identical waiting tasks as one
+// sched.Job with a Count (see snapshotArrays) instead of one entry each,
+// and at most its throttle's headroom of them.
+
+// array is one job array's live state. Written by the loop only (write
+// lock held); read under the read lock.
+type array struct {
+	rec   api.Array  // the record; rec.Counts are kept live by arrayMoved
+	tasks []*api.Job // in index order
+	// cursor: no task before it is queued. It moves back when a task is
+	// requeued, forward when the task at it leaves the queue.
+	cursor int
+	// odd holds the queued tasks that do not wait like the rest (their own
+	// priority, or a backoff after a loss): they enter the snapshot one by
+	// one. The rest are identical and enter it as one group.
+	odd map[string]*api.Job
+}
+
+// arrayBooks are the orchestrator's arrays.
+type arrayBooks struct {
+	byID    map[string]*array
+	waiting map[string]*array        // arrays with queued tasks
+	pend    map[string]sched.Pending // by array id: why its group waits, from the last cycle
+}
+
+func (b *arrayBooks) init() {
+	if b.byID == nil {
+		b.byID, b.waiting, b.pend = map[string]*array{}, map[string]*array{}, map[string]sched.Pending{}
+	}
+}
+
+// pos is the task's position in a.tasks.
+func (a *array) pos(j *api.Job) int {
+	i, _ := slices.BinarySearchFunc(a.tasks, *j.ArrayTaskID, func(t *api.Job, idx int) int { return *t.ArrayTaskID - idx })
+	return i
+}
+
+// isOdd reports whether a queued task waits unlike its array's others.
+func (a *array) isOdd(j *api.Job) bool {
+	return j.NotBefore != nil || j.Priority != a.rec.Priority
+}
+
+// room is how many more tasks may become active: the throttle's headroom
+// (math.MaxInt without a throttle; 0 or less: none).
+func (a *array) room() int {
+	if a.rec.Throttle <= 0 {
+		return math.MaxInt
+	}
+	return a.rec.Throttle - a.rec.Counts.Active()
+}
+
+// firstPlain returns the first queued task, in index order, that is not
+// odd; nil when there is none.
+func (a *array) firstPlain() *api.Job {
+	for _, t := range a.tasks[a.cursor:] {
+		if t.State == api.StateQueued && a.odd[t.ID] == nil {
+			return t
+		}
+	}
+	return nil
+}
+
+// arrayMoved keeps the books of j's array as j moves from one state to
+// another (from "": j is new). Write lock held; called by transition.
+func (o *Orchestrator) arrayMoved(j *api.Job, from, to api.State) {
+	a := o.arr.byID[j.ArrayJobID]
+	if a == nil {
+		return
+	}
+	if from != "" {
+		a.rec.Counts.Add(from, -1)
+	}
+	a.rec.Counts.Add(to, 1)
+	switch {
+	case to == api.StateQueued:
+		if p := a.pos(j); p < a.cursor {
+			a.cursor = p
+		}
+		if a.isOdd(j) {
+			a.odd[j.ID] = j
+		}
+	case from == api.StateQueued:
+		delete(a.odd, j.ID)
+		for a.cursor < len(a.tasks) && a.tasks[a.cursor].State != api.StateQueued {
+			a.cursor++
+		}
+	}
+	if a.rec.Counts.Queued > 0 {
+		o.arr.waiting[a.rec.ID] = a
+	} else {
+		delete(o.arr.waiting, a.rec.ID)
+	}
+}
+
+// arrayRepriority notes that a task's priority changed: one whose priority
+// is not its array's waits on its own. Write lock held.
+func (o *Orchestrator) arrayRepriority(j *api.Job) {
+	a := o.arr.byID[j.ArrayJobID]
+	if a == nil || j.State != api.StateQueued {
+		return
+	}
+	if a.isOdd(j) {
+		a.odd[j.ID] = j
+	} else {
+		delete(a.odd, j.ID)
+	}
+}
+
+// submitArray queues a job array in tx: its record and one task per index,
+// in one transaction. The limits count every task. Write lock held.
+func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey string, exempt bool) (submitResult, error) {
+	spec, err := api.ParseArray(req.Array, o.maxArraySize())
+	if err != nil {
+		return submitResult{}, api.Invalid("array", "%s", err.Error())
+	}
+	j, err := validateSubmit(req, o.capacity())
+	if err != nil {
+		return submitResult{}, err
+	}
+	if err := o.checkLimits(&j, exempt); err != nil {
+		return submitResult{}, err
+	}
+	n := len(spec.Indexes)
+	if err := o.checkArrayLimits(j.User, n, exempt); err != nil {
+		return submitResult{}, err
+	}
+	id := o.newID(tx.now)
+	a := &array{odd: map[string]*api.Job{}, tasks: make([]*api.Job, n), rec: api.Array{
+		ID: id, Name: j.Name, User: j.User, Project: j.Project, Array: strings.TrimSpace(req.Array), Throttle: spec.Throttle,
+		TaskCount: n, TaskMin: spec.Indexes[0], TaskMax: spec.Indexes[n-1], GPUCount: j.GPUCount, Nodes: j.Nodes,
+		Priority: j.Priority, Command: j.Command, SubmittedAt: tx.now,
+	}}
+	o.arr.init()
+	o.arr.byID[id] = a
+	tx.batch.Arrays = append(tx.batch.Arrays, a.rec)
+	j.SubmittedAt = tx.now
+	jobs := make([]api.Job, n) // one allocation for all the tasks
+	for i := range spec.Indexes {
+		t := &jobs[i]
+		*t = j
+		t.ID = id + "_" + strconv.Itoa(spec.Indexes[i])
+		t.ArrayJobID, t.ArrayTaskID = id, &spec.Indexes[i]
+		a.tasks[i] = t
+		o.jobs[t.ID] = t
+		o.order = append(o.order, t.ID)
+	}
+	for _, t := range a.tasks {
+		tx.transition(t, api.StateQueued, api.ReasonSubmitted, "")
+	}
+	if idemKey != "" {
+		o.idem[idemKey] = id
+		if tx.batch.Idempotency == nil {
+			tx.batch.Idempotency = map[string]string{}
+		}
+		tx.batch.Idempotency[idemKey] = id
+	}
+	o.log.Debug("job array submitted", "array_id", id, "tasks", n, "user", j.User, "throttle", spec.Throttle)
+	return submitResult{o.view(a.tasks[0], true), false}, nil
+}
+
+// maxArraySize is the most tasks one array may have.
+func (o *Orchestrator) maxArraySize() int {
+	if n := o.cfg.Limits.MaxArraySize; n > 0 {
+		return n
+	}
+	return api.DefaultMaxArraySize
+}
+
+// checkArrayLimits checks that n more queued tasks fit the queue limits
+// (checkLimits has checked one). Write lock held.
+func (o *Orchestrator) checkArrayLimits(user string, n int, exempt bool) error {
+	l := o.cfg.Limits
+	if l.MaxQueueSize > 0 && len(o.queued)+n > l.MaxQueueSize {
+		return &api.Error{Status: http.StatusTooManyRequests, Code: "queue_full", Field: "array",
+			Message: fmt.Sprintf("the queue has room for %d more jobs (the limit is %d); this array has %d tasks", max(l.MaxQueueSize-len(o.queued), 0), l.MaxQueueSize, n)}
+	}
+	if l.MaxQueuedPerUser > 0 && !exempt && o.queuedBy[user]+n > l.MaxQueuedPerUser {
+		return &api.Error{Status: http.StatusTooManyRequests, Code: "user_queue_full", Field: "array",
+			Message: fmt.Sprintf("%s has %d jobs queued and the limit is %d per user; this array has %d tasks", user, o.queuedBy[user], l.MaxQueuedPerUser, n)}
+	}
+	return nil
+}
+
+// replayArray answers a submission replayed under an idempotency key that
+// made an array: its first task, as the first answer was.
+func (o *Orchestrator) replayArray(id string) (submitResult, bool) {
+	a := o.arr.byID[id]
+	if a == nil {
+		return submitResult{}, false
+	}
+	return submitResult{o.view(a.tasks[0], true), true}, true
+}
+
+// arrayEnv adds the CORRAL_ARRAY_* variables of a task to env (a copy of
+// the job's), and returns it.
+func (o *Orchestrator) arrayEnv(j *api.Job, env map[string]string) map[string]string {
+	a := o.arr.byID[j.ArrayJobID]
+	if a == nil || j.ArrayTaskID == nil {
+		return env
+	}
+	if env == nil {
+		env = make(map[string]string, 5)
+	}
+	env["CORRAL_ARRAY_JOB_ID"] = a.rec.ID
+	env["CORRAL_ARRAY_TASK_ID"] = strconv.Itoa(*j.ArrayTaskID)
+	env["CORRAL_ARRAY_TASK_COUNT"] = strconv.Itoa(a.rec.TaskCount)
+	env["CORRAL_ARRAY_TASK_MIN"] = strconv.Itoa(a.rec.TaskMin)
+	env["CORRAL_ARRAY_TASK_MAX"] = strconv.Itoa(a.rec.TaskMax)
+	return env
+}
+
+// loadArrays rebuilds the books from the store's records and the loaded
+// jobs (o.jobs, with their states). Before the loop runs.
+func (o *Orchestrator) loadArrays(recs []api.Array) {
+	o.arr.init()
+	for _, rec := range recs {
+		o.arr.byID[rec.ID] = &array{rec: rec, odd: map[string]*api.Job{}}
+	}
+	for _, id := range o.order {
+		j := o.jobs[id]
+		if a := o.arr.byID[j.ArrayJobID]; a != nil && j.ArrayTaskID != nil {
+			a.tasks = append(a.tasks, j)
+		}
+	}
+	for _, a := range o.arr.byID {
+		slices.SortFunc(a.tasks, func(x, y *api.Job) int { return *x.ArrayTaskID - *y.ArrayTaskID })
+		a.cursor = len(a.tasks)
+		for i, t := range a.tasks {
+			a.rec.Counts.Add(t.State, 1)
+			if t.State == api.StateQueued {
+				a.cursor = min(a.cursor, i)
+				if a.isOdd(t) {
+					a.odd[t.ID] = t
+				}
+			}
+		}
+		if a.rec.Counts.Queued > 0 {
+			o.arr.waiting[a.rec.ID] = a
+		}
+	}
+}
+
+// snapshotArrays appends to snap.Queue the waiting tasks of every array
+// that may start some: its odd tasks one by one, then its identical ones
+// as one sched.Job standing for them all (Count), both within the
+// throttle's headroom. It returns the arrays by the id of their group's
+// entry (its first waiting task). Lock held (read is enough).
+//
+// Dependencies: an array's tasks that wait on other jobs must be left out
+// here as the plain queue's are (TODO at the merge of depends_on).
+func (o *Orchestrator) snapshotArrays(snap *sched.Snapshot, est func(*api.Job) (time.Duration, bool)) map[string]*array {
+	if len(o.arr.waiting) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(o.arr.waiting))
+	for id := range o.arr.waiting {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	groups := make(map[string]*array, len(ids))
+	for _, id := range ids {
+		a := o.arr.waiting[id]
+		room := a.room()
+		if room <= 0 {
+			continue
+		}
+		if len(a.odd) > 0 {
+			odd := make([]*api.Job, 0, len(a.odd))
+			for _, t := range a.odd {
+				odd = append(odd, t)
+			}
+			slices.SortFunc(odd, func(x, y *api.Job) int { return *x.ArrayTaskID - *y.ArrayTaskID })
+			for _, t := range odd[:min(len(odd), room)] {
+				snap.Queue = append(snap.Queue, schedJob(t, est))
+			}
+			room -= min(len(odd), room)
+		}
+		n := min(a.rec.Counts.Queued-len(a.odd), room)
+		if n <= 0 {
+			continue
+		}
+		rep := a.firstPlain()
+		if rep == nil {
+			continue
+		}
+		sj := schedJob(rep, est)
+		sj.Count = n
+		snap.Queue = append(snap.Queue, sj)
+		groups[rep.ID] = a
+	}
+	return groups
+}
+
+// schedJob is a queued job as the core sees it.
+func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
+	e, given := est(j)
+	sj := sched.Job{
+		ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
+		GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
+		Estimate: e, EstimateGiven: given, NodeLabels: j.NodeLabels,
+	}
+	if j.NotBefore != nil {
+		sj.NotBefore = *j.NotBefore
+	}
+	return sj
+}
+
+// startTarget is the job a cycle's start of id is for: id itself, or,
+// when id is an array's group entry that has already started, the next
+// identical waiting task of its array. Write lock held.
+func (o *Orchestrator) startTarget(id string, groups map[string]*array) *api.Job {
+	j := o.jobs[id]
+	if a := groups[id]; a != nil && j.State != api.StateQueued {
+		if t := a.firstPlain(); t != nil {
+			return t
+		}
+	}
+	return j
+}
+
+// notePending records why each array's group waits (res's Pending of its
+// entry). Write lock held.
+func (o *Orchestrator) notePending(groups map[string]*array, res *sched.Result) {
+	if len(o.arr.pend) > 0 {
+		clear(o.arr.pend)
+	}
+	if len(groups) == 0 {
+		return
+	}
+	for _, p := range res.Pending {
+		if a := groups[p.JobID]; a != nil {
+			o.arr.pend[a.rec.ID] = p
+		}
+	}
+}
+
+// arrayPending fills in why a queued task waits when the last cycle did
+// not say so of the task itself: its array is at its throttle, or the
+// array's identical tasks wait together for the reason of the first.
+// Read lock held.
+func (o *Orchestrator) arrayPending(j *api.Job, v *api.Job) {
+	a := o.arr.byID[j.ArrayJobID]
+	if a == nil {
+		return
+	}
+	if a.room() <= 0 {
+		v.PendingReason = api.ReasonArrayThrottle
+		v.PendingMessage = fmt.Sprintf("array %s runs at most %d tasks at once, and %d are active", a.rec.ID, a.rec.Throttle, a.rec.Counts.Active())
+		return
+	}
+	if p, ok := o.arr.pend[a.rec.ID]; ok {
+		v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
+		return
+	}
+	if a.rec.Throttle > 0 {
+		v.PendingReason = api.ReasonArrayThrottle
+		v.PendingMessage = fmt.Sprintf("array %s runs at most %d tasks at once: this one waits for earlier tasks to start or end", a.rec.ID, a.rec.Throttle)
+	}
+}
+
+// summary is the array's record with its counts and overall state. Read
+// lock held.
+func (a *array) summary() api.Array {
+	s := a.rec
+	c := s.Counts
+	switch {
+	case c.Active() > 0:
+		s.State = api.StateRunning
+	case c.Queued > 0:
+		s.State = api.StateQueued
+	case c.Failed > 0:
+		s.State = api.StateFailed
+	case c.Canceled > 0:
+		s.State = api.StateCanceled
+	default:
+		s.State = api.StateCompleted
+	}
+	return s
+}
+
+// resolveArray returns the array that id names: its id exactly, or a
+// unique prefix of at least MinIDPrefix characters. ok is false when id
+// names no array. Read lock held.
+func (o *Orchestrator) resolveArray(id string) (*array, bool, error) {
+	if a := o.arr.byID[id]; a != nil {
+		return a, true, nil
+	}
+	if len(id) < MinIDPrefix || strings.Contains(id, "_") {
+		return nil, false, nil
+	}
+	var found *array
+	n := 0
+	for aid, a := range o.arr.byID {
+		if strings.HasPrefix(aid, id) {
+			found = a
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return nil, false, nil
+	case 1:
+		return found, true, nil
+	}
+	return nil, true, &api.Error{Status: http.StatusConflict, Code: "ambiguous_id", Field: "array_id",
+		Message: fmt.Sprintf("%q is the prefix of %d arrays' ids; give more characters", id, n)}
+}
+
+// ResolveArrayID returns the id of the array that id names (exactly, or by
+// a unique prefix of at least MinIDPrefix characters): 404 when none does,
+// 409 ambiguous_id when several do.
+func (o *Orchestrator) ResolveArrayID(id string) (string, error) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	a, ok, err := o.resolveArray(id)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", api.NotFound("no job array %q", id)
+	}
+	return a.rec.ID, nil
+}
+
+// arrayNotJob is ResolveJobID's answer for an id that names no job but an
+// array (nil when it names none): job routes take task ids.
+func (o *Orchestrator) arrayNotJob(id string) error {
+	a, ok, _ := o.resolveArray(id)
+	if !ok || a == nil {
+		return nil
+	}
+	return &api.Error{Status: http.StatusNotFound, Code: "is_array",
+		Message: fmt.Sprintf("%s is a job array, not a job: see GET /arrays/%s, or name a task as %s_INDEX", a.rec.ID, a.rec.ID, a.rec.ID)}
+}
+
+// Array returns the array that id names (exactly or by prefix), with its
+// counts by state and its task indexes.
+func (o *Orchestrator) Array(id string) (api.Array, error) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	a, ok, err := o.resolveArray(id)
+	if err != nil {
+		return api.Array{}, err
+	}
+	if !ok {
+		return api.Array{}, api.NotFound("no job array %q", id)
+	}
+	s := a.summary()
+	s.Tasks = make([]int, len(a.tasks))
+	for i, t := range a.tasks {
+		s.Tasks[i] = *t.ArrayTaskID
+	}
+	return s, nil
+}
+
+// ArraySummaries returns the summaries (counts, no task list) of the
+// arrays named, in the order given, skipping unknown ids.
+func (o *Orchestrator) ArraySummaries(ids []string) []api.Array {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	out := make([]api.Array, 0, len(ids))
+	for _, id := range ids {
+		if a := o.arr.byID[id]; a != nil {
+			out = append(out, a.summary())
+		}
+	}
+	return out
+}
+
+// ArrayOwner returns the user and project of an array.
+func (o *Orchestrator) ArrayOwner(id string) (user, project string, ok bool) {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	a := o.arr.byID[id]
+	if a == nil {
+		return "", "", false
+	}
+	return a.rec.User, a.rec.Project, true
+}
+
+// SetThrottle changes how many of an array's tasks may be active at once
+// (0: no limit); the change is persisted with the array's record and takes
+// effect at the next cycle. Tasks already running are never stopped.
+func (o *Orchestrator) SetThrottle(ctx context.Context, id string, n int) (api.Array, error) {
+	if n < 0 {
+		return api.Array{}, api.Invalid("throttle", "must be 0 (no limit) or more, not %d", n)
+	}
+	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		a := o.arr.byID[id]
+		if a == nil {
+			return nil, api.NotFound("no job array %q", id)
+		}
+		if a.rec.Throttle != n {
+			a.rec.Throttle = n
+			rec := a.rec
+			tx.batch.Arrays = append(tx.batch.Arrays, rec)
+			o.dirty = true
+			o.log.Info("job array throttle changed", "array_id", id, "throttle", n)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return api.Array{}, err
+	}
+	return o.Array(id)
+}
+
+// CancelArray cancels every unfinished task of an array, as Cancel does
+// each: queued tasks at once, running ones with SIGTERM, then SIGKILL
+// after grace (0: the configured default). stopping reports whether some
+// were running and are being stopped. All of it is one transaction.
+func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Duration) (arr api.Array, stopping bool, err error) {
+	if grace <= 0 {
+		grace = o.cfg.CancelGrace
+	}
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		a := o.arr.byID[id]
+		if a == nil {
+			return nil, api.NotFound("no job array %q", id)
+		}
+		if a.rec.Counts.Unfinished() == 0 {
+			return nil, api.Conflict("wrong_state", "every task of array %s has already ended", id)
+		}
+		stopping := false
+		for _, j := range a.tasks {
+			switch {
+			case j.State.Terminal():
+			case j.State == api.StateQueued:
+				now := tx.now
+				j.FinishedAt = &now
+				tx.transition(j, api.StateCanceled, api.ReasonCanceled, "canceled while queued (its array was canceled)")
+			case !j.CancelRequested:
+				j.CancelRequested = true
+				tx.touch(j)
+				stopping = true
+				jid, attempt := j.ID, j.RetryCount
+				tx.after = append(tx.after, func() {
+					if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), jid, attempt, grace); err != nil {
+						o.log.Error("stop job", "job_id", jid, "err", err)
+					}
+				})
+			default:
+				stopping = true
+			}
+		}
+		o.log.Info("job array canceled", "array_id", id, "stopping", stopping)
+		return stopping, nil
+	})
+	if err != nil {
+		return api.Array{}, false, err
+	}
+	arr, err = o.Array(id)
+	return arr, v.(bool), err
+}
