@@ -1,0 +1,172 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+)
+
+// finish reports that a started task ran and exited 0.
+func (h *harness) finish(t exec.Task) {
+	now := time.Now()
+	h.o.Sink(exec.Update{JobID: t.JobID, Attempt: t.Attempt, Kind: exec.Started, At: now, PID: 1})
+	h.o.Sink(exec.Update{JobID: t.JobID, Attempt: t.Attempt, Kind: exec.Exited, At: now})
+	h.waitState(t.JobID, api.StateCompleted)
+}
+
+// startsNow takes the starts the executor has been given, up to a cycle
+// after the last.
+func (h *harness) startsNow() []exec.Task {
+	h.t.Helper()
+	h.waitCycle()
+	var out []exec.Task
+	for {
+		select {
+		case t := <-h.ex.starts:
+			out = append(out, t)
+		default:
+			return out
+		}
+	}
+}
+
+// TestArrayThrottleAndEnv: an array 0-9%3 of one-GPU tasks on 8 GPUs runs
+// 3 tasks at once, in index order, each with its CORRAL_ARRAY_* env; the
+// others wait with reason array_throttle. A task that ends lets the next
+// start; raising the throttle starts more at once; it survives a restart.
+func TestArrayThrottleAndEnv(t *testing.T) {
+	h := start(t, "", nil)
+	first := h.submit(api.SubmitRequest{Command: "train", GPUCount: gpus(1), Array: "0-9%3"})
+	aid := first.ArrayJobID
+	if aid == "" || first.ID != aid+"_0" || first.ArrayTaskID == nil || *first.ArrayTaskID != 0 {
+		t.Fatalf("first task = %s (array %q, index %v)", first.ID, aid, first.ArrayTaskID)
+	}
+	starts := h.startsNow()
+	if len(starts) != 3 {
+		t.Fatalf("%d tasks started at once, want 3 (the throttle)", len(starts))
+	}
+	for i, st := range starts {
+		want := map[string]string{"CORRAL_ARRAY_JOB_ID": aid, "CORRAL_ARRAY_TASK_ID": string(rune('0' + i)),
+			"CORRAL_ARRAY_TASK_COUNT": "10", "CORRAL_ARRAY_TASK_MIN": "0", "CORRAL_ARRAY_TASK_MAX": "9"}
+		if st.JobID != aid+"_"+want["CORRAL_ARRAY_TASK_ID"] {
+			t.Fatalf("start %d is %s, want task %s (index order)", i, st.JobID, want["CORRAL_ARRAY_TASK_ID"])
+		}
+		for k, v := range want {
+			if st.Env[k] != v {
+				t.Fatalf("task %s: %s=%q, want %q", st.JobID, k, st.Env[k], v)
+			}
+		}
+	}
+	j, err := h.o.Job(aid + "_5")
+	if err != nil || j.State != api.StateQueued || j.PendingReason != api.ReasonArrayThrottle {
+		t.Fatalf("task 5: %v %s %q, want queued with reason array_throttle", err, j.State, j.PendingReason)
+	}
+	a, err := h.o.Array(aid)
+	if err != nil || a.Counts.Queued != 7 || a.Counts.Active() != 3 || a.TaskCount != 10 || a.Throttle != 3 || len(a.Tasks) != 10 {
+		t.Fatalf("array = %+v, %v", a, err)
+	}
+
+	h.finish(starts[0])
+	if more := h.startsNow(); len(more) != 1 || more[0].JobID != aid+"_3" {
+		t.Fatalf("after one task ended, started %v; want task 3 alone", more)
+	}
+	if _, err := h.o.SetThrottle(context.Background(), aid, 6); err != nil {
+		t.Fatal(err)
+	}
+	if more := h.startsNow(); len(more) != 3 {
+		t.Fatalf("throttle 3 -> 6 started %d more, want 3", len(more))
+	}
+	if _, err := h.o.SetThrottle(context.Background(), aid, -1); !errors.Is(err, api.ErrInvalid) {
+		t.Fatalf("throttle -1: %v, want 422", err)
+	}
+
+	// The record, throttle included, survives a restart.
+	h.stop()
+	h.stop = nil
+	h2 := start(t, h.path, nil)
+	a, err = h2.o.Array(aid[:10])
+	if err != nil || a.ID != aid || a.Throttle != 6 || a.TaskCount != 10 || a.Counts.Completed != 1 {
+		t.Fatalf("after a restart: %+v, %v", a, err)
+	}
+}
+
+// TestArraySubmitRules: bad expressions are 422s naming array; the
+// queue limits count every task; an idempotency key replays the whole
+// array; an array id is not a job id, but a task id is.
+func TestArraySubmitRules(t *testing.T) {
+	h := startLimited(t, Limits{MaxQueuedPerUser: 12, MaxArraySize: 10})
+	for _, bad := range []string{"5-1", "0-9:0", "1,1", "-2", "0-10", "x"} {
+		_, _, err := h.o.Submit(context.Background(), api.SubmitRequest{Command: "x", Array: bad, GPUCount: gpus(0)}, "")
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != 422 || e.Field != "array" {
+			t.Errorf("array %q: %v, want a 422 naming array", bad, err)
+		}
+	}
+	h.o.SetScheduling(context.Background(), false) // keep everything queued
+	j, replayed, err := h.o.Submit(context.Background(), api.SubmitRequest{Command: "x", Array: "0-7", User: "ana"}, "k1")
+	if err != nil || replayed {
+		t.Fatal(err, replayed)
+	}
+	again, replayed, err := h.o.Submit(context.Background(), api.SubmitRequest{Command: "x", Array: "0-7", User: "ana"}, "k1")
+	if err != nil || !replayed || again.ID != j.ID {
+		t.Fatalf("replay: %s replayed=%v %v; want %s replayed", again.ID, replayed, err, j.ID)
+	}
+	if n := len(h.o.Jobs(JobFilter{User: "ana"})); n != 8 {
+		t.Fatalf("ana has %d jobs after a replay, want 8", n)
+	}
+	// 8 queued + 5 > 12.
+	_, _, err = h.o.Submit(context.Background(), api.SubmitRequest{Command: "x", Array: "0-4", User: "ana"}, "")
+	var e *api.Error
+	if !errors.As(err, &e) || e.Status != 429 || e.Code != "user_queue_full" {
+		t.Fatalf("8 queued + 5 tasks over a limit of 12: %v, want 429 user_queue_full", err)
+	}
+	if _, _, err := h.o.Submit(context.Background(), api.SubmitRequest{Command: "x", Array: "0-3", User: "ana"}, ""); err != nil {
+		t.Fatalf("8 + 4 tasks within a limit of 12: %v", err)
+	}
+
+	aid := j.ArrayJobID
+	if _, err := h.o.ResolveJobID(aid); err == nil || !strings.Contains(err.Error(), "job array") {
+		t.Fatalf("ResolveJobID(array id) = %v; want an error saying it is an array", err)
+	}
+	if id, err := h.o.ResolveJobID(aid + "_3"); err != nil || id != aid+"_3" {
+		t.Fatalf("ResolveJobID(task) = %q, %v", id, err)
+	}
+	if id, err := h.o.ResolveArrayID(aid[:len(aid)-2]); err != nil || id != aid {
+		t.Fatalf("ResolveArrayID(prefix) = %q, %v", id, err)
+	}
+}
+
+// TestCancelArray cancels every unfinished task in one call: queued ones
+// at once, running ones through the executor; ended ones stay as they are.
+func TestCancelArray(t *testing.T) {
+	h := start(t, "", nil)
+	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1), Array: "0-19%2"})
+	starts := h.startsNow()
+	if len(starts) != 2 {
+		t.Fatalf("%d started, want 2", len(starts))
+	}
+	h.finish(starts[0])
+	h.startsNow()
+	a, stopping, err := h.o.CancelArray(context.Background(), j.ArrayJobID, 0)
+	if err != nil || !stopping {
+		t.Fatalf("CancelArray: %v stopping=%v", err, stopping)
+	}
+	if a.Counts.Canceled != 17 || a.Counts.Completed != 1 || a.Counts.Queued != 0 {
+		t.Fatalf("counts after cancel: %+v", a.Counts)
+	}
+	for range 2 {
+		select {
+		case <-h.ex.stops:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a running task was not stopped")
+		}
+	}
+	if _, _, err := h.o.CancelArray(context.Background(), "nosuch", 0); !errors.Is(err, api.ErrNotFound) {
+		t.Fatalf("unknown array: %v", err)
+	}
+}
