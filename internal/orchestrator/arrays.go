@@ -416,14 +416,22 @@ func (o *Orchestrator) resolveArray(id string) (*array, bool, error) {
 			n++
 		}
 	}
-	switch n {
-	case 0:
+	if n == 0 {
 		return nil, false, nil
-	case 1:
+	}
+	// A prefix shared with jobs outside the array is ambiguous too: ids
+	// begin with their submission time.
+	others := 0
+	for _, cand := range o.order {
+		if strings.HasPrefix(cand, id) && (n > 1 || o.jobs[cand].ArrayJobID != found.rec.ID) {
+			others++
+		}
+	}
+	if n == 1 && others == 0 {
 		return found, true, nil
 	}
 	return nil, true, &api.Error{Status: http.StatusConflict, Code: "ambiguous_id", Field: "array_id",
-		Message: fmt.Sprintf("%q is the prefix of %d arrays' ids; give more characters", id, n)}
+		Message: fmt.Sprintf("%q is the prefix of %d arrays' ids and %d other jobs' ids; give more characters", id, n, others)}
 }
 
 // ResolveArrayID returns the id of the array that id names (exactly, or by
@@ -571,4 +579,46 @@ func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Du
 	}
 	arr, err = o.Array(id)
 	return arr, v.(bool), err
+}
+
+// arrayPositions gives the queued tasks that have no position of their
+// own their array's (its first task's that has one), or else a place
+// after every other job: they wait for their array's throttle. It returns
+// the summaries of the arrays with queued tasks, in id order. Read lock
+// held.
+func (o *Orchestrator) arrayPositions(rows []api.QueuedJob) []api.Array {
+	if len(o.arr.waiting) == 0 {
+		return nil
+	}
+	last := 0
+	first := map[string]int{}
+	for _, q := range rows {
+		last = max(last, q.QueuePosition)
+		if q.ArrayJobID != "" && q.QueuePosition > 0 {
+			if p, ok := first[q.ArrayJobID]; !ok || q.QueuePosition < p {
+				first[q.ArrayJobID] = q.QueuePosition
+			}
+		}
+	}
+	for i := range rows {
+		q := &rows[i]
+		if q.ArrayJobID == "" || q.QueuePosition > 0 {
+			continue
+		}
+		if p, ok := first[q.ArrayJobID]; ok {
+			q.QueuePosition = p
+		} else {
+			q.QueuePosition = last + 1
+		}
+	}
+	ids := make([]string, 0, len(o.arr.waiting))
+	for id := range o.arr.waiting {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]api.Array, len(ids))
+	for i, id := range ids {
+		out[i] = o.arr.waiting[id].summary()
+	}
+	return out
 }

@@ -106,7 +106,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		r.QueuedJobs = append(r.QueuedJobs, api.QueuedJob{
 			ID: j.ID, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
 			Nodes: j.Nodes, QueuedAt: qa, QueuePosition: v.QueuePosition, WaitedSeconds: now.Sub(qa).Seconds(),
-			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage,
+			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage, ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
 		})
 	}
 	// Positions are the last cycle's order. When some job has none (it
@@ -114,7 +114,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	// over the queue as it is now gives them all.
 	fresh := false
 	for _, q := range r.QueuedJobs {
-		fresh = fresh || q.QueuePosition == 0 || !o.running
+		fresh = fresh || (q.QueuePosition == 0 && q.ArrayJobID == "") || !o.running
 	}
 	if fresh {
 		pos := map[string]int{}
@@ -125,6 +125,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
 		}
 	}
+	r.Arrays = o.arrayPositions(r.QueuedJobs) // arrays.go
 	for i := range r.QueuedJobs {
 		q := &r.QueuedJobs[i]
 		j := o.jobs[q.ID]

@@ -194,6 +194,9 @@ func TestRoleMatrix(t *testing.T) {
 		"GET /openapi.json":                      {"", read},
 		"GET /history":                           {"", read},
 		"GET /events":                            {"", read},
+		"GET /arrays/{array_id}":                 {"", read},
+		"PATCH /arrays/{array_id}":               {`{"throttle":2}`, mine(200)},
+		"DELETE /arrays/{array_id}":              {"", mine(200)},
 	}
 	s := New(nil, slog.New(slog.DiscardHandler))
 	for _, rt := range s.routes {
@@ -209,6 +212,9 @@ func TestRoleMatrix(t *testing.T) {
 			body := r.body
 			if strings.Contains(path, "{job_id}") {
 				path = strings.Replace(path, "{job_id}", e.job(), 1)
+			}
+			if strings.Contains(path, "{array_id}") {
+				path = strings.Replace(path, "{array_id}", e.array(), 1) // arrays_test.go
 			}
 			if strings.Contains(path, "{id}") {
 				path = strings.Replace(path, "{id}", e.token(), 1)
@@ -255,7 +261,10 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 	jobID := e.job()
 	hold := e.hold()
 	tok := e.token()
+	arrayID := e.array()
 	calls := []struct{ caller, method, path, body, action string }{
+		{"owner", "PATCH", "/arrays/" + arrayID, `{"throttle":3}`, "array.throttle"},
+		{"other", "DELETE", "/arrays/" + arrayID, "", "array.cancel"},
 		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0}`, "job.submit"},
 		{"other", "DELETE", "/queue/" + jobID, "", "job.cancel"},
 		{"owner", "PATCH", "/queue/" + jobID + "/priority", `{"priority":"high"}`, "job.priority"},

@@ -132,6 +132,9 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/openapi.json", "This API as OpenAPI 3", s.openapi, viewer, ""},
 		{"GET", "/history", "The cluster over time, for graphs (since=24h, points=N, node=ID|all)", s.history, viewer, ""},
 		{"GET", "/events", "Live dashboard updates as server-sent events", s.events, viewer, ""},
+		{"GET", "/arrays/{array_id}", "A job array: its spec and its tasks' counts by state", s.array, viewer, ""},
+		{"PATCH", "/arrays/{array_id}", "Change a job array's throttle (its owner, its project's admin, or an admin)", s.setArray, user, "array.throttle"},
+		{"DELETE", "/arrays/{array_id}", "Cancel every unfinished task of a job array (its owner, its project's admin, or an admin)", s.cancelArray, user, "array.cancel"},
 	}
 	if s.publicMetrics {
 		for i := range s.routes {
