@@ -110,6 +110,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newPriorityCmd(),
 		c.newWaitCmd(), // wait.go, with run
 		c.newRunCmd(),
+		c.newArrayCmd(), // arrays.go
 
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+const testArrayID = "j01karrayaaaaaaaaaaaaaaaaaa"
+
+func arrayQueue() api.QueueResponse {
+	now := time.Now()
+	q := api.QueueResponse{QueuedJobs: []api.QueuedJob{{ID: "j01kplainjob00000000000000", User: "bob", Priority: api.PriorityNormal, RequestedGPUs: 1, Nodes: 1, QueuedAt: now, QueuePosition: 1}}}
+	for i := range 3 {
+		q.QueuedJobs = append(q.QueuedJobs, api.QueuedJob{ID: testArrayID + "_" + string(rune('0'+i)), User: "ana", Priority: api.PriorityNormal,
+			RequestedGPUs: 1, Nodes: 1, QueuedAt: now, QueuePosition: 2, ArrayJobID: testArrayID, ArrayTaskID: &[]int{0, 1, 2}[i]})
+	}
+	q.Arrays = []api.Array{{ID: testArrayID, Array: "0-9%2", TaskCount: 10, Throttle: 2,
+		Priority: api.PriorityNormal, Counts: api.ArrayCounts{Queued: 3, Running: 2, Completed: 4, Failed: 1}}}
+	q.Statistics.TotalQueued = 4
+	return q
+}
+
+// TestQueueArrayRow: corral queue shows an array as one row with its
+// counts; --expand lists its tasks; corral queue ARRAYID lists that
+// array's tasks alone.
+func TestQueueArrayRow(t *testing.T) {
+	f := newFakeServer(t)
+	f.on("GET", "/queue", 200, arrayQueue())
+	f.on("GET", "/arrays/j01karray", 200, api.Array{ID: testArrayID, Priority: api.PriorityNormal})
+	for _, tc := range []struct {
+		args  []string
+		rows  int
+		tasks bool // the TASKS column
+	}{
+		{[]string{"queue"}, 2, true},
+		{[]string{"queue", "--expand"}, 4, false},
+		{[]string{"queue", "j01karray"}, 3, false},
+	} {
+		res := f.run(tc.args...)
+		if res.code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, res.code, res.stderr)
+		}
+		lines := strings.Split(strings.TrimRight(res.stdout, "\n"), "\n")
+		if got := len(lines) - 2; got != tc.rows { // header and statistics
+			t.Fatalf("%v: %d rows, want %d:\n%s", tc.args, got, tc.rows, res.stdout)
+		}
+		if has := strings.Contains(lines[0], "TASKS"); has != tc.tasks {
+			t.Fatalf("%v: TASKS column %v, want %v:\n%s", tc.args, has, tc.tasks, res.stdout)
+		}
+		if tc.tasks && !strings.Contains(res.stdout, "[0-9%2] 3 queued, 2 running, 4 completed, 1 failed") {
+			t.Fatalf("%v: the array row has no counts:\n%s", tc.args, res.stdout)
+		}
+	}
+}
+
+// TestCancelArrayID: corral cancel ARRAYID cancels the array through
+// DELETE /arrays/{id}, counting its unfinished tasks toward --yes.
+func TestCancelArrayID(t *testing.T) {
+	f := newFakeServer(t)
+	a := api.Array{ID: testArrayID, Priority: api.PriorityNormal, Counts: api.ArrayCounts{Queued: 12, Running: 2}}
+	f.on("GET", "/arrays/j01karray", 200, a)
+	done := a
+	done.Counts = api.ArrayCounts{Canceled: 12, Running: 2}
+	f.on("DELETE", "/arrays/"+testArrayID, 202, done)
+	res := f.run("cancel", "j01karray")
+	if res.code == 0 || !strings.Contains(res.stderr, "would cancel 14 jobs") {
+		t.Fatalf("14 tasks without --yes: exit %d, %q", res.code, res.stderr)
+	}
+	for _, r := range f.requests() {
+		if r.Method == "DELETE" {
+			t.Fatalf("canceled without --yes: %v", r)
+		}
+	}
+	res = f.run("cancel", "--yes", "j01karray")
+	if res.code != 0 || !strings.Contains(res.stdout, "canceled array "+testArrayID) {
+		t.Fatalf("with --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
+	}
+}
