@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// TestArrayThrottle1000: a 1,000-task array throttled to 8 (corral submit
+// --array 0-999%8) runs every task once with its CORRAL_ARRAY_* env right,
+// never more than 8 at once (each task records when it began and ended;
+// no moment is inside more than 8 of those spans), shows as one row in
+// corral queue, and runs more at once after corral array throttle raises
+// the limit. The tasks ask no GPU, so the throttle, not the 8 simulated
+// GPUs, is what bounds them.
+func TestArrayThrottle1000(t *testing.T) {
+	s := startServer(t)
+	env := []string{"CORRAL_SERVER=" + s.URL}
+	dir := t.TempDir()
+	// Each task writes its env at its start and the time at its end, one
+	// file each (no two tasks write one file).
+	cmd := `printf '%s %s %s %s %s %s\n' "$CORRAL_ARRAY_JOB_ID" "$CORRAL_ARRAY_TASK_ID" "$CORRAL_ARRAY_TASK_COUNT" ` +
+		`"$CORRAL_ARRAY_TASK_MIN" "$CORRAL_ARRAY_TASK_MAX" "$(date +%s%N)" > "s.$CORRAL_ARRAY_TASK_ID"; sleep 0.05; ` +
+		`date +%s%N > "e.$CORRAL_ARRAY_TASK_ID"`
+	stdout, stderr, code := runCLI(t, env, "-o", "json", "submit", "--array", "0-999%8", "--gpus", "0", "--name", "sweep",
+		"--workdir", dir, "--", cmd)
+	if code != 0 {
+		t.Fatalf("corral submit --array: exit %d: %s", code, stderr)
+	}
+	var ans api.SubmitAnswer
+	if err := json.Unmarshal([]byte(stdout), &ans); err != nil || ans.ArraySummary == nil {
+		t.Fatalf("submit answer: %v: %s", err, truncate(stdout, 400))
+	}
+	aid := ans.ArraySummary.ID
+	if ans.ArraySummary.TaskCount != 1000 || ans.ArraySummary.Throttle != 8 || ans.ID != aid+"_0" {
+		t.Fatalf("submit answer: %+v (first task %s)", *ans.ArraySummary, ans.ID)
+	}
+
+	// One row in corral queue while tasks wait, with its counts.
+	stdout, stderr, code = runCLI(t, env, "queue")
+	if code != 0 {
+		t.Fatalf("corral queue: exit %d: %s", code, stderr)
+	}
+	rows := 0
+	for _, line := range strings.Split(stdout, "\n") {
+		if strings.Contains(line, aid[:12]) {
+			rows++
+			if !strings.Contains(line, "[0-999%8]") || !strings.Contains(line, "queued,") {
+				t.Errorf("the array's row has no counts: %q", line)
+			}
+		}
+	}
+	if rows != 1 {
+		t.Fatalf("corral queue shows the array in %d rows, want 1:\n%s", rows, truncate(stdout, 2000))
+	}
+
+	// While it runs, the server never reports more than 8 active. Half
+	// way, raise the throttle to 24 and see more than 8 run at once.
+	var a api.Array
+	raised := false
+	sawMore := false
+	waitFor(t, 120*time.Second, func() string { return fmt.Sprintf("array %s: %+v", aid, a.Counts) }, func() bool {
+		s.mustJSON("GET", "/arrays/"+aid, nil, 200, &a)
+		active := a.Counts.Active()
+		switch {
+		case !raised && active > 8:
+			t.Fatalf("%d tasks active under a throttle of 8: %+v", active, a.Counts)
+		case raised && active > 8:
+			sawMore = true
+		}
+		if !raised && a.Counts.Completed >= 400 {
+			if _, stderr, code := runCLI(t, env, "array", "throttle", aid[:12], "24"); code != 0 {
+				t.Fatalf("corral array throttle: exit %d: %s", code, stderr)
+			}
+			raised = true
+		}
+		return a.Counts.Completed+a.Counts.Failed == 1000
+	})
+	if a.Counts.Completed != 1000 {
+		t.Fatalf("counts at the end: %+v", a.Counts)
+	}
+	if !sawMore {
+		t.Errorf("after the throttle went to 24, never more than 8 tasks were active at once")
+	}
+
+	// Every task ran once, with its env; the spans before the raise never
+	// overlap more than 8 deep.
+	type span struct{ start, end int64 }
+	spans := make([]span, 1000)
+	for i := range 1000 {
+		b, err := os.ReadFile(filepath.Join(dir, "s."+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatalf("task %d left no record: %v", i, err)
+		}
+		f := strings.Fields(string(b))
+		want := []string{aid, strconv.Itoa(i), "1000", "0", "999"}
+		if len(f) != 6 || !slices.Equal(f[:5], want) {
+			t.Fatalf("task %d env %q, want %q", i, f, want)
+		}
+		e, err := os.ReadFile(filepath.Join(dir, "e."+strconv.Itoa(i)))
+		if err != nil {
+			t.Fatalf("task %d did not end: %v", i, err)
+		}
+		spans[i].start, _ = strconv.ParseInt(f[5], 10, 64)
+		spans[i].end, _ = strconv.ParseInt(strings.TrimSpace(string(e)), 10, 64)
+	}
+	// The deepest overlap among the first 400 tasks' spans (all began
+	// before the raise: tasks start in index order).
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	for _, sp := range spans[:400] {
+		edges = append(edges, edge{sp.start, 1}, edge{sp.end, -1})
+	}
+	slices.SortFunc(edges, func(x, y edge) int {
+		if x.at != y.at {
+			return int(x.at - y.at)
+		}
+		return x.delta - y.delta // an end before a start at the same instant
+	})
+	depth, most := 0, 0
+	for _, e := range edges {
+		depth += e.delta
+		most = max(most, depth)
+	}
+	if most > 8 {
+		t.Fatalf("%d tasks ran at once under a throttle of 8", most)
+	}
+	if most < 2 {
+		t.Errorf("at most %d task ran at once: the throttle of 8 was never used", most)
+	}
+}
+
+// TestArrayCancelAndPatch: PATCH /arrays/{id} lowers and lifts the
+// throttle; corral cancel ARRAYID --yes cancels every unfinished task,
+// running ones included; a bad expression is refused naming array.
+func TestArrayCancelAndPatch(t *testing.T) {
+	s := startServer(t)
+	env := []string{"CORRAL_SERVER=" + s.URL}
+	var ans api.SubmitAnswer
+	s.mustJSON("POST", "/queue/submit", map[string]any{"command": "sleep 600", "gpu_count": 1, "array": "0-49%2", "workdir": "/tmp"}, 201, &ans)
+	aid := ans.ArraySummary.ID
+	var a api.Array
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("%+v", a.Counts) }, func() bool {
+		s.mustJSON("GET", "/arrays/"+aid, nil, 200, &a)
+		return a.Counts.Running == 2
+	})
+	task := s.job(aid + "_40")
+	if task.PendingReason != api.ReasonArrayThrottle {
+		t.Errorf("task 40 waits with reason %q, want array_throttle", task.PendingReason)
+	}
+	s.mustJSON("PATCH", "/arrays/"+aid, map[string]any{"throttle": 5}, 200, &a)
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("%+v", a.Counts) }, func() bool {
+		s.mustJSON("GET", "/arrays/"+aid, nil, 200, &a)
+		return a.Counts.Running == 5
+	})
+	r := s.do("PATCH", "/arrays/"+aid, map[string]any{"throttle": -3}, nil)
+	if e := errorBody(t, r); r.Status != 422 || e.Field != "throttle" {
+		t.Errorf("throttle -3: %s", r)
+	}
+
+	stdout, stderr, code := runCLI(t, env, "cancel", aid)
+	if code == 0 || !strings.Contains(stderr, "--yes") {
+		t.Fatalf("cancel of 50 tasks without --yes: exit %d %q %q", code, stdout, stderr)
+	}
+	stdout, stderr, code = runCLI(t, env, "cancel", "--yes", "--grace", "1s", aid)
+	if code != 0 || !strings.Contains(stdout, "canceled array "+aid) {
+		t.Fatalf("corral cancel --yes ARRAYID: exit %d %q %q", code, stdout, stderr)
+	}
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("%+v", a.Counts) }, func() bool {
+		s.mustJSON("GET", "/arrays/"+aid, nil, 200, &a)
+		return a.Counts.Canceled == 50
+	})
+	if a.State != api.StateCanceled {
+		t.Errorf("array state %s, want canceled", a.State)
+	}
+
+	r = s.do("POST", "/queue/submit", map[string]any{"command": "true", "array": "0-99:0"}, nil)
+	if e := errorBody(t, r); r.Status != 422 || e.Field != "array" {
+		t.Errorf("step 0: %s", r)
+	}
+}
