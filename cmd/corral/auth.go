@@ -18,9 +18,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corral-sched/corral/internal/agent"
+	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/client"
-	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/server"
 	"github.com/corral-sched/corral/internal/store"
