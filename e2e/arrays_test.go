@@ -76,7 +76,7 @@ func TestArrayThrottle1000(t *testing.T) {
 		case raised && active > 8:
 			sawMore = true
 		}
-		if !raised && a.Counts.Completed >= 400 {
+		if !raised && a.Counts.Completed >= 200 {
 			if _, stderr, code := runCLI(t, env, "array", "throttle", aid[:12], "24"); code != 0 {
 				t.Fatalf("corral array throttle: exit %d: %s", code, stderr)
 			}
@@ -112,14 +112,14 @@ func TestArrayThrottle1000(t *testing.T) {
 		spans[i].start, _ = strconv.ParseInt(f[5], 10, 64)
 		spans[i].end, _ = strconv.ParseInt(strings.TrimSpace(string(e)), 10, 64)
 	}
-	// The deepest overlap among the first 400 tasks' spans (all began
+	// The deepest overlap among the first 200 tasks' spans (all began
 	// before the raise: tasks start in index order).
 	type edge struct {
 		at    int64
 		delta int
 	}
 	var edges []edge
-	for _, sp := range spans[:400] {
+	for _, sp := range spans[:200] {
 		edges = append(edges, edge{sp.start, 1}, edge{sp.end, -1})
 	}
 	slices.SortFunc(edges, func(x, y edge) int {

@@ -162,6 +162,9 @@ func (c *ArrayCounts) Add(s State, n int) {
 // Active is the tasks that hold (or are about to hold) GPUs.
 func (c ArrayCounts) Active() int { return c.Scheduled + c.Allocating + c.Running }
 
+// Total is every task.
+func (c ArrayCounts) Total() int { return c.Unfinished() + c.Completed + c.Failed + c.Canceled }
+
 // Unfinished is the tasks that have not ended.
 func (c ArrayCounts) Unfinished() int { return c.Queued + c.Active() }
 

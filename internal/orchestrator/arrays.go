@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/sched"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // Job arrays (issue 11). An array is a record (its spec and throttle,
@@ -26,6 +27,7 @@ import (
 // lock held); read under the read lock.
 type array struct {
 	rec   api.Array  // the record; rec.Counts are kept live by arrayMoved
+	tmpl  api.Job    // what each task is made from (stored with the record)
 	tasks []*api.Job // in index order
 	// cursor: no task before it is queued. It moves back when a task is
 	// requeued, forward when the task at it leaves the queue.
@@ -126,8 +128,32 @@ func (o *Orchestrator) arrayRepriority(j *api.Job) {
 	}
 }
 
-// submitArray queues a job array in tx: its record and one task per index,
-// in one transaction. The limits count every task. Write lock held.
+// record is the array as the store keeps it: its spec with every task
+// index, and its template.
+func (a *array) record() store.ArrayRecord {
+	r := store.ArrayRecord{Array: a.rec, Template: a.tmpl}
+	r.Array.Tasks = make([]int, len(a.tasks))
+	for i, t := range a.tasks {
+		r.Array.Tasks[i] = *t.ArrayTaskID
+	}
+	return r
+}
+
+// newTask is task index idx of the array made from its template: queued,
+// with the array's submission event.
+func newTask(tmpl *api.Job, t *api.Job, id string, idx *int) {
+	*t = *tmpl
+	t.ID, t.ArrayJobID, t.ArrayTaskID = id+"_"+strconv.Itoa(*idx), id, idx
+	t.State, t.Reason = api.StateQueued, api.ReasonSubmitted
+	t.Events = []api.Event{{At: tmpl.SubmittedAt, To: api.StateQueued, Reason: api.ReasonSubmitted}}
+	t.Allocation = []api.Allocation{}
+}
+
+// submitArray queues a job array in tx: its record, and one task per
+// index. Only the record is written (store/arrays.go): a task's row
+// follows with its first change, so the tasks are made here as
+// transition would make them, without a row or an event row each. The
+// limits count every task. Write lock held.
 func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey string, exempt bool) (submitResult, error) {
 	spec, err := api.ParseArray(req.Array, o.maxArraySize())
 	if err != nil {
@@ -145,28 +171,28 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 		return submitResult{}, err
 	}
 	id := o.newID(tx.now)
-	a := &array{odd: map[string]*api.Job{}, tasks: make([]*api.Job, n), rec: api.Array{
+	j.SubmittedAt = tx.now
+	a := &array{odd: map[string]*api.Job{}, tasks: make([]*api.Job, n), tmpl: j, rec: api.Array{
 		ID: id, Name: j.Name, User: j.User, Project: j.Project, Array: strings.TrimSpace(req.Array), Throttle: spec.Throttle,
 		TaskCount: n, TaskMin: spec.Indexes[0], TaskMax: spec.Indexes[n-1], GPUCount: j.GPUCount, Nodes: j.Nodes,
 		Priority: j.Priority, Command: j.Command, SubmittedAt: tx.now,
 	}}
 	o.arr.init()
 	o.arr.byID[id] = a
-	tx.batch.Arrays = append(tx.batch.Arrays, a.rec)
-	j.SubmittedAt = tx.now
 	jobs := make([]api.Job, n) // one allocation for all the tasks
 	for i := range spec.Indexes {
 		t := &jobs[i]
-		*t = j
-		t.ID = id + "_" + strconv.Itoa(spec.Indexes[i])
-		t.ArrayJobID, t.ArrayTaskID = id, &spec.Indexes[i]
+		newTask(&a.tmpl, t, id, &spec.Indexes[i])
 		a.tasks[i] = t
 		o.jobs[t.ID] = t
 		o.order = append(o.order, t.ID)
 	}
 	for _, t := range a.tasks {
-		tx.transition(t, api.StateQueued, api.ReasonSubmitted, "")
+		o.setQueued(t, true)
+		o.arrayMoved(t, "", api.StateQueued)
 	}
+	tx.batch.Arrays = append(tx.batch.Arrays, a.record())
+	o.dirty = true
 	if idemKey != "" {
 		o.idem[idemKey] = id
 		if tx.batch.Idempotency == nil {
@@ -229,12 +255,50 @@ func (o *Orchestrator) arrayEnv(j *api.Job, env map[string]string) map[string]st
 	return env
 }
 
+// arrayTasks adds to st.Jobs the tasks that have no row of their own yet
+// (queued since their array's submission: see submitArray), made from
+// their array's record, and gives tasks with a row the submission event
+// that only the record holds; st.Jobs stays in id order. Before the loop
+// runs, before st.Jobs is loaded.
+func arrayTasks(st *store.State) {
+	if len(st.Arrays) == 0 {
+		return
+	}
+	have := make(map[string]*api.Job, len(st.Jobs))
+	for i := range st.Jobs {
+		if st.Jobs[i].ArrayJobID != "" {
+			have[st.Jobs[i].ID] = &st.Jobs[i]
+		}
+	}
+	for ri := range st.Arrays {
+		r := &st.Arrays[ri]
+		r.Template.SubmittedAt = r.Array.SubmittedAt
+		for k := range r.Array.Tasks {
+			idx := &r.Array.Tasks[k]
+			id := r.Array.ID + "_" + strconv.Itoa(*idx)
+			if j := have[id]; j != nil {
+				if len(j.Events) == 0 || j.Events[0].From != "" {
+					sub := api.Event{At: r.Array.SubmittedAt, To: api.StateQueued, Reason: api.ReasonSubmitted}
+					j.Events = append([]api.Event{sub}, j.Events...)
+				}
+				continue
+			}
+			var t api.Job
+			newTask(&r.Template, &t, r.Array.ID, idx)
+			st.Jobs = append(st.Jobs, t)
+		}
+	}
+	slices.SortFunc(st.Jobs, func(a, b api.Job) int { return strings.Compare(a.ID, b.ID) })
+}
+
 // loadArrays rebuilds the books from the store's records and the loaded
 // jobs (o.jobs, with their states). Before the loop runs.
-func (o *Orchestrator) loadArrays(recs []api.Array) {
+func (o *Orchestrator) loadArrays(recs []store.ArrayRecord) {
 	o.arr.init()
-	for _, rec := range recs {
-		o.arr.byID[rec.ID] = &array{rec: rec, odd: map[string]*api.Job{}}
+	for _, r := range recs {
+		rec := r.Array
+		rec.Tasks = nil
+		o.arr.byID[rec.ID] = &array{rec: rec, tmpl: r.Template, odd: map[string]*api.Job{}}
 	}
 	for _, id := range o.order {
 		j := o.jobs[id]
@@ -520,8 +584,7 @@ func (o *Orchestrator) SetThrottle(ctx context.Context, id string, n int) (api.A
 		}
 		if a.rec.Throttle != n {
 			a.rec.Throttle = n
-			rec := a.rec
-			tx.batch.Arrays = append(tx.batch.Arrays, rec)
+			tx.batch.Arrays = append(tx.batch.Arrays, a.record())
 			o.dirty = true
 			o.log.Info("job array throttle changed", "array_id", id, "throttle", n)
 		}

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,8 +91,28 @@ func TestArrayThrottleAndEnv(t *testing.T) {
 	h.stop = nil
 	h2 := start(t, h.path, nil)
 	a, err = h2.o.Array(aid[:10])
-	if err != nil || a.ID != aid || a.Throttle != 6 || a.TaskCount != 10 || a.Counts.Completed != 1 {
+	if err != nil || a.ID != aid || a.Throttle != 6 || a.TaskCount != 10 || a.Counts.Completed != 1 || a.Counts.Total() != 10 {
 		t.Fatalf("after a restart: %+v, %v", a, err)
+	}
+	// A task that never left the queue has no row of its own: it is made
+	// from the record, with its submission event; one that ran has it too.
+	for id, want := range map[string][]api.State{aid + "_9": {api.StateQueued}, aid + "_0": {api.StateQueued, api.StateScheduled, api.StateAllocating, api.StateRunning, api.StateCompleted}} {
+		j, err := h2.o.Job(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []api.State
+		for _, e := range j.Events {
+			got = append(got, e.To)
+		}
+		if !slices.Equal(got, want) || j.Events[0].Reason != api.ReasonSubmitted || j.Command != "train" || j.GPUCount != 1 {
+			t.Fatalf("task %s after a restart: events %v, command %q, %d GPUs", id, got, j.Command, j.GPUCount)
+		}
+	}
+	// The 6 that were active died with the server (no retries): the 3
+	// tasks still queued start, in index order.
+	if starts := h2.startsNow(); len(starts) != 3 || starts[0].JobID != aid+"_7" || starts[0].Env["CORRAL_ARRAY_TASK_COUNT"] != "10" {
+		t.Fatalf("after a restart %d tasks started (want the 3 left queued), %v", len(starts), starts)
 	}
 }
 

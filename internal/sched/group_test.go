@@ -88,3 +88,59 @@ func TestGroupIsItsJobs(t *testing.T) {
 		t.Fatalf("only %d cycles started several jobs of a group: the test tests little", multi)
 	}
 }
+
+// arraysSnapshot is benchSnapshot's cluster (1,000 nodes x 8 GPUs) with
+// 100 arrays of 1,000 waiting one-GPU tasks each: as 100 groups, or
+// written out as 100,000 jobs. full: every GPU is taken, so nothing
+// starts and every task waits; else half the nodes are free.
+func arraysSnapshot(grouped, full bool) Snapshot {
+	s := benchSnapshot(0, Policy{Name: PolicyFairShare, Backfill: true, Preemption: true, MinRunTime: 10 * time.Minute})
+	if full {
+		for n := range s.Nodes {
+			if n%2 == 1 {
+				for g := range s.Nodes[n].GPUs {
+					s.Nodes[n].GPUs[g].Free = false
+					s.Running = append(s.Running, Running{ID: fmt.Sprintf("f%d-%d", n, g), User: "user9", Project: "p", Priority: 2,
+						StartedAt: s.Now.Add(-time.Minute), Estimate: time.Hour, Placements: []Placement{{NodeID: s.Nodes[n].ID, GPUs: []int{g}}}})
+				}
+			}
+		}
+	}
+	for a := range 100 {
+		j := Job{User: fmt.Sprintf("user%d", a%8), Project: "p", Priority: 2, GPUs: 1,
+			SubmittedAt: s.Now.Add(-time.Duration(a) * time.Minute), Estimate: time.Hour}
+		if grouped {
+			j.ID, j.Count = fmt.Sprintf("a%03d_0000", a), 1000
+			s.Queue = append(s.Queue, j)
+			continue
+		}
+		for i := range 1000 {
+			j.ID = fmt.Sprintf("a%03d_%04d", a, i)
+			s.Queue = append(s.Queue, j)
+		}
+	}
+	return s
+}
+
+// BenchmarkCycleArrays is one cycle with 100 arrays of 1,000 waiting
+// tasks on 1,000 x 8 GPUs (fair_share, backfill and preemption on): full,
+// every GPU taken (all 100,000 tasks wait), or half (4,000 GPUs free:
+// 4,000 tasks start). groups: each array is one Job with Count 1,000, as
+// the orchestrator hands them; jobs: the same tasks as 100,000 Jobs, the
+// baseline.
+func BenchmarkCycleArrays(b *testing.B) {
+	for _, full := range []bool{true, false} {
+		for _, grouped := range []bool{true, false} {
+			name := map[bool]string{true: "full", false: "half"}[full] + "/" + map[bool]string{true: "groups", false: "jobs"}[grouped]
+			b.Run(name, func(b *testing.B) {
+				s := arraysSnapshot(grouped, full)
+				b.ReportAllocs()
+				starts := 0
+				for b.Loop() {
+					starts = len(Schedule(s).Starts)
+				}
+				b.ReportMetric(float64(starts), "starts")
+			})
+		}
+	}
+}

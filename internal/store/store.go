@@ -170,7 +170,7 @@ type Batch struct {
 	// together, with one fsync).
 	Audit []api.AuditEntry
 	// Arrays are job arrays' records (upserts; arrays.go).
-	Arrays []api.Array
+	Arrays []ArrayRecord
 }
 
 // Empty reports whether the batch changes nothing.
@@ -272,7 +272,7 @@ type State struct {
 	Idempotency map[string]string
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> record (JSON)
-	Arrays      []api.Array       // job arrays' records, in id order (arrays.go)
+	Arrays      []ArrayRecord     // job arrays' records, in id order (arrays.go)
 }
 
 // Load reads the whole state.
