@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,12 +109,21 @@ func BenchmarkCycleArrays(b *testing.B) {
 			one := 1
 			// 8,000 jobs take every GPU (nopExec never reports them
 			// running or ended: they hold their GPUs, allocating).
-			for i := range 8000 {
-				req := api.SubmitRequest{User: fmt.Sprintf("u%d", i%8), Command: "train", GPUCount: &one}
-				if _, _, err := o.Submit(ctx, req, ""); err != nil {
-					b.Fatal(err)
-				}
+			var wg sync.WaitGroup
+			for w := range 64 { // in parallel: their commits are shared
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := w; i < 8000; i += 64 {
+						req := api.SubmitRequest{User: fmt.Sprintf("u%d", i%8), Command: "train", GPUCount: &one}
+						if _, _, err := o.Submit(ctx, req, ""); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
 			}
+			wg.Wait()
 			waitActive(b, o, 8000)
 			for a := range arrays {
 				req := api.SubmitRequest{User: fmt.Sprintf("u%d", a%8), Command: "sweep", GPUCount: &one, Array: "0-999"}
