@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/corral-sched/corral/internal/api"
 )
 
@@ -189,4 +191,55 @@ func TestArrayCancelAndPatch(t *testing.T) {
 	if e := errorBody(t, r); r.Status != 422 || e.Field != "array" {
 		t.Errorf("step 0: %s", r)
 	}
+}
+
+// TestArrayDashboard: the dashboard's queue shows a waiting array as one
+// row with its counts, and a click on it lists its tasks (and another
+// hides them).
+func TestArrayDashboard(t *testing.T) {
+	ctx := browser(t)
+	s := startServer(t)
+	// 8 tasks of 8 GPUs each, one at a time: 7 wait.
+	var ans api.SubmitAnswer
+	s.mustJSON("POST", "/queue/submit", map[string]any{"name": "sweep", "command": "sleep 60", "gpu_count": 8, "array": "0-7%1", "workdir": "/tmp"}, 201, &ans)
+	aid := ans.ArraySummary.ID
+	s.waitState(aid+"_0", api.StateRunning, 30*time.Second)
+	rows := func() int {
+		t.Helper()
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-role=queued] tr[data-job]').length`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/?token="+adminToken+"#/queue"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+		chromedp.Click(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=queued] tr[data-array="`+aid+`"]`)),
+	)
+	if err != nil {
+		t.Fatalf("queue page: %v", err)
+	}
+	counts, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-array="`+aid+`"] [data-role=array-counts]`)))
+	if err != nil || !strings.Contains(counts, "7 queued, 1 running, 0 completed, 0 failed") {
+		t.Fatalf("the array's row says %q (%v)", counts, err)
+	}
+	if n := rows(); n != 0 {
+		t.Fatalf("%d task rows before the array is opened, want 0", n)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`tr[data-array="`+aid+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=queued] tr[data-job="`+aid+`_7"]`)),
+	)
+	if err != nil {
+		t.Fatalf("opening the array: %v", err)
+	}
+	if n := rows(); n != 7 {
+		t.Fatalf("%d task rows once opened, want the 7 waiting", n)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr[data-array="`+aid+`"]`))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() string { return "the tasks stayed listed" }, func() bool { return rows() == 0 })
 }

@@ -407,6 +407,24 @@ function nodePage(id) {
   };
 }
 
+// arrayRow is a job array's row in the queue: its first waiting task's
+// place, and its tasks' counts; clicking it lists or hides its tasks.
+function arrayRow(a, q, isOpen) {
+  const c = a.counts || {};
+  const active = (c.scheduled || 0) + (c.allocating || 0) + (c.running || 0);
+  const counts = `${c.queued || 0} queued, ${active} running, ${c.completed || 0} completed, ${c.failed || 0} failed` +
+    (c.canceled ? `, ${c.canceled} canceled` : '');
+  return `<tr data-array="${esc(a.id)}" class="array-row" style="cursor:pointer" title="${isOpen ? 'hide' : 'list'} its tasks">
+    <td class="num">${q.queue_position || '—'}</td>
+    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(a.array || '')}]</div></td>
+    <td>${esc(q.user)}<div class="sub">${esc(q.project)}</div></td>
+    <td>${prio(q.priority)}</td>
+    <td class="num">${q.requested_gpus}<div class="sub">per task</div></td>
+    <td>${since(q.queued_at)}</td>
+    <td>${q.estimated_start_time ? until(q.estimated_start_time) : '<span class="muted">—</span>'}</td>
+    <td class="why" data-role="array-counts">${esc(counts)}</td></tr>`;
+}
+
 function options(values, current, all) {
   return `<option value="">${all}</option>` + [...values].sort().map((v) => `<option${v === current ? ' selected' : ''}>${esc(v)}</option>`).join('');
 }
@@ -440,6 +458,15 @@ function queuePage(params) {
   });
   const graphs = historyGraphs(root, (hist) => drawQueueCharts(root, hist));
   const match = (j) => (!f.user || j.user === f.user) && (!f.project || j.project === f.project);
+  // Job arrays are one row each; a click on it lists its tasks (docs/arrays.md).
+  const open = new Set();
+  root.addEventListener('click', (ev) => {
+    const row = ev.target.closest('[data-array]');
+    if (!row) return;
+    const id = row.dataset.array;
+    if (open.has(id)) open.delete(id); else open.add(id);
+    if (state.data) this_.update(state.data);
+  });
   const this_ = {
     root,
     update(d) {
@@ -462,8 +489,19 @@ function queuePage(params) {
       ].join('');
       const queued = d.queue.queued_jobs.filter(match);
       $('[data-role=qtitle]', root).textContent = `Waiting (${queued.length})`;
-      $('[data-role=queued]', root).innerHTML = queued.length
-        ? queued.map((q) => `<tr data-job="${esc(q.id)}">
+      const arrays = new Map((d.queue.arrays || []).map((a) => [a.id, a]));
+      const seen = new Set();
+      const rows = [];
+      for (const q of queued) {
+        const id = q.array_job_id;
+        if (id && !seen.has(id)) {
+          seen.add(id);
+          rows.push({ array: arrays.get(id) || { id, counts: {} }, q });
+        }
+        if (!id || open.has(id)) rows.push({ q });
+      }
+      $('[data-role=queued]', root).innerHTML = rows.length
+        ? rows.map(({ array, q }) => array ? arrayRow(array, q, open.has(array.id)) : `<tr data-job="${esc(q.id)}">
             <td class="num">${q.queue_position || '—'}</td>
             <td>${jobCell(q.id, q.name)}</td>
             <td>${esc(q.user)}<div class="sub">${esc(q.project)}</div></td>
