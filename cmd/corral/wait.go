@@ -228,6 +228,9 @@ it broke off, for up to --retry.`,
   corral run -- 'nvidia-smi -L; exit 3'; echo $?`,
 		Args: needCommand("corral run --gpus 1 -- python eval.py"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.array != "" {
+				return usagef("corral run runs one job; submit a job array with corral submit --array (--wait waits for all its tasks)")
+			}
 			cl, job, err := c.submit(cmd, &f, args)
 			if err != nil {
 				return err
