@@ -309,3 +309,23 @@ func (c *cli) cancelWithArrays(ctx context.Context, cl *client.Client, arrays []
 	}
 	return nil
 }
+
+// isArrayError reports whether err is a job route's answer that the id
+// names a job array, not a job (404 is_array).
+func isArrayError(err error) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == "is_array"
+}
+
+// arrayTaskIDs returns the ids of every task of the array id names.
+func arrayTaskIDs(ctx context.Context, cl *client.Client, id string) ([]string, error) {
+	a, err := cl.Array(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(a.Tasks))
+	for i, idx := range a.Tasks {
+		ids[i] = fmt.Sprintf("%s_%d", a.ID, idx)
+	}
+	return ids, nil
+}

@@ -79,3 +79,30 @@ func TestCancelArrayID(t *testing.T) {
 		t.Fatalf("with --yes: exit %d, %q %q", res.code, res.stdout, res.stderr)
 	}
 }
+
+// TestShowAndWaitArrayID: corral show ARRAYID shows the array; corral wait
+// ARRAYID waits for every task and exits as the first that did not
+// complete.
+func TestShowAndWaitArrayID(t *testing.T) {
+	f := newFakeServer(t)
+	isArray := api.ErrorBody{Error: api.ErrorDetail{Code: "is_array", Message: "a job array"}}
+	f.on("GET", "/jobs/j01karray", 404, isArray)
+	f.on("GET", "/arrays/j01karray", 200, api.Array{ID: testArrayID, Array: "0-1", TaskCount: 2, Tasks: []int{0, 1},
+		Priority: api.PriorityNormal, Counts: api.ArrayCounts{Completed: 1, Failed: 1}})
+	res := f.run("show", "j01karray")
+	if res.code != 0 || !strings.Contains(res.stdout, "0-1: 2 tasks") || !strings.Contains(res.stdout, "1 completed, 1 failed") {
+		t.Fatalf("corral show ARRAYID: exit %d %q %q", res.code, res.stdout, res.stderr)
+	}
+	seven := 7
+	for i, st := range []api.State{api.StateCompleted, api.StateFailed} {
+		j := api.Job{ID: testArrayID + "_" + string(rune('0'+i)), State: st, Priority: api.PriorityNormal, ArrayJobID: testArrayID}
+		if st == api.StateFailed {
+			j.ExitCode = &seven
+		}
+		f.on("GET", "/jobs/"+j.ID, 200, j)
+	}
+	res = f.run("wait", "j01karray")
+	if res.code != 7 || strings.Count(res.stdout, "job "+testArrayID+"_") != 2 {
+		t.Fatalf("corral wait ARRAYID: exit %d (want 7, the failed task's) %q %q", res.code, res.stdout, res.stderr)
+	}
+}

@@ -109,11 +109,13 @@ func (c *cli) newWaitCmd() *cobra.Command {
 	var retry time.Duration
 	cmd := &cobra.Command{
 		Use:   "wait ID...",
+		// A job array's id waits for every task of the array (arrays.go).
 		Short: "Wait until jobs end; exit with their exit code",
 		Long: `Wait until every job given has ended (completed, failed or canceled), then
 exit 0 if all completed, else with the exit code of the first job, in the
 order given, that did not: its own exit code when it failed with one, 1
 when it failed without one (a lost node, say), 130 when it was canceled.
+A job array's id stands for every task of the array, in index order.
 
 It asks the server for each job's state, every 250ms at first and every 5s
 at most. A wrong id, or a server that cannot be reached at the start, fails
@@ -140,13 +142,21 @@ to --retry.`,
 			// a server lost while waiting. An id prefix is resolved now,
 			// so a job submitted later that shares it cannot make it
 			// ambiguous while waiting.
-			ids := make([]string, len(args))
-			for i, id := range args {
+			ids := make([]string, 0, len(args))
+			for _, id := range args {
 				j, err := cl.Job(cmd.Context(), id)
+				if isArrayError(err) { // an array's id stands for its tasks (arrays.go)
+					tasks, err := arrayTaskIDs(cmd.Context(), cl, id)
+					if err != nil {
+						return err
+					}
+					ids = append(ids, tasks...)
+					continue
+				}
 				if err != nil {
 					return err
 				}
-				ids[i] = fullID(j, id)
+				ids = append(ids, fullID(j, id))
 			}
 			jobs := make([]api.Job, 0, len(args))
 			for _, id := range ids {

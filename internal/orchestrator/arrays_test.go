@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/sched"
 )
 
 // finish reports that a started task ran and exited 0.
@@ -189,5 +190,31 @@ func TestCancelArray(t *testing.T) {
 	}
 	if _, _, err := h.o.CancelArray(context.Background(), "nosuch", 0); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("unknown array: %v", err)
+	}
+}
+
+// TestArrayTasksWaitTogether: an array's waiting tasks, handed to the
+// core as one group, each show the group's reason and place in GET
+// /queue, which also carries the array's summary.
+func TestArrayTasksWaitTogether(t *testing.T) {
+	h := start(t, "", nil)
+	blocker := h.submit(api.SubmitRequest{Command: "big", GPUCount: gpus(8)})
+	if st := h.nextStart(); st.JobID != blocker.ID {
+		t.Fatalf("started %s, want the blocker", st.JobID)
+	}
+	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(2), Array: "0-4"})
+	h.waitCycle()
+	q := h.o.Queue()
+	if len(q.QueuedJobs) != 5 || len(q.Arrays) != 1 || q.Arrays[0].ID != j.ArrayJobID || q.Arrays[0].Counts.Queued != 5 {
+		t.Fatalf("queue: %d rows, arrays %+v", len(q.QueuedJobs), q.Arrays)
+	}
+	for _, row := range q.QueuedJobs {
+		if row.ArrayJobID != j.ArrayJobID || row.QueuePosition != 1 || row.PendingReason != sched.ReasonResources {
+			t.Fatalf("row %s: array %q position %d reason %q; want position 1, reason %s", row.ID, row.ArrayJobID, row.QueuePosition, row.PendingReason, sched.ReasonResources)
+		}
+	}
+	task, _ := h.o.Job(j.ArrayJobID + "_3")
+	if task.PendingReason != sched.ReasonResources || task.PendingMessage == "" {
+		t.Fatalf("task 3: reason %q message %q", task.PendingReason, task.PendingMessage)
 	}
 }
