@@ -109,7 +109,6 @@ func (c *cli) newWaitCmd() *cobra.Command {
 	var retry time.Duration
 	cmd := &cobra.Command{
 		Use:   "wait ID...",
-		// A job array's id waits for every task of the array (arrays.go).
 		Short: "Wait until jobs end; exit with their exit code",
 		Long: `Wait until every job given has ended (completed, failed or canceled), then
 exit 0 if all completed, else with the exit code of the first job, in the
