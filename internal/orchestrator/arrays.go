@@ -685,3 +685,29 @@ func (o *Orchestrator) arrayPositions(rows []api.QueuedJob) []api.Array {
 	}
 	return out
 }
+
+// dashboardArrayRows is how many of an array's queued tasks the
+// dashboard's updates carry (the first in queue order): it shows an array
+// as one row with its counts, and these when the row is opened.
+const dashboardArrayRows = 100
+
+// trimArrays keeps at most n queued rows of each job array in q, in
+// order; other rows, the statistics and the arrays' counts are kept.
+func trimArrays(q api.QueueResponse, n int) api.QueueResponse {
+	if len(q.Arrays) == 0 {
+		return q
+	}
+	seen := make(map[string]int, len(q.Arrays))
+	rows := q.QueuedJobs[:0:0]
+	for _, r := range q.QueuedJobs {
+		if r.ArrayJobID != "" {
+			if seen[r.ArrayJobID] >= n {
+				continue
+			}
+			seen[r.ArrayJobID]++
+		}
+		rows = append(rows, r)
+	}
+	q.QueuedJobs = rows
+	return q
+}

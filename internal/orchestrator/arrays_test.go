@@ -218,3 +218,21 @@ func TestArrayTasksWaitTogether(t *testing.T) {
 		t.Fatalf("task 3: reason %q message %q", task.PendingReason, task.PendingMessage)
 	}
 }
+
+func TestTrimArrays(t *testing.T) {
+	q := api.QueueResponse{Arrays: []api.Array{{ID: "a"}}}
+	for i := range 5 {
+		q.QueuedJobs = append(q.QueuedJobs, api.QueuedJob{ID: "a_" + string(rune('0'+i)), ArrayJobID: "a"}, api.QueuedJob{ID: "p" + string(rune('0'+i))})
+	}
+	got := trimArrays(q, 2)
+	var ids []string
+	for _, r := range got.QueuedJobs {
+		ids = append(ids, r.ID)
+	}
+	if want := []string{"a_0", "p0", "a_1", "p1", "p2", "p3", "p4"}; !slices.Equal(ids, want) {
+		t.Fatalf("trimmed to %v, want %v", ids, want)
+	}
+	if len(q.QueuedJobs) != 10 || q.QueuedJobs[2].ID != "a_1" {
+		t.Fatal("trimArrays changed its input's rows")
+	}
+}

@@ -492,6 +492,7 @@ function queuePage(params) {
       const arrays = new Map((d.queue.arrays || []).map((a) => [a.id, a]));
       const seen = new Set();
       const rows = [];
+      const shown = new Map(); // tasks listed per open array
       for (const q of queued) {
         const id = q.array_job_id;
         if (id && !seen.has(id)) {
@@ -499,9 +500,17 @@ function queuePage(params) {
           rows.push({ array: arrays.get(id) || { id, counts: {} }, q });
         }
         if (!id || open.has(id)) rows.push({ q });
+        if (id) shown.set(id, (shown.get(id) || 0) + 1);
+      }
+      // Updates carry an array's first 100 waiting tasks: say how many more.
+      for (const [id, n] of shown) {
+        const a = arrays.get(id);
+        if (!open.has(id) || !a || (a.counts.queued || 0) <= n) continue;
+        const last = rows.map((r) => r.q && r.q.array_job_id === id).lastIndexOf(true);
+        rows.splice(last + 1, 0, { more: `… and ${a.counts.queued - n} more waiting tasks: corral queue ${id}` });
       }
       $('[data-role=queued]', root).innerHTML = rows.length
-        ? rows.map(({ array, q }) => array ? arrayRow(array, q, open.has(array.id)) : `<tr data-job="${esc(q.id)}">
+        ? rows.map(({ array, q, more }) => more ? `<tr><td></td><td colspan="7" class="muted">${esc(more)}</td></tr>` : array ? arrayRow(array, q, open.has(array.id)) : `<tr data-job="${esc(q.id)}">
             <td class="num">${q.queue_position || '—'}</td>
             <td>${jobCell(q.id, q.name)}</td>
             <td>${esc(q.user)}<div class="sub">${esc(q.project)}</div></td>
