@@ -57,6 +57,38 @@ func (a *array) pos(j *api.Job) int {
 	return i
 }
 
+// grouped reports whether j is a task that enters the snapshot with its
+// array's group (snapshotArrays) rather than on its own. Tasks that wait
+// on dependencies go the plain queue's way, one by one (within their
+// throttle, arrayAdmit), so that whatever holds a job for its
+// dependencies holds them too.
+func grouped(j *api.Job) bool { return j.ArrayJobID != "" && j.DependsOn == "" }
+
+// arrayAdmit returns a function that tells, for each task handed to the
+// plain queue's snapshot one by one, whether its array's throttle lets it
+// in: at most the array's headroom of them, in the order asked. Lock held.
+func (o *Orchestrator) arrayAdmit() func(j *api.Job) bool {
+	var room map[string]int
+	return func(j *api.Job) bool {
+		a := o.arr.byID[j.ArrayJobID]
+		if a == nil || a.rec.Throttle <= 0 {
+			return true
+		}
+		if room == nil {
+			room = map[string]int{}
+		}
+		n, ok := room[a.rec.ID]
+		if !ok {
+			n = a.room()
+		}
+		if n <= 0 {
+			return false
+		}
+		room[a.rec.ID] = n - 1
+		return true
+	}
+}
+
 // isOdd reports whether a queued task waits unlike its array's others.
 func (a *array) isOdd(j *api.Job) bool {
 	return j.NotBefore != nil || j.Priority != a.rec.Priority
@@ -330,8 +362,8 @@ func (o *Orchestrator) loadArrays(recs []store.ArrayRecord) {
 // throttle's headroom. It returns the arrays by the id of their group's
 // entry (its first waiting task). Lock held (read is enough).
 //
-// Dependencies: an array's tasks that wait on other jobs must be left out
-// here as the plain queue's are (TODO at the merge of depends_on).
+// An array whose tasks have dependencies is left to the plain queue's
+// path (see grouped).
 func (o *Orchestrator) snapshotArrays(snap *sched.Snapshot, est func(*api.Job) (time.Duration, bool)) map[string]*array {
 	if len(o.arr.waiting) == 0 {
 		return nil
@@ -345,8 +377,8 @@ func (o *Orchestrator) snapshotArrays(snap *sched.Snapshot, est func(*api.Job) (
 	for _, id := range ids {
 		a := o.arr.waiting[id]
 		room := a.room()
-		if room <= 0 {
-			continue
+		if room <= 0 || a.tmpl.DependsOn != "" {
+			continue // at its throttle; or its tasks wait on dependencies, one by one (grouped)
 		}
 		if len(a.odd) > 0 {
 			odd := make([]*api.Job, 0, len(a.odd))

@@ -236,3 +236,36 @@ func TestTrimArrays(t *testing.T) {
 		t.Fatal("trimArrays changed its input's rows")
 	}
 }
+
+// TestArrayWithDependenciesGoesOneByOne: an array whose tasks wait on
+// dependencies is not grouped: its tasks enter the snapshot one by one
+// (where a dependency filter holds plain jobs), still within the throttle.
+func TestArrayWithDependenciesGoesOneByOne(t *testing.T) {
+	h := start(t, "", nil)
+	ctx := context.Background()
+	h.o.SetScheduling(ctx, false)
+	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1), Array: "0-9%3"})
+	v, err := h.o.do(ctx, func(tx *txn) (any, error) {
+		a := h.o.arr.byID[j.ArrayJobID]
+		a.tmpl.DependsOn = "afterok:j1" // as the dependencies' submit would set it
+		for _, t := range a.tasks {
+			h.o.setQueued(t, false)
+			t.DependsOn = a.tmpl.DependsOn
+			h.o.setQueued(t, true)
+		}
+		snap, groups := h.o.snapshotGroups(time.Now(), h.o.queueOrder(), nil)
+		return []any{snap, groups}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, groups := v.([]any)[0].(sched.Snapshot), v.([]any)[1].(map[string]*array)
+	if len(groups) != 0 || len(snap.Queue) != 3 {
+		t.Fatalf("%d groups, %d queue entries; want no group and the throttle's 3 tasks", len(groups), len(snap.Queue))
+	}
+	for _, q := range snap.Queue {
+		if q.Count > 1 || !strings.HasPrefix(q.ID, j.ArrayJobID+"_") {
+			t.Fatalf("entry %s (count %d)", q.ID, q.Count)
+		}
+	}
+}

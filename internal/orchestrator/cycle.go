@@ -41,9 +41,10 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = slices.Grow(buf[:0], len(queue))
+	admit := o.arrayAdmit()
 	for _, j := range queue {
-		if j.ArrayJobID != "" {
-			continue // by array, below
+		if j.ArrayJobID != "" && (grouped(j) || !admit(j)) {
+			continue // by array (snapshotArrays), or held by its throttle
 		}
 		est, given := est(j)
 		snap.Queue = append(snap.Queue, sched.Job{

@@ -369,7 +369,7 @@ func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
 	if queued {
 		o.queued[j.ID] = true
 		o.queuedBy[j.User]++
-		if j.ArrayJobID != "" {
+		if grouped(j) {
 			return // arrays' tasks enter the snapshot by array (arrays.go)
 		}
 		// New jobs' ids only grow: appending keeps the order. A
