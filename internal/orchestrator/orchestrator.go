@@ -370,7 +370,7 @@ func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
 		o.queued[j.ID] = true
 		o.queuedBy[j.User]++
 		if grouped(j) {
-			return // arrays' tasks enter the snapshot by array (arrays.go)
+			return // arrays' tasks enter the snapshot by array (arrays_sched.go)
 		}
 		// New jobs' ids only grow: appending keeps the order. A
 		// requeued job's id (it may still be listed) does not.

@@ -125,7 +125,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
 		}
 	}
-	r.Arrays = o.arrayPositions(r.QueuedJobs) // arrays.go
+	r.Arrays = o.arrayPositions(r.QueuedJobs) // arrays_views.go
 	for i := range r.QueuedJobs {
 		q := &r.QueuedJobs[i]
 		j := o.jobs[q.ID]
