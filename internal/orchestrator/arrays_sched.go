@@ -162,3 +162,14 @@ func (o *Orchestrator) arrayPending(j *api.Job, v *api.Job) {
 		v.PendingMessage = fmt.Sprintf("array %s runs at most %d tasks at once: this one waits for earlier tasks to start or end", a.rec.ID, a.rec.Throttle)
 	}
 }
+
+// queueSize is how many jobs a snapshot's queue stands for: an array's
+// group counts as its tasks (a queue of 100 groups of 1,000 is a large
+// queue, planned at most every planEvery).
+func queueSize(q []sched.Job) int {
+	n := 0
+	for i := range q {
+		n += max(q[i].Count, 1)
+	}
+	return n
+}

@@ -153,7 +153,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	snap, groups := o.snapshotGroups(now, o.queueOrder(), o.queueBuf)
 	res := sched.Schedule(snap)
 	var plan map[string]time.Time
-	if len(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
+	if queueSize(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
 		plan = sched.EstimateStarts(snap, res, sched.DefaultPlanDepth)
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
