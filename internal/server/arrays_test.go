@@ -70,6 +70,19 @@ func TestArrayRoutes(t *testing.T) {
 		t.Fatalf("DELETE /queue/{array id}: %d %s", resp.StatusCode, b)
 	}
 
+	// An Idempotency-Key replays the whole array: same task, same array.
+	var first, again api.SubmitAnswer
+	key := map[string]string{"Idempotency-Key": "sweep-1"}
+	resp, b = e.do("owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"array":"0-9"}`, key)
+	if resp.StatusCode != 201 || json.Unmarshal(b, &first) != nil || first.ArraySummary == nil {
+		t.Fatalf("keyed submit: %d %s", resp.StatusCode, b)
+	}
+	resp, b = e.do("owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0,"array":"0-9"}`, key)
+	if resp.StatusCode != 201 || resp.Header.Get("Idempotent-Replayed") != "true" || json.Unmarshal(b, &again) != nil ||
+		again.ID != first.ID || again.ArraySummary == nil || again.ArraySummary.ID != first.ArraySummary.ID {
+		t.Fatalf("replay: %d %v %s", resp.StatusCode, resp.Header, b)
+	}
+
 	before := len(e.o.Jobs(orchestrator.JobFilter{}))
 	resp, b = e.do("owner", "POST", "/queue/submit", `{"command":"true","array":"9-1"}`, nil)
 	var eb api.ErrorBody
