@@ -54,7 +54,7 @@ func TestArrayThrottle1000(t *testing.T) {
 	}
 	rows := 0
 	for _, line := range strings.Split(stdout, "\n") {
-		if strings.Contains(line, aid[:12]) {
+		if strings.Contains(line, aid) {
 			rows++
 			if !strings.Contains(line, "[0-999%8]") || !strings.Contains(line, "queued,") {
 				t.Errorf("the array's row has no counts: %q", line)

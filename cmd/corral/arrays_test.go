@@ -53,6 +53,9 @@ func TestQueueArrayRow(t *testing.T) {
 		if tc.tasks && !strings.Contains(res.stdout, "[0-9%2] 3 queued, 2 running, 4 completed, 1 failed") {
 			t.Fatalf("%v: the array row has no counts:\n%s", tc.args, res.stdout)
 		}
+		if tc.tasks && strings.Count(res.stdout, testArrayID) != 1 {
+			t.Fatalf("%v: the array's whole id is not on exactly one line:\n%s", tc.args, res.stdout)
+		}
 	}
 }
 

@@ -309,6 +309,11 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 		}
 		short := shortIDs(ids, shortIDMin)
 		for i, j := range q.QueuedJobs {
+			if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+				short[i] = j.ID // an array's row shows its whole id (arrays.go)
+			}
+		}
+		for i, j := range q.QueuedJobs {
 			waited := time.Duration(j.WaitedSeconds * float64(time.Second))
 			if waited == 0 && !j.QueuedAt.IsZero() {
 				waited = now.Sub(j.QueuedAt)
@@ -411,6 +416,11 @@ func (c *cli) printJobs(w io.Writer, jobs []api.Job, arrayList []api.Array) erro
 		ids[i] = j.ID
 	}
 	short := shortIDs(ids, shortIDMin)
+	for i, j := range jobs {
+		if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+			short[i] = j.ID // an array's row shows its whole id (arrays.go)
+		}
+	}
 	for i, j := range jobs {
 		row := []string{short[i], clip(j.Name, 32), j.User, jobState(j), fmtGPUs(j.GPUCount, j.Nodes),
 			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j)}
