@@ -197,9 +197,9 @@ func TestArrayCancelAndPatch(t *testing.T) {
 	}
 }
 
-// TestArrayDashboard: the dashboard's queue shows a waiting array as one
-// row with its counts, and a click on it lists its tasks (and another
-// hides them).
+// TestArrayDashboard: the dashboard's queue and jobs pages show an array
+// as one row with its counts, and a click on it lists its tasks (and, in
+// the queue, another hides them).
 func TestArrayDashboard(t *testing.T) {
 	ctx := browser(t)
 	s := startServer(t)
@@ -246,4 +246,28 @@ func TestArrayDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() string { return "the tasks stayed listed" }, func() bool { return rows() == 0 })
+
+	// The jobs page: the array is one row too, and opens to its 8 tasks.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/#/jobs"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=rows] tr[data-array="`+aid+`"]`)),
+	)
+	if err != nil {
+		t.Fatalf("jobs page: %v", err)
+	}
+	counts, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-role=rows] tr[data-array="`+aid+`"] [data-role=array-counts]`)))
+	if err != nil || !strings.Contains(counts, "7 queued, 1 running") {
+		t.Fatalf("the jobs page's array row says %q (%v)", counts, err)
+	}
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`[data-role=rows] tr[data-array="`+aid+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=rows] tr[data-job="`+aid+`_0"]`)),
+	)
+	if err != nil {
+		t.Fatalf("opening the array on the jobs page: %v", err)
+	}
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-role=rows] tr[data-job]').length`))
+	if err != nil || n != 8 {
+		t.Fatalf("%d task rows on the jobs page once opened (%v), want 8", n, err)
+	}
 }

@@ -407,13 +407,27 @@ function nodePage(id) {
   };
 }
 
+// arrayCounts is an array's counts as a sentence.
+function arrayCounts(c) {
+  const active = (c.scheduled || 0) + (c.allocating || 0) + (c.running || 0);
+  return `${c.queued || 0} queued, ${active} running, ${c.completed || 0} completed, ${c.failed || 0} failed` +
+    (c.canceled ? `, ${c.canceled} canceled` : '');
+}
+
+// jobsArrayRow is a job array's row in the jobs list, where its newest
+// task is; clicking it lists or hides its tasks.
+function jobsArrayRow(a, j, isOpen) {
+  return `<tr data-array="${esc(a.id)}" class="array-row" style="cursor:pointer" title="${isOpen ? 'hide' : 'list'} its tasks">
+    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(a.array || '')}]</div></td>
+    <td>${stateBadge(a.state || j.state)}</td><td>${esc(j.user)}<div class="sub">${esc(j.project)}</div></td><td>${prio(j.priority)}</td>
+    <td class="num">${j.gpu_count * (j.nodes || 1)}<div class="sub">per task</div></td><td>${clock(j.submitted_at)}</td>
+    <td colspan="2" class="why" data-role="array-counts">${esc(arrayCounts(a.counts || {}))}</td></tr>`;
+}
+
 // arrayRow is a job array's row in the queue: its first waiting task's
 // place, and its tasks' counts; clicking it lists or hides its tasks.
 function arrayRow(a, q, isOpen) {
-  const c = a.counts || {};
-  const active = (c.scheduled || 0) + (c.allocating || 0) + (c.running || 0);
-  const counts = `${c.queued || 0} queued, ${active} running, ${c.completed || 0} completed, ${c.failed || 0} failed` +
-    (c.canceled ? `, ${c.canceled} canceled` : '');
+  const counts = arrayCounts(a.counts || {});
   return `<tr data-array="${esc(a.id)}" class="array-row" style="cursor:pointer" title="${isOpen ? 'hide' : 'list'} its tasks">
     <td class="num">${q.queue_position || '—'}</td>
     <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(a.array || '')}]</div></td>
@@ -565,16 +579,37 @@ function jobsPage(params) {
   </div>`);
   let pending = null;
   let lastLoad = 0;
+  // Job arrays are one row each; a click on it lists its tasks (docs/arrays.md).
+  const open = new Set();
+  root.addEventListener('click', (ev) => {
+    const row = ev.target.closest('[data-array]');
+    if (!row) return;
+    const id = row.dataset.array;
+    if (open.has(id)) open.delete(id); else open.add(id);
+    load();
+  });
   async function load() {
     lastLoad = Date.now();
     const q = new URLSearchParams(Object.entries(f).filter(([, v]) => v));
     history.replaceState(null, '', '#/jobs' + (q.toString() ? '?' + q : ''));
     q.set('limit', '200');
     try {
-      const { jobs } = await api.get('/jobs?' + q);
+      const { jobs: all, arrays: list } = await api.get('/jobs?' + q);
+      const arrays = new Map((list || []).map((a) => [a.id, a]));
+      const seen = new Set();
+      const jobs = [];
+      for (const j of all) {
+        const id = j.array_job_id;
+        if (id && !seen.has(id)) {
+          seen.add(id);
+          jobs.push({ array: arrays.get(id) || { id, counts: {} }, j });
+        }
+        if (!id || open.has(id)) jobs.push(j);
+      }
       $('[data-role=err]', root).innerHTML = '';
       $('[data-role=rows]', root).innerHTML = jobs.length
         ? jobs.map((j) => {
+            if (j.array) return jobsArrayRow(j.array, j.j, open.has(j.array.id));
             const ran = j.started_at ? ((j.finished_at ? Date.parse(j.finished_at) : serverNow()) - Date.parse(j.started_at)) / 1000 : null;
             return `<tr data-job="${esc(j.id)}"><td>${jobCell(j.id, j.name)}</td>
               <td>${stateBadge(j.state)}</td><td>${esc(j.user)}<div class="sub">${esc(j.project)}</div></td><td>${prio(j.priority)}</td>
