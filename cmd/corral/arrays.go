@@ -233,14 +233,25 @@ func collapseJobs(list api.JobList, expand bool) []api.Job {
 // isArrayRow reports whether a collapsed row stands for an array.
 func isArrayRow(arrayJobID string, task *int) bool { return arrayJobID != "" && task == nil }
 
-// arrayCell is the TASKS cell of an array's row: its expression and counts.
+// arrayCell is the TASKS cell of an array's row: its expression (with
+// the throttle as it is now) and counts.
 func arrayCell(arrays []api.Array, id string) string {
 	for _, a := range arrays {
 		if a.ID == id {
-			return fmt.Sprintf("[%s] %s", a.Array, countsText(a.Counts))
+			return fmt.Sprintf("[%s] %s", specNow(a), countsText(a.Counts))
 		}
 	}
 	return "-"
+}
+
+// specNow is the array's expression with its current throttle: the
+// indexes as submitted, then %N unless the throttle was lifted.
+func specNow(a api.Array) string {
+	body, _, _ := strings.Cut(a.Array, "%")
+	if a.Throttle > 0 {
+		return fmt.Sprintf("%s%%%d", body, a.Throttle)
+	}
+	return body
 }
 
 // anyArrayRow reports whether a table will have array rows (and so a

@@ -17,7 +17,7 @@ func arrayQueue() api.QueueResponse {
 		q.QueuedJobs = append(q.QueuedJobs, api.QueuedJob{ID: testArrayID + "_" + string(rune('0'+i)), User: "ana", Priority: api.PriorityNormal,
 			RequestedGPUs: 1, Nodes: 1, QueuedAt: now, QueuePosition: 2, ArrayJobID: testArrayID, ArrayTaskID: &[]int{0, 1, 2}[i]})
 	}
-	q.Arrays = []api.Array{{ID: testArrayID, Array: "0-9%2", TaskCount: 10, Throttle: 2,
+	q.Arrays = []api.Array{{ID: testArrayID, Array: "0-9%3", TaskCount: 10, Throttle: 2, // the throttle changed since
 		Priority: api.PriorityNormal, Counts: api.ArrayCounts{Queued: 3, Running: 2, Completed: 4, Failed: 1}}}
 	q.Statistics.TotalQueued = 4
 	return q

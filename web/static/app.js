@@ -407,6 +407,12 @@ function nodePage(id) {
   };
 }
 
+// specNow is an array's expression with its current throttle.
+function specNow(a) {
+  const body = (a.array || '').split('%')[0];
+  return a.throttle > 0 ? `${body}%${a.throttle}` : body;
+}
+
 // arrayCounts is an array's counts as a sentence.
 function arrayCounts(c) {
   const active = (c.scheduled || 0) + (c.allocating || 0) + (c.running || 0);
@@ -418,7 +424,7 @@ function arrayCounts(c) {
 // task is; clicking it lists or hides its tasks.
 function jobsArrayRow(a, j, isOpen) {
   return `<tr data-array="${esc(a.id)}" class="array-row" style="cursor:pointer" title="${isOpen ? 'hide' : 'list'} its tasks">
-    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(a.array || '')}]</div></td>
+    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(specNow(a))}]</div></td>
     <td>${stateBadge(a.state || j.state)}</td><td>${esc(j.user)}<div class="sub">${esc(j.project)}</div></td><td>${prio(j.priority)}</td>
     <td class="num">${j.gpu_count * (j.nodes || 1)}<div class="sub">per task</div></td><td>${clock(j.submitted_at)}</td>
     <td colspan="2" class="why" data-role="array-counts">${esc(arrayCounts(a.counts || {}))}</td></tr>`;
@@ -430,7 +436,7 @@ function arrayRow(a, q, isOpen) {
   const counts = arrayCounts(a.counts || {});
   return `<tr data-array="${esc(a.id)}" class="array-row" style="cursor:pointer" title="${isOpen ? 'hide' : 'list'} its tasks">
     <td class="num">${q.queue_position || '—'}</td>
-    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(a.array || '')}]</div></td>
+    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(specNow(a))}]</div></td>
     <td>${esc(q.user)}<div class="sub">${esc(q.project)}</div></td>
     <td>${prio(q.priority)}</td>
     <td class="num">${q.requested_gpus}<div class="sub">per task</div></td>
