@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corral-sched/corral/internal/agent"
+	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/client"
 	"github.com/corral-sched/corral/internal/orchestrator"
@@ -45,6 +46,7 @@ type accessFlags struct {
 	maxGPUsPerJob    int
 	maxRunTime       time.Duration
 	auditRetention   time.Duration
+	maxArraySize     int // tasks of one job array (docs/arrays.md)
 }
 
 func (f *accessFlags) register(cmd *cobra.Command) {
@@ -57,6 +59,7 @@ func (f *accessFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxQueueSize, "max-queue-size", defaultMaxQueueSize, "queued jobs in all (0: no limit; default $CORRAL_MAX_QUEUE_SIZE when set)")
 	fl.IntVar(&f.maxGPUsPerJob, "max-gpus-per-job", 0, "GPUs one job may ask for, all nodes together (0: as many as the cluster has)")
 	fl.DurationVar(&f.maxRunTime, "max-run-time", 0, "the longest a job may run: its default and largest time_limit; past it a job is stopped with reason time_limit (0: no limit)")
+	fl.IntVar(&f.maxArraySize, "max-array-size", api.DefaultMaxArraySize, "tasks one job array may have (--array); each task also counts toward --max-queued-per-user and --max-queue-size")
 	fl.DurationVar(&f.auditRetention, "audit-retention", 0, "how long audit entries are kept, e.g. 2160h for 90 days; older ones are deleted hourly (0: kept for ever)")
 }
 
@@ -78,9 +81,11 @@ func (f *accessFlags) limits() (orchestrator.Limits, error) {
 		return orchestrator.Limits{}, usagef("--submit-rate and --submit-burst must not be negative")
 	case f.auditRetention < 0:
 		return orchestrator.Limits{}, usagef("--audit-retention must not be negative")
+	case f.fs != nil && f.maxArraySize < 1:
+		return orchestrator.Limits{}, usagef("--max-array-size must be 1 or more")
 	}
 	return orchestrator.Limits{MaxQueueSize: size, MaxQueuedPerUser: f.maxQueuedPerUser,
-		MaxGPUsPerJob: f.maxGPUsPerJob, MaxRunTime: f.maxRunTime}, nil
+		MaxGPUsPerJob: f.maxGPUsPerJob, MaxRunTime: f.maxRunTime, MaxArraySize: f.maxArraySize}, nil
 }
 
 // serverOptions adds the access options to opts.

@@ -53,7 +53,9 @@ scheduled, allocating, running) that match them all. More than 10 jobs are
 canceled only with --yes; without it corral cancel says how many matched and
 cancels nothing. Each job is canceled through DELETE /queue/{id}, so each is
 authorized and audited on its own; one line is printed per job, then a
-summary, and the exit code is 1 if any cancel failed.`,
+summary, and the exit code is 1 if any cancel failed. A job array's id
+cancels every unfinished task of the array (DELETE /arrays/{id}); each task
+counts toward the 10.`,
 		Example: `  corral cancel 01jq3x7k2m
   corral cancel --name sweep --yes
   corral cancel --user alice --state queued`,
@@ -75,6 +77,15 @@ summary, and the exit code is 1 if any cancel failed.`,
 			cl, err := c.client()
 			if err != nil {
 				return err
+			}
+			if len(args) > 0 { // an array id cancels its tasks (arrays.go)
+				arrays, jobs, err := cancelArrays(cmd.Context(), cl, uniq(args))
+				if err != nil {
+					return err
+				}
+				if len(arrays) > 0 {
+					return c.cancelWithArrays(cmd.Context(), cl, arrays, jobs, grace, yes)
+				}
 			}
 			if len(args) == 1 {
 				return c.cancelOne(cmd.Context(), cl, args[0], grace)

@@ -28,6 +28,7 @@ type submitFlags struct {
 	env, labels                 []string
 	mem                         string        // --mem, e.g. 64G
 	cpus                        float64       // --cpus
+	array                       string        // --array, e.g. 0-99%8
 	wait                        bool          // --wait (submit only)
 	retry                       time.Duration // --retry (submit --wait only)
 	after                       string        // --after / --dependency (depend.go)
@@ -58,6 +59,12 @@ Several arguments are joined with shell quoting, so they run as given.`,
 			cl, job, err := c.submit(cmd, &f, args)
 			if err != nil {
 				return err
+			}
+			if job.ArrayJobID != "" { // arrays.go
+				if _, err := c.arraySubmitted(cmd.Context(), cl, job); err != nil || !f.wait {
+					return err
+				}
+				return c.arrayWait(cmd.Context(), cl, job.ArrayJobID, f.retry)
 			}
 			err = c.emit(job, func(w io.Writer) error {
 				detail := string(job.State)
@@ -127,6 +134,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.preemptGrace, "preempt-grace", "", "time to checkpoint when preempted, between SIGTERM and SIGKILL (default: the policy's, 30s)")
 	fl.StringArrayVar(&f.labels, "label", nil, "run only on nodes with label K=V (repeatable)")
 	fl.StringVar(&f.mem, "mem", "", "memory limit of the job (of each node's part), e.g. 64G or 512M; past it the job fails out_of_memory (default: the node's --default-mem-per-gpu times its GPUs)")
+	fl.StringVar(&f.array, "array", "", "submit a job array, Slurm's grammar: 0-99, 0-99:4, 1,5,9-12; %N runs at most N tasks at once (0-999%16)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
 	registerDependFlags(fl, &f.after)
 	fl.StringVar(&f.notify, "notify", "", "which notifications the job sends to your endpoints (corral notify): begin,end,fail,preempt, all or none (default: fail and preempt, and end when it ran over 10m)")
@@ -145,6 +153,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		Nodes:       f.nodes,
 		MaxRetries:  f.maxRetries,
 		DependsOn:   f.after,
+		Array:       f.array,
 	}
 	if strings.TrimSpace(req.Command) == "" {
 		return req, usagef("the command to run is empty")
@@ -258,24 +267,43 @@ func shellQuote(s string) string {
 }
 
 func (c *cli) newQueueCmd() *cobra.Command {
-	var long bool
+	var long, expand bool
 	cmd := &cobra.Command{
-		Use:   "queue",
+		Use:   "queue [ARRAYID]",
 		Short: "List queued jobs in scheduling order",
-		Args:  argsExactly(0, "no arguments"),
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long: `List queued jobs in scheduling order. A job array is one row, with its
+tasks' counts (queued, running, completed, failed); --expand lists every
+task, and corral queue ARRAYID lists that array's queued tasks.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usagef("too many arguments: give at most one array ID")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := c.client()
 			if err != nil {
 				return err
+			}
+			only := ""
+			if len(args) == 1 {
+				a, err := cl.Array(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				only = a.ID
 			}
 			q, err := cl.Queue(cmd.Context())
 			if err != nil {
 				return err
 			}
-			return c.emit(q, func(w io.Writer) error { return c.printQueue(w, q, long) })
+			view := q
+			view.QueuedJobs = collapseQueue(q.QueuedJobs, expand, only) // arrays.go
+			return c.emit(q, func(w io.Writer) error { return c.printQueue(w, view, long) })
 		},
 	}
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show why each job is pending")
+	cmd.Flags().BoolVar(&expand, "expand", false, "list each task of a job array on its own row")
 	return cmd
 }
 
@@ -288,12 +316,21 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 		if long {
 			headers = append(headers, "REASON")
 		}
+		arrays := anyArrayRow(q.QueuedJobs, func(j api.QueuedJob) (string, *int) { return j.ArrayJobID, j.ArrayTaskID })
+		if arrays {
+			headers = append(headers, "TASKS")
+		}
 		t := newTable(w, headers...)
 		ids := make([]string, len(q.QueuedJobs))
 		for i, j := range q.QueuedJobs {
 			ids[i] = j.ID
 		}
 		short := shortIDs(ids, shortIDMin)
+		for i, j := range q.QueuedJobs {
+			if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+				short[i] = j.ID // an array's row shows its whole id (arrays.go)
+			}
+		}
 		for i, j := range q.QueuedJobs {
 			waited := time.Duration(j.WaitedSeconds * float64(time.Second))
 			if waited == 0 && !j.QueuedAt.IsZero() {
@@ -308,6 +345,13 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 					reason = j.PendingReason
 				}
 				row = append(row, reason)
+			}
+			if arrays {
+				cell := "-"
+				if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+					cell = arrayCell(q.Arrays, j.ArrayJobID)
+				}
+				row = append(row, cell)
 			}
 			t.row(row...)
 		}
@@ -326,6 +370,7 @@ func (c *cli) newJobsCmd() *cobra.Command {
 	var (
 		state, usr, project, name, since string
 		limit                            int
+		expand                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs",
@@ -357,7 +402,8 @@ func (c *cli) newJobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.emit(list, func(w io.Writer) error { return c.printJobs(w, list.Jobs) })
+			rows := collapseJobs(list, expand) // arrays.go
+			return c.emit(list, func(w io.Writer) error { return c.printJobs(w, rows, list.Arrays) })
 		},
 	}
 	fl := cmd.Flags()
@@ -367,24 +413,43 @@ func (c *cli) newJobsCmd() *cobra.Command {
 	fl.StringVar(&name, "name", "", "only the jobs of this name (exactly)")
 	fl.StringVar(&since, "since", "", "only jobs submitted since: an age (1h, 2d) or a time (RFC 3339, 2006-01-02)")
 	fl.IntVar(&limit, "limit", 0, "at most this many jobs (default: the server's)")
+	fl.BoolVar(&expand, "expand", false, "list each task of a job array on its own row (default: one row per array, with its counts)")
 	return cmd
 }
 
-func (c *cli) printJobs(w io.Writer, jobs []api.Job) error {
+func (c *cli) printJobs(w io.Writer, jobs []api.Job, arrayList []api.Array) error {
 	if len(jobs) == 0 {
 		_, err := fmt.Fprintln(w, "no jobs")
 		return err
 	}
 	now := c.now()
-	t := newTable(w, "ID", "NAME", "USER", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "EXIT")
+	headers := []string{"ID", "NAME", "USER", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "EXIT"}
+	arrays := anyArrayRow(jobs, func(j api.Job) (string, *int) { return j.ArrayJobID, j.ArrayTaskID })
+	if arrays {
+		headers = append(headers, "TASKS")
+	}
+	t := newTable(w, headers...)
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
 	short := shortIDs(ids, shortIDMin)
 	for i, j := range jobs {
-		t.row(short[i], clip(j.Name, 32), j.User, jobState(j), fmtJobGPUs(j),
-			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j))
+		if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+			short[i] = j.ID // an array's row shows its whole id (arrays.go)
+		}
+	}
+	for i, j := range jobs {
+		row := []string{short[i], clip(j.Name, 32), j.User, jobState(j), fmtJobGPUs(j),
+			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j)}
+		if arrays {
+			cell := "-"
+			if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+				cell = arrayCell(arrayList, j.ArrayJobID)
+			}
+			row = append(row, cell)
+		}
+		t.row(row...)
 	}
 	return t.flush()
 }

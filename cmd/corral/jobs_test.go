@@ -95,7 +95,10 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"submit", "--", ""}, "command to run is empty"},
 		{[]string{"bogus"}, `unknown command "bogus"`},
 		{[]string{"queue", "--nope"}, "unknown flag"},
-		{[]string{"queue", "extra"}, "too many arguments"},
+		{[]string{"queue", "a1", "a2"}, "too many arguments"}, // one is an array id (arrays.go)
+		{[]string{"array", "throttle", "a1", "x"}, "want a whole number"},
+		{[]string{"array", "throttle", "a1"}, "N"},
+		{[]string{"run", "--array", "0-3", "--", "true"}, "corral submit --array"},
 		{[]string{"show"}, "missing the job ID"},
 		{[]string{"cancel"}, "missing the job ID"},
 		{[]string{"cancel", "a", "--name", "sweep"}, "not both"},

@@ -111,6 +111,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newDependCmd(),
 		c.newWaitCmd(), // wait.go, with run
 		c.newRunCmd(),
+		c.newArrayCmd(), // arrays.go
 
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),

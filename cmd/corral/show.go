@@ -24,6 +24,13 @@ func (c *cli) newShowCmd() *cobra.Command {
 				return err
 			}
 			job, err := cl.Job(cmd.Context(), args[0])
+			if isArrayError(err) { // an array's id shows the array (arrays.go)
+				a, err := cl.Array(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return c.emit(a, func(w io.Writer) error { return printArray(w, a, c.now()) })
+			}
 			if err != nil {
 				return err
 			}

@@ -114,6 +114,7 @@ func (c *cli) newWaitCmd() *cobra.Command {
 exit 0 if all completed, else with the exit code of the first job, in the
 order given, that did not: its own exit code when it failed with one, 1
 when it failed without one (a lost node, say), 130 when it was canceled.
+A job array's id stands for every task of the array, in index order.
 
 It asks the server for each job's state, every 250ms at first and every 5s
 at most. A wrong id, or a server that cannot be reached at the start, fails
@@ -140,13 +141,21 @@ to --retry.`,
 			// a server lost while waiting. An id prefix is resolved now,
 			// so a job submitted later that shares it cannot make it
 			// ambiguous while waiting.
-			ids := make([]string, len(args))
-			for i, id := range args {
+			ids := make([]string, 0, len(args))
+			for _, id := range args {
 				j, err := cl.Job(cmd.Context(), id)
+				if isArrayError(err) { // an array's id stands for its tasks (arrays.go)
+					tasks, err := arrayTaskIDs(cmd.Context(), cl, id)
+					if err != nil {
+						return err
+					}
+					ids = append(ids, tasks...)
+					continue
+				}
 				if err != nil {
 					return err
 				}
-				ids[i] = fullID(j, id)
+				ids = append(ids, fullID(j, id))
 			}
 			jobs := make([]api.Job, 0, len(args))
 			for _, id := range ids {
@@ -228,6 +237,9 @@ it broke off, for up to --retry.`,
   corral run -- 'nvidia-smi -L; exit 3'; echo $?`,
 		Args: needCommand("corral run --gpus 1 -- python eval.py"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.array != "" {
+				return usagef("corral run runs one job; submit a job array with corral submit --array (--wait waits for all its tasks)")
+			}
 			cl, job, err := c.submit(cmd, &f, args)
 			if err != nil {
 				return err

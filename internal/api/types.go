@@ -206,7 +206,9 @@ type QueuedJob struct {
 	PendingReason      string     `json:"pending_reason,omitempty"`
 	PendingMessage     string     `json:"pending_message,omitempty"`
 
-	RequestedGPUsMin int `json:"requested_gpus_min,omitempty"` // elastic: the fewest GPUs it may start with
+	RequestedGPUsMin int    `json:"requested_gpus_min,omitempty"` // elastic: the fewest GPUs it may start with
+	ArrayJobID       string `json:"array_job_id,omitempty"`       // a task of this job array
+	ArrayTaskID      *int   `json:"array_task_id,omitempty"`      // its index
 }
 
 // QueueStatistics is GET /queue/statistics (and the statistics of GET /queue).
@@ -226,11 +228,13 @@ type QueueStatistics struct {
 type QueueResponse struct {
 	QueuedJobs []QueuedJob     `json:"queued_jobs"`
 	Statistics QueueStatistics `json:"statistics"`
+	Arrays     []Array         `json:"arrays,omitempty"` // the job arrays with queued tasks, with their counts
 }
 
 // JobList is GET /jobs.
 type JobList struct {
-	Jobs []Job `json:"jobs"`
+	Jobs   []Job   `json:"jobs"`
+	Arrays []Array `json:"arrays,omitempty"` // the job arrays of the tasks listed, with their counts
 }
 
 // GPU is one device in GET /cluster/gpu-status. Memory is in MiB,

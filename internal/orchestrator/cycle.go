@@ -41,19 +41,22 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = slices.Grow(buf[:0], len(queue))
+	admit := o.arrayAdmit()
 	for _, j := range queue {
-		est, given := est(j)
-		snap.Queue = append(snap.Queue, sched.Job{
-			ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
-			GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
-			Estimate: est, EstimateGiven: given, NodeLabels: j.NodeLabels,
-		})
-		if j.NotBefore != nil {
-			snap.Queue[len(snap.Queue)-1].NotBefore = *j.NotBefore
+		if j.ArrayJobID != "" && (grouped(j) || !admit(j)) {
+			continue // by array (snapshotArrays), or held by its throttle
 		}
-		elasticJob(&snap.Queue[len(snap.Queue)-1], j)
+		snap.Queue = append(snap.Queue, schedJob(j, est))
 	}
 	return snap
+}
+
+// snapshotGroups is snapshot with the arrays' waiting tasks added (see
+// snapshotArrays), and the arrays by their group entry's id.
+func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sched.Job) (sched.Snapshot, map[string]*array) {
+	snap := o.snapshot(now, queue, buf)
+	groups := o.snapshotArrays(&snap, o.estimates())
+	return snap, groups
 }
 
 // estimate is the job's expected run time: its estimated_duration (given
@@ -139,10 +142,10 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.applyUpdatesTx(tx, us)
 	began := time.Now()
 	now := o.cfg.Now()
-	snap := o.snapshot(now, o.eligible(tx, o.queueOrder()), o.queueBuf) // deps_cycle.go: unmet dependencies wait outside
+	snap, groups := o.snapshotGroups(now, o.eligible(tx, o.queueOrder()), o.queueBuf) // deps_cycle.go: unmet dependencies wait outside
 	res := sched.Schedule(snap)
 	var plan map[string]time.Time
-	if len(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
+	if queueSize(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
 		plan = sched.EstimateStarts(snap, res, sched.DefaultPlanDepth)
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
@@ -161,9 +164,10 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	for _, p := range res.Pending {
 		o.pending[p.JobID] = p
 	}
+	o.notePending(groups, &res)
 	var tasks []exec.Task
 	for _, s := range res.Starts {
-		j := o.jobs[s.JobID]
+		j := o.startTarget(s.JobID, groups) // an array's group stands for its tasks
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
 		j.Allocation = o.allocate(j.ID, s.Placements)
 		j.GrantedGPUs = len(j.Allocation)
@@ -242,6 +246,9 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
 		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
 	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
+	if j.ArrayJobID != "" {
+		t.Env = o.arrayEnv(j, t.Env)
+	}
 	for _, p := range ps {
 		r := exec.Rank{NodeID: p.NodeID, GPUs: append([]int{}, p.GPUs...)}
 		for _, a := range j.Allocation {

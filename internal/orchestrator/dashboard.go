@@ -26,5 +26,5 @@ func (o *Orchestrator) ActiveJobs() []api.Job {
 // the cluster, the queue and the active jobs. The parts are read one after
 // the other, so they may be a commit apart.
 func (o *Orchestrator) Dashboard(ctx context.Context) api.DashboardUpdate {
-	return api.DashboardUpdate{At: o.cfg.Now().UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: o.Queue(), Active: o.ActiveJobs()}
+	return api.DashboardUpdate{At: o.cfg.Now().UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: trimArrays(o.Queue(), dashboardArrayRows), Active: o.ActiveJobs()}
 }

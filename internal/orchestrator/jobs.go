@@ -57,6 +57,9 @@ func (o *Orchestrator) SubmitWith(ctx context.Context, req api.SubmitRequest, op
 			target := ""
 			if err == nil {
 				target = v.job.ID
+				if v.job.ArrayJobID != "" {
+					target = v.job.ArrayJobID
+				}
 			}
 			tx.batch.Audit = append(tx.batch.Audit, a.Entry(target, err))
 			tx.durable = append(tx.durable, func() { a.recorded.Store(true) })
@@ -82,7 +85,13 @@ type submitResult struct {
 // Write lock held.
 func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, exempt bool) (submitResult, error) {
 	if id, ok := o.idem[idemKey]; ok && idemKey != "" {
+		if r, ok := o.replayArray(id); ok {
+			return r, nil
+		}
 		return submitResult{o.view(o.jobs[id], true), true}, nil
+	}
+	if req.Array != "" {
+		return o.submitArray(tx, req, idemKey, exempt) // arrays.go
 	}
 	j, err := validateSubmit(req, o.capacity())
 	if err != nil {
@@ -177,6 +186,7 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 		}
 		if j.Priority != p {
 			j.Priority = p
+			o.arrayRepriority(j)
 			tx.touch(j)
 			o.dirty = true
 			o.log.Info("job priority changed", "job_id", id, "priority", p.String())

@@ -16,6 +16,7 @@ type Limits struct {
 	MaxQueuedPerUser int           // queued jobs of one user (admins submitting are exempt)
 	MaxGPUsPerJob    int           // gpu_count x nodes of one job
 	MaxRunTime       time.Duration // a job's time_limit: the default, and the most it may ask
+	MaxArraySize     int           // tasks of one job array; 0: api.DefaultMaxArraySize (arrays.go)
 }
 
 // checkLimits checks a valid submission against the limits and gives it

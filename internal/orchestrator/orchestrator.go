@@ -127,6 +127,7 @@ type Orchestrator struct {
 	startedAt   time.Time
 	changed     chan struct{} // closed and replaced after every commit
 	hist        history       // the cluster over time, for graphs (history.go)
+	arr         arrayBooks    // job arrays (arrays.go)
 	deps        depState      // job dependencies (deps.go)
 
 	dirty bool // loop-only: a cycle is due
@@ -203,6 +204,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		fatal:       make(chan error, 1),
 	}
 	o.updates.notify = make(chan struct{}, 1)
+	o.arr.init()
 	o.downSig.Store(new(make(chan struct{})))
 	o.nodeEvents.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
@@ -357,6 +359,9 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	j.State, j.Reason, j.Message = to, reason, message
 	tx.batch.Events = append(tx.batch.Events, store.JobEvent{JobID: j.ID, Event: e})
 	tx.touch(j)
+	if j.ArrayJobID != "" {
+		tx.o.arrayMoved(j, e.From, to)
+	}
 	tx.o.setQueued(j, to == api.StateQueued)
 	if to.Active() {
 		tx.o.active[j.ID] = true
@@ -384,6 +389,9 @@ func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
 	if queued {
 		o.queued[j.ID] = true
 		o.queuedBy[j.User]++
+		if grouped(j) {
+			return // arrays' tasks enter the snapshot by array (arrays_sched.go)
+		}
 		// New jobs' ids only grow: appending keeps the order. A
 		// requeued job's id (it may still be listed) does not.
 		if n := len(o.queueJobs); n > 0 && j.ID <= o.queueJobs[n-1].ID {

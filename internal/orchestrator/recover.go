@@ -39,6 +39,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
+	arrayTasks(st) // tasks with no row yet (arrays.go)
 
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
@@ -64,6 +65,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			lost[j.ID] = true
 		}
 	}
+	o.loadArrays(st.Arrays)
 	for i := range st.Holds {
 		h := &st.Holds[i]
 		o.holds[h.JobID] = h

@@ -25,6 +25,9 @@ func (o *Orchestrator) ResolveJobID(id string) (string, error) {
 	if _, ok := o.jobs[id]; ok {
 		return id, nil
 	}
+	if err := o.arrayNotJob(id); err != nil {
+		return "", err
+	}
 	if len(id) < MinIDPrefix {
 		return "", api.NotFound("no job %q (a prefix needs at least %d characters)", id, MinIDPrefix)
 	}

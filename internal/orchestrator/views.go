@@ -28,6 +28,8 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 	if j.State == api.StateQueued {
 		if p, ok := o.pending[j.ID]; ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
+		} else if j.ArrayJobID != "" {
+			o.arrayPending(j, &v)
 		}
 		if t, ok := o.plan[j.ID]; ok {
 			t = t.UTC()
@@ -107,6 +109,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			ID: j.ID, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
 			Nodes: j.Nodes, QueuedAt: qa, QueuePosition: v.QueuePosition, WaitedSeconds: now.Sub(qa).Seconds(),
 			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage, RequestedGPUsMin: j.GPUCountMin,
+			ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
 		})
 	}
 	// Positions are the last cycle's order. When some job has none (it
@@ -114,7 +117,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	// over the queue as it is now gives them all.
 	fresh := false
 	for _, q := range r.QueuedJobs {
-		fresh = fresh || (q.QueuePosition == 0 && !heldReason(q.PendingReason)) || !o.running
+		fresh = fresh || (q.QueuePosition == 0 && q.ArrayJobID == "" && !heldReason(q.PendingReason)) || !o.running
 	}
 	if fresh {
 		pos := map[string]int{}
@@ -125,7 +128,8 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
 		}
 	}
-	positionHeld(r.QueuedJobs) // deps_cycle.go: jobs held by dependencies last
+	positionHeld(r.QueuedJobs)                // deps_cycle.go: jobs held by dependencies last
+	r.Arrays = o.arrayPositions(r.QueuedJobs) // arrays_views.go
 	for i := range r.QueuedJobs {
 		q := &r.QueuedJobs[i]
 		j := o.jobs[q.ID]

@@ -35,6 +35,9 @@ func ProjectStanding(p *Policy, project string, usage float64, held int) float64
 type walker interface {
 	next() (*Job, bool)
 	placed(j *Job)
+	// again yields the last job once more, when its turn comes again (a
+	// group's next job, see group.go).
+	again()
 }
 
 // staticKey is the sort key of the policies whose order does not change
@@ -107,6 +110,8 @@ func (w *sliceWalker) next() (*Job, bool) {
 }
 
 func (w *sliceWalker) placed(*Job) {}
+
+func (w *sliceWalker) again() { w.i-- }
 
 // newWalker returns the policy's walker over the queue. allocated is the
 // GPUs each user and project holds now (for fair_share's in-cycle charge).
@@ -186,6 +191,7 @@ type fairWalker struct {
 	p        *Policy
 	projects projectHeap
 	byName   map[string]*fairProject
+	last     *fairUser // whose job next yielded last
 }
 
 type fairProject struct {
@@ -251,6 +257,7 @@ func (w *fairWalker) next() (*Job, bool) {
 		}
 		j := fu.jobs[fu.next]
 		fu.next++
+		w.last = fu
 		return j, true
 	}
 	return nil, false
@@ -274,6 +281,12 @@ func (w *fairWalker) placed(j *Job) {
 	}
 	if fp.index >= 0 && fp.index < w.projects.Len() && w.projects[fp.index] == fp {
 		heap.Fix(&w.projects, fp.index)
+	}
+}
+
+func (w *fairWalker) again() {
+	if w.last != nil {
+		w.last.next--
 	}
 }
 

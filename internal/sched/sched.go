@@ -73,6 +73,9 @@ type Job struct {
 	// only; see elastic.go). Zero ElasticUntil: at once.
 	GPUsMin      int
 	ElasticUntil time.Time
+	// Count is how many identical jobs this entry stands for (a job
+	// array's waiting tasks); 0 or 1: one. See group.go.
+	Count int
 }
 
 // Running is one job that holds GPUs.

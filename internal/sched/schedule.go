@@ -49,6 +49,8 @@ type cycle struct {
 
 	diskNote    *note // diskFullNote's, once made (disk.go)
 	diskChecked bool
+
+	left map[*Job]int // groups' jobs not yet decided (group.go)
 }
 
 // tally counts, in one pass over the running jobs, the GPUs each user
@@ -244,8 +246,10 @@ func Schedule(s Snapshot) Result {
 			sh := c.shapeOf(j)
 			if c.start(j, sh, false) {
 				w.placed(j)
+				c.again(w, j) // a group's next job (group.go)
 			} else if c.wait(j, sh, false) {
 				w.placed(j) // GPUs are being freed for it
+				c.again(w, j)
 			} else if c.res != nil && c.res.jobID == j.ID && !p.Backfill {
 				blocked = true
 				c.behind = &noteSrc{text: "waiting behind job " + j.ID + ", which is first in line (backfill is off)"}
@@ -260,7 +264,11 @@ func Schedule(s Snapshot) Result {
 		}
 		j = c.elasticAsk(j, true)
 		sh := c.shapeOf(j)
-		if !c.start(j, sh, true) {
+		started := c.start(j, sh, true)
+		for started && c.more(j) { // a group's next jobs (group.go)
+			started = c.start(j, sh, true)
+		}
+		if !started {
 			c.wait(j, sh, true)
 			// Say it is over quota rather than short of GPUs.
 			if last := &c.out.Pending[len(c.out.Pending)-1]; last.JobID == j.ID && last.Reason == ReasonResources {

@@ -208,6 +208,9 @@ func TestRoleMatrix(t *testing.T) {
 		"GET /openapi.json":                      {"", read},
 		"GET /history":                           {"", read},
 		"GET /events":                            {"", read},
+		"GET /arrays/{array_id}":                 {"", read},
+		"PATCH /arrays/{array_id}":               {`{"throttle":2}`, mine(200)},
+		"DELETE /arrays/{array_id}":              {"", mine(200)},
 	}
 	// The notification routes (notify_test.go); alice's endpoint is hers
 	// (and an admin's) to manage, not her project's admin's.
@@ -234,6 +237,9 @@ func TestRoleMatrix(t *testing.T) {
 			body := r.body
 			if strings.Contains(path, "{job_id}") {
 				path = strings.Replace(path, "{job_id}", e.job(), 1)
+			}
+			if strings.Contains(path, "{array_id}") {
+				path = strings.Replace(path, "{array_id}", e.array(), 1) // arrays_test.go
 			}
 			if strings.Contains(path, "{id}") {
 				path = strings.Replace(path, "{id}", e.token(), 1)
@@ -283,7 +289,10 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 	jobID := e.job()
 	hold := e.hold()
 	tok := e.token()
+	arrayID := e.array()
 	calls := []struct{ caller, method, path, body, action string }{
+		{"owner", "PATCH", "/arrays/" + arrayID, `{"throttle":3}`, "array.throttle"},
+		{"other", "DELETE", "/arrays/" + arrayID, "", "array.cancel"},
 		{"owner", "POST", "/queue/submit", `{"command":"true","gpu_count":0}`, "job.submit"},
 		{"other", "DELETE", "/queue/" + jobID, "", "job.cancel"},
 		{"owner", "PATCH", "/queue/" + jobID + "/priority", `{"priority":"high"}`, "job.priority"},

@@ -134,6 +134,9 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"DELETE /auth/tokens/{id}":               "the revoked token",
 		"POST /auth/session":                     "the caller",
 		"DELETE /auth/session":                   "nothing",
+		"GET /arrays/{array_id}":                 "an array's spec (command, not env) and counts",
+		"PATCH /arrays/{array_id}":               "as GET /arrays/{array_id}",
+		"DELETE /arrays/{array_id}":              "as GET /arrays/{array_id}",
 	}
 	for k, v := range map[string]string{
 		"GET /notify/endpoints":                     "notification endpoints, redacted",

@@ -69,6 +69,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		s.metrics.submissions.Inc()
 	}
+	if job.ArrayJobID != "" {
+		return s.submittedArray(w, r, job) // arrays.go
+	}
 	w.Header().Set("Location", "/jobs/"+job.ID)
 	return writeJSON(w, http.StatusCreated, job)
 }
@@ -89,6 +92,9 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 			return api.Invalid("grace", "%s", err.Error())
 		}
 		grace = d.Duration()
+	}
+	if ok, err := s.cancelNamedArray(w, r, grace); ok {
+		return err // the id names a job array (arrays.go)
 	}
 	id, err := s.jobID(r)
 	if err != nil {
@@ -170,7 +176,14 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 	for i := range jobs {
 		hideEnv(who, &jobs[i])
 	}
-	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs})
+	arrays := s.arraySummaries(func(yield func(string) bool) { // arrays.go
+		for _, j := range jobs {
+			if !yield(j.ArrayJobID) {
+				return
+			}
+		}
+	})
+	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs, Arrays: arrays})
 }
 
 // hiddenValue replaces the value of each of a job's environment variables

@@ -28,8 +28,9 @@ import (
 // Version 2 added tokens and audit (auth.go); both are created on an
 // existing database by the same CREATE ... IF NOT EXISTS statements.
 // Version 3 added notification endpoints and the outbox (notify.go), the
-// same way.
-const schemaVersion = 3
+// same way. Version 4 added job arrays (arrays.go): a task that never
+// changed has no job row, so an older corral must not read such a store.
+const schemaVersion = 4
 
 const schema = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -134,6 +135,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, notifySchema); err != nil {
 		return err
 	}
+	if _, err := s.db.ExecContext(ctx, arraySchema); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
@@ -174,13 +178,15 @@ type Batch struct {
 	// Outbox holds the notifications the batch's changes cause (notify.go):
 	// durable exactly when the changes are.
 	Outbox []OutboxItem
+	// Arrays are job arrays' records (upserts; arrays.go).
+	Arrays []ArrayRecord
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
-		len(b.Outbox) == 0
+		len(b.Outbox) == 0 && len(b.Arrays) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -265,6 +271,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if err := writeOutbox(ctx, tx, b.Outbox); err != nil {
 		return err
 	}
+	if err := writeArrays(ctx, tx, b.Arrays); err != nil {
+		return err
+	}
 	return appendAudit(ctx, tx, ins, b.Audit)
 }
 
@@ -275,6 +284,7 @@ type State struct {
 	Idempotency map[string]string
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> record (JSON)
+	Arrays      []ArrayRecord     // job arrays' records, in id order (arrays.go)
 }
 
 // Load reads the whole state.
@@ -360,6 +370,9 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 		return nil
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := s.loadArrays(ctx, st); err != nil {
 		return nil, err
 	}
 	return st, nil

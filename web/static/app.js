@@ -407,6 +407,44 @@ function nodePage(id) {
   };
 }
 
+// specNow is an array's expression with its current throttle.
+function specNow(a) {
+  const body = (a.array || '').split('%')[0];
+  return a.throttle > 0 ? `${body}%${a.throttle}` : body;
+}
+
+// arrayCounts is an array's counts as a sentence.
+function arrayCounts(c) {
+  const active = (c.scheduled || 0) + (c.allocating || 0) + (c.running || 0);
+  return `${c.queued || 0} queued, ${active} running, ${c.completed || 0} completed, ${c.failed || 0} failed` +
+    (c.canceled ? `, ${c.canceled} canceled` : '');
+}
+
+// jobsArrayRow is a job array's row in the jobs list, where its newest
+// task is; clicking it lists or hides its tasks.
+function jobsArrayRow(a, j, isOpen) {
+  return `<tr data-array="${esc(a.id)}" class="array-row" style="cursor:pointer" title="${isOpen ? 'hide' : 'list'} its tasks">
+    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(specNow(a))}]</div></td>
+    <td>${stateBadge(a.state || j.state)}</td><td>${esc(j.user)}<div class="sub">${esc(j.project)}</div></td><td>${prio(j.priority)}</td>
+    <td class="num">${j.gpu_count * (j.nodes || 1)}<div class="sub">per task</div></td><td>${clock(j.submitted_at)}</td>
+    <td colspan="2" class="why" data-role="array-counts">${esc(arrayCounts(a.counts || {}))}</td></tr>`;
+}
+
+// arrayRow is a job array's row in the queue: its first waiting task's
+// place, and its tasks' counts; clicking it lists or hides its tasks.
+function arrayRow(a, q, isOpen) {
+  const counts = arrayCounts(a.counts || {});
+  return `<tr data-array="${esc(a.id)}" class="array-row" style="cursor:pointer" title="${isOpen ? 'hide' : 'list'} its tasks">
+    <td class="num">${q.queue_position || '—'}</td>
+    <td>${isOpen ? '▾' : '▸'} array <span class="mono">${esc(a.id)}</span>${a.name ? `<div class="sub">${esc(a.name)}</div>` : ''}<div class="sub mono">[${esc(specNow(a))}]</div></td>
+    <td>${esc(q.user)}<div class="sub">${esc(q.project)}</div></td>
+    <td>${prio(q.priority)}</td>
+    <td class="num">${q.requested_gpus}<div class="sub">per task</div></td>
+    <td>${since(q.queued_at)}</td>
+    <td>${q.estimated_start_time ? until(q.estimated_start_time) : '<span class="muted">—</span>'}</td>
+    <td class="why" data-role="array-counts">${esc(counts)}</td></tr>`;
+}
+
 function options(values, current, all) {
   return `<option value="">${all}</option>` + [...values].sort().map((v) => `<option${v === current ? ' selected' : ''}>${esc(v)}</option>`).join('');
 }
@@ -440,6 +478,15 @@ function queuePage(params) {
   });
   const graphs = historyGraphs(root, (hist) => drawQueueCharts(root, hist));
   const match = (j) => (!f.user || j.user === f.user) && (!f.project || j.project === f.project);
+  // Job arrays are one row each; a click on it lists its tasks (docs/arrays.md).
+  const open = new Set();
+  root.addEventListener('click', (ev) => {
+    const row = ev.target.closest('[data-array]');
+    if (!row) return;
+    const id = row.dataset.array;
+    if (open.has(id)) open.delete(id); else open.add(id);
+    if (state.data) this_.update(state.data);
+  });
   const this_ = {
     root,
     update(d) {
@@ -462,8 +509,28 @@ function queuePage(params) {
       ].join('');
       const queued = d.queue.queued_jobs.filter(match);
       $('[data-role=qtitle]', root).textContent = `Waiting (${queued.length})`;
-      $('[data-role=queued]', root).innerHTML = queued.length
-        ? queued.map((q) => `<tr data-job="${esc(q.id)}">
+      const arrays = new Map((d.queue.arrays || []).map((a) => [a.id, a]));
+      const seen = new Set();
+      const rows = [];
+      const shown = new Map(); // tasks listed per open array
+      for (const q of queued) {
+        const id = q.array_job_id;
+        if (id && !seen.has(id)) {
+          seen.add(id);
+          rows.push({ array: arrays.get(id) || { id, counts: {} }, q });
+        }
+        if (!id || open.has(id)) rows.push({ q });
+        if (id) shown.set(id, (shown.get(id) || 0) + 1);
+      }
+      // Updates carry an array's first 100 waiting tasks: say how many more.
+      for (const [id, n] of shown) {
+        const a = arrays.get(id);
+        if (!open.has(id) || !a || (a.counts.queued || 0) <= n) continue;
+        const last = rows.map((r) => r.q && r.q.array_job_id === id).lastIndexOf(true);
+        rows.splice(last + 1, 0, { more: `… and ${a.counts.queued - n} more waiting tasks: corral queue ${id}` });
+      }
+      $('[data-role=queued]', root).innerHTML = rows.length
+        ? rows.map(({ array, q, more }) => more ? `<tr><td></td><td colspan="7" class="muted">${esc(more)}</td></tr>` : array ? arrayRow(array, q, open.has(array.id)) : `<tr data-job="${esc(q.id)}">
             <td class="num">${q.queue_position || '—'}</td>
             <td>${jobCell(q.id, q.name)}</td>
             <td>${esc(q.user)}<div class="sub">${esc(q.project)}</div></td>
@@ -518,16 +585,37 @@ function jobsPage(params) {
   </div>`);
   let pending = null;
   let lastLoad = 0;
+  // Job arrays are one row each; a click on it lists its tasks (docs/arrays.md).
+  const open = new Set();
+  root.addEventListener('click', (ev) => {
+    const row = ev.target.closest('[data-array]');
+    if (!row) return;
+    const id = row.dataset.array;
+    if (open.has(id)) open.delete(id); else open.add(id);
+    load();
+  });
   async function load() {
     lastLoad = Date.now();
     const q = new URLSearchParams(Object.entries(f).filter(([, v]) => v));
     history.replaceState(null, '', '#/jobs' + (q.toString() ? '?' + q : ''));
     q.set('limit', '200');
     try {
-      const { jobs } = await api.get('/jobs?' + q);
+      const { jobs: all, arrays: list } = await api.get('/jobs?' + q);
+      const arrays = new Map((list || []).map((a) => [a.id, a]));
+      const seen = new Set();
+      const jobs = [];
+      for (const j of all) {
+        const id = j.array_job_id;
+        if (id && !seen.has(id)) {
+          seen.add(id);
+          jobs.push({ array: arrays.get(id) || { id, counts: {} }, j });
+        }
+        if (!id || open.has(id)) jobs.push(j);
+      }
       $('[data-role=err]', root).innerHTML = '';
       $('[data-role=rows]', root).innerHTML = jobs.length
         ? jobs.map((j) => {
+            if (j.array) return jobsArrayRow(j.array, j.j, open.has(j.array.id));
             const ran = j.started_at ? ((j.finished_at ? Date.parse(j.finished_at) : serverNow()) - Date.parse(j.started_at)) / 1000 : null;
             return `<tr data-job="${esc(j.id)}"><td>${jobCell(j.id, j.name)}</td>
               <td>${stateBadge(j.state)}</td><td>${esc(j.user)}<div class="sub">${esc(j.project)}</div></td><td>${prio(j.priority)}</td>
