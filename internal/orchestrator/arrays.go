@@ -163,6 +163,9 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	if err != nil {
 		return submitResult{}, err
 	}
+	if err := o.setDependsOn(&j, req.DependsOn, true); err != nil { // deps.go: every task gets it
+		return submitResult{}, err
+	}
 	if err := o.checkLimits(&j, exempt); err != nil {
 		return submitResult{}, err
 	}

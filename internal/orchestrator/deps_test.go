@@ -88,25 +88,16 @@ func (h *harness) waitPending(id, want string) api.Job {
 	}
 }
 
-// addArray puts an array's tasks ARRAY_0..ARRAY_n-1 in the queue, as the
-// array submission would, each depending on dependsOn (already resolved).
-func (h *harness) addArray(array string, n int, name, dependsOn string) {
+// addArray submits an array of n one-GPU tasks named name, depending on
+// dependsOn, and returns its id.
+func (h *harness) addArray(n int, name, dependsOn string) string {
 	h.t.Helper()
-	_, err := h.o.do(context.Background(), func(tx *txn) (any, error) {
-		for i := range n {
-			idx := i
-			j := &api.Job{ID: fmt.Sprintf("%s_%d", array, i), ArrayJobID: array, ArrayTaskID: &idx, Name: name, User: "ana",
-				Project: "default", Command: "task", GPUCount: 1, Nodes: 1, Priority: api.PriorityNormal, DependsOn: dependsOn,
-				SubmittedAt: tx.now, Allocation: []api.Allocation{}}
-			h.o.jobs[j.ID] = j
-			h.o.order = append(h.o.order, j.ID)
-			tx.transition(j, api.StateQueued, api.ReasonSubmitted, "")
-		}
-		return nil, nil
-	})
+	j, _, err := h.o.Submit(context.Background(), api.SubmitRequest{Command: "task", Name: name, User: "ana",
+		GPUCount: gpus(1), Array: fmt.Sprintf("0-%d", n-1), DependsOn: dependsOn}, "")
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	return j.ArrayJobID
 }
 
 // TestDependencyPipeline: a failed first stage runs the afternotok branch;
@@ -246,30 +237,30 @@ func TestDependencyArrays(t *testing.T) {
 	clk := newClock()
 	h := startDeps(t, "", clk, 0)
 	h.o.SetScheduling(context.Background(), false)
-	h.addArray("jprepar", 2, "prep", "")
-	h.addArray("jtrainr", 2, "train", "aftercorr:jprepar")
-	all := h.submit(api.SubmitRequest{Command: "all", GPUCount: gpus(0), DependsOn: "afterok:jprepa"}) // a prefix of the array's id
-	if all.DependsOn != "afterok:jprepar" {
+	prep := h.addArray(2, "prep", "")
+	train := h.addArray(2, "train", "aftercorr:"+prep)
+	all := h.submit(api.SubmitRequest{Command: "all", GPUCount: gpus(0), DependsOn: "afterok:" + prep[:len(prep)-1]}) // a prefix of the array's id
+	if all.DependsOn != "afterok:"+prep {
 		t.Fatalf("depends_on = %q, want the array's full id", all.DependsOn)
 	}
 	h.o.SetScheduling(context.Background(), true)
 	started := map[string]bool{h.nextStart().JobID: true, h.nextStart().JobID: true}
 	h.noStart()
-	if !started["jprepar_0"] || !started["jprepar_1"] {
+	if !started[prep+"_0"] || !started[prep+"_1"] {
 		t.Fatalf("started %v, want array a's tasks", started)
 	}
-	h.run("jprepar_1", 0, clk.now())
-	if task := h.nextStart(); task.JobID != "jtrainr_1" {
-		t.Fatalf("started %s, want jtrainr_1 (aftercorr)", task.JobID)
+	h.run(prep+"_1", 0, clk.now())
+	if task := h.nextStart(); task.JobID != train+"_1" {
+		t.Fatalf("started %s, want %s_1 (aftercorr)", task.JobID, train)
 	}
 	h.noStart()
-	if j := h.waitPending(all.ID, api.ReasonDependency); !strings.Contains(j.PendingMessage, "jprepar_0") {
-		t.Fatalf("all waits for %q, want jprepar_0", j.PendingMessage)
+	if j := h.waitPending(all.ID, api.ReasonDependency); !strings.Contains(j.PendingMessage, prep+"_0") {
+		t.Fatalf("all waits for %q, want %s_0", j.PendingMessage, prep)
 	}
-	h.run("jprepar_0", 0, clk.now())
+	h.run(prep+"_0", 0, clk.now())
 	started = map[string]bool{h.nextStart().JobID: true, h.nextStart().JobID: true}
-	if !started["jtrainr_0"] || !started[all.ID] {
-		t.Fatalf("started %v, want jtrainr_0 and the job after the whole array", started)
+	if !started[train+"_0"] || !started[all.ID] {
+		t.Fatalf("started %v, want %s_0 and the job after the whole array", started, train)
 	}
 }
 
@@ -284,7 +275,7 @@ func TestDependencyRefused(t *testing.T) {
 	a := h.submit(api.SubmitRequest{Command: "a"})
 	h.submit(api.SubmitRequest{Command: "twin1"})
 	h.submit(api.SubmitRequest{Command: "twin2"})
-	h.addArray("jarrayx", 2, "x", "afterok:"+a.ID)
+	arr := h.addArray(2, "x", "afterok:"+a.ID)
 	b := h.submit(api.SubmitRequest{Command: "b", DependsOn: "afterok:" + a.ID})
 	before := len(h.o.Jobs(JobFilter{}))
 
@@ -294,7 +285,7 @@ func TestDependencyRefused(t *testing.T) {
 		"unknown id":         {api.SubmitRequest{Command: "x", DependsOn: "afterok:jnosuchjob"}},
 		"short prefix":       {api.SubmitRequest{Command: "x", DependsOn: "afterok:" + a.ID[:4]}},
 		"ambiguous prefix":   {api.SubmitRequest{Command: "x", DependsOn: "afterok:" + a.ID[:6]}}, // a, twin1, twin2 and b share it (their first 5 time characters)
-		"aftercorr non-arr":  {api.SubmitRequest{Command: "x", DependsOn: "aftercorr:jarrayx"}},
+		"aftercorr non-arr":  {api.SubmitRequest{Command: "x", DependsOn: "aftercorr:" + arr}},
 		"aftercorr on job":   {api.SubmitRequest{Command: "x", Array: "0-1", DependsOn: "aftercorr:" + a.ID}},
 		"singleton no name":  {api.SubmitRequest{Command: "x", DependsOn: "singleton"}},
 		"unknown in any-of":  {api.SubmitRequest{Command: "x", DependsOn: "afterok:" + a.ID + "?afterok:jmissing1"}},
@@ -315,9 +306,9 @@ func TestDependencyRefused(t *testing.T) {
 
 	updates := map[string]struct{ id, expr, msg string }{
 		"self":           {a.ID, "afterok:" + a.ID, "refers to the job itself"},
-		"own array":      {"jarrayx_0", "afterany:jarrayx", "refers to the job itself"},
+		"own array":      {arr + "_0", "afterany:" + arr, "refers to the job itself"},
 		"cycle":          {a.ID, "afterok:" + b.ID, "would make a cycle: " + a.ID + " -> " + b.ID + " -> " + a.ID},
-		"cycle by array": {a.ID, "after:jarrayx", "would make a cycle: " + a.ID + " -> jarrayx -> jarrayx_0 -> " + a.ID},
+		"cycle by array": {a.ID, "after:" + arr, "would make a cycle: " + a.ID + " -> " + arr + " -> " + arr + "_0 -> " + a.ID},
 	}
 	for name, c := range updates {
 		t.Run(name, func(t *testing.T) {
