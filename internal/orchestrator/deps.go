@@ -33,12 +33,10 @@ type depState struct {
 	// expression and the last pass's verdict, by job id. Entries are
 	// reused from pass to pass and pruned now and then.
 	jobs    map[string]*depEntry
-	pass    uint64              // eligible passes so far
-	held    int                 // jobs the last pass held back
-	indexed int                 // o.order[:indexed] are in arrays
-	arrays  map[string][]string // array id -> its tasks' job ids
-	buf     []*api.Job          // the last pass's eligible queue (reused)
-	heldBuf []*api.Job          // the last pass's held jobs (reused)
+	pass    uint64     // eligible passes so far
+	held    int        // jobs the last pass held back
+	buf     []*api.Job // the last pass's eligible queue (reused)
+	heldBuf []*api.Job // the last pass's held jobs (reused)
 }
 
 // depEntry is what a pass keeps about one job.
@@ -117,31 +115,13 @@ func (o *Orchestrator) dependencyTimeout() time.Duration {
 	}
 }
 
-// indexArrays brings the array index up to date with o.order (jobs are
-// only ever appended to it). Write lock held.
-func (o *Orchestrator) indexArrays() {
-	if o.deps.arrays == nil {
-		o.deps.arrays = map[string][]string{}
+// arrayTasks returns the tasks of the job array id, in index order (none:
+// id is no array). Lock held.
+func (o *Orchestrator) arrayTasks(id string) []*api.Job {
+	if a := o.arr.byID[id]; a != nil {
+		return a.tasks
 	}
-	for _, id := range o.order[o.deps.indexed:] {
-		if j := o.jobs[id]; j != nil && j.ArrayJobID != "" {
-			o.deps.arrays[j.ArrayJobID] = append(o.deps.arrays[j.ArrayJobID], id)
-		}
-	}
-	o.deps.indexed = len(o.order)
-}
-
-// arrayTasks returns the job ids of the array's tasks (none: id is no
-// array). Read lock held: jobs added since the last indexArrays are
-// scanned, not indexed.
-func (o *Orchestrator) arrayTasks(id string) []string {
-	tasks := o.deps.arrays[id]
-	for _, tid := range o.order[min(o.deps.indexed, len(o.order)):] {
-		if j := o.jobs[tid]; j != nil && j.ArrayJobID == id {
-			tasks = append(tasks[:len(tasks):len(tasks)], tid)
-		}
-	}
-	return tasks
+	return nil
 }
 
 // resolveDepID returns the id that id names in a dependency: a job's,
@@ -188,7 +168,6 @@ func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
 	if err != nil {
 		return api.Invalid("depends_on", "%v", err)
 	}
-	o.indexArrays()
 	for ti := range e.Terms {
 		t := &e.Terms[ti]
 		switch {
@@ -238,8 +217,8 @@ func (o *Orchestrator) depCycle(j *api.Job, e depend.Expr) []string {
 		seen[id] = true
 		nj, ok := o.jobs[id]
 		if !ok { // an array: it leads to each of its tasks
-			for _, tid := range o.arrayTasks(id) {
-				if p := walk(tid, path); p != nil {
+			for _, t := range o.arrayTasks(id) {
+				if p := walk(t.ID, path); p != nil {
 					return p
 				}
 			}
@@ -345,8 +324,8 @@ func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, preds []*api.Job, ev
 		c, ok := ev.memo[k]
 		if !ok {
 			c = depCheck{verdict: depMet, kind: t.Kind}
-			for _, tid := range o.arrayTasks(id) {
-				c = allOf(c, predecessor(t.Kind, o.jobs[tid]))
+			for _, task := range o.arrayTasks(id) {
+				c = allOf(c, predecessor(t.Kind, task))
 			}
 			if ev.memo != nil {
 				ev.memo[k] = c

@@ -32,7 +32,6 @@ func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
 		o.deps.jobs = nil
 		return queue
 	}
-	o.indexArrays()
 	if o.deps.jobs == nil || len(o.deps.jobs) > 2*withDeps+1024 {
 		o.deps.jobs = o.pruneDeps(withDeps)
 	}

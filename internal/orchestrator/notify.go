@@ -33,8 +33,6 @@ type notifyState struct {
 	pending []notify.Event
 	// warned: jobs told they used 80% of their time limit, by attempt.
 	warned map[string]int
-	// arrays indexes array tasks by their array's id (built on first use).
-	arrays map[string]map[string]*api.Job
 	gpus   map[string]*gpuAlerts // by node
 	// queueWait: since when the queue wait p95 is over the threshold,
 	// and whether that was told.
@@ -103,11 +101,8 @@ func (o *Orchestrator) planNotifications(tx *txn) {
 		if je.Event.To.Terminal() {
 			delete(o.notes.warned, j.ID)
 		}
-		if j.ArrayJobID != "" {
-			o.arrayTask(j)
-			if je.Event.To.Terminal() {
-				ended[j.ArrayJobID] = true
-			}
+		if j.ArrayJobID != "" && je.Event.To.Terminal() {
+			ended[j.ArrayJobID] = true
 		}
 	}
 	for id := range ended {
@@ -120,53 +115,24 @@ func (o *Orchestrator) planNotifications(tx *txn) {
 	}
 }
 
-// arrayTask adds an array task to the index.
-func (o *Orchestrator) arrayTask(j *api.Job) {
-	if o.notes.arrays == nil {
-		o.notes.arrays = map[string]map[string]*api.Job{}
-		for _, t := range o.jobs {
-			if t.ArrayJobID != "" {
-				o.indexTask(t)
-			}
-		}
-	}
-	o.indexTask(j)
-}
-
-func (o *Orchestrator) indexTask(j *api.Job) {
-	m := o.notes.arrays[j.ArrayJobID]
-	if m == nil {
-		m = map[string]*api.Job{}
-		o.notes.arrays[j.ArrayJobID] = m
-	}
-	m[j.ID] = j
-}
-
 // arraySummary is the array.finished event of an array whose every task
-// has ended.
+// has ended (its live counts, arrays.go, have none queued or active).
 func (o *Orchestrator) arraySummary(id string, now time.Time) (notify.Event, bool) {
-	tasks := o.notes.arrays[id]
-	a := &notify.ArrayInfo{ID: id}
-	var notifyField string
-	for _, t := range tasks {
-		switch t.State {
-		case api.StateCompleted:
-			a.Completed++
-		case api.StateFailed:
-			a.Failed++
-		case api.StateCanceled:
-			a.Canceled++
-		default:
-			return notify.Event{}, false
-		}
-		a.Tasks++
-		a.Name, a.User, a.Project, notifyField = t.Name, t.User, t.Project, t.Notify
+	ar := o.arr.byID[id]
+	if ar == nil {
+		return notify.Event{}, false
 	}
+	c := ar.rec.Counts
+	if c.Queued > 0 || c.Active() > 0 {
+		return notify.Event{}, false
+	}
+	a := &notify.ArrayInfo{ID: id, Name: ar.rec.Name, User: ar.rec.User, Project: ar.rec.Project,
+		Completed: c.Completed, Failed: c.Failed, Canceled: c.Canceled}
+	a.Tasks = a.Completed + a.Failed + a.Canceled
 	if a.Tasks == 0 {
 		return notify.Event{}, false
 	}
-	delete(o.notes.arrays, id)
-	return notify.ArrayEvent(a, notifyField, now), true
+	return notify.ArrayEvent(a, ar.tmpl.Notify, now), true
 }
 
 // flushNotes commits the events noted since the last commit when nothing

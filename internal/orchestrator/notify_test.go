@@ -209,19 +209,13 @@ func TestNotifyArrayAndIdle(t *testing.T) {
 		return store.OutboxItem{}
 	}
 
-	// Three tasks of array a1 (marked as issue 11's arrays mark them).
-	var ids []string
-	for i := range 3 {
-		j, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Project: "nlp", Name: "sweep", Command: "task", GPUCount: new(1)}, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		o.mu.Lock()
-		o.jobs[j.ID].ArrayJobID = "a1"
-		o.jobs[j.ID].ArrayTaskID = new(i)
-		o.mu.Unlock()
-		ids = append(ids, j.ID)
+	// An array of three tasks.
+	first, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Project: "nlp", Name: "sweep", Command: "task", GPUCount: new(1), Array: "0-2"}, "")
+	if err != nil {
+		t.Fatal(err)
 	}
+	aid := first.ArrayJobID
+	ids := []string{aid + "_0", aid + "_1", aid + "_2"}
 	for range ids {
 		tk := <-ex.starts
 		o.Sink(exec.Update{JobID: tk.JobID, Kind: exec.Started, At: time.Now(), PID: 1})
@@ -234,7 +228,7 @@ func TestNotifyArrayAndIdle(t *testing.T) {
 		o.Sink(exec.Update{JobID: id, Kind: exec.Exited, At: time.Now(), ExitCode: code})
 	}
 	sum := waitKind("array.finished")
-	for _, w := range []string{`"tasks":3`, `"completed":2`, `"failed":1`, `"id":"a1"`, `"name":"sweep"`} {
+	for _, w := range []string{`"tasks":3`, `"completed":2`, `"failed":1`, `"id":"` + aid + `"`, `"name":"sweep"`} {
 		if !strings.Contains(sum.Data, w) {
 			t.Errorf("the summary lacks %s: %s", w, sum.Data)
 		}
