@@ -23,6 +23,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/agent"
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/exec/agents"
 	"github.com/corral-sched/corral/internal/orchestrator"
@@ -204,10 +205,12 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Book:     nodeBook{&o},
 		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger, MaxGPUs: f.maxGPUs,
 	})
+	attached := attach.New(nil) // shells and notebook proxy connections, by job
 	ocfg := orchestrator.Config{
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
+		Attach: attached,
 		Notify: notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
 	}
 	if f.depTimeout == 0 {
@@ -257,7 +260,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	// does, so a shutdown does not wait for them.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes))...), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached))...), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	srv.RegisterOnShutdown(endStreams)
 	srvDone := make(chan error, 1)

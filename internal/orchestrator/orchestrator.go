@@ -28,6 +28,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -86,6 +87,10 @@ type Config struct {
 	// AlertQueueWait raises an admin alert when the queue wait p95 stays
 	// above it for QueueWaitFor (notify.go); 0: off.
 	AlertQueueWait time.Duration
+
+	// Attach counts the connections (shells, notebook proxy) attached to
+	// each job, for idle reclaim of interactive work; nil: none are.
+	Attach *attach.Registry
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
@@ -43,7 +44,8 @@ type Server struct {
 	mux           *http.ServeMux
 	metrics       *metrics
 	routes        []route
-	notify        *Notifications // nil: the notification routes answer 503 (notify.go)
+	notify        *Notifications   // nil: the notification routes answer 503 (notify.go)
+	attach        *attach.Registry // connections attached to jobs (shells, notebook proxy)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -88,11 +90,21 @@ func WithSubmitRate(rate float64, burst int) Option {
 	return func(s *Server) { s.limiter = newRateLimiter(rate, burst, time.Now) }
 }
 
+// WithAttach records the connections attached to jobs (shells, the
+// notebook proxy) in r, which the orchestrator reads for idle reclaim.
+// Without it the server keeps a registry of its own.
+func WithAttach(r *attach.Registry) Option {
+	return func(s *Server) { s.attach = r }
+}
+
 // New returns the API server over o.
 func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Server {
 	s := &Server{o: o, log: logger, mux: http.NewServeMux(), sessions: agentSessions{byNode: map[string]string{}}}
 	for _, opt := range opts {
 		opt(s)
+	}
+	if s.attach == nil {
+		s.attach = attach.New(nil)
 	}
 	s.metrics = newMetrics(o)
 	// Who may call each route (access) and what the audit trail calls it
