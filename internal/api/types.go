@@ -146,6 +146,9 @@ type Job struct {
 	// empty: the defaults. NotifyTasks: an array's tasks notify one by one.
 	Notify      string `json:"notify,omitempty"`
 	NotifyTasks bool   `json:"notify_tasks,omitempty"`
+	// Class is the job's preemption class (issue 13): ClassBatch (empty
+	// means batch), ClassInteractive or ClassInteractivePreemptible.
+	Class string `json:"class,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -186,6 +189,9 @@ type SubmitRequest struct {
 	// the defaults. NotifyTasks: an array's tasks notify one by one.
 	Notify      string `json:"notify,omitempty"`
 	NotifyTasks bool   `json:"notify_tasks,omitempty"`
+	// Class is the job's preemption class (issue 13): ClassBatch (empty
+	// means batch), ClassInteractive or ClassInteractivePreemptible.
+	Class string `json:"class,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.
@@ -419,3 +425,11 @@ type ErrorDetail struct {
 // MaxCPUs bounds a job's CPU limit (cpus on a submission, and an agent's
 // --default-cpus-per-gpu).
 const MaxCPUs = 65536
+
+// Job classes: how a job may be preempted and whether it may borrow
+// (issue 13). Every class gets the same notice, SIGTERM, grace, SIGKILL.
+const (
+	ClassBatch                  = "batch"                   // the default: preemptible by policy
+	ClassInteractive            = "interactive"             // never preempted; within its quotas, never borrows
+	ClassInteractivePreemptible = "interactive-preemptible" // opt-in: may borrow idle GPUs, preemptible
+)
