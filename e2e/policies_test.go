@@ -489,8 +489,11 @@ while true; do sleep 0.05; done`, d)
 		term := readNanos(t, filepath.Join(dir, "term"))
 		gap := requeue.At.Sub(term)
 		t.Logf("SIGTERM at %s, attempt ended at %s: %v", term.Format(time.RFC3339Nano), requeue.At.Format(time.RFC3339Nano), gap)
-		if gap < 900*time.Millisecond || gap > 8*time.Second {
-			t.Errorf("the attempt ended %v after SIGTERM; want about the 1s grace (0.9s..8s)", gap)
+		// The job stamps "term" from its trap, which a loaded machine may
+		// run a few hundred milliseconds after the signal: the lower bound
+		// only tells a grace honoured from a kill at once.
+		if gap < 500*time.Millisecond || gap > 8*time.Second {
+			t.Errorf("the attempt ended %v after SIGTERM; want about the 1s grace (0.5s..8s)", gap)
 		}
 		if vj.Preemptions != 1 || vj.RetryCount != 1 {
 			t.Errorf("victim: retry_count %d, preemptions %d; want 1 and 1", vj.RetryCount, vj.Preemptions)

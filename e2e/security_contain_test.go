@@ -347,13 +347,15 @@ func TestSecurityContainFallback(t *testing.T) {
 func TestSecurityContainForkBomb(t *testing.T) {
 	s := startContained(t, t.TempDir(), freePort(t), "--max-pids-per-job", "64")
 	// Forks until a fork fails (at most 2,000 tries); its children would
-	// sleep ten minutes.
-	bomb := s.submit(map[string]any{"gpu_count": 1, "command": `i=0; while [ $i -lt 2000 ]; do sleep 600 & i=$((i+1)); done; echo all-forked`})
+	// sleep ten minutes. The duration is this test's own, so that other
+	// processes on the machine sleeping 600 s are not counted.
+	sleep := fmt.Sprintf("sleep 600.%06d", time.Now().UnixNano()%1000000)
+	bomb := s.submit(map[string]any{"gpu_count": 1, "command": `i=0; while [ $i -lt 2000 ]; do ` + sleep + ` & i=$((i+1)); done; echo all-forked`})
 	got := s.waitTerminal(bomb.ID, 60*time.Second)
 	if out := s.logs(bomb.ID); got.State != api.StateFailed || !strings.Contains(strings.ToLower(out), "fork") || strings.Contains(out, "all-forked") {
 		t.Errorf("the bomb ended %s (%s); log %q; want failed, its shell unable to fork", got.State, got.Message, truncate(out, 300))
 	}
-	waitFor(t, 10*time.Second, func() string { return "the bomb's children to be gone" }, func() bool { return countProcs("sleep 600") == 0 })
+	waitFor(t, 10*time.Second, func() string { return "the bomb's children to be gone" }, func() bool { return countProcs(sleep) == 0 })
 	next := s.submit(map[string]any{"gpu_count": 1, "command": `sh -c 'echo child-ok'`})
 	if j := s.waitTerminal(next.ID, 60*time.Second); j.State != api.StateCompleted || !strings.Contains(s.logs(next.ID), "child-ok") {
 		t.Errorf("the next job ended %s (%s): %q", j.State, j.Message, s.logs(next.ID))
