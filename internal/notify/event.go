@@ -218,7 +218,7 @@ func Wants(notify string, k Kind, runtime time.Duration) bool {
 		}
 		return (slices.Contains(cs, api.NotifyEnd)) && (runtime > LongJob || k == ArrayFinished)
 	}
-	for _, c := range strings.Split(notify, ",") {
+	for c := range strings.SplitSeq(notify, ",") {
 		if slices.Contains(cs, c) {
 			return true
 		}
