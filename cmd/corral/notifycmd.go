@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sched/corral/internal/client"
 )
 
-// newNotifyCmd is `corral notify add|list|remove|test|log`
+// newNotifyCmd is `corral notify add|list|remove|test|log|defaults`
 // (docs/notifications.md).
 func (c *cli) newNotifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -22,7 +22,8 @@ endpoints you add: Slack (or Mattermost) incoming webhooks, generic webhooks
 (signed JSON POSTs) and email (when the server has --smtp).
 
 By default a job tells of failures and preemptions, and of its end when it
-ran over 10 minutes; corral submit --notify changes that per job. An endpoint
+ran over 10 minutes; corral notify defaults sets your own defaults, and
+corral submit --notify changes them per job. An endpoint
 is yours (--scope user), a project's (--scope project --project P; its
 project admins manage it) or the cluster's (--scope cluster: admin alerts;
 admins only). A URL, secret or address is shown once, when it is added; lists
@@ -179,7 +180,7 @@ show a redacted form.`,
 	lf.StringVar(&f.State, "state", "", "only pending, delivered or failed notifications")
 	lf.StringVar(&f.Endpoint, "endpoint", "", "only this endpoint's")
 	lf.IntVar(&f.Limit, "limit", 50, "at most this many (1 to 1000)")
-	cmd.AddCommand(add, list, remove, test, log)
+	cmd.AddCommand(add, list, remove, test, log, c.newNotifyDefaultsCmd())
 	return cmd
 }
 
@@ -198,7 +199,7 @@ func scopeText(e api.Endpoint) string {
 func notifyText(j api.Job) string {
 	s := j.Notify
 	if s == "" {
-		s = "the defaults (fail, preempt; end after 10m)"
+		s = "its user's defaults (corral notify defaults; built-in: fail, preempt; end after 10m)"
 	}
 	if j.NotifyTasks {
 		s += "; every array task"

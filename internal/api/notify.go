@@ -136,3 +136,28 @@ type Notification struct {
 type NotificationList struct {
 	Notifications []Notification `json:"notifications"`
 }
+
+// NotifyDefault, as the notify of PUT /notify/defaults (corral notify
+// defaults default), goes back to the built-in defaults.
+const NotifyDefault = "default"
+
+// NotifyDefaults is a user's own notification defaults (GET and PUT
+// /notify/defaults): the classes told by the jobs of theirs that have no
+// notify field of their own. Notify is normalized as ParseNotify does;
+// Builtin (Notify empty) means the user has set none and the built-in
+// defaults apply: fail and preempt, and end for jobs that ran longer than
+// 10 minutes.
+type NotifyDefaults struct {
+	User      string     `json:"user"`
+	Notify    string     `json:"notify"`
+	Builtin   bool       `json:"builtin"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	UpdatedBy string     `json:"updated_by,omitempty"`
+}
+
+// NotifyDefaultsRequest is the body of PUT /notify/defaults: notify in the
+// grammar of a job's notify field (begin,end,fail,preempt, all, none), or
+// "default" for the built-in defaults.
+type NotifyDefaultsRequest struct {
+	Notify string `json:"notify"`
+}

@@ -75,3 +75,29 @@ func (c *Client) Notifications(ctx context.Context, f NotificationFilter) (api.N
 	err := c.call(ctx, request{method: http.MethodGet, path: "/notifications", query: q}, &l)
 	return l, err
 }
+
+// NotifyDefaults reads a user's own notification defaults (GET
+// /notify/defaults): the caller's, or with user set (admins) that user's.
+func (c *Client) NotifyDefaults(ctx context.Context, user string) (api.NotifyDefaults, error) {
+	var d api.NotifyDefaults
+	err := c.call(ctx, request{method: http.MethodGet, path: "/notify/defaults", query: userQuery(user)}, &d)
+	return d, err
+}
+
+// SetNotifyDefaults sets a user's own notification defaults (PUT
+// /notify/defaults): notify in the grammar of a job's notify field, or
+// api.NotifyDefault for the built-in ones; the caller's, or with user set
+// (admins) that user's.
+func (c *Client) SetNotifyDefaults(ctx context.Context, user, notify string) (api.NotifyDefaults, error) {
+	var d api.NotifyDefaults
+	err := c.call(ctx, request{method: http.MethodPut, path: "/notify/defaults", query: userQuery(user),
+		body: api.NotifyDefaultsRequest{Notify: notify}}, &d)
+	return d, err
+}
+
+func userQuery(user string) url.Values {
+	if user == "" {
+		return nil
+	}
+	return url.Values{"user": {user}}
+}

@@ -17,11 +17,13 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// EndpointStore is where endpoints are kept (store.Store).
+// EndpointStore is where endpoints, and users' own defaults
+// (DefaultsStore), are kept (store.Store).
 type EndpointStore interface {
 	PutEndpoint(ctx context.Context, e store.EndpointRecord) error
 	DeleteEndpoint(ctx context.Context, id string) error
 	Endpoints(ctx context.Context) ([]store.EndpointRecord, error)
+	DefaultsStore
 }
 
 // Limits on an endpoint.
@@ -71,7 +73,8 @@ type Registry struct {
 	changing sync.Mutex
 	mu       sync.RWMutex
 	eps      map[string]*endpoint
-	byOwner  map[string][]string // ownerKey -> endpoint ids, sorted: routing is a lookup
+	byOwner  map[string][]string     // ownerKey -> endpoint ids, sorted: routing is a lookup
+	defaults map[string]userDefaults // user -> their own defaults (defaults.go)
 }
 
 // ownerKey indexes endpoints by whose events they get.
@@ -105,6 +108,9 @@ func NewRegistry(ctx context.Context, st EndpointStore, seal *Sealer, now func()
 		now = time.Now
 	}
 	r := &Registry{st: st, seal: seal, now: now, eps: map[string]*endpoint{}, byOwner: map[string][]string{}}
+	if err := r.loadDefaults(ctx); err != nil {
+		return nil, err
+	}
 	recs, err := st.Endpoints(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("notify endpoints: %w", err)

@@ -198,8 +198,10 @@ func classes(k Kind) []string {
 const LongJob = 10 * time.Minute
 
 // Wants reports whether a job whose notify field is notify wants an
-// event of kind k. The default (""): fail and preempt for every job, end
-// for jobs that ran longer than LongJob (runtime).
+// event of kind k. The built-in default (""): fail and preempt for every
+// job, end for jobs that ran longer than LongJob (runtime). An explicit
+// value (a job's own, or its user's own defaults) that says end means
+// every end, however long the job ran.
 func Wants(notify string, k Kind, runtime time.Duration) bool {
 	cs := classes(k)
 	if len(cs) == 0 {
@@ -216,7 +218,7 @@ func Wants(notify string, k Kind, runtime time.Duration) bool {
 		}
 		return (slices.Contains(cs, api.NotifyEnd)) && (runtime > LongJob || k == ArrayFinished)
 	}
-	for _, c := range strings.Split(notify, ",") {
+	for c := range strings.SplitSeq(notify, ",") {
 		if slices.Contains(cs, c) {
 			return true
 		}

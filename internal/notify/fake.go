@@ -12,10 +12,11 @@ import (
 // MemStore is an in-memory EndpointStore and OutboxStore, for tests: the
 // fake beside store.Store.
 type MemStore struct {
-	mu     sync.Mutex
-	eps    []store.EndpointRecord
-	outbox []store.OutboxItem
-	seq    int64
+	mu       sync.Mutex
+	eps      []store.EndpointRecord
+	defaults []store.NotifyDefaultRecord
+	outbox   []store.OutboxItem
+	seq      int64
 }
 
 // PutEndpoint implements EndpointStore.
@@ -182,4 +183,28 @@ func (r *Recorder) Deliveries() []Delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.Sent)
+}
+
+// PutNotifyDefault implements DefaultsStore.
+func (m *MemStore) PutNotifyDefault(_ context.Context, d store.NotifyDefaultRecord) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.defaults = slices.DeleteFunc(m.defaults, func(o store.NotifyDefaultRecord) bool { return o.User == d.User })
+	m.defaults = append(m.defaults, d)
+	return nil
+}
+
+// DeleteNotifyDefault implements DefaultsStore.
+func (m *MemStore) DeleteNotifyDefault(_ context.Context, user string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.defaults = slices.DeleteFunc(m.defaults, func(o store.NotifyDefaultRecord) bool { return o.User == user })
+	return nil
+}
+
+// NotifyDefaults implements DefaultsStore.
+func (m *MemStore) NotifyDefaults(context.Context) ([]store.NotifyDefaultRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.defaults), nil
 }

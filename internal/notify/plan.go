@@ -21,9 +21,10 @@ func NewPlanner(reg *Registry, wake func()) *Planner {
 }
 
 // Plan returns the outbox rows of evs. A job's event goes to its user's
-// and its project's endpoints when the job wants it (Wants; an array
-// task's only when taskWanted); an array's summary likewise; an alert to
-// the cluster's endpoints.
+// and its project's endpoints when the job wants it (Wants, by the job's
+// own notify field, else its user's own defaults, else the built-in
+// defaults; an array task's only when taskWanted); an array's summary
+// likewise; an alert to the cluster's endpoints.
 func (p *Planner) Plan(evs []Event) []store.OutboxItem {
 	var out []store.OutboxItem
 	for _, ev := range evs {
@@ -34,12 +35,12 @@ func (p *Planner) Plan(evs []Event) []store.OutboxItem {
 			if j.ArrayJobID != "" && !taskWanted(j, ev.Kind) {
 				continue
 			}
-			if !Wants(j.notify, ev.Kind, time.Duration(j.RuntimeSeconds*float64(time.Second))) {
+			if !Wants(p.reg.effective(j.User, j.notify), ev.Kind, time.Duration(j.RuntimeSeconds*float64(time.Second))) {
 				continue
 			}
 			eps = p.reg.route(j.User, j.Project, false)
 		case ev.Array != nil:
-			if !Wants(ev.Array.notify, ArrayFinished, 0) {
+			if !Wants(p.reg.effective(ev.Array.User, ev.Array.notify), ArrayFinished, 0) {
 				continue
 			}
 			eps = p.reg.route(ev.Array.User, ev.Array.Project, false)

@@ -220,6 +220,8 @@ func TestRoleMatrix(t *testing.T) {
 		"DELETE /notify/endpoints/{endpoint_id}":    {"", [7]int{401, 401, 403, 200, 403, 403, 200}},
 		"POST /notify/endpoints/{endpoint_id}/test": {"", [7]int{401, 401, 403, 200, 403, 403, 200}},
 		"GET /notifications":                        {"", anyUser(200)},
+		"GET /notify/defaults":                      {"", anyUser(200)},
+		"PUT /notify/defaults":                      {`{"notify":"begin"}`, anyUser(200)},
 	} {
 		matrix[k] = v
 	}
@@ -311,6 +313,7 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"owner", "POST", "/notify/endpoints", `{"kind":"slack","url":"https://hooks.example.com/x"}`, "notify.endpoint.create"},
 		{"owner", "POST", "/notify/endpoints/" + e.endpoint() + "/test", "", "notify.endpoint.test"},
 		{"other", "DELETE", "/notify/endpoints/" + e.endpoint(), "", "notify.endpoint.remove"},
+		{"owner", "PUT", "/notify/defaults", `{"notify":"begin,end"}`, "notify.defaults"},
 	}
 	want := map[string]int{}
 	for _, c := range calls {

@@ -144,6 +144,8 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"DELETE /notify/endpoints/{endpoint_id}":    "the removed endpoint",
 		"POST /notify/endpoints/{endpoint_id}/test": "whether it was delivered",
 		"GET /notifications":                        "delivery states and one-line summaries, which hold no env (notify.Event)",
+		"GET /notify/defaults":                      "a user's notification defaults",
+		"PUT /notify/defaults":                      "a user's notification defaults",
 	} {
 		noJobs[k] = v
 	}

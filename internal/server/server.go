@@ -151,6 +151,8 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"DELETE", "/notify/endpoints/{endpoint_id}", "Remove a notification endpoint (its owner, its project's admin, or an admin)", s.removeEndpoint, user, "notify.endpoint.remove"},
 		{"POST", "/notify/endpoints/{endpoint_id}/test", "Send a test notification now", s.testEndpoint, user, "notify.endpoint.test"},
 		{"GET", "/notifications", "The delivery log of the caller's endpoints, newest first (state, endpoint, limit, before)", s.notifications, user, ""},
+		{"GET", "/notify/defaults", "The caller's own notification defaults (admins: ?user=X's)", s.notifyDefaults, user, ""},
+		{"PUT", "/notify/defaults", "Set the caller's own notification defaults, or default for the built-in ones (admins: ?user=X's)", s.setNotifyDefaults, user, "notify.defaults"},
 		{"GET", "/arrays/{array_id}", "A job array: its spec and its tasks' counts by state", s.array, viewer, ""},
 		{"PATCH", "/arrays/{array_id}", "Change a job array's throttle (its owner, its project's admin, or an admin)", s.setArray, user, "array.throttle"},
 		{"DELETE", "/arrays/{array_id}", "Cancel every unfinished task of a job array (its owner, its project's admin, or an admin)", s.cancelArray, user, "array.cancel"},

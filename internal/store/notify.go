@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 CREATE INDEX IF NOT EXISTS outbox_due ON outbox(state, next_at, seq);
 CREATE INDEX IF NOT EXISTS outbox_endpoint ON outbox(endpoint_id, seq);
+CREATE TABLE IF NOT EXISTS notify_defaults (
+	user TEXT PRIMARY KEY,
+	data TEXT NOT NULL
+);
 `
 
 // Outbox row states.
