@@ -149,6 +149,9 @@ type Job struct {
 	// Class is the job's preemption class (issue 13): ClassBatch (empty
 	// means batch), ClassInteractive or ClassInteractivePreemptible.
 	Class string `json:"class,omitempty"`
+	// Hold is the name of the hold this job stands for: a hold queued with
+	// "wait": true (docs/interactive.md).
+	Hold string `json:"hold,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -306,6 +309,12 @@ type AllocateRequest struct {
 	GPUCount int     `json:"gpu_count"`
 	MemoryGB float64 `json:"memory_gb,omitempty"`
 	GPUType  string  `json:"gpu_type,omitempty"`
+	// Duration is how long the hold lasts once granted (a duration such
+	// as "2h" or seconds; default and maximum: the server's
+	// --max-interactive-time). Wait: when the GPUs are not free now, queue
+	// the hold (202) instead of answering 409 (docs/interactive.md).
+	Duration RawValue `json:"duration,omitempty"`
+	Wait     bool     `json:"wait,omitempty"`
 }
 
 // ReleaseRequest is POST /cluster/gpu-release.
@@ -320,6 +329,14 @@ type Hold struct {
 	HeldAt     time.Time    `json:"held_at"`
 	ReleasedAt *time.Time   `json:"released_at,omitempty"`
 	Allocation []Allocation `json:"allocation"`
+	// ExpiresAt is when the hold ends by itself (its duration).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Queued: the hold waits for GPUs as the interactive job JobID (its
+	// name is Name); Poll is where to follow it (GET it: once running,
+	// its allocation is the hold's).
+	Queued bool   `json:"queued,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Poll   string `json:"poll,omitempty"`
 }
 
 // PriorityRequest is PATCH /queue/{job_id}/priority.

@@ -38,6 +38,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 			Placements: placements(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
 			Idle: j.Idle, Class: j.Class})
 	}
+	snap.Running = o.holdsRunning(snap.Running, now) // holds.go
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = slices.Grow(buf[:0], len(queue))

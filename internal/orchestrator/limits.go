@@ -108,6 +108,9 @@ func (o *Orchestrator) HoldOwner(id string) (user string, ok bool) {
 	defer o.mu.RUnlock()
 	h, ok := o.holds[id]
 	if !ok {
+		if j := o.holdJob(id); j != nil { // a hold queued as a job (holds.go)
+			return j.User, true
+		}
 		return "", false
 	}
 	return h.User, true

@@ -264,6 +264,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.applyNodeEvents(o.nodeEvents.take())
 		case <-tick.C:
 			o.checkNodes(ctx)
+			o.checkHolds(ctx) // holds.go
 			o.checkTimeLimits(ctx)
 			o.flushNotes(ctx) // notify.go
 			o.dirty = true
