@@ -152,6 +152,11 @@ type Job struct {
 	// Hold is the name of the hold this job stands for: a hold queued with
 	// "wait": true (docs/interactive.md).
 	Hold string `json:"hold,omitempty"`
+	// IdleEndsAt: an interactive job idle by its class's settings ends
+	// then unless used (its owner was warned); IdleReclaimed: it is being
+	// ended for it (reason idle).
+	IdleEndsAt    *time.Time `json:"idle_ends_at,omitempty"`
+	IdleReclaimed bool       `json:"idle_reclaimed,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -378,6 +383,9 @@ type Policies struct {
 	Weights Weights `json:"weights"` // fair-share weights; missing means 1
 	Quotas  Quotas  `json:"quotas"`  // guaranteed GPUs; missing means none
 
+	// Classes: idle reclaim of interactive work, per class (interactive.go).
+	Classes map[string]ClassIdle `json:"classes,omitempty"`
+
 	Available []string `json:"available,omitempty"` // the policies this server offers (read-only)
 }
 
@@ -413,6 +421,8 @@ type PoliciesUpdate struct {
 	IdleAction      *string        `json:"idle_action,omitempty"`
 	Weights         *WeightsUpdate `json:"weights,omitempty"`
 	Quotas          *QuotasUpdate  `json:"quotas,omitempty"`
+	// Classes changes idle reclaim settings by class (interactive.go).
+	Classes map[string]ClassIdleUpdate `json:"classes,omitempty"`
 }
 
 // WeightsUpdate changes fair-share weights; null removes an entry.

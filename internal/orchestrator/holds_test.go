@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/store"
 )
 
 // startInteractive runs an orchestrator on one 8-GPU node with limits, a
 // settable clock and a fast tick.
-func startInteractive(t *testing.T, clk *clock, l Limits) *harness {
+func startInteractive(t *testing.T, clk *clock, l Limits, reg ...*attach.Registry) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	path := filepath.Join(t.TempDir(), "corral.db")
@@ -25,8 +26,12 @@ func startInteractive(t *testing.T, clk *clock, l Limits) *harness {
 		t.Fatal(err)
 	}
 	ex := newFakeExec()
+	var a *attach.Registry
+	if len(reg) > 0 {
+		a = reg[0]
+	}
 	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
-		Tick: 10 * time.Millisecond, CancelGrace: 3 * time.Second, Limits: l, Now: clk.now})
+		Tick: 10 * time.Millisecond, CancelGrace: 3 * time.Second, Limits: l, Now: clk.now, Attach: a})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -143,6 +143,7 @@ type Orchestrator struct {
 	looping   bool                          // Run has begun: failed commits are retried (loop only)
 
 	notes notifyState // notifications noted, arrays indexed (notify.go)
+	inter idleBook    // idle reclaim of interactive jobs (reclaim.go)
 }
 
 type cycleStats struct {
@@ -264,7 +265,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.applyNodeEvents(o.nodeEvents.take())
 		case <-tick.C:
 			o.checkNodes(ctx)
-			o.checkHolds(ctx) // holds.go
+			o.checkHolds(ctx)           // holds.go
+			o.checkInteractiveIdle(ctx) // reclaim.go
 			o.checkTimeLimits(ctx)
 			o.flushNotes(ctx) // notify.go
 			o.dirty = true

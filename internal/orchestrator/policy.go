@@ -143,6 +143,9 @@ func applyUpdate(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
 		}
 		p.IdleAction = *u.IdleAction
 	}
+	if err := applyClasses(&p, u.Classes); err != nil { // reclaim.go
+		return p, err
+	}
 	if w := u.Weights; w != nil {
 		for _, set := range []struct {
 			field string
@@ -205,6 +208,9 @@ func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (a
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
 		p, err := applyUpdate(o.policy, u)
 		if err != nil {
+			return nil, err
+		}
+		if err := o.checkClasses(p); err != nil { // reclaim.go
 			return nil, err
 		}
 		raw, err := json.Marshal(p)

@@ -24,6 +24,10 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	o.policy = loadPolicies(st.Settings)
+	o.classDefaults(&o.policy) // reclaim.go
+	if err := o.checkClasses(o.policy); err != nil {
+		return fmt.Errorf("recover: the stored policies: %w", err)
+	}
 	for id, raw := range st.Nodes {
 		if o.node(id) != nil {
 			continue // given in Config
