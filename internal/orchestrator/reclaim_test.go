@@ -71,14 +71,15 @@ func TestIdleReclaim(t *testing.T) {
 	}
 	h.o.NodeSeen("n1", readings, nil, clk.now())
 	done := reg.Open(j.ID)
+	h.waitTicks() // the loop has seen the quiet GPUs
 	clk.add(time.Hour)
-	h.waitCycle()
-	h.waitCycle() // a tick or two at the later time
+	h.waitTicks()
 	if v, _ := h.o.Job(j.ID); v.IdleEndsAt != nil || v.State != api.StateRunning {
 		t.Fatalf("attached for an hour: idle_ends_at %v, %s", v.IdleEndsAt, v.State)
 	}
 	done()
 	closed := clk.now()
+	h.waitTicks() // idle from the close on
 	clk.add(8*time.Minute + time.Second)
 	v := h.waitFor(j.ID, func(v api.Job) bool { return v.IdleEndsAt != nil })
 	if !v.IdleEndsAt.Equal(closed.Add(10*time.Minute)) || v.State != api.StateRunning {
@@ -128,5 +129,19 @@ func (h *harness) waitFor(id string, ok func(api.Job) bool) api.Job {
 		case <-deadline:
 			h.t.Fatalf("job %s: condition not reached (%+v)", id, j)
 		}
+	}
+}
+
+// waitTicks waits until the loop has run at least one tick from now: every
+// tick ends with a cycle, so two more cycles than now hold a whole tick.
+func (h *harness) waitTicks() {
+	h.t.Helper()
+	before := h.o.Status().Cycles
+	deadline := time.Now().Add(5 * time.Second)
+	for h.o.Status().Cycles < before+2 {
+		if time.Now().After(deadline) {
+			h.t.Fatal("the loop did not tick")
+		}
+		time.Sleep(5 * time.Millisecond) // poll: a tick with nothing to change commits nothing to wait on
 	}
 }
