@@ -77,3 +77,17 @@ func printClassIdle(w io.Writer, p api.Policies) error {
 	}
 	return t.flush()
 }
+
+// showInteractive adds a job's class, hold and idle reclaim warning to
+// corral show.
+func showInteractive(j api.Job, kv func(k, v string), now time.Time) {
+	if j.Class != "" {
+		kv("Class", j.Class)
+	}
+	if j.Hold != "" {
+		kv("Hold", j.Hold+" (a hold queued with --wait; corral release "+j.ID+" ends it)")
+	}
+	if j.IdleEndsAt != nil && !j.State.Terminal() {
+		kv("Idle", "nothing attached and GPUs quiet: ends "+fmtTimeFull(*j.IdleEndsAt, now)+" unless used")
+	}
+}
