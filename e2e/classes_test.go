@@ -191,3 +191,53 @@ func TestIdleReclaim(t *testing.T) {
 	}
 	release(t, dir, "all")
 }
+
+// TestHoldCLI (holds count toward --max-interactive-gpus: raised to 16
+// here): corral hold takes GPUs at once or fails (exit 1) when they
+// are busy; corral hold --wait queues and returns once granted (after
+// corral release frees the GPUs); corral release of the queued hold's job
+// id ends it.
+func TestHoldCLI(t *testing.T) {
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "8", "--node-name", "e2e-node", "--max-interactive-gpus", "16")
+	env := []string{"CORRAL_SERVER=" + s.URL}
+	stdout, stderr, code := runCLI(t, env, "-o", "json", "hold", "--gpus", "8", "--duration", "1h", "--name", "all")
+	var h api.Hold
+	if code != 0 || json.Unmarshal([]byte(stdout), &h) != nil || len(h.Allocation) != 8 || h.ExpiresAt == nil {
+		t.Fatalf("corral hold --gpus 8: exit %d, %s %s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, env, "hold", "--gpus", "1", "--name", "more"); code != 1 || !strings.Contains(stderr, "wait") {
+		t.Errorf("corral hold on a full cluster: exit %d, %q; want 1 and a hint at --wait", code, stderr)
+	}
+	type result struct {
+		stdout, stderr string
+		code           int
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, e, c := runCLI(t, env, "hold", "--gpus", "2", "--wait", "--duration", "1h", "--name", "later")
+		done <- result{o, e, c}
+	}()
+	var queued api.Job
+	waitFor(t, 20*time.Second, func() string { return "the hold later to be queued" }, func() bool {
+		for _, j := range s.jobs() {
+			if j.Hold == "later" {
+				queued = j
+				return true
+			}
+		}
+		return false
+	})
+	if _, stderr, code := runCLI(t, env, "release", "all"); code != 0 {
+		t.Fatalf("corral release all: exit %d: %s", code, stderr)
+	}
+	r := <-done
+	if r.code != 0 || !strings.Contains(r.stdout, "hold later (job "+queued.ID+"): 2 GPUs") || !strings.Contains(r.stderr, "queued as job "+queued.ID) {
+		t.Fatalf("corral hold --wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if _, stderr, code := runCLI(t, env, "release", queued.ID); code != 0 {
+		t.Fatalf("corral release %s: exit %d: %s", queued.ID, code, stderr)
+	}
+	if j := s.waitTerminal(queued.ID, 20*time.Second); j.State != api.StateCanceled {
+		t.Errorf("released queued hold: %s", j.State)
+	}
+}
