@@ -176,8 +176,8 @@ func (o *Orchestrator) checkInteractiveIdle(ctx context.Context) {
 	tx := o.begin()
 	for id := range o.active {
 		j := o.jobs[id]
-		if !Interactive(j.Class) {
-			continue
+		if !Interactive(j.Class) || j.Hold != "" {
+			continue // a hold's work runs outside Corral, never attached: its duration ends it (holds.go)
 		}
 		c := o.policy.Classes[j.Class]
 		if j.State != api.StateRunning || j.CancelRequested || j.TimedOut || j.Preempting || c.IdleWindow == 0 {
