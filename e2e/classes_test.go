@@ -162,7 +162,9 @@ func TestHoldWaitAndExpiry(t *testing.T) {
 // TestIdleReclaim: an interactive job with nothing attached whose GPUs
 // read under the class's idle_threshold (100%: the simulated GPUs read
 // 85-97%) is warned (idle_ends_at, still running) and then ends canceled
-// with reason idle; a batch job beside it keeps running.
+// with reason idle; a batch job beside it keeps running. The server checks
+// at its 5 s tick: the warning comes 8 s before the end so that a tick
+// falls between them.
 func TestIdleReclaim(t *testing.T) {
 	s := startServer(t)
 	dir := t.TempDir()
@@ -170,16 +172,25 @@ func TestIdleReclaim(t *testing.T) {
 	if e := errorBody(t, r); r.Status != http.StatusUnprocessableEntity || e.Field != "classes.interactive.idle_window" {
 		t.Errorf("an idle window as long as --max-interactive-time: %d %+v, want 422", r.Status, e)
 	}
-	s.setPolicies(map[string]any{"preempt_grace": "1s", "classes": map[string]any{"interactive": map[string]any{
-		"idle_threshold": 100, "idle_window": "4s", "idle_warn": "2s"}}})
+	env := []string{"CORRAL_SERVER=" + s.URL}
+	if _, stderr, code := runCLI(t, env, "policy", "set", "--preempt-grace", "1s", "--class", "interactive",
+		"--class-idle-threshold", "100", "--class-idle-window", "12s", "--class-idle-warn", "8s"); code != 0 {
+		t.Fatalf("corral policy set --class: exit %d: %s", code, stderr)
+	}
+	if stdout, _, _ := runCLI(t, env, "policy", "get"); !strings.Contains(stdout, "nothing attached and under 100% for 12s; warned 8s before") {
+		t.Errorf("corral policy get:\n%s", stdout)
+	}
+	if _, stderr, code := runCLI(t, env, "policy", "set", "--class-idle-window", "4s"); code != 2 || !strings.Contains(stderr, "--class") {
+		t.Errorf("--class-idle-window without --class: exit %d, %q; want a usage error", code, stderr)
+	}
 	b := s.submit(map[string]any{"command": holdCmd(dir, "all"), "gpu_count": 1})
 	in := s.submit(map[string]any{"command": holdCmd(dir, "all"), "gpu_count": 1, "class": "interactive"})
 	s.waitState(in.ID, api.StateRunning, 20*time.Second)
-	warned := s.waitJob(in.ID, 20*time.Second, "to be warned", func(j api.Job) bool { return j.IdleEndsAt != nil || j.State.Terminal() })
+	warned := s.waitJob(in.ID, 30*time.Second, "to be warned", func(j api.Job) bool { return j.IdleEndsAt != nil || j.State.Terminal() })
 	if warned.State != api.StateRunning {
 		t.Fatalf("not warned before its end: %s %q", warned.State, warned.Reason)
 	}
-	end := s.waitTerminal(in.ID, 20*time.Second)
+	end := s.waitTerminal(in.ID, 30*time.Second)
 	if end.State != api.StateCanceled || end.Reason != api.ReasonIdle {
 		t.Fatalf("ended %s %q (%s); want canceled, reason idle", end.State, end.Reason, end.Message)
 	}
