@@ -130,7 +130,7 @@ func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
 	tx.batch.DeleteHolds = append(tx.batch.DeleteHolds, h.JobID)
 	o.dirty = true
 	if held := tx.now.Sub(h.HeldAt); held > 0 {
-		o.ledger.Add(h.User, holdProject, float64(len(h.Allocation))*held.Seconds(), tx.now)
+		o.chargeHold(tx, h.User, float64(len(h.Allocation))*held.Seconds()) // holdusage.go
 	}
 	out := *h
 	now := tx.now

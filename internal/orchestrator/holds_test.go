@@ -102,3 +102,53 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 	h.o.Sink(exec.Update{JobID: w.JobID, Kind: exec.Exited, At: clk.now(), ExitCode: 143, Signal: "terminated"})
 	h.waitState(w.JobID, api.StateCanceled)
 }
+
+// TestHoldUsageSurvivesRestart: an ended hold's GPU time is in its user's
+// usage after a restart on the same store, though no job records it.
+func TestHoldUsageSurvivesRestart(t *testing.T) {
+	clk := newClock()
+	path := filepath.Join(t.TempDir(), "corral.db")
+	open := func() (*Orchestrator, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		st, err := store.Open(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := New(ctx, Config{Store: st, Executor: newFakeExec(), Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
+			Tick: time.Hour, Now: clk.now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { o.Run(ctx); close(done) }()
+		return o, func() { cancel(); <-done; st.Close() }
+	}
+	usage := func(o *Orchestrator) float64 {
+		o.mu.RLock()
+		defer o.mu.RUnlock()
+		return o.ledger.UserUsage("ana", clk.now())
+	}
+	o, stop := open()
+	ctx := context.Background()
+	if _, err := o.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 2}, "ana"); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(time.Hour)
+	if _, err := o.Release(ctx, "nb"); err != nil {
+		t.Fatal(err)
+	}
+	// A policy change in a later batch keeps the stored usage.
+	if _, err := o.SetPolicies(ctx, api.PoliciesUpdate{Backfill: ptr(false)}); err != nil {
+		t.Fatal(err)
+	}
+	before := usage(o)
+	stop()
+	if before < 7199 {
+		t.Fatalf("usage after a 2-GPU hour: %v", before)
+	}
+	o, stop = open()
+	defer stop()
+	if after := usage(o); after < before-1 || after > before+1 {
+		t.Fatalf("usage after a restart: %v, want %v", after, before)
+	}
+}

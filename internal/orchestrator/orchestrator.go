@@ -144,6 +144,8 @@ type Orchestrator struct {
 
 	notes notifyState // notifications noted, arrays indexed (notify.go)
 	inter idleBook    // idle reclaim of interactive jobs (reclaim.go)
+
+	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
 }
 
 type cycleStats struct {

@@ -221,7 +221,10 @@ func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (a
 			o.rebuildLedger(p.HalfLife.Duration())
 		}
 		o.policy = p
-		tx.batch.Settings = map[string]string{settingPolicies: string(raw)}
+		if tx.batch.Settings == nil {
+			tx.batch.Settings = map[string]string{}
+		}
+		tx.batch.Settings[settingPolicies] = string(raw) // a batch's other settings stay (holdusage.go)
 		o.dirty = true
 		o.log.Info("policies changed", "policy", p.Policy, "backfill", p.Backfill, "preemption", p.Preemption)
 		return nil, nil
