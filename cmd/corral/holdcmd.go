@@ -29,7 +29,8 @@ func (c *cli) newHoldCmd() *cobra.Command {
 		Long: `Hold GPUs for work run outside Corral: they go to no job until the hold is
 released (corral release) or its duration is over (default and most: the
 server's --max-interactive-time, 8h). A hold counts in its user's usage and
-fair share, and in --max-interactive-gpus.
+fair share, and in --max-interactive-gpus (which refuses a hold with --wait
+past it).
 
 Without --wait the hold is granted at once or refused (exit 1) when the GPUs
 are not free. With --wait a hold that cannot be granted now is queued as an

@@ -185,8 +185,8 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		if _, ok := o.jobs[req.JobID]; ok {
 			return nil, api.Conflict("job_exists", "%q is a Corral job; pick another name for the hold", req.JobID)
 		}
-		if err := o.checkHoldCap(user, req.GPUCount); err != nil {
-			return nil, err
+		if err := o.checkHoldCap(user, req.GPUCount); req.Wait && err != nil {
+			return nil, err // a hold without wait keeps the seed's answers (holds.go)
 		}
 		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType}
 		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS}})

@@ -53,7 +53,10 @@ func (o *Orchestrator) holdDuration(raw api.RawValue) (time.Duration, error) {
 }
 
 // checkHoldCap refuses a hold that would take its user's interactive GPUs
-// past MaxInteractiveGPUs. Loop only.
+// past MaxInteractiveGPUs. Only holds asked with "wait" are refused by it
+// (such a hold may become an interactive job); a hold without wait keeps
+// the route's old answers (201 or 409), yet counts toward the cap of the
+// user's later interactive work. Loop only.
 func (o *Orchestrator) checkHoldCap(user string, n int) error {
 	l := o.cfg.Limits.MaxInteractiveGPUs
 	if have := o.interactiveGPUs(user); l > 0 && have+n > l {

@@ -81,6 +81,10 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "y", GPUCount: 1, Wait: true}, "ana"); api.AsError(err) == nil || api.AsError(err).Status != http.StatusTooManyRequests {
 		t.Fatalf("fifth interactive GPU: %v, want 429", err)
 	}
+	// Without wait, the route's old answers: here 409, not the cap's 429.
+	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "y", GPUCount: 1}, "ana"); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("fifth GPU without wait: %v, want 409", err)
+	}
 	// nb expires: its GPUs go to the queued hold.
 	clk.add(time.Hour)
 	if task := h.nextStart(); task.JobID != w.JobID || task.Command != "sleep 1800" {
