@@ -786,6 +786,11 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 		IdleThreshold: 5, IdleWindow: 1800, IdleAction: "notify", // the defaults
 		Weights: api.Weights{Users: map[string]float64{"ana": 2, "cy": 1.5}, Projects: map[string]float64{"vision": 3}},
 		Quotas:  api.Quotas{Users: map[string]int{"ana": 4}, Projects: map[string]int{"vision": 6}},
+		// The interactive classes' idle reclaim defaults (docs/interactive.md).
+		Classes: map[string]api.ClassIdle{
+			"interactive":             {IdleThreshold: 5, IdleWindow: 3600, IdleWarn: 600},
+			"interactive-preemptible": {IdleThreshold: 5, IdleWindow: 3600, IdleWarn: 600},
+		},
 	}
 	check := func(where string, got api.Policies) {
 		t.Helper()

@@ -47,6 +47,9 @@ type accessFlags struct {
 	maxRunTime       time.Duration
 	auditRetention   time.Duration
 	maxArraySize     int // tasks of one job array (docs/arrays.md)
+	// Interactive work (docs/interactive.md).
+	maxInteractiveGPUs int
+	maxInteractiveTime time.Duration
 }
 
 func (f *accessFlags) register(cmd *cobra.Command) {
@@ -60,6 +63,8 @@ func (f *accessFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxGPUsPerJob, "max-gpus-per-job", 0, "GPUs one job may ask for, all nodes together (0: as many as the cluster has)")
 	fl.DurationVar(&f.maxRunTime, "max-run-time", 0, "the longest a job may run: its default and largest time_limit; past it a job is stopped with reason time_limit (0: no limit)")
 	fl.IntVar(&f.maxArraySize, "max-array-size", api.DefaultMaxArraySize, "tasks one job array may have (--array); each task also counts toward --max-queued-per-user and --max-queue-size")
+	fl.IntVar(&f.maxInteractiveGPUs, "max-interactive-gpus", orchestrator.DefaultMaxInteractiveGPUs, "GPUs of interactive jobs (classes interactive and interactive-preemptible) and holds one user may have queued, running or held; more are refused at submission (0: no limit)")
+	fl.DurationVar(&f.maxInteractiveTime, "max-interactive-time", orchestrator.DefaultMaxInteractiveTime, "the longest an interactive job or hold may last: its default time_limit (or duration) and the largest it may ask (0: no limit)")
 	fl.DurationVar(&f.auditRetention, "audit-retention", 0, "how long audit entries are kept, e.g. 2160h for 90 days; older ones are deleted hourly (0: kept for ever)")
 }
 
@@ -79,13 +84,16 @@ func (f *accessFlags) limits() (orchestrator.Limits, error) {
 		return orchestrator.Limits{}, usagef("--max-queue-size, --max-queued-per-user, --max-gpus-per-job and --max-run-time must not be negative")
 	case f.submitRate < 0 || f.submitBurst < 0:
 		return orchestrator.Limits{}, usagef("--submit-rate and --submit-burst must not be negative")
+	case f.maxInteractiveGPUs < 0 || f.maxInteractiveTime < 0:
+		return orchestrator.Limits{}, usagef("--max-interactive-gpus and --max-interactive-time must not be negative")
 	case f.auditRetention < 0:
 		return orchestrator.Limits{}, usagef("--audit-retention must not be negative")
 	case f.fs != nil && f.maxArraySize < 1:
 		return orchestrator.Limits{}, usagef("--max-array-size must be 1 or more")
 	}
 	return orchestrator.Limits{MaxQueueSize: size, MaxQueuedPerUser: f.maxQueuedPerUser,
-		MaxGPUsPerJob: f.maxGPUsPerJob, MaxRunTime: f.maxRunTime, MaxArraySize: f.maxArraySize}, nil
+		MaxGPUsPerJob: f.maxGPUsPerJob, MaxRunTime: f.maxRunTime, MaxArraySize: f.maxArraySize,
+		MaxInteractiveGPUs: f.maxInteractiveGPUs, MaxInteractiveTime: f.maxInteractiveTime}, nil
 }
 
 // serverOptions adds the access options to opts.

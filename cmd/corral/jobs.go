@@ -36,6 +36,7 @@ type submitFlags struct {
 
 	notify      string // --notify begin,end,fail,preempt|all|none
 	notifyTasks bool   // --notify-tasks
+	class       string // --class (docs/interactive.md)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -138,6 +139,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
 	registerDependFlags(fl, &f.after)
 	fl.StringVar(&f.notify, "notify", "", "which notifications the job sends to your endpoints (corral notify): begin,end,fail,preempt, all or none (default: fail and preempt, and end when it ran over 10m)")
+	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
 	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
 }
 
@@ -162,6 +164,12 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		return req, usagef("--notify: %w", err)
 	}
 	req.Notify, req.NotifyTasks = f.notify, f.notifyTasks
+	switch f.class {
+	case "", api.ClassBatch, api.ClassInteractive, api.ClassInteractivePreemptible:
+		req.Class = f.class
+	default:
+		return req, usagef("--class %q: want batch, interactive or interactive-preemptible", f.class)
+	}
 	if f.retry < 0 {
 		return req, usagef("--retry must not be negative")
 	}

@@ -21,6 +21,7 @@ type policyFlags struct {
 	idleAction                     string
 	aging, halfLife, estimate      string
 	minRunTime, preemptGrace, idle string
+	classIdle                      classIdleFlags // policyclass.go
 }
 
 // durationFlags name the duration knobs: flag, help, and where it goes.
@@ -48,6 +49,7 @@ func (f *policyFlags) register(cmd *cobra.Command) {
 	for _, d := range durationFlags {
 		fl.StringVar(d.field(f), d.name, "", d.help)
 	}
+	f.classIdle.register(cmd)
 }
 
 // update builds the PUT body from the flags that were given.
@@ -94,6 +96,11 @@ func (f *policyFlags) update(cmd *cobra.Command, args []string) (api.PoliciesUpd
 		d.set(&u, rawString(v))
 		changed = true
 	}
+	if c, err := f.classIdle.update(cmd, &u); err != nil {
+		return u, err
+	} else if c {
+		changed = true
+	}
 	if !changed {
 		return u, usagef("nothing to set: name a policy, or give a switch or knob (see --help)")
 	}
@@ -117,6 +124,9 @@ func printPolicies(w io.Writer, p api.Policies) error {
 		t.row("available:", strings.Join(p.Available, ", "))
 	}
 	if err := t.flush(); err != nil {
+		return err
+	}
+	if err := printClassIdle(w, p); err != nil { // policyclass.go
 		return err
 	}
 	if err := printLimits(w, "weights", p.Weights.Users, p.Weights.Projects, func(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }); err != nil {

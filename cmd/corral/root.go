@@ -119,6 +119,8 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newQuotaCmd(),
 		c.newWeightCmd(),
 		c.newOrchestratorCmd(),
+		c.newHoldCmd(), // holdcmd.go
+		c.newReleaseCmd(),
 
 		// Access: tokens, who am I, the audit trail (tokencmd.go).
 		c.newTokenCmd(),

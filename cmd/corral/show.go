@@ -117,6 +117,7 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	if j.Notify != "" || j.NotifyTasks {
 		kv("Notify", notifyText(j)) // notifycmd.go
 	}
+	showInteractive(j, kv, now) // policyclass.go
 	if j.Idle && j.IdleSince != nil {
 		kv("Idle", "since "+fmtTimeFull(*j.IdleSince, now))
 	}

@@ -149,6 +149,14 @@ type Job struct {
 	// Class is the job's preemption class (issue 13): ClassBatch (empty
 	// means batch), ClassInteractive or ClassInteractivePreemptible.
 	Class string `json:"class,omitempty"`
+	// Hold is the name of the hold this job stands for: a hold queued with
+	// "wait": true (docs/interactive.md).
+	Hold string `json:"hold,omitempty"`
+	// IdleEndsAt: an interactive job idle by its class's settings ends
+	// then unless used (its owner was warned); IdleReclaimed: it is being
+	// ended for it (reason idle).
+	IdleEndsAt    *time.Time `json:"idle_ends_at,omitempty"`
+	IdleReclaimed bool       `json:"idle_reclaimed,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -306,6 +314,12 @@ type AllocateRequest struct {
 	GPUCount int     `json:"gpu_count"`
 	MemoryGB float64 `json:"memory_gb,omitempty"`
 	GPUType  string  `json:"gpu_type,omitempty"`
+	// Duration is how long the hold lasts once granted (a duration such
+	// as "2h" or seconds; default and maximum: the server's
+	// --max-interactive-time). Wait: when the GPUs are not free now, queue
+	// the hold (202) instead of answering 409 (docs/interactive.md).
+	Duration RawValue `json:"duration,omitempty"`
+	Wait     bool     `json:"wait,omitempty"`
 }
 
 // ReleaseRequest is POST /cluster/gpu-release.
@@ -320,6 +334,14 @@ type Hold struct {
 	HeldAt     time.Time    `json:"held_at"`
 	ReleasedAt *time.Time   `json:"released_at,omitempty"`
 	Allocation []Allocation `json:"allocation"`
+	// ExpiresAt is when the hold ends by itself (its duration).
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// Queued: the hold waits for GPUs as the interactive job JobID (its
+	// name is Name); Poll is where to follow it (GET it: once running,
+	// its allocation is the hold's).
+	Queued bool   `json:"queued,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Poll   string `json:"poll,omitempty"`
 }
 
 // PriorityRequest is PATCH /queue/{job_id}/priority.
@@ -361,6 +383,9 @@ type Policies struct {
 	Weights Weights `json:"weights"` // fair-share weights; missing means 1
 	Quotas  Quotas  `json:"quotas"`  // guaranteed GPUs; missing means none
 
+	// Classes: idle reclaim of interactive work, per class (interactive.go).
+	Classes map[string]ClassIdle `json:"classes,omitempty"`
+
 	Available []string `json:"available,omitempty"` // the policies this server offers (read-only)
 }
 
@@ -396,6 +421,8 @@ type PoliciesUpdate struct {
 	IdleAction      *string        `json:"idle_action,omitempty"`
 	Weights         *WeightsUpdate `json:"weights,omitempty"`
 	Quotas          *QuotasUpdate  `json:"quotas,omitempty"`
+	// Classes changes idle reclaim settings by class (interactive.go).
+	Classes map[string]ClassIdleUpdate `json:"classes,omitempty"`
 }
 
 // WeightsUpdate changes fair-share weights; null removes an entry.

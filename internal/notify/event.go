@@ -38,6 +38,7 @@ const (
 	JobTimeLimit        Kind = "job.time_limit" // reached: being stopped
 	JobDependencyNever  Kind = "job.dependency_never_satisfied"
 	JobIdle             Kind = "job.idle"
+	JobIdleWarning      Kind = "job.idle_warning" // an interactive job idle: it ends at idle_ends_at unless used
 	ArrayFinished       Kind = "array.finished"
 )
 
@@ -186,7 +187,7 @@ func classes(k Kind) []string {
 		return []string{api.NotifyEnd, api.NotifyFail}
 	case JobLost, JobTimeLimitWarning, JobTimeLimit:
 		return []string{api.NotifyFail}
-	case JobPreempted, JobIdle:
+	case JobPreempted, JobIdle, JobIdleWarning:
 		return []string{api.NotifyPreempt}
 	case ArrayFinished:
 		return []string{api.NotifyEnd, api.NotifyFail}
@@ -298,6 +299,8 @@ func kindText(k Kind) string {
 		return "will never run: its dependencies can no longer be satisfied"
 	case JobIdle:
 		return "is idle: its GPUs are under the idle threshold"
+	case JobIdleWarning:
+		return "is idle (nothing attached, GPUs quiet) and will be ended unless used"
 	}
 	return string(k)
 }

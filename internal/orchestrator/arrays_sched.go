@@ -102,7 +102,7 @@ func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
 	sj := sched.Job{
 		ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
 		GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
-		Estimate: e, EstimateGiven: given, NodeLabels: j.NodeLabels,
+		Estimate: e, EstimateGiven: given, NodeLabels: j.NodeLabels, Class: j.Class,
 	}
 	if j.NotBefore != nil {
 		sj.NotBefore = *j.NotBefore

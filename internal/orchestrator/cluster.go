@@ -170,6 +170,10 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 	if req.GPUCount == 0 {
 		return api.Hold{}, api.Invalid("gpu_count", "must be 1 or more: a hold of no GPUs holds nothing")
 	}
+	d, err := o.holdDuration(req.Duration) // holds.go
+	if err != nil {
+		return api.Hold{}, err
+	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		c := o.capacity()
 		if err := checkGPURequest(c, "gpu_count", req.GPUCount, 1, "memory_gb", req.MemoryGB, req.GPUType); err != nil {
@@ -181,12 +185,19 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		if _, ok := o.jobs[req.JobID]; ok {
 			return nil, api.Conflict("job_exists", "%q is a Corral job; pick another name for the hold", req.JobID)
 		}
+		if err := o.checkHoldCap(user, req.GPUCount); req.Wait && err != nil {
+			return nil, err // a hold without wait keeps the seed's answers (holds.go)
+		}
 		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType}
 		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS}})
-		if len(r.Starts) == 0 {
-			return nil, api.Conflict("insufficient_gpus", "cannot hold now: %s", r.Pending[0].Message())
+		if len(r.Starts) == 0 && req.Wait {
+			return o.queueHold(tx, req, user, d) // holds.go
 		}
-		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: tx.now, Allocation: o.allocate(req.JobID, r.Starts[0].Placements)}
+		if len(r.Starts) == 0 {
+			return nil, api.Conflict("insufficient_gpus", "cannot hold now: %s (\"wait\": true queues the hold)", r.Pending[0].Message())
+		}
+		expires := tx.now.Add(d)
+		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: tx.now, Allocation: o.allocate(req.JobID, r.Starts[0].Placements), ExpiresAt: &expires}
 		o.holds[h.JobID] = h
 		tx.batch.Holds = append(tx.batch.Holds, *h)
 		o.log.Info("GPUs held", "hold", h.JobID, "gpus", len(h.Allocation))
@@ -198,8 +209,15 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 	return v.(api.Hold), nil
 }
 
-// Release frees the GPUs of a hold.
+// Release frees the GPUs of a hold; a hold queued as a job (holds.go) is
+// canceled.
 func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, error) {
+	o.mu.RLock()
+	isHoldJob := o.holdJob(holdID) != nil
+	o.mu.RUnlock()
+	if isHoldJob {
+		return o.releaseHoldJob(ctx, holdID)
+	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		h, ok := o.holds[holdID]
 		if !ok {
@@ -208,18 +226,7 @@ func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, er
 			}
 			return nil, api.NotFound("no GPUs are held for %q", holdID)
 		}
-		for _, a := range h.Allocation {
-			k := gpuKey{a.NodeID, a.GPUID}
-			if o.owner[k] == holdID {
-				delete(o.owner, k)
-			}
-		}
-		delete(o.holds, holdID)
-		tx.batch.DeleteHolds = append(tx.batch.DeleteHolds, holdID)
-		o.dirty = true
-		out := *h
-		now := tx.now
-		out.ReleasedAt = &now
+		out := o.releaseHold(tx, h) // holds.go
 		o.log.Info("GPUs released", "hold", holdID)
 		return out, nil
 	})

@@ -36,8 +36,9 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 		est, _ := est(j)
 		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
 			Placements: placements(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
-			Idle: j.Idle})
+			Idle: j.Idle, Class: j.Class})
 	}
+	snap.Running = o.holdsRunning(snap.Running, now) // holds.go
 	// The running attempts' GPU time counts toward fair share now.
 	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = slices.Grow(buf[:0], len(queue))

@@ -206,6 +206,8 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 	switch {
 	case j.TimedOut:
 		return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
+	case j.IdleReclaimed:
+		return idleOutcome(j, code) // reclaim.go
 	case j.CancelRequested:
 		return api.StateCanceled, api.ReasonCanceled, fmt.Sprintf("canceled while running (exit code %d)", code)
 	case startErr != nil:

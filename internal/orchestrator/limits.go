@@ -17,12 +17,19 @@ type Limits struct {
 	MaxGPUsPerJob    int           // gpu_count x nodes of one job
 	MaxRunTime       time.Duration // a job's time_limit: the default, and the most it may ask
 	MaxArraySize     int           // tasks of one job array; 0: api.DefaultMaxArraySize (arrays.go)
+	// Interactive work (interactive.go): GPUs of one user's interactive
+	// jobs and holds, and the longest time limit of an interactive job.
+	MaxInteractiveGPUs int
+	MaxInteractiveTime time.Duration
 }
 
 // checkLimits checks a valid submission against the limits and gives it
 // the default time limit. Loop only (it reads the queue).
 func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
 	l := o.cfg.Limits
+	if err := o.checkInteractive(j); err != nil { // interactive.go
+		return err
+	}
 	if l.MaxGPUsPerJob > 0 && j.GPUCount*j.Nodes > l.MaxGPUsPerJob {
 		return api.Invalid("gpu_count", "asks for %d GPUs; one job may have at most %d on this server", j.GPUCount*j.Nodes, l.MaxGPUsPerJob)
 	}
@@ -101,6 +108,9 @@ func (o *Orchestrator) HoldOwner(id string) (user string, ok bool) {
 	defer o.mu.RUnlock()
 	h, ok := o.holds[id]
 	if !ok {
+		if j := o.holdJob(id); j != nil { // a hold queued as a job (holds.go)
+			return j.User, true
+		}
 		return "", false
 	}
 	return h.User, true

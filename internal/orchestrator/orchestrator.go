@@ -143,6 +143,9 @@ type Orchestrator struct {
 	looping   bool                          // Run has begun: failed commits are retried (loop only)
 
 	notes notifyState // notifications noted, arrays indexed (notify.go)
+	inter idleBook    // idle reclaim of interactive jobs (reclaim.go)
+
+	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
 }
 
 type cycleStats struct {
@@ -264,6 +267,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.applyNodeEvents(o.nodeEvents.take())
 		case <-tick.C:
 			o.checkNodes(ctx)
+			o.checkHolds(ctx)           // holds.go
+			o.checkInteractiveIdle(ctx) // reclaim.go
 			o.checkTimeLimits(ctx)
 			o.flushNotes(ctx) // notify.go
 			o.dirty = true

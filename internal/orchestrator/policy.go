@@ -143,6 +143,9 @@ func applyUpdate(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
 		}
 		p.IdleAction = *u.IdleAction
 	}
+	if err := applyClasses(&p, u.Classes); err != nil { // reclaim.go
+		return p, err
+	}
 	if w := u.Weights; w != nil {
 		for _, set := range []struct {
 			field string
@@ -207,6 +210,9 @@ func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (a
 		if err != nil {
 			return nil, err
 		}
+		if err := o.checkClasses(p); err != nil { // reclaim.go
+			return nil, err
+		}
 		raw, err := json.Marshal(p)
 		if err != nil {
 			return nil, err
@@ -215,7 +221,10 @@ func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (a
 			o.rebuildLedger(p.HalfLife.Duration())
 		}
 		o.policy = p
-		tx.batch.Settings = map[string]string{settingPolicies: string(raw)}
+		if tx.batch.Settings == nil {
+			tx.batch.Settings = map[string]string{}
+		}
+		tx.batch.Settings[settingPolicies] = string(raw) // a batch's other settings stay (holdusage.go)
 		o.dirty = true
 		o.log.Info("policies changed", "policy", p.Policy, "backfill", p.Backfill, "preemption", p.Preemption)
 		return nil, nil

@@ -24,6 +24,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	o.policy = loadPolicies(st.Settings)
+	o.classDefaults(&o.policy)   // reclaim.go
+	o.readHoldUsage(st.Settings) // holdusage.go
+	if err := o.checkClasses(o.policy); err != nil {
+		return fmt.Errorf("recover: the stored policies: %w", err)
+	}
 	for id, raw := range st.Nodes {
 		if o.node(id) != nil {
 			continue // given in Config
@@ -170,4 +175,5 @@ func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 			o.estimator.Observe(j.User, j.FinishedAt.Sub(*j.StartedAt))
 		}
 	}
+	o.addHoldUsage() // holdusage.go
 }

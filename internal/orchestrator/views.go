@@ -36,6 +36,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 			v.EstimatedStartTime = &t
 		}
 		o.viewDeps(j, &v) // deps_cycle.go
+		o.holdNote(&v)    // holds.go
 		if !o.running {
 			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until POST /orchestrator/start"
 		}
@@ -229,7 +230,10 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 			if on {
 				v = "on"
 			}
-			tx.batch.Settings = map[string]string{settingScheduling: v}
+			if tx.batch.Settings == nil {
+				tx.batch.Settings = map[string]string{}
+			}
+			tx.batch.Settings[settingScheduling] = v // a batch's other settings stay (holdusage.go)
 			o.log.Info("scheduling switched", "on", on)
 			if !on {
 				o.noteAlert(notify.AlertSchedulerStopped, tx.now, "", nil, "scheduling was stopped: no queued job starts until it is started again (corral orchestrator start)")

@@ -76,6 +76,8 @@ type Job struct {
 	// Count is how many identical jobs this entry stands for (a job
 	// array's waiting tasks); 0 or 1: one. See group.go.
 	Count int
+	// Class is the job's class (class.go); empty: batch.
+	Class string
 }
 
 // Running is one job that holds GPUs.
@@ -94,6 +96,7 @@ type Running struct {
 	Borrowed    bool          // it started on GPUs borrowed beyond a quota
 	Preempting  bool          // it has been told to stop; its GPUs are about to be free
 	Idle        bool          // flagged idle: its GPUs sat unused
+	Class       string        // the job's class (class.go): ClassInteractive is never a victim
 }
 
 // Usage is decayed GPU-seconds per user and per project, as of the

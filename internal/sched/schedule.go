@@ -99,6 +99,7 @@ func (c *cycle) tally() {
 		case r.Preempting:
 			c.stopping = true
 		case r.StartedAt.After(cut):
+		case Protected(r.Class): // never a victim (class.go)
 		case r.Borrowed || r.Idle && c.p.PreemptIdle:
 			c.open[ri], c.openSoft = true, true
 		default:
@@ -240,6 +241,9 @@ func Schedule(s Snapshot) Result {
 		case j.NotBefore.After(c.now):
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
 				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})
+		case c.overQuota(j) != "" && !mayBorrow(j.Class):
+			// Interactive work waits within its quotas (class.go).
+			c.pend(Pending{JobID: j.ID, Reason: ReasonQuota, note: textNote(c.overQuota(j) + "; interactive jobs never borrow GPUs beyond a quota")})
 		case c.overQuota(j) != "":
 			borrowers = append(borrowers, orig) // 2. deferred: it may borrow idle GPUs
 		default:

@@ -243,6 +243,9 @@ func (s *Server) allocate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if h.Queued { // "wait": true and not free now: queued as a job (docs/interactive.md)
+		return writeJSON(w, http.StatusAccepted, h)
+	}
 	return writeJSON(w, http.StatusCreated, h)
 }
 

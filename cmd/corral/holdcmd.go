@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
+	"github.com/spf13/cobra"
+)
+
+// holdPoll is how often corral hold --wait asks about a queued hold.
+const holdPoll = time.Second
+
+func (c *cli) newHoldCmd() *cobra.Command {
+	var (
+		gpus     int
+		duration time.Duration
+		wait     bool
+		name     string
+		gpuType  string
+		gpuMem   float64
+	)
+	cmd := &cobra.Command{
+		Use:   "hold [--gpus N] [--duration 2h] [--wait] [--name X]",
+		Short: "Hold GPUs for work outside Corral, for a while (POST /cluster/gpu-allocate)",
+		Long: `Hold GPUs for work run outside Corral: they go to no job until the hold is
+released (corral release) or its duration is over (default and most: the
+server's --max-interactive-time, 8h). A hold counts in its user's usage and
+fair share, and in --max-interactive-gpus (which refuses a hold with --wait
+past it).
+
+Without --wait the hold is granted at once or refused (exit 1) when the GPUs
+are not free. With --wait a hold that cannot be granted now is queued as an
+interactive job (its id is the hold's from then on) and corral hold waits
+until it is granted, then prints its GPUs; Ctrl-C stops waiting but leaves
+the hold queued (corral release ID takes it back).`,
+		Example: `  corral hold --gpus 2 --duration 2h --name notebook
+  corral hold --gpus 1 --wait`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if gpus < 1 {
+				return usagef("--gpus must be 1 or more")
+			}
+			if duration < 0 {
+				return usagef("--duration must not be negative")
+			}
+			if name == "" {
+				name = "hold-" + time.Now().UTC().Format("20060102-150405")
+			}
+			req := api.AllocateRequest{JobID: name, GPUCount: gpus, GPUType: gpuType, MemoryGB: gpuMem, Wait: wait}
+			if duration > 0 {
+				req.Duration = api.RawValue(fmt.Sprintf("%q", duration.String()))
+			}
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			h, err := cl.Allocate(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			if h.Queued {
+				if !c.json() {
+					fmt.Fprintf(c.stderr, "GPUs busy: hold %s queued as job %s; waiting (corral show %s)\n", h.Name, h.JobID, h.JobID)
+				}
+				j, err := waitHold(cmd.Context(), cl, h.JobID)
+				if err != nil {
+					return err
+				}
+				h.Allocation, h.Queued = j.Allocation, false
+				if j.StartedAt != nil {
+					h.HeldAt = *j.StartedAt
+				}
+				if j.StartedAt != nil && j.TimeLimit != nil {
+					at := j.StartedAt.Add(j.TimeLimit.Duration() - time.Minute) // the backstop's minute (docs/interactive.md)
+					h.ExpiresAt = &at
+				}
+			}
+			return c.emit(h, func(w io.Writer) error { return printHold(w, h) })
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&gpus, "gpus", 1, "GPUs to hold (on one node)")
+	fl.DurationVar(&duration, "duration", 0, "how long the hold lasts once granted, e.g. 2h (default: the server's --max-interactive-time)")
+	fl.BoolVar(&wait, "wait", false, "when the GPUs are not free, queue the hold and wait for it instead of failing")
+	fl.StringVar(&name, "name", "", "the hold's name (default: hold-DATE-TIME)")
+	fl.StringVar(&gpuType, "gpu-type", "", "GPU model, e.g. H100")
+	fl.Float64Var(&gpuMem, "gpu-mem", 0, "minimum memory per GPU, in GB")
+	return cmd
+}
+
+// waitHold waits until a queued hold's job holds its GPUs; it fails when
+// the job ends first.
+func waitHold(ctx context.Context, cl *client.Client, id string) (api.Job, error) {
+	t := time.NewTicker(holdPoll)
+	defer t.Stop()
+	for {
+		j, err := cl.Job(ctx, id)
+		if err != nil && !client.Transient(err) {
+			return j, err
+		}
+		if err == nil && j.State == api.StateRunning {
+			return j, nil
+		}
+		if err == nil && j.State.Terminal() {
+			return j, fmt.Errorf("hold %s ended %s before it was granted: %s", id, j.State, j.Message)
+		}
+		select {
+		case <-ctx.Done():
+			return j, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func printHold(w io.Writer, h api.Hold) error {
+	name := h.JobID
+	if h.Name != "" {
+		name = h.Name + " (job " + h.JobID + ")"
+	}
+	fmt.Fprintf(w, "hold %s: %d GPUs\n", name, len(h.Allocation))
+	for _, a := range h.Allocation {
+		fmt.Fprintf(w, "  %s GPU %d %s\n", a.NodeID, a.GPUID, a.GPUUUID)
+	}
+	if h.ExpiresAt != nil {
+		fmt.Fprintf(w, "expires %s\n", h.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if h.ReleasedAt != nil {
+		fmt.Fprintf(w, "released %s\n", h.ReleasedAt.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (c *cli) newReleaseCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "release ID",
+		Short: "Release a hold: its GPUs go back to the queue (POST /cluster/gpu-release)",
+		Long: `Release a hold by its name, or, for a hold that was queued (corral hold
+--wait), by its job id: a queued or granted hold's job is canceled. Only the
+hold's owner or an admin may release it.`,
+		Example: `  corral release notebook`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usagef("want one hold ID, e.g. corral release notebook")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, err := c.client()
+			if err != nil {
+				return err
+			}
+			h, err := cl.Release(cmd.Context(), api.ReleaseRequest{JobID: args[0]})
+			if err != nil {
+				return err
+			}
+			return c.emit(h, func(w io.Writer) error { return printHold(w, h) })
+		},
+	}
+}
