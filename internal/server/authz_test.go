@@ -223,6 +223,10 @@ func TestRoleMatrix(t *testing.T) {
 	} {
 		matrix[k] = v
 	}
+	// The shell routes (shell.go): the matrix's jobs are queued, so the
+	// callers who may attach get 409 (a shell needs a running job).
+	matrix["GET /jobs/{job_id}/shell"] = row{"", mine(409)}
+	matrix["GET /agent/v1/tunnel"] = row{"", [7]int{401, 401, 401, 401, 401, 401, 401}}
 	s := New(nil, slog.New(slog.DiscardHandler))
 	for _, rt := range s.routes {
 		key := rt.method + " " + rt.path
@@ -311,6 +315,7 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"owner", "POST", "/notify/endpoints", `{"kind":"slack","url":"https://hooks.example.com/x"}`, "notify.endpoint.create"},
 		{"owner", "POST", "/notify/endpoints/" + e.endpoint() + "/test", "", "notify.endpoint.test"},
 		{"other", "DELETE", "/notify/endpoints/" + e.endpoint(), "", "notify.endpoint.remove"},
+		{"other", "GET", "/jobs/" + jobID + "/shell", "", "job.shell"},
 	}
 	want := map[string]int{}
 	for _, c := range calls {

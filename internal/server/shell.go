@@ -151,9 +151,6 @@ func shellRequest(r *http.Request) (shellproto.Request, error) {
 // (job.shell) when it opens, and counts as an attachment of the job
 // (idle reclaim) while it lasts.
 func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
-	if s.tunnels == nil {
-		return errNoTunnels
-	}
 	id, err := s.jobID(r)
 	if err != nil {
 		return err
@@ -168,6 +165,9 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) error {
 	node, attempt, err := s.where(id, req.Rank)
 	if err != nil {
 		return err
+	}
+	if s.tunnels == nil {
+		return errNoTunnels
 	}
 	req.JobID, req.Attempt = id, attempt
 	ctx := context.WithoutCancel(r.Context())
