@@ -46,19 +46,9 @@ request. It takes corral submit's flags (--gpus, --gpu-type, --mem, ...).`,
 			if f.array != "" || f.wait {
 				return usagef("corral alloc holds one allocation; --array does not apply")
 			}
-			if f.duration == "" {
-				f.duration = allocDefaultTime
-			}
-			req, err := f.request(cmd, []string{allocHold})
+			req, err := allocRequest(cmd, &f)
 			if err != nil {
 				return err
-			}
-			req.Class = api.ClassInteractive
-			if f.timeLimit == "" {
-				req.TimeLimit = rawString(f.duration)
-			}
-			if f.name == "" {
-				req.Name = "alloc"
 			}
 			cl, err := c.client()
 			if err != nil {
@@ -70,6 +60,27 @@ request. It takes corral submit's flags (--gpus, --gpu-type, --mem, ...).`,
 	f.register(cmd)
 	cmd.Flags().Lookup("time").Usage = "the allocation's time limit, e.g. 2h (default " + allocDefaultTime + "): then it ends and its shell is closed"
 	return cmd
+}
+
+// allocRequest is the submission of an allocation: the holding command,
+// class interactive, and --time (default 8h) as both its estimate and its
+// time limit (unless --time-limit is given).
+func allocRequest(cmd *cobra.Command, f *submitFlags) (api.SubmitRequest, error) {
+	if f.duration == "" {
+		f.duration = allocDefaultTime
+	}
+	req, err := f.request(cmd, []string{allocHold})
+	if err != nil {
+		return req, err
+	}
+	req.Class = api.ClassInteractive
+	if f.timeLimit == "" {
+		req.TimeLimit = rawString(f.duration)
+	}
+	if f.name == "" {
+		req.Name = "alloc"
+	}
+	return req, nil
 }
 
 // alloc submits the allocation, waits for it, runs the shell in it, and

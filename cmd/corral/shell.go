@@ -46,7 +46,11 @@ and closed.`,
 			if err != nil {
 				return err
 			}
-			code, err := c.runShell(cmd.Context(), cl, args[0], rank, commandArgs(args[1:]), cmd.InOrStdin())
+			argv := args[1:]
+			if dash := cmd.ArgsLenAtDash(); dash > 1 {
+				return usagef("corral shell takes one job; put the command after --")
+			}
+			code, err := c.runShell(cmd.Context(), cl, args[0], rank, argv, cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
@@ -56,7 +60,6 @@ and closed.`,
 			return nil
 		},
 	}
-	cmd.Flags().SetInterspersed(false) // flags after JOB's command belong to it
 	cmd.Flags().IntVar(&rank, "rank", 0, "the gang rank whose node runs the shell")
 	return cmd
 }

@@ -41,8 +41,17 @@ type shellSet struct {
 
 // shellSession is one shell's process and its frame writer.
 type shellSession struct {
-	pid int
-	out *shellproto.Writer
+	pid  int
+	job  string
+	out  *shellproto.Writer
+	once sync.Once
+}
+
+// tell tells the shell's client, once, that the job has ended.
+func (sh *shellSession) tell() {
+	sh.once.Do(func() {
+		sh.out.Write(shellproto.Error, []byte(fmt.Sprintf("\r\ncorral: job %s has ended (its allocation is over); closing this shell\r\n", sh.job)))
+	})
 }
 
 func (s *shellSet) add(k taskKey, sh *shellSession) {
@@ -77,7 +86,7 @@ func (s *shellSet) end(k taskKey) {
 	delete(s.open, k)
 	s.mu.Unlock()
 	for sh := range shells {
-		sh.out.Write(shellproto.Error, []byte(fmt.Sprintf("corral: job %s has ended (its allocation is over); closing this shell\r\n", k.job)))
+		sh.tell()
 		hangUp(sh.pid)
 	}
 }
@@ -187,7 +196,7 @@ func (a *Agent) serveShell(ctx context.Context, req shellproto.Request, conn io.
 		cmd.Wait()
 		return fmt.Errorf("join the job's cgroup: %w", err)
 	}
-	sh := &shellSession{pid: pid, out: out}
+	sh := &shellSession{pid: pid, job: spec.JobID, out: out}
 	t.shells.add(k, sh)
 	defer t.shells.remove(k, sh)
 	a.log.Info("shell opened", "job_id", spec.JobID, "rank", spec.Rank, "pid", pid, "tty", req.TTY)
@@ -236,6 +245,9 @@ func (a *Agent) serveShell(ctx context.Context, req shellproto.Request, conn io.
 	code := cmd.ProcessState.ExitCode()
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		code = 128 + int(ws.Signal())
+	}
+	if _, err := t.runningTask(req); err != nil {
+		sh.tell() // the job's end ended it (its cgroup was killed first)
 	}
 	a.log.Info("shell closed", "job_id", spec.JobID, "rank", spec.Rank, "exit_code", code)
 	out.WriteExit(code)
