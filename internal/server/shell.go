@@ -44,6 +44,7 @@ type rankFinder interface {
 const (
 	maxShellArgs    = 256
 	maxShellArgSize = 16 << 10
+	maxShellCommand = 64 << 10 // in all: it travels in one tunnel message
 )
 
 // errNoTunnels answers the routes that need a tunnel on a server without.
@@ -131,10 +132,15 @@ func shellRequest(r *http.Request) (shellproto.Request, error) {
 	if len(req.Command) > maxShellArgs {
 		return req, api.Invalid("cmd", "at most %d arguments", maxShellArgs)
 	}
+	total := 0
 	for _, a := range req.Command {
 		if len(a) > maxShellArgSize || strings.ContainsRune(a, 0) {
 			return req, api.Invalid("cmd", "an argument is at most %d bytes, without NUL", maxShellArgSize)
 		}
+		total += len(a)
+	}
+	if total > maxShellCommand {
+		return req, api.Invalid("cmd", "the command is at most %d bytes in all", maxShellCommand)
 	}
 	if len(req.Command) > 0 && req.Command[0] == "" {
 		return req, api.Invalid("cmd", "the command must not be empty")

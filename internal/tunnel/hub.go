@@ -72,7 +72,8 @@ type control struct {
 
 type pendingStream struct {
 	node string
-	got  chan dialed // buffered 1
+	got  chan dialed   // unbuffered: the stream is handed over, or not at all
+	done chan struct{} // closed when Open stops waiting
 }
 
 type dialed struct {
@@ -115,7 +116,7 @@ func (h *Hub) Open(ctx context.Context, node string, req shellproto.Request) (ne
 	var b [16]byte
 	rand.Read(b[:])
 	req.Session = hex.EncodeToString(b[:])
-	p := &pendingStream{node: node, got: make(chan dialed, 1)}
+	p := &pendingStream{node: node, got: make(chan dialed), done: make(chan struct{})}
 	h.mu.Lock()
 	h.pending[req.Session] = p
 	h.mu.Unlock()
@@ -123,6 +124,7 @@ func (h *Hub) Open(ctx context.Context, node string, req shellproto.Request) (ne
 		h.mu.Lock()
 		delete(h.pending, req.Session)
 		h.mu.Unlock()
+		close(p.done) // a stream dialed back too late is closed by ServeData
 	}()
 	raw, _ := json.Marshal(req)
 	wctx, cancel := context.WithTimeout(ctx, dialBack)
@@ -206,13 +208,21 @@ func (h *Hub) ServeData(ctx context.Context, node, session, failure string, c *w
 	}
 	if failure != "" {
 		c.Close(websocket.StatusNormalClosure, "")
-		p.got <- dialed{err: errors.New(failure)}
+		select {
+		case p.got <- dialed{err: errors.New(failure)}:
+		case <-p.done:
+		}
 		return nil
 	}
 	c.SetReadLimit(ReadLimit)
 	closed := make(chan struct{})
 	nc := &closeNotify{Conn: websocket.NetConn(context.WithoutCancel(ctx), c, websocket.MessageBinary), closed: closed}
-	p.got <- dialed{conn: nc}
+	select {
+	case p.got <- dialed{conn: nc}:
+	case <-p.done: // Open gave up waiting
+		nc.Close()
+		return nil
+	}
 	select {
 	case <-closed:
 	case <-ctx.Done():
