@@ -121,6 +121,27 @@ func TestShellRemoteAgent(t *testing.T) {
 	j := s.submit(map[string]any{"command": "sleep 600", "gpu_count": 2})
 	j = s.waitState(j.ID, api.StateRunning, 20*time.Second)
 	checkShellRun(t, s, j, "far-node")
+
+	// A gang's rank 1 runs on the other node: --rank reaches it there.
+	startAgent(t, s, "other-node", 4)
+	g := s.submit(map[string]any{"command": "sleep 600", "gpu_count": 2, "nodes": 2})
+	s.waitState(g.ID, api.StateRunning, 20*time.Second)
+	env := []string{"CORRAL_SERVER=" + s.URL}
+	ranks := map[string]string{}
+	for _, rank := range []string{"0", "1"} {
+		stdout, stderr, code := runCLI(t, env, "shell", g.ID, "--rank", rank, "--", "sh", "-c", `echo "$CORRAL_NODE_RANK $CORRAL_NODE_ID"`)
+		f := strings.Fields(stdout)
+		if code != 0 || len(f) != 2 || f[0] != rank {
+			t.Fatalf("shell --rank %s: exit %d, %q %q", rank, code, stdout, stderr)
+		}
+		ranks[rank] = f[1]
+	}
+	if ranks["0"] == ranks["1"] {
+		t.Fatalf("ranks 0 and 1 both on %s", ranks["0"])
+	}
+	if _, stderr, code := runCLI(t, env, "shell", g.ID, "--rank", "2", "--", "true"); code != 1 || !strings.Contains(stderr, "rank") {
+		t.Fatalf("shell --rank 2 of a 2-node gang: exit %d, %s", code, stderr)
+	}
 }
 
 // ptyProc is a corral command run under a PTY, as a person at a terminal
@@ -249,8 +270,19 @@ func TestAlloc(t *testing.T) {
 	filler := s.submit(map[string]any{"command": "sleep 600", "gpu_count": 2})
 	s.waitState(filler.ID, api.StateRunning, 20*time.Second)
 
+	// Ctrl-C while queued cancels the request.
 	p := startPTY(t, []string{"CORRAL_SERVER=" + s.URL}, "alloc", "--gpus", "1")
 	m := p.expect(`allocation (\S+) queued, position`, 20*time.Second)
+	p.send("\x03")
+	if code := p.exitCode(15 * time.Second); code != 130 {
+		t.Fatalf("corral alloc after Ctrl-C while queued: exit %d, want 130", code)
+	}
+	if j := s.waitTerminal(m[1], 10*time.Second); j.State != api.StateCanceled {
+		t.Fatalf("the canceled request is %s", j.State)
+	}
+
+	p = startPTY(t, []string{"CORRAL_SERVER=" + s.URL}, "alloc", "--gpus", "1")
+	m = p.expect(`allocation (\S+) queued, position`, 20*time.Second)
 	id := m[1]
 	// Its class is interactive (alloc_test.go in cmd/corral checks the
 	// request; the server reports it once it stores classes).

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,6 +217,36 @@ func TestDialJobPort(t *testing.T) {
 		var ae *api.Error
 		if !errors.As(err, &ae) || ae.Status != tc.status {
 			t.Errorf("%s: %v, want HTTP %d", name, err, tc.status)
+		}
+	}
+}
+
+// TestShellBadQuery: a shell's bad parameters are 422 naming the field,
+// before any upgrade.
+func TestShellBadQuery(t *testing.T) {
+	e := newShellEnv(t)
+	id := e.submit("alice", 1)
+	for query, field := range map[string]string{
+		"rank=-1":                            "rank",
+		"rank=x":                             "rank",
+		"tty=maybe":                          "tty",
+		"rows=70000":                         "rows",
+		"cols=-2":                            "cols",
+		"cmd=":                               "cmd",
+		"term=a%3Db":                         "term",
+		"cmd=" + strings.Repeat("x", 17<<10): "cmd",
+	} {
+		req, _ := http.NewRequest("GET", e.url+"/jobs/"+id+"/shell?"+query, nil)
+		req.Header.Set("Authorization", "Bearer "+e.tokens["alice"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb api.ErrorBody
+		json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnprocessableEntity || eb.Error.Field != field {
+			t.Errorf("%.40s: %d field %q, want 422 field %q", query, resp.StatusCode, eb.Error.Field, field)
 		}
 	}
 }

@@ -61,7 +61,7 @@ type Node interface {
 type Hub struct {
 	mu      sync.Mutex
 	local   map[string]Node
-	control map[string]*control        // node id -> its agent's control channel
+	control map[string]*control       // node id -> its agent's control channel
 	pending map[string]*pendingStream // session -> a stream waiting for its dial-back
 }
 
