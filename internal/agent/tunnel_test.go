@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -27,9 +28,9 @@ type tunnelEnv struct {
 	hub *tunnel.Hub
 }
 
-func newTunnelEnv(t *testing.T) *tunnelEnv {
+func newTunnelEnv(t testing.TB) *tunnelEnv {
 	t.Helper()
-	a, err := New(Config{NodeID: "far", Link: fakeLink{}, StateDir: t.TempDir(), LogDir: t.TempDir(), RunAs: RunAsAgent})
+	a, err := New(Config{NodeID: "far", Link: fakeLink{}, StateDir: t.TempDir(), LogDir: t.TempDir(), RunAs: RunAsAgent, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func newTunnelEnv(t *testing.T) *tunnelEnv {
 
 // open opens req on node, retrying while the agent's control channel is
 // not yet connected.
-func (e *tunnelEnv) open(t *testing.T, node string, req shellproto.Request) (net.Conn, error) {
+func (e *tunnelEnv) open(t testing.TB, node string, req shellproto.Request) (net.Conn, error) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -82,7 +83,7 @@ func (e *tunnelEnv) open(t *testing.T, node string, req shellproto.Request) (net
 }
 
 // echoServer is a plain TCP echo server on loopback; it returns the port.
-func echoServer(t *testing.T) int {
+func echoServer(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
