@@ -114,7 +114,10 @@ func (c *cli) alloc(ctx context.Context, cl *client.Client, req api.SubmitReques
 			return exitCodeError{code: exitError, msg: fmt.Sprintf("allocation %s %s before it started", id, jobEnd(job))}
 		}
 		if job.State == api.StateQueued {
-			line := fmt.Sprintf("queued, position %d", job.QueuePosition)
+			line := "queued"
+			if job.QueuePosition > 0 {
+				line += fmt.Sprintf(", position %d", job.QueuePosition)
+			}
 			if job.PendingMessage != "" {
 				line += ": " + job.PendingMessage
 			}
