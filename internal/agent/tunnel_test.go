@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -200,4 +202,59 @@ func readSession(t *testing.T, c net.Conn) (stdout, stderr string, code int) {
 			return o.String(), e.String(), f.Code()
 		}
 	}
+}
+
+// TestShellHangUp: a shell whose client goes is hung up; a shell whose
+// task ends is told so and closed.
+func TestShellHangUp(t *testing.T) {
+	e := newTunnelEnv(t)
+	pidOf := func(c net.Conn) int {
+		t.Helper()
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		f, err := shellproto.Read(c)
+		if err != nil || f.Type != shellproto.Data {
+			t.Fatalf("first frame: %v %v", f, err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(f.Payload)))
+		if err != nil {
+			t.Fatalf("pid %q: %v", f.Payload, err)
+		}
+		return pid
+	}
+	gone := func(pid int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("shell process %d still runs", pid)
+			}
+			time.Sleep(20 * time.Millisecond) // poll interval
+		}
+	}
+	req := shellproto.Request{Kind: shellproto.KindShell, JobID: "j1", Command: []string{"sh", "-c", "echo $$; exec sleep 600"}}
+
+	c, err := e.open(t, "local", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := pidOf(c)
+	c.Close()
+	gone(pid)
+
+	c, err = e.open(t, "far", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pid = pidOf(c)
+	e.a.tasks.mu.Lock()
+	tk := e.a.tasks.byKey[taskKey{"j1", 0, 0}]
+	e.a.tasks.mu.Unlock()
+	now := time.Now()
+	e.a.tasks.finish(tk, api.TaskStatus{ExitCode: 0, FinishedAt: &now})
+	_, errText, code := readSession(t, c)
+	if !strings.Contains(errText, "job j1 has ended") || code != 128+int(syscall.SIGHUP) {
+		t.Fatalf("after the task ended: error %q, exit %d", errText, code)
+	}
+	gone(pid)
 }
