@@ -157,6 +157,8 @@ func relayOutput(conn net.Conn, stdout, stderr io.Writer) (int, error) {
 		case shellproto.Error:
 			reason = string(f.Payload)
 			stderr.Write(f.Payload)
+		case shellproto.Notice:
+			stderr.Write(f.Payload)
 		case shellproto.Exit:
 			return f.Code(), nil
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -88,6 +89,23 @@ func (s *shellSet) end(k taskKey) {
 	for sh := range shells {
 		sh.tell()
 		hangUp(sh.pid)
+	}
+}
+
+// notice shows a task's notice (it will be stopped soon) in each of its
+// shells. A nil set does nothing.
+func (s *shellSet) notice(k taskKey, text string) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	shells := make([]*shellSession, 0, len(s.open[k]))
+	for sh := range s.open[k] {
+		shells = append(shells, sh)
+	}
+	s.mu.Unlock()
+	for _, sh := range shells {
+		sh.out.Write(shellproto.Notice, []byte("\r\ncorral: notice for job "+k.job+": "+strings.TrimSpace(text)+"\r\n"))
 	}
 }
 

@@ -400,6 +400,7 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 		if err := putNotice(path, own, notice); err != nil {
 			t.log.Warn("notice not written", "job_id", k.job, "err", err)
 		}
+		t.shells.notice(k, notice) // shown in the task's shells (shell.go)
 	}
 	if !first {
 		return

@@ -204,8 +204,8 @@ func readSession(t *testing.T, c net.Conn) (stdout, stderr string, code int) {
 	}
 }
 
-// TestShellHangUp: a shell whose client goes is hung up; a shell whose
-// task ends is told so and closed.
+// TestShellHangUp: a shell whose client goes is hung up; a shell is shown
+// its task's notice; a shell whose task ends is told so and closed.
 func TestShellHangUp(t *testing.T) {
 	e := newTunnelEnv(t)
 	pidOf := func(c net.Conn) int {
@@ -247,6 +247,12 @@ func TestShellHangUp(t *testing.T) {
 	}
 	defer c.Close()
 	pid = pidOf(c)
+	// A notice (preemption soon) is shown in the shell, which goes on.
+	e.a.tasks.stop(taskKey{"j1", 0, 0}, -1, "preempted for job j9; stopping in 30s")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if f, err := shellproto.Read(c); err != nil || f.Type != shellproto.Notice || !strings.Contains(string(f.Payload), "preempted for job j9") {
+		t.Fatalf("after a notice: %v %q %v", f, f.Payload, err)
+	}
 	e.a.tasks.mu.Lock()
 	tk := e.a.tasks.byKey[taskKey{"j1", 0, 0}]
 	e.a.tasks.mu.Unlock()

@@ -14,6 +14,8 @@
 //	Exit    'x'  int32: the remote command's exit code; the last frame
 //	Error   '!'  UTF-8 text: why the session failed or ends (e.g. the job
 //	             ended); an Exit frame may follow
+//	Notice  'n'  UTF-8 text to show the user, the session going on (the
+//	             job's preemption notice: it will be stopped soon)
 //
 // Readers refuse unknown types and payloads over MaxPayload, so a broken
 // peer cannot make the other side allocate without bound.
@@ -38,6 +40,7 @@ const (
 	EOF    Type = 'z'
 	Exit   Type = 'x'
 	Error  Type = '!'
+	Notice Type = 'n'
 )
 
 // MaxPayload bounds one frame's payload.
@@ -57,7 +60,7 @@ func (f Frame) String() string { return fmt.Sprintf("%c[%d]", f.Type, len(f.Payl
 
 func (t Type) valid() bool {
 	switch t {
-	case Data, Stderr, Resize, EOF, Exit, Error:
+	case Data, Stderr, Resize, EOF, Exit, Error, Notice:
 		return true
 	}
 	return false

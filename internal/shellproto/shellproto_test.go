@@ -17,6 +17,7 @@ func TestRoundTrip(t *testing.T) {
 		func() error { return w.WriteResize(40, 120) },
 		func() error { return w.Write(EOF, nil) },
 		func() error { return w.Write(Error, []byte("job ended")) },
+		func() error { return w.Write(Notice, []byte("preempted soon")) },
 		func() error { return w.WriteExit(-3) },
 		func() error { return w.Write(Data, big) },
 	}
@@ -28,7 +29,7 @@ func TestRoundTrip(t *testing.T) {
 	want := []struct {
 		t    Type
 		body string
-	}{{Data, "hello"}, {Stderr, "oops"}, {Resize, ""}, {EOF, ""}, {Error, "job ended"}, {Exit, ""}}
+	}{{Data, "hello"}, {Stderr, "oops"}, {Resize, ""}, {EOF, ""}, {Error, "job ended"}, {Notice, "preempted soon"}, {Exit, ""}}
 	for _, wf := range want {
 		f, err := Read(&buf)
 		if err != nil {
