@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -121,6 +122,12 @@ func TestShellRemoteAgent(t *testing.T) {
 	j := s.submit(map[string]any{"command": "sleep 600", "gpu_count": 2})
 	j = s.waitState(j.ID, api.StateRunning, 20*time.Second)
 	checkShellRun(t, s, j, "far-node")
+
+	// The shell's environment is the job's: the agent's join token is not
+	// in it.
+	if stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "shell", j.ID, "--", "env"); code != 0 || strings.Contains(stdout, joinToken) || !strings.Contains(stdout, "CORRAL_JOB_ID="+j.ID) {
+		t.Fatalf("corral shell -- env: exit %d, join token shown: %v; %s", code, strings.Contains(stdout, joinToken), stderr)
+	}
 
 	// A gang's rank 1 runs on the other node: --rank reaches it there.
 	startAgent(t, s, "other-node", 4)
@@ -325,4 +332,30 @@ func eventReasons(j api.Job) []string {
 		r = append(r, e.Reason)
 	}
 	return r
+}
+
+// TestShellRunAs: a root agent runs a shell as the job's Unix account,
+// as it runs the job, and gives it its terminal.
+func TestShellRunAs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: only a root agent switches users")
+	}
+	nobody, err := user.Lookup("nobody")
+	if err != nil {
+		t.Skip("no user nobody on this machine")
+	}
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "runas-node", "--run-as", "user")
+	j := s.submit(map[string]any{"user": "nobody", "gpu_count": 1, "workdir": "/", "command": "sleep 600"})
+	j = s.waitState(j.ID, api.StateRunning, 20*time.Second)
+	stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "shell", j.ID, "--", "sh", "-c", "echo $(id -u) $(pwd)")
+	if code != 0 || strings.TrimSpace(stdout) != nobody.Uid+" /" {
+		t.Fatalf("shell as nobody: exit %d, %q (want %q) %s", code, stdout, nobody.Uid+" /", stderr)
+	}
+	p := startPTY(t, []string{"CORRAL_SERVER=" + s.URL}, "shell", j.ID)
+	p.send("echo U=$(id -u) T=$(stat -c %u $(tty))\r")
+	p.expect(`U=`+nobody.Uid+` T=`+nobody.Uid, 15*time.Second)
+	p.send("exit\r")
+	if code := p.exitCode(15 * time.Second); code != 0 {
+		t.Fatalf("corral shell exited %d", code)
+	}
 }

@@ -187,7 +187,7 @@ func (a *Agent) serveShell(ctx context.Context, req shellproto.Request, conn io.
 	var copying sync.WaitGroup
 	if req.TTY {
 		attrs.Setctty = true
-		ptmx, err = pty.StartWithAttrs(cmd, &pty.Winsize{Rows: max(req.Rows, 1), Cols: max(req.Cols, 1)}, attrs)
+		ptmx, err = startPTY(cmd, req, attrs, cred)
 		if err == nil {
 			stdin = ptmx
 			copying.Add(1)
@@ -270,6 +270,34 @@ func (a *Agent) serveShell(ctx context.Context, req shellproto.Request, conn io.
 	a.log.Info("shell closed", "job_id", spec.JobID, "rank", spec.Rank, "exit_code", code)
 	out.WriteExit(code)
 	return nil
+}
+
+// startPTY starts cmd on a new PTY of the request's size, as its
+// controlling terminal (fd 0 of a new session), owned by the account the
+// shell runs as, and returns the PTY's master.
+func startPTY(cmd *osexec.Cmd, req shellproto.Request, attrs *syscall.SysProcAttr, cred *credential) (*os.File, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer tty.Close() // the child has its copy
+	if cred != nil {
+		if err := tty.Chown(int(cred.uid), -1); err != nil {
+			ptmx.Close()
+			return nil, fmt.Errorf("give the terminal to the job's account: %w", err)
+		}
+	}
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: max(req.Rows, 1), Cols: max(req.Cols, 1)}); err != nil {
+		ptmx.Close()
+		return nil, err
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr = attrs // Setsid, Setctty: Ctty 0 is the tty
+	if err := cmd.Start(); err != nil {
+		ptmx.Close()
+		return nil, err
+	}
+	return ptmx, nil
 }
 
 // defaultShell is the shell run when a request names no command.
