@@ -217,13 +217,17 @@ func (a *Agent) serveShell(ctx context.Context, req shellproto.Request, conn io.
 	sh := &shellSession{pid: pid, job: spec.JobID, out: out}
 	t.shells.add(k, sh)
 	defer t.shells.remove(k, sh)
+	if _, err := t.runningTask(req); err != nil {
+		sh.tell() // the task ended while the shell started: end it too
+		hangUp(pid)
+	}
+	stopOnEnd := context.AfterFunc(ctx, func() { hangUp(pid) }) // the agent stops
+	defer stopOnEnd()
 	a.log.Info("shell opened", "job_id", spec.JobID, "rank", spec.Rank, "pid", pid, "tty", req.TTY)
 
 	// Frames from the client: input, resizes, the end of input. When the
 	// client goes, the shell is hung up.
-	clientGone := make(chan struct{})
 	go func() {
-		defer close(clientGone)
 		for {
 			f, err := shellproto.Read(conn)
 			if err != nil {
