@@ -112,6 +112,8 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newWaitCmd(), // wait.go, with run
 		c.newRunCmd(),
 		c.newArrayCmd(), // arrays.go
+		c.newShellCmd(), // shell.go, with alloc
+		c.newAllocCmd(),
 
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),

@@ -29,6 +29,7 @@ import (
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/server"
 	"github.com/corral-sched/corral/internal/store"
+	"github.com/corral-sched/corral/internal/tunnel"
 )
 
 // controlFlags are the flags `corral server` and `corral up` share.
@@ -256,11 +257,16 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		}
 	}
 
+	tunnels := tunnel.NewHub() // shells and port streams into jobs (corral shell)
+	if localAgent != nil {
+		tunnels.SetLocal(local.id, localAgent)
+	}
+
 	// Streaming handlers (logs -f, agents' long polls) end when baseCtx
 	// does, so a shutdown does not wait for them.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached))...), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithTunnel(tunnels))...), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	srv.RegisterOnShutdown(endStreams)
 	srvDone := make(chan error, 1)

@@ -135,7 +135,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
-		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup,
+		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup, shells: &shellSet{},
 		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob}}
 	return a, nil
 }
@@ -171,6 +171,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.cfg.ShipLogs {
 		go a.shipLoop(ctx)
+	}
+	if td, ok := a.cfg.Link.(TunnelDialer); ok {
+		go a.tunnelLoop(ctx, td) // shells and port streams (tunnel.go)
 	}
 	backoff := time.Second
 	registered := false

@@ -46,6 +46,8 @@ type tasks struct {
 	mu    sync.Mutex
 	byKey map[taskKey]*task
 	fence time.Duration // with detach: shims kill their jobs after this long without the agent (0: never)
+
+	shells *shellSet // shells open into tasks, ended with them (shell.go)
 }
 
 type taskKey struct {
@@ -373,6 +375,7 @@ func (t *tasks) finish(tk *task, st api.TaskStatus) {
 	}
 	t.mu.Unlock()
 	t.log.Info("task ended", "job_id", st.JobID, "rank", st.Rank, "exit_code", st.ExitCode, "signal", st.Signal, "err", st.Error)
+	t.shells.end(keyOf(tk.spec)) // shell.go
 	t.changed()
 }
 
@@ -397,6 +400,7 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 		if err := putNotice(path, own, notice); err != nil {
 			t.log.Warn("notice not written", "job_id", k.job, "err", err)
 		}
+		t.shells.notice(k, notice) // shown in the task's shells (shell.go)
 	}
 	if !first {
 		return

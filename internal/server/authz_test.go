@@ -225,6 +225,10 @@ func TestRoleMatrix(t *testing.T) {
 	} {
 		matrix[k] = v
 	}
+	// The shell routes (shell.go): the matrix's jobs are queued, so the
+	// callers who may attach get 409 (a shell needs a running job).
+	matrix["GET /jobs/{job_id}/shell"] = row{"", mine(409)}
+	matrix["GET /agent/v1/tunnel"] = row{"", [7]int{401, 401, 401, 401, 401, 401, 401}}
 	s := New(nil, slog.New(slog.DiscardHandler))
 	for _, rt := range s.routes {
 		key := rt.method + " " + rt.path
@@ -314,6 +318,7 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"owner", "POST", "/notify/endpoints/" + e.endpoint() + "/test", "", "notify.endpoint.test"},
 		{"other", "DELETE", "/notify/endpoints/" + e.endpoint(), "", "notify.endpoint.remove"},
 		{"owner", "PUT", "/notify/defaults", `{"notify":"begin,end"}`, "notify.defaults"},
+		{"other", "GET", "/jobs/" + jobID + "/shell", "", "job.shell"},
 	}
 	want := map[string]int{}
 	for _, c := range calls {

@@ -149,6 +149,9 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 	} {
 		noJobs[k] = v
 	}
+	// The shell routes (shell.go).
+	noJobs["GET /jobs/{job_id}/shell"] = "a shell's bytes, only to the job's owner, its project's admins and admins"
+	noJobs["GET /agent/v1/tunnel"] = "the agent's tunnel to its own node (join token and node session)"
 	seen := map[string]bool{}
 	for _, rt := range New(nil, nil).routes {
 		key := rt.method + " " + rt.path

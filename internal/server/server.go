@@ -26,6 +26,7 @@ import (
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/internal/tunnel"
 )
 
 // MaxBodyBytes bounds every request body.
@@ -46,6 +47,7 @@ type Server struct {
 	routes        []route
 	notify        *Notifications   // nil: the notification routes answer 503 (notify.go)
 	attach        *attach.Registry // connections attached to jobs (shells, notebook proxy)
+	tunnels       *tunnel.Hub      // nil: no shells or port streams (shell.go)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -156,6 +158,8 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/arrays/{array_id}", "A job array: its spec and its tasks' counts by state", s.array, viewer, ""},
 		{"PATCH", "/arrays/{array_id}", "Change a job array's throttle (its owner, its project's admin, or an admin)", s.setArray, user, "array.throttle"},
 		{"DELETE", "/arrays/{array_id}", "Cancel every unfinished task of a job array (its owner, its project's admin, or an admin)", s.cancelArray, user, "array.cancel"},
+		{"GET", "/jobs/{job_id}/shell", "A shell in a running job, as a WebSocket of shell frames (rank, tty, rows, cols, term, cmd; its owner, its project's admin, or an admin)", s.shell, user, "job.shell"},
+		{"GET", "/agent/v1/tunnel", "Agent protocol: the tunnel's control channel, or a stream's (session=ID) (join token and node session)", s.agentTunnel, agent, ""},
 	}
 	if s.publicMetrics {
 		for i := range s.routes {
