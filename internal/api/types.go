@@ -149,6 +149,9 @@ type Job struct {
 	// Class is the job's preemption class (issue 13): ClassBatch (empty
 	// means batch), ClassInteractive or ClassInteractivePreemptible.
 	Class string `json:"class,omitempty"`
+	// Notebook: the job runs a notebook server on NotebookPort, reached
+	// through /proxy/ID/ (corral notebook; notebook.go).
+	Notebook bool `json:"notebook,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -192,6 +195,9 @@ type SubmitRequest struct {
 	// Class is the job's preemption class (issue 13): ClassBatch (empty
 	// means batch), ClassInteractive or ClassInteractivePreemptible.
 	Class string `json:"class,omitempty"`
+	// Notebook: the job runs a notebook server on NotebookPort, reached
+	// through /proxy/ID/ (corral notebook; notebook.go).
+	Notebook bool `json:"notebook,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.

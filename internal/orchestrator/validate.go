@@ -155,6 +155,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		return j, api.Invalid("notify", "%s", err.Error())
 	}
 	j.Notify, j.NotifyTasks = n, req.NotifyTasks
+	if err := validateNotebook(req, &j); err != nil {
+		return j, err
+	}
 	return j, nil
 }
 

@@ -46,6 +46,7 @@ type Server struct {
 	routes        []route
 	notify        *Notifications   // nil: the notification routes answer 503 (notify.go)
 	attach        *attach.Registry // connections attached to jobs (shells, notebook proxy)
+	nb            *notebooks       // the notebook proxy (proxy.go)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -166,6 +167,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
 	s.dashboardRoutes()
+	s.notebookRoutes()
 	s.mux.Handle("/", s.wrap(route{path: "other", handler: s.noRoute}))
 	return s
 }
