@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -191,5 +192,53 @@ func TestNotebookProxy(t *testing.T) {
 	}
 	if opens != 1 { // ana's one token, by header, cookie and WebSocket
 		t.Errorf("%d notebook.open entries in the audit trail for job %s, want 1", opens, id)
+	}
+}
+
+// TestNotebookInBrowser: in real Chromium, the owner signed in on the
+// dashboard finds the link on the job's page, and the session cookie
+// alone opens the notebook and its WebSocket (the browser sends this
+// server's Origin); the notebook never sees the cookie.
+func TestNotebookInBrowser(t *testing.T) {
+	ctx := browser(t)
+	stub := buildNotebookStub(t)
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "nb-dash", "--run-as", "agent")
+	ana := userToken(t, s, "ana")
+	job := s.submit(map[string]any{"command": stub, "gpu_count": 1, "user": "ana", "notebook": true})
+	s.waitState(job.ID, api.StateRunning, 30*time.Second)
+	nbURL := s.URL + "/proxy/" + job.ID + "/"
+	waitFor(t, 30*time.Second, func() string { return "the notebook did not answer through the proxy" }, func() bool {
+		resp, _ := proxyGet(t, nbURL, map[string]string{"Authorization": "Bearer " + ana})
+		return resp.Header.Get(api.NotebookProxiedHeader) != ""
+	})
+
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/?token="+ana+"#/jobs/"+job.ID),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+		chromedp.Click(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[data-role=notebook]`)),
+	)
+	if err != nil {
+		t.Fatalf("the job's page: %v", err)
+	}
+	href, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(`a[data-role=notebook]`), "href"))
+	if err != nil || href.Value != "/proxy/"+job.ID+"/" {
+		t.Fatalf("the notebook link is %q (%v)", href.Value, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(s.URL+href.Value)); err != nil {
+		t.Fatal(err)
+	}
+	body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
+	if err != nil || !strings.Contains(body, "notebook stub of "+job.ID) || strings.Contains(body, "corral_session") || strings.Contains(body, ana) {
+		t.Fatalf("the notebook page in the browser: %q (%v)", body, err)
+	}
+	echo, err := chromedp.Run(ctx, chromedp.Evaluate[string](`new Promise((ok, fail) => {
+		const ws = new WebSocket(location.href.replace(/^http/, 'ws') + 'api/kernels/k/ws');
+		ws.onopen = () => ws.send('from the browser');
+		ws.onmessage = (e) => { ok(e.data); ws.close(); };
+		ws.onerror = () => fail('WebSocket error');
+	})`, chromedp.EvalAwaitPromise))
+	if err != nil || echo != "from the browser" {
+		t.Fatalf("a WebSocket from the notebook's page: %q (%v)", echo, err)
 	}
 }

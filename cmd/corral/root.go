@@ -112,7 +112,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newWaitCmd(), // wait.go, with run
 		c.newRunCmd(),
 		c.newArrayCmd(), // arrays.go
-		c.newNotebookCmd(), // notebook.go
+		c.newNotebookCmd(),
 
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),

@@ -38,7 +38,7 @@ func TestNotebookSubmission(t *testing.T) {
 	}
 
 	for name, req := range map[string]api.SubmitRequest{
-		"an array":  {Command: "nb", User: "ana", GPUCount: gpus(1), Array: "0-3", Notebook: true},
+		"an array": {Command: "nb", User: "ana", GPUCount: gpus(1), Array: "0-3", Notebook: true},
 	} {
 		_, _, err := h.o.Submit(context.Background(), req, "")
 		var e *api.Error
