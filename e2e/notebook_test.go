@@ -242,3 +242,79 @@ func TestNotebookInBrowser(t *testing.T) {
 		t.Fatalf("a WebSocket from the notebook's page: %q (%v)", echo, err)
 	}
 }
+
+// TestNotebookJupyter runs a real Jupyter server (when the machine has
+// one) behind the proxy with the flags corral notebook adds: its API
+// answers under /proxy/JOB/ with the secret the proxy presents, and a
+// kernel's WebSocket, opened with this server's Origin, runs code.
+func TestNotebookJupyter(t *testing.T) {
+	if _, err := exec.LookPath("jupyter"); err != nil {
+		t.Skip("no jupyter on PATH; TestNotebookProxy covers the proxy with a stand-in")
+	}
+	if out, err := exec.Command("jupyter", "server", "--version").CombinedOutput(); err != nil {
+		t.Skipf("jupyter server is not installed: %v %s", err, out)
+	}
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "nb-jupyter", "--run-as", "agent")
+	ana := userToken(t, s, "ana")
+	home := t.TempDir()
+	stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL, "CORRAL_TOKEN=" + ana},
+		"notebook", "--gpus", "1", "--cmd", "jupyter server", "--env", "HOME="+home, "--workdir", home)
+	if code != 0 {
+		t.Fatalf("corral notebook --cmd 'jupyter server': exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	url := strings.TrimSpace(stdout)
+	id := strings.TrimSuffix(strings.TrimPrefix(url, s.URL+"/proxy/"), "/")
+	t.Cleanup(func() { runCLI(t, []string{"CORRAL_SERVER=" + s.URL, "CORRAL_TOKEN=" + ana}, "cancel", id) })
+
+	resp, body := proxyGet(t, url+"api/status", map[string]string{"Authorization": "Bearer " + ana})
+	if resp.StatusCode != 200 || !strings.Contains(body, `"started"`) {
+		t.Fatalf("Jupyter's /api/status through the proxy: %d %s\njob log:\n%s", resp.StatusCode, body, s.logs(id))
+	}
+
+	// A kernel, and code run over its WebSocket.
+	req, _ := http.NewRequest("POST", url+"api/kernels", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer "+ana)
+	kresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kernel struct{ ID string }
+	err = json.NewDecoder(kresp.Body).Decode(&kernel)
+	kresp.Body.Close()
+	if kresp.StatusCode != 201 || err != nil || kernel.ID == "" {
+		t.Skipf("Jupyter could not start a kernel (%d, %v): the HTTP side passed; log:\n%s", kresp.StatusCode, err, s.logs(id))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(url, "http")+"api/kernels/"+kernel.ID+"/channels",
+		&websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + ana}, "Origin": {s.URL}}})
+	if err != nil {
+		t.Fatalf("the kernel's WebSocket: %v\nlog:\n%s", err, s.logs(id))
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(1 << 22)
+	msg := `{"header":{"msg_id":"m1","username":"ana","session":"s1","msg_type":"execute_request","version":"5.3"},` +
+		`"parent_header":{},"metadata":{},"channel":"shell","buffers":[],` +
+		`"content":{"code":"print(6*7)","silent":false,"store_history":false,"user_expressions":{},"allow_stdin":false,"stop_on_error":true}}`
+	if err := ws.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("waiting for the kernel's output: %v", err)
+		}
+		var m struct {
+			Header struct {
+				MsgType string `json:"msg_type"`
+			} `json:"header"`
+			Content struct{ Text string } `json:"content"`
+		}
+		if json.Unmarshal(data, &m) == nil && m.Header.MsgType == "stream" {
+			if m.Content.Text != "42\n" {
+				t.Fatalf("the kernel printed %q, want 42", m.Content.Text)
+			}
+			return
+		}
+	}
+}

@@ -40,8 +40,8 @@ SSH tunnel.
 
 The server listens on 127.0.0.1, on the port in $CORRAL_NOTEBOOK_PORT, and
 serves under the path /proxy/$CORRAL_JOB_ID/. When --cmd is Jupyter's
-(jupyter lab, jupyter notebook, jupyter-lab, jupyter-notebook), corral adds
---port, --ip=127.0.0.1, --no-browser, --ServerApp.base_url and
+(jupyter lab, jupyter notebook, jupyter server, jupyter-lab and the like),
+corral adds --port, --ip=127.0.0.1, --no-browser, --ServerApp.base_url and
 --ServerApp.allow_remote_access=True to its command line, and gives it the
 job's secret as $JUPYTER_TOKEN: the proxy presents that secret, so you never
 type a Jupyter token, and other accounts on the node cannot use the port.
@@ -88,6 +88,7 @@ The job ends with corral cancel JOB, or at its time limit.`,
 		},
 	}
 	f.register(cmd)
+	_ = cmd.Flags().MarkHidden("array") // a notebook is one job
 	cmd.Flags().StringVar(&command, "cmd", "jupyter lab", "the notebook server's command, run with /bin/sh -c; it must listen on 127.0.0.1:$CORRAL_NOTEBOOK_PORT (Jupyter's own flags are added for it)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the URL at once, without waiting for the notebook to answer")
 	return cmd
@@ -144,17 +145,18 @@ func notebookCommand(cmd string) string {
 }
 
 // isJupyter reports whether cmd starts Jupyter's server: jupyter lab,
-// jupyter notebook, jupyter-lab or jupyter-notebook (any path).
+// jupyter notebook, jupyter server, jupyter-lab, jupyter-notebook or
+// jupyter-server (any path).
 func isJupyter(cmd string) bool {
 	words := strings.Fields(cmd)
 	if len(words) == 0 {
 		return false
 	}
 	switch path.Base(words[0]) {
-	case "jupyter-lab", "jupyter-notebook":
+	case "jupyter-lab", "jupyter-notebook", "jupyter-server":
 		return true
 	case "jupyter":
-		return len(words) > 1 && (words[1] == "lab" || words[1] == "notebook")
+		return len(words) > 1 && (words[1] == "lab" || words[1] == "notebook" || words[1] == "server")
 	}
 	return false
 }

@@ -16,6 +16,7 @@ func TestNotebookCommand(t *testing.T) {
 		{"jupyter notebook --notebook-dir ~/w", env + "jupyter notebook --notebook-dir ~/w" + flags},
 		{"/opt/conda/bin/jupyter-lab", env + "/opt/conda/bin/jupyter-lab" + flags},
 		{"jupyter-notebook", env + "jupyter-notebook" + flags},
+		{"jupyter server", env + "jupyter server" + flags},
 		{"jupyter console", "jupyter console"},
 		{"jupyter", "jupyter"},
 		{"python -m http.server $CORRAL_NOTEBOOK_PORT", "python -m http.server $CORRAL_NOTEBOOK_PORT"},
