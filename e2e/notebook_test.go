@@ -243,24 +243,39 @@ func TestNotebookInBrowser(t *testing.T) {
 	}
 }
 
-// TestNotebookJupyter runs a real Jupyter server (when the machine has
-// one) behind the proxy with the flags corral notebook adds: its API
+// TestNotebookJupyter runs a real Jupyter server and classic Notebook
+// (when the machine has them) behind the proxy with the flags corral notebook adds: its API
 // answers under /proxy/JOB/ with the secret the proxy presents, and a
 // kernel's WebSocket, opened with this server's Origin, runs code.
 func TestNotebookJupyter(t *testing.T) {
 	if _, err := exec.LookPath("jupyter"); err != nil {
 		t.Skip("no jupyter on PATH; TestNotebookProxy covers the proxy with a stand-in")
 	}
-	if out, err := exec.Command("jupyter", "server", "--version").CombinedOutput(); err != nil {
-		t.Skipf("jupyter server is not installed: %v %s", err, out)
+	for _, app := range []string{"server", "notebook"} {
+		t.Run(app, func(t *testing.T) {
+			if out, err := exec.Command("jupyter", app, "--version").CombinedOutput(); err != nil {
+				t.Skipf("jupyter %s is not installed: %v %s", app, err, out)
+			}
+			jupyterBehindProxy(t, "jupyter "+app)
+		})
 	}
+}
+
+// jupyterBehindProxy starts cmd with corral notebook and runs code in a
+// kernel of it through the proxy.
+func jupyterBehindProxy(t *testing.T, cmd string) {
 	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "nb-jupyter", "--run-as", "agent")
 	ana := userToken(t, s, "ana")
 	home := t.TempDir()
 	stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL, "CORRAL_TOKEN=" + ana},
-		"notebook", "--gpus", "1", "--cmd", "jupyter server", "--env", "HOME="+home, "--workdir", home)
+		// --allow-root: the test's agent runs jobs as root (--run-as agent).
+		"notebook", "--gpus", "1", "--cmd", cmd+" --allow-root", "--env", "HOME="+home, "--workdir", home)
 	if code != 0 {
-		t.Fatalf("corral notebook --cmd 'jupyter server': exit %d\n%s\n%s", code, stdout, stderr)
+		var logs string
+		for _, j := range s.jobs() {
+			logs += s.logs(j.ID)
+		}
+		t.Fatalf("corral notebook --cmd %q: exit %d\n%s\n%s\njob log:\n%s", cmd, code, stdout, stderr, logs)
 	}
 	url := strings.TrimSpace(stdout)
 	id := strings.TrimSuffix(strings.TrimPrefix(url, s.URL+"/proxy/"), "/")

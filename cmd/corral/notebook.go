@@ -41,8 +41,9 @@ SSH tunnel.
 The server listens on 127.0.0.1, on the port in $CORRAL_NOTEBOOK_PORT, and
 serves under the path /proxy/$CORRAL_JOB_ID/. When --cmd is Jupyter's
 (jupyter lab, jupyter notebook, jupyter server, jupyter-lab and the like),
-corral adds --port, --ip=127.0.0.1, --no-browser, --ServerApp.base_url and
---ServerApp.allow_remote_access=True to its command line, and gives it the
+corral adds --port, --ip=127.0.0.1, --no-browser, and base_url and
+allow_remote_access=True (ServerApp's and NotebookApp's) to its command
+line, and gives it the
 job's secret as $JUPYTER_TOKEN: the proxy presents that secret, so you never
 type a Jupyter token, and other accounts on the node cannot use the port.
 
@@ -141,7 +142,9 @@ func notebookCommand(cmd string) string {
 	}
 	return `JUPYTER_TOKEN="$` + api.NotebookTokenVar + `" exec ` + cmd +
 		` --port="$` + api.NotebookPortVar + `" --ip=127.0.0.1 --no-browser` +
-		` --ServerApp.base_url="/proxy/$CORRAL_JOB_ID/" --ServerApp.allow_remote_access=True`
+		` --ServerApp.base_url="/proxy/$CORRAL_JOB_ID/" --ServerApp.allow_remote_access=True` +
+		// The same for the classic Notebook (6.x), which ignores ServerApp's.
+		` --NotebookApp.base_url="/proxy/$CORRAL_JOB_ID/" --NotebookApp.allow_remote_access=True`
 }
 
 // isJupyter reports whether cmd starts Jupyter's server: jupyter lab,

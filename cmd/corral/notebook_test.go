@@ -9,7 +9,8 @@ import (
 )
 
 func TestNotebookCommand(t *testing.T) {
-	const flags = ` --port="$CORRAL_NOTEBOOK_PORT" --ip=127.0.0.1 --no-browser --ServerApp.base_url="/proxy/$CORRAL_JOB_ID/" --ServerApp.allow_remote_access=True`
+	const flags = ` --port="$CORRAL_NOTEBOOK_PORT" --ip=127.0.0.1 --no-browser --ServerApp.base_url="/proxy/$CORRAL_JOB_ID/" --ServerApp.allow_remote_access=True` +
+		` --NotebookApp.base_url="/proxy/$CORRAL_JOB_ID/" --NotebookApp.allow_remote_access=True`
 	const env = `JUPYTER_TOKEN="$CORRAL_NOTEBOOK_TOKEN" exec `
 	for _, c := range []struct{ in, want string }{
 		{"jupyter lab", env + "jupyter lab" + flags},
