@@ -333,3 +333,48 @@ func jupyterBehindProxy(t *testing.T, cmd string) {
 		}
 	}
 }
+
+// TestNotebookInterrupted: Ctrl-C while corral notebook waits for GPUs
+// cancels the job and exits 130, as salloc gives up a pending allocation.
+func TestNotebookInterrupted(t *testing.T) {
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "nb-int", "--run-as", "agent")
+	ana := userToken(t, s, "ana")
+	blocker := s.submit(map[string]any{"command": "sleep 60", "gpu_count": 2, "user": "bo"})
+	s.waitState(blocker.ID, api.StateRunning, 30*time.Second)
+
+	cmd := exec.Command(corralBin, "notebook", "--gpus", "1", "--cmd", "sleep 60")
+	cmd.Env = cleanEnv("CORRAL_SERVER="+s.URL, "CORRAL_TOKEN="+ana, "CORRAL_CONFIG="+filepath.Join(t.TempDir(), "client.json"))
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	waitFor(t, 30*time.Second, func() string { return "corral notebook did not say it waits: " + stderr.String() },
+		func() bool { return strings.Contains(stderr.String(), "(queued") })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("corral notebook did not exit after Ctrl-C: %s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "canceled") {
+		t.Fatalf("after Ctrl-C: exit %d, stderr %s", code, stderr.String())
+	}
+	var id string
+	for _, j := range s.jobs() {
+		if j.Notebook {
+			id = j.ID
+		}
+	}
+	if id == "" {
+		t.Fatal("no notebook job was submitted")
+	}
+	if j := s.waitTerminal(id, 30*time.Second); j.State != api.StateCanceled {
+		t.Errorf("the interrupted notebook's job is %s, want canceled", j.State)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path"
 	"strings"
 	"time"
@@ -47,7 +49,8 @@ line, and gives it the
 job's secret as $JUPYTER_TOKEN: the proxy presents that secret, so you never
 type a Jupyter token, and other accounts on the node cannot use the port.
 
-The job ends with corral cancel JOB, or at its time limit.`,
+Ctrl-C while it waits cancels the job. Once the URL is printed, the job
+ends with corral cancel JOB, at its time limit, or when the server exits.`,
 		Example: `  corral notebook --gpus 1
   corral notebook --gpus 2 --time-limit 4h --cmd 'jupyter lab --notebook-dir ~/work'
   corral notebook --cmd 'python -m myapp --port $CORRAL_NOTEBOOK_PORT'`,
@@ -77,7 +80,7 @@ The job ends with corral cancel JOB, or at its time limit.`,
 			}
 			fmt.Fprintf(c.stderr, "corral: notebook job %s %s; corral cancel %s ends it\n", job.ID, job.State, job.ID)
 			if !noWait {
-				if job, err = c.notebookWait(cmd.Context(), cl, job.ID); err != nil {
+				if job, err = c.notebookWaitOrCancel(cmd.Context(), cl, job.ID); err != nil {
 					return err
 				}
 			}
@@ -93,6 +96,24 @@ The job ends with corral cancel JOB, or at its time limit.`,
 	cmd.Flags().StringVar(&command, "cmd", "jupyter lab", "the notebook server's command, run with /bin/sh -c; it must listen on 127.0.0.1:$CORRAL_NOTEBOOK_PORT (Jupyter's own flags are added for it)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the URL at once, without waiting for the notebook to answer")
 	return cmd
+}
+
+// notebookWaitOrCancel is notebookWait, but Ctrl-C while it waits
+// cancels the job (as salloc gives up its pending allocation) and exits
+// 130.
+func (c *cli) notebookWaitOrCancel(ctx context.Context, cl *client.Client, id string) (api.Job, error) {
+	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	job, err := c.notebookWait(sigCtx, cl, id)
+	if err == nil || sigCtx.Err() == nil || ctx.Err() != nil {
+		return job, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, client.DefaultTimeout)
+	defer cancel()
+	if _, cerr := cl.Cancel(cctx, id, 0); cerr != nil {
+		return job, fmt.Errorf("interrupted; canceling notebook job %s: %w", id, cerr)
+	}
+	return job, exitCodeError{code: exitCanceled, msg: fmt.Sprintf("interrupted: notebook job %s canceled", id)}
 }
 
 // notebookWait waits until the job's notebook answers through the proxy,
