@@ -46,6 +46,7 @@ type notebooks struct {
 	local     string     // the server's own node; "": none
 	remote    NodeDialer // nil: remote notebooks answer 502
 	transport *http.Transport
+	buffers   copyBuffers
 	mu        sync.Mutex
 	audited   map[string]bool // token id/job/attempt whose first access is in the audit trail
 }
@@ -174,7 +175,8 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) error {
 	port := api.NotebookPort(id, job.RetryCount)
 	secret := job.Env[api.NotebookTokenVar]
 	rp := &httputil.ReverseProxy{
-		Transport: s.notebookProxy().transport,
+		Transport:  s.notebookProxy().transport,
+		BufferPool: &s.notebookProxy().buffers,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", proxyHost(id, port)
 			pr.Out.Host = pr.In.Host // the browser's host: Jupyter compares it with a WebSocket's Origin
@@ -201,6 +203,19 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) error {
 	rp.ServeHTTP(w, r)
 	return nil
 }
+
+// copyBuffers lends the proxy its 32 KiB copy buffers
+// (httputil.BufferPool), instead of one new buffer per request.
+type copyBuffers struct{ pool sync.Pool }
+
+func (p *copyBuffers) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (p *copyBuffers) Put(b []byte) { p.pool.Put(&b) }
 
 // isUpgrade reports whether r asks for a protocol upgrade (a WebSocket).
 func isUpgrade(r *http.Request) bool {

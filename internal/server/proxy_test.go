@@ -45,7 +45,7 @@ func (d *fakeDialer) asked() []string {
 
 // notebookStub serves a page naming the path and echoes WebSockets at
 // any path ending in /ws.
-func notebookStub(t *testing.T) *httptest.Server {
+func notebookStub(t testing.TB) *httptest.Server {
 	t.Helper()
 	nb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/ws") {
@@ -69,15 +69,15 @@ func notebookStub(t *testing.T) *httptest.Server {
 
 // notebookServer runs a server whose jobs start at once on node n1 (a
 // remote node: the server has no local node), with the given options, and
-// a running notebook job of alice's; it returns alice's token too.
-func notebookServer(t *testing.T, opts ...Option) (ts *testServer, job api.Job, alice string) {
+// a running notebook job of alice's; it returns the server's URL and
+// alice's token too.
+func notebookServer(t testing.TB, opts ...Option) (url string, job api.Job, alice string) {
 	t.Helper()
 	re := &runExec{}
 	h, o, a := newHandler(t, re, slog.New(slog.DiscardHandler), opts...)
 	re.o = o
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	ts = &testServer{t: t, url: srv.URL, o: o}
 	nt, err := a.Create(context.Background(), api.TokenRequest{User: "alice", Role: api.RoleUser}, auth.Principal{User: "root", Role: api.RoleAdmin})
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +86,18 @@ func notebookServer(t *testing.T, opts ...Option) (ts *testServer, job api.Job, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts.waitState(job.ID, api.StateRunning)
-	return ts, job, nt.Secret
+	timeout := time.After(10 * time.Second)
+	for {
+		changed := o.Changed()
+		if j, err := o.Job(job.ID); err == nil && j.State == api.StateRunning {
+			return srv.URL, j, nt.Secret
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("the notebook job %s did not start", job.ID)
+		}
+	}
 }
 
 func bearer(token string) http.Header { return http.Header{"Authorization": {"Bearer " + token}} }
@@ -112,8 +122,8 @@ func TestProxyThroughNodeDialer(t *testing.T) {
 	nb := notebookStub(t)
 	d := &fakeDialer{addr: nb.Listener.Addr().String()}
 	reg := attach.New(nil)
-	ts, job, alice := notebookServer(t, WithNodeDialer(d), WithAttach(reg))
-	base := ts.url + api.NotebookPath(job.ID)
+	url, job, alice := notebookServer(t, WithNodeDialer(d), WithAttach(reg))
+	base := url + api.NotebookPath(job.ID)
 
 	resp, body := proxyCall(t, base+"lab", bearer(alice))
 	if resp.StatusCode != 200 || body != "stub path=/proxy/"+job.ID+"/lab auth=token "+job.Env[api.NotebookTokenVar] {
@@ -131,7 +141,7 @@ func TestProxyThroughNodeDialer(t *testing.T) {
 	}
 
 	// A prefix of the id redirects to the notebook's own path.
-	resp, _ = proxyCall(t, ts.url+"/proxy/"+job.ID[:10]+"/tree?a=b", bearer(alice))
+	resp, _ = proxyCall(t, url+"/proxy/"+job.ID[:10]+"/tree?a=b", bearer(alice))
 	if loc := resp.Header.Get("Location"); resp.StatusCode != 307 || loc != "/proxy/"+job.ID+"/tree?a=b" {
 		t.Errorf("a prefix: %d Location %q", resp.StatusCode, loc)
 	}
@@ -173,8 +183,8 @@ func waitAttached(t *testing.T, reg *attach.Registry, jobID string, n int) {
 
 // TestProxyRefusals: who and what the proxy refuses, and how.
 func TestProxyRefusals(t *testing.T) {
-	ts, job, alice := notebookServer(t) // no NodeDialer, no local node
-	base := ts.url + api.NotebookPath(job.ID)
+	url, job, alice := notebookServer(t) // no NodeDialer, no local node
+	base := url + api.NotebookPath(job.ID)
 	for name, c := range map[string]struct {
 		url    string
 		header http.Header
@@ -185,7 +195,7 @@ func TestProxyRefusals(t *testing.T) {
 		"no tunnel":    {base, bearer(alice), 502, "notebook_unreachable", "no tunnel"},
 		"an admin":     {base, bearer(testAdminToken), 403, "forbidden", "only the owner"},
 		"no token":     {base, http.Header{}, 401, "unauthenticated", ""},
-		"unknown job":  {ts.url + "/proxy/j0000000000000000000000000/", bearer(alice), 404, "not_found", ""},
+		"unknown job":  {url + "/proxy/j0000000000000000000000000/", bearer(alice), 404, "not_found", ""},
 		"cross origin": {base, http.Header{"Cookie": {sessionCookie + "=" + alice}, "Origin": {"https://evil.example"}, "Connection": {"Upgrade"}, "Upgrade": {"websocket"}}, 403, "csrf", "another origin"},
 	} {
 		t.Run(name, func(t *testing.T) {
