@@ -71,7 +71,8 @@ func proxyGet(t *testing.T, url string, headers map[string]string) (*http.Respon
 // notebook's own secret; nobody else passes, not even an admin.
 func TestNotebookProxy(t *testing.T) {
 	stub := buildNotebookStub(t)
-	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "nb-node", "--run-as", "agent")
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "nb-node", "--run-as", "agent",
+		"--public-url", "https://corral.example/")
 	ana, bo := userToken(t, s, "ana"), userToken(t, s, "bo")
 
 	stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL, "CORRAL_TOKEN=" + ana},
@@ -79,11 +80,13 @@ func TestNotebookProxy(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("corral notebook: exit %d\nstdout %s\nstderr %s\nserver:\n%s", code, stdout, stderr, s.out.String())
 	}
-	url := strings.TrimSpace(stdout)
-	id, ok := strings.CutSuffix(strings.TrimPrefix(url, s.URL+"/proxy/"), "/")
+	// The URL is under the server's --public-url; the test reaches the
+	// same path on the server's own address.
+	id, ok := strings.CutSuffix(strings.TrimPrefix(strings.TrimSpace(stdout), "https://corral.example/proxy/"), "/")
 	if !ok || id == "" || strings.Contains(id, "/") {
-		t.Fatalf("corral notebook printed %q, want %s/proxy/JOB/", stdout, s.URL)
+		t.Fatalf("corral notebook printed %q, want https://corral.example/proxy/JOB/", stdout)
 	}
+	url := s.URL + "/proxy/" + id + "/"
 	job := s.job(id)
 	// (corral notebook asks for class interactive: TestNotebookRequest;
 	// the class's part of issue 13 keeps it in the job.)

@@ -79,12 +79,13 @@ ends with corral cancel JOB, at its time limit, or when the server exits.`,
 				return err
 			}
 			fmt.Fprintf(c.stderr, "corral: notebook job %s %s; corral cancel %s ends it\n", job.ID, job.State, job.ID)
+			url := cl.NotebookURL(job.ID)
 			if !noWait {
-				if job, err = c.notebookWaitOrCancel(cmd.Context(), cl, job.ID); err != nil {
+				if job, url, err = c.notebookWaitOrCancel(cmd.Context(), cl, job.ID); err != nil {
 					return err
 				}
 			}
-			out := notebookStarted{Job: job, URL: cl.NotebookURL(job.ID)}
+			out := notebookStarted{Job: job, URL: url}
 			return c.emit(out, func(w io.Writer) error {
 				_, err := fmt.Fprintln(w, out.URL)
 				return err
@@ -101,33 +102,34 @@ ends with corral cancel JOB, at its time limit, or when the server exits.`,
 // notebookWaitOrCancel is notebookWait, but Ctrl-C while it waits
 // cancels the job (as salloc gives up its pending allocation) and exits
 // 130.
-func (c *cli) notebookWaitOrCancel(ctx context.Context, cl *client.Client, id string) (api.Job, error) {
+func (c *cli) notebookWaitOrCancel(ctx context.Context, cl *client.Client, id string) (api.Job, string, error) {
 	sigCtx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
-	job, err := c.notebookWait(sigCtx, cl, id)
+	job, url, err := c.notebookWait(sigCtx, cl, id)
 	if err == nil || sigCtx.Err() == nil || ctx.Err() != nil {
-		return job, err
+		return job, url, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, client.DefaultTimeout)
 	defer cancel()
 	if _, cerr := cl.Cancel(cctx, id, 0); cerr != nil {
-		return job, fmt.Errorf("interrupted; canceling notebook job %s: %w", id, cerr)
+		return job, "", fmt.Errorf("interrupted; canceling notebook job %s: %w", id, cerr)
 	}
-	return job, exitCodeError{code: exitCanceled, msg: fmt.Sprintf("interrupted: notebook job %s canceled", id)}
+	return job, "", exitCodeError{code: exitCanceled, msg: fmt.Sprintf("interrupted: notebook job %s canceled", id)}
 }
 
 // notebookWait waits until the job's notebook answers through the proxy,
-// saying on stderr when the job's state changes; it fails when the job
-// ends first.
-func (c *cli) notebookWait(ctx context.Context, cl *client.Client, id string) (api.Job, error) {
+// saying on stderr when the job's state changes, and returns its URL
+// (under the server's --public-url when it has one, else under the
+// address this CLI uses); it fails when the job ends first.
+func (c *cli) notebookWait(ctx context.Context, cl *client.Client, id string) (api.Job, string, error) {
 	var said api.State
 	for {
 		job, err := cl.Job(ctx, id)
 		if err != nil {
-			return job, err
+			return job, "", err
 		}
 		if job.State.Terminal() {
-			return job, fmt.Errorf("notebook job %s ended (%s) before its notebook answered: %s; see corral logs %s", id, job.State, job.Message, id)
+			return job, "", fmt.Errorf("notebook job %s ended (%s) before its notebook answered: %s; see corral logs %s", id, job.State, job.Message, id)
 		}
 		if job.State != said {
 			said = job.State
@@ -138,17 +140,20 @@ func (c *cli) notebookWait(ctx context.Context, cl *client.Client, id string) (a
 			fmt.Fprintf(c.stderr, "corral: waiting for the notebook of job %s (%s)\n", id, detail)
 		}
 		if job.State == api.StateRunning {
-			ok, err := cl.NotebookAnswers(ctx, id)
+			ok, public, err := cl.NotebookAnswers(ctx, id)
 			if err != nil {
-				return job, err
+				return job, "", err
+			}
+			if ok && public != "" {
+				return job, public, nil
 			}
 			if ok {
-				return job, nil
+				return job, cl.NotebookURL(id), nil
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return job, ctx.Err()
+			return job, "", ctx.Err()
 		case <-time.After(notebookPoll):
 		}
 	}

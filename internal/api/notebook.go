@@ -21,6 +21,9 @@ const (
 	// server through the proxy (the server's own errors lack it): corral
 	// notebook knows the notebook is up when it sees one.
 	NotebookProxiedHeader = "X-Corral-Notebook"
+	// NotebookURLHeader, on a proxied answer, is the notebook's address
+	// under the server's --public-url (absent without one).
+	NotebookURLHeader = "X-Corral-Notebook-URL"
 	// notebookPortMin and notebookPorts: the range notebook ports are
 	// drawn from, below Linux's ephemeral ports (32768 and up) and apart
 	// from a gang's master ports (29500..31499).

@@ -37,6 +37,14 @@ func WithLocalNode(nodeID string) Option {
 	return func(s *Server) { s.notebookProxy().local = nodeID }
 }
 
+// WithProxyPublicURL names the server's address as people reach it
+// (corral server --public-url): the proxy's answers then carry the
+// notebook's address under it (api.NotebookURLHeader), which corral
+// notebook prints. Empty: no such header.
+func WithProxyPublicURL(publicURL string) Option {
+	return func(s *Server) { s.notebookProxy().public = strings.TrimRight(publicURL, "/") }
+}
+
 // proxyAuditMax bounds the memory of first accesses already audited; past
 // it the memory starts afresh (an access may then be audited again).
 const proxyAuditMax = 10000
@@ -44,6 +52,7 @@ const proxyAuditMax = 10000
 // notebooks is the state of the notebook proxy.
 type notebooks struct {
 	local     string     // the server's own node; "": none
+	public    string     // --public-url, without its trailing slash; "": none
 	remote    NodeDialer // nil: remote notebooks answer 502
 	transport *http.Transport
 	buffers   copyBuffers
@@ -190,6 +199,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) error {
 		ModifyResponse: func(resp *http.Response) error {
 			dropSetCookie(resp.Header, sessionCookie)
 			resp.Header.Set(api.NotebookProxiedHeader, "1")
+			if pub := s.notebookProxy().public; pub != "" {
+				resp.Header.Set(api.NotebookURLHeader, pub+api.NotebookPath(id))
+			}
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

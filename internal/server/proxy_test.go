@@ -122,10 +122,13 @@ func TestProxyThroughNodeDialer(t *testing.T) {
 	nb := notebookStub(t)
 	d := &fakeDialer{addr: nb.Listener.Addr().String()}
 	reg := attach.New(nil)
-	url, job, alice := notebookServer(t, WithNodeDialer(d), WithAttach(reg))
+	url, job, alice := notebookServer(t, WithNodeDialer(d), WithAttach(reg), WithProxyPublicURL("https://corral.example/"))
 	base := url + api.NotebookPath(job.ID)
 
 	resp, body := proxyCall(t, base+"lab", bearer(alice))
+	if got := resp.Header.Get(api.NotebookURLHeader); got != "https://corral.example/proxy/"+job.ID+"/" {
+		t.Errorf("%s is %q, want the notebook under the public URL", api.NotebookURLHeader, got)
+	}
 	if resp.StatusCode != 200 || body != "stub path=/proxy/"+job.ID+"/lab auth=token "+job.Env[api.NotebookTokenVar] {
 		t.Fatalf("GET through the dialer: %d %q", resp.StatusCode, body)
 	}
