@@ -93,9 +93,12 @@ func TestNotebookProxy(t *testing.T) {
 	if job.State != api.StateRunning || !job.Notebook || job.User != "ana" || len(job.Allocation) != 1 {
 		t.Fatalf("the notebook's job: state %s notebook %v user %s allocation %v", job.State, job.Notebook, job.User, job.Allocation)
 	}
-	secret := job.Env[api.NotebookTokenVar]
-	if len(secret) < 32 {
-		t.Fatalf("the job's %s is %q", api.NotebookTokenVar, secret)
+	if len(job.Env[api.NotebookTokenVar]) < 32 {
+		t.Fatalf("the job's %s is %q", api.NotebookTokenVar, job.Env[api.NotebookTokenVar])
+	}
+	secret := api.NotebookSecret(job.Env[api.NotebookTokenVar], 0) // the attempt's
+	if secret == job.Env[api.NotebookTokenVar] {
+		t.Fatal("the attempt's secret is the job's")
 	}
 
 	t.Run("owner's token", func(t *testing.T) {

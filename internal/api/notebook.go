@@ -1,6 +1,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 )
@@ -14,8 +16,10 @@ const (
 	NotebookPortVar = "CORRAL_NOTEBOOK_PORT"
 	// NotebookTokenVar holds the secret the proxy presents to the
 	// notebook server (as "Authorization: token SECRET"), so that other
-	// accounts on the node cannot use its loopback port. Set by the
-	// server at submission; shown only to those who see the job's env.
+	// accounts on the node cannot use its loopback port. The job's env
+	// keeps the job's secret, drawn at submission (shown only to those
+	// who see the job's env); each attempt's task gets its own,
+	// NotebookSecret of it.
 	NotebookTokenVar = "CORRAL_NOTEBOOK_TOKEN"
 	// NotebookProxiedHeader marks an answer that came from the notebook
 	// server through the proxy (the server's own errors lack it): corral
@@ -38,6 +42,14 @@ func NotebookPort(jobID string, attempt int) int {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "notebook/%s/%d", jobID, attempt)
 	return notebookPortMin + int(h.Sum32()%notebookPorts)
+}
+
+// NotebookSecret is the secret of one attempt of a notebook job whose
+// own secret is jobSecret: what was sent to one attempt's port (perhaps
+// to whatever else listened there) opens no other attempt's notebook.
+func NotebookSecret(jobSecret string, attempt int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "corral-notebook/%d/%s", attempt, jobSecret))
+	return hex.EncodeToString(sum[:24])
 }
 
 // NotebookPath is the path of a job's notebook through the server's

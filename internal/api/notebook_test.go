@@ -24,3 +24,10 @@ func TestNotebookPort(t *testing.T) {
 		t.Errorf("a retry keeps its port (it may be held by the last attempt)")
 	}
 }
+
+func TestNotebookSecret(t *testing.T) {
+	a0, a1 := NotebookSecret("s", 0), NotebookSecret("s", 1)
+	if len(a0) != 48 || a0 == a1 || a0 != NotebookSecret("s", 0) || a0 == NotebookSecret("t", 0) {
+		t.Errorf("NotebookSecret: %q %q", a0, a1)
+	}
+}

@@ -36,12 +36,13 @@ func validateNotebook(req *api.SubmitRequest, j *api.Job) error {
 	return nil
 }
 
-// notebookEnv adds the attempt's notebook port to a notebook job's task
-// environment (env is the task's own copy).
+// notebookEnv gives a notebook job's task environment (env, the task's
+// own copy) the attempt's port and the attempt's secret.
 func notebookEnv(j *api.Job, env map[string]string) map[string]string {
 	if env == nil {
 		env = map[string]string{}
 	}
 	env[api.NotebookPortVar] = strconv.Itoa(api.NotebookPort(j.ID, j.RetryCount))
+	env[api.NotebookTokenVar] = api.NotebookSecret(j.Env[api.NotebookTokenVar], j.RetryCount)
 	return env
 }

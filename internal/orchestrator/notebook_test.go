@@ -28,6 +28,9 @@ func TestNotebookSubmission(t *testing.T) {
 		if got, want := task.Env[api.NotebookPortVar], strconv.Itoa(api.NotebookPort(j.ID, 0)); got != want {
 			t.Errorf("task of %s: %s=%q, want %s", j.ID, api.NotebookPortVar, got, want)
 		}
+		if got, want := task.Env[api.NotebookTokenVar], api.NotebookSecret(j.Env[api.NotebookTokenVar], 0); got != want || got == j.Env[api.NotebookTokenVar] {
+			t.Errorf("task of %s: %s=%q, want the attempt's secret %q", j.ID, api.NotebookTokenVar, got, want)
+		}
 	}
 	plain := h.submit(api.SubmitRequest{Command: "x", User: "ana", GPUCount: gpus(1)})
 	if plain.Notebook || plain.Env[api.NotebookTokenVar] != "" {

@@ -182,7 +182,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) error {
 	defer done()
 	s.auditNotebook(r, p.TokenID, job, call)
 	port := api.NotebookPort(id, job.RetryCount)
-	secret := job.Env[api.NotebookTokenVar]
+	secret := api.NotebookSecret(job.Env[api.NotebookTokenVar], job.RetryCount)
 	rp := &httputil.ReverseProxy{
 		Transport:  s.notebookProxy().transport,
 		BufferPool: &s.notebookProxy().buffers,
@@ -192,9 +192,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) error {
 			pr.SetXForwarded()
 			pr.Out.Header.Del("Authorization")
 			stripCookie(pr.Out.Header, sessionCookie)
-			if secret != "" {
-				pr.Out.Header.Set("Authorization", "token "+secret)
-			}
+			pr.Out.Header.Set("Authorization", "token "+secret)
 		},
 		ModifyResponse: func(resp *http.Response) error {
 			dropSetCookie(resp.Header, sessionCookie)

@@ -129,7 +129,7 @@ func TestProxyThroughNodeDialer(t *testing.T) {
 	if got := resp.Header.Get(api.NotebookURLHeader); got != "https://corral.example/proxy/"+job.ID+"/" {
 		t.Errorf("%s is %q, want the notebook under the public URL", api.NotebookURLHeader, got)
 	}
-	if resp.StatusCode != 200 || body != "stub path=/proxy/"+job.ID+"/lab auth=token "+job.Env[api.NotebookTokenVar] {
+	if resp.StatusCode != 200 || body != "stub path=/proxy/"+job.ID+"/lab auth=token "+api.NotebookSecret(job.Env[api.NotebookTokenVar], 0) {
 		t.Fatalf("GET through the dialer: %d %q", resp.StatusCode, body)
 	}
 	if resp.Header.Get(api.NotebookProxiedHeader) == "" {
