@@ -42,7 +42,7 @@ type notifyFlags struct {
 }
 
 func (f *notifyFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.publicURL, "public-url", "", "the dashboard's address as people reach it (e.g. https://corral.example.com): notifications link to each job's page under it")
+	fl.StringVar(&f.publicURL, "public-url", "", "the dashboard's address as people reach it (e.g. https://corral.example.com): notifications link to each job's page under it, and corral notebook prints notebook addresses under it")
 	fl.StringVar(&f.smtp, "smtp", "", "SMTP server host:port for email notifications (corral notify add email); empty: no email")
 	fl.StringVar(&f.smtpFrom, "smtp-from", "", "the From address of notification emails (required with --smtp)")
 	fl.StringVar(&f.smtpUser, "smtp-user", "", "SMTP AUTH PLAIN user; the password comes from $CORRAL_SMTP_PASSWORD or --smtp-password-file")

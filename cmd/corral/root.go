@@ -114,6 +114,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newArrayCmd(), // arrays.go
 		c.newShellCmd(), // shell.go, with alloc
 		c.newAllocCmd(),
+		c.newNotebookCmd(),
 
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),

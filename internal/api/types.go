@@ -157,6 +157,9 @@ type Job struct {
 	// ended for it (reason idle).
 	IdleEndsAt    *time.Time `json:"idle_ends_at,omitempty"`
 	IdleReclaimed bool       `json:"idle_reclaimed,omitempty"`
+	// Notebook: the job runs a notebook server on NotebookPort, reached
+	// through /proxy/ID/ (corral notebook; notebook.go).
+	Notebook bool `json:"notebook,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -200,6 +203,9 @@ type SubmitRequest struct {
 	// Class is the job's preemption class (issue 13): ClassBatch (empty
 	// means batch), ClassInteractive or ClassInteractivePreemptible.
 	Class string `json:"class,omitempty"`
+	// Notebook: the job runs a notebook server on NotebookPort, reached
+	// through /proxy/ID/ (corral notebook; notebook.go).
+	Notebook bool `json:"notebook,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.

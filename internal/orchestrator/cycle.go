@@ -250,6 +250,9 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	if j.ArrayJobID != "" {
 		t.Env = o.arrayEnv(j, t.Env)
 	}
+	if j.Notebook {
+		t.Env = notebookEnv(j, t.Env)
+	}
 	for _, p := range ps {
 		r := exec.Rank{NodeID: p.NodeID, GPUs: append([]int{}, p.GPUs...)}
 		for _, a := range j.Allocation {

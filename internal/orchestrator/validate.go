@@ -158,6 +158,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	if j.Class, err = parseClass(req); err != nil { // interactive.go
 		return j, err
 	}
+	if err := validateNotebook(req, &j); err != nil {
+		return j, err
+	}
 	return j, nil
 }
 

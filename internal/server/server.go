@@ -48,6 +48,7 @@ type Server struct {
 	notify        *Notifications   // nil: the notification routes answer 503 (notify.go)
 	attach        *attach.Registry // connections attached to jobs (shells, notebook proxy)
 	tunnels       *tunnel.Hub      // nil: no shells or port streams (shell.go)
+	nb            *notebooks       // the notebook proxy (proxy.go)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -104,6 +105,9 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 	s := &Server{o: o, log: logger, mux: http.NewServeMux(), sessions: agentSessions{byNode: map[string]string{}}}
 	for _, opt := range opts {
 		opt(s)
+	}
+	if s.tunnels != nil && s.notebookProxy().remote == nil {
+		s.nb.remote = s // notebooks on remote agents, through the tunnel (shell.go)
 	}
 	if s.attach == nil {
 		s.attach = attach.New(nil)
@@ -172,6 +176,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		s.mux.Handle(rt.method+" "+rt.path, s.wrap(rt))
 	}
 	s.dashboardRoutes()
+	s.notebookRoutes()
 	s.mux.Handle("/", s.wrap(route{path: "other", handler: s.noRoute}))
 	return s
 }

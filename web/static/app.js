@@ -708,6 +708,7 @@ function jobPage(id) {
       j.message ? ['Last message', esc(j.message)] : null,
       j.idle ? ['Idle', `its GPUs are idle since ${clock(j.idle_since)}`] : null,
       j.preempt_message ? ['Preemption', esc(j.preempt_message)] : null,
+      j.notebook ? ['Notebook', notebookCell(j)] : null,
     ].filter(Boolean);
     $('[data-role=fields]', root).innerHTML = rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('');
     const colors = { queued: '#0284c7', scheduled: '#7c3aed', allocating: '#7c3aed', running: '#2563eb', completed: '#16a34a', failed: '#dc2626', canceled: '#64748b' };
@@ -847,6 +848,14 @@ function onConn(s) {
 
 // canActOn mirrors the server's rule: admins act on every job, users on
 // their own and on those of projects they administer, viewers on none.
+// notebookCell links a running notebook job to its proxy (/proxy/ID/),
+// which opens for the job's owner only (docs/interactive.md).
+function notebookCell(j) {
+  if (j.state !== 'running') return 'reachable through /proxy/ while the job runs';
+  const link = `<a href="/proxy/${enc(j.id)}/" target="_blank" rel="noopener" data-role="notebook">open the notebook</a>`;
+  return state.me && state.me.user === j.user ? link : `${link} <span class="muted">(its owner only)</span>`;
+}
+
 function canActOn(j) {
   const me = state.me;
   if (!me) return false;
