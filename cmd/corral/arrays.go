@@ -268,9 +268,8 @@ func anyArrayRow[T any](rows []T, of func(T) (string, *int)) bool {
 // arrayCancelResult is corral cancel's -o json answer when an array was
 // among the ids: the arrays as canceled, and the jobs as cancelMany's.
 type arrayCancelResult struct {
-	Arrays   []api.Array   `json:"arrays"`
-	Canceled []api.Job     `json:"canceled"`
-	Failed   []cancelError `json:"failed"`
+	Arrays []api.Array `json:"arrays"`
+	cancelResult
 }
 
 // cancelWithArrays is corral cancel when some ids name job arrays: each
@@ -286,7 +285,7 @@ func (c *cli) cancelWithArrays(ctx context.Context, cl *client.Client, arrays []
 			"would cancel %d jobs (array %s: %d unfinished tasks); more than %d are canceled only with --yes: nothing was canceled",
 			total, arrays[0].ID, arrays[0].Counts.Unfinished(), cancelConfirmAbove)}
 	}
-	res := arrayCancelResult{Arrays: []api.Array{}, Canceled: []api.Job{}, Failed: []cancelError{}}
+	res := arrayCancelResult{Arrays: []api.Array{}, cancelResult: cancelResult{Canceled: []api.Job{}, Failed: []cancelError{}}}
 	var lines []string
 	for _, a := range arrays {
 		got, err := cl.CancelArray(ctx, a.ID, grace)
@@ -298,16 +297,7 @@ func (c *cli) cancelWithArrays(ctx context.Context, cl *client.Client, arrays []
 		res.Arrays = append(res.Arrays, got)
 		lines = append(lines, fmt.Sprintf("canceled array %s: %s", got.ID, countsText(got.Counts)))
 	}
-	for _, id := range jobs {
-		job, err := cl.Cancel(ctx, id, grace)
-		if err != nil {
-			res.Failed = append(res.Failed, cancelError{JobID: id, Error: describe(err)})
-			lines = append(lines, fmt.Sprintf("job %s: %s", id, describe(err)))
-			continue
-		}
-		res.Canceled = append(res.Canceled, job)
-		lines = append(lines, cancelLine(job, grace))
-	}
+	lines = res.cancelEach(ctx, cl, jobs, grace, lines)
 	err := c.emit(res, func(w io.Writer) error {
 		_, err := fmt.Fprintln(w, strings.Join(lines, "\n"))
 		return err

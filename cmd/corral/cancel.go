@@ -30,6 +30,22 @@ type cancelResult struct {
 	Failed   []cancelError `json:"failed"`
 }
 
+// cancelEach cancels each job in turn, recording the outcome in r and
+// appending a line for each to lines.
+func (r *cancelResult) cancelEach(ctx context.Context, cl *client.Client, ids []string, grace time.Duration, lines []string) []string {
+	for _, id := range ids {
+		job, err := cl.Cancel(ctx, id, grace)
+		if err != nil {
+			r.Failed = append(r.Failed, cancelError{JobID: id, Error: describe(err)})
+			lines = append(lines, fmt.Sprintf("job %s: %s", id, describe(err)))
+			continue
+		}
+		r.Canceled = append(r.Canceled, job)
+		lines = append(lines, cancelLine(job, grace))
+	}
+	return lines
+}
+
 type cancelError struct {
 	JobID string `json:"job_id"`
 	Error string `json:"error"`
@@ -179,17 +195,7 @@ func (c *cli) cancelOne(ctx context.Context, cl *client.Client, id string, grace
 // summary; it fails when any cancel did.
 func (c *cli) cancelMany(ctx context.Context, cl *client.Client, ids []string, grace time.Duration) error {
 	res := cancelResult{Canceled: []api.Job{}, Failed: []cancelError{}}
-	var lines []string
-	for _, id := range ids {
-		job, err := cl.Cancel(ctx, id, grace)
-		if err != nil {
-			res.Failed = append(res.Failed, cancelError{JobID: id, Error: describe(err)})
-			lines = append(lines, fmt.Sprintf("job %s: %s", id, describe(err)))
-			continue
-		}
-		res.Canceled = append(res.Canceled, job)
-		lines = append(lines, cancelLine(job, grace))
-	}
+	lines := res.cancelEach(ctx, cl, ids, grace, nil)
 	lines = append(lines, fmt.Sprintf("%d of %d jobs canceled or being stopped, %d failed",
 		len(res.Canceled), len(ids), len(res.Failed)))
 	err := c.emit(res, func(w io.Writer) error {

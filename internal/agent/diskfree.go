@@ -2,7 +2,8 @@ package agent
 
 import (
 	"fmt"
-	"syscall"
+
+	"github.com/corral-sched/corral/internal/diskfree"
 )
 
 // An agent whose log disk (the file system of Config.LogDir) has less
@@ -12,19 +13,6 @@ import (
 // their logs lose output with a marker if the disk does fill
 // (logcap.go).
 
-// freePercent is the share of the file system holding path that an
-// unprivileged process may still write, in percent.
-func freePercent(path string) (float64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(path, &st); err != nil {
-		return 0, fmt.Errorf("free disk of %s: %w", path, err)
-	}
-	if st.Blocks == 0 {
-		return 100, nil
-	}
-	return float64(st.Bavail) * 100 / float64(st.Blocks), nil
-}
-
 // diskFull returns why the log disk is too full for new jobs, or "" when
 // it is not (or the check is off, or the disk cannot be read: a failed
 // check does not stop the node).
@@ -32,7 +20,7 @@ func (a *Agent) diskFull() string {
 	if a.cfg.MinFreeDisk <= 0 {
 		return ""
 	}
-	free, err := freePercent(a.cfg.LogDir)
+	free, err := diskfree.Percent(a.cfg.LogDir)
 	if err != nil {
 		a.log.Warn("cannot tell the log disk's free space", "err", err)
 		return ""

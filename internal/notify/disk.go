@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"syscall"
 	"time"
+
+	"github.com/corral-sched/corral/internal/diskfree"
 )
 
 // DiskWatcher raises alert.disk_full when the file system of the server's
@@ -15,24 +16,11 @@ type DiskWatcher struct {
 	Path    string
 	MinFree float64 // percent; <= 0: off
 	Raise   func(ctx context.Context, ev Event) error
-	Free    func(path string) (float64, error) // nil: FreePercent
+	Free    func(path string) (float64, error) // nil: diskfree.Percent
 	Now     func() time.Time                   // nil: time.Now
 	Logger  *slog.Logger
 
 	full bool
-}
-
-// FreePercent is the share of the file system holding path that an
-// unprivileged process may still write, in percent.
-func FreePercent(path string) (float64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(path, &st); err != nil {
-		return 0, fmt.Errorf("free disk of %s: %w", path, err)
-	}
-	if st.Blocks == 0 {
-		return 100, nil
-	}
-	return float64(st.Bavail) * 100 / float64(st.Blocks), nil
 }
 
 // Check reads the free space once and raises the alert when it has just
@@ -43,7 +31,7 @@ func (w *DiskWatcher) Check(ctx context.Context) {
 	}
 	free := w.Free
 	if free == nil {
-		free = FreePercent
+		free = diskfree.Percent
 	}
 	now := time.Now
 	if w.Now != nil {
