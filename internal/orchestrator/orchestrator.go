@@ -381,6 +381,9 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	if to.Terminal() || to == api.StateQueued {
 		tx.o.releaseJob(j)
 	}
+	if to.Terminal() && tx.o.cfg.Attach != nil {
+		tx.o.cfg.Attach.Forget(j.ID) // what idle reclaim kept of its connections
+	}
 	// A job that starts running frees no GPU and queues nothing: no cycle
 	// could decide anything new because of it (the next one, on the next
 	// change or tick, sees its start time).
