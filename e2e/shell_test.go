@@ -291,9 +291,8 @@ func TestAlloc(t *testing.T) {
 	p = startPTY(t, []string{"CORRAL_SERVER=" + s.URL}, "alloc", "--gpus", "1")
 	m = p.expect(`allocation (\S+) queued, position`, 20*time.Second)
 	id := m[1]
-	// Its class is interactive (alloc_test.go in cmd/corral checks the
-	// request; the server reports it once it stores classes).
-	if j := s.job(id); j.State != api.StateQueued || (j.Class != "" && j.Class != api.ClassInteractive) {
+	// Its class is interactive.
+	if j := s.job(id); j.State != api.StateQueued || j.Class != api.ClassInteractive {
 		t.Fatalf("the allocation's job is %s of class %q; want queued, interactive", j.State, j.Class)
 	}
 	s.do("DELETE", "/queue/"+filler.ID, nil, nil)
