@@ -40,6 +40,23 @@ func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
 	out := o.deps.buf[:0]
 	var doomed []*api.Job
 	held := o.deps.heldBuf[:0]
+	// place sends j where its verdict says: out (met: a singleton job
+	// then holds its key for the rest of the pass), doomed (never, past
+	// the timeout), or, reporting true, back to the held.
+	place := func(j *api.Job, d *depEntry) (stillHeld bool) {
+		switch {
+		case d.check.verdict == depMet:
+			out = append(out, j)
+			if k := (singletonKey{j.User, j.Name}); ev.running != nil && ev.running[k] == nil && d.singleton {
+				ev.running[k] = j
+			}
+		case d.check.verdict == depNever && !tx.now.Before(d.check.since.Add(timeout)):
+			doomed = append(doomed, j)
+		default:
+			return true
+		}
+		return false
+	}
 	for _, j := range queue {
 		if j.DependsOn == "" {
 			out = append(out, j)
@@ -61,15 +78,7 @@ func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
 			}
 		}
 		d.check, d.pass = o.checkDeps(j, d, ev), o.deps.pass
-		switch {
-		case d.check.verdict == depMet:
-			out = append(out, j)
-			if k := (singletonKey{j.User, j.Name}); ev.running != nil && ev.running[k] == nil && d.singleton {
-				ev.running[k] = j
-			}
-		case d.check.verdict == depNever && !tx.now.Before(d.check.since.Add(timeout)):
-			doomed = append(doomed, j)
-		default:
+		if place(j, d) {
 			held = append(held, j)
 		}
 	}
@@ -90,15 +99,7 @@ func (o *Orchestrator) eligible(tx *txn, queue []*api.Job) []*api.Job {
 			if d.check.verdict == depWait {
 				d.check = o.checkDeps(j, d, ev)
 			}
-			switch {
-			case d.check.verdict == depMet:
-				out = append(out, j)
-				if k := (singletonKey{j.User, j.Name}); ev.running != nil && ev.running[k] == nil && d.singleton {
-					ev.running[k] = j
-				}
-			case d.check.verdict == depNever && !tx.now.Before(d.check.since.Add(timeout)):
-				doomed = append(doomed, j)
-			default:
+			if place(j, d) {
 				still = append(still, j)
 			}
 		}
