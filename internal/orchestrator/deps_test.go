@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/depend"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/store"
 )
 
 // startDeps runs an orchestrator over the store at path (fresh when
@@ -27,30 +25,7 @@ func startDeps(t *testing.T, path string, clk *clock, timeout time.Duration) *ha
 // change, and on every tick).
 func startDepsTick(t *testing.T, path string, clk *clock, timeout, tick time.Duration) *harness {
 	t.Helper()
-	if path == "" {
-		path = filepath.Join(t.TempDir(), "corral.db")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := newFakeExec()
-	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
-		Tick: tick, Now: clk.now, DependencyTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { o.Run(ctx); close(done) }()
-	h := &harness{t: t, o: o, ex: ex, path: path}
-	h.stop = func() { cancel(); <-done; st.Close() }
-	t.Cleanup(func() {
-		if h.stop != nil {
-			h.stop()
-		}
-	})
-	return h
+	return startConfig(t, path, Config{Nodes: []Node{simNode("n1", 8)}, Tick: tick, Now: clk.now, DependencyTimeout: timeout})
 }
 
 func newClock() *clock { return &clock{t: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)} }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/store"
 )
 
 // clock is a settable time for tests.
@@ -33,26 +32,7 @@ func startDynamic(t *testing.T) (*harness, *clock) {
 // startDynamicAt is startDynamic on the store at path, with clock clk.
 func startDynamicAt(t *testing.T, path string, clk *clock) *harness {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ex := newFakeExec()
-	o, err := New(ctx, Config{Store: st, Executor: ex, DataDir: t.TempDir(), NodeTTL: 30 * time.Second, Tick: 10 * time.Millisecond, Now: clk.now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { o.Run(ctx); close(done) }()
-	h := &harness{t: t, o: o, ex: ex, path: path}
-	h.stop = func() { cancel(); <-done; st.Close() }
-	t.Cleanup(func() {
-		if h.stop != nil {
-			h.stop()
-		}
-	})
-	return h
+	return startConfig(t, path, Config{NodeTTL: 30 * time.Second, Tick: 10 * time.Millisecond, Now: clk.now})
 }
 
 func registration(node string, gpus int) api.AgentRegistration {

@@ -72,6 +72,14 @@ func simNode(id string, n int) Node {
 // orchestrator over it with an 8-GPU node.
 func start(t *testing.T, path string, reap func(map[string]bool) (int, error)) *harness {
 	t.Helper()
+	return startConfig(t, path, Config{Nodes: []Node{simNode("n1", 8)}, Reap: reap, Tick: time.Hour})
+}
+
+// startConfig opens the store at path (a fresh one when empty) and runs an
+// orchestrator over it with cfg, its Store, Executor (a fake) and DataDir
+// filled in; the harness stops it at the test's end.
+func startConfig(t *testing.T, path string, cfg Config) *harness {
+	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "corral.db")
 	}
@@ -81,7 +89,8 @@ func start(t *testing.T, path string, reap func(map[string]bool) (int, error)) *
 		t.Fatal(err)
 	}
 	ex := newFakeExec()
-	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(), Reap: reap, Tick: time.Hour})
+	cfg.Store, cfg.Executor, cfg.DataDir = st, ex, t.TempDir()
+	o, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
