@@ -50,24 +50,7 @@ func BenchmarkCancelNotify(b *testing.B) {
 			done := make(chan struct{})
 			go func() { o.Run(ctx); close(done) }()
 			defer func() { cancel(); <-done; st.Close() }()
-			if _, err := o.SetScheduling(ctx, false); err != nil {
-				b.Fatal(err)
-			}
-			ids := make([]string, b.N)
-			for i := range ids {
-				j, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Command: fmt.Sprint("true ", i), GPUCount: new(1), Notify: "all"}, "")
-				if err != nil {
-					b.Fatal(err)
-				}
-				ids[i] = j.ID
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for _, id := range ids {
-				if _, _, err := o.Cancel(ctx, id, 0); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchCancels(ctx, b, o)
 			b.StopTimer()
 			if mode == "one-endpoint" {
 				rows, _ := st.Outbox(ctx, store.OutboxFilter{Limit: b.N + 10})
@@ -128,24 +111,30 @@ func BenchmarkCancelSlowEndpoint(b *testing.B) {
 			done := make(chan struct{})
 			go func() { o.Run(ctx); close(done) }()
 			defer func() { cancel(); <-done; <-sendDone; st.Close() }()
-			if _, err := o.SetScheduling(ctx, false); err != nil {
-				b.Fatal(err)
-			}
-			ids := make([]string, b.N)
-			for i := range ids {
-				j, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Command: fmt.Sprint("true ", i), GPUCount: new(1), Notify: "all"}, "")
-				if err != nil {
-					b.Fatal(err)
-				}
-				ids[i] = j.ID
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for _, id := range ids {
-				if _, _, err := o.Cancel(ctx, id, 0); err != nil {
-					b.Fatal(err)
-				}
-			}
+			benchCancels(ctx, b, o)
 		})
+	}
+}
+
+// benchCancels queues b.N jobs with scheduling off, then times canceling
+// them one by one: one commit each, with its notifications.
+func benchCancels(ctx context.Context, b *testing.B, o *Orchestrator) {
+	if _, err := o.SetScheduling(ctx, false); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, b.N)
+	for i := range ids {
+		j, _, err := o.Submit(ctx, api.SubmitRequest{User: "ana", Command: fmt.Sprint("true ", i), GPUCount: new(1), Notify: "all"}, "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = j.ID
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, id := range ids {
+		if _, _, err := o.Cancel(ctx, id, 0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
