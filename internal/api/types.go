@@ -160,6 +160,11 @@ type Job struct {
 	// Notebook: the job runs a notebook server on NotebookPort, reached
 	// through /proxy/ID/ (corral notebook; notebook.go).
 	Notebook bool `json:"notebook,omitempty"`
+	// Reservation is the booking the job runs in (issue 14); empty: none.
+	Reservation string `json:"reservation,omitempty"`
+	// Pool is the pool of nodes the job runs in (issue 16: "agents",
+	// "slurm", "ray"); empty: any.
+	Pool string `json:"pool,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -206,6 +211,10 @@ type SubmitRequest struct {
 	// Notebook: the job runs a notebook server on NotebookPort, reached
 	// through /proxy/ID/ (corral notebook; notebook.go).
 	Notebook bool `json:"notebook,omitempty"`
+	// Reservation: run in this booking (issue 14).
+	Reservation string `json:"reservation,omitempty"`
+	// Pool: run on this pool's nodes only (issue 16).
+	Pool string `json:"pool,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.
