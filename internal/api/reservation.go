@@ -17,8 +17,8 @@ const (
 // it is created; the scheduler treats them as a blocked interval.
 type Reservation struct {
 	Name    string   `json:"name"`
-	GPUs    int      `json:"gpus"`              // GPUs booked, in all
-	Nodes   []string `json:"nodes,omitempty"`   // the nodes asked for; empty: any
+	GPUs    int      `json:"gpus"`               // GPUs booked, in all
+	Nodes   []string `json:"nodes,omitempty"`    // the nodes asked for; empty: any
 	GPUType string   `json:"gpu_type,omitempty"` // the GPU model asked for; empty: any
 	// Start and End bound the booking (of its next occurrence, when it
 	// repeats).
