@@ -146,6 +146,8 @@ type Orchestrator struct {
 	inter idleBook    // idle reclaim of interactive jobs (reclaim.go)
 
 	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
+
+	resv map[string]*api.Reservation // bookings by name (bookings.go)
 }
 
 type cycleStats struct {
@@ -198,6 +200,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		queuedBy:    map[string]int{},
 		queueSorted: true,
 		active:      map[string]bool{},
+		resv:        map[string]*api.Reservation{},
 		holds:       map[string]*api.Hold{},
 		idem:        map[string]string{},
 		owner:       map[gpuKey]string{},
