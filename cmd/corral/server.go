@@ -266,7 +266,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	// does, so a shutdown does not wait for them.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL))...), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithAdvise(st), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL))...), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return baseCtx }}
 	srv.RegisterOnShutdown(endStreams)
 	srvDone := make(chan error, 1)

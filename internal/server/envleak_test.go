@@ -113,6 +113,7 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"GET /cluster/gpu-status":                "nodes and GPUs; a GPU names its job's id only",
 		"GET /cluster/nodes":                     "as /cluster/gpu-status",
 		"GET /cluster/nodes/{node_id}/history":   "telemetry samples",
+		"GET /advise":                            "a load profile: counts and GPU-hours, no job",
 		"GET /orchestrator/status":               "the loop's status",
 		"GET /orchestrator/policies":             "the policy",
 		"GET /metrics":                           "Prometheus counters",

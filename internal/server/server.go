@@ -47,6 +47,7 @@ type Server struct {
 	routes        []route
 	notify        *Notifications   // nil: the notification routes answer 503 (notify.go)
 	attach        *attach.Registry // connections attached to jobs (shells, notebook proxy)
+	advise        AdviseSource     // GET /advise (advise.go); nil: off
 	tunnels       *tunnel.Hub      // nil: no shells or port streams (shell.go)
 	nb            *notebooks       // the notebook proxy (proxy.go)
 }
@@ -129,6 +130,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/jobs/{job_id}/logs", "A job's output (follow=true streams)", s.logs, viewer, ""},
 		{"GET", "/cluster/gpu-status", "Every node and GPU", s.clusterStatus, viewer, ""},
 		{"GET", "/cluster/nodes", "Every node and GPU (as /cluster/gpu-status)", s.clusterStatus, viewer, ""},
+		{"GET", "/advise", "The load profile of a period, for corral advise (since=30d)", s.adviseProfile, viewer, ""},
 		{"GET", "/cluster/nodes/{node_id}/history", "A node's telemetry samples (since=1h)", s.nodeHistory, viewer, ""},
 		{"POST", "/cluster/nodes/{node_id}/{action}", "Cordon, drain or uncordon a node (admin)", s.nodeAction, admin, "node.{action}"},
 		{"POST", "/cluster/gpu-allocate", "Hold GPUs for work outside Corral", s.allocate, user, "hold.create"},

@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/corral-sched/corral/internal/advise"
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// Runs returns, for `corral advise`, the GPU holds of jobs that ran in
+// [since, until): each job's latest attempt, from its start to its end
+// (until, while it runs), on its granted GPUs. It reads the jobs table,
+// not the orchestrator's memory, so finished jobs count wherever they are
+// kept. Earlier attempts of retried jobs are not seen here.
+func (s *Store) Runs(ctx context.Context, since, until time.Time) ([]advise.Run, error) {
+	var runs []advise.Run
+	err := s.each(ctx, `SELECT data FROM jobs WHERE state IN ('running','completed','failed','canceled')`, func(r *sql.Rows) error {
+		var data string
+		if err := r.Scan(&data); err != nil {
+			return err
+		}
+		var j api.Job
+		if err := json.Unmarshal([]byte(data), &j); err != nil {
+			return fmt.Errorf("job row: %w", err)
+		}
+		if j.StartedAt == nil {
+			return nil
+		}
+		end := until
+		if j.FinishedAt != nil {
+			end = *j.FinishedAt
+		}
+		if !end.After(since) || !j.StartedAt.Before(until) {
+			return nil
+		}
+		nodes := max(j.Nodes, 1)
+		gpus := j.GrantedGPUs / nodes
+		if j.GrantedGPUs == 0 {
+			gpus = j.GPUCount
+		}
+		runs = append(runs, advise.Run{Start: *j.StartedAt, End: end, GPUs: gpus, Nodes: nodes, GPUMemoryGB: j.GPUMemoryGB})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("advise: %w", err)
+	}
+	return runs, nil
+}
