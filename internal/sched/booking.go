@@ -66,6 +66,20 @@ type bookings struct {
 	nodes  map[string][]int // node id -> bookings with GPUs on it
 	magnet []int            // magnetic bookings in their window
 	notes  []*noteSrc       // by booking: the sentence that names it, once built
+
+	// The mask at hand (see apply): a booking blocks the job when it has
+	// not ended, the job is not its member, and it is in its window or is
+	// among the first p bookings ahead (by start).
+	active  []bool              // by booking: in its window
+	startAt []int64             // by booking: its start on the timeline (relative to now)
+	endAt   []int64             // by booking: its end, likewise
+	ahead   []int               // the bookings ahead, by start
+	aheadAt []int64             // their starts on the timeline
+	members map[[2]string][]int // (user, reservation) -> the bookings it is a member of
+	curMem  []int               // the members of the mask at hand
+	inMem   []bool              // by booking: in curMem
+	curP    int                 // its p
+	byGPU   map[bookGPU][]int   // the bookings of each booked GPU
 }
 
 func newBookings(ix *index, bs []Booking, now time.Time) *bookings {
@@ -104,7 +118,39 @@ func newBookings(ix *index, bs []Booking, now time.Time) *bookings {
 			bk.magnet = append(bk.magnet, i)
 		}
 	}
+	bk.active = make([]bool, len(bk.list))
+	bk.inMem = make([]bool, len(bk.list))
+	bk.startAt = make([]int64, len(bk.list))
+	bk.endAt = make([]int64, len(bk.list))
+	bk.members = map[[2]string][]int{}
+	bk.byGPU = map[bookGPU][]int{}
+	for i, b := range bk.list {
+		bk.startAt[i], bk.endAt[i] = rel(b.Start, now), rel(b.End, now)
+		bk.active[i] = bk.startAt[i] <= 0 && bk.endAt[i] > 0
+		if bk.startAt[i] > 0 {
+			bk.ahead = append(bk.ahead, i)
+			bk.aheadAt = append(bk.aheadAt, bk.startAt[i])
+		}
+		for _, g := range bk.gpus[i] {
+			bk.byGPU[g] = append(bk.byGPU[g], i)
+		}
+	}
 	return bk
+}
+
+// memberOf returns the bookings a job of user naming res belongs in.
+func (bk *bookings) memberOf(user, res string) []int {
+	k := [2]string{user, res}
+	ms, ok := bk.members[k]
+	if !ok {
+		for i, b := range bk.list {
+			if member(b, user, res) {
+				ms = append(ms, i)
+			}
+		}
+		bk.members[k] = ms
+	}
+	return ms
 }
 
 // runFor is how long a job is expected to hold its GPUs: its time limit
@@ -148,11 +194,65 @@ func blocks(b *Booking, j *Job, now time.Time, into bool) bool {
 }
 
 // apply blocks, in the index, the GPUs of the bookings that keep j out
-// (see blocks) and unblocks the others.
+// (see blocks) and unblocks the others. It changes only what differs from
+// the mask at hand: the bookings ahead between the two prefixes, and
+// those either job is a member of.
 func (bk *bookings) apply(ix *index, j *Job, now time.Time, into bool) {
-	for i, b := range bk.list {
-		if want := blocks(b, j, now, into); want != bk.on[i] {
+	mem := bk.memberOf(j.User, j.Reservation)
+	// The bookings ahead it would run into are the first p by start.
+	p, _ := slices.BinarySearch(bk.aheadAt, addRel(0, runFor(j)))
+	if into && mayRunInto(j.Class) {
+		// It may run into those whose notice (start minus its grace) is
+		// still ahead.
+		q, _ := slices.BinarySearch(bk.aheadAt, addRel(int64(j.Grace), 1))
+		p = min(p, q)
+	}
+	old, oldP := bk.curMem, bk.curP
+	same := len(old) == len(mem) && (len(mem) == 0 || &old[0] == &mem[0])
+	bk.curMem, bk.curP = mem, p
+	if !same {
+		for _, i := range old {
+			bk.inMem[i] = false
+		}
+		for _, i := range mem {
+			bk.inMem[i] = true
+		}
+	}
+	cut := bk.aheadAt0(p)
+	fix := func(i int) {
+		want := bk.endAt[i] > 0 && !bk.inMem[i] && bk.startAt[i] < cut
+		if want != bk.on[i] {
 			bk.set(ix, i, want)
+		}
+	}
+	for _, i := range bk.ahead[min(p, oldP):max(p, oldP)] {
+		fix(i)
+	}
+	if !same {
+		for _, i := range old {
+			fix(i)
+		}
+		for _, i := range mem {
+			fix(i)
+		}
+	}
+}
+
+// aheadAt0 is the start of the p-th booking ahead (math.MaxInt64 past the
+// last): a booking blocks when it starts before it (active ones start at
+// or before 0).
+func (bk *bookings) aheadAt0(p int) int64 {
+	if p < len(bk.aheadAt) {
+		return bk.aheadAt[p]
+	}
+	return neverRel
+}
+
+// init sets the first mask: every booking in its window blocks.
+func (bk *bookings) init(ix *index) {
+	for i := range bk.list {
+		if bk.active[i] {
+			bk.set(ix, i, true)
 		}
 	}
 }
@@ -212,6 +312,15 @@ func (c *cycle) startBooked(j *Job) bool {
 // index's mask is j's); the start is recorded as in the booking.
 func (c *cycle) startIn(j *Job, i int) bool {
 	want := nodesWanted(j)
+	free := 0
+	for _, g := range c.bk.gpus[i] {
+		if c.ix.nodes[g.n].avail(int(g.g)) {
+			free++
+		}
+	}
+	if free < want*j.GPUs {
+		return false
+	}
 	var ps []Placement
 	for k := 0; k < len(c.bk.gpus[i]) && len(ps) < want; {
 		n := c.bk.gpus[i][k].n
@@ -246,8 +355,11 @@ func (c *cycle) landMagnetic(j *Job) bool {
 	if c.bk == nil || j.Reservation != "" {
 		return false
 	}
-	for _, i := range c.bk.magnet {
-		if member(c.bk.list[i], j.User, "") && c.startIn(j, i) {
+	if len(c.bk.magnet) == 0 {
+		return false
+	}
+	for _, i := range c.bk.memberOf(j.User, "") { // its magnetic bookings
+		if c.bk.active[i] && c.startIn(j, i) {
 			return true
 		}
 	}

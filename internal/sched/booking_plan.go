@@ -24,13 +24,9 @@ func (tl *timeline) usable(ix *index, n, g int, j *Job, t int64) bool {
 	if !tl.bookedOn(ix, n) {
 		return true
 	}
-	end := addRel(t, runFor(j))
-	for _, i := range tl.bk.nodes[ix.nodes[n].node.ID] {
-		b := tl.bk.list[i]
-		if member(b, j.User, j.Reservation) || !slices.Contains(tl.bk.gpus[i], bookGPU{int32(n), int32(g)}) {
-			continue
-		}
-		if rel(b.Start, tl.now) < max(end, t+1) && rel(b.End, tl.now) > t {
+	end := max(addRel(t, runFor(j)), t+1)
+	for _, i := range tl.bk.byGPU[bookGPU{int32(n), int32(g)}] {
+		if tl.bk.startAt[i] < end && tl.bk.endAt[i] > t && !member(tl.bk.list[i], j.User, j.Reservation) {
 			return false
 		}
 	}
@@ -42,14 +38,15 @@ func (tl *timeline) usable(ix *index, n, g int, j *Job, t int64) bool {
 // GPUs are usable for the job's whole run.
 func (tl *timeline) bookedNodeTime(ix *index, n int, j *Job) (int64, bool) {
 	ns := &ix.nodes[n]
-	var ts []int64
+	ts := tl.scratch[:0]
+	defer func() { tl.scratch = ts[:0] }()
 	for g := range ns.node.GPUs {
 		if at := tl.freeAt[n][g]; at != neverRel && matches(&ns.node.GPUs[g], j) {
 			ts = append(ts, at)
 		}
 	}
 	for _, i := range tl.bk.nodes[ns.node.ID] {
-		if e := rel(tl.bk.list[i].End, tl.now); e > 0 {
+		if e := tl.bk.endAt[i]; e > 0 {
 			ts = append(ts, e)
 		}
 	}

@@ -318,3 +318,63 @@ func TestBookingProperties(t *testing.T) {
 		}
 	}
 }
+
+// bookedSnapshot is benchSnapshot (1,000 nodes x 8 GPUs, 10,000 queued
+// jobs) with n bookings of a whole node each: the first half in their
+// window (users user0 and user1, every third magnetic), the others
+// starting 10 minutes to 16 hours ahead; every tenth queued job names a
+// booking.
+func bookedSnapshot(n int, p Policy) Snapshot {
+	s := benchSnapshot(10000, p)
+	for k := range n {
+		nd := &s.Nodes[(k*7)%len(s.Nodes)]
+		b := Booking{Name: fmt.Sprintf("b%03d", k), Placements: []Placement{{NodeID: nd.ID, GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}},
+			Users: []string{"user0", "user1"}, Project: "p", Magnetic: k%3 == 0}
+		if k < n/2 {
+			b.Start, b.End = s.Now.Add(-time.Hour), s.Now.Add(time.Duration(1+k%8)*time.Hour)
+		} else {
+			b.Start = s.Now.Add(time.Duration(10+k*10) * time.Minute)
+			b.End = b.Start.Add(8 * time.Hour)
+		}
+		s.Bookings = append(s.Bookings, b)
+	}
+	for i := range s.Queue {
+		s.Queue[i].Estimate = time.Duration(1+i%240) * time.Minute
+		if n > 0 && i%10 == 0 {
+			s.Queue[i].Reservation = s.Bookings[i%n].Name
+		}
+	}
+	return s
+}
+
+// BenchmarkCycleBookings is BenchmarkCycle's cluster and queue with no
+// bookings (the baseline) and with 100.
+func BenchmarkCycleBookings(b *testing.B) {
+	for _, n := range []int{0, 100} {
+		for _, name := range []string{PolicyFairShare, PolicyFCFS} {
+			b.Run(fmt.Sprintf("%s/bookings=%d", name, n), func(b *testing.B) {
+				s := bookedSnapshot(n, Policy{Name: name, Backfill: true, Preemption: true, MinRunTime: 10 * time.Minute})
+				b.ReportAllocs()
+				starts := 0
+				for b.Loop() {
+					starts = len(Schedule(s).Starts)
+				}
+				b.ReportMetric(float64(starts), "starts")
+			})
+		}
+	}
+}
+
+// BenchmarkEstimateStartsBookings plans the first DefaultPlanDepth
+// waiting jobs, with no bookings and with 100.
+func BenchmarkEstimateStartsBookings(b *testing.B) {
+	for _, n := range []int{0, 100} {
+		b.Run(fmt.Sprintf("bookings=%d", n), func(b *testing.B) {
+			s := bookedSnapshot(n, Policy{Name: PolicyFairShare, Backfill: true})
+			r := Schedule(s)
+			for b.Loop() {
+				EstimateStarts(s, r, DefaultPlanDepth)
+			}
+		})
+	}
+}

@@ -17,11 +17,12 @@ var never = time.Unix(1<<62, 0)
 // nanoseconds after the cycle's now (see rel), which sort and compare
 // far faster than time.Time; earliest turns them back into times.
 type timeline struct {
-	now    time.Time
-	freeAt [][]int64 // by node position, then GPU position
-	sorted [][]int64 // per node, its finite free-at times in order, unless stale
-	stale  []bool
-	bk     *bookings // the bookings to plan around (booking_plan.go); nil: none
+	now     time.Time
+	freeAt  [][]int64 // by node position, then GPU position
+	sorted  [][]int64 // per node, its finite free-at times in order, unless stale
+	stale   []bool
+	bk      *bookings // the bookings to plan around (booking_plan.go); nil: none
+	scratch []int64
 }
 
 // neverRel is never on the timeline: a GPU no estimate frees.

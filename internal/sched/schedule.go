@@ -199,6 +199,9 @@ func Schedule(s Snapshot) Result {
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
 	c.tally()
 	c.bk = newBookings(c.ix, s.Bookings, s.Now)
+	if c.bk != nil {
+		c.bk.init(c.ix)
+	}
 	c.bookingStops() // booking.go
 	c.mayPreempt = p.Preemption
 	c.placedOn = make([]int32, 0, len(s.Running))
