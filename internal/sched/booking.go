@@ -79,7 +79,9 @@ type bookings struct {
 	curMem  []int               // the members of the mask at hand
 	inMem   []bool              // by booking: in curMem
 	curP    int                 // its p
-	byGPU   map[bookGPU][]int   // the bookings of each booked GPU
+	// onPos: by node position, then GPU position, the bookings of the
+	// GPU; nil for a node without bookings.
+	onPos [][][]int
 }
 
 func newBookings(ix *index, bs []Booking, now time.Time) *bookings {
@@ -123,7 +125,7 @@ func newBookings(ix *index, bs []Booking, now time.Time) *bookings {
 	bk.startAt = make([]int64, len(bk.list))
 	bk.endAt = make([]int64, len(bk.list))
 	bk.members = map[[2]string][]int{}
-	bk.byGPU = map[bookGPU][]int{}
+	bk.onPos = make([][][]int, len(ix.nodes))
 	for i, b := range bk.list {
 		bk.startAt[i], bk.endAt[i] = rel(b.Start, now), rel(b.End, now)
 		bk.active[i] = bk.startAt[i] <= 0 && bk.endAt[i] > 0
@@ -132,7 +134,10 @@ func newBookings(ix *index, bs []Booking, now time.Time) *bookings {
 			bk.aheadAt = append(bk.aheadAt, bk.startAt[i])
 		}
 		for _, g := range bk.gpus[i] {
-			bk.byGPU[g] = append(bk.byGPU[g], i)
+			if bk.onPos[g.n] == nil {
+				bk.onPos[g.n] = make([][]int, len(ix.nodes[g.n].free))
+			}
+			bk.onPos[g.n][g.g] = append(bk.onPos[g.n][g.g], i)
 		}
 	}
 	return bk

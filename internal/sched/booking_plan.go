@@ -12,7 +12,7 @@ import (
 
 // bookedOn reports whether node n has bookings the timeline must weigh.
 func (tl *timeline) bookedOn(ix *index, n int) bool {
-	return tl.bk != nil && len(tl.bk.nodes[ix.nodes[n].node.ID]) > 0
+	return tl.bk != nil && tl.bk.onPos[n] != nil
 }
 
 // usable reports whether GPU position g of node n is free for job j over
@@ -25,7 +25,7 @@ func (tl *timeline) usable(ix *index, n, g int, j *Job, t int64) bool {
 		return true
 	}
 	end := max(addRel(t, runFor(j)), t+1)
-	for _, i := range tl.bk.byGPU[bookGPU{int32(n), int32(g)}] {
+	for _, i := range tl.bk.onPos[n][g] {
 		if tl.bk.startAt[i] < end && tl.bk.endAt[i] > t && !member(tl.bk.list[i], j.User, j.Reservation) {
 			return false
 		}
