@@ -77,6 +77,16 @@ func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
 	}
 }
 
+// bookingsAt is the core's view of the bookings not ended by now. Write
+// lock held, or the loop.
+func (o *Orchestrator) bookingsAt(now time.Time) []sched.Booking {
+	var bs []sched.Booking
+	for _, r := range o.reservationList(now) {
+		bs = append(bs, schedBooking(r))
+	}
+	return bs
+}
+
 // schedBooking is the core's view of a booking.
 func schedBooking(r *api.Reservation) sched.Booking {
 	as := slices.Clone(r.Allocation)
