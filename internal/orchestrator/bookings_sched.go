@@ -41,7 +41,8 @@ func (o *Orchestrator) preemptGrace(j *api.Job) time.Duration {
 
 // snapshotBookings adds the bookings to snap: every booking not yet ended
 // (o.reservationList), and those that ended with jobs still running in
-// them (so that the core expires them); it fills in the running jobs'
+// them (so that the core expires them; not those released, whose jobs
+// run on); it fills in the running jobs'
 // bookings and grace, and the queued jobs' default grace. Loop only, or
 // with a lock held.
 func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
@@ -60,7 +61,7 @@ func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
 			continue // a hold outside the queue
 		}
 		r.Reservation, r.Grace = j.Reservation, o.preemptGrace(j)
-		if b := o.resv[j.Reservation]; b != nil && !listed[b.Name] && !b.End.After(now) {
+		if b := o.resv[j.Reservation]; b != nil && !listed[b.Name] && !b.End.After(now) && b.State != "released" {
 			list = append(list, b) // ended, with this job still in it
 			listed[b.Name] = true
 		}
