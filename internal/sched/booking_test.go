@@ -279,7 +279,54 @@ func TestBookingProperties(t *testing.T) {
 			}
 			j.Grace = time.Duration(rng.IntN(10)) * time.Minute
 		}
+		for i := range s.Running {
+			if len(names) > 0 && rng.IntN(3) == 0 {
+				s.Running[i].Reservation = names[rng.IntN(len(names))]
+			}
+			s.Running[i].Grace = time.Duration(rng.IntN(10)) * time.Minute
+		}
 		r := Schedule(s)
+		// A job is told to leave only GPUs of a booking it does not belong
+		// in, whose window starts within its grace; expired only from its
+		// own booking, ended and not flex.
+		running := map[string]*Running{}
+		for i := range s.Running {
+			running[s.Running[i].ID] = &s.Running[i]
+		}
+		seen := map[string]bool{}
+		for _, p := range r.Preemptions {
+			if seen[p.JobID] {
+				t.Fatalf("iteration %d: %s preempted twice: %+v", iter, p.JobID, r.Preemptions)
+			}
+			seen[p.JobID] = true
+			if p.Reason != ReasonBooked {
+				continue
+			}
+			v := running[p.JobID]
+			ok := false
+			for bi := range s.Bookings {
+				b := &s.Bookings[bi]
+				for _, pl := range v.Placements {
+					if overlapsOn(b, pl) && s.Now.Before(b.End) && !s.Now.Before(b.Start.Add(-v.Grace)) && !member(b, v.User, v.Reservation) {
+						ok = true
+					}
+				}
+			}
+			if !ok || v.Preempting {
+				t.Fatalf("iteration %d: %+v preempted for a booking: %+v", iter, *v, p)
+			}
+		}
+		for _, e := range r.Expired {
+			v := running[e.JobID]
+			ok := false
+			for bi := range s.Bookings {
+				b := &s.Bookings[bi]
+				ok = ok || b.Name == v.Reservation && b.Name == e.Booking && !b.Flex && !s.Now.Before(b.End)
+			}
+			if !ok {
+				t.Fatalf("iteration %d: %+v expired: %+v", iter, *v, e)
+			}
+		}
 		jobs := map[string]*Job{}
 		for i := range s.Queue {
 			jobs[s.Queue[i].ID] = &s.Queue[i]
