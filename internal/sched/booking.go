@@ -181,25 +181,8 @@ func member(b *Booking, user, res string) bool {
 	return res == b.Name || res == "" && b.Magnetic
 }
 
-// blocks reports whether booking b keeps job j off its GPUs if j started
-// now. into: j may run into a booking ahead (see mayRunInto) when its
-// notice would come after now.
-func blocks(b *Booking, j *Job, now time.Time, into bool) bool {
-	switch {
-	case !now.Before(b.End):
-		return false
-	case member(b, j.User, j.Reservation):
-		return false
-	case !now.Before(b.Start): // in its window
-		return true
-	case !now.Add(runFor(j)).After(b.Start): // ends before the window
-		return false
-	}
-	return !(into && mayRunInto(j.Class) && now.Before(b.Start.Add(-j.Grace)))
-}
-
 // apply blocks, in the index, the GPUs of the bookings that keep j out
-// (see blocks) and unblocks the others. It changes only what differs from
+// (the rule blocks in booking_test.go says plainly) and unblocks the others. It changes only what differs from
 // the mask at hand: the bookings ahead between the two prefixes, and
 // those either job is a member of.
 func (bk *bookings) apply(ix *index, j *Job, now time.Time, into bool) {

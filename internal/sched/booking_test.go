@@ -32,6 +32,24 @@ func inRes(name string) func(*Job)     { return func(j *Job) { j.Reservation = n
 func ofClass(c string) func(*Job)      { return func(j *Job) { j.Class = c } }
 func limit(d time.Duration) func(*Job) { return func(j *Job) { j.TimeLimit = d } }
 
+// blocks is the rule bookings.apply implements, said plainly: whether
+// booking b keeps job j off its GPUs if j started now. into: j may run
+// into a booking ahead (see mayRunInto) when its notice would come after
+// now. TestBookingProperties holds the cycle to it.
+func blocks(b *Booking, j *Job, now time.Time, into bool) bool {
+	switch {
+	case !now.Before(b.End):
+		return false
+	case member(b, j.User, j.Reservation):
+		return false
+	case !now.Before(b.Start): // in its window
+		return true
+	case !now.Add(runFor(j)).After(b.Start): // ends before the window
+		return false
+	}
+	return !(into && mayRunInto(j.Class) && now.Before(b.Start.Add(-j.Grace)))
+}
+
 func startOf(r Result, id string) (Start, bool) {
 	for _, s := range r.Starts {
 		if s.JobID == id {
