@@ -39,10 +39,15 @@ func (o *Orchestrator) preemptGrace(j *api.Job) time.Duration {
 	return o.policy.PreemptGrace.Duration()
 }
 
+// endedLookback is how long after its end a booking is still handed to
+// the core, so that the jobs still running in it are stopped (a server
+// down at the end stops them when it is back within that time).
+const endedLookback = 24 * time.Hour
+
 // snapshotBookings adds the bookings to snap: every booking not yet ended
-// (o.reservationList), and those that ended with jobs still running in
-// them (so that the core expires them; not those released, whose jobs
-// run on); it fills in the running jobs'
+// (o.reservationList), and those that ended within endedLookback (so that
+// the core expires the jobs still in them; not those released, whose
+// jobs run on); it fills in the running jobs'
 // bookings and grace, and the queued jobs' default grace. Loop only, or
 // with a lock held.
 func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
@@ -54,16 +59,15 @@ func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
 	for _, r := range list {
 		listed[r.Name] = true
 	}
+	for _, b := range o.resv {
+		if !listed[b.Name] && !b.End.After(now) && now.Sub(b.End) < endedLookback && b.State != "released" {
+			list = append(list, b) // ended: the jobs still in it are to stop
+		}
+	}
 	for i := range snap.Running {
 		r := &snap.Running[i]
-		j := o.jobs[r.ID]
-		if j == nil {
-			continue // a hold outside the queue
-		}
-		r.Reservation, r.Grace = j.Reservation, o.preemptGrace(j)
-		if b := o.resv[j.Reservation]; b != nil && !listed[b.Name] && !b.End.After(now) && b.State != "released" {
-			list = append(list, b) // ended, with this job still in it
-			listed[b.Name] = true
+		if j := o.jobs[r.ID]; j != nil { // nil: a hold outside the queue
+			r.Reservation, r.Grace = j.Reservation, o.preemptGrace(j)
 		}
 	}
 	def := o.policy.PreemptGrace.Duration()
@@ -98,8 +102,9 @@ func schedBooking(r *api.Reservation) sched.Booking {
 }
 
 // startedInBooking records that job j starts in booking name (its own, or
-// a magnetic one it landed in): the job names it, and the booking is
-// used from now. Write lock held.
+// a magnetic one it landed in): the booking is used from now. A job that
+// landed in a magnetic booking keeps naming none, so that, requeued, it
+// may run anywhere again. Write lock held.
 //
 // UsedAt is set in memory; the bookings' store (the bookings-api part)
 // persists it with the transaction's other changes.
@@ -107,7 +112,6 @@ func (o *Orchestrator) startedInBooking(tx *txn, j *api.Job, name string) {
 	if name == "" {
 		return
 	}
-	j.Reservation = name
 	if r := o.resv[name]; r != nil && r.UsedAt == nil {
 		at := tx.now
 		r.UsedAt = &at

@@ -116,8 +116,25 @@ func TestBookingMagnetic(t *testing.T) {
 	h, clk, _ := startBooked(t, api.BookingMagnetic)
 	clk.add(90 * time.Minute)
 	j := h.submit(api.SubmitRequest{Command: "ana", User: "ana", GPUCount: gpus(2)})
-	if got := h.running(j.ID); got.Reservation != "vis" || !slices.Equal(gpuIDs(got), []int{0, 1}) {
-		t.Fatalf("ana's plain job on %v in %q, want it in vis", gpuIDs(got), got.Reservation)
+	if got := h.running(j.ID); !slices.Equal(gpuIDs(got), []int{0, 1}) || got.Reservation != "" {
+		t.Fatalf("ana's plain job on %v naming %q, want it on the booked GPUs naming none", gpuIDs(got), got.Reservation)
+	}
+	h.o.mu.RLock()
+	used := h.o.resv["vis"].UsedAt
+	h.o.mu.RUnlock()
+	if used == nil {
+		t.Fatal("the magnetic booking's used_at is not set")
+	}
+	// At the window's end it is stopped as a job of the booking.
+	clk.add(8 * time.Hour)
+	h.waitCycle()
+	select {
+	case s := <-h.ex.stops:
+		if s.jobID != j.ID {
+			t.Fatalf("stop %+v", s)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the magnetic job was not stopped at its booking's end")
 	}
 }
 

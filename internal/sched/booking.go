@@ -21,7 +21,8 @@ import (
 //     window's start minus its Grace.
 //   - A job with a Reservation runs only on its booking's GPUs, in its
 //     window; before it, it waits with reason ReasonReservation.
-//   - When the window ends, the jobs running in it are listed in
+//   - When the window ends, the jobs running in it (naming it, or, under
+//     Magnetic, its users' jobs that named no booking) are listed in
 //     Result.Expired (the time-limit treatment) unless the booking is Flex.
 //
 // A cycle keeps, for the job at hand, the GPUs of the bookings that keep it
@@ -542,7 +543,9 @@ func (c *cycle) bookingStops() {
 				}
 				switch {
 				case !c.now.Before(b.End):
-					if r.Reservation == b.Name && !b.Flex {
+					// Its own booking's, or a magnetic one's it is a member of.
+					in := r.Reservation == b.Name || r.Reservation == "" && b.Magnetic && member(b, r.User, "")
+					if in && !b.Flex && r.StartedAt.Before(b.End) {
 						c.out.Expired = append(c.out.Expired, Expiry{JobID: r.ID, Booking: b.Name,
 							Message: fmt.Sprintf("its booking %s ended at %s", b.Name, clock(b.End, c.now))})
 						done = true

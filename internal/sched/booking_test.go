@@ -223,7 +223,11 @@ func TestBookingStops(t *testing.T) {
 			running: run("r", "ana", "")},
 		"maint: even its user's job goes": {now: t0.Add(2 * time.Hour), booking: vis(func(b *Booking) { b.Maint = true }),
 			running: run("r", "ana", "vis"), preempt: true},
-		"at the end: expired":            {now: t0.Add(9 * time.Hour), booking: vis(), running: run("r", "ana", "vis"), expire: true},
+		"at the end: expired": {now: t0.Add(9 * time.Hour), booking: vis(), running: run("r", "ana", "vis"), expire: true},
+		"at the end, magnetic: its user's plain job expires": {now: t0.Add(9 * time.Hour), booking: vis(func(b *Booking) { b.Magnetic = true }),
+			running: run("r", "ana", ""), expire: true},
+		"a job that started after the end is not expired": {now: t0.Add(10 * time.Hour), booking: vis(func(b *Booking) { b.Magnetic = true }),
+			running: func() Running { r := run("r", "ana", ""); r.StartedAt = t0.Add(9 * time.Hour); return r }()},
 		"at the end, flex: stays":        {now: t0.Add(9 * time.Hour), booking: vis(func(b *Booking) { b.Flex = true }), running: run("r", "ana", "vis")},
 		"just before the end":            {now: t0.Add(9*time.Hour - time.Second), booking: vis(), running: run("r", "ana", "vis")},
 		"a job elsewhere is not expired": {now: t0.Add(9 * time.Hour), booking: vis(), running: run("r", "bo", "")},
@@ -339,7 +343,8 @@ func TestBookingProperties(t *testing.T) {
 			ok := false
 			for bi := range s.Bookings {
 				b := &s.Bookings[bi]
-				ok = ok || b.Name == v.Reservation && b.Name == e.Booking && !b.Flex && !s.Now.Before(b.End)
+				in := b.Name == v.Reservation || v.Reservation == "" && b.Magnetic && member(b, v.User, "")
+				ok = ok || in && v.StartedAt.Before(b.End) && b.Name == e.Booking && !b.Flex && !s.Now.Before(b.End)
 			}
 			if !ok {
 				t.Fatalf("iteration %d: %+v expired: %+v", iter, *v, e)
