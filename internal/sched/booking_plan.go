@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -65,23 +66,63 @@ func (tl *timeline) bookedNodeTime(ix *index, n int, j *Job) (int64, bool) {
 	return 0, false
 }
 
-// bookingStart is when a job of a booking may start at the earliest, for
-// EstimateStarts: its window's start, or now within it; false when the
-// booking is not in effect or the job may not use it.
-func (bk *bookings) bookingStart(j *Job, now time.Time) (time.Time, bool) {
+// bookedEarliest is when and where a job of a booking may start at the
+// earliest, for EstimateStarts: on the booking's GPUs, from its window's
+// start (or now, within it), when j.GPUs of them on each of its nodes
+// are free; false when the booking is not in effect, the job may not use
+// it, or its GPUs are too few.
+func (tl *timeline) bookedEarliest(ix *index, j *Job) (time.Time, []Placement, bool) {
+	bk := tl.bk
 	if bk == nil {
-		return time.Time{}, false
+		return time.Time{}, nil, false
 	}
 	i, ok := bk.byName[j.Reservation]
 	if !ok {
-		return time.Time{}, false
+		return time.Time{}, nil, false
 	}
 	b := bk.list[i]
-	if b.Maint || !slices.Contains(b.Users, j.User) || !now.Before(b.End) {
-		return time.Time{}, false
+	if b.Maint || !slices.Contains(b.Users, j.User) || bk.endAt[i] <= 0 {
+		return time.Time{}, nil, false
 	}
-	if now.Before(b.Start) {
-		return b.Start, true
+	type cand struct {
+		at int64
+		p  Placement
 	}
-	return now, true
+	var cands []cand
+	gs := bk.gpus[i]
+	for k := 0; k < len(gs); {
+		n := gs[k].n
+		type slot struct {
+			idx int
+			at  int64
+		}
+		var slots []slot
+		for ; k < len(gs) && gs[k].n == n; k++ {
+			g := int(gs[k].g)
+			gpu := &ix.nodes[n].node.GPUs[g]
+			if at := tl.freeAt[n][g]; at != neverRel && matches(gpu, j) {
+				slots = append(slots, slot{gpu.Index, at})
+			}
+		}
+		if !ix.nodes[n].node.Schedulable || !ix.labelsOK(int(n), j) || len(slots) < j.GPUs {
+			continue
+		}
+		slices.SortStableFunc(slots, func(a, b slot) int { return cmp.Compare(a.at, b.at) })
+		c := cand{at: max(bk.startAt[i], 0), p: Placement{NodeID: ix.nodes[n].node.ID, GPUs: []int{}}}
+		for _, s := range slots[:j.GPUs] {
+			c.at = max(c.at, s.at)
+			c.p.GPUs = append(c.p.GPUs, s.idx)
+		}
+		cands = append(cands, c)
+	}
+	want := nodesWanted(j)
+	if len(cands) < want {
+		return time.Time{}, nil, false
+	}
+	slices.SortStableFunc(cands, func(a, b cand) int { return cmp.Compare(a.at, b.at) })
+	ps := make([]Placement, 0, want)
+	for _, c := range cands[:want] {
+		ps = append(ps, c.p)
+	}
+	return tl.timeOf(cands[want-1].at), ps, true
 }

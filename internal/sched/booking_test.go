@@ -448,3 +448,23 @@ func BenchmarkEstimateStartsBookings(b *testing.B) {
 		})
 	}
 }
+
+// TestBookingEstimates: a job of a booking is estimated to start at its
+// window's start, or, in the window, when enough of its GPUs free up; a
+// job that the booking keeps out, once the window has ended.
+func TestBookingEstimates(t *testing.T) {
+	now := t0.Add(2 * time.Hour) // in vis's window (10:00-18:00)
+	n1 := node("n1", 8, "H100", 80, 0, 1)
+	s := Snapshot{Now: now, Nodes: []Node{n1}, Bookings: []Booking{vis()}, Policy: Policy{Name: PolicyFCFS, Backfill: true},
+		Running: []Running{{ID: "r", User: "ana", Priority: 2, StartedAt: now.Add(-30 * time.Minute), Estimate: 90 * time.Minute,
+			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1}}}, Reservation: "vis"}},
+		Queue: []Job{bjob("ana", "ana", 4, time.Hour, inRes("vis")), bjob("bo", "bo", 6, time.Hour, func(j *Job) { j.SubmittedAt = t0.Add(time.Minute) })}}
+	r := Schedule(s)
+	plan := EstimateStarts(s, r, DefaultPlanDepth)
+	if want := now.Add(time.Hour); !plan["ana"].Equal(want) {
+		t.Errorf("ana's job of the booking estimated at %v, want %v (when the running job's GPUs free)", plan["ana"], want)
+	}
+	if want := t0.Add(9 * time.Hour); !plan["bo"].Equal(want) {
+		t.Errorf("bo's 6-GPU job estimated at %v, want the window's end %v", plan["bo"], want)
+	}
+}

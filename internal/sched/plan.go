@@ -54,9 +54,10 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull {
 			continue
 		}
-		if j.Reservation != "" { // a job of a booking: its window
-			if at, ok := tl.bk.bookingStart(j, s.Now); ok {
+		if j.Reservation != "" { // a job of a booking: its GPUs, in its window (booking_plan.go)
+			if at, ps, ok := tl.bookedEarliest(ix, j); ok {
 				out[j.ID] = at
+				tl.mark(ix, ps, at.Add(j.Estimate))
 			}
 			continue
 		}
