@@ -363,7 +363,7 @@ func (c *cycle) startInto(j *Job, sh *shapeState, borrowed bool) bool {
 		return false
 	}
 	c.bk.apply(c.ix, j, c.now, true)
-	if c.start(j, c.shapeOf(j), borrowed) {
+	if c.start(j, sh, borrowed) { // sh keyed by the index version: a changed mask is a new version
 		return true
 	}
 	c.bk.apply(c.ix, j, c.now, false)
