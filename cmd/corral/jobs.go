@@ -37,6 +37,7 @@ type submitFlags struct {
 	notify      string // --notify begin,end,fail,preempt|all|none
 	notifyTasks bool   // --notify-tasks
 	class       string // --class (docs/interactive.md)
+	reservation string // --reservation (docs/bookings-scheduling.md)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -140,6 +141,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	registerDependFlags(fl, &f.after)
 	fl.StringVar(&f.notify, "notify", "", "which notifications the job sends to your endpoints (corral notify): begin,end,fail,preempt, all or none (default: fail and preempt, and end when it ran over 10m)")
 	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
+	fl.StringVar(&f.reservation, "reservation", "", "run in this booking (corral reserve): on its GPUs, in its window; you must be one of its users")
 	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
 }
 
@@ -164,6 +166,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		return req, usagef("--notify: %w", err)
 	}
 	req.Notify, req.NotifyTasks = f.notify, f.notifyTasks
+	req.Reservation = strings.TrimSpace(f.reservation)
 	switch f.class {
 	case "", api.ClassBatch, api.ClassInteractive, api.ClassInteractivePreemptible:
 		req.Class = f.class

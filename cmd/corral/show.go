@@ -72,6 +72,9 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	if j.DependsOn != "" {
 		kv("Depends on", j.DependsOn)
 	}
+	if j.Reservation != "" {
+		kv("Reservation", j.Reservation) // docs/bookings-scheduling.md
+	}
 	if j.EstimatedDuration != nil {
 		kv("Est. duration", fmtDuration(j.EstimatedDuration.Duration()))
 	}

@@ -162,6 +162,9 @@ type Job struct {
 	Notebook bool `json:"notebook,omitempty"`
 	// Reservation is the booking the job runs in (issue 14); empty: none.
 	Reservation string `json:"reservation,omitempty"`
+	// ReservationEnded, with TimedOut: it is being stopped because its
+	// booking's window ended (not flex).
+	ReservationEnded bool `json:"reservation_ended,omitempty"`
 	// Pool is the pool of nodes the job runs in (issue 16: "agents",
 	// "slurm", "ray"); empty: any.
 	Pool string `json:"pool,omitempty"`

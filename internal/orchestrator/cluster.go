@@ -188,8 +188,10 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		if err := o.checkHoldCap(user, req.GPUCount); req.Wait && err != nil {
 			return nil, err // a hold without wait keeps the seed's answers (holds.go)
 		}
-		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType}
-		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS}})
+		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType,
+			User: user, Class: sched.ClassInteractive, TimeLimit: d} // as a hold, kept off GPUs booked within d
+		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS},
+			Bookings: o.bookingsAt(tx.now)}) // bookings_sched.go
 		if len(r.Starts) == 0 && req.Wait {
 			return o.queueHold(tx, req, user, d) // holds.go
 		}

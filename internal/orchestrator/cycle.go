@@ -49,6 +49,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 		}
 		snap.Queue = append(snap.Queue, schedJob(j, est))
 	}
+	o.snapshotBookings(&snap, now) // bookings_sched.go
 	return snap
 }
 
@@ -173,6 +174,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		j.Allocation = o.allocate(j.ID, s.Placements)
 		j.GrantedGPUs = len(j.Allocation)
 		j.Borrowed = s.Borrowed
+		o.startedInBooking(tx, j, s.Reservation) // bookings_sched.go
 		msg := ""
 		if s.Borrowed {
 			msg = "on idle GPUs borrowed beyond its quota; they are the first taken back"
@@ -183,6 +185,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	for _, p := range res.Preemptions {
 		o.preempt(ctx, tx, p)
 	}
+	o.expire(ctx, tx, res.Expired) // bookings_sched.go
 	if plan != nil {
 		o.plan, o.planAt = plan, now
 	}

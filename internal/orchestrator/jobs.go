@@ -103,6 +103,9 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err := o.checkLimits(&j, exempt); err != nil {
 		return submitResult{}, err
 	}
+	if err := o.checkReservation(&j, req, tx.now); err != nil { // bookings_sched.go
+		return submitResult{}, err
+	}
 	j.ID = o.newID(tx.now)
 	j.SubmittedAt = tx.now
 	jp := &j
@@ -204,6 +207,8 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 // out_of_memory.
 func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled bool) (api.State, string, string) {
 	switch {
+	case j.TimedOut && j.ReservationEnded:
+		return bookingOutcome(j, code) // bookings_sched.go
 	case j.TimedOut:
 		return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
 	case j.IdleReclaimed:

@@ -22,8 +22,13 @@ type index struct {
 }
 
 type nodeState struct {
-	node    *Node
-	free    []bool // by position in node.GPUs
+	node *Node
+	free []bool // by position in node.GPUs
+	// blocked counts, by position, the bookings that keep the GPU from
+	// the job at hand (booking.go); nil: none ever did. A GPU is
+	// available (avail) when free and not blocked; nfree and the buckets
+	// count available GPUs.
+	blocked []int16
 	nfree   int
 	class   int   // -1: mixed or not schedulable
 	pos     []int // GPU index -> position in node.GPUs; -1: no such GPU
@@ -190,18 +195,49 @@ func (ix *index) setFree(n, g int, free bool) {
 	if ns.free[g] == free {
 		return
 	}
+	was := ns.avail(g)
+	ns.free[g] = free
+	ix.availChanged(n, was, ns.avail(g))
+}
+
+// avail reports whether the GPU at position g is free and not blocked by
+// a booking for the job at hand.
+func (ns *nodeState) avail(g int) bool {
+	return ns.free[g] && (ns.blocked == nil || ns.blocked[g] == 0)
+}
+
+// availChanged keeps nfree and the buckets right after a GPU of node n
+// went from available (was) to now, and bumps the version.
+func (ix *index) availChanged(n int, was, now bool) {
 	ix.version++
+	if was == now {
+		return
+	}
+	ns := &ix.nodes[n]
 	if ns.class >= 0 {
 		ix.classes[ns.class].buckets[ns.nfree].clear(n)
 	}
-	ns.free[g] = free
-	if free {
+	if now {
 		ns.nfree++
 	} else {
 		ns.nfree--
 	}
 	if ns.class >= 0 {
 		ix.classes[ns.class].buckets[ns.nfree].set(n)
+	}
+}
+
+// block adds d (1 or -1) to the count of bookings blocking GPU position
+// g of node n.
+func (ix *index) block(n, g int, d int16) {
+	ns := &ix.nodes[n]
+	if ns.blocked == nil {
+		ns.blocked = make([]int16, len(ns.free))
+	}
+	was := ns.avail(g)
+	ns.blocked[g] += d
+	if now := ns.avail(g); now != was {
+		ix.availChanged(n, was, now)
 	}
 }
 
@@ -262,7 +298,7 @@ func (ix *index) freeMatching(n int, j *Job) int {
 	}
 	c := 0
 	for g := range ns.node.GPUs {
-		if ns.free[g] && matches(&ns.node.GPUs[g], j) {
+		if ns.avail(g) && matches(&ns.node.GPUs[g], j) {
 			c++
 		}
 	}

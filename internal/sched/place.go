@@ -121,7 +121,7 @@ func (ix *index) oneDomainFit(n int, j *Job) bool {
 	count := map[int]int{}
 	for g := range ns.node.GPUs {
 		gpu := &ns.node.GPUs[g]
-		if ns.free[g] && matches(gpu, j) {
+		if ns.avail(g) && matches(gpu, j) {
 			count[gpu.Domain]++
 			if count[gpu.Domain] >= j.GPUs {
 				return true
@@ -139,7 +139,7 @@ func (ix *index) pickGPUs(n int, j *Job) []int {
 	if ns.domains <= 1 {
 		out := make([]int, 0, j.GPUs)
 		for g := range ns.node.GPUs {
-			if len(out) < j.GPUs && ns.free[g] && matches(&ns.node.GPUs[g], j) {
+			if len(out) < j.GPUs && ns.avail(g) && matches(&ns.node.GPUs[g], j) {
 				out = append(out, ns.node.GPUs[g].Index)
 			}
 		}
@@ -149,7 +149,7 @@ func (ix *index) pickGPUs(n int, j *Job) []int {
 	var domains []int
 	for g := range ns.node.GPUs {
 		gpu := &ns.node.GPUs[g]
-		if ns.free[g] && matches(gpu, j) {
+		if ns.avail(g) && matches(gpu, j) {
 			if _, ok := byDomain[gpu.Domain]; !ok {
 				domains = append(domains, gpu.Domain)
 			}

@@ -34,6 +34,7 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 		ix.take(st.Placements)
 	}
 	tl := newTimeline(ix, running, nil, s.Now)
+	tl.bk = newBookings(ix, s.Bookings, s.Now)
 	for _, st := range r.Starts {
 		est := p.DefaultEstimate
 		if j := jobs[st.JobID]; j != nil {
@@ -51,6 +52,13 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 			j = elasticPlan(j, s.Now)
 		}
 		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull {
+			continue
+		}
+		if j.Reservation != "" { // a job of a booking: its GPUs, in its window (booking_plan.go)
+			if at, ps, ok := tl.bookedEarliest(ix, j); ok {
+				out[j.ID] = at
+				tl.mark(ix, ps, at.Add(j.Estimate))
+			}
 			continue
 		}
 		at, ps, ok := tl.earliest(ix, j)

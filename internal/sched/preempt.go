@@ -140,8 +140,8 @@ func (c *cycle) gpusOn(r *Running, n int, j *Job) int {
 			continue
 		}
 		for _, idx := range p.GPUs {
-			if g, ok := ns.at(idx); ok && matches(&ns.node.GPUs[g], j) {
-				k++
+			if g, ok := ns.at(idx); ok && matches(&ns.node.GPUs[g], j) && (ns.blocked == nil || ns.blocked[g] == 0) {
+				k++ // a GPU a booking keeps from j is no room for it
 			}
 		}
 	}
@@ -373,7 +373,7 @@ func (c *cycle) holdFree(n int, j *Job) {
 	ns := &c.ix.nodes[n]
 	p := Placement{NodeID: ns.node.ID}
 	for g := range ns.node.GPUs {
-		if len(p.GPUs) < j.GPUs && ns.free[g] && matches(&ns.node.GPUs[g], j) {
+		if len(p.GPUs) < j.GPUs && ns.avail(g) && matches(&ns.node.GPUs[g], j) {
 			p.GPUs = append(p.GPUs, ns.node.GPUs[g].Index)
 		}
 	}

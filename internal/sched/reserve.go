@@ -17,10 +17,12 @@ var never = time.Unix(1<<62, 0)
 // nanoseconds after the cycle's now (see rel), which sort and compare
 // far faster than time.Time; earliest turns them back into times.
 type timeline struct {
-	now    time.Time
-	freeAt [][]int64 // by node position, then GPU position
-	sorted [][]int64 // per node, its finite free-at times in order, unless stale
-	stale  []bool
+	now     time.Time
+	freeAt  [][]int64 // by node position, then GPU position
+	sorted  [][]int64 // per node, its finite free-at times in order, unless stale
+	stale   []bool
+	bk      *bookings // the bookings to plan around (booking_plan.go); nil: none
+	scratch []int64
 }
 
 // neverRel is never on the timeline: a GPU no estimate frees.
@@ -193,8 +195,9 @@ func (tl *timeline) earliest(ix *index, j *Job) (time.Time, []Placement, bool) {
 			at  int64
 		}
 		var slots []slot
+		booked := tl.bookedOn(ix, c.n)
 		for g := range ns.node.GPUs {
-			if matches(&ns.node.GPUs[g], j) && tl.freeAt[c.n][g] != neverRel {
+			if matches(&ns.node.GPUs[g], j) && tl.freeAt[c.n][g] != neverRel && (!booked || tl.usable(ix, c.n, g, j, c.at)) {
 				slots = append(slots, slot{ns.node.GPUs[g].Index, tl.freeAt[c.n][g]})
 			}
 		}
@@ -220,6 +223,8 @@ func (tl *timeline) nodeTime(ix *index, n int, j *Job, times *[]int64) (int64, b
 		return tl.nowOf(n), true
 	case len(ns.node.GPUs) < j.GPUs:
 		return 0, false
+	case tl.bookedOn(ix, n):
+		return tl.bookedNodeTime(ix, n, j) // booking_plan.go
 	case ns.class >= 0:
 		// All the node's GPUs are alike: they all match or none does.
 		if !ix.classes[ns.class].matches(j) {
@@ -274,7 +279,7 @@ func reserve(ix *index, tl *timeline, j *Job) (*reservation, bool) {
 		n := ix.byID[p.NodeID]
 		held := Placement{NodeID: p.NodeID}
 		for _, idx := range p.GPUs {
-			if g, ok := ix.nodes[n].at(idx); ok && ix.nodes[n].free[g] {
+			if g, ok := ix.nodes[n].at(idx); ok && ix.nodes[n].avail(g) {
 				held.GPUs = append(held.GPUs, idx)
 			}
 		}

@@ -78,6 +78,13 @@ type Job struct {
 	Count int
 	// Class is the job's class (class.go); empty: batch.
 	Class string
+	// Reservation names the booking the job runs in (booking.go); empty:
+	// none. TimeLimit, when set, is the most it runs (else Estimate is
+	// what a booking ahead is weighed against); Grace is its SIGTERM to
+	// SIGKILL time when preempted.
+	Reservation string
+	TimeLimit   time.Duration
+	Grace       time.Duration
 }
 
 // Running is one job that holds GPUs.
@@ -97,6 +104,8 @@ type Running struct {
 	Preempting  bool          // it has been told to stop; its GPUs are about to be free
 	Idle        bool          // flagged idle: its GPUs sat unused
 	Class       string        // the job's class (class.go): ClassInteractive is never a victim
+	Reservation string        // the booking it runs in (booking.go); empty: none
+	Grace       time.Duration // SIGTERM to SIGKILL when preempted: its notice comes this long before a booking
 }
 
 // Usage is decayed GPU-seconds per user and per project, as of the
@@ -114,6 +123,9 @@ type Snapshot struct {
 	Running []Running // jobs holding GPUs
 	Usage   Usage
 	Policy  Policy
+	// Bookings are the GPUs booked over intervals (booking.go): those
+	// not yet ended, and those that ended with jobs still in them.
+	Bookings []Booking
 }
 
 // Placement is the GPUs a job gets on one node.
@@ -127,6 +139,9 @@ type Start struct {
 	JobID      string
 	Placements []Placement
 	Borrowed   bool // over its user's or project's quota, on idle GPUs
+	// Reservation is the booking whose window it starts in (its own, or
+	// a magnetic one it landed in); empty: none.
+	Reservation string
 }
 
 // Preemption is a decision to stop a running job so that another can start.
@@ -174,4 +189,7 @@ type Result struct {
 	// Held is the free GPUs kept for the head's reservation when the cycle
 	// ended (later jobs could use them only by ending before ReservedAt).
 	Held []Placement
+	// Expired is the running jobs whose booking's window has ended (and is
+	// not flex): they get the time-limit treatment (booking.go).
+	Expired []Expiry
 }

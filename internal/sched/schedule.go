@@ -51,6 +51,8 @@ type cycle struct {
 	diskChecked bool
 
 	left map[*Job]int // groups' jobs not yet decided (group.go)
+
+	bk *bookings // the snapshot's bookings (booking.go); nil: none
 }
 
 // tally counts, in one pass over the running jobs, the GPUs each user
@@ -124,13 +126,15 @@ func (c *cycle) tally() {
 // shape fits, or does not, the same GPUs. Versions are 1 + the index's
 // version when it was learned; 0: not yet.
 type shapeState struct {
-	fits    int8     // could ever run (fitsEmpty): 0 not known yet, 1 yes, -1 no
-	unsat   *noteSrc // why not, when it could never run
-	noFitAt int      // did not fit the free GPUs at this version
-	whyAt   int      // why is why it did not fit, at this version
-	why     *noteSrc
-	resAt   int  // resOK is whether it fits with the reserved GPUs, at this version
-	resOK   bool //
+	fits     int8     // could ever run (fitsEmpty): 0 not known yet, 1 yes, -1 no
+	unsat    *noteSrc // why not, when it could never run
+	noFitAt  int      // did not fit the free GPUs at this version
+	whyAt    int      // why is why it did not fit, at this version
+	why      *noteSrc
+	resAt    int      // resOK is whether it fits with the reserved GPUs, at this version
+	resOK    bool     //
+	bookAt   int      // bookNote is why bookings keep it out, at this version (booking.go)
+	bookNote *noteSrc //
 }
 
 // plainShape is the key of a shape with no GPU type and no node labels,
@@ -194,6 +198,11 @@ func Schedule(s Snapshot) Result {
 		victim: map[int]bool{}, claimed: map[int]bool{}, plain: map[plainShape]*shapeState{}, shapes: map[shape]*shapeState{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
 	c.tally()
+	c.bk = newBookings(c.ix, s.Bookings, s.Now)
+	if c.bk != nil {
+		c.bk.init(c.ix)
+	}
+	c.bookingStops() // booking.go
 	c.mayPreempt = p.Preemption
 	c.placedOn = make([]int32, 0, len(s.Running))
 	perNode := make([]int, len(s.Nodes))
@@ -232,6 +241,7 @@ func Schedule(s Snapshot) Result {
 	blocked := false // backfill off and the head waits: nothing passes it
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		orig := j
+		c.prepare(j) // the GPUs bookings keep it off (booking.go)
 		if !blocked && !j.NotBefore.After(c.now) {
 			j = c.elasticAsk(j, false) // elastic: the count it may start with now
 		}
@@ -241,6 +251,11 @@ func Schedule(s Snapshot) Result {
 		case j.NotBefore.After(c.now):
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
 				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})
+		case j.Reservation != "":
+			if c.startBooked(j) { // booking.go: its GPUs, in its window
+				w.placed(j)
+				c.again(w, j)
+			}
 		case c.overQuota(j) != "" && !mayBorrow(j.Class):
 			// Interactive work waits within its quotas (class.go).
 			c.pend(Pending{JobID: j.ID, Reason: ReasonQuota, note: textNote(c.overQuota(j) + "; interactive jobs never borrow GPUs beyond a quota")})
@@ -248,15 +263,18 @@ func Schedule(s Snapshot) Result {
 			borrowers = append(borrowers, orig) // 2. deferred: it may borrow idle GPUs
 		default:
 			sh := c.shapeOf(j)
-			if c.start(j, sh, false) {
+			if c.landMagnetic(j) || c.start(j, sh, false) || c.startInto(j, sh, false) {
 				w.placed(j)
 				c.again(w, j) // a group's next job (group.go)
 			} else if c.wait(j, sh, false) {
 				w.placed(j) // GPUs are being freed for it
 				c.again(w, j)
-			} else if c.res != nil && c.res.jobID == j.ID && !p.Backfill {
-				blocked = true
-				c.behind = &noteSrc{text: "waiting behind job " + j.ID + ", which is first in line (backfill is off)"}
+			} else {
+				c.explainBooked(j, sh) // booking.go
+				if c.res != nil && c.res.jobID == j.ID && !p.Backfill {
+					blocked = true
+					c.behind = &noteSrc{text: "waiting behind job " + j.ID + ", which is first in line (backfill is off)"}
+				}
 			}
 		}
 	}
@@ -266,14 +284,16 @@ func Schedule(s Snapshot) Result {
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
 			continue
 		}
+		c.prepare(j)
 		j = c.elasticAsk(j, true)
 		sh := c.shapeOf(j)
-		started := c.start(j, sh, true)
+		started := c.start(j, sh, true) || c.startInto(j, sh, true)
 		for started && c.more(j) { // a group's next jobs (group.go)
-			started = c.start(j, sh, true)
+			started = c.start(j, sh, true) || c.startInto(j, sh, true)
 		}
 		if !started {
 			c.wait(j, sh, true)
+			c.explainBooked(j, sh)
 			// Say it is over quota rather than short of GPUs.
 			if last := &c.out.Pending[len(c.out.Pending)-1]; last.JobID == j.ID && last.Reason == ReasonResources {
 				last.Reason, last.note = ReasonQuota, textNote(c.overQuota(j)+"; no idle GPUs to borrow")
@@ -394,6 +414,7 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 	if c.res == nil && !borrowing {
 		if c.tl == nil {
 			c.tl = newTimeline(c.ix, c.s.Running, c.placedOn, c.now)
+			c.tl.bk = c.bk
 			for i, st := range c.out.Starts {
 				c.tl.markRel(c.ix, st.Placements, addRel(0, c.startEst[i]))
 			}
