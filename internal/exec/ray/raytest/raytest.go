@@ -593,4 +593,3 @@ func (l *logBuffer) tail(n int) string {
 	}
 	return s
 }
-
