@@ -54,7 +54,8 @@ type controlFlags struct {
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
 	notify     notifyFlags // notifyflags.go
-	executor   executorFlags // mixed.go: --executor, rayflags.go: --ray-*
+
+	executor executorFlags // mixed.go: --executor; rayflags.go: --ray-*
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
