@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec/ray"
 	"github.com/corral-sched/corral/internal/exec/ray/raytest"
@@ -159,4 +161,36 @@ func TestRayUnreachableKeepsJobsQueuedAndHeadRestartLosesThem(t *testing.T) {
 		rj, ok := c.Job(ray.SubmissionID(running.ID, 1))
 		return ok && rj.Status == ray.StatusRunning
 	})
+}
+
+// TestRayDashboardShowsTheBreaker opens the dashboard in headless Chromium:
+// the header shows the Ray cluster connected, then unreachable when the
+// head stops answering, then connected again, without a reload.
+func TestRayDashboardShowsTheBreaker(t *testing.T) {
+	ctx := browser(t) // dashboard_test.go; skips without chromium
+	c := raytest.New(raytest.Options{Token: rayToken, Nodes: []raytest.Node{{IP: "10.0.0.9", GPUs: 1}}})
+	t.Cleanup(c.Close)
+	s := startRayServer(t, c, "ray")
+	s.waitNode("ray-10.0.0.9", "up", 10*time.Second)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/?token="+adminToken+"#/cluster"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+		chromedp.Click(chromedp.CSS(`[data-role=confirm-link] [data-act=switch]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-engine=ray][data-breaker=closed]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.node[data-node="ray-10.0.0.9"]`)),
+	)
+	if err != nil {
+		t.Fatalf("dashboard with the Ray cluster connected: %v", err)
+	}
+	c.SetUnreachable(true)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-engine=ray][data-breaker=open]`))); err != nil {
+		t.Fatalf("the open breaker never showed: %v", err)
+	}
+	if txt, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`[data-engine=ray]`))); err != nil || !strings.Contains(txt, "unreachable") {
+		t.Fatalf("engine badge %q (%v)", txt, err)
+	}
+	c.SetUnreachable(false)
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-engine=ray][data-breaker=closed]`))); err != nil {
+		t.Fatalf("the closed breaker never came back: %v", err)
+	}
 }
