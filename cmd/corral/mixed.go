@@ -71,11 +71,15 @@ type engines struct {
 	single exec.Executor
 }
 
-// newEngines checks the flags.
-func newEngines(f *executorFlags) (*engines, error) {
+// newEngines checks the flags; up (corral up, whose own agent runs jobs)
+// must keep the agents.
+func newEngines(f *executorFlags, up bool) (*engines, error) {
 	kinds, err := f.parse()
 	if err != nil {
 		return nil, err
+	}
+	if up && !slices.Contains(kinds, api.PoolAgents) {
+		return nil, usagef("--executor %s: corral up runs jobs on its own agent; use agents,%s (or corral server --executor %s)", f.kinds, f.kinds, f.kinds)
 	}
 	return &engines{kinds: kinds}, nil
 }

@@ -204,7 +204,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err != nil {
 		return err
 	}
-	eng, err := newEngines(&f.executor) // mixed.go
+	eng, err := newEngines(&f.executor, local != nil) // mixed.go
 	if err != nil {
 		return err
 	}

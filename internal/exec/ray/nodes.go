@@ -18,6 +18,19 @@ func NodeID(n NodeState) string {
 	return "ray-" + strings.ReplaceAll(n.NodeIP, ":", "-")
 }
 
+// nodeIP reads a Ray node's IP from its Corral name; ok is false for a
+// name that is not one.
+func nodeIP(id string) (ip string, ok bool) {
+	rest, ok := strings.CutPrefix(id, "ray-")
+	if !ok || rest == "" {
+		return "", false
+	}
+	if strings.Contains(rest, ".") && !strings.Contains(rest, "-") {
+		return rest, true // IPv4
+	}
+	return strings.ReplaceAll(rest, "-", ":"), true
+}
+
 // registration is what the orchestrator is told of a Ray node: its GPUs
 // (resources_total "GPU", their model from "accelerator_type:X") and the
 // labels pool=<pool> and ray_node_id=<id>.
@@ -98,7 +111,7 @@ func (e *Executor) syncNodes(ctx context.Context) {
 	if e.downSent {
 		e.log.Info("Ray head answers again", "address", e.cfg.Address, "nodes", len(alive))
 	}
-	e.downSent = false
+	e.downSent, e.polled = false, true
 	known := maps.Clone(e.known)
 	e.mu.Unlock()
 	for id, n := range alive {

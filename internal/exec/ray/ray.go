@@ -45,7 +45,7 @@ type NodeBook interface {
 	NodeDown(nodeID string, at time.Time)
 }
 
-// Config is what an Executor needs. Address, Sink and Book are required.
+// Config is what an Executor needs. Address and Sink are required.
 type Config struct {
 	// Address is the Ray dashboard's URL, e.g. http://head:8265.
 	Address string
@@ -53,7 +53,9 @@ type Config struct {
 	// "Authorization: Bearer"; empty: none.
 	Token string
 	Sink  exec.Sink
-	Book  NodeBook
+	// Book learns the cluster's nodes; nil: nobody (tests that drive the
+	// executor alone).
+	Book NodeBook
 	// Pool is the value of the "pool" label of the cluster's nodes;
 	// default "ray".
 	Pool string
@@ -87,6 +89,7 @@ type attempt struct {
 	submitted  bool // Ray has it (or had it: adopted)
 	started    bool // Started was sent
 	stopWanted bool // a stop is to be sent to Ray
+	busy       bool // a poll of it is under way (one at a time)
 	logOff     int64
 }
 
@@ -103,12 +106,16 @@ type Executor struct {
 	nodes    map[string]NodeState // Corral node id -> Ray node, alive at the last poll
 	known    map[string]string    // Corral node id -> what was registered (to register again on change)
 	downSent bool                 // the nodes were marked down since the breaker opened
+	polled   bool                 // the node list was read at least once
 }
 
 // New returns an executor for the Ray head at cfg.Address.
 func New(cfg Config) (*Executor, error) {
-	if cfg.Address == "" || cfg.Sink == nil || cfg.Book == nil {
-		return nil, errors.New("ray: Address, Sink and Book are required")
+	if cfg.Address == "" || cfg.Sink == nil {
+		return nil, errors.New("ray: Address and Sink are required")
+	}
+	if cfg.Book == nil {
+		cfg.Book = noBook{}
 	}
 	if !strings.HasPrefix(cfg.Address, "http://") && !strings.HasPrefix(cfg.Address, "https://") {
 		return nil, fmt.Errorf("ray: address %q: want http://host:port or https://host:port (the dashboard, port 8265 by default)", cfg.Address)
@@ -136,6 +143,13 @@ func New(cfg Config) (*Executor, error) {
 		tasks: map[key]*attempt{}, nodes: map[string]NodeState{}, known: map[string]string{}}, nil
 }
 
+// noBook is the NodeBook of an executor nobody follows the nodes of.
+type noBook struct{}
+
+func (noBook) RegisterNode(context.Context, api.AgentRegistration, string) error  { return nil }
+func (noBook) NodeSeen(string, []api.GPUReading, []api.ForeignProcess, time.Time) {}
+func (noBook) NodeDown(string, time.Time)                                         {}
+
 // SubmissionID is the Ray submission_id of a job's attempt.
 func SubmissionID(jobID string, attempt int) string {
 	return fmt.Sprintf("corral-%s-%d", jobID, attempt)
@@ -156,42 +170,38 @@ func (e *Executor) call(f func() error) error {
 	return err
 }
 
-// Start submits the attempt to Ray. A cluster that cannot be reached now
-// is no failure: the attempt is kept and submitted once the head answers
-// (the submission_id makes the retry idempotent). Multi-node gangs are
-// refused: a Ray job's entrypoint runs on one node.
+// Start submits the attempt to Ray in the background and returns: it is
+// called from the orchestrator's loop, which must not wait on the network.
+// The submission goes at once, and again at each poll until the head takes
+// it (the submission_id makes a retry idempotent): a cluster that cannot be
+// reached is no failure. A submission Ray refuses ends the attempt (an
+// Exited update with Err). Multi-node gangs, and a node the cluster does
+// not have, are refused here: a Ray job's entrypoint runs on one node.
 func (e *Executor) Start(ctx context.Context, t exec.Task) error {
 	if len(t.Ranks) > 1 {
 		return fmt.Errorf("ray: a job on %d nodes cannot run as one Ray job (its entrypoint runs on one node); ask for one node", len(t.Ranks))
 	}
 	e.mu.Lock()
 	n, ok := e.nodes[t.NodeID]
+	polled := e.polled
 	e.mu.Unlock()
 	if !ok {
-		return fmt.Errorf("ray: node %s is not an alive node of the Ray cluster at %s", t.NodeID, e.cfg.Address)
+		// Not alive at the last poll. Before any poll (a test driving the
+		// executor alone), or while the head is away, the node's IP is
+		// read from its Corral name.
+		ip, named := nodeIP(t.NodeID)
+		if !named || (polled && e.br.Snapshot().State == breaker.Closed) {
+			return fmt.Errorf("ray: node %s is not an alive node of the Ray cluster at %s", t.NodeID, e.cfg.Address)
+		}
+		n = NodeState{NodeIP: ip}
 	}
 	a := &attempt{task: t, req: e.request(t, n)}
 	k := key{t.JobID, t.Attempt}
 	e.mu.Lock()
 	e.tasks[k] = a
 	e.mu.Unlock()
-	err := e.call(func() error { return e.c.submit(ctx, a.req) })
-	switch {
-	case err == nil:
-		e.mu.Lock()
-		a.submitted = true
-		e.mu.Unlock()
-		e.log.Info("submitted", "job_id", t.JobID, "submission_id", a.req.SubmissionID, "node", t.NodeID)
-		return nil
-	case errors.Is(err, breaker.ErrOpen) || Unreachable(err):
-		e.log.Warn("Ray head unreachable; the job is submitted once it answers", "job_id", t.JobID, "err", err)
-		return nil
-	default:
-		e.mu.Lock()
-		delete(e.tasks, k)
-		e.mu.Unlock()
-		return fmt.Errorf("ray: submit %s: %w", a.req.SubmissionID, err)
-	}
+	go e.pollOne(context.WithoutCancel(ctx), k)
+	return nil
 }
 
 // request is the Jobs API submission of t on Ray node n.
@@ -248,29 +258,28 @@ func (e *Executor) Adopt(ctx context.Context, t exec.Task) error {
 	return nil
 }
 
-// Stop asks Ray to stop the attempt: Ray sends SIGTERM, then SIGKILL after
-// RAY_JOB_STOP_WAIT_TIME_S (Config.StopWait, set at submission; grace
-// cannot change it afterwards). Unreachable, the stop is sent once the
-// head answers. An attempt never submitted ends at once.
+// Stop asks Ray to stop the attempt, in the background: Ray sends
+// SIGTERM, then SIGKILL after RAY_JOB_STOP_WAIT_TIME_S (Config.StopWait,
+// set at submission; grace cannot change it afterwards). Unreachable, the
+// stop is sent once the head answers. An attempt not yet submitted ends at
+// once.
 func (e *Executor) Stop(ctx context.Context, jobID string, att int, grace time.Duration) error {
 	k := key{jobID, att}
 	e.mu.Lock()
 	a, ok := e.tasks[k]
-	if ok && !a.submitted {
+	never := ok && !a.submitted && !a.busy
+	if never {
 		delete(e.tasks, k)
-	}
-	if ok {
+	} else if ok {
 		a.stopWanted = true
 	}
 	e.mu.Unlock()
 	switch {
-	case !ok:
-		return nil
-	case !a.submitted:
+	case never:
 		e.cfg.Sink(exec.Update{JobID: jobID, Attempt: att, Kind: exec.Exited, At: e.cfg.Now(), ExitCode: 128 + 15, Signal: "terminated"})
-		return nil
+	case ok:
+		go e.pollOne(context.WithoutCancel(ctx), k)
 	}
-	e.sendStop(ctx, k, a)
 	return nil
 }
 
@@ -328,22 +337,35 @@ func (e *Executor) pollOne(ctx context.Context, k key) {
 	a, ok := e.tasks[k]
 	var submitted, stop bool
 	if ok {
+		if a.busy { // another poll of it is under way
+			e.mu.Unlock()
+			return
+		}
+		a.busy = true
 		submitted, stop = a.submitted, a.stopWanted
 	}
 	e.mu.Unlock()
 	if !ok {
 		return
 	}
+	defer func() {
+		e.mu.Lock()
+		a.busy = false
+		e.mu.Unlock()
+	}()
 	if !submitted {
 		if err := e.call(func() error { return e.c.submit(ctx, a.req) }); err != nil {
 			if !errors.Is(err, breaker.ErrOpen) && !Unreachable(err) {
 				e.finish(k, exec.Update{ExitCode: -1, Err: fmt.Errorf("ray: submit %s: %w", a.req.SubmissionID, err)})
+			} else {
+				e.log.Warn("Ray head unreachable; the job is submitted once it answers", "job_id", k.job, "err", err)
 			}
 			return
 		}
 		e.mu.Lock()
 		a.submitted = true
 		e.mu.Unlock()
+		e.log.Info("submitted", "job_id", k.job, "submission_id", a.req.SubmissionID, "node", a.task.NodeID)
 	}
 	if stop {
 		e.sendStop(ctx, k, a)

@@ -191,16 +191,25 @@ func TestSubmitRunsPinnedWithEnvAndLogs(t *testing.T) {
 func TestResubmitIsIdempotent(t *testing.T) {
 	h := newHarness(t, raytest.Options{}, Config{})
 	tk := h.task("j2", "sleep 0.2", 1)
-	for range 2 {
-		if err := h.e.Start(context.Background(), tk); err != nil {
-			t.Fatalf("a second submit of the same attempt: %v", err)
-		}
+	// The head took an earlier submit of this attempt whose answer was
+	// lost: the executor's own submit is answered "already exists".
+	h.e.mu.Lock()
+	n := h.e.nodes["ray-10.0.0.1"]
+	h.e.mu.Unlock()
+	if err := h.e.c.submit(context.Background(), h.e.request(tk, n)); err != nil {
+		t.Fatal(err)
 	}
-	if n := len(h.c.Submissions()); n != 1 {
-		t.Fatalf("%d submissions, want 1", n)
+	if err := h.e.c.submit(context.Background(), h.e.request(tk, n)); err != nil {
+		t.Fatalf("a second submit of the same attempt: %v", err)
 	}
-	if u := h.waitExit("j2"); u.ExitCode != 0 {
+	if err := h.e.Start(context.Background(), tk); err != nil {
+		t.Fatalf("start of an attempt the head has: %v", err)
+	}
+	if u := h.waitExit("j2"); u.ExitCode != 0 || u.Err != nil {
 		t.Fatalf("exit %+v", u)
+	}
+	if n := len(h.c.Submissions()); n != 1 || h.c.Requests("POST /api/jobs/") < 3 {
+		t.Fatalf("%d submissions after %d submit requests, want 1 after at least 3", n, h.c.Requests("POST /api/jobs/"))
 	}
 }
 
@@ -392,7 +401,16 @@ func TestStartRefusesGangsAndUnknownNodes(t *testing.T) {
 	if err := h.e.Start(context.Background(), tk); err == nil {
 		t.Fatal("a node Ray does not have was accepted")
 	}
-	// A submission Ray refuses (here: a negative GPU count) fails the start.
+	// A submission Ray refuses (an empty entrypoint) ends the attempt
+	// with the refusal.
+	if err := h.e.Start(context.Background(), h.task("empty", "", 0)); err != nil {
+		t.Fatal(err)
+	}
+	if u := h.waitExit("empty"); u.Err == nil || u.Lost != "" || !strings.Contains(u.Err.Error(), "entrypoint") {
+		t.Fatalf("a refused submission: %+v", u)
+	}
+	// The client tells a refusal (a negative GPU count here) from an
+	// unreachable head.
 	bad := h.task("bad", "true", 1)
 	h.e.mu.Lock()
 	n := h.e.nodes["ray-10.0.0.1"]
