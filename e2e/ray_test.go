@@ -3,6 +3,8 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,10 +27,16 @@ const rayToken = "e2e-ray-token-0123456789abcdef0123"
 // pointed at the emulated head c, with short polls and breaker timings.
 func startRayServer(t *testing.T, c *raytest.Cluster, executors string, extra ...string) *server {
 	t.Helper()
+	return startRayServerAt(t, c, t.TempDir(), freePort(t), executors, extra...)
+}
+
+// startRayServerAt is startRayServer on a given data directory and port.
+func startRayServerAt(t *testing.T, c *raytest.Cluster, dataDir string, port int, executors string, extra ...string) *server {
+	t.Helper()
 	args := append([]string{"server", "--executor", executors, "--ray-address", c.URL, "--ray-poll", "100ms",
 		"--ray-breaker-failures", "2", "--ray-breaker-reset", "300ms", "--ray-breaker-max-reset", "600ms",
 		"--node-ttl", clusterTTL.String(), "--heartbeat", "300ms", "--retry-backoff", "200ms"}, extra...)
-	return startControl(t, t.TempDir(), freePort(t), []string{"CORRAL_JOIN_TOKEN=" + joinToken, "RAY_AUTH_TOKEN=" + rayToken}, args...)
+	return startControl(t, dataDir, port, []string{"CORRAL_JOIN_TOKEN=" + joinToken, "RAY_AUTH_TOKEN=" + rayToken}, args...)
 }
 
 // status reads GET /orchestrator/status.
@@ -192,5 +200,35 @@ func TestRayDashboardShowsTheBreaker(t *testing.T) {
 	c.SetUnreachable(false)
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-engine=ray][data-breaker=closed]`))); err != nil {
 		t.Fatalf("the closed breaker never came back: %v", err)
+	}
+}
+
+// TestRayJobSurvivesAServerRestart restarts `corral server` while a Ray
+// job runs: the new server adopts the submission (no second one), and the
+// job's end and the rest of its log arrive.
+func TestRayJobSurvivesAServerRestart(t *testing.T) {
+	c := raytest.New(raytest.Options{Token: rayToken, Nodes: []raytest.Node{{IP: "10.0.0.5", GPUs: 1}}})
+	t.Cleanup(c.Close)
+	dir, port := t.TempDir(), freePort(t)
+	s := startRayServerAt(t, c, dir, port, "ray")
+	s.waitNode("ray-10.0.0.5", "up", 10*time.Second)
+	gate := filepath.Join(t.TempDir(), "gate")
+	j := s.submit(map[string]any{"command": "echo before; while [ ! -e " + shellQuote(gate) + " ]; do sleep 0.05; done; echo after", "gpu_count": 1})
+	s.waitJob(j.ID, 30*time.Second, "to log before", func(api.Job) bool { return strings.Contains(s.logs(j.ID), "before") })
+	s.stop()
+
+	s = startRayServerAt(t, c, dir, port, "ray")
+	if got := s.job(j.ID); got.State != api.StateRunning {
+		t.Fatalf("after the restart the job is %s (%s), want still running", got.State, got.Message)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got := s.waitState(j.ID, api.StateCompleted, 30*time.Second)
+	if got.RetryCount != 0 || len(c.Submissions()) != 1 {
+		t.Fatalf("attempt %d, %d submissions: the job ran again", got.RetryCount, len(c.Submissions()))
+	}
+	if l := s.logs(j.ID); strings.Count(l, "before") != 1 || !strings.Contains(l, "after") {
+		t.Fatalf("log %q: want before once, then after", l)
 	}
 }

@@ -2,12 +2,12 @@ package orchestrator
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // A node's pool is its label "pool" (issue 16): the executor that
@@ -19,7 +19,7 @@ import (
 const poolLabel = "pool"
 
 // poolName is what a pool may be called.
-var poolName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+var poolName = lazyre.New(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // withPool returns labels with the pool label set: as they are when they
 // name a pool, else a copy naming agents' pool. Every node carries its

@@ -405,10 +405,7 @@ func (e *Executor) markStarted(k key, a *attempt, d JobDetails) {
 	if !first {
 		return
 	}
-	at := e.cfg.Now()
-	if d.StartTime != nil && *d.StartTime > 0 {
-		at = time.UnixMilli(*d.StartTime)
-	}
+	at := e.cfg.Now() // the server's clock, not the head's, as for agents
 	pid := 0
 	if d.DriverInfo != nil {
 		pid, _ = strconv.Atoi(d.DriverInfo.PID)
@@ -419,10 +416,7 @@ func (e *Executor) markStarted(k key, a *attempt, d JobDetails) {
 // exitOf is the Exited update of a job in a terminal status (the update's
 // job, attempt and kind are set by finish).
 func exitOf(d JobDetails) exec.Update {
-	u := exec.Update{}
-	if d.EndTime != nil && *d.EndTime > 0 {
-		u.At = time.UnixMilli(*d.EndTime)
-	}
+	u := exec.Update{} // At: when the poll saw it (finish), on the server's clock
 	code := -1
 	if d.DriverExitCode != nil {
 		code = *d.DriverExitCode
