@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -104,6 +105,20 @@ func TestRayMixedClusterRunsEachPoolOnItsNodes(t *testing.T) {
 	}
 	if rj, _ := c.Job(ray.SubmissionID(long.ID, 0)); rj.Status != ray.StatusStopped {
 		t.Fatalf("Ray's status of the canceled job: %s", rj.Status)
+	}
+
+	// The CLI: submit --pool, and show prints the pool.
+	cli := []string{"CORRAL_SERVER=" + s.URL}
+	out, stderr, code := runCLI(t, cli, "submit", "-o", "json", "--pool", "ray", "--gpus", "1", "--", "echo", "cli-on-ray")
+	var viaCLI api.Job
+	if code != 0 || json.Unmarshal([]byte(out), &viaCLI) != nil {
+		t.Fatalf("corral submit --pool ray: exit %d, %s %s", code, out, stderr)
+	}
+	if j := s.waitState(viaCLI.ID, api.StateCompleted, 30*time.Second); j.Pool != "ray" || j.Allocation[0].NodeID != "ray-10.0.0.1" {
+		t.Fatalf("CLI job %+v on %+v", j.Pool, j.Allocation)
+	}
+	if out, _, _ := runCLI(t, cli, "show", viaCLI.ID); !strings.Contains(out, "Pool") || !strings.Contains(out, "ray") {
+		t.Fatalf("corral show: %s", out)
 	}
 
 	st := s.status()
