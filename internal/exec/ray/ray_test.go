@@ -196,10 +196,11 @@ func TestResubmitIsIdempotent(t *testing.T) {
 	h.e.mu.Lock()
 	n := h.e.nodes["ray-10.0.0.1"]
 	h.e.mu.Unlock()
-	if err := h.e.c.submit(context.Background(), h.e.request(tk, n)); err != nil {
+	req := h.e.request(tk, 0, tk.Ranks[0], n.NodeIP, n.NodeIP, 1)
+	if err := h.e.c.submit(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.e.c.submit(context.Background(), h.e.request(tk, n)); err != nil {
+	if err := h.e.c.submit(context.Background(), req); err != nil {
 		t.Fatalf("a second submit of the same attempt: %v", err)
 	}
 	if err := h.e.Start(context.Background(), tk); err != nil {
@@ -389,15 +390,10 @@ func TestBreakerOpensMarksNodesDownAndReconnects(t *testing.T) {
 	}
 }
 
-func TestStartRefusesGangsAndUnknownNodes(t *testing.T) {
+func TestStartRefusesUnknownNodes(t *testing.T) {
 	h := newHarness(t, raytest.Options{}, Config{})
-	tk := h.task("gang", "true", 1)
-	tk.Ranks = append(tk.Ranks, exec.Rank{NodeID: "ray-10.0.0.2"})
-	if err := h.e.Start(context.Background(), tk); err == nil {
-		t.Fatal("a two-node gang was accepted")
-	}
-	tk = h.task("nowhere", "true", 1)
-	tk.NodeID = "ray-10.9.9.9"
+	tk := h.task("nowhere", "true", 1)
+	tk.NodeID, tk.Ranks[0].NodeID = "ray-10.9.9.9", "ray-10.9.9.9"
 	if err := h.e.Start(context.Background(), tk); err == nil {
 		t.Fatal("a node Ray does not have was accepted")
 	}
@@ -412,17 +408,54 @@ func TestStartRefusesGangsAndUnknownNodes(t *testing.T) {
 	// The client tells a refusal (a negative GPU count here) from an
 	// unreachable head.
 	bad := h.task("bad", "true", 1)
-	h.e.mu.Lock()
-	n := h.e.nodes["ray-10.0.0.1"]
-	h.e.mu.Unlock()
-	req := h.e.request(bad, n)
+	req := h.e.request(bad, 0, bad.Ranks[0], "10.0.0.1", "10.0.0.1", 1)
 	neg := -1.0
 	req.EntrypointNumGPUs = &neg
-	if err := h.e.c.submit(context.Background(), req); err == nil || Unreachable(err) {
-		t.Fatalf("a refused submission: %v", err)
-	}
 	var he *HTTPError
-	if err := h.e.c.submit(context.Background(), req); !errors.As(err, &he) || he.Status != 400 {
-		t.Fatalf("want a 400, got %v", err)
+	if err := h.e.c.submit(context.Background(), req); !errors.As(err, &he) || he.Status != 400 || Unreachable(err) {
+		t.Fatalf("want a 400 that is no unreachability, got %v", err)
+	}
+}
+
+// gang is a task of one rank per node, one GPU each.
+func gang(h *harness, job, cmd string, nodes ...string) exec.Task {
+	tk := h.task(job, cmd, 1)
+	tk.Ranks = nil
+	for _, n := range nodes {
+		tk.Ranks = append(tk.Ranks, exec.Rank{NodeID: n, GPUs: []int{0}})
+	}
+	tk.NodeID, tk.GPUs = nodes[0], []int{0}
+	return tk
+}
+
+func TestGangIsOneRayJobPerRank(t *testing.T) {
+	h := newHarness(t, raytest.Options{Nodes: []raytest.Node{{IP: "10.0.0.1", GPUs: 2, Head: true}, {IP: "10.0.0.2", GPUs: 2}}}, Config{})
+	tk := gang(h, "g", `echo "rank=$CORRAL_NODE_RANK of $CORRAL_NUM_NODES master=$CORRAL_MASTER_ADDR:$CORRAL_MASTER_PORT node=$CORRAL_NODE_ID"`, "ray-10.0.0.1", "ray-10.0.0.2")
+	if err := h.e.Start(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	if u := h.waitExit("g"); u.ExitCode != 0 || u.Err != nil {
+		t.Fatalf("gang exit %+v", u)
+	}
+	r1, ok := h.c.Job(RankSubmissionID("g", 0, 1))
+	if !ok || r1.EntrypointResources["node:10.0.0.2"] != 0.001 || r1.EnvVars["CORRAL_NODE_RANK"] != "1" {
+		t.Fatalf("rank 1's Ray job %+v", r1)
+	}
+	for rank, want := range []string{"rank=0 of 2 master=10.0.0.1:", "rank=1 of 2 master=10.0.0.1:"} {
+		b, _ := os.ReadFile(rankLogPath(tk.LogPath, rank))
+		if !strings.Contains(string(b), want) || !strings.Contains(string(b), "node=ray-10.0.0."+string(rune('1'+rank))) {
+			t.Errorf("rank %d's log %q, want %q", rank, b, want)
+		}
+	}
+	// A rank that fails stops the others; the attempt ends with its code.
+	tk = gang(h, "gf", `if [ "$CORRAL_NODE_RANK" = 1 ]; then exit 4; fi; sleep 30`, "ray-10.0.0.1", "ray-10.0.0.2")
+	if err := h.e.Start(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	if u := h.waitExit("gf"); u.ExitCode != 4 {
+		t.Fatalf("gang with a failing rank: %+v", u)
+	}
+	if r0, _ := h.c.Job(RankSubmissionID("gf", 0, 0)); r0.Status != StatusStopped {
+		t.Fatalf("rank 0 after rank 1 failed: %s, want STOPPED", r0.Status)
 	}
 }
