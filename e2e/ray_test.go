@@ -247,3 +247,35 @@ func TestRayJobSurvivesAServerRestart(t *testing.T) {
 		t.Fatalf("log %q: want before once, then after", l)
 	}
 }
+
+// TestRayGangRunsOneRayJobPerNode: a two-node job on the Ray pool is one
+// Ray job per rank, each on its node with its rank, each rank's log read
+// through the server.
+func TestRayGangRunsOneRayJobPerNode(t *testing.T) {
+	c := raytest.New(raytest.Options{Token: rayToken, Nodes: []raytest.Node{{IP: "10.0.1.1", GPUs: 1, Head: true}, {IP: "10.0.1.2", GPUs: 1}}})
+	t.Cleanup(c.Close)
+	s := startRayServer(t, c, "ray")
+	s.waitNode("ray-10.0.1.2", "up", 10*time.Second)
+	j := s.submit(map[string]any{"command": `echo "rank $CORRAL_NODE_RANK of $CORRAL_NUM_NODES on $CORRAL_NODE_ID, master $CORRAL_MASTER_ADDR"`, "gpu_count": 1, "nodes": 2})
+	s.waitState(j.ID, api.StateCompleted, 30*time.Second)
+	// Whichever node the core made rank 0, it is the master of both.
+	var nodes [2]string
+	for rank := range 2 {
+		log := s.rankLog(j.ID, rank)
+		var node, master string
+		if _, err := fmt.Sscanf(strings.TrimSpace(log), fmt.Sprintf("rank %d of 2 on %%s master %%s", rank), &node, &master); err != nil {
+			t.Fatalf("rank %d's log %q: %v", rank, log, err)
+		}
+		nodes[rank] = strings.TrimSuffix(node, ",")
+		if "ray-"+master != nodes[0] {
+			t.Errorf("rank %d's master %s, want rank 0's node %s", rank, master, nodes[0])
+		}
+	}
+	if nodes[0] == nodes[1] {
+		t.Fatalf("both ranks on %s", nodes[0])
+	}
+	ip1 := strings.TrimPrefix(nodes[1], "ray-")
+	if r1, ok := c.Job(ray.RankSubmissionID(j.ID, 0, 1)); !ok || r1.EntrypointResources["node:"+ip1] != 0.001 {
+		t.Fatalf("rank 1's Ray job %+v (known %v), want it pinned to %s", r1, ok, ip1)
+	}
+}
