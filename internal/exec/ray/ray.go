@@ -148,4 +148,3 @@ func (e *Executor) call(f func() error) error {
 	}
 	return err
 }
-

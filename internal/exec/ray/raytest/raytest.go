@@ -293,4 +293,3 @@ func (c *Cluster) listNodes(w http.ResponseWriter, _ *http.Request) {
 		"total": len(rows), "num_after_truncation": len(rows), "num_filtered": len(rows), "result": rows,
 		"partial_failure_warning": "", "warnings": nil}}})
 }
-
