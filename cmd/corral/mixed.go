@@ -140,13 +140,13 @@ func (b agentBook) NodeDisk(id, full string) {
 
 // build makes the executor the orchestrator drives: the agents' pool
 // alone, an engine alone, or a router over both.
-func (e *engines) build(f *executorFlags, pool *agents.Pool, o **orchestrator.Orchestrator, sink exec.Sink, cancelGrace time.Duration, logger *slog.Logger) error {
+func (e *engines) build(f *executorFlags, pool *agents.Pool, o **orchestrator.Orchestrator, sink exec.Sink, cancelGrace time.Duration, maxLog int64, logger *slog.Logger) error {
 	routes := []router.Route{}
 	if e.has(api.PoolAgents) {
 		routes = append(routes, router.Route{Name: "agents", Pool: api.PoolAgents, Exec: pool})
 	}
 	if e.has(api.PoolRay) {
-		r, err := f.ray.executor(rayBook{o}, sink, cancelGrace, logger)
+		r, err := f.ray.executor(rayBook{o}, sink, cancelGrace, maxLog, logger)
 		if err != nil {
 			return err
 		}

@@ -50,7 +50,7 @@ func (f *rayFlags) token() (string, error) {
 }
 
 // executor builds the Ray executor from the flags.
-func (f *rayFlags) executor(book ray.NodeBook, sink exec.Sink, cancelGrace time.Duration, logger *slog.Logger) (*ray.Executor, error) {
+func (f *rayFlags) executor(book ray.NodeBook, sink exec.Sink, cancelGrace time.Duration, maxLog int64, logger *slog.Logger) (*ray.Executor, error) {
 	addr := f.address
 	if addr == "" {
 		addr = os.Getenv("RAY_ADDRESS")
@@ -73,7 +73,7 @@ func (f *rayFlags) executor(book ray.NodeBook, sink exec.Sink, cancelGrace time.
 		wait = cancelGrace
 	}
 	e, err := ray.New(ray.Config{Address: addr, Token: token, Sink: sink, Book: book, Pool: api.PoolRay, Poll: f.poll, StopWait: wait,
-		Breaker: breaker.Config{Threshold: f.failures, Reset: f.reset, MaxReset: f.maxReset}, Logger: logger})
+		Breaker: breaker.Config{Threshold: f.failures, Reset: f.reset, MaxReset: f.maxReset}, MaxLogSize: maxLog, Logger: logger})
 	if err != nil {
 		return nil, usagef("--ray-address: %v", err)
 	}

@@ -213,7 +213,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Book:     eng.agentBook(nodeBook{&o}),
 		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger, MaxGPUs: f.maxGPUs,
 	})
-	if err := eng.build(&f.executor, pool, &o, eng.sink(func(u exec.Update) { o.Sink(u) }), f.cancelGrace, logger); err != nil {
+	if err := eng.build(&f.executor, pool, &o, eng.sink(func(u exec.Update) { o.Sink(u) }), f.cancelGrace, int64(f.host.maxLogSize), logger); err != nil {
 		return err
 	}
 	attached := attach.New(nil) // shells and notebook proxy connections, by job

@@ -448,9 +448,22 @@ func (e *Executor) copyLogs(ctx context.Context, k key, r *rankJob) {
 		return
 	}
 	defer f.Close()
-	n, err := f.WriteString(logs[r.logOff:])
-	r.logOff += int64(n)
-	if err != nil {
+	data := logs[r.logOff:]
+	r.logOff = int64(len(logs))
+	capped := false
+	if limit := e.cfg.MaxLogSize; limit > 0 {
+		st, err := f.Stat()
+		if err != nil || st.Size() >= limit {
+			return // capped: the marker is there, the rest is dropped
+		}
+		if st.Size()+int64(len(data)) > limit {
+			data, capped = data[:limit-st.Size()], true
+		}
+	}
+	if capped {
+		data += fmt.Sprintf("\ncorral: the stored log reached its limit of %d bytes (--max-log-size of the server); further output of this attempt is dropped\n", e.cfg.MaxLogSize)
+	}
+	if _, err := f.WriteString(data); err != nil {
 		e.log.Warn("job log not written", "job_id", k.job, "err", err)
 	}
 }

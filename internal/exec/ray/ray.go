@@ -63,6 +63,9 @@ type Config struct {
 	// Breaker sets the circuit breaker (failures in a row before it opens,
 	// first reset timeout, cap of its backoff).
 	Breaker breaker.Config
+	// MaxLogSize caps each rank's stored log, as the server's
+	// --max-log-size caps agents' (a marker line, then nothing); 0: none.
+	MaxLogSize int64
 	// HTTP is the client; default one with a 10s timeout.
 	HTTP   *http.Client
 	Logger *slog.Logger

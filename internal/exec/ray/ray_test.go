@@ -459,3 +459,19 @@ func TestGangIsOneRayJobPerRank(t *testing.T) {
 		t.Fatalf("rank 0 after rank 1 failed: %s, want STOPPED", r0.Status)
 	}
 }
+
+func TestLogCappedAtMaxLogSize(t *testing.T) {
+	h := newHarness(t, raytest.Options{}, Config{MaxLogSize: 10})
+	tk := h.task("chatty", "echo 0123456789abcdef; sleep 0.2; echo more", 0)
+	if err := h.e.Start(context.Background(), tk); err != nil {
+		t.Fatal(err)
+	}
+	h.waitExit("chatty")
+	b, err := os.ReadFile(tk.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.HasPrefix(got, "0123456789\ncorral: the stored log reached its limit of 10 bytes") || strings.Contains(got, "more") {
+		t.Fatalf("capped log %q", got)
+	}
+}
