@@ -38,6 +38,7 @@ type submitFlags struct {
 	notifyTasks bool   // --notify-tasks
 	class       string // --class (docs/interactive.md)
 	reservation string // --reservation (docs/bookings-scheduling.md)
+	pool        string // --pool (docs/pools.md)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -142,6 +143,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.notify, "notify", "", "which notifications the job sends to your endpoints (corral notify): begin,end,fail,preempt, all or none (default: fail and preempt, and end when it ran over 10m)")
 	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
 	fl.StringVar(&f.reservation, "reservation", "", "run in this booking (corral reserve): on its GPUs, in its window; you must be one of its users")
+	fl.StringVar(&f.pool, "pool", "", "run on this pool's nodes only: agents, ray or slurm, as the server drives them (default: any)")
 	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
 }
 
@@ -158,6 +160,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		MaxRetries:  f.maxRetries,
 		DependsOn:   f.after,
 		Array:       f.array,
+		Pool:        f.pool,
 	}
 	if strings.TrimSpace(req.Command) == "" {
 		return req, usagef("the command to run is empty")

@@ -54,6 +54,8 @@ type controlFlags struct {
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
 	notify     notifyFlags // notifyflags.go
+
+	executor executorFlags // mixed.go: --executor; rayflags.go: --ray-*
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -73,6 +75,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
+	f.executor.register(fl)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -201,14 +204,21 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err != nil {
 		return err
 	}
+	eng, err := newEngines(&f.executor, local != nil) // mixed.go
+	if err != nil {
+		return err
+	}
 	pool := agents.New(agents.Config{
-		Sink:     func(u exec.Update) { o.Sink(u) },
-		Book:     nodeBook{&o},
+		Sink:     eng.sink(func(u exec.Update) { o.Sink(u) }),
+		Book:     eng.agentBook(nodeBook{&o}),
 		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger, MaxGPUs: f.maxGPUs,
 	})
+	if err := eng.build(&f.executor, pool, &o, eng.sink(func(u exec.Update) { o.Sink(u) }), f.cancelGrace, int64(f.host.maxLogSize), logger); err != nil {
+		return err
+	}
 	attached := attach.New(nil) // shells and notebook proxy connections, by job
 	ocfg := orchestrator.Config{
-		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
+		Store: st, Executor: eng.executor(), Pools: eng.pools(), DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
 		Attach: attached,
@@ -237,6 +247,8 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	defer stopLoop()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- o.Run(loopCtx) }()
+	engDone := eng.start(loopCtx, 5*time.Second) // the Ray executor's polling (mixed.go)
+	defer func() { stopLoop(); <-engDone }()
 
 	// The local agent registers before the API answers, so that a submit
 	// right after start-up sees this machine's GPUs.

@@ -96,6 +96,9 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 			kv("Not before", fmtTimeFull(*j.NotBefore, now))
 		}
 	}
+	if j.Pool != "" {
+		kv("Pool", j.Pool)
+	}
 	if len(j.NodeLabels) > 0 {
 		kv("Node labels", fmtEnv(j.NodeLabels))
 	}

@@ -313,6 +313,9 @@ type Node struct {
 	// process-group (what its agent registered; process-group if it said
 	// nothing).
 	Containment string `json:"containment"`
+	// Pool is the pool the node belongs to (issue 16): agents, ray or
+	// slurm; its label "pool".
+	Pool string `json:"pool"`
 }
 
 // ClusterStatus is GET /cluster/gpu-status.
@@ -378,6 +381,9 @@ type OrchestratorStatus struct {
 	RunningJobs int        `json:"running_jobs"`
 	StartedAt   time.Time  `json:"started_at"`
 	Version     string     `json:"version"`
+	// Executors: what runs the jobs, per pool, with engines' breakers
+	// (issue 16).
+	Executors []ExecutorStatus `json:"executors,omitempty"`
 }
 
 // Policies is GET /orchestrator/policies: the active policy, its switches

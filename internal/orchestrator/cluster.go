@@ -135,11 +135,12 @@ type Capacity struct {
 	MaxMemoryGB float64 // memory of the largest GPU
 	Models      []string
 	LargestNode string
+	Pools       []string // Config.Pools
 }
 
 // capacity reads the cluster's capacity. Read lock held.
 func (o *Orchestrator) capacity() Capacity {
-	c := Capacity{Nodes: len(o.nodes)}
+	c := Capacity{Nodes: len(o.nodes), Pools: o.cfg.Pools}
 	seen := map[string]bool{}
 	for _, n := range o.nodes {
 		if len(n.Devices) > c.MaxGPUs || c.LargestNode == "" {
@@ -262,7 +263,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 		n := &o.nodes[i]
 		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, GPUCount: len(n.Devices),
 			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}, DiskFull: n.diskFull,
-			Containment: containmentOf(n)}
+			Containment: containmentOf(n), Pool: poolOf(n)}
 		if !n.lastSeen.IsZero() {
 			t := n.lastSeen
 			an.LastSeen = &t

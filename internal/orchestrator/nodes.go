@@ -87,7 +87,7 @@ func (n *Node) record() nodeRecord {
 }
 
 func nodeFromRecord(r nodeRecord) Node {
-	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: r.Labels, Simulated: r.Simulated,
+	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: withPool(r.Labels), Simulated: r.Simulated,
 		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent, Containment: r.Containment}
 	for _, g := range r.GPUs {
 		n.Devices = append(n.Devices, gpu.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated})
@@ -118,6 +118,7 @@ func (o *Orchestrator) addNode(n Node) *Node {
 	if n.domain == nil {
 		n.domain = nvlinkDomains(n.Devices)
 	}
+	n.Labels = withPool(n.Labels) // pools.go
 	o.nodeIndex[n.ID] = len(o.nodes)
 	o.nodes = append(o.nodes, n)
 	return &o.nodes[len(o.nodes)-1]

@@ -45,6 +45,9 @@ type Config struct {
 	// jobs die with the server: at start-up they are settled as lost
 	// instead of adopted. Empty: every node's agent outlives the server.
 	LocalNode string
+	// Pools are the server's pools of nodes (issue 16: agents, ray,
+	// slurm); a job may ask for one of them. Empty: any pool name.
+	Pools []string
 	// Reap kills processes left behind by jobs whose server died (kill -9);
 	// it is called at start-up with the ids of jobs the store says were
 	// active, before they are requeued. Nil: nothing is reaped.

@@ -144,6 +144,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		}
 	}
 	j.NodeLabels = req.NodeLabels
+	if err := validatePool(req, &j, c.Pools); err != nil { // pools.go
+		return j, err
+	}
 	if err := validateResources(req, &j); err != nil {
 		return j, err
 	}

@@ -206,7 +206,7 @@ func (o *Orchestrator) Status() api.OrchestratorStatus {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	s := api.OrchestratorStatus{Running: o.running, Policy: o.policy.Policy, Cycles: o.stats.count, LastCycleMS: o.stats.lastMS,
-		QueuedJobs: len(o.queued), StartedAt: o.startedAt, Version: o.cfg.Version}
+		QueuedJobs: len(o.queued), StartedAt: o.startedAt, Version: o.cfg.Version, Executors: o.executorStatus()}
 	if !o.stats.last.IsZero() {
 		t := o.stats.last
 		s.LastCycleAt = &t

@@ -693,6 +693,7 @@ function jobPage(id) {
       ['Command', `<code>${esc(j.command)}</code>`],
       j.workdir ? ['Workdir', `<code>${esc(j.workdir)}</code>`] : null,
       ['GPUs', `${gpuWord(j.gpu_count)}${j.nodes > 1 ? ` × ${j.nodes} nodes` : ''}${j.gpu_type ? ' · ' + esc(j.gpu_type) : ''}${j.gpu_memory_gb ? ` · ≥ ${j.gpu_memory_gb} GB each` : ''}`],
+      j.pool ? ['Pool', `<span data-role="pool">${esc(j.pool)}</span>`] : null,
       ['Priority', prio(j.priority)],
       // depends_on, e.g. "afterok:ID:ID,singleton": each job id a link.
       j.depends_on ? ['Depends on', `<span class="mono">${j.depends_on.split(/([,?:])/).map((p, i, a) => a[i - 1] === ':' ? jobLink(p) : esc(p)).join('')}</span>`] : null,
@@ -836,8 +837,22 @@ function onUpdate(d) {
   const sched = $('#sched');
   sched.textContent = s.running ? `scheduling on · ${s.policy}` : 'scheduling stopped';
   sched.classList.toggle('off', !s.running);
+  showEngines(s.executors || []);
   document.body.dataset.updatedAt = d.at;
   if (page) page.update(d);
+}
+
+// showEngines lists the engines the server drives (Ray, Slurm) with their
+// circuit breakers: open means the cluster cannot be reached and its jobs
+// wait queued (docs/ray.md).
+function showEngines(list) {
+  const el = $('#engines');
+  const engines = list.filter((e) => e.breaker);
+  el.replaceChildren(...engines.map((e) => {
+    const title = `${e.name} at ${e.address || '?'}: breaker ${e.breaker}, ${e.nodes} nodes` +
+      (e.last_error ? `; last error: ${e.last_error}` : '') + (e.retry_at ? `; next try ${e.retry_at}` : '');
+    return h(`<span class="engine ${esc(e.breaker)}" data-engine="${esc(e.name)}" data-breaker="${esc(e.breaker)}" title="${esc(title)}">${esc(e.name)} ${e.breaker === 'closed' ? 'connected' : esc(e.breaker === 'open' ? 'unreachable' : 'reconnecting')}</span>`);
+  }));
 }
 
 function onConn(s) {
