@@ -141,7 +141,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
 	registerDependFlags(fl, &f.after)
 	fl.StringVar(&f.notify, "notify", "", "which notifications the job sends to your endpoints (corral notify): begin,end,fail,preempt, all or none (default: fail and preempt, and end when it ran over 10m)")
-	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
+	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), preemptible (batch that may also run on GPUs booked ahead until the booking starts), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
 	fl.StringVar(&f.reservation, "reservation", "", "run in this booking (corral reserve): on its GPUs, in its window; you must be one of its users")
 	fl.StringVar(&f.pool, "pool", "", "run on this pool's nodes only: agents, ray or slurm, as the server drives them (default: any)")
 	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
@@ -171,10 +171,10 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	req.Notify, req.NotifyTasks = f.notify, f.notifyTasks
 	req.Reservation = strings.TrimSpace(f.reservation)
 	switch f.class {
-	case "", api.ClassBatch, api.ClassInteractive, api.ClassInteractivePreemptible:
+	case "", api.ClassBatch, api.ClassPreemptible, api.ClassInteractive, api.ClassInteractivePreemptible:
 		req.Class = f.class
 	default:
-		return req, usagef("--class %q: want batch, interactive or interactive-preemptible", f.class)
+		return req, usagef("--class %q: want batch, preemptible, interactive or interactive-preemptible", f.class)
 	}
 	if f.retry < 0 {
 		return req, usagef("--retry must not be negative")

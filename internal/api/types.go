@@ -483,4 +483,9 @@ const (
 	ClassBatch                  = "batch"                   // the default: preemptible by policy
 	ClassInteractive            = "interactive"             // never preempted; within its quotas, never borrows
 	ClassInteractivePreemptible = "interactive-preemptible" // opt-in: may borrow idle GPUs, preemptible
+	// ClassPreemptible is batch work that accepts being stopped at any
+	// moment (spot-like): as batch, and it may also start on GPUs booked
+	// ahead, to be stopped at the booking's start minus its grace
+	// (docs/bookings-scheduling.md).
+	ClassPreemptible = "preemptible"
 )

@@ -183,7 +183,7 @@ func TestBookingEnd(t *testing.T) {
 // its grace, not before.
 func TestBookingNotice(t *testing.T) {
 	h, clk, _ := startBooked(t)
-	j := h.submit(api.SubmitRequest{Command: "batch", User: "bo", GPUCount: gpus(8), EstimatedDuration: api.RawValue(`"3h"`),
+	j := h.submit(api.SubmitRequest{Command: "batch", User: "bo", GPUCount: gpus(8), EstimatedDuration: api.RawValue(`"3h"`), Class: api.ClassPreemptible,
 		PreemptGrace: api.RawValue(`"5m"`)})
 	h.running(j.ID)
 	clk.add(54 * time.Minute)

@@ -28,13 +28,15 @@ func parseClass(req *api.SubmitRequest) (string, error) {
 	switch req.Class {
 	case "", api.ClassBatch:
 		return "", nil
+	case api.ClassPreemptible:
+		return req.Class, nil
 	case api.ClassInteractive, api.ClassInteractivePreemptible:
 		if req.Array != "" {
 			return "", api.Invalid("class", "%s is for one job; a job array must be batch", req.Class)
 		}
 		return req.Class, nil
 	}
-	return "", api.Invalid("class", "%q is not batch, interactive or interactive-preemptible", truncate(req.Class, 40))
+	return "", api.Invalid("class", "%q is not batch, preemptible, interactive or interactive-preemptible", truncate(req.Class, 40))
 }
 
 // checkInteractive applies the interactive limits to a valid interactive

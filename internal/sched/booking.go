@@ -170,8 +170,13 @@ func runFor(j *Job) time.Duration {
 
 // mayRunInto reports whether a job of class may start on GPUs booked
 // ahead that it would still hold when the window starts (it is then
-// preempted at the window's start minus its grace): preemptible work.
-func mayRunInto(class string) bool { return !Protected(class) }
+// preempted at the window's start minus its grace): work that declared
+// itself preemptible (class preemptible or interactive-preemptible).
+// Plain batch work is kept off such GPUs, as Slurm keeps jobs off a
+// reservation they would run into.
+func mayRunInto(class string) bool {
+	return class == ClassPreemptible || class == ClassInteractivePreemptible
+}
 
 // member reports whether a job of user, naming booking res ("" none),
 // belongs in booking b's window.

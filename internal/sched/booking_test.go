@@ -100,12 +100,17 @@ func TestBookings(t *testing.T) {
 		},
 		"preemptible work runs into a booking when nothing else fits": {
 			now: t0, bookings: []Booking{vis()},
-			queue:  []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassBatch))},
+			queue:  []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassPreemptible))},
 			starts: map[string][]int{"batch": {0, 1, 2, 3, 4, 5, 6, 7}},
+		},
+		"plain batch work is kept off a booking it would run into": {
+			now: t0, bookings: []Booking{vis()},
+			queue:   []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassBatch))},
+			reasons: map[string]string{"batch": ReasonReservation},
 		},
 		"preemptible work does not start where its notice would be due already": {
 			now: t0.Add(time.Hour - time.Minute), bookings: []Booking{vis()},
-			queue:   []Job{bjob("batch", "bo", 8, 3*time.Hour, func(j *Job) { j.Grace = 2 * time.Minute })},
+			queue:   []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassPreemptible), func(j *Job) { j.Grace = 2 * time.Minute })},
 			reasons: map[string]string{"batch": ReasonReservation},
 		},
 		"in the window only the booking's jobs use its GPUs": {
@@ -295,7 +300,7 @@ func TestBookingProperties(t *testing.T) {
 			if len(names) > 0 && rng.IntN(4) == 0 {
 				j.Reservation = names[rng.IntN(len(names))]
 			}
-			j.Class = []string{"", ClassBatch, ClassInteractive, ClassInteractivePreemptible}[rng.IntN(4)]
+			j.Class = []string{"", ClassBatch, ClassPreemptible, ClassInteractive, ClassInteractivePreemptible}[rng.IntN(5)]
 			if rng.IntN(3) == 0 {
 				j.TimeLimit = time.Duration(1+rng.IntN(300)) * time.Minute
 			}

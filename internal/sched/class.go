@@ -6,6 +6,7 @@ const (
 	ClassBatch                  = "batch"                   // preemptible by policy; may borrow idle GPUs
 	ClassInteractive            = "interactive"             // never a victim; within its quotas, never borrows
 	ClassInteractivePreemptible = "interactive-preemptible" // may borrow idle GPUs; preemptible
+	ClassPreemptible            = "preemptible"             // batch that may also run into bookings ahead
 )
 
 // Protected reports whether a job of class may never be preempted: not
