@@ -21,7 +21,6 @@ func a100Node(id string, n int) Node {
 	return nd
 }
 
-
 // bookReq is a booking request for tests: times as offsets from base.
 func bookReq(name string, gpus int, base time.Time, from, to time.Duration) api.ReservationRequest {
 	s, e := base.Add(from).Format(time.RFC3339), base.Add(to).Format(time.RFC3339)
