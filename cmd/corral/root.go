@@ -124,6 +124,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newOrchestratorCmd(),
 		c.newHoldCmd(), // holdcmd.go
 		c.newReleaseCmd(),
+		c.newReserveCmd(), // reserve.go: bookings
 
 		// Access: tokens, who am I, the audit trail (tokencmd.go).
 		c.newTokenCmd(),

@@ -53,7 +53,8 @@ type controlFlags struct {
 
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
-	notify     notifyFlags // notifyflags.go
+	notify     notifyFlags  // notifyflags.go
+	booking    bookingFlags // bookingflags.go: --booking-allowance, --purge-after
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -73,6 +74,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
+	f.booking.register(fl)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -213,6 +215,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
 		Attach: attached,
 		Notify: notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
+	}
+	if err := f.booking.apply(&ocfg); err != nil {
+		return err
 	}
 	if f.depTimeout == 0 {
 		ocfg.DependencyTimeout = -1 // the orchestrator's 0 is its default; the flag's 0 is at once

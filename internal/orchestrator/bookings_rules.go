@@ -244,6 +244,13 @@ func (o *Orchestrator) checkAllowance(r *api.Reservation, who Booker) error {
 		return nil
 	}
 	allow := o.cfg.BookingAllowance
+	switch {
+	case allow == 0:
+		allow = DefaultBookingAllowance
+	case allow < 0:
+		return &api.Error{Status: http.StatusForbidden, Code: "forbidden", Field: "gpus",
+			Message: "only admins book GPUs on this server (--booking-allowance 0)"}
+	}
 	seen := map[time.Time]bool{}
 	for _, w := range occurrences(r, r.Start.Add(14*24*time.Hour)) {
 		for _, week := range []span{isoWeek(w.start), isoWeek(w.end.Add(-time.Nanosecond))} {

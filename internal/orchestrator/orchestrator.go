@@ -89,7 +89,8 @@ type Config struct {
 	AlertQueueWait time.Duration
 
 	// BookingAllowance is how many GPU-hours a user may book per ISO week
-	// (admins are not bounded; 0: users may not book); PurgeAfter is how
+	// (admins are not bounded; 0: DefaultBookingAllowance; negative: users
+	// may not book); PurgeAfter is how
 	// long after its start an unused booking is released (0:
 	// DefaultPurgeAfter; negative: never). See bookings_rules.go.
 	BookingAllowance float64
