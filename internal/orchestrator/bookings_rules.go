@@ -403,7 +403,11 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 	if len(pick) < r.GPUs {
 		parts := make([]string, 0, len(why))
 		for _, b := range why {
-			parts = append(parts, keysText(b.gpus)+" "+b.what)
+			verb := " are "
+			if len(b.gpus) == 1 {
+				verb = " is "
+			}
+			parts = append(parts, keysText(b.gpus)+verb+b.what)
 		}
 		return nil, &api.Error{Status: http.StatusUnprocessableEntity, Code: "booking_conflict", Field: "gpus",
 			Message: fmt.Sprintf("%s needs %d GPUs %s; only %d are free then: %s", r.Name, r.GPUs, window(span{r.Start, r.End}), len(pick), strings.Join(parts, "; "))}

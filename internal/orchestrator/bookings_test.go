@@ -52,7 +52,7 @@ func TestBookingRules(t *testing.T) {
 	}{
 		{"admin books n1 for ana", admin, with(bookReq("vision", 8, base, 9*time.Hour, 17*time.Hour), func(r *api.ReservationRequest) { r.Nodes, r.Users = strs("n1"), strs("ana") }), 0, "", "", "GPUs 0-7 on n1"},
 		{"name taken", admin, bookReq("vision", 1, base, 20*time.Hour, 21*time.Hour), 409, "", "exists", ""},
-		{"overlap on n1 refused naming the booking", admin, with(bookReq("other", 1, base, 16*time.Hour, 18*time.Hour), func(r *api.ReservationRequest) { r.Nodes = strs("n1") }), 422, "gpus", "GPUs 0-7 on n1 booked by vision 2026-11-30 09:00-17:00 UTC", ""},
+		{"overlap on n1 refused naming the booking", admin, with(bookReq("other", 1, base, 16*time.Hour, 18*time.Hour), func(r *api.ReservationRequest) { r.Nodes = strs("n1") }), 422, "gpus", "GPUs 0-7 on n1 are booked by vision 2026-11-30 09:00-17:00 UTC", ""},
 		{"n1 right after it", admin, with(bookReq("after", 2, base, 17*time.Hour, 18*time.Hour), func(r *api.ReservationRequest) { r.Nodes = strs("n1") }), 0, "", "", "GPUs 0-1 on n1"},
 		{"more A100s than exist", admin, with(bookReq("big", 5, base, 9*time.Hour, 10*time.Hour), func(r *api.ReservationRequest) { r.GPUType = new("a100") }), 422, "gpus", "has 4", ""},
 		{"any 4 GPUs while n1 is booked: n2", admin, bookReq("any", 4, base, 10*time.Hour, 11*time.Hour), 0, "", "", "GPUs 0-3 on n2"},
@@ -70,7 +70,7 @@ func TestBookingRules(t *testing.T) {
 		{"bo's next week is another week", bo, with(bookReq("bo3", 4, base, 7*24*time.Hour, 7*24*time.Hour+5*time.Hour), func(r *api.ReservationRequest) { r.Nodes = strs("n1") }), 0, "", "", "GPUs 0-3 on n1"},
 		{"a daily booking counts each day", ana, with(bookReq("ana-daily", 2, base, 20*time.Hour, 25*time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("daily") }), 422, "gpus", "allowance", ""},
 		{"admins are not bounded", admin, with(bookReq("nightly", 4, base, 50*time.Hour, 51*time.Hour), func(r *api.ReservationRequest) { r.Flags, r.Nodes = strs("daily"), strs("n2") }), 0, "", "", "GPUs 0-3 on n2"},
-		{"a later day's occurrence is in the way", admin, with(bookReq("late", 1, base, 3*24*time.Hour+150*time.Minute, 3*24*time.Hour+4*time.Hour), func(r *api.ReservationRequest) { r.Nodes = strs("n2") }), 422, "gpus", "booked by nightly 2026-12-03 02:00-03:00 UTC", ""},
+		{"a later day's occurrence is in the way", admin, with(bookReq("late", 1, base, 3*24*time.Hour+150*time.Minute, 3*24*time.Hour+4*time.Hour), func(r *api.ReservationRequest) { r.Nodes = strs("n2") }), 422, "gpus", "are booked by nightly 2026-12-03 02:00-03:00 UTC", ""},
 		{"beside it", admin, with(bookReq("late2", 1, base, 3*24*time.Hour+3*time.Hour, 3*24*time.Hour+4*time.Hour), func(r *api.ReservationRequest) { r.Nodes = strs("n2") }), 0, "", "", "GPU 0 on n2"},
 		{"daily longer than a day", admin, with(bookReq("x", 1, base, 20*time.Hour, 45*time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("daily") }), 422, "duration", "repeats", ""},
 	}
@@ -142,7 +142,7 @@ func TestBookingRunningJobs(t *testing.T) {
 	root := Booker{"root", true}
 	base := clk.now()
 	_, err := h.o.CreateReservation(context.Background(), bookReq("early", 1, base, time.Hour, 3*time.Hour), root)
-	if err == nil || !strings.Contains(err.Error(), "held by running job "+j.ID+" until 2026-11-30 10:00 UTC (its time limit)") {
+	if err == nil || !strings.Contains(err.Error(), "GPUs 0-1 on n1 are held by running job "+j.ID+" until 2026-11-30 10:00 UTC (its time limit)") {
 		t.Fatalf("booked into a running job: %v", err)
 	}
 	if _, err := h.o.CreateReservation(context.Background(), bookReq("late", 1, base, 2*time.Hour, 3*time.Hour), root); err != nil {

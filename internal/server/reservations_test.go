@@ -42,7 +42,7 @@ func TestReservationsAPI(t *testing.T) {
 		code, field, msg                 string
 	}{
 		{"admin books all 8 for alice", "admin", "POST", "/reservations", `{"name":"vision","gpus":8,"start":"` + at(0) + `","duration":"8h","users":["alice"],"project":"vision"}`, 201, "", "", ""},
-		{"an overlap is refused naming the booking", "owner", "POST", "/reservations", `{"name":"mine","gpus":1,"start":"` + at(time.Hour) + `","duration":"1h"}`, 422, "booking_conflict", "gpus", "GPUs 0-7 on n1 booked by vision"},
+		{"an overlap is refused naming the booking", "owner", "POST", "/reservations", `{"name":"mine","gpus":1,"start":"` + at(time.Hour) + `","duration":"1h"}`, 422, "booking_conflict", "gpus", "GPUs 0-7 on n1 are booked by vision"},
 		{"for someone else", "owner", "POST", "/reservations", `{"name":"mine","gpus":1,"start":"` + at(9*time.Hour) + `","duration":"1h","users":["bob"]}`, 403, "forbidden", "users", "yourself"},
 		{"maint", "owner", "POST", "/reservations", `{"name":"mine","gpus":1,"start":"` + at(9*time.Hour) + `","duration":"1h","flags":["maint"]}`, 403, "forbidden", "flags", ""},
 		{"past the allowance", "owner", "POST", "/reservations", `{"name":"mine","gpus":8,"start":"` + at(9*time.Hour) + `","duration":"9h"}`, 422, "booking_allowance_exceeded", "gpus", "the allowance is 64 GPU-hours"},
