@@ -6,12 +6,42 @@ import (
 	"math"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/store"
 )
+
+// noteRecorder is a Notifier that keeps the events it is asked to plan.
+type noteRecorder struct {
+	mu  sync.Mutex
+	evs []notify.Event
+}
+
+func (r *noteRecorder) Plan(evs []notify.Event) []store.OutboxItem {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, evs...)
+	return nil
+}
+
+func (r *noteRecorder) Kick() {}
+
+func (r *noteRecorder) released() []*notify.BookingInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*notify.BookingInfo
+	for _, ev := range r.evs {
+		if ev.Kind == notify.ReservationReleased {
+			out = append(out, ev.Booking)
+		}
+	}
+	return out
+}
 
 func a100Node(id string, n int) Node {
 	nd := simNode(id, n)
@@ -178,7 +208,8 @@ func waitBooking(t *testing.T, o *Orchestrator, name string, ok func(api.Reserva
 // GPU time taken off; a daily one moves on to its next window.
 func TestBookingLifecycle(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
-	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: 10 * time.Millisecond, Now: clk.now, PurgeAfter: 30 * time.Minute})
+	notes := &noteRecorder{}
+	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: 10 * time.Millisecond, Now: clk.now, PurgeAfter: 30 * time.Minute, Notify: notes})
 	root := Booker{"root", true}
 	base := clk.now()
 	ctx := context.Background()
@@ -210,10 +241,13 @@ func TestBookingLifecycle(t *testing.T) {
 		t.Fatalf("unused released with %v idle GPU-seconds (want %v), at %v", r.IdleGPUSeconds, want, r.ReleasedAt)
 	}
 	waitBooking(t, h.o, "daily", func(r api.Reservation) bool { return r.State == api.BookingReleased })
+	if rel := notes.released(); len(rel) != 2 || rel[0].Name != "daily" || rel[1].Name != "unused" || rel[1].Owner != "root" || rel[1].Users[0] != "root" {
+		t.Fatalf("release notifications: %+v", rel)
+	}
 	if r, _ := h.o.Reservation("used"); r.State != api.BookingActive {
 		t.Fatalf("a used booking was purged: %+v", r)
 	}
-	// The job runs 60 of the used booking's 119 minutes.
+	// The job runs 58 (08:02 to 09:00) of the used booking's 119 minutes.
 	clk.add(28 * time.Minute) // 09:00
 	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Exited, At: clk.now()})
 	h.waitState(j.ID, api.StateCompleted)
@@ -221,6 +255,9 @@ func TestBookingLifecycle(t *testing.T) {
 	r = waitBooking(t, h.o, "used", func(r api.Reservation) bool { return r.State == api.BookingEnded })
 	if want := 2*119*60.0 - 58*60; math.Abs(r.IdleGPUSeconds-want) > 1 || math.Abs(r.UsedGPUSeconds-58*60) > 1 {
 		t.Fatalf("used ended with idle %v used %v, want idle %v used %v", r.IdleGPUSeconds, r.UsedGPUSeconds, want, 58*60.0)
+	}
+	if n := len(notes.released()); n != 2 {
+		t.Fatalf("%d release notifications; an ended booking is not released", n)
 	}
 }
 
