@@ -4,12 +4,12 @@ import (
 	"cmp"
 	"fmt"
 	"net/http"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // The rules a booking is checked against when it is created or changed
@@ -35,7 +35,7 @@ const DefaultPurgeAfter = 30 * time.Minute
 // of repeating bookings.
 const bookingHorizon = 7 * 24 * time.Hour
 
-var bookingName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+var bookingName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 var bookingFlags = []string{api.BookingFlex, api.BookingMagnetic, api.BookingIgnoreJobs, api.BookingDaily, api.BookingWeekly, api.BookingMaint}
 
