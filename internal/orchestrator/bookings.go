@@ -14,7 +14,11 @@ import (
 func (o *Orchestrator) reservationList(now time.Time) []*api.Reservation {
 	var out []*api.Reservation
 	for _, r := range o.resv {
-		if !live(r) {
+		if !live(r) || !r.End.After(now) {
+			continue
+		}
+		if bookingPeriod(r) == 0 {
+			out = append(out, r) // one window: no expansion to allocate
 			continue
 		}
 		for i, w := range occurrences(r, now.Add(bookingHorizon)) {

@@ -275,6 +275,10 @@ func (o *Orchestrator) checkAllowance(r *api.Reservation, who Booker) error {
 	return nil
 }
 
+// maxBlockers is how many bookings, jobs or holds in the way a refusal
+// names (then: "and N more").
+const maxBlockers = 5
+
 // blocker is why a GPU cannot be booked: another booking's window, or a
 // running job or hold expected to run into the booking.
 type blocker struct {
@@ -401,8 +405,12 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 		}
 	}
 	if len(pick) < r.GPUs {
-		parts := make([]string, 0, len(why))
-		for _, b := range why {
+		parts := make([]string, 0, min(len(why), maxBlockers)+1)
+		for i, b := range why {
+			if i == maxBlockers {
+				parts = append(parts, fmt.Sprintf("and %d more bookings, jobs or holds", len(why)-maxBlockers))
+				break
+			}
 			verb := " are "
 			if len(b.gpus) == 1 {
 				verb = " is "

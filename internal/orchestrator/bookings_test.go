@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -281,5 +282,23 @@ func TestBookingDailyMovesOn(t *testing.T) {
 	r := waitBooking(t, h.o, "d", func(r api.Reservation) bool { return r.Occurrence == 1 })
 	if !r.Start.Equal(base.Add(7*24*time.Hour+time.Minute)) || r.State != api.BookingScheduled || math.Abs(r.IdleGPUSeconds-59*60) > 1 {
 		t.Fatalf("weekly after its first window: %+v", r)
+	}
+}
+
+// TestBookingRefusalNamesFew: a refusal names the first maxBlockers
+// bookings in the way, then how many more.
+func TestBookingRefusalNamesFew(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
+	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Now: clk.now})
+	root, base := Booker{"root", true}, clk.now()
+	for i := range 7 {
+		if _, err := h.o.CreateReservation(context.Background(), bookReq(fmt.Sprintf("r%d", i), 1, base, time.Hour, 2*time.Hour), root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := h.o.CreateReservation(context.Background(), bookReq("all", 8, base, time.Hour, 2*time.Hour), root)
+	if err == nil || !strings.Contains(err.Error(), "only 1 are free then: GPU 0 on n1 is booked by r0") || !strings.Contains(err.Error(), "GPU 4 on n1 is booked by r4") ||
+		!strings.Contains(err.Error(), "; and 2 more bookings, jobs or holds") || strings.Contains(err.Error(), "by r5") {
+		t.Fatalf("a refusal with 7 in the way: %v", err)
 	}
 }
