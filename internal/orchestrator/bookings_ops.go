@@ -131,7 +131,7 @@ func (o *Orchestrator) DeleteReservation(ctx context.Context, name string, who B
 			return nil, err
 		}
 		if live(r) && !r.Start.After(tx.now) {
-			o.closeBooking(tx, r, api.BookingReleased, tx.now)
+			o.closeBooking(tx, r, api.BookingReleased, tx.now, false)
 			return cloneBooking(r), nil
 		}
 		delete(o.resv, name)

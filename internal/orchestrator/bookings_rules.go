@@ -364,8 +364,10 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 		}
 		block("booked by "+b.Name+" "+window(w), ks)
 	}
-	if !slices.Contains(r.Flags, api.BookingIgnoreJobs) {
-		o.blockRunning(r.Start, block)
+	// Slurm's rule is for a window yet to begin (a change to a booking in
+	// its window does not meet the jobs running in it).
+	if !slices.Contains(r.Flags, api.BookingIgnoreJobs) && (r.State != api.BookingActive || r.Start.After(o.cfg.Now())) {
+		o.blockRunning(r.Name, r.Start, block)
 	}
 	if keep := r.Allocation; len(keep) == r.GPUs {
 		ok := true
@@ -428,10 +430,11 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 	return out, nil
 }
 
-// blockRunning blocks the GPUs of active jobs and holds expected to run
-// past start (Slurm's rule): a job until its time limit (else its
-// estimate, else for ever), a hold until its expiry. Lock held.
-func (o *Orchestrator) blockRunning(start time.Time, block func(string, []gpuKey)) {
+// blockRunning blocks the GPUs of active jobs (but those of the booking
+// named name) and holds expected to run past start (Slurm's rule): a job
+// until its time limit (else its estimate, else for ever), a hold until
+// its expiry. Lock held.
+func (o *Orchestrator) blockRunning(name string, start time.Time, block func(string, []gpuKey)) {
 	ids := make([]string, 0, len(o.active))
 	for id := range o.active {
 		ids = append(ids, id)
@@ -439,7 +442,7 @@ func (o *Orchestrator) blockRunning(start time.Time, block func(string, []gpuKey
 	slices.Sort(ids)
 	for _, id := range ids {
 		j := o.jobs[id]
-		if j == nil {
+		if j == nil || j.Reservation == name {
 			continue
 		}
 		from := o.cfg.Now()

@@ -260,6 +260,24 @@ func TestBookingLifecycle(t *testing.T) {
 	if n := len(notes.released()); n != 2 {
 		t.Fatalf("%d release notifications; an ended booking is not released", n)
 	}
+	// A booking deleted in its window is released, its idle time so far
+	// counted, and nobody is told (they asked for it).
+	now := clk.now()
+	if _, err := h.o.CreateReservation(ctx, bookReq("brief", 4, now, time.Minute, time.Hour), root); err != nil {
+		t.Fatal(err)
+	}
+	clk.add(11 * time.Minute)
+	waitBooking(t, h.o, "brief", func(r api.Reservation) bool { return r.State == api.BookingActive })
+	if r, err := h.o.UpdateReservation(ctx, "brief", api.ReservationRequest{Duration: api.RawValue(`"2h"`)}, root); err != nil || !r.End.Equal(now.Add(121*time.Minute)) {
+		t.Fatalf("extending a booking in its window: %+v %v", r, err)
+	}
+	r, err := h.o.DeleteReservation(ctx, "brief", root)
+	if err != nil || r.State != api.BookingReleased || math.Abs(r.IdleGPUSeconds-4*10*60) > 1 {
+		t.Fatalf("deleted in its window: %+v %v", r, err)
+	}
+	if n := len(notes.released()); n != 2 {
+		t.Fatalf("%d release notifications; a deletion tells nobody", n)
+	}
 }
 
 // reservationListLocked is reservationList under the read lock (tests).

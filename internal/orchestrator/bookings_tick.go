@@ -121,10 +121,10 @@ func (o *Orchestrator) stepBookings(tx *txn) {
 		}
 		switch {
 		case !now.Before(r.End):
-			o.closeBooking(tx, r, api.BookingEnded, r.End)
+			o.closeBooking(tx, r, api.BookingEnded, r.End, false)
 			delete(changed, name)
 		case purge > 0 && r.UsedAt == nil && !now.Before(r.Start.Add(purge)):
-			o.closeBooking(tx, r, api.BookingReleased, now)
+			o.closeBooking(tx, r, api.BookingReleased, now, true)
 			delete(changed, name)
 		case r.State == api.BookingScheduled && !now.Before(r.Start):
 			r.State = api.BookingActive
@@ -149,10 +149,10 @@ func (bj bookingJob) used(r *api.Reservation, end time.Time) float64 {
 }
 
 // closeBooking closes r's current window at `at`, as ended (a repeating
-// booking moves on to its next window instead) or released, computes and
-// charges its idle GPU time, and tells the booker and users of a release.
-// Loop only, in tx.
-func (o *Orchestrator) closeBooking(tx *txn, r *api.Reservation, state string, at time.Time) {
+// booking moves on to its next window instead) or released, and computes
+// and charges its idle GPU time; a purged booking's booker and users are
+// told. Loop only, in tx.
+func (o *Orchestrator) closeBooking(tx *txn, r *api.Reservation, state string, at time.Time, purged bool) {
 	used := r.UsedGPUSeconds
 	for id, bj := range o.bookLive {
 		if bj.booking == r.Name {
@@ -173,8 +173,10 @@ func (o *Orchestrator) closeBooking(tx *txn, r *api.Reservation, state string, a
 	switch {
 	case state == api.BookingReleased:
 		r.State, r.ReleasedAt = api.BookingReleased, new(at)
-		o.log.Info("booking released", "booking", r.Name, "idle_gpu_seconds", idle)
-		o.noteBookingReleased(r, idle, at)
+		o.log.Info("booking released", "booking", r.Name, "idle_gpu_seconds", idle, "purged", purged)
+		if purged {
+			o.noteBookingReleased(r, idle, at)
+		}
 	case p > 0:
 		d := r.End.Sub(r.Start)
 		for !r.End.After(tx.now) {
