@@ -90,9 +90,9 @@ type Config struct {
 
 	// BookingAllowance is how many GPU-hours a user may book per ISO week
 	// (admins are not bounded; 0: DefaultBookingAllowance; negative: users
-	// may not book); PurgeAfter is how
-	// long after its start an unused booking is released (0:
-	// DefaultPurgeAfter; negative: never). See bookings_rules.go.
+	// may not book). PurgeAfter is how long after its start an unused
+	// booking is released (0: DefaultPurgeAfter; negative: never). See
+	// bookings_rules.go and docs/bookings.md.
 	BookingAllowance float64
 	PurgeAfter       time.Duration
 
