@@ -125,6 +125,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newHoldCmd(), // holdcmd.go
 		c.newReleaseCmd(),
 		c.newAdviseCmd(), // advise.go
+		c.newReserveCmd(), // reserve.go: bookings
 
 		// Access: tokens, who am I, the audit trail (tokencmd.go).
 		c.newTokenCmd(),

@@ -56,6 +56,7 @@ type controlFlags struct {
 	notify     notifyFlags // notifyflags.go
 
 	executor executorFlags // mixed.go: --executor; rayflags.go: --ray-*
+	booking  bookingFlags  // bookingflags.go: --booking-allowance, --purge-after
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -76,6 +77,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
 	f.executor.register(fl)
+	f.booking.register(fl)
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -223,6 +225,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
 		Attach: attached,
 		Notify: notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
+	}
+	if err := f.booking.apply(&ocfg); err != nil {
+		return err
 	}
 	if f.depTimeout == 0 {
 		ocfg.DependencyTimeout = -1 // the orchestrator's 0 is its default; the flag's 0 is at once

@@ -36,4 +36,17 @@ type Reservation struct {
 	State string `json:"state"`
 	// UsedAt is when a job of the booking first ran in it; nil: never.
 	UsedAt *time.Time `json:"used_at,omitempty"`
+	// ReleasedAt is when it was released (purged unused, or deleted
+	// after its start); EndedAt when its last window closed.
+	ReleasedAt *time.Time `json:"released_at,omitempty"`
+	EndedAt    *time.Time `json:"ended_at,omitempty"`
+	// UsedGPUSeconds is the GPU time jobs of the booking used in its
+	// current occurrence so far (as last counted); IdleGPUSeconds the
+	// booked-but-idle GPU time of its closed occurrences, in all, charged
+	// to its Owner (docs/bookings.md).
+	UsedGPUSeconds float64 `json:"used_gpu_seconds,omitempty"`
+	IdleGPUSeconds float64 `json:"idle_gpu_seconds,omitempty"`
+	// Occurrence counts the windows of a repeating booking that closed
+	// before the current one (0: its first).
+	Occurrence int `json:"occurrence,omitempty"`
 }

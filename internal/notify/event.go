@@ -73,7 +73,9 @@ type Event struct {
 	Job   *JobInfo   `json:"job,omitempty"`
 	Array *ArrayInfo `json:"array,omitempty"`
 	Alert *Alert     `json:"alert,omitempty"`
-	Text  string     `json:"text,omitempty"` // Test: the sentence to send
+	Text  string     `json:"text,omitempty"` // Test: the sentence to send (and a booking's)
+	// Booking is the booking a reservation.* event is about (booking.go).
+	Booking *BookingInfo `json:"booking,omitempty"`
 }
 
 // JobInfo is what a message says about a job.

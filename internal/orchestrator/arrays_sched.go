@@ -108,7 +108,7 @@ func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
 		sj.NotBefore = *j.NotBefore
 	}
 	elasticJob(&sj, j) // elastic.go
-	bookingJob(&sj, j) // bookings_sched.go
+	bookingView(&sj, j) // bookings_sched.go
 	return sj
 }
 

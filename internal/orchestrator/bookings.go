@@ -14,8 +14,25 @@ import (
 func (o *Orchestrator) reservationList(now time.Time) []*api.Reservation {
 	var out []*api.Reservation
 	for _, r := range o.resv {
-		if r.End.After(now) && r.State != "released" && r.State != "ended" {
-			out = append(out, r)
+		if !live(r) || !r.End.After(now) {
+			continue
+		}
+		if bookingPeriod(r) == 0 {
+			out = append(out, r) // one window: no expansion to allocate
+			continue
+		}
+		for i, w := range occurrences(r, now.Add(bookingHorizon)) {
+			if !w.end.After(now) {
+				continue
+			}
+			if i == 0 {
+				out = append(out, r)
+				continue
+			}
+			c := cloneBooking(r)
+			c.Start, c.End, c.Occurrence = w.start, w.end, r.Occurrence+i
+			c.State, c.UsedAt, c.UsedGPUSeconds = api.BookingScheduled, nil, 0
+			out = append(out, &c)
 		}
 	}
 	return out

@@ -20,8 +20,8 @@ import (
 // treatment, reason reservation_ended), starts in a booking (the booking's
 // UsedAt, the job's reservation).
 
-// bookingJob sets the booking part of the core's view of queued job j.
-func bookingJob(sj *sched.Job, j *api.Job) {
+// bookingView sets the booking part of the core's view of queued job j.
+func bookingView(sj *sched.Job, j *api.Job) {
 	sj.Reservation = j.Reservation
 	if j.TimeLimit != nil {
 		sj.TimeLimit = j.TimeLimit.Duration()
@@ -105,9 +105,7 @@ func schedBooking(r *api.Reservation) sched.Booking {
 // a magnetic one it landed in): the booking is used from now. A job that
 // landed in a magnetic booking keeps naming none, so that, requeued, it
 // may run anywhere again. Write lock held.
-//
-// UsedAt is set in memory; the bookings' store (the bookings-api part)
-// persists it with the transaction's other changes.
+// UsedAt is written with the transaction's other changes.
 func (o *Orchestrator) startedInBooking(tx *txn, j *api.Job, name string) {
 	if name == "" {
 		return
@@ -115,6 +113,7 @@ func (o *Orchestrator) startedInBooking(tx *txn, j *api.Job, name string) {
 	if r := o.resv[name]; r != nil && r.UsedAt == nil {
 		at := tx.now
 		r.UsedAt = &at
+		o.saveBooking(tx, r)
 	}
 }
 

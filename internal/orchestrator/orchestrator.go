@@ -91,6 +91,14 @@ type Config struct {
 	// above it for QueueWaitFor (notify.go); 0: off.
 	AlertQueueWait time.Duration
 
+	// BookingAllowance is how many GPU-hours a user may book per ISO week
+	// (admins are not bounded; 0: DefaultBookingAllowance; negative: users
+	// may not book). PurgeAfter is how long after its start an unused
+	// booking is released (0: DefaultPurgeAfter; negative: never). See
+	// bookings_rules.go and docs/bookings.md.
+	BookingAllowance float64
+	PurgeAfter       time.Duration
+
 	// Attach counts the connections (shells, notebook proxy) attached to
 	// each job, for idle reclaim of interactive work; nil: none are.
 	Attach *attach.Registry
@@ -150,7 +158,8 @@ type Orchestrator struct {
 
 	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
 
-	resv map[string]*api.Reservation // bookings by name (bookings.go)
+	resv     map[string]*api.Reservation // bookings by name (bookings.go)
+	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
 }
 
 type cycleStats struct {
@@ -274,6 +283,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		case <-tick.C:
 			o.checkNodes(ctx)
 			o.checkHolds(ctx)           // holds.go
+			o.checkBookings(ctx)        // bookings_tick.go
 			o.checkInteractiveIdle(ctx) // reclaim.go
 			o.checkTimeLimits(ctx)
 			o.flushNotes(ctx) // notify.go

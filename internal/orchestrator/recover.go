@@ -71,6 +71,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		}
 	}
 	o.loadArrays(st.Arrays)
+	o.loadBookings(st) // bookings_tick.go
 	for i := range st.Holds {
 		h := &st.Holds[i]
 		o.holds[h.JobID] = h

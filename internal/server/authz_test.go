@@ -229,6 +229,13 @@ func TestRoleMatrix(t *testing.T) {
 	// callers who may attach get 409 (a shell needs a running job).
 	matrix["GET /jobs/{job_id}/shell"] = row{"", mine(409)}
 	matrix["GET /agent/v1/tunnel"] = row{"", [7]int{401, 401, 401, 401, 401, 401, 401}}
+	// The bookings' routes (reservations.go): alice's booking is hers and
+	// an admin's to change; a user books for themselves.
+	matrix["GET /reservations"] = row{"", read}
+	matrix["POST /reservations"] = row{`{"name":"{new_booking}","gpus":1,"start":"{start}","duration":"1m"}`, anyUser(201)}
+	matrix["GET /reservations/{name}"] = row{"", read}
+	matrix["PATCH /reservations/{name}"] = row{`{"duration":"2m"}`, [7]int{401, 401, 403, 200, 403, 403, 200}}
+	matrix["DELETE /reservations/{name}"] = row{"", [7]int{401, 401, 403, 200, 403, 403, 200}}
 	s := New(nil, slog.New(slog.DiscardHandler))
 	for _, rt := range s.routes {
 		key := rt.method + " " + rt.path
@@ -253,6 +260,10 @@ func TestRoleMatrix(t *testing.T) {
 			if strings.Contains(path, "{endpoint_id}") {
 				path = strings.Replace(path, "{endpoint_id}", e.endpoint(), 1)
 			}
+			if strings.Contains(path, "{name}") {
+				path = strings.Replace(path, "{name}", e.booking(), 1) // reservations_test.go
+			}
+			body = strings.NewReplacer("{new_booking}", fmt.Sprintf("b-%d", e.seq.Add(1)), "{start}", bookingStart(e.seq.Add(1))).Replace(body)
 			if strings.Contains(body, "{new_hold}") {
 				body = strings.Replace(body, "{new_hold}", fmt.Sprintf("new-%d", e.seq.Add(1)), 1)
 			}
@@ -319,6 +330,9 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"other", "DELETE", "/notify/endpoints/" + e.endpoint(), "", "notify.endpoint.remove"},
 		{"owner", "PUT", "/notify/defaults", `{"notify":"begin,end"}`, "notify.defaults"},
 		{"other", "GET", "/jobs/" + jobID + "/shell", "", "job.shell"},
+		{"owner", "POST", "/reservations", `{"name":"audited","gpus":1,"start":"` + bookingStart(1) + `","duration":"1h"}`, "reservation.create"},
+		{"other", "PATCH", "/reservations/" + e.booking(), `{"gpus":2}`, "reservation.update"},
+		{"owner", "DELETE", "/reservations/" + e.booking(), "", "reservation.delete"},
 	}
 	want := map[string]int{}
 	for _, c := range calls {

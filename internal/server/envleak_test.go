@@ -153,6 +153,12 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 	// The shell routes (shell.go).
 	noJobs["GET /jobs/{job_id}/shell"] = "a shell's bytes, only to the job's owner, its project's admins and admins"
 	noJobs["GET /agent/v1/tunnel"] = "the agent's tunnel to its own node (join token and node session)"
+	// The bookings' routes (reservations.go).
+	noJobs["GET /reservations"] = "bookings, which name GPUs and users, no job"
+	noJobs["POST /reservations"] = "the new booking"
+	noJobs["GET /reservations/{name}"] = "a booking"
+	noJobs["PATCH /reservations/{name}"] = "a booking"
+	noJobs["DELETE /reservations/{name}"] = "a booking"
 	seen := map[string]bool{}
 	for _, rt := range New(nil, nil).routes {
 		key := rt.method + " " + rt.path

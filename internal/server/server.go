@@ -166,6 +166,11 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"DELETE", "/arrays/{array_id}", "Cancel every unfinished task of a job array (its owner, its project's admin, or an admin)", s.cancelArray, user, "array.cancel"},
 		{"GET", "/jobs/{job_id}/shell", "A shell in a running job, as a WebSocket of shell frames (rank, tty, rows, cols, term, cmd; its owner, its project's admin, or an admin)", s.shell, user, "job.shell"},
 		{"GET", "/agent/v1/tunnel", "Agent protocol: the tunnel's control channel, or a stream's (session=ID) (join token and node session)", s.agentTunnel, agent, ""},
+		{"GET", "/reservations", "Every booking, by start (docs/bookings.md)", s.listReservations, viewer, ""},
+		{"POST", "/reservations", "Book GPUs: users for themselves within --booking-allowance, admins for anyone", s.createReservation, user, "reservation.create"},
+		{"GET", "/reservations/{name}", "One booking", s.reservation, viewer, ""},
+		{"PATCH", "/reservations/{name}", "Change a booking (its booker or an admin)", s.updateReservation, user, "reservation.update"},
+		{"DELETE", "/reservations/{name}", "Delete a booking, or release it once begun (its booker or an admin)", s.deleteReservation, user, "reservation.delete"},
 	}
 	if s.publicMetrics {
 		for i := range s.routes {

@@ -138,6 +138,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, arraySchema); err != nil {
 		return err
 	}
+	if _, err := s.db.ExecContext(ctx, reservationSchema); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
@@ -180,13 +183,18 @@ type Batch struct {
 	Outbox []OutboxItem
 	// Arrays are job arrays' records (upserts; arrays.go).
 	Arrays []ArrayRecord
+	// Reservations are bookings' records (upserts) and DeleteReservations
+	// the names of bookings removed (reservations.go).
+	Reservations       []api.Reservation
+	DeleteReservations []string
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
-		len(b.Outbox) == 0 && len(b.Arrays) == 0
+		len(b.Outbox) == 0 && len(b.Arrays) == 0 &&
+		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -274,6 +282,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if err := writeArrays(ctx, tx, b.Arrays); err != nil {
 		return err
 	}
+	if err := writeReservations(ctx, tx, b.Reservations, b.DeleteReservations); err != nil {
+		return err
+	}
 	return appendAudit(ctx, tx, ins, b.Audit)
 }
 
@@ -285,6 +296,8 @@ type State struct {
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> record (JSON)
 	Arrays      []ArrayRecord     // job arrays' records, in id order (arrays.go)
+	// Reservations are the bookings, in name order (reservations.go).
+	Reservations []api.Reservation
 }
 
 // Load reads the whole state.
@@ -373,6 +386,9 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 		return nil, err
 	}
 	if err := s.loadArrays(ctx, st); err != nil {
+		return nil, err
+	}
+	if err := s.loadReservations(ctx, st); err != nil {
 		return nil, err
 	}
 	return st, nil
