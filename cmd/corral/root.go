@@ -124,7 +124,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newOrchestratorCmd(),
 		c.newHoldCmd(), // holdcmd.go
 		c.newReleaseCmd(),
-		c.newAdviseCmd(), // advise.go
+		c.newAdviseCmd(),  // advise.go
 		c.newReserveCmd(), // reserve.go: bookings
 
 		// Access: tokens, who am I, the audit trail (tokencmd.go).

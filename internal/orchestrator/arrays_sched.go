@@ -107,7 +107,7 @@ func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
 	if j.NotBefore != nil {
 		sj.NotBefore = *j.NotBefore
 	}
-	elasticJob(&sj, j) // elastic.go
+	elasticJob(&sj, j)  // elastic.go
 	bookingView(&sj, j) // bookings_sched.go
 	return sj
 }
