@@ -186,6 +186,7 @@ func TestRoleMatrix(t *testing.T) {
 		"GET /cluster/gpu-status":                {"", read},
 		"GET /cluster/nodes":                     {"", read},
 		"GET /cluster/nodes/{node_id}/history":   {"", read},
+		"GET /advise":                            {"", read},
 		"POST /cluster/nodes/{node_id}/{action}": {"", adminOnly(200)},
 		"POST /cluster/gpu-allocate":             {`{"job_id":"{new_hold}","gpu_count":1}`, anyUser(201)},
 		"POST /cluster/gpu-release":              {`{"job_id":"{hold}"}`, [7]int{401, 401, 403, 200, 403, 403, 200}},
