@@ -55,7 +55,7 @@ var callers = []string{"anon", "revoked", "viewer", "owner", "other", "projadmin
 func newAuthEnv(t *testing.T, opts ...Option) *authEnv {
 	t.Helper()
 	nt := fakeNotifications(t)
-	h, o, a := newHandler(t, idleExec{}, slog.New(slog.DiscardHandler), append([]Option{WithAgents(fakeAgents{}, testJoinToken), WithNotify(nt)}, opts...)...)
+	h, o, a := newHandler(t, idleExec{}, slog.New(slog.DiscardHandler), append([]Option{WithAgents(fakeAgents{}, testJoinToken), WithNotify(nt), WithAdvise(noHistory{})}, opts...)...)
 	ts := httptest.NewServer(h)
 	t.Cleanup(ts.Close)
 	e := &authEnv{t: t, url: ts.URL, o: o, a: a, tokens: map[string]string{"admin": testAdminToken}, notify: nt}
