@@ -68,12 +68,13 @@ const ReasonDependencyNeverSatisfied = api.ReasonDependencyNeverSatisfied
 // Event is one thing to tell. It is stored in the outbox as JSON, so it
 // holds no secret and no env value: a job's env never enters an Event.
 type Event struct {
-	Kind  Kind       `json:"kind"`
-	At    time.Time  `json:"at"`
-	Job   *JobInfo   `json:"job,omitempty"`
-	Array *ArrayInfo `json:"array,omitempty"`
-	Alert *Alert     `json:"alert,omitempty"`
-	Text  string     `json:"text,omitempty"` // Test: the sentence to send
+	Kind   Kind        `json:"kind"`
+	At     time.Time   `json:"at"`
+	Job    *JobInfo    `json:"job,omitempty"`
+	Array  *ArrayInfo  `json:"array,omitempty"`
+	Alert  *Alert      `json:"alert,omitempty"`
+	Budget *BudgetInfo `json:"budget,omitempty"` // budget.go
+	Text   string      `json:"text,omitempty"`   // Test: the sentence to send
 }
 
 // JobInfo is what a message says about a job.

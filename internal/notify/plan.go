@@ -46,6 +46,8 @@ func (p *Planner) Plan(evs []Event) []store.OutboxItem {
 			eps = p.reg.route(ev.Array.User, ev.Array.Project, false)
 		case ev.Alert != nil:
 			eps = p.reg.route("", "", true)
+		case ev.Budget != nil:
+			eps = p.budgetRoute(ev.Budget) // budget.go
 		}
 		if len(eps) == 0 {
 			continue

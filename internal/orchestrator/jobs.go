@@ -103,6 +103,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err := o.checkLimits(&j, exempt); err != nil {
 		return submitResult{}, err
 	}
+	o.budgetSubmit(&j) // budgets.go
 	j.ID = o.newID(tx.now)
 	j.SubmittedAt = tx.now
 	jp := &j

@@ -78,6 +78,11 @@ type Job struct {
 	Count int
 	// Class is the job's class (class.go); empty: batch.
 	Class string
+	// Held, when set, makes the job not eligible: it waits with this
+	// pending reason and HeldNote as its sentence (a budget's hold:
+	// "budget_exhausted").
+	Held     string
+	HeldNote string
 }
 
 // Running is one job that holds GPUs.

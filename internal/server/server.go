@@ -165,6 +165,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/jobs/{job_id}/shell", "A shell in a running job, as a WebSocket of shell frames (rank, tty, rows, cols, term, cmd; its owner, its project's admin, or an admin)", s.shell, user, "job.shell"},
 		{"GET", "/agent/v1/tunnel", "Agent protocol: the tunnel's control channel, or a stream's (session=ID) (join token and node session)", s.agentTunnel, agent, ""},
 	}
+	s.routes = append(s.routes, s.usageRoutes()...) // usage.go
 	if s.publicMetrics {
 		for i := range s.routes {
 			if s.routes[i].path == "/metrics" {

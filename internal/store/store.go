@@ -22,6 +22,7 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/usage"
 )
 
 // schemaVersion is the layout written by this code; Open refuses newer ones.
@@ -138,6 +139,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, arraySchema); err != nil {
 		return err
 	}
+	if _, err := s.db.ExecContext(ctx, usageSchema); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
@@ -180,13 +184,16 @@ type Batch struct {
 	Outbox []OutboxItem
 	// Arrays are job arrays' records (upserts; arrays.go).
 	Arrays []ArrayRecord
+	// Usage are usage-ledger rows (upserts; usage.go), written with the
+	// change that ends the attempts they charge.
+	Usage []usage.Record
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
-		len(b.Outbox) == 0 && len(b.Arrays) == 0
+		len(b.Outbox) == 0 && len(b.Arrays) == 0 && len(b.Usage) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -272,6 +279,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 		return err
 	}
 	if err := writeArrays(ctx, tx, b.Arrays); err != nil {
+		return err
+	}
+	if err := writeUsage(ctx, tx, b.Usage); err != nil {
 		return err
 	}
 	return appendAudit(ctx, tx, ins, b.Audit)
