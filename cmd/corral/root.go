@@ -125,6 +125,11 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newHoldCmd(), // holdcmd.go
 		c.newReleaseCmd(),
 
+		// Usage, prices and budgets (usagecmd.go).
+		c.newUsageCmd(),
+		c.newPriceCmd(),
+		c.newBudgetCmd(),
+
 		// Access: tokens, who am I, the audit trail (tokencmd.go).
 		c.newTokenCmd(),
 		c.newWhoamiCmd(),

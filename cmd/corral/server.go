@@ -54,6 +54,9 @@ type controlFlags struct {
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
 	notify     notifyFlags // notifyflags.go
+	// --budget-action (up, server): what an exhausted budget does unless
+	// it says (usagecmd.go)
+	budgetAction string
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -73,6 +76,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
+	registerBudgetAction(fl, &f.budgetAction) // usagecmd.go
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -163,6 +167,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if f.depTimeout < 0 {
 		return usagef("--dependency-timeout %s: must not be negative (0 cancels at once)", f.depTimeout)
 	}
+	if err := checkBudgetAction(f.budgetAction); err != nil { // usagecmd.go
+		return err
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -211,7 +218,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
-		Attach: attached,
+		Attach: attached, BudgetAction: f.budgetAction,
 		Notify: notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
 	}
 	if f.depTimeout == 0 {
