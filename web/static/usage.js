@@ -20,7 +20,9 @@ function niceMax(v) {
   return 10 * p;
 }
 
-const fmtH = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
+// fmtH prints hours (or dollars) with two decimals, or two significant
+// digits when smaller than 0.01 (a test run's few GPU-seconds).
+const fmtH = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v === 0 || v >= 0.01 ? v.toFixed(2) : v.toPrecision(2));
 
 // barChart draws, per row, a bar of allocated GPU-hours with the used part
 // inside it, into container. Each bar is a <g data-key=KEY> holding
@@ -40,7 +42,7 @@ export function barChart(container, rows, label) {
   rows.forEach((r, i) => {
     const y = m.t + i * (barH + gap);
     const g = el('g', { 'data-key': r.key }, svg);
-    el('title', {}, g).textContent = `${r.key}: ${fmtH(r.gpu_hours)} GPU-h allocated, ${fmtH(r.used_gpu_hours)} used (${Math.round(r.efficiency * 100)}%), $${r.cost.toFixed(2)}`;
+    el('title', {}, g).textContent = `${r.key}: ${fmtH(r.gpu_hours)} GPU-h allocated, ${fmtH(r.used_gpu_hours)} used (${Math.round(r.efficiency * 100)}%), $${fmtH(r.cost)}`;
     const lab = el('text', { x: m.l - 8, y: y + barH - 5, 'text-anchor': 'end', class: 'tick' }, g);
     lab.textContent = r.key.length > 16 ? r.key.slice(0, 15) + '…' : r.key || '—';
     el('rect', { x: m.l, y, width: Math.max(1, (r.gpu_hours / max) * w), height: barH, class: 'alloc', fill: '#9db7d9' }, g);
@@ -52,7 +54,7 @@ export function barChart(container, rows, label) {
 
 function table(rows, by) {
   const body = rows.map((r) => `<tr data-key="${esc(r.key)}"><td>${esc(r.key)}</td><td class="num">${fmtH(r.gpu_hours)}</td><td class="num">${fmtH(r.used_gpu_hours)}</td>
-    <td class="num">${Math.round(r.efficiency * 100)}%</td><td class="num">$${r.cost.toFixed(2)}</td><td class="num">${r.records}</td></tr>`).join('');
+    <td class="num">${Math.round(r.efficiency * 100)}%</td><td class="num">$${fmtH(r.cost)}</td><td class="num">${r.records}</td></tr>`).join('');
   return `<table class="tbl"><thead><tr><th>${esc(by)}</th><th class="num">GPU-hours</th><th class="num">used</th><th class="num">efficiency</th><th class="num">cost</th><th class="num">attempts</th></tr></thead><tbody>${body}</tbody></table>`;
 }
 
@@ -73,9 +75,9 @@ export function usagePage(params) {
       </form></div>
     <p class="muted">Allocated GPU-hours (light) against GPU-hours used, from the GPUs' utilization (dark). <span data-role="usage-total"></span></p>
     <p class="error" data-role="usage-error" hidden></p>
-    <section class="panel"><header><h2>By user</h2></header><div class="body"><div class="chart-box" data-chart="usage-user"></div><div data-table="usage-user"></div></div></section>
-    <section class="panel"><header><h2>By project</h2></header><div class="body"><div class="chart-box" data-chart="usage-project"></div><div data-table="usage-project"></div></div></section>
-    <section class="panel"><header><h2>By week</h2></header><div class="body"><div class="chart-box" data-chart="usage-week"></div><div data-table="usage-week"></div></div></section>`;
+    <section class="panel"><header><h2>By user</h2></header><div class="body"><div class="usage-bars" data-chart="usage-user"></div><div data-table="usage-user"></div></div></section>
+    <section class="panel"><header><h2>By project</h2></header><div class="body"><div class="usage-bars" data-chart="usage-project"></div><div data-table="usage-project"></div></div></section>
+    <section class="panel"><header><h2>By week</h2></header><div class="body"><div class="usage-bars" data-chart="usage-week"></div><div data-table="usage-week"></div></div></section>`;
   let alive = true;
   const load = async (s, u) => {
     const q = new URLSearchParams();
@@ -92,7 +94,7 @@ export function usagePage(params) {
       }
       const t = reps[0].total;
       root.querySelector('[data-role=usage-total]').textContent =
-        `Total: ${fmtH(t.gpu_hours)} GPU-hours allocated, ${fmtH(t.used_gpu_hours)} used (${Math.round(t.efficiency * 100)}%), $${t.cost.toFixed(2)}.`;
+        `Total: ${fmtH(t.gpu_hours)} GPU-hours allocated, ${fmtH(t.used_gpu_hours)} used (${Math.round(t.efficiency * 100)}%), $${fmtH(t.cost)}.`;
       root.dataset.loaded = String(Date.now());
     } catch (e) {
       if (!alive) return;
