@@ -281,7 +281,7 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if err := writeArrays(ctx, tx, b.Arrays); err != nil {
 		return err
 	}
-	if err := writeUsage(ctx, tx, b.Usage); err != nil {
+	if err := writeUsage(ctx, tx, ins, b.Usage); err != nil {
 		return err
 	}
 	return appendAudit(ctx, tx, ins, b.Audit)

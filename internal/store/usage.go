@@ -34,18 +34,24 @@ CREATE TABLE IF NOT EXISTS usage (
 CREATE INDEX IF NOT EXISTS usage_end ON usage(end_ns);
 `
 
-// writeUsage upserts ledger rows in tx.
-func writeUsage(ctx context.Context, tx *sql.Tx, recs []usage.Record) error {
+// insertUsage is the ledger's multi-row upsert (rows.go).
+var insertUsage = insertSpec{`INSERT INTO usage(kind, id, attempt, node, user_name, project, gpu_model, gpus, start_ns, end_ns, gpu_seconds, used_gpu_seconds, ended)`, 13,
+	` ON CONFLICT(kind, id, attempt, node) DO UPDATE SET user_name=excluded.user_name, project=excluded.project,
+	gpu_model=excluded.gpu_model, gpus=excluded.gpus, start_ns=excluded.start_ns, end_ns=excluded.end_ns,
+	gpu_seconds=excluded.gpu_seconds, used_gpu_seconds=excluded.used_gpu_seconds, ended=excluded.ended`}
+
+// writeUsage upserts ledger rows in tx, many per statement.
+func writeUsage(ctx context.Context, tx *sql.Tx, ins inserts, recs []usage.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 13*len(recs))
 	for _, r := range recs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO usage(kind, id, attempt, node, user_name, project, gpu_model, gpus, start_ns, end_ns, gpu_seconds, used_gpu_seconds, ended)
-			VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)
-			ON CONFLICT(kind, id, attempt, node) DO UPDATE SET user_name=excluded.user_name, project=excluded.project,
-			gpu_model=excluded.gpu_model, gpus=excluded.gpus, start_ns=excluded.start_ns, end_ns=excluded.end_ns,
-			gpu_seconds=excluded.gpu_seconds, used_gpu_seconds=excluded.used_gpu_seconds, ended=excluded.ended`,
-			r.Kind, r.ID, r.Attempt, r.Node, r.User, r.Project, r.GPUModel, r.GPUs,
-			r.Start.UnixNano(), r.End.UnixNano(), r.GPUSeconds, r.UsedGPUSeconds, r.Ended); err != nil {
-			return fmt.Errorf("usage row %s/%s/%d/%s: %w", r.Kind, r.ID, r.Attempt, r.Node, err)
-		}
+		args = append(args, r.Kind, r.ID, r.Attempt, r.Node, r.User, r.Project, r.GPUModel, r.GPUs,
+			r.Start.UnixNano(), r.End.UnixNano(), r.GPUSeconds, r.UsedGPUSeconds, r.Ended)
+	}
+	if err := ins.insert(ctx, tx, insertUsage, args); err != nil {
+		return fmt.Errorf("usage rows: %w", err)
 	}
 	return nil
 }
