@@ -145,6 +145,11 @@ func TestUsageReportEqualsRuntimeTimesGPUs(t *testing.T) {
 			t.Errorf("csv %s: %v GPU-seconds, want %v", r[0], gs, wantProject[r[0]])
 		}
 	}
+	// The API's CSV is the same table.
+	if r := s.do("GET", "/usage?by=project&format=csv", nil, nil); r.Status != http.StatusOK || !strings.HasPrefix(string(r.Body), "project,records,gpu_seconds,") ||
+		!strings.HasPrefix(r.Header.Get("Content-Type"), "text/csv") {
+		t.Fatalf("format=csv: %s", r)
+	}
 	// A bad grouping is refused, naming the field.
 	if r := s.do("GET", "/usage?by=color", nil, nil); r.Status != http.StatusUnprocessableEntity || errorBody(t, r).Field != "by" {
 		t.Fatalf("by=color: %s", r)

@@ -156,3 +156,34 @@ func TestUsageChargesHolds(t *testing.T) {
 		t.Fatalf("records %+v", recs)
 	}
 }
+
+// A budget's month ends: its hold lifts by itself at the first instant of
+// the next month (UTC), and the new month counts from zero.
+func TestBudgetHoldEndsWithTheMonth(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)}
+	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Now: clk.now})
+	ctx := context.Background()
+	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", Dollars: 1, Action: usage.ActionHold}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.o.SetPrice(ctx, "H100", 36); err != nil { // 100 GPU-seconds: $1
+		t.Fatal(err)
+	}
+	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(2), User: "ana", Project: "vision"})
+	h.nextStart()
+	h.runFor(j.ID, clk.now().Add(-time.Minute), clk.now(), 0) // 120 GPU-seconds: $1.20
+	h.waitState(j.ID, api.StateCompleted)
+	if b := h.o.Budgets(); len(b) != 1 || !b[0].Exhausted || !near(b[0].UsedDollars, 1.2) || b[0].Period != "2026-11" {
+		t.Fatalf("budget in November: %+v", b)
+	}
+	held := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1), User: "bo", Project: "vision"})
+	h.noStart()
+	clk.add(time.Hour) // December
+	h.waitCycle()
+	if task := h.nextStart(); task.JobID != held.ID {
+		t.Fatalf("started %s in December, want %s", task.JobID, held.ID)
+	}
+	if b := h.o.Budgets(); b[0].Exhausted || b[0].UsedDollars != 0 || b[0].Period != "2026-12" {
+		t.Fatalf("budget in December: %+v", b)
+	}
+}
