@@ -3,8 +3,9 @@ package usage
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"time"
+
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // Budget kinds and actions.
@@ -40,7 +41,7 @@ type Budget struct {
 // Key is the budget's identity, "kind/name".
 func (b Budget) Key() string { return b.Kind + "/" + b.Name }
 
-var budgetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`)
+var budgetName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`)
 
 // ValidAction reports whether a is an action ("" is not).
 func ValidAction(a string) bool {
