@@ -328,3 +328,44 @@ func (o *Orchestrator) UsageTotals() []UsageTotal {
 	}
 	return out
 }
+
+// chargeUsage adds one ledger row to the transaction: the entry point for
+// other parts' charges (o.chargeUsage). Write lock held.
+func (tx *txn) chargeUsage(r usage.Record) { tx.o.chargeUsage(tx, r) }
+
+// chargeBookingIdle charges a booking's GPU time left idle to its booker
+// (Owner), in its project: gpuSeconds spread over the booking's nodes by
+// their GPUs, as kind booking_idle rows with ID the booking's name and
+// Attempt the occurrence's start (Unix seconds), so an occurrence charged
+// twice is one row per node in the store (call it once per occurrence all
+// the same: the in-memory totals behind the metrics and budgets would
+// count a second call again). The rows span the occurrence's [Start, End],
+// clipped to now. For the bookings' hook (tx.chargeIdleBooking). Write
+// lock held.
+func (tx *txn) chargeBookingIdle(r *api.Reservation, gpuSeconds float64) {
+	if r == nil || gpuSeconds <= 0 {
+		return
+	}
+	end := r.End
+	if tx.now.Before(end) {
+		end = tx.now
+	}
+	if end.Before(r.Start) {
+		end = r.Start
+	}
+	recs := tx.o.attemptRecords(usage.KindBookingIdle, r.Name, int(r.Start.Unix()), r.Owner, r.Project, r.Allocation, r.Start, end)
+	if len(recs) == 0 { // no GPUs chosen: one row, no node
+		recs = []usage.Record{{Kind: usage.KindBookingIdle, ID: r.Name, Attempt: int(r.Start.Unix()), User: r.Owner, Project: r.Project,
+			GPUModel: r.GPUType, GPUs: r.GPUs, Start: r.Start, End: end}}
+	}
+	total := 0
+	for _, rec := range recs {
+		total += max(rec.GPUs, 1)
+	}
+	for _, rec := range recs {
+		rec.GPUSeconds = gpuSeconds * float64(max(rec.GPUs, 1)) / float64(total)
+		rec.UsedGPUSeconds = 0
+		rec.Ended = "idle"
+		tx.chargeUsage(rec)
+	}
+}

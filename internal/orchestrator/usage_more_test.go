@@ -187,3 +187,22 @@ func TestBudgetHoldEndsWithTheMonth(t *testing.T) {
 		t.Fatalf("budget in December: %+v", b)
 	}
 }
+
+// A booking's idle time is charged to its booker as booking_idle rows,
+// split over its nodes by GPUs, once per occurrence.
+func TestUsageChargesIdleBookings(t *testing.T) {
+	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8), simNode("n2", 8)}, Tick: time.Hour})
+	ctx := context.Background()
+	start := time.Now().UTC().Add(-2 * time.Hour)
+	r := &api.Reservation{Name: "deadline", GPUs: 3, Owner: "ana", Project: "vision", Start: start, End: start.Add(time.Hour),
+		Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}, {NodeID: "n1", GPUID: 1}, {NodeID: "n2", GPUID: 0}}}
+	for range 2 {
+		if _, err := h.o.do(ctx, func(tx *txn) (any, error) { tx.chargeBookingIdle(r, 3*3600); return nil, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, _ := h.o.Usage(ctx, UsageQuery{By: usage.ByNode})
+	if len(rep.Rows) != 2 || !near(rep.Rows[0].GPUSeconds, 7200) || rep.Rows[0].Key != "n1" || !near(rep.Total.GPUSeconds, 3*3600) {
+		t.Fatalf("idle booking by node: %+v", rep.Rows)
+	}
+}
