@@ -52,8 +52,8 @@ func TestBudgetNotifiesEachThresholdOnce(t *testing.T) {
 		run  time.Duration // on 2 GPUs
 		want []notify.Kind
 	}{
-		{30 * time.Second, []notify.Kind{notify.Budget50}},                                   // 60%
-		{15 * time.Second, []notify.Kind{notify.Budget50, notify.Budget80}},                  // 90%
+		{30 * time.Second, []notify.Kind{notify.Budget50}},                                    // 60%
+		{15 * time.Second, []notify.Kind{notify.Budget50, notify.Budget80}},                   // 90%
 		{10 * time.Second, []notify.Kind{notify.Budget50, notify.Budget80, notify.Budget100}}, // 110%
 		{10 * time.Second, []notify.Kind{notify.Budget50, notify.Budget80, notify.Budget100}}, // 130%: nothing new
 	}
