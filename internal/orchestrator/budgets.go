@@ -129,21 +129,74 @@ func (o *Orchestrator) budgetAction(b usage.Budget) string {
 	return usage.ActionNotify
 }
 
-// spendFor is the month-to-date spend the budget counts.
-func (o *Orchestrator) spendFor(b usage.Budget) usage.Spend {
+// liveSpend is the month's share of the attempts running now, per user
+// and project: what a budget counts beside the ledger's ended attempts.
+type liveSpend struct {
+	user, project map[string]*usage.Spend
+}
+
+// liveSpend sums the running attempts' GPU time this month up to now (and
+// its cost at today's prices), for the jobs of the users and projects
+// that have a budget. Write or read lock held.
+func (o *Orchestrator) liveSpend(now time.Time) *liveSpend {
+	l := &liveSpend{user: map[string]*usage.Spend{}, project: map[string]*usage.Spend{}}
+	if len(o.use.budget.budgets) == 0 {
+		return l
+	}
+	for id := range o.active {
+		j := o.jobs[id]
+		if j == nil || j.StartedAt == nil || len(j.Allocation) == 0 {
+			continue
+		}
+		_, u := o.use.budget.budgets[usage.BudgetUser+"/"+j.User]
+		_, p := o.use.budget.budgets[usage.BudgetProject+"/"+j.Project]
+		if !u && !p {
+			continue
+		}
+		from := *j.StartedAt
+		if from.Before(o.use.month.start) {
+			from = o.use.month.start
+		}
+		if !now.After(from) {
+			continue
+		}
+		gs := float64(len(j.Allocation)) * now.Sub(from).Seconds()
+		price, _ := o.use.prices.For(o.gpuModel(j.Allocation[0].NodeID, j.Allocation[0].GPUID))
+		for _, sp := range []*usage.Spend{spendOf(l.user, j.User), spendOf(l.project, j.Project)} {
+			sp.GPUSeconds += gs
+			sp.Dollars += gs / 3600 * price
+		}
+	}
+	return l
+}
+
+// spendFor is the month-to-date spend the budget counts: the ledger's,
+// plus the running attempts' in live (nil: none).
+func (o *Orchestrator) spendFor(b usage.Budget, live *liveSpend) usage.Spend {
 	m := o.use.month.user
 	if b.Kind == usage.BudgetProject {
 		m = o.use.month.project
 	}
+	var out usage.Spend
 	if s := m[b.Name]; s != nil {
-		return *s
+		out = *s
 	}
-	return usage.Spend{}
+	if live != nil {
+		lm := live.user
+		if b.Kind == usage.BudgetProject {
+			lm = live.project
+		}
+		if s := lm[b.Name]; s != nil {
+			out.GPUSeconds += s.GPUSeconds
+			out.Dollars += s.Dollars
+		}
+	}
+	return out
 }
 
 // status is the budget as GET /budgets shows it.
-func (o *Orchestrator) budgetStatus(b usage.Budget) usage.BudgetStatus {
-	s := o.spendFor(b)
+func (o *Orchestrator) budgetStatus(b usage.Budget, live *liveSpend) usage.BudgetStatus {
+	s := o.spendFor(b, live)
 	pct := b.Percent(s)
 	st := o.use.budget.state
 	return usage.BudgetStatus{Budget: b, EffectiveAction: o.budgetAction(b), Period: st.Period,
@@ -157,7 +210,7 @@ func (o *Orchestrator) checkBudgets(tx *txn, r usage.Record) {
 	o.rollBudgets(tx.now)
 	for _, k := range []string{usage.BudgetUser + "/" + r.User, usage.BudgetProject + "/" + r.Project} {
 		if b, ok := o.use.budget.budgets[k]; ok {
-			o.evalBudget(tx, b)
+			o.evalBudget(tx, b, nil) // the attempt that ends is still among the running
 		}
 	}
 }
@@ -165,8 +218,8 @@ func (o *Orchestrator) checkBudgets(tx *txn, r usage.Record) {
 // evalBudget notes a notification for each threshold the budget has
 // crossed and not told yet this period, and stores that it told. Write
 // lock held.
-func (o *Orchestrator) evalBudget(tx *txn, b usage.Budget) {
-	st := o.budgetStatus(b)
+func (o *Orchestrator) evalBudget(tx *txn, b usage.Budget, live *liveSpend) {
+	st := o.budgetStatus(b, live)
 	told := false
 	for _, th := range usage.Thresholds {
 		if st.Percent < float64(th) || st.Notified >= th {
@@ -232,13 +285,13 @@ func (o *Orchestrator) storeBudgets(tx *txn) error {
 // exhaustedAction is the action in force for a job's user or project: the
 // first exhausted, unreleased budget's action other than notify ("" for
 // none). Write lock held.
-func (o *Orchestrator) exhaustedAction(user, project string) (action string, b usage.Budget) {
+func (o *Orchestrator) exhaustedAction(user, project string, live *liveSpend) (action string, b usage.Budget) {
 	for _, k := range []string{usage.BudgetUser + "/" + user, usage.BudgetProject + "/" + project} {
 		bb, ok := o.use.budget.budgets[k]
 		if !ok || o.use.budget.state.Released[k] {
 			continue
 		}
-		if bb.Percent(o.spendFor(bb)) < 100 {
+		if bb.Percent(o.spendFor(bb, live)) < 100 {
 			continue
 		}
 		if a := o.budgetAction(bb); a != usage.ActionNotify {
@@ -252,7 +305,12 @@ func (o *Orchestrator) exhaustedAction(user, project string) (action string, b u
 // priority when its user's or project's budget is exhausted with action
 // preemptible. From submit, write lock held.
 func (o *Orchestrator) budgetSubmit(j *api.Job) {
-	if a, b := o.exhaustedAction(j.User, j.Project); a == usage.ActionPreemptible {
+	_, u := o.use.budget.budgets[usage.BudgetUser+"/"+j.User]
+	_, p := o.use.budget.budgets[usage.BudgetProject+"/"+j.Project]
+	if !u && !p {
+		return
+	}
+	if a, b := o.exhaustedAction(j.User, j.Project, o.liveSpend(o.cfg.Now().UTC())); a == usage.ActionPreemptible {
 		j.Class, j.Priority = api.ClassBatch, api.PriorityLow
 		o.log.Info("job made preemptible by an exhausted budget", "user", j.User, "project", j.Project, "budget", b.Key())
 	}
@@ -266,9 +324,10 @@ func (o *Orchestrator) budgetHolds(now time.Time, queue []sched.Job) {
 		return
 	}
 	o.rollBudgets(now)
+	live := o.liveSpend(now)
 	for i := range queue {
 		j := &queue[i]
-		if a, b := o.exhaustedAction(j.User, j.Project); a == usage.ActionHold {
+		if a, b := o.exhaustedAction(j.User, j.Project, live); a == usage.ActionHold {
 			j.Held = usage.ReasonBudgetExhausted
 			j.HeldNote = fmt.Sprintf("the %s budget of %s is exhausted for %s (action hold): it waits until next month or an admin's corral budget release %s %s",
 				b.Kind, b.Name, o.use.budget.state.Period, b.Kind, b.Name)
@@ -282,8 +341,9 @@ func (o *Orchestrator) Budgets() []usage.BudgetStatus {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	out := make([]usage.BudgetStatus, 0, len(o.use.budget.budgets))
+	live := o.liveSpend(o.cfg.Now().UTC())
 	for _, b := range o.use.budget.budgets {
-		out = append(out, o.budgetStatus(b))
+		out = append(out, o.budgetStatus(b, live))
 	}
 	slices.SortFunc(out, func(a, b usage.BudgetStatus) int { return strings.Compare(a.Key(), b.Key()) })
 	return out
@@ -310,9 +370,10 @@ func (o *Orchestrator) SetBudget(ctx context.Context, b usage.Budget) (usage.Bud
 		if err := o.storeBudgets(tx); err != nil {
 			return nil, err
 		}
-		o.evalBudget(tx, b)
+		live := o.liveSpend(tx.now)
+		o.evalBudget(tx, b, live)
 		o.dirty = true
-		return o.budgetStatus(b), nil
+		return o.budgetStatus(b, live), nil
 	})
 	if err != nil {
 		return usage.BudgetStatus{}, err
@@ -350,10 +411,32 @@ func (o *Orchestrator) ReleaseBudget(ctx context.Context, kind, name string) (us
 		o.use.budget.state.Released[k] = true
 		o.storeBudgetState(tx)
 		o.dirty = true
-		return o.budgetStatus(b), nil
+		return o.budgetStatus(b, o.liveSpend(tx.now)), nil
 	})
 	if err != nil {
 		return usage.BudgetStatus{}, err
 	}
 	return v.(usage.BudgetStatus), nil
+}
+
+// checkBudgetsRunning tells the thresholds that running attempts made
+// budgets cross (the ledger tells those of ended ones as they end), and
+// starts a new period at the month's turn. Each tick; loop only.
+func (o *Orchestrator) checkBudgetsRunning(ctx context.Context) {
+	o.mu.Lock()
+	if len(o.use.budget.budgets) == 0 {
+		o.mu.Unlock()
+		return
+	}
+	tx := o.begin()
+	o.rollBudgets(tx.now)
+	live := o.liveSpend(tx.now)
+	for _, b := range o.use.budget.budgets {
+		o.evalBudget(tx, b, live)
+	}
+	err := o.commit(ctx, tx)
+	o.mu.Unlock()
+	if err != nil {
+		o.log.Error("budget notifications not committed", "err", err)
+	}
 }

@@ -197,8 +197,10 @@ func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) {
 }
 
 // heartbeat commits settingAliveAt while any job holds GPUs, at most once
-// a tick. Loop only; a failed write is logged (the next tick tries again).
+// a tick, after the budgets have looked at the running attempts. Loop
+// only; a failed write is logged (the next tick tries again).
 func (o *Orchestrator) heartbeat(ctx context.Context) {
+	o.checkBudgetsRunning(ctx) // budgets.go: running attempts count in budgets
 	o.mu.RLock()
 	busy := len(o.active) > 0
 	o.mu.RUnlock()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/store"
 	"github.com/corral-sched/corral/internal/usage"
@@ -204,5 +205,48 @@ func TestUsageChargesIdleBookings(t *testing.T) {
 	rep, _ := h.o.Usage(ctx, UsageQuery{By: usage.ByNode})
 	if len(rep.Rows) != 2 || !near(rep.Rows[0].GPUSeconds, 7200) || rep.Rows[0].Key != "n1" || !near(rep.Total.GPUSeconds, 3*3600) {
 		t.Fatalf("idle booking by node: %+v", rep.Rows)
+	}
+}
+
+// Running attempts count in budgets: a long job that passes its project's
+// budget holds the project's queued jobs and is told at the next tick,
+// before it ends; when it ends, the ledger takes over, counting it once.
+func TestBudgetCountsRunningAttempts(t *testing.T) {
+	rec := &planRecorder{}
+	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: 20 * time.Millisecond, Notify: rec})
+	ctx := context.Background()
+	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", GPUHours: 100.0 / 3600, Action: usage.ActionHold}); err != nil {
+		t.Fatal(err)
+	}
+	long := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(2), User: "ana", Project: "vision"})
+	h.nextStart()
+	started := time.Now().UTC().Add(-time.Minute) // 120 GPU-seconds so far
+	h.o.Sink(exec.Update{JobID: long.ID, Kind: exec.Started, At: started})
+	h.waitState(long.ID, api.StateRunning)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b := h.o.Budgets()
+		if len(b) == 1 && b[0].Exhausted && b[0].Notified == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("budget with a long job running: %+v", b)
+		}
+		<-h.o.Changed()
+	}
+	held := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1), User: "bo", Project: "vision"})
+	h.noStart()
+	if v, _ := h.o.Job(held.ID); v.PendingReason != usage.ReasonBudgetExhausted {
+		t.Fatalf("held job: pending %q", v.PendingReason)
+	}
+	end := time.Now().UTC()
+	h.o.Sink(exec.Update{JobID: long.ID, Kind: exec.Exited, At: end})
+	h.waitState(long.ID, api.StateCompleted)
+	want := 2 * end.Sub(started).Seconds()
+	if b := h.o.Budgets(); !near(b[0].UsedGPUHours*3600, want) {
+		t.Fatalf("after the end: %v GPU-seconds, want %v (counted once)", b[0].UsedGPUHours*3600, want)
+	}
+	if got := rec.budgetKinds(); !equalKinds(got, []notify.Kind{notify.Budget50, notify.Budget80, notify.Budget100}) {
+		t.Fatalf("notifications %v", got)
 	}
 }
