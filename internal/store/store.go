@@ -31,6 +31,8 @@ import (
 // Version 3 added notification endpoints and the outbox (notify.go), the
 // same way. Version 4 added job arrays (arrays.go): a task that never
 // changed has no job row, so an older corral must not read such a store.
+// The usage ledger (usage.go) came without a new version: an older corral
+// reads such a store correctly and only leaves the ledger unwritten.
 const schemaVersion = 4
 
 const schema = `
