@@ -125,8 +125,12 @@ func (o *Orchestrator) chargeAttempt(tx *txn, j *api.Job, end time.Time) {
 }
 
 // settleUsage gives the job's rows waiting in tx the reason of its
-// transition. From txn.transition.
+// transition (j.State is already the new state), and forgets the
+// utilization of a job that no longer holds GPUs. From txn.transition.
 func (tx *txn) settleUsage(j *api.Job, reason string) {
+	if !j.State.Active() {
+		delete(tx.o.use.used, j.ID) // readings of an attempt that never started
+	}
 	idx, ok := tx.use.open[j.ID]
 	if !ok {
 		return
