@@ -127,6 +127,11 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newAdviseCmd(),  // advise.go
 		c.newReserveCmd(), // reserve.go: bookings
 
+		// Usage, prices and budgets (usagecmd.go).
+		c.newUsageCmd(),
+		c.newPriceCmd(),
+		c.newBudgetCmd(),
+
 		// Access: tokens, who am I, the audit trail (tokencmd.go).
 		c.newTokenCmd(),
 		c.newWhoamiCmd(),

@@ -57,6 +57,9 @@ type controlFlags struct {
 
 	executor executorFlags // mixed.go: --executor; rayflags.go: --ray-*
 	booking  bookingFlags  // bookingflags.go: --booking-allowance, --purge-after
+	// --budget-action (up, server): what an exhausted budget does unless
+	// it says (usagecmd.go)
+	budgetAction string
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -78,6 +81,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.notify.register(fl)
 	f.executor.register(fl)
 	f.booking.register(fl)
+	registerBudgetAction(fl, &f.budgetAction) // usagecmd.go
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -168,6 +172,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if f.depTimeout < 0 {
 		return usagef("--dependency-timeout %s: must not be negative (0 cancels at once)", f.depTimeout)
 	}
+	if err := checkBudgetAction(f.budgetAction); err != nil { // usagecmd.go
+		return err
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -223,7 +230,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Store: st, Executor: eng.executor(), Pools: eng.pools(), DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
-		Attach: attached,
+		Attach: attached, BudgetAction: f.budgetAction,
 		Notify: notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
 	}
 	if err := f.booking.apply(&ocfg); err != nil {

@@ -76,6 +76,7 @@ type Event struct {
 	Text  string     `json:"text,omitempty"` // Test: the sentence to send (and a booking's)
 	// Booking is the booking a reservation.* event is about (booking.go).
 	Booking *BookingInfo `json:"booking,omitempty"`
+	Budget  *BudgetInfo  `json:"budget,omitempty"` // budget.go
 }
 
 // JobInfo is what a message says about a job.

@@ -48,6 +48,8 @@ func (p *Planner) Plan(evs []Event) []store.OutboxItem {
 			eps = p.reg.route("", "", true)
 		case ev.Booking != nil:
 			eps = p.bookingRoute(ev.Booking) // booking.go
+		case ev.Budget != nil:
+			eps = p.budgetRoute(ev.Budget) // budget.go
 		}
 		if len(eps) == 0 {
 			continue

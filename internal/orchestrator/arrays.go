@@ -176,6 +176,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	if err := o.checkArrayLimits(j.User, n, exempt); err != nil {
 		return submitResult{}, err
 	}
+	o.budgetSubmit(&j) // budgets.go: every task gets it
 	id := o.newID(tx.now)
 	j.SubmittedAt = tx.now
 	a := &array{odd: map[string]*api.Job{}, tasks: make([]*api.Job, n), tmpl: j, rec: api.Array{

@@ -17,7 +17,7 @@ import (
 // one moves to its next window); one still unused PurgeAfter after its
 // start is released, and its booker and users are told. When a window
 // closes its idle GPU time is computed and charged to the booker
-// (chargeIdleBooking).
+// (chargeBookingIdle).
 
 // bookingJob is a job of a booking seen running (in memory only: a job
 // that ends is counted when it is seen gone).
@@ -168,7 +168,7 @@ func (o *Orchestrator) closeBooking(tx *txn, r *api.Reservation, state string, a
 	}
 	r.IdleGPUSeconds += idle
 	r.UsedGPUSeconds = used
-	tx.chargeIdleBooking(r, idle) // bookings_charge.go
+	tx.chargeBookingIdle(r, idle) // usage.go
 	p := bookingPeriod(r)
 	switch {
 	case state == api.BookingReleased:

@@ -58,6 +58,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sched.Job) (sched.Snapshot, map[string]*array) {
 	snap := o.snapshot(now, queue, buf)
 	groups := o.snapshotArrays(&snap, o.estimates())
+	o.budgetHolds(now, snap.Queue) // budgets.go
 	return snap, groups
 }
 
@@ -313,7 +314,7 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 			tx.transition(j, api.StateRunning, api.ReasonStarted, j.Message)
 			o.log.Info("job running", "job_id", j.ID, "pid", u.PID)
 		case exec.Exited:
-			o.endAttempt(j, at)
+			o.endAttempt(tx, j, at)
 			if u.Lost != "" && !j.CancelRequested && !j.TimedOut {
 				o.lose(tx, j, u.Lost, u.Err)
 				continue
@@ -388,13 +389,14 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 
 // endAttempt charges the attempt's GPU time to the job and to its user's
 // and project's fair-share usage. Write lock held.
-func (o *Orchestrator) endAttempt(j *api.Job, at time.Time) {
+func (o *Orchestrator) endAttempt(tx *txn, j *api.Job, at time.Time) {
 	if j.StartedAt == nil || !at.After(*j.StartedAt) {
 		return
 	}
 	gs := float64(len(j.Allocation)) * at.Sub(*j.StartedAt).Seconds()
 	j.GPUSeconds += gs
 	o.ledger.Add(j.User, j.Project, gs, at)
+	o.chargeAttempt(tx, j, at) // usage.go: the ledger's rows, in the same transaction
 }
 
 // queuedAt is when the job last entered the queue (its submission, or its

@@ -134,6 +134,7 @@ func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
 	o.dirty = true
 	if held := tx.now.Sub(h.HeldAt); held > 0 {
 		o.chargeHold(tx, h.User, float64(len(h.Allocation))*held.Seconds()) // holdusage.go
+		o.chargeHoldUsage(tx, h, "released")                                // usage.go
 	}
 	out := *h
 	now := tx.now

@@ -106,6 +106,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err := o.checkReservation(&j, req, tx.now); err != nil { // bookings_sched.go
 		return submitResult{}, err
 	}
+	o.budgetSubmit(&j) // budgets.go
 	j.ID = o.newID(tx.now)
 	j.SubmittedAt = tx.now
 	jp := &j

@@ -285,6 +285,7 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 		n.lastSeen = ev.at
 		n.foreign = ev.foreign
 		if ev.readings != nil {
+			o.integrateReadings(n, ev.readings, ev.at) // usage.go
 			n.readings = ev.readings
 			n.recordSample(Sample{At: ev.at, Readings: ev.readings})
 			o.checkIdle(n, ev.at)

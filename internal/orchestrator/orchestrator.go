@@ -102,6 +102,11 @@ type Config struct {
 	// Attach counts the connections (shells, notebook proxy) attached to
 	// each job, for idle reclaim of interactive work; nil: none are.
 	Attach *attach.Registry
+
+	// BudgetAction is what an exhausted budget with no action of its own
+	// does: usage.ActionNotify (default), ActionPreemptible or ActionHold
+	// (budgets.go).
+	BudgetAction string
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run
@@ -160,6 +165,8 @@ type Orchestrator struct {
 
 	resv     map[string]*api.Reservation // bookings by name (bookings.go)
 	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
+
+	use usageBooks // the usage ledger, prices and budgets (usage.go, budgets.go)
 }
 
 type cycleStats struct {
@@ -228,6 +235,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	}
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
+	o.use.init()
 	o.downSig.Store(new(make(chan struct{})))
 	o.nodeEvents.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
@@ -287,6 +295,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.checkInteractiveIdle(ctx) // reclaim.go
 			o.checkTimeLimits(ctx)
 			o.flushNotes(ctx) // notify.go
+			o.heartbeat(ctx)  // usage.go
 			o.dirty = true
 		}
 	}
@@ -369,6 +378,7 @@ type txn struct {
 	// answered; after runs once everyone is answered.
 	durable []func()
 	after   []func()
+	use     txnUsage // ledger rows waiting for their reason (usage.go)
 }
 
 func (o *Orchestrator) begin() *txn {
@@ -385,6 +395,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	j.State, j.Reason, j.Message = to, reason, message
 	tx.batch.Events = append(tx.batch.Events, store.JobEvent{JobID: j.ID, Event: e})
 	tx.touch(j)
+	tx.settleUsage(j, reason) // usage.go: how a charged attempt ended
 	if j.ArrayJobID != "" {
 		tx.o.arrayMoved(j, e.From, to)
 	}

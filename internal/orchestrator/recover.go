@@ -24,8 +24,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	o.policy = loadPolicies(st.Settings)
-	o.classDefaults(&o.policy)   // reclaim.go
-	o.readHoldUsage(st.Settings) // holdusage.go
+	o.classDefaults(&o.policy)                                 // reclaim.go
+	o.readHoldUsage(st.Settings)                               // holdusage.go
+	if err := o.readUsageState(ctx, st.Settings); err != nil { // usage.go
+		return fmt.Errorf("recover: %w", err)
+	}
 	if err := o.checkClasses(o.policy); err != nil {
 		return fmt.Errorf("recover: the stored policies: %w", err)
 	}
@@ -113,6 +116,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			continue
 		}
 		j := o.jobs[id]
+		o.chargeLostAttempt(tx, j) // usage.go: up to the last heartbeat
 		switch {
 		case j.TimedOut:
 			j.FinishedAt = &tx.now

@@ -85,6 +85,11 @@ type Job struct {
 	Reservation string
 	TimeLimit   time.Duration
 	Grace       time.Duration
+	// Held, when set, makes the job not eligible: it waits with this
+	// pending reason and HeldNote as its sentence (a budget's hold:
+	// "budget_exhausted").
+	Held     string
+	HeldNote string
 }
 
 // Running is one job that holds GPUs.

@@ -246,6 +246,8 @@ func Schedule(s Snapshot) Result {
 			j = c.elasticAsk(j, false) // elastic: the count it may start with now
 		}
 		switch {
+		case j.Held != "":
+			c.pend(Pending{JobID: j.ID, Reason: j.Held, note: textNote(j.HeldNote)})
 		case blocked:
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
 		case j.NotBefore.After(c.now):

@@ -226,6 +226,20 @@ func TestRoleMatrix(t *testing.T) {
 	} {
 		matrix[k] = v
 	}
+	// The usage routes (usage.go): reads for every token (a user's own
+	// usage), writes for admins.
+	for k, v := range map[string]row{
+		"GET /usage":                          {"", read},
+		"GET /prices":                         {"", read},
+		"PUT /prices/{model}":                 {`{"dollars_per_hour":2.49}`, adminOnly(200)},
+		"DELETE /prices/{model}":              {"", adminOnly(200)},
+		"GET /budgets":                        {"", read},
+		"PUT /budgets/{kind}/{name}":          {`{"gpu_hours":500}`, adminOnly(200)},
+		"POST /budgets/{kind}/{name}/release": {"", adminOnly(200)},
+		"DELETE /budgets/{kind}/{name}":       {"", adminOnly(204)},
+	} {
+		matrix[k] = v
+	}
 	// The shell routes (shell.go): the matrix's jobs are queued, so the
 	// callers who may attach get 409 (a shell needs a running job).
 	matrix["GET /jobs/{job_id}/shell"] = row{"", mine(409)}
@@ -247,7 +261,7 @@ func TestRoleMatrix(t *testing.T) {
 		}
 		delete(matrix, key)
 		for i, caller := range callers {
-			path := strings.NewReplacer("{node_id}", "n1", "{action}", "uncordon").Replace(rt.path)
+			path := strings.NewReplacer("{node_id}", "n1", "{action}", "uncordon", "{model}", "H100", "{kind}", "project", "{name}", "vision").Replace(rt.path)
 			body := r.body
 			if strings.Contains(path, "{job_id}") {
 				path = strings.Replace(path, "{job_id}", e.job(), 1)
@@ -334,6 +348,11 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"owner", "POST", "/reservations", `{"name":"audited","gpus":1,"start":"` + bookingStart(1) + `","duration":"1h"}`, "reservation.create"},
 		{"other", "PATCH", "/reservations/" + e.booking(), `{"gpus":2}`, "reservation.update"},
 		{"owner", "DELETE", "/reservations/" + e.booking(), "", "reservation.delete"},
+		{"admin", "PUT", "/prices/H100", `{"dollars_per_hour":2.49}`, "price.set"},
+		{"owner", "DELETE", "/prices/H100", "", "price.unset"},
+		{"admin", "PUT", "/budgets/project/vision", `{"dollars":1200}`, "budget.set"},
+		{"admin", "POST", "/budgets/project/vision/release", "", "budget.release"},
+		{"viewer", "DELETE", "/budgets/project/vision", "", "budget.unset"},
 	}
 	want := map[string]int{}
 	for _, c := range calls {

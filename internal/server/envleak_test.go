@@ -146,6 +146,14 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"POST /notify/endpoints/{endpoint_id}/test": "whether it was delivered",
 		"GET /notifications":                        "delivery states and one-line summaries, which hold no env (notify.Event)",
 		"GET /notify/defaults":                      "a user's notification defaults",
+		"GET /usage":                                "usage totals by group (no job specs)",
+		"GET /prices":                               "GPU prices",
+		"PUT /prices/{model}":                       "GPU prices",
+		"DELETE /prices/{model}":                    "GPU prices",
+		"GET /budgets":                              "budgets and their spend",
+		"PUT /budgets/{kind}/{name}":                "a budget",
+		"POST /budgets/{kind}/{name}/release":       "a budget",
+		"DELETE /budgets/{kind}/{name}":             "nothing",
 		"PUT /notify/defaults":                      "a user's notification defaults",
 	} {
 		noJobs[k] = v

@@ -172,6 +172,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"PATCH", "/reservations/{name}", "Change a booking (its booker or an admin)", s.updateReservation, user, "reservation.update"},
 		{"DELETE", "/reservations/{name}", "Delete a booking, or release it once begun (its booker or an admin)", s.deleteReservation, user, "reservation.delete"},
 	}
+	s.routes = append(s.routes, s.usageRoutes()...) // usage.go
 	if s.publicMetrics {
 		for i := range s.routes {
 			if s.routes[i].path == "/metrics" {

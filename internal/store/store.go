@@ -22,6 +22,7 @@ import (
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/usage"
 )
 
 // schemaVersion is the layout written by this code; Open refuses newer ones.
@@ -30,6 +31,8 @@ import (
 // Version 3 added notification endpoints and the outbox (notify.go), the
 // same way. Version 4 added job arrays (arrays.go): a task that never
 // changed has no job row, so an older corral must not read such a store.
+// The usage ledger (usage.go) came without a new version: an older corral
+// reads such a store correctly and only leaves the ledger unwritten.
 const schemaVersion = 4
 
 const schema = `
@@ -141,6 +144,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, reservationSchema); err != nil {
 		return err
 	}
+	if _, err := s.db.ExecContext(ctx, usageSchema); err != nil {
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
@@ -187,6 +193,9 @@ type Batch struct {
 	// the names of bookings removed (reservations.go).
 	Reservations       []api.Reservation
 	DeleteReservations []string
+	// Usage are usage-ledger rows (upserts; usage.go), written with the
+	// change that ends the attempts they charge.
+	Usage []usage.Record
 }
 
 // Empty reports whether the batch changes nothing.
@@ -194,7 +203,7 @@ func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
 		len(b.Outbox) == 0 && len(b.Arrays) == 0 &&
-		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0
+		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0 && len(b.Usage) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -283,6 +292,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 		return err
 	}
 	if err := writeReservations(ctx, tx, b.Reservations, b.DeleteReservations); err != nil {
+		return err
+	}
+	if err := writeUsage(ctx, tx, ins, b.Usage); err != nil {
 		return err
 	}
 	return appendAudit(ctx, tx, ins, b.Audit)

@@ -4,6 +4,7 @@
 import * as api from './api.js';
 import { lineChart, sparkline } from './charts.js';
 import { bookingsPage } from './bookings.js';
+import { usagePage } from './usage.js';
 
 const state = { data: null, skew: 0, me: null }; // skew: server clock minus ours, ms; me: the signed-in viewer
 let page = null;
@@ -825,6 +826,7 @@ function route() {
   else if (section === 'jobs') page = jobsPage(params);
   else if (section === 'nodes' && parts[1]) page = nodePage(parts[1]);
   else if (section === 'bookings') page = bookingsPage(); // bookings.js
+  else if (section === 'usage') page = usagePage(params); // usage.js
   else page = clusterPage();
   for (const a of document.querySelectorAll('[data-nav]')) a.classList.toggle('active', a.dataset.nav === (section === 'nodes' ? 'cluster' : section));
   document.title = `Corral · ${section === 'jobs' && parts[1] ? parts[1] : section}`;
