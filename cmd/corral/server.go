@@ -54,6 +54,9 @@ type controlFlags struct {
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
 	notify     notifyFlags // notifyflags.go
+
+	// server only: --executor, --slurm-* (executors.go)
+	executor executorFlags
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -101,6 +104,7 @@ $GOGC is set.`,
 		},
 	}
 	f.register(cmd)
+	f.executor.register(cmd.Flags())
 	return cmd
 }
 
@@ -163,6 +167,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if f.depTimeout < 0 {
 		return usagef("--dependency-timeout %s: must not be negative (0 cancels at once)", f.depTimeout)
 	}
+	if err := f.executor.check(); err != nil {
+		return err
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -206,9 +213,13 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Book:     nodeBook{&o},
 		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger, MaxGPUs: f.maxGPUs,
 	})
+	executor, runExecutor, err := f.executor.buildExecutor(pool, func(u exec.Update) { o.Sink(u) }, &o, dataDir, f.cancelGrace, logger)
+	if err != nil {
+		return err
+	}
 	attached := attach.New(nil) // shells and notebook proxy connections, by job
 	ocfg := orchestrator.Config{
-		Store: st, Executor: pool, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
+		Store: st, Executor: executor, DataDir: dataDir, NodeTTL: f.nodeTTL, RetryBackoff: f.backoff,
 		CancelGrace: f.cancelGrace, Logger: logger, Version: version, Limits: limits,
 		MaxLogSize: int64(f.host.maxLogSize), DependencyTimeout: f.depTimeout,
 		Attach: attached,
@@ -237,6 +248,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	defer stopLoop()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- o.Run(loopCtx) }()
+	if runExecutor != nil {
+		go runExecutor(loopCtx)
+	}
 
 	// The local agent registers before the API answers, so that a submit
 	// right after start-up sees this machine's GPUs.
