@@ -46,9 +46,9 @@ type scriptSpec struct {
 }
 
 // Script returns the batch script of an attempt. Run by sbatch (no
-// argument), it is the batch step: it starts rank 0 itself (one node) or
-// every rank through srun (a gang), forwards SIGTERM, waits, writes the
-// exit status to ExitPath and exits with it. Run with the argument "rank"
+// argument), it is the batch step: it starts every rank as one step
+// (srun, one task per node), waits, writes the exit status to ExitPath
+// and exits with it. Run with the argument "rank"
 // it is one rank: it sets Corral's per-node variables from the node it
 // runs on and runs the job's command with /bin/sh -c. Slurm sets
 // CUDA_VISIBLE_DEVICES from the allocated gres.
@@ -80,25 +80,13 @@ func script(s scriptSpec) string {
 	}
 	b.WriteString(`if [ "${1:-}" != rank ]; then
 `)
-	if len(s.Ranks) > 1 {
-		fmt.Fprintf(&b, "\tsrun --nodes=%d --ntasks=%d --ntasks-per-node=1 --kill-on-bad-exit=1 /bin/sh \"$0\" rank </dev/null &\n", len(s.Ranks), len(s.Ranks))
-	} else {
-		b.WriteString("\tsetsid /bin/sh \"$0\" rank </dev/null &\n")
-	}
-	// A SIGTERM interrupts wait: wait again for the status the job
-	// exits with (127: the shell had already reported it).
-	fmt.Fprintf(&b, `	pid=$! t=0
-	trap 't=1; kill -TERM -$pid $pid 2>/dev/null' TERM
-	wait $pid
-	rc=$?
-	while [ $t = 1 ] && [ $rc -gt 128 ]; do
-		t=0
-		wait $pid
-		r=$?
-		[ $r = 127 ] || rc=$r
-	done
-	kill -KILL -$pid 2>/dev/null # what is left of the job's process group
-	printf '%%s\n' "$rc" >%s.tmp && mv -f %s.tmp %s
+	// The batch step runs every rank as a step (srun), so that scancel
+	// --signal=TERM reaches the ranks' processes and not srun, which
+	// would end the step at once. A SIGTERM to the batch step itself
+	// (scancel --full) does not end it before the ranks' status is known.
+	fmt.Fprintf(&b, "\tsrun --quiet --nodes=%d --ntasks=%d --ntasks-per-node=1 --kill-on-bad-exit=1 /bin/sh \"$0\" rank </dev/null &\n", len(s.Ranks), len(s.Ranks))
+	b.WriteString(waitLoop)
+	fmt.Fprintf(&b, `	printf '%%s\n' "$rc" >%s.tmp && mv -f %s.tmp %s
 	exit $rc
 fi
 `, quote(s.ExitPath), quote(s.ExitPath), quote(s.ExitPath))
@@ -118,9 +106,29 @@ export CORRAL_NUM_GPUS=$n
 if [ -z "${CUDA_VISIBLE_DEVICES+x}" ] || [ "$n" = 0 ]; then export CUDA_VISIBLE_DEVICES=""; fi
 if [ -n "$CUDA_VISIBLE_DEVICES" ]; then export NVIDIA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES"; else export NVIDIA_VISIBLE_DEVICES=void; fi
 `)
-	fmt.Fprintf(&b, "exec /bin/sh -c %s\n", quote(t.Command))
+	// The command runs in a session of its own; when it ends, whatever is
+	// left of its process group is killed (Slurm's proctrack/linuxproc
+	// loses processes whose parent died).
+	fmt.Fprintf(&b, "setsid /bin/sh -c %s </dev/null &\n", quote(t.Command))
+	b.WriteString(strings.ReplaceAll(waitLoop, "\n\t", "\n"))
+	b.WriteString("kill -KILL -$pid 2>/dev/null\nexit $rc\n")
 	return b.String()
 }
+
+// waitLoop waits for $pid and leaves its exit status in $rc. A SIGTERM
+// interrupts wait: it waits again for the status the process exits with
+// (127: the shell had already reported it).
+const waitLoop = `	pid=$! t=0
+	trap 't=1' TERM
+	wait $pid
+	rc=$?
+	while [ $t = 1 ] && [ $rc -gt 128 ]; do
+		t=0
+		wait $pid
+		r=$?
+		[ $r = 127 ] || rc=$r
+	done
+`
 
 func joinInts(xs []int) string {
 	s := make([]string, len(xs))
@@ -164,7 +172,7 @@ func sbatchArgs(c Config, t exec.Task, ranks []exec.Rank, logPath string) []stri
 		// grace and a minute later, in whole minutes.
 		args = append(args, fmt.Sprintf("--time=%d", int(math.Ceil((t.TimeLimit+c.Grace+time.Minute).Minutes()))))
 	}
-	args = append(args, fmt.Sprintf("--signal=B:TERM@%d", max(1, int(c.Grace.Seconds()))))
+	args = append(args, fmt.Sprintf("--signal=TERM@%d", max(1, int(c.Grace.Seconds()))))
 	if t.Workdir != "" {
 		args = append(args, "--chdir="+t.Workdir)
 	}

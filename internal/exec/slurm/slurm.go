@@ -220,8 +220,9 @@ func (e *Executor) Adopt(ctx context.Context, t exec.Task) error {
 	return nil
 }
 
-// Stop asks the attempt to end: SIGTERM to the batch step and every step
-// (scancel --signal=TERM --full), then scancel after grace. A job Slurm
+// Stop asks the attempt to end: SIGTERM to the processes of its ranks
+// (scancel --signal=TERM: every step, not the batch script), then scancel
+// after grace. A job Slurm
 // has not started yet is canceled at once.
 func (e *Executor) Stop(ctx context.Context, jobID string, attempt int, grace time.Duration) error {
 	e.mu.Lock()
@@ -237,7 +238,7 @@ func (e *Executor) Stop(ctx context.Context, jobID string, attempt int, grace ti
 		e.kill(ctx, jobID, attempt)
 		return nil
 	}
-	if _, err := e.cfg.Runner.Run(ctx, "scancel", "--signal=TERM", "--full", id); err != nil {
+	if _, err := e.cfg.Runner.Run(ctx, "scancel", "--signal=TERM", id); err != nil {
 		e.cfg.Logger.Warn("slurm: scancel --signal=TERM failed", "job_id", jobID, "slurm_job", id, "err", err)
 	}
 	time.AfterFunc(grace, func() { e.kill(context.WithoutCancel(ctx), jobID, attempt) })

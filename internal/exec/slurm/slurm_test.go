@@ -157,7 +157,7 @@ func TestStartSubmitsOnePinnedSbatch(t *testing.T) {
 		t.Fatalf("sbatch calls %v, want one", calls)
 	}
 	for _, want := range []string{"--parsable", "--job-name=corral-j1-a0", "--nodes=2", "--nodelist=n1,n2", "--ntasks-per-node=1",
-		"--no-requeue", "--gres=gpu:2", "--partition=train", "--account=lab", "--time=3", "--signal=B:TERM@5", "--output=" + tk.LogPath} {
+		"--no-requeue", "--gres=gpu:2", "--partition=train", "--account=lab", "--time=3", "--signal=TERM@5", "--output=" + tk.LogPath} {
 		if !strings.Contains(calls[0], " "+want) {
 			t.Errorf("sbatch %q lacks %s", calls[0], want)
 		}
@@ -166,7 +166,7 @@ func TestStartSubmitsOnePinnedSbatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"srun --nodes=2 --ntasks=2", "'n1') r=0 g='0,1'", "'n2') r=1 g='1,2'", `export A='it'\''s'`, "exec /bin/sh -c 'echo hi'"} {
+	for _, want := range []string{"srun --quiet --nodes=2 --ntasks=2", "'n1') r=0 g='0,1'", "'n2') r=1 g='1,2'", `export A='it'\''s'`, "setsid /bin/sh -c 'echo hi'"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("script lacks %q:\n%s", want, body)
 		}
@@ -288,14 +288,14 @@ func TestStopSignalsThenCancels(t *testing.T) {
 	if err := e.Stop(ctx, "j1", 0, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --signal=TERM --full 5"}) {
+	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --signal=TERM 5"}) {
 		t.Fatalf("scancel calls %v", got)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(f.called("scancel")) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond) // polls for the grace timer's scancel
 	}
-	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --signal=TERM --full 5", "scancel 5"}) {
+	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --signal=TERM 5", "scancel 5"}) {
 		t.Fatalf("scancel calls %v", got)
 	}
 	if err := e.Stop(ctx, "nope", 0, time.Second); err != nil {
