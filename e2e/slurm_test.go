@@ -173,7 +173,7 @@ func TestSlurm(t *testing.T) {
 		s.waitState(low.ID, api.StateRunning, 60*time.Second)
 		// Slurm runs the batch script before the ranks' step: a SIGTERM
 		// before the step starts reaches no rank (the grace then ends it).
-		waitFor(t, 30*time.Second, func() string { return "the job's first line" }, func() bool { return strings.Contains(s.logs(low.ID), "attempt 0") })
+		waitFor(t, 30*time.Second, func() string { return "both ranks' first line" }, func() bool { return strings.Count(s.logs(low.ID), "attempt 0") == 2 })
 		high := s.submit(map[string]any{"command": "echo high", "gpu_count": 2, "nodes": 2, "priority": "critical"})
 		s.waitJob(low.ID, 60*time.Second, "to be preempted", func(j api.Job) bool { return j.Preemptions > 0 })
 		s.waitState(high.ID, api.StateCompleted, 60*time.Second)
@@ -188,6 +188,41 @@ func TestSlurm(t *testing.T) {
 		s.waitTerminal(low.ID, 60*time.Second)
 		if logs := s.logs(low.ID); !strings.Contains(logs, "notice: ") || !strings.Contains(logs, "attempt 1") {
 			t.Errorf("logs %q: want the preemption notice and attempt 1", logs)
+		}
+	})
+
+	t.Run("export runs on Slurm", func(t *testing.T) {
+		s := s.on(t)
+		s.do("POST", "/orchestrator/stop", nil, nil) // the job stays queued in Corral
+		defer s.do("POST", "/orchestrator/start", nil, nil)
+		dir := t.TempDir()
+		j := s.submit(map[string]any{"name": "exported", "command": `echo "exported rank=$CORRAL_NODE_RANK of $CORRAL_NUM_NODES master=$CORRAL_MASTER_ADDR v=$V"`,
+			"gpu_count": 1, "nodes": 2, "workdir": dir, "env": map[string]string{"V": "it's"}, "time_limit": "5m"})
+		script, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL}, "export", "slurm", j.ID)
+		if code != 0 {
+			t.Fatalf("corral export slurm: %d %s", code, stderr)
+		}
+		s.do("DELETE", "/queue/"+j.ID, nil, nil)
+		path := filepath.Join(dir, "job.sbatch")
+		if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		sb := exec.Command("sbatch", "--parsable", path)
+		sb.Env = append(os.Environ(), env...)
+		out, err := sb.CombinedOutput()
+		if err != nil {
+			t.Fatalf("sbatch of the exported script: %v %s\n%s", err, out, script)
+		}
+		id := strings.TrimSpace(string(out))
+		var logs []byte
+		waitFor(t, 60*time.Second, func() string { return "the exported job's output: " + string(logs) }, func() bool {
+			logs, _ = os.ReadFile(filepath.Join(dir, "exported-"+id+".out"))
+			return strings.Count(string(logs), "exported rank=") == 2
+		})
+		for r := range 2 {
+			if want := fmt.Sprintf("exported rank=%d of 2 master=corral-n1 v=it's", r); !strings.Contains(string(logs), want) {
+				t.Errorf("output %q lacks %q", logs, want)
+			}
 		}
 	})
 }
