@@ -203,16 +203,20 @@ func (e *Executor) Adopt(ctx context.Context, t exec.Task) error {
 		return fmt.Errorf("slurm: %w", err)
 	}
 	a := &attempt{task: t, exitPath: exitPath}
+	state := ""
 	for id, st := range ParseSqueue(out) {
 		if a.slurmID == "" || !final(st) {
-			a.slurmID = id // the live one, if several
+			a.slurmID, state = id, st // the live one, if several
 		}
 	}
 	if a.slurmID != "" {
 		e.mu.Lock()
 		e.attempts[k] = a
 		e.mu.Unlock()
-		e.cfg.Logger.Info("slurm job adopted", "job_id", t.JobID, "attempt", t.Attempt, "slurm_job", a.slurmID)
+		e.cfg.Logger.Info("slurm job adopted", "job_id", t.JobID, "attempt", t.Attempt, "slurm_job", a.slurmID, "state", state)
+		if running(state) {
+			e.started(a) // so that Stop signals it, and a start the server missed is known
+		}
 		return nil
 	}
 	u := e.exitUpdate(a, JobInfo{})
