@@ -287,7 +287,11 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 	})
 	t.Run("lost attempt", func(t *testing.T) {
 		h := newHarness(t)
-		a, ok := h.Exec.(exec.Adopter)
+		ex := h.Exec
+		if h.Restart != nil {
+			ex = h.Restart(t) // adoption happens as a server starts
+		}
+		a, ok := ex.(exec.Adopter)
 		if !ok {
 			t.Skip("the executor is not an exec.Adopter")
 		}
