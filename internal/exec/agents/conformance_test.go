@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // book accepts every node.
 type book struct{}
 
-func (book) RegisterNode(context.Context, api.AgentRegistration, string) error { return nil }
+func (book) RegisterNode(context.Context, api.AgentRegistration, string) error  { return nil }
 func (book) NodeSeen(string, []api.GPUReading, []api.ForeignProcess, time.Time) {}
 
 // link is an in-process agent's link to whichever pool is current: a
