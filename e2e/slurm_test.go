@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,12 +33,22 @@ func slurmUp(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := "/tmp/corral-slurm" // the script's default: its ports are fixed, so one at a time
 	script := filepath.Join(root, "scripts", "slurm-local.sh")
+	dir := "/tmp/corral-slurm" // the script's default: its ports are fixed, so one user at a time
+	// The packages that use this Slurm (e2e, internal/exec/slurm) take
+	// turns: go test runs packages in parallel.
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // runs last: releases the lock
 	wasUp := exec.Command("sh", "-c", "kill -0 $(cat "+dir+"/slurmctld.pid)").Run() == nil
-	cmd := exec.Command("sh", script, "up")
-	cmd.Env = append(os.Environ(), "SLURM_LOCAL_DIR="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
+	up := exec.Command("sh", script, "up")
+	up.Env = append(os.Environ(), "SLURM_LOCAL_DIR="+dir)
+	if out, err := up.CombinedOutput(); err != nil {
 		t.Fatalf("slurm-local.sh up: %v\n%s", err, out)
 	}
 	if !wasUp {
@@ -47,6 +58,15 @@ func slurmUp(t *testing.T) []string {
 			down.Run()
 		})
 	}
+	// Jobs of this test left by an earlier run, or by this one when it
+	// fails, are canceled.
+	cancelLeft := func() {
+		c := exec.Command("sh", "-c", `squeue -h -o "%i %j" | awk '$2 ~ /^corral-j/ {print $1}' | xargs -r scancel`)
+		c.Env = append(os.Environ(), "SLURM_CONF="+dir+"/slurm.conf")
+		c.Run()
+	}
+	cancelLeft()
+	t.Cleanup(cancelLeft)
 	return []string{"SLURM_CONF=" + dir + "/slurm.conf"}
 }
 
@@ -81,7 +101,9 @@ func slurmSays(t *testing.T, env []string, jobID string, attempt int) (state, ex
 // canceled job and a preempted one; each ends in Corral as Slurm says.
 func TestSlurm(t *testing.T) {
 	env := slurmUp(t)
-	s := startControl(t, t.TempDir(), freePort(t), env, "server", "--executor", "slurm", "--slurm-poll", "200ms", "--slurm-partition", "local")
+	dataDir, port := t.TempDir(), freePort(t)
+	args := []string{"server", "--executor", "slurm", "--slurm-poll", "200ms", "--slurm-partition", "local"}
+	s := startControl(t, dataDir, port, env, args...)
 	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("cluster %+v", s.cluster()) }, func() bool {
 		return len(s.cluster().Nodes) == 2
 	})
@@ -223,6 +245,61 @@ func TestSlurm(t *testing.T) {
 			if want := fmt.Sprintf("exported rank=%d of 2 master=corral-n1 v=it's", r); !strings.Contains(string(logs), want) {
 				t.Errorf("output %q lacks %q", logs, want)
 			}
+		}
+	})
+
+	t.Run("drained node", func(t *testing.T) {
+		s := s.on(t)
+		scontrol := func(args ...string) {
+			c := exec.Command("scontrol", args...)
+			c.Env = append(os.Environ(), env...)
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("scontrol %v: %v %s", args, err, out)
+			}
+		}
+		nodeState := func() string {
+			for _, n := range s.cluster().Nodes {
+				if n.NodeID == "corral-n2" {
+					return n.State
+				}
+			}
+			return "absent"
+		}
+		scontrol("update", "nodename=corral-n2", "state=drain", "reason=corral e2e")
+		defer func() { // resumed below, unless the test failed before
+			c := exec.Command("scontrol", "update", "nodename=corral-n2", "state=resume")
+			c.Env = append(os.Environ(), env...)
+			c.Run()
+		}()
+		waitFor(t, 30*time.Second, func() string { return "corral-n2 " + nodeState() }, func() bool { return nodeState() == "cordoned" })
+		j := s.submit(map[string]any{"command": "echo on $CORRAL_NODE_ID", "gpu_count": 1, "nodes": 2})
+		time.Sleep(time.Second) // a second of scheduling cycles: the gang must not start
+		if got := s.job(j.ID); got.State != api.StateQueued {
+			t.Errorf("a two-node job with one node drained: %s, want queued", got.State)
+		}
+		scontrol("update", "nodename=corral-n2", "state=resume")
+		waitFor(t, 30*time.Second, func() string { return "corral-n2 " + nodeState() }, func() bool { return nodeState() == "up" })
+		s.waitState(j.ID, api.StateCompleted, 60*time.Second)
+	})
+
+	t.Run("server restart", func(t *testing.T) {
+		s := s.on(t)
+		j := s.submit(map[string]any{"command": `echo "first line"; while [ ! -e go ]; do sleep 0.2; done; echo "second line"`, "gpu_count": 1, "workdir": t.TempDir()})
+		s.waitState(j.ID, api.StateRunning, 60*time.Second)
+		waitFor(t, 30*time.Second, func() string { return "the job's first line" }, func() bool { return strings.Contains(s.logs(j.ID), "first line") })
+		s.kill9()
+		s2 := startControl(t, dataDir, port, env, args...).on(t)
+		if got := s2.job(j.ID); got.State != api.StateRunning {
+			t.Fatalf("after the restart the job is %s (%s), want running (adopted)", got.State, got.Message)
+		}
+		os.WriteFile(filepath.Join(j.Workdir, "go"), nil, 0o644)
+		if j.Workdir == "" {
+			t.Fatal("the job has no workdir")
+		}
+		done := s2.waitState(j.ID, api.StateCompleted, 60*time.Second)
+		logs := s2.logs(j.ID)
+		if strings.Count(logs, "first line") != 1 || !strings.Contains(logs, "second line") || done.RetryCount != 0 {
+			t.Errorf("logs %q, retries %d: want one run of the attempt, adopted", logs, done.RetryCount)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,8 +29,18 @@ func localSlurm(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the local Slurm needs root (scripts/slurm-local.sh)")
 	}
-	dir := "/tmp/corral-slurm"
 	script, _ := filepath.Abs("../../../scripts/slurm-local.sh")
+	dir := "/tmp/corral-slurm" // the script's default: its ports are fixed, so one user at a time
+	// The packages that use this Slurm (e2e, internal/exec/slurm) take
+	// turns: go test runs packages in parallel.
+	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close() }) // runs last: releases the lock
 	wasUp := exec.Command("sh", "-c", "kill -0 $(cat "+dir+"/slurmctld.pid)").Run() == nil
 	up := exec.Command("sh", script, "up")
 	up.Env = append(os.Environ(), "SLURM_LOCAL_DIR="+dir)
@@ -43,6 +54,15 @@ func localSlurm(t *testing.T) {
 			down.Run()
 		})
 	}
+	// Jobs of this test left by an earlier run, or by this one when it
+	// fails, are canceled.
+	cancelLeft := func() {
+		c := exec.Command("sh", "-c", `squeue -h -o "%i %j" | awk '$2 ~ /^corral-conf/ {print $1}' | xargs -r scancel`)
+		c.Env = append(os.Environ(), "SLURM_CONF="+dir+"/slurm.conf")
+		c.Run()
+	}
+	cancelLeft()
+	t.Cleanup(cancelLeft)
 	t.Setenv("SLURM_CONF", dir+"/slurm.conf")
 }
 

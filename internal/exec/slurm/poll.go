@@ -103,10 +103,26 @@ func sameNode(a, b NodeInfo) bool {
 func (e *Executor) syncJobs(ctx context.Context) error {
 	e.mu.Lock()
 	byID := map[string]*attempt{}
+	var unfound []*attempt
 	for _, a := range e.attempts {
+		if a.slurmID == "" {
+			unfound = append(unfound, a)
+			continue
+		}
 		byID[a.slurmID] = a
 	}
 	e.mu.Unlock()
+	for _, a := range unfound { // adopted while Slurm did not answer
+		if err := e.adopt(ctx, a); err != nil {
+			return err
+		}
+		e.mu.Lock()
+		stopping, id, started, grace := a.stopping, a.slurmID, a.started, a.grace
+		e.mu.Unlock()
+		if stopping && id != "" {
+			e.signal(ctx, a.task.JobID, a.task.Attempt, id, started, grace)
+		}
+	}
 	if len(byID) == 0 {
 		return nil
 	}

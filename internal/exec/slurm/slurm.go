@@ -88,6 +88,7 @@ type attempt struct {
 	exitPath string
 	started  bool
 	stopping bool
+	grace    time.Duration // of a Stop that came before the attempt's Slurm id was known
 	killed   bool // the final scancel was sent
 }
 
@@ -186,41 +187,47 @@ func (e *Executor) Start(ctx context.Context, t exec.Task) error {
 	return nil
 }
 
-// Adopt takes back an attempt that was running when the server stopped:
-// found by its job name in squeue, it is polled as if started here; not
-// found, its exit status beside its log ends it, else it is lost.
+// Adopt takes back an attempt that was running when the server stopped.
+// It only records it: the next poll looks it up by its job name (squeue
+// --name), and polls it as if started here if Slurm has it; if not, the
+// exit status beside its log ends it, else it is lost. (Adopt runs while
+// the orchestrator recovers, before its sink may be called.)
 func (e *Executor) Adopt(ctx context.Context, t exec.Task) error {
 	k := key{t.JobID, t.Attempt}
-	e.mu.Lock()
-	_, dup := e.attempts[k]
-	e.mu.Unlock()
-	if dup {
-		return nil
-	}
 	_, _, exitPath := e.paths(t)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, dup := e.attempts[k]; !dup {
+		e.attempts[k] = &attempt{task: t, exitPath: exitPath}
+	}
+	return nil
+}
+
+// adopt looks an adopted attempt up by its job name. Error: Slurm did not
+// answer; the attempt stays, without a Slurm id, to be looked up again.
+func (e *Executor) adopt(ctx context.Context, a *attempt) error {
+	t := a.task
 	out, err := e.cfg.Runner.Run(ctx, "squeue", "-h", "-t", "all", "--name="+JobName(t.JobID, t.Attempt), "-o", "%i|%T")
 	if err != nil {
 		return fmt.Errorf("slurm: %w", err)
 	}
-	a := &attempt{task: t, exitPath: exitPath}
-	state := ""
-	for id, st := range ParseSqueue(out) {
-		if a.slurmID == "" || !final(st) {
-			a.slurmID, state = id, st // the live one, if several
+	id, state := "", ""
+	for i, st := range ParseSqueue(out) {
+		if id == "" || !final(st) {
+			id, state = i, st // the live one, if several
 		}
 	}
-	if a.slurmID != "" {
-		e.mu.Lock()
-		e.attempts[k] = a
-		e.mu.Unlock()
-		e.cfg.Logger.Info("slurm job adopted", "job_id", t.JobID, "attempt", t.Attempt, "slurm_job", a.slurmID, "state", state)
-		if running(state) {
-			e.started(a) // so that Stop signals it, and a start the server missed is known
-		}
+	if id == "" {
+		e.finish(a, JobInfo{})
 		return nil
 	}
-	u := e.exitUpdate(a, JobInfo{})
-	e.cfg.Sink(u)
+	e.mu.Lock()
+	a.slurmID = id
+	e.mu.Unlock()
+	e.cfg.Logger.Info("slurm job adopted", "job_id", t.JobID, "attempt", t.Attempt, "slurm_job", id, "state", state)
+	if running(state) {
+		e.started(a) // so that Stop signals it, and a start the server missed is known
+	}
 	return nil
 }
 
@@ -238,15 +245,25 @@ func (e *Executor) Stop(ctx context.Context, jobID string, attempt int, grace ti
 	a.stopping = true
 	id, started := a.slurmID, a.started
 	e.mu.Unlock()
+	if id == "" {
+		a.grace = grace // an adopted attempt not looked up yet: stopped when it is (syncJobs)
+		return nil
+	}
+	e.signal(ctx, jobID, attempt, id, started, grace)
+	return nil
+}
+
+// signal sends SIGTERM to a started attempt and scancel after grace; an
+// attempt not started yet (or grace 0) is canceled at once.
+func (e *Executor) signal(ctx context.Context, jobID string, attempt int, id string, started bool, grace time.Duration) {
 	if !started || grace <= 0 {
 		e.kill(ctx, jobID, attempt)
-		return nil
+		return
 	}
 	if _, err := e.cfg.Runner.Run(ctx, "scancel", "--signal=TERM", id); err != nil {
 		e.cfg.Logger.Warn("slurm: scancel --signal=TERM failed", "job_id", jobID, "slurm_job", id, "err", err)
 	}
 	time.AfterFunc(grace, func() { e.kill(context.WithoutCancel(ctx), jobID, attempt) })
-	return nil
 }
 
 // kill sends the final scancel, unless the attempt is already gone.
@@ -257,8 +274,12 @@ func (e *Executor) kill(ctx context.Context, jobID string, attempt int) {
 		e.mu.Unlock()
 		return
 	}
-	a.killed = true
 	id := a.slurmID
+	if id == "" {
+		e.mu.Unlock()
+		return
+	}
+	a.killed = true
 	e.mu.Unlock()
 	if _, err := e.cfg.Runner.Run(ctx, "scancel", id); err != nil {
 		e.cfg.Logger.Warn("slurm: scancel failed", "job_id", jobID, "slurm_job", id, "err", err)

@@ -341,6 +341,9 @@ func TestAdopt(t *testing.T) {
 		if err := e.Adopt(context.Background(), task(t, "j1", "n1")); err != nil {
 			t.Fatal(err)
 		}
+		if len(u.all()) != 0 || len(f.calls) != 0 {
+			t.Fatalf("Adopt ran %v or reported %v: it only records (the orchestrator is not ready)", f.calls, u.all())
+		}
 		e.PollOnce(context.Background())
 		if us := u.all(); len(us) != 1 || us[0].Kind != exec.Started || us[0].PID != 9 {
 			t.Errorf("updates %+v, want Started pid 9", us)
@@ -356,7 +359,8 @@ func TestAdopt(t *testing.T) {
 		tk := task(t, "j1", "n1")
 		os.WriteFile(tk.LogPath+".exit", []byte("6\n"), 0o644)
 		e.Adopt(context.Background(), tk)
-		if us := u.all(); len(us) != 1 || us[0].Kind != exec.Exited || us[0].ExitCode != 6 || us[0].Lost != "" {
+		e.PollOnce(context.Background())
+		if us := u.all(); len(us) == 0 || us[len(us)-1].Kind != exec.Exited || us[len(us)-1].ExitCode != 6 || us[len(us)-1].Lost != "" {
 			t.Errorf("updates %+v, want Exited 6", us)
 		}
 	})
@@ -365,8 +369,32 @@ func TestAdopt(t *testing.T) {
 		f.set("squeue", "", nil)
 		e, u := newTestExec(t, f, nil, "")
 		e.Adopt(context.Background(), task(t, "j1", "n1"))
+		e.PollOnce(context.Background())
 		if us := u.all(); len(us) != 1 || us[0].Lost != api.ReasonLost {
 			t.Errorf("updates %+v, want lost", us)
+		}
+	})
+	t.Run("slurm down at the start", func(t *testing.T) {
+		f := newFake()
+		f.set("squeue", "", errors.New("exit status 1: Unable to contact slurm controller"))
+		f.set("scancel", "", nil)
+		e, u := newTestExec(t, f, nil, "")
+		if err := e.Adopt(context.Background(), task(t, "j1", "n1")); err != nil {
+			t.Fatalf("Adopt with Slurm down: %v (the server would not start)", err)
+		}
+		e.Stop(context.Background(), "j1", 0, 0) // a stop pending from before the restart
+		e.PollOnce(context.Background())
+		if len(u.all()) != 0 || len(f.called("scancel")) != 0 {
+			t.Fatalf("updates %v, scancels %v while Slurm is down", u.all(), f.called("scancel"))
+		}
+		f.set("squeue -h -t all --name=corral-j1-a0", "9|RUNNING\n", nil)
+		f.set("squeue -h -t all -j", "9|RUNNING\n", nil)
+		e.PollOnce(context.Background())
+		if us := u.all(); len(us) != 1 || us[0].Kind != exec.Started || us[0].PID != 9 {
+			t.Errorf("updates %+v, want Started pid 9 once Slurm answers", us)
+		}
+		if got := f.called("scancel"); !slices.Equal(got, []string{"scancel 9"}) {
+			t.Errorf("scancel calls %v: the stop asked while Slurm was down is carried out", got)
 		}
 	})
 }
