@@ -89,7 +89,7 @@ type attempt struct {
 	started  bool
 	stopping bool
 	grace    time.Duration // of a Stop that came before the attempt's Slurm id was known
-	killed   bool // the final scancel was sent
+	killed   bool          // the final scancel was sent
 }
 
 var (
