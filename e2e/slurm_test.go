@@ -303,3 +303,19 @@ func TestSlurm(t *testing.T) {
 		}
 	})
 }
+
+// TestExecutorFlag: an unknown --executor, or a bad --slurm-* value, is a
+// usage error naming the flag, before anything starts.
+func TestExecutorFlag(t *testing.T) {
+	for _, args := range [][]string{
+		{"server", "--executor", "kubernetes"},
+		{"server", "--executor", "slurm", "--slurm-bin", "/nonexistent/bin"},
+		{"server", "--executor", "slurm", "--slurm-poll", "0s"},
+	} {
+		_, stderr, code := runCLI(t, nil, append(args, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0")...)
+		flag := args[len(args)-2]
+		if code != 2 || !strings.Contains(stderr, flag) {
+			t.Errorf("corral %v: exit %d, stderr %q; want 2 naming %s", args, code, stderr, flag)
+		}
+	}
+}
