@@ -76,6 +76,23 @@ func (u *Updates) of(job string, attempt int) ([]exec.Update, chan struct{}) {
 	return out, u.wake
 }
 
+// WaitExited blocks until attempt 0 of job has an Exited update, or
+// timeout; it reports whether it came (benchmarks and harnesses).
+func (u *Updates) WaitExited(job string, timeout time.Duration) bool {
+	deadline := time.After(timeout)
+	for {
+		us, wake := u.of(job, 0)
+		if has(exec.Exited)(us) {
+			return true
+		}
+		select {
+		case <-wake:
+		case <-deadline:
+			return false
+		}
+	}
+}
+
 // wait returns the attempt's updates once cond holds for them.
 func (h *Harness) wait(t *testing.T, job string, attempt int, what string, cond func([]exec.Update) bool) []exec.Update {
 	t.Helper()
