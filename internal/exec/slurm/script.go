@@ -80,12 +80,20 @@ func script(s scriptSpec) string {
 	}
 	b.WriteString(`if [ "${1:-}" != rank ]; then
 `)
-	// The batch step runs every rank as a step (srun), so that scancel
-	// --signal=TERM reaches the ranks' processes and not srun, which
-	// would end the step at once. A SIGTERM to the batch step itself
-	// (scancel --full) does not end it before the ranks' status is known.
-	fmt.Fprintf(&b, "\tsrun --quiet --nodes=%d --ntasks=%d --ntasks-per-node=1 --kill-on-bad-exit=1 /bin/sh \"$0\" rank </dev/null &\n", len(s.Ranks), len(s.Ranks))
-	b.WriteString(waitLoop)
+	gang := len(s.Ranks) > 1
+	if gang {
+		// A gang runs every rank as one step (srun): scancel
+		// --signal=TERM reaches the ranks' processes, not srun (which
+		// would end the step at once) nor this shell.
+		fmt.Fprintf(&b, "\tsrun --quiet --nodes=%d --ntasks=%d --ntasks-per-node=1 --kill-on-bad-exit=1 /bin/sh \"$0\" rank </dev/null &\n", len(s.Ranks), len(s.Ranks))
+		b.WriteString(waitLoop(""))
+	} else {
+		// One node: the rank runs in the batch step itself, and
+		// scancel --batch --signal=TERM reaches this shell only: it
+		// passes SIGTERM on to the rank, which passes it to the job.
+		b.WriteString("\t/bin/sh \"$0\" rank </dev/null &\n")
+		b.WriteString(waitLoop("kill -TERM $pid 2>/dev/null"))
+	}
 	fmt.Fprintf(&b, `	printf '%%s\n' "$rc" >%s.tmp && mv -f %s.tmp %s
 	exit $rc
 fi
@@ -110,16 +118,26 @@ if [ -n "$CUDA_VISIBLE_DEVICES" ]; then export NVIDIA_VISIBLE_DEVICES="$CUDA_VIS
 	// left of its process group is killed (Slurm's proctrack/linuxproc
 	// loses processes whose parent died).
 	fmt.Fprintf(&b, "setsid /bin/sh -c %s </dev/null &\n", quote(t.Command))
-	b.WriteString(strings.ReplaceAll(waitLoop, "\n\t", "\n"))
+	forward := ""
+	if !gang {
+		forward = "kill -TERM -$pid 2>/dev/null" // the job's session, from the batch shell's SIGTERM
+	}
+	b.WriteString(strings.ReplaceAll(waitLoop(forward), "\n\t", "\n")[1:])
 	b.WriteString("kill -KILL -$pid 2>/dev/null\nexit $rc\n")
 	return b.String()
 }
 
-// waitLoop waits for $pid and leaves its exit status in $rc. A SIGTERM
-// interrupts wait: it waits again for the status the process exits with
-// (127: the shell had already reported it).
-const waitLoop = `	pid=$! t=0
-	trap 't=1' TERM
+// waitLoop waits for $pid and leaves its exit status in $rc; on SIGTERM
+// it runs forward (empty: nothing). A SIGTERM interrupts wait: it waits
+// again for the status the process exits with (127: the shell had already
+// reported it).
+func waitLoop(forward string) string {
+	trap := "t=1"
+	if forward != "" {
+		trap += "; " + forward
+	}
+	return `	pid=$! t=0
+	trap '` + trap + `' TERM
 	wait $pid
 	rc=$?
 	while [ $t = 1 ] && [ $rc -gt 128 ]; do
@@ -129,6 +147,7 @@ const waitLoop = `	pid=$! t=0
 		[ $r = 127 ] || rc=$r
 	done
 `
+}
 
 func joinInts(xs []int) string {
 	s := make([]string, len(xs))
@@ -172,7 +191,13 @@ func sbatchArgs(c Config, t exec.Task, ranks []exec.Rank, logPath string) []stri
 		// grace and a minute later, in whole minutes.
 		args = append(args, fmt.Sprintf("--time=%d", int(math.Ceil((t.TimeLimit+c.Grace+time.Minute).Minutes()))))
 	}
-	args = append(args, fmt.Sprintf("--signal=TERM@%d", max(1, int(c.Grace.Seconds()))))
+	// SIGTERM before Slurm's own limit: to the batch shell of a one-node
+	// attempt, which passes it on; to the ranks of a gang.
+	sig := "B:TERM"
+	if len(ranks) > 1 {
+		sig = "TERM"
+	}
+	args = append(args, fmt.Sprintf("--signal=%s@%d", sig, max(1, int(c.Grace.Seconds()))))
 	if t.Workdir != "" {
 		args = append(args, "--chdir="+t.Workdir)
 	}

@@ -231,8 +231,9 @@ func (e *Executor) adopt(ctx context.Context, a *attempt) error {
 	return nil
 }
 
-// Stop asks the attempt to end: SIGTERM to the processes of its ranks
-// (scancel --signal=TERM: every step, not the batch script), then scancel
+// Stop asks the attempt to end: SIGTERM (scancel --batch --signal=TERM
+// to a one-node attempt's batch shell, which passes it to the job;
+// scancel --signal=TERM to a gang's step, so to every rank), then scancel
 // after grace. A job Slurm
 // has not started yet is canceled at once.
 func (e *Executor) Stop(ctx context.Context, jobID string, attempt int, grace time.Duration) error {
@@ -260,7 +261,13 @@ func (e *Executor) signal(ctx context.Context, jobID string, attempt int, id str
 		e.kill(ctx, jobID, attempt)
 		return
 	}
-	if _, err := e.cfg.Runner.Run(ctx, "scancel", "--signal=TERM", id); err != nil {
+	args := []string{"--signal=TERM", id} // a gang: every step, so its ranks
+	e.mu.Lock()
+	if a := e.attempts[key{jobID, attempt}]; a != nil && len(ranksOf(a.task)) == 1 {
+		args = []string{"--batch", "--signal=TERM", id} // one node: the batch shell, which passes it on
+	}
+	e.mu.Unlock()
+	if _, err := e.cfg.Runner.Run(ctx, "scancel", args...); err != nil {
 		e.cfg.Logger.Warn("slurm: scancel --signal=TERM failed", "job_id", jobID, "slurm_job", id, "err", err)
 	}
 	time.AfterFunc(grace, func() { e.kill(context.WithoutCancel(ctx), jobID, attempt) })

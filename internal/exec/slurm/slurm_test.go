@@ -288,14 +288,14 @@ func TestStopSignalsThenCancels(t *testing.T) {
 	if err := e.Stop(ctx, "j1", 0, 50*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --signal=TERM 5"}) {
+	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --batch --signal=TERM 5"}) {
 		t.Fatalf("scancel calls %v", got)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(f.called("scancel")) < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond) // polls for the grace timer's scancel
 	}
-	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --signal=TERM 5", "scancel 5"}) {
+	if got := f.called("scancel"); !slices.Equal(got, []string{"scancel --batch --signal=TERM 5", "scancel 5"}) {
 		t.Fatalf("scancel calls %v", got)
 	}
 	if err := e.Stop(ctx, "nope", 0, time.Second); err != nil {
