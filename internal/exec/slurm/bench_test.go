@@ -19,8 +19,8 @@ import (
 // the real local Slurm, from Start to its Exited update ("executor"),
 // beside the same work done by hand ("sbatch"): sbatch --wrap true, then
 // squeue at the same poll interval until the job is COMPLETED. The
-// difference is the executor's own cost: the batch script, the srun step,
-// the exit file.
+// difference is the executor's own cost: the batch script, the exit file,
+// its polling.
 func BenchmarkRoundTrip(b *testing.B) {
 	if _, err := exec.LookPath("sbatch"); err != nil || os.Geteuid() != 0 {
 		b.Skip("needs Slurm and root")
