@@ -249,7 +249,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- o.Run(loopCtx) }()
 	if runExecutor != nil {
-		go runExecutor(loopCtx)
+		execDone := make(chan struct{})
+		go func() { runExecutor(loopCtx); close(execDone) }()
+		defer func() { stopLoop(); <-execDone }() // before the store closes
 	}
 
 	// The local agent registers before the API answers, so that a submit
