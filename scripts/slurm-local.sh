@@ -1,11 +1,13 @@
 #!/bin/sh
-# slurm-local.sh: a one-node Slurm on this machine, for comparing Corral
-# with Slurm (docs/benchmarks.md, "CLI start-up") and, later, for testing a
-# Slurm executor against a real slurmctld.
+# slurm-local.sh: a small Slurm on this machine, for comparing Corral
+# with Slurm (docs/benchmarks.md, "CLI start-up") and for testing the Slurm
+# executor against a real slurmctld (docs/executors.md, e2e/slurm_test.go).
 #
 #   scripts/slurm-local.sh up      install nothing; start munged, slurmctld and
-#                                  slurmd for one node (this host, 127.0.0.1),
-#                                  and wait until the node is idle
+#                                  one slurmd per node (corral-n1, corral-n2, ...:
+#                                  all on this host, 127.0.0.1, slurmd -N NAME
+#                                  on ports 6818, 6819, ...), each with fake
+#                                  GPUs, and wait until every node is idle
 #   scripts/slurm-local.sh down    stop the three daemons it started
 #   scripts/slurm-local.sh status  sinfo, or why not
 #   scripts/slurm-local.sh env     print the export line for clients
@@ -16,7 +18,11 @@
 # logs and pid files; /etc is not touched except that munged uses the
 # package's /etc/munge/munge.key (created if missing). No accounting
 # (slurmdbd), no cgroups (proctrack/linuxproc, task/none): jobs run as
-# plain processes. Clients need SLURM_CONF=$SLURM_LOCAL_DIR/slurm.conf:
+# plain processes. $SLURM_LOCAL_NODES nodes (default 2) with
+# $SLURM_LOCAL_GPUS fake GPUs each (default 2): gres.conf declares them
+# (gpu, type "fake") with File= character devices made by mknod under
+# $SLURM_LOCAL_DIR/dev (major 195, as NVIDIA's), so Slurm allocates them
+# and sets CUDA_VISIBLE_DEVICES. Clients need SLURM_CONF=$SLURM_LOCAL_DIR/slurm.conf:
 #
 #   eval "$(scripts/slurm-local.sh env)"; sbatch --wrap true
 set -eu
@@ -24,13 +30,39 @@ set -eu
 DIR=${SLURM_LOCAL_DIR:-/tmp/corral-slurm}
 CONF=$DIR/slurm.conf
 HOST=$(hostname -s)
+NODES=${SLURM_LOCAL_NODES:-2}
+GPUS=${SLURM_LOCAL_GPUS:-2}
 
 die() { echo "slurm-local: $*" >&2; exit 1; }
+
+node_names() {
+	i=1
+	while [ $i -le "$NODES" ]; do echo "corral-n$i"; i=$((i + 1)); done
+}
 
 write_conf() {
 	cpus=$(nproc)
 	mem=$(awk '/MemTotal/ {print int($2/1024/2)}' /proc/meminfo)
-	mkdir -p "$DIR/state" "$DIR/spool"
+	mkdir -p "$DIR/state" "$DIR/spool" "$DIR/dev"
+	: >"$DIR/gres.conf"
+	nodes="" lines="" dev=0 i=0
+	for n in $(node_names); do
+		gres=""
+		if [ "$GPUS" -gt 0 ]; then
+			first=$dev
+			k=0
+			while [ $k -lt "$GPUS" ]; do
+				[ -c "$DIR/dev/nvidia$dev" ] || mknod "$DIR/dev/nvidia$dev" c 195 $dev
+				dev=$((dev + 1)) k=$((k + 1))
+			done
+			echo "NodeName=$n Name=gpu Type=fake File=$DIR/dev/nvidia[$first-$((dev - 1))]" >>"$DIR/gres.conf"
+			gres=" Gres=gpu:fake:$GPUS"
+		fi
+		lines="$lines
+NodeName=$n NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((6818 + i)) CPUs=$cpus RealMemory=$mem$gres State=UNKNOWN"
+		nodes="$nodes${nodes:+,}$n"
+		i=$((i + 1))
+	done
 	cat >"$CONF" <<CONF
 ClusterName=corral-local
 SlurmctldHost=$HOST(127.0.0.1)
@@ -41,11 +73,11 @@ CredType=cred/munge
 SlurmctldPort=6817
 SlurmdPort=6818
 StateSaveLocation=$DIR/state
-SlurmdSpoolDir=$DIR/spool
+SlurmdSpoolDir=$DIR/spool/%n
 SlurmctldPidFile=$DIR/slurmctld.pid
-SlurmdPidFile=$DIR/slurmd.pid
+SlurmdPidFile=$DIR/slurmd-%n.pid
 SlurmctldLogFile=$DIR/slurmctld.log
-SlurmdLogFile=$DIR/slurmd.log
+SlurmdLogFile=$DIR/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -53,13 +85,14 @@ AccountingStorageType=accounting_storage/none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
+GresTypes=gpu
 MpiDefault=none
 ReturnToService=2
 SlurmctldTimeout=30
 SlurmdTimeout=30
 MinJobAge=30
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
-PartitionName=local Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:64
+$lines
+PartitionName=local Nodes=$nodes Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:64
 CONF
 }
 
@@ -93,14 +126,16 @@ up() {
 	start_munge
 	[ -f "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null ||
 		/usr/sbin/slurmctld -f "$CONF"
-	[ -f "$DIR/slurmd.pid" ] && kill -0 "$(cat "$DIR/slurmd.pid")" 2>/dev/null ||
-		/usr/sbin/slurmd -f "$CONF"
+	for n in $(node_names); do
+		[ -f "$DIR/slurmd-$n.pid" ] && kill -0 "$(cat "$DIR/slurmd-$n.pid")" 2>/dev/null ||
+			/usr/sbin/slurmd -f "$CONF" -N "$n"
+	done
 	i=0
-	until SLURM_CONF=$CONF sinfo -h -N -o %t 2>/dev/null | grep -qx 'idle\|mix\|alloc'; do
-		i=$((i + 1)); [ $i -lt 300 ] || die "node $HOST not idle after 30s; see $DIR/slurmctld.log and $DIR/slurmd.log"
+	until [ "$(SLURM_CONF=$CONF sinfo -h -N -o %t 2>/dev/null | grep -cx 'idle\|mix\|alloc')" -ge "$NODES" ]; do
+		i=$((i + 1)); [ $i -lt 300 ] || die "nodes not idle after 30s; see $DIR/slurmctld.log and $DIR/slurmd-*.log"
 		sleep 0.1
 	done
-	echo "slurm-local: up (node $HOST); clients: export SLURM_CONF=$CONF"
+	echo "slurm-local: up (nodes $(node_names | tr '\n' ' ')on $HOST); clients: export SLURM_CONF=$CONF"
 }
 
 stop_pid() {
@@ -115,7 +150,12 @@ stop_pid() {
 }
 
 down() {
-	stop_pid slurmd
+	for f in "$DIR"/slurmd-*.pid; do
+		[ -f "$f" ] || continue
+		n=${f##*/}
+		stop_pid "${n%.pid}"
+	done
+	stop_pid slurmd # an older single-node run's
 	stop_pid slurmctld
 	stop_pid munged
 	echo "slurm-local: down"

@@ -16,23 +16,35 @@ import (
 	"github.com/corral-sched/corral/internal/exec/agents"
 	"github.com/corral-sched/corral/internal/exec/ray"
 	"github.com/corral-sched/corral/internal/exec/router"
+	"github.com/corral-sched/corral/internal/exec/slurm"
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
 // executorFlags choose what runs the jobs: --executor agents (the
-// default), ray, or agents,ray (a mixed cluster: docs/pools.md).
-//
-// The slurm part declares --executor too (cmd/corral/executors.go, with
-// agents and slurm); at the merge one declaration stays and the engines
-// are listed in engines.build.
+// default), slurm, ray, or agents with one engine (agents,slurm or
+// agents,ray: a mixed cluster, docs/pools.md).
 type executorFlags struct {
 	kinds string
-	ray   rayFlags // rayflags.go
+	ray   rayFlags   // rayflags.go
+	slurm slurmFlags // slurmflags.go
 }
 
 func (f *executorFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.kinds, "executor", api.PoolAgents, "what runs the jobs: agents, ray, or agents,ray (the server's agents and a Ray cluster at once; jobs pick one with --pool)")
+	fl.StringVar(&f.kinds, "executor", api.PoolAgents, "what runs the jobs: agents (corral agent on each node), slurm (sbatch on a Slurm cluster; see --slurm-*), ray (a Ray cluster's Jobs API; see --ray-*), or agents with one engine (agents,slurm or agents,ray: jobs pick one with --pool)")
 	f.ray.register(fl)
+	f.slurm.register(fl)
+}
+
+// check validates the flags before anything starts.
+func (f *executorFlags) check() error {
+	kinds, err := f.parse()
+	if err != nil {
+		return err
+	}
+	if slices.Contains(kinds, api.PoolSlurm) {
+		return f.slurm.check()
+	}
+	return nil
 }
 
 // parse returns the chosen executors, in a fixed order.
@@ -41,14 +53,17 @@ func (f *executorFlags) parse() ([]string, error) {
 	for _, k := range strings.Split(f.kinds, ",") {
 		k = strings.TrimSpace(k)
 		switch k {
-		case api.PoolAgents, api.PoolRay:
+		case api.PoolAgents, api.PoolRay, api.PoolSlurm:
 		default:
-			return nil, usagef("--executor %q: %q is not an executor (want agents, ray, or agents,ray)", f.kinds, k)
+			return nil, usagef("--executor %q: %q is not an executor (want agents, slurm, ray, agents,slurm or agents,ray)", f.kinds, k)
 		}
 		if slices.Contains(out, k) {
 			return nil, usagef("--executor %q: %s is named twice", f.kinds, k)
 		}
 		out = append(out, k)
+	}
+	if slices.Contains(out, api.PoolRay) && slices.Contains(out, api.PoolSlurm) {
+		return nil, usagef("--executor %q: one engine at a time (slurm or ray), with or without agents", f.kinds)
 	}
 	slices.SortFunc(out, func(a, b string) int { return strings.Compare(order(a), order(b)) })
 	return out, nil
@@ -68,12 +83,16 @@ type engines struct {
 	kinds  []string
 	rt     *router.Router // nil: one executor
 	ray    *ray.Executor
+	slurm  *slurm.Executor
 	single exec.Executor
 }
 
 // newEngines checks the flags; up (corral up, whose own agent runs jobs)
 // must keep the agents.
 func newEngines(f *executorFlags, up bool) (*engines, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
 	kinds, err := f.parse()
 	if err != nil {
 		return nil, err
@@ -140,7 +159,7 @@ func (b agentBook) NodeDisk(id, full string) {
 
 // build makes the executor the orchestrator drives: the agents' pool
 // alone, an engine alone, or a router over both.
-func (e *engines) build(f *executorFlags, pool *agents.Pool, o **orchestrator.Orchestrator, sink exec.Sink, cancelGrace time.Duration, maxLog int64, logger *slog.Logger) error {
+func (e *engines) build(f *executorFlags, pool *agents.Pool, o **orchestrator.Orchestrator, sink exec.Sink, dataDir string, cancelGrace time.Duration, maxLog int64, logger *slog.Logger) error {
 	routes := []router.Route{}
 	if e.has(api.PoolAgents) {
 		routes = append(routes, router.Route{Name: "agents", Pool: api.PoolAgents, Exec: pool})
@@ -154,6 +173,18 @@ func (e *engines) build(f *executorFlags, pool *agents.Pool, o **orchestrator.Or
 		rt := router.Route{Name: "ray", Pool: api.PoolRay, Exec: r}
 		if len(routes) > 0 {
 			rt.Owns = func(node string) bool { return strings.HasPrefix(node, "ray-") }
+		}
+		routes = append(routes, rt)
+	}
+	if e.has(api.PoolSlurm) {
+		s, err := f.slurm.newSlurm(sink, o, dataDir, cancelGrace, logger)
+		if err != nil {
+			return err
+		}
+		e.slurm = s
+		rt := router.Route{Name: "slurm", Pool: api.PoolSlurm, Exec: s}
+		if len(routes) > 0 {
+			rt.Owns = s.Owns
 		}
 		routes = append(routes, rt)
 	}
@@ -185,13 +216,17 @@ func (e *engines) pools() []string { return e.kinds }
 // that a submit right after start-up sees them.
 func (e *engines) start(ctx context.Context, wait time.Duration) (done <-chan struct{}) {
 	ch := make(chan struct{})
-	if e.ray == nil {
-		close(ch)
-		return ch
-	}
 	first, cancel := context.WithTimeout(ctx, wait)
-	e.ray.Poll(first)
-	cancel()
-	go func() { e.ray.Run(ctx); close(ch) }()
+	defer cancel()
+	switch {
+	case e.ray != nil:
+		e.ray.Poll(first)
+		go func() { e.ray.Run(ctx); close(ch) }()
+	case e.slurm != nil:
+		e.slurm.PollOnce(first)
+		go func() { e.slurm.Run(ctx); close(ch) }()
+	default:
+		close(ch)
+	}
 	return ch
 }

@@ -115,6 +115,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		c.newShellCmd(), // shell.go, with alloc
 		c.newAllocCmd(),
 		c.newNotebookCmd(),
+		c.newExportCmd(), // export.go
 
 		// Cluster and scheduling (cluster.go).
 		c.newNodesCmd(),

@@ -222,7 +222,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Book:     eng.agentBook(nodeBook{&o}),
 		Interval: f.interval, NodeTTL: f.nodeTTL, Logger: logger, MaxGPUs: f.maxGPUs,
 	})
-	if err := eng.build(&f.executor, pool, &o, eng.sink(func(u exec.Update) { o.Sink(u) }), f.cancelGrace, int64(f.host.maxLogSize), logger); err != nil {
+	if err := eng.build(&f.executor, pool, &o, eng.sink(func(u exec.Update) { o.Sink(u) }), dataDir, f.cancelGrace, int64(f.host.maxLogSize), logger); err != nil {
 		return err
 	}
 	attached := attach.New(nil) // shells and notebook proxy connections, by job
@@ -259,7 +259,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	defer stopLoop()
 	loopDone := make(chan error, 1)
 	go func() { loopDone <- o.Run(loopCtx) }()
-	engDone := eng.start(loopCtx, 5*time.Second) // the Ray executor's polling (mixed.go)
+	engDone := eng.start(loopCtx, 5*time.Second) // the engine's polling: Ray or Slurm (mixed.go)
 	defer func() { stopLoop(); <-engDone }()
 
 	// The local agent registers before the API answers, so that a submit

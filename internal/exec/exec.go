@@ -31,6 +31,10 @@ type Task struct {
 	// the node's default.
 	MemMiB int64
 	CPUs   float64
+	// TimeLimit is the job's time_limit (0: none). The orchestrator stops
+	// the attempt when it runs past it; an executor whose engine needs a
+	// limit of its own (Slurm's --time) sets it a little later.
+	TimeLimit time.Duration
 }
 
 // Rank is the part of a gang on one node.
@@ -78,6 +82,10 @@ type Update struct {
 	// OOMKilled, on Exited: the kernel's OOM killer acted in the attempt's
 	// cgroup (it hit its memory limit).
 	OOMKilled bool
+	// TimedOut, on Exited: the engine that ran the attempt stopped it at
+	// its time limit (Slurm's TIMEOUT); the job ends with reason
+	// time_limit.
+	TimedOut bool
 }
 
 // Sink receives updates. It must not block: executors call it from their own

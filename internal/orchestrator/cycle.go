@@ -251,6 +251,9 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
 		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
 	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
+	if j.TimeLimit != nil {
+		t.TimeLimit = j.TimeLimit.Duration()
+	}
 	if j.ArrayJobID != "" {
 		t.Env = o.arrayEnv(j, t.Env)
 	}
@@ -315,6 +318,9 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 			o.log.Info("job running", "job_id", j.ID, "pid", u.PID)
 		case exec.Exited:
 			o.endAttempt(tx, j, at)
+			if u.TimedOut {
+				j.TimedOut = true // the engine's own time limit (Slurm's TIMEOUT)
+			}
 			if u.Lost != "" && !j.CancelRequested && !j.TimedOut {
 				o.lose(tx, j, u.Lost, u.Err)
 				continue
