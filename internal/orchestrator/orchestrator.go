@@ -148,6 +148,10 @@ type Orchestrator struct {
 	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
 
 	resv map[string]*api.Reservation // bookings by name (bookings.go)
+
+	recent  recentRing        // the jobs that ended last, out of o.jobs (finished.go)
+	evicted int               // ids in o.order whose jobs left o.jobs (finished.go)
+	ended   map[api.State]int // jobs that left o.jobs, by state (finished.go)
 }
 
 type cycleStats struct {
@@ -439,6 +443,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	for _, f := range tx.durable {
 		f()
 	}
+	o.evictFinished(tx) // finished.go: ended jobs leave memory
 	if !tx.batch.Empty() {
 		o.notify()
 	}

@@ -42,6 +42,10 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		o.addNode(n)
 	}
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
+	// Ended jobs stay in the store (finished.go): count them there.
+	if err := o.countEnded(ctx); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
 	arrayTasks(st) // tasks with no row yet (arrays.go)
@@ -167,13 +171,20 @@ func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	o.ledger = sched.NewLedger(halfLife)
 	o.estimator = sched.NewEstimator()
 	for _, id := range o.order {
-		j := o.jobs[id]
+		j, ok := o.jobs[id]
+		if !ok {
+			continue // ended: counted by rebuildFinished
+		}
 		if j.GPUSeconds > 0 && len(j.Events) > 0 {
 			o.ledger.Add(j.User, j.Project, j.GPUSeconds, j.Events[len(j.Events)-1].At)
 		}
 		if j.State == api.StateCompleted && j.StartedAt != nil && j.FinishedAt != nil {
 			o.estimator.Observe(j.User, j.FinishedAt.Sub(*j.StartedAt))
 		}
+	}
+	// Ended jobs are in the store only (finished.go).
+	if err := o.rebuildFinished(context.Background()); err != nil {
+		o.log.Error("rebuild the fair-share ledger from the store's ended jobs", "err", err)
 	}
 	o.addHoldUsage() // holdusage.go
 }
