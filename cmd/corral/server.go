@@ -54,6 +54,8 @@ type controlFlags struct {
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
 	notify     notifyFlags // notifyflags.go
+
+	keepHistory keepHistoryFlag // --keep-history (history.go)
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -73,6 +75,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
+	fl.Var(&f.keepHistory, "keep-history", "how long ended jobs (with their events and logs) are kept after they end, e.g. 365d or 720h; older ones are deleted in the background (0: kept for ever)")
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -228,6 +231,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	pruneCtx, stopPruning := context.WithCancel(ctx)
 	pruned := make(chan struct{})
 	go func() { pruneAudit(pruneCtx, st, f.access.auditRetention, logger); close(pruned) }()
+	prunedJobs := make(chan struct{})
+	go func() { o.PruneHistory(pruneCtx, time.Duration(f.keepHistory)); close(prunedJobs) }()
+	defer func() { stopPruning(); <-prunedJobs }()
 	defer func() { stopPruning(); <-pruned }() // before the store closes
 	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
 	sent := make(chan struct{})

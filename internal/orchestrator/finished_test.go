@@ -3,6 +3,8 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -134,4 +136,40 @@ func jobIDs(jobs []api.Job) []string {
 func isStatus(err error, status int) bool {
 	var ae *api.Error
 	return errors.As(err, &ae) && ae.Status == status
+}
+
+// PruneOnce deletes the jobs that ended before the time, with their logs,
+// and the counts follow; live jobs stay.
+func TestPruneOnce(t *testing.T) {
+	h := start(t, "", nil)
+	ctx := context.Background()
+	old := h.submit(api.SubmitRequest{Command: "a", GPUCount: gpus(1)})
+	h.finish(h.nextStart())
+	logDir := filepath.Join(h.o.cfg.DataDir, "logs", old.ID)
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h.o.SetScheduling(ctx, false)
+	live := h.submit(api.SubmitRequest{Command: "b", GPUCount: gpus(1)})
+	if n, err := h.o.PruneOnce(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("pruning what ended before an hour ago deleted %d, %v: want none", n, err)
+	}
+	if n, err := h.o.PruneOnce(ctx, time.Now().Add(time.Hour)); err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v: want the one ended job", n, err)
+	}
+	h.o.mu.Lock()
+	delete(h.o.recent.byID, old.ID) // as after a restart
+	h.o.mu.Unlock()
+	if _, err := h.o.Job(old.ID); !isStatus(err, 404) {
+		t.Fatalf("the pruned job: %v, want 404", err)
+	}
+	if _, err := os.Stat(logDir); !os.IsNotExist(err) {
+		t.Fatalf("its logs: %v, want them gone", err)
+	}
+	if _, err := h.o.Job(live.ID); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.o.JobStateCounts(); c[api.StateCompleted] != 0 {
+		t.Fatalf("counts after pruning: %v", c)
+	}
 }

@@ -364,19 +364,26 @@ func (s *Store) CountFinished(ctx context.Context) (map[api.State]int, error) {
 	return out, nil
 }
 
+// PrunedJob is a job PruneFinished deleted.
+type PrunedJob struct {
+	ID    string
+	State api.State
+}
+
 // PruneFinished deletes up to limit finished jobs that are not array
 // tasks and finished before before, with their events and idempotency
-// keys, in one transaction, and returns their ids (none: nothing is left
-// to prune).
-func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int) ([]string, error) {
+// keys, in one transaction, and returns them (none: nothing is left to
+// prune).
+func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int) ([]PrunedJob, error) {
 	var ids []string
-	err := s.read(ctx, `SELECT id FROM jobs WHERE finished > 0 AND finished < ? AND array_id = '' LIMIT ?`,
+	var out []PrunedJob
+	err := s.read(ctx, `SELECT id, state FROM jobs WHERE finished > 0 AND finished < ? AND array_id = '' LIMIT ?`,
 		[]any{before.UnixNano(), limit}, func(r *sql.Rows) error {
-			var id string
-			if err := r.Scan(&id); err != nil {
+			var p PrunedJob
+			if err := r.Scan(&p.ID, &p.State); err != nil {
 				return err
 			}
-			ids = append(ids, id)
+			ids, out = append(ids, p.ID), append(out, p)
 			return nil
 		})
 	if err != nil || len(ids) == 0 {
@@ -398,7 +405,7 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int) 
 	if err != nil {
 		return nil, fmt.Errorf("prune finished jobs: %w", err)
 	}
-	return ids, nil
+	return out, nil
 }
 
 // read runs a query on the store's readers (WAL: reads do not wait for

@@ -138,7 +138,7 @@ func TestHistoryLoadAndQueries(t *testing.T) {
 func TestPruneFinished(t *testing.T) {
 	ctx := context.Background()
 	s, base := historyStore(t)
-	var pruned []string
+	var pruned []PrunedJob
 	for {
 		got, err := s.PruneFinished(ctx, base.Add(30*time.Minute), 7)
 		if err != nil {
