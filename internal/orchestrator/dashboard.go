@@ -27,5 +27,5 @@ func (o *Orchestrator) ActiveJobs() []api.Job {
 // statistics count them all) and the active jobs. The parts are read one after
 // the other, so they may be a commit apart.
 func (o *Orchestrator) Dashboard(ctx context.Context) api.DashboardUpdate {
-	return api.DashboardUpdate{At: o.cfg.Now().UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: pageQueue(trimArrays(o.Queue(), dashboardArrayRows), 0, DashboardQueueRows), Active: o.ActiveJobs()}
+	return api.DashboardUpdate{At: o.cfg.Now().UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: pageQueue(trimArrays(o.queueView(), dashboardArrayRows), 0, DashboardQueueRows, o.cfg.Now()), Active: o.ActiveJobs()}
 }

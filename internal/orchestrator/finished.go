@@ -42,6 +42,9 @@ type recentRing struct {
 
 // add remembers j, forgetting the oldest when full.
 func (r *recentRing) add(j *api.Job) {
+	if r.byID[j.ID] == j {
+		return // already there
+	}
 	if r.byID == nil {
 		r.byID = make(map[string]*api.Job, RecentFinished)
 		r.ring = make([]*api.Job, RecentFinished)
@@ -66,7 +69,11 @@ func (r *recentRing) each(f func(*api.Job)) {
 func (o *Orchestrator) evictFinished(tx *txn) {
 	var gone []*api.Job
 	for _, j := range tx.dirty {
-		if j.State.Terminal() && j.ArrayJobID == "" && o.jobs[j.ID] == j {
+		switch {
+		case !j.State.Terminal() || o.jobs[j.ID] != j:
+		case j.ArrayJobID != "":
+			o.recent.add(j) // its array keeps it in o.jobs; the statistics read it here
+		default:
 			gone = append(gone, j)
 		}
 	}
@@ -221,17 +228,18 @@ func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
 // rebuilt from (it averages the last 20).
 const estimatorRuns = 20
 
-// jobsAndRecent yields the jobs in memory: the live ones and the recently
-// ended. Lock held.
-func (o *Orchestrator) jobsAndRecent() iter.Seq[*api.Job] {
+// startedJobs yields the jobs in memory that may have started: the active
+// ones and the recently ended (a queued job has no start: a requeue clears
+// it). Lock held.
+func (o *Orchestrator) startedJobs() iter.Seq[*api.Job] {
 	return func(yield func(*api.Job) bool) {
-		for _, j := range o.jobs {
-			if !yield(j) {
+		for id := range o.active {
+			if !yield(o.jobs[id]) {
 				return
 			}
 		}
 		for _, j := range o.recent.byID {
-			if _, live := o.jobs[j.ID]; !live && !yield(j) {
+			if !yield(j) {
 				return
 			}
 		}

@@ -280,7 +280,7 @@ func (o *Orchestrator) queueWaitP95(now time.Time) time.Duration {
 		waits = append(waits, now.Sub(queuedAt(o.jobs[id])).Seconds())
 	}
 	dayAgo := now.Add(-24 * time.Hour)
-	for j := range o.jobsAndRecent() { // finished.go
+	for j := range o.startedJobs() { // finished.go
 		if j.StartedAt != nil && !j.StartedAt.Before(dayAgo) {
 			waits = append(waits, j.StartedAt.Sub(queuedAt(j)).Seconds())
 		}

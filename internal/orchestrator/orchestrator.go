@@ -152,6 +152,8 @@ type Orchestrator struct {
 	recent  recentRing        // the jobs that ended last, out of o.jobs (finished.go)
 	evicted int               // ids in o.order whose jobs left o.jobs (finished.go)
 	ended   map[api.State]int // jobs that left o.jobs, by state (finished.go)
+	viewGen uint64            // commits and cycles so far: the age of cached views (queue_page.go)
+	qcache  queueCache        // the last queue view computed (queue_page.go)
 }
 
 type cycleStats struct {
@@ -452,6 +454,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 
 // notify wakes everyone waiting on Changed. Write lock held.
 func (o *Orchestrator) notify() {
+	o.viewGen++ // views computed before are stale (queue_page.go)
 	close(o.changed)
 	o.changed = make(chan struct{})
 }

@@ -1,7 +1,10 @@
 package orchestrator
 
 import (
+	"slices"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -30,17 +33,56 @@ func (o *Orchestrator) QueuePage(limit int, cursor string) (api.QueueResponse, e
 		}
 		after = n
 	}
-	return pageQueue(o.Queue(), after, limit), nil
+	return pageQueue(o.queueView(), after, limit, o.cfg.Now()), nil
+}
+
+// queueCache is the last queue view Queue computed and the generation
+// (viewGen) it was computed at: until the next commit or cycle, readers
+// share it instead of ordering every queued job again (at 100,000 queued
+// jobs, ordering them costs hundreds of milliseconds; a page of 500 from
+// the cache, a few).
+type queueCache struct {
+	mu    sync.Mutex
+	valid bool
+	gen   uint64
+	r     api.QueueResponse
+}
+
+// queueView is Queue, from the cache when nothing changed since it was
+// computed; the times that depend on now (waits, statistics) are fresh.
+// The rows are shared: callers copy what they change (pageQueue does).
+func (o *Orchestrator) queueView() api.QueueResponse {
+	o.mu.RLock()
+	gen := o.viewGen
+	o.mu.RUnlock()
+	o.qcache.mu.Lock()
+	defer o.qcache.mu.Unlock()
+	if !o.qcache.valid || o.qcache.gen != gen {
+		o.qcache.r, o.qcache.gen, o.qcache.valid = o.Queue(), gen, true
+		return o.qcache.r
+	}
+	r := o.qcache.r
+	r.Statistics = o.Statistics()
+	r.NextCursor = ""
+	return r
 }
 
 // pageQueue keeps the rows of r after the first after, at most limit of
-// them, and sets the next cursor.
-func pageQueue(r api.QueueResponse, after, limit int) api.QueueResponse {
+// them, with their waits as of now, and sets the next cursor.
+func pageQueue(r api.QueueResponse, after, limit int, now time.Time) api.QueueResponse {
 	rows := r.QueuedJobs[min(after, len(r.QueuedJobs)):]
 	if limit > 0 && len(rows) > limit {
 		rows = rows[:limit]
 		r.NextCursor = strconv.Itoa(after + limit)
 	}
-	r.QueuedJobs = rows
+	r.QueuedJobs = slices.Clone(rows) // the cache's rows are shared
+	for i := range r.QueuedJobs {
+		q := &r.QueuedJobs[i]
+		q.WaitedSeconds = now.Sub(q.QueuedAt).Seconds()
+		if q.EstimatedStartTime != nil {
+			wait := max(q.EstimatedStartTime.Sub(now).Seconds(), 0)
+			q.EstimatedWaitTime = &wait
+		}
+	}
 	return r
 }

@@ -160,9 +160,9 @@ func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
 	s := api.QueueStatistics{TotalQueued: len(o.queued)}
 	var waits []float64
 	dayAgo, hourAgo := now.Add(-24*time.Hour), now.Add(-time.Hour)
-	// The jobs in memory: live ones and the last RecentFinished that
-	// ended (finished.go); older ones are not counted.
-	for j := range o.jobsAndRecent() {
+	// The jobs that may have started: active ones and the last
+	// RecentFinished that ended (finished.go); older ones are not counted.
+	for j := range o.startedJobs() {
 		if j.State == api.StateRunning {
 			s.TotalRunning++
 		}
