@@ -127,6 +127,7 @@ func benchFill(ctx context.Context, f *fillFlags) (fillResult, error) {
 			j.State, j.Reason, j.Message = api.StateCompleted, api.ReasonExited, "exit code 0"
 			j.StartedAt, j.FinishedAt, j.ExitCode = &start, &done, &code
 			j.GPUSeconds = done.Sub(start).Seconds()
+			b.Ended = append(b.Ended, store.EndedJob{User: j.User, Project: j.Project, State: j.State, FinishedAt: done, GPUSeconds: j.GPUSeconds, RunSeconds: j.GPUSeconds})
 			j.Allocation = []api.Allocation{{NodeID: fmt.Sprintf("node%d", i%16), GPUID: i % 8, GPUUUID: fmt.Sprintf("GPU-%d-%d", i%16, i%8), MemoryGB: 80}}
 			b.Events = append(b.Events,
 				store.JobEvent{JobID: id, Event: api.Event{At: at.Add(time.Second), From: api.StateQueued, To: api.StateScheduled, Reason: "scheduled"}},

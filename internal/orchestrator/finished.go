@@ -201,24 +201,46 @@ func (o *Orchestrator) storedIdempotent(key string) (string, bool) {
 }
 
 // rebuildFinished adds what ended jobs, kept only in the store, gave
-// the fair-share ledger (GPU time by user, project and hour) and the
-// run-time estimator (each user's last completed runs). Before the loop
-// runs, or write lock held.
+// the fair-share ledger (GPU time by user, project and hour), the
+// run-time estimator (each user's mean run time over at least their last
+// 20 completed jobs, by the hour they ended in) and the counts of ended
+// jobs, from the store's summary (one row per user, project, hour and
+// state). Before the loop runs, or write lock held.
 func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
-	usage, err := o.cfg.Store.FinishedUsage(ctx)
+	rows, err := o.cfg.Store.EndedSummary(ctx)
 	if err != nil {
 		return err
 	}
-	for _, b := range usage {
-		o.ledger.Add(b.User, b.Project, b.GPUSeconds, b.Hour.Add(30*time.Minute))
+	type runs struct {
+		jobs int
+		secs float64
 	}
-	runs, err := o.cfg.Store.RecentRunTimes(ctx, estimatorRuns)
-	if err != nil {
-		return err
+	perUser := map[string]*runs{}
+	o.ended = map[api.State]int{}
+	for _, r := range rows { // by user, newest hour first
+		if r.Jobs > 0 {
+			o.ended[r.State] += r.Jobs
+		}
+		if r.GPUSeconds > 0 {
+			o.ledger.Add(r.User, r.Project, r.GPUSeconds, r.Hour.Add(30*time.Minute))
+		}
+		if r.State != api.StateCompleted || r.Jobs <= 0 {
+			continue
+		}
+		u := perUser[r.User]
+		if u == nil {
+			u = &runs{}
+			perUser[r.User] = u
+		}
+		if u.jobs < estimatorRuns {
+			u.jobs += r.Jobs
+			u.secs += r.RunSeconds
+		}
 	}
-	for u, rs := range runs {
-		for _, d := range rs {
-			o.estimator.Observe(u, d)
+	for user, u := range perUser {
+		mean := time.Duration(u.secs / float64(u.jobs) * float64(time.Second))
+		for range min(u.jobs, estimatorRuns) {
+			o.estimator.Observe(user, mean)
 		}
 	}
 	return nil
@@ -265,13 +287,24 @@ func (o *Orchestrator) replay(key string) (submitResult, bool) {
 	return submitResult{o.view(j, true), true}, true
 }
 
-// countEnded reads how many ended jobs the store holds, by state (the
-// jobs gauge counts them). Before the loop runs.
-func (o *Orchestrator) countEnded(ctx context.Context) error {
-	n, err := o.cfg.Store.CountFinished(ctx)
-	if err != nil {
-		return err
+// noteEnded adds to tx's batch the jobs (not array tasks) it ends, for
+// the store's summary of ended jobs. Write lock held, before the commit.
+func (o *Orchestrator) noteEnded(tx *txn) {
+	for _, e := range tx.batch.Events {
+		if !e.Event.To.Terminal() {
+			continue
+		}
+		j := tx.dirty[e.JobID]
+		if j == nil || j.ArrayJobID != "" {
+			continue
+		}
+		end := store.EndedJob{User: j.User, Project: j.Project, State: j.State, FinishedAt: e.Event.At, GPUSeconds: j.GPUSeconds}
+		if j.FinishedAt != nil {
+			end.FinishedAt = *j.FinishedAt
+		}
+		if j.State == api.StateCompleted && j.StartedAt != nil {
+			end.RunSeconds = end.FinishedAt.Sub(*j.StartedAt).Seconds()
+		}
+		tx.batch.Ended = append(tx.batch.Ended, end)
 	}
-	o.ended = n
-	return nil
 }

@@ -438,6 +438,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	}
 	// The outbox rows of the changes ride with them (notify.go).
 	o.planNotifications(tx)
+	o.noteEnded(tx) // finished.go: the summary of ended jobs
 	if err := o.commitRetrying(ctx, &tx.batch); err != nil { // storedown.go
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}

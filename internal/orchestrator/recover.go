@@ -42,10 +42,6 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		o.addNode(n)
 	}
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
-	// Ended jobs stay in the store (finished.go): count them there.
-	if err := o.countEnded(ctx); err != nil {
-		return fmt.Errorf("recover: %w", err)
-	}
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
 	arrayTasks(st) // tasks with no row yet (arrays.go)

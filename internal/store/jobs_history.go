@@ -35,15 +35,15 @@ var jobColumns = []struct{ name, decl string }{
 }
 
 // jobsHistorySchema indexes jobs for the API's filters (each with the id,
-// the order of pages), start-up (state), pruning (finished), the ledger's
-// aggregate (usage), and events and idempotency keys by job.
+// the order of pages), start-up (state), pruning (finished), and events
+// and idempotency keys by job. The ledger and the counts read the
+// summary in job_usage.go.
 const jobsHistorySchema = `
 CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state, array_id, id);
 CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs(user, id);
 CREATE INDEX IF NOT EXISTS jobs_by_project ON jobs(project, id);
 CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs(name, id);
 CREATE INDEX IF NOT EXISTS jobs_by_finished ON jobs(finished);
-CREATE INDEX IF NOT EXISTS jobs_by_usage ON jobs(gpu_seconds, array_id, user, project, finished);
 CREATE INDEX IF NOT EXISTS events_by_job ON events(job_id, seq);
 CREATE INDEX IF NOT EXISTS idempotency_by_job ON idempotency(job_id);
 `
@@ -100,7 +100,7 @@ func (s *Store) migrateJobColumns(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, jobsHistorySchema); err != nil {
 		return fmt.Errorf("job indexes: %w", err)
 	}
-	return nil
+	return s.migrateJobUsage(ctx) // job_usage.go
 }
 
 // nanos is t in nanoseconds since the epoch; 0 for nil.
@@ -271,99 +271,6 @@ func (s *Store) IdempotentJob(ctx context.Context, key string) (string, bool, er
 	return id, found, nil
 }
 
-// UsageBucket is the GPU time of a user's jobs in a project that
-// finished within one hour.
-type UsageBucket struct {
-	User, Project string
-	Hour          time.Time // the hour's start
-	GPUSeconds    float64
-}
-
-// FinishedUsage sums the GPU time of finished jobs that are not array
-// tasks, by user, project and the hour they finished in (from the usage
-// index alone): what the fair-share ledger is rebuilt from.
-func (s *Store) FinishedUsage(ctx context.Context) ([]UsageBucket, error) {
-	const hour = int64(time.Hour)
-	var out []UsageBucket
-	err := s.read(ctx, `SELECT user, project, finished / ?, SUM(gpu_seconds) FROM jobs
-		WHERE gpu_seconds > 0 AND finished > 0 AND array_id = ''
-		GROUP BY user, project, finished / ?`, []any{hour, hour}, func(r *sql.Rows) error {
-		var b UsageBucket
-		var h int64
-		if err := r.Scan(&b.User, &b.Project, &h, &b.GPUSeconds); err != nil {
-			return err
-		}
-		b.Hour = time.Unix(0, h*hour).UTC()
-		out = append(out, b)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("finished usage: %w", err)
-	}
-	return out, nil
-}
-
-// RecentRunTimes returns, for each user, the run times (finished minus
-// started) of their last n completed jobs that are not array tasks,
-// oldest first: what the run-time estimator is rebuilt from.
-func (s *Store) RecentRunTimes(ctx context.Context, n int) (map[string][]time.Duration, error) {
-	var users []string
-	err := s.read(ctx, `SELECT DISTINCT user FROM jobs`, nil, func(r *sql.Rows) error {
-		var u string
-		if err := r.Scan(&u); err != nil {
-			return err
-		}
-		users = append(users, u)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("run times: %w", err)
-	}
-	out := map[string][]time.Duration{}
-	for _, u := range users {
-		var runs []time.Duration
-		err := s.read(ctx, `SELECT started, finished FROM jobs WHERE user = ? AND state = 'completed' AND array_id = ''
-			AND started > 0 AND finished > 0 ORDER BY id DESC LIMIT ?`, []any{u, n}, func(r *sql.Rows) error {
-			var st, fin int64
-			if err := r.Scan(&st, &fin); err != nil {
-				return err
-			}
-			runs = append(runs, time.Duration(fin-st))
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("run times of %s: %w", u, err)
-		}
-		for i, k := 0, len(runs)-1; i < k; i, k = i+1, k-1 {
-			runs[i], runs[k] = runs[k], runs[i]
-		}
-		if len(runs) > 0 {
-			out[u] = runs
-		}
-	}
-	return out, nil
-}
-
-// CountFinished counts the finished jobs that are not array tasks, by
-// state (from the state index alone).
-func (s *Store) CountFinished(ctx context.Context) (map[api.State]int, error) {
-	out := map[api.State]int{}
-	err := s.read(ctx, `SELECT state, COUNT(*) FROM jobs WHERE state IN `+terminalStates+` AND array_id = '' GROUP BY state`, nil,
-		func(r *sql.Rows) error {
-			var st string
-			var n int
-			if err := r.Scan(&st, &n); err != nil {
-				return err
-			}
-			out[api.State(st)] = n
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("count finished jobs: %w", err)
-	}
-	return out, nil
-}
-
 // PrunedJob is a job PruneFinished deleted.
 type PrunedJob struct {
 	ID    string
@@ -377,11 +284,25 @@ type PrunedJob struct {
 func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int) ([]PrunedJob, error) {
 	var ids []string
 	var out []PrunedJob
-	err := s.read(ctx, `SELECT id, state FROM jobs WHERE finished > 0 AND finished < ? AND array_id = '' LIMIT ?`,
+	sums := map[usageKey]*usageSum{}
+	err := s.read(ctx, `SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
+		WHERE finished > 0 AND finished < ? AND array_id = '' LIMIT ?`,
 		[]any{before.UnixNano(), limit}, func(r *sql.Rows) error {
 			var p PrunedJob
-			if err := r.Scan(&p.ID, &p.State); err != nil {
+			var k usageKey
+			var started, fin int64
+			var gpu float64
+			if err := r.Scan(&p.ID, &p.State, &k.user, &k.project, &started, &fin, &gpu); err != nil {
 				return err
+			}
+			k.state, k.hour = string(p.State), fin/int64(time.Hour)
+			if sums[k] == nil {
+				sums[k] = &usageSum{}
+			}
+			sums[k].jobs++
+			sums[k].gpuSeconds += gpu
+			if p.State == api.StateCompleted && started > 0 {
+				sums[k].runSeconds += float64(fin-started) / 1e9
 			}
 			ids, out = append(ids, p.ID), append(out, p)
 			return nil
@@ -400,7 +321,7 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int) 
 				return err
 			}
 		}
-		return nil
+		return unsummarize(ctx, tx, sums) // job_usage.go
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune finished jobs: %w", err)
@@ -433,7 +354,7 @@ func (s *Store) read(ctx context.Context, query string, args []any, fn func(*sql
 // of those jobs.
 func (s *Store) loadLive(ctx context.Context, st *State) error {
 	err := s.each(ctx, `SELECT data FROM jobs WHERE state IN `+liveStates+`
-		UNION ALL SELECT data FROM jobs WHERE array_id <> '' AND state IN `+terminalStates, func(r *sql.Rows) error {
+		UNION ALL SELECT data FROM jobs WHERE array_id > '' AND state IN `+terminalStates, func(r *sql.Rows) error {
 		var data string
 		var j api.Job
 		if err := r.Scan(&data); err != nil {
@@ -454,7 +375,7 @@ func (s *Store) loadLive(ctx context.Context, st *State) error {
 		index[st.Jobs[i].ID] = i
 	}
 	err = s.each(ctx, `SELECT e.job_id, e.data FROM (SELECT id FROM jobs WHERE state IN `+liveStates+`
-		UNION ALL SELECT id FROM jobs WHERE array_id <> '' AND state IN `+terminalStates+`) l
+		UNION ALL SELECT id FROM jobs WHERE array_id > '' AND state IN `+terminalStates+`) l
 		JOIN events e ON e.job_id = l.id ORDER BY e.seq`, func(r *sql.Rows) error {
 		var id, data string
 		var e api.Event

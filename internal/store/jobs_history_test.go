@@ -37,6 +37,7 @@ func historyStore(t *testing.T) (*Store, time.Time) {
 				j.State = api.StateFailed
 			}
 			b.Events = append(b.Events, JobEvent{j.ID, api.Event{At: end, From: api.StateQueued, To: j.State}})
+			b.Ended = append(b.Ended, EndedJob{User: j.User, Project: j.Project, State: j.State, FinishedAt: end, GPUSeconds: 10, RunSeconds: end.Sub(start).Seconds()})
 		}
 		b.Idempotency[fmt.Sprintf("key%d", i)] = j.ID
 		b.Jobs = append(b.Jobs, j)
@@ -119,17 +120,21 @@ func TestHistoryLoadAndQueries(t *testing.T) {
 	if err != nil || n[api.StateCompleted] != 20 || n[api.StateFailed] != 20 {
 		t.Fatalf("counts %v %v: want 20 completed, 20 failed (the array's task not counted)", n, err)
 	}
-	usage, err := s.FinishedUsage(ctx)
-	total := 0.0
-	for _, u := range usage {
-		total += u.GPUSeconds
+	rows, err := s.EndedSummary(ctx)
+	var gpu, run float64
+	for _, r := range rows {
+		gpu += r.GPUSeconds
+		if r.User == "bob" && r.State == api.StateCompleted {
+			run += r.RunSeconds
+		}
 	}
-	if err != nil || total != 400 {
-		t.Fatalf("usage %v %v: want 400 GPU-seconds (40 ended jobs, the array's task not counted)", usage, err)
+	// bob's completed jobs: j001, j007, ..., j055 (i = 1 mod 6), each ran 9+i seconds.
+	wantRun := 0.0
+	for i := 1; i < 60; i += 6 {
+		wantRun += float64(9 + i)
 	}
-	runs, err := s.RecentRunTimes(ctx, 2)
-	if err != nil || !slices.Equal(runs["bob"], []time.Duration{58 * time.Second, 64 * time.Second}) {
-		t.Fatalf("bob's run times %v %v: want his last two completed (j049, j055), oldest first", runs["bob"], err)
+	if err != nil || gpu != 400 || run != wantRun {
+		t.Fatalf("summary: %v GPU-seconds, bob's runs %v s, %v: want 400 (40 ended jobs, not the array's task) and %v", gpu, run, err, wantRun)
 	}
 }
 
@@ -182,7 +187,7 @@ func TestMigrateJobColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Make it a version 4 store: the old table, one ended job.
-	for _, q := range []string{`DROP TABLE jobs`, `CREATE TABLE jobs (id TEXT PRIMARY KEY, state TEXT NOT NULL, user TEXT NOT NULL, project TEXT NOT NULL, data TEXT NOT NULL)`,
+	for _, q := range []string{`DROP TABLE jobs`, `DROP TABLE job_usage`, `CREATE TABLE jobs (id TEXT PRIMARY KEY, state TEXT NOT NULL, user TEXT NOT NULL, project TEXT NOT NULL, data TEXT NOT NULL)`,
 		`INSERT INTO jobs VALUES('j1', 'completed', 'ana', 'p', '{"id":"j1","name":"train","state":"completed","user":"ana","project":"p","submitted_at":"2026-01-01T00:00:00Z","finished_at":"2026-01-01T01:00:00Z","gpu_seconds":7}')`,
 		`PRAGMA user_version = 4`} {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
@@ -198,7 +203,7 @@ func TestMigrateJobColumns(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("the old job by name and time: %v %v", ids(got), err)
 	}
-	if u, _ := s.FinishedUsage(ctx); len(u) != 1 || u[0].GPUSeconds != 7 || !u[0].Hour.Equal(time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)) {
+	if u, _ := s.EndedSummary(ctx); len(u) != 1 || u[0].GPUSeconds != 7 || u[0].Jobs != 1 || !u[0].Hour.Equal(time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)) {
 		t.Fatalf("the old job's usage: %+v", u)
 	}
 	var v int

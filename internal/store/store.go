@@ -200,13 +200,16 @@ type Batch struct {
 	Outbox []OutboxItem
 	// Arrays are job arrays' records (upserts; arrays.go).
 	Arrays []ArrayRecord
+	// Ended are the jobs (not array tasks) that the batch ends, for the
+	// summary of ended jobs (job_usage.go).
+	Ended []EndedJob
 }
 
 // Empty reports whether the batch changes nothing.
 func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
-		len(b.Outbox) == 0 && len(b.Arrays) == 0
+		len(b.Outbox) == 0 && len(b.Arrays) == 0 && len(b.Ended) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -292,6 +295,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 		return err
 	}
 	if err := writeArrays(ctx, tx, b.Arrays); err != nil {
+		return err
+	}
+	if err := writeEnded(ctx, tx, b.Ended); err != nil { // job_usage.go
 		return err
 	}
 	return appendAudit(ctx, tx, ins, b.Audit)
