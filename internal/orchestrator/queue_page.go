@@ -42,24 +42,42 @@ func (o *Orchestrator) QueuePage(limit int, cursor string) (api.QueueResponse, e
 // jobs, ordering them costs hundreds of milliseconds; a page of 500 from
 // the cache, a few).
 type queueCache struct {
-	mu    sync.Mutex
-	valid bool
-	gen   uint64
-	r     api.QueueResponse
+	mu         sync.Mutex
+	valid      bool
+	gen        uint64
+	r          api.QueueResponse
+	refreshing bool // a goroutine computes the next view
 }
 
+// SyncQueueView is the most queued jobs for which a reader computes a
+// stale queue view itself. Beyond it, readers get the last view computed
+// while one goroutine computes the next: at 100,000 queued jobs a view
+// costs about a second of CPU, and the queue changes at every cycle.
+const SyncQueueView = 10000
+
 // queueView is Queue, from the cache when nothing changed since it was
-// computed; the times that depend on now (waits, statistics) are fresh.
-// The rows are shared: callers copy what they change (pageQueue does).
+// computed (or, past SyncQueueView queued jobs, while the next view is
+// being computed); the times that depend on now (waits, statistics) are
+// fresh. The rows are shared: callers copy what they change (pageQueue
+// does).
 func (o *Orchestrator) queueView() api.QueueResponse {
 	o.mu.RLock()
-	gen := o.viewGen
+	gen, queued := o.viewGen, len(o.queued)
 	o.mu.RUnlock()
 	o.qcache.mu.Lock()
 	defer o.qcache.mu.Unlock()
-	if !o.qcache.valid || o.qcache.gen != gen {
+	if !o.qcache.valid || (o.qcache.gen != gen && queued <= SyncQueueView) {
 		o.qcache.r, o.qcache.gen, o.qcache.valid = o.Queue(), gen, true
 		return o.qcache.r
+	}
+	if o.qcache.gen != gen && !o.qcache.refreshing {
+		o.qcache.refreshing = true
+		go func() {
+			r := o.Queue()
+			o.qcache.mu.Lock()
+			o.qcache.r, o.qcache.gen, o.qcache.refreshing = r, gen, false
+			o.qcache.mu.Unlock()
+		}()
 	}
 	r := o.qcache.r
 	r.Statistics = o.Statistics()
