@@ -353,6 +353,13 @@ func (s *Store) read(ctx context.Context, query string, args []any, fn func(*sql
 // array task, in id order, each with its events; and the idempotency keys
 // of those jobs.
 func (s *Store) loadLive(ctx context.Context, st *State) error {
+	// Sized first: growing a slice of 100,000 jobs copies it again and again.
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM jobs WHERE state IN `+liveStates+`)
+		+ (SELECT COUNT(*) FROM jobs WHERE array_id > '' AND state IN `+terminalStates+`)`).Scan(&n); err != nil {
+		return err
+	}
+	st.Jobs = make([]api.Job, 0, n)
 	err := s.each(ctx, `SELECT data FROM jobs WHERE state IN `+liveStates+`
 		UNION ALL SELECT data FROM jobs WHERE array_id > '' AND state IN `+terminalStates, func(r *sql.Rows) error {
 		var data string
