@@ -204,7 +204,7 @@ func (o *Orchestrator) LogTail(jobID string, attempt, n int) []string {
 func (o *Orchestrator) JobEnv(jobID string) map[string]string {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	if j, ok := o.lookup(jobID); ok { // finished.go: or one that just ended
+	if j, ok := o.lookupAny(jobID); ok { // finished.go: or one that ended, from the store
 		return maps.Clone(j.Env)
 	}
 	return nil
