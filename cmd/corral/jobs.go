@@ -281,7 +281,8 @@ func shellQuote(s string) string {
 }
 
 func (c *cli) newQueueCmd() *cobra.Command {
-	var long, expand bool
+	var long, expand, qall bool
+	var qlimit int
 	cmd := &cobra.Command{
 		Use:   "queue [ARRAYID]",
 		Short: "List queued jobs in scheduling order",
@@ -307,15 +308,25 @@ task, and corral queue ARRAYID lists that array's queued tasks.`,
 				}
 				only = a.ID
 			}
-			q, err := cl.Queue(cmd.Context())
+			if qlimit < 0 {
+				return usagef("--limit must not be negative")
+			}
+			q, err := queuePage(cmd.Context(), cl, qlimit, qall || only != "") // pages.go
 			if err != nil {
 				return err
 			}
 			view := q
 			view.QueuedJobs = collapseQueue(q.QueuedJobs, expand, only) // arrays.go
-			return c.emit(q, func(w io.Writer) error { return c.printQueue(w, view, long) })
+			return c.emit(q, func(w io.Writer) error {
+				if err := c.printQueue(w, view, long); err != nil {
+					return err
+				}
+				return queueFooter(w, q)
+			})
 		},
 	}
+	cmd.Flags().IntVar(&qlimit, "limit", 0, "at most this many jobs, from the head of the queue (default: the server's, 500)")
+	cmd.Flags().BoolVar(&qall, "all", false, "the whole queue, page after page")
 	cmd.Flags().BoolVarP(&long, "long", "l", false, "show why each job is pending")
 	cmd.Flags().BoolVar(&expand, "expand", false, "list each task of a job array on its own row")
 	return cmd
@@ -385,6 +396,7 @@ func (c *cli) newJobsCmd() *cobra.Command {
 		state, usr, project, name, since string
 		limit                            int
 		expand                           bool
+		pg                               jobPaging // pages.go
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs",
@@ -412,12 +424,17 @@ func (c *cli) newJobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list, err := cl.Jobs(cmd.Context(), f)
+			list, err := pg.list(cmd.Context(), c, cl, f) // pages.go: --all, --cursor, --until
 			if err != nil {
 				return err
 			}
 			rows := collapseJobs(list, expand) // arrays.go
-			return c.emit(list, func(w io.Writer) error { return c.printJobs(w, rows, list.Arrays) })
+			return c.emit(list, func(w io.Writer) error {
+				if err := c.printJobs(w, rows, list.Arrays); err != nil {
+					return err
+				}
+				return pg.footer(w, list)
+			})
 		},
 	}
 	fl := cmd.Flags()
@@ -426,7 +443,8 @@ func (c *cli) newJobsCmd() *cobra.Command {
 	fl.StringVar(&project, "project", "", "only this project's jobs")
 	fl.StringVar(&name, "name", "", "only the jobs of this name (exactly)")
 	fl.StringVar(&since, "since", "", "only jobs submitted since: an age (1h, 2d) or a time (RFC 3339, 2006-01-02)")
-	fl.IntVar(&limit, "limit", 0, "at most this many jobs (default: the server's)")
+	fl.IntVar(&limit, "limit", 0, "at most this many jobs (a page; default: the server's, 1000)")
+	pg.flags(fl)
 	fl.BoolVar(&expand, "expand", false, "list each task of a job array on its own row (default: one row per array, with its counts)")
 	return cmd
 }

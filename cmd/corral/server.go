@@ -60,6 +60,7 @@ type controlFlags struct {
 	// --budget-action (up, server): what an exhausted budget does unless
 	// it says (usagecmd.go)
 	budgetAction string
+	keepHistory  keepHistoryFlag // --keep-history (history.go)
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -82,6 +83,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.executor.register(fl)
 	f.booking.register(fl)
 	registerBudgetAction(fl, &f.budgetAction) // usagecmd.go
+	fl.Var(&f.keepHistory, "keep-history", "how long ended jobs (with their events and logs) are kept after they end, e.g. 365d or 720h; older ones are deleted in the background (0: kept for ever)")
 }
 
 // newServerCmd is `corral server`: the control plane alone; nodes join with
@@ -250,6 +252,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	pruneCtx, stopPruning := context.WithCancel(ctx)
 	pruned := make(chan struct{})
 	go func() { pruneAudit(pruneCtx, st, f.access.auditRetention, logger); close(pruned) }()
+	prunedJobs := make(chan struct{})
+	go func() { o.PruneHistory(pruneCtx, time.Duration(f.keepHistory)); close(prunedJobs) }()
+	defer func() { stopPruning(); <-prunedJobs }()
 	defer func() { stopPruning(); <-pruned }() // before the store closes
 	sendCtx, stopSending := context.WithCancel(context.WithoutCancel(ctx))
 	sent := make(chan struct{})

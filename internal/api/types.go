@@ -261,12 +261,18 @@ type QueueResponse struct {
 	QueuedJobs []QueuedJob     `json:"queued_jobs"`
 	Statistics QueueStatistics `json:"statistics"`
 	Arrays     []Array         `json:"arrays,omitempty"` // the job arrays with queued tasks, with their counts
+	// NextCursor, when set, asks for the next page (?cursor=): the queue
+	// has more jobs than this page holds (docs/history.md).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // JobList is GET /jobs.
 type JobList struct {
 	Jobs   []Job   `json:"jobs"`
 	Arrays []Array `json:"arrays,omitempty"` // the job arrays of the tasks listed, with their counts
+	// NextCursor, when set, asks for the next page (?cursor=): older jobs
+	// may match (docs/history.md).
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // GPU is one device in GET /cluster/gpu-status. Memory is in MiB,

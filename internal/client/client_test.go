@@ -274,7 +274,12 @@ func TestRequests(t *testing.T) {
 		call                    func() error
 		method, path, query, in string
 	}{
-		{func() error { _, err := c.Queue(ctx); return err }, "GET", "/queue", "", ""},
+		{func() error { _, err := c.Queue(ctx); return err }, "GET", "/queue", "limit=100000", ""},
+		{func() error { _, err := c.QueuePage(ctx, 20, "40"); return err }, "GET", "/queue", "cursor=40&limit=20", ""},
+		{func() error {
+			_, err := c.Jobs(ctx, JobFilter{User: "ann", Until: since, Cursor: "j0abc", Limit: 5})
+			return err
+		}, "GET", "/jobs", "cursor=j0abc&limit=5&until=2025-01-02T03%3A04%3A05Z&user=ann", ""},
 		{func() error { _, err := c.QueueStats(ctx); return err }, "GET", "/queue/statistics", "", ""},
 		{func() error {
 			j, err := c.Cancel(ctx, "a/b", 10*time.Second)

@@ -37,9 +37,7 @@ func (c *Client) Submit(ctx context.Context, req api.SubmitRequest, idempotencyK
 
 // Queue returns the queued jobs in order, with queue statistics (GET /queue).
 func (c *Client) Queue(ctx context.Context) (api.QueueResponse, error) {
-	var q api.QueueResponse
-	err := c.call(ctx, request{method: http.MethodGet, path: "/queue"}, &q)
-	return q, err
+	return c.QueueAll(ctx) // pages.go
 }
 
 // QueueStats returns the queue statistics (GET /queue/statistics).
@@ -87,6 +85,8 @@ type JobFilter struct {
 	Project string
 	Name    string    // the job's name, exactly
 	Since   time.Time // jobs submitted at or after
+	Until   time.Time // jobs submitted before
+	Cursor  string    // the page after this cursor (the last page's NextCursor)
 	Limit   int
 }
 
@@ -109,6 +109,12 @@ func (f JobFilter) values() url.Values {
 	}
 	if f.Limit > 0 {
 		v.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if !f.Until.IsZero() {
+		v.Set("until", f.Until.UTC().Format(time.RFC3339Nano))
+	}
+	if f.Cursor != "" {
+		v.Set("cursor", f.Cursor)
 	}
 	return v
 }

@@ -59,7 +59,7 @@ func (o *Orchestrator) resolveArray(id string) (*array, bool, error) {
 	// begin with their submission time.
 	others := 0
 	for _, cand := range o.order {
-		if strings.HasPrefix(cand, id) && (n > 1 || o.jobs[cand].ArrayJobID != found.rec.ID) {
+		if j, live := o.jobs[cand]; live && strings.HasPrefix(cand, id) && (n > 1 || j.ArrayJobID != found.rec.ID) {
 			others++
 		}
 	}

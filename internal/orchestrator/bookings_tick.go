@@ -99,7 +99,7 @@ func (o *Orchestrator) stepBookings(tx *txn) {
 			continue
 		}
 		end := now
-		if j := o.jobs[id]; j != nil && j.FinishedAt != nil {
+		if j, ok := o.lookup(id); ok && j.FinishedAt != nil { // ended jobs leave o.jobs (finished.go)
 			end = *j.FinishedAt
 		}
 		delete(o.bookLive, id)

@@ -43,7 +43,8 @@ type depState struct {
 type depEntry struct {
 	expr depend.Expr
 	// preds[i][k] is the job that term i's k-th id names, looked up
-	// once (jobs are never removed); nil where the id is an array's.
+	// once (a job that ended is read from the store: finished.go); nil
+	// where the id is an array's.
 	preds     [][]*api.Job
 	singleton bool // it has a singleton term
 	check     depCheck
@@ -60,6 +61,10 @@ func (o *Orchestrator) newDepEntry(j *api.Job) *depEntry {
 		d.preds[i] = make([]*api.Job, len(t.IDs))
 		for k, id := range t.IDs {
 			d.preds[i][k] = o.jobs[id]
+			if d.preds[i][k] == nil && o.arr.byID[id] == nil {
+				// A job that ended: its final state, from the store (finished.go).
+				d.preds[i][k], _ = o.lookupAny(id)
+			}
 		}
 	}
 	return d
@@ -132,6 +137,9 @@ func (o *Orchestrator) resolveDepID(id string) (string, error) {
 	if _, ok := o.jobs[id]; ok || len(o.arrayTasks(id)) > 0 {
 		return id, nil
 	}
+	if _, ok := o.lookupAny(id); ok { // finished.go: a job that ended
+		return id, nil
+	}
 	if len(id) < MinIDPrefix {
 		return "", api.Invalid("depends_on", "no job or array %q (a prefix needs at least %d characters)", id, MinIDPrefix)
 	}
@@ -140,10 +148,19 @@ func (o *Orchestrator) resolveDepID(id string) (string, error) {
 		if !strings.HasPrefix(cand, id) {
 			continue
 		}
-		if j := o.jobs[cand]; j.ArrayJobID != "" && strings.HasPrefix(j.ArrayJobID, id) {
+		j, live := o.jobs[cand]
+		if !live {
+			continue // ended: from the store, below
+		}
+		if j.ArrayJobID != "" && strings.HasPrefix(j.ArrayJobID, id) {
 			cand = j.ArrayJobID
 		}
 		found[cand] = true
+	}
+	for _, cand := range o.storedIDsWithPrefix(id, len(found)+2) { // finished.go
+		if _, live := o.jobs[cand]; !live {
+			found[cand] = true
+		}
 	}
 	switch len(found) {
 	case 0:
@@ -184,7 +201,7 @@ func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
 			if full == j.ID || (j.ArrayJobID != "" && full == j.ArrayJobID) {
 				return api.Invalid("depends_on", "%s refers to the job itself", id)
 			}
-			if _, isJob := o.jobs[full]; t.Kind == depend.AfterCorr && isJob {
+			if t.Kind == depend.AfterCorr && o.arr.byID[full] == nil {
 				return api.Invalid("depends_on", "aftercorr needs an array's id; %s is a job", full)
 			}
 			t.IDs[i] = full

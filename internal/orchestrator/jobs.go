@@ -84,11 +84,10 @@ type submitResult struct {
 // submit queues a job in tx, or finds the one queued under idemKey.
 // Write lock held.
 func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, exempt bool) (submitResult, error) {
-	if id, ok := o.idem[idemKey]; ok && idemKey != "" {
-		if r, ok := o.replayArray(id); ok {
+	if idemKey != "" {
+		if r, ok := o.replay(idemKey); ok { // finished.go: or from the store
 			return r, nil
 		}
-		return submitResult{o.view(o.jobs[id], true), true}, nil
 	}
 	if req.Array != "" {
 		return o.submitArray(tx, req, idemKey, exempt) // arrays.go
@@ -141,7 +140,7 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, grace time.Duratio
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j, ok := o.jobs[id]
 		if !ok {
-			return nil, api.NotFound("no job %q", id)
+			return nil, o.endedError(id) // finished.go
 		}
 		switch {
 		case j.State.Terminal():
@@ -183,7 +182,7 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j, ok := o.jobs[id]
 		if !ok {
-			return nil, api.NotFound("no job %q", id)
+			return nil, o.endedError(id) // finished.go
 		}
 		if j.State.Terminal() {
 			return nil, api.Conflict("wrong_state", "job %s is already %s", id, j.State)

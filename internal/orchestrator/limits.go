@@ -95,7 +95,7 @@ func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
 func (o *Orchestrator) JobOwner(id string) (user, project string, ok bool) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	j, ok := o.jobs[id]
+	j, ok := o.lookupAny(id) // finished.go: or one that ended
 	if !ok {
 		return "", "", false
 	}

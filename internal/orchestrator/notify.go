@@ -204,7 +204,7 @@ func (o *Orchestrator) LogTail(jobID string, attempt, n int) []string {
 func (o *Orchestrator) JobEnv(jobID string) map[string]string {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	if j, ok := o.jobs[jobID]; ok {
+	if j, ok := o.lookupAny(jobID); ok { // finished.go: or one that ended, from the store
 		return maps.Clone(j.Env)
 	}
 	return nil
@@ -280,7 +280,7 @@ func (o *Orchestrator) queueWaitP95(now time.Time) time.Duration {
 		waits = append(waits, now.Sub(queuedAt(o.jobs[id])).Seconds())
 	}
 	dayAgo := now.Add(-24 * time.Hour)
-	for _, j := range o.jobs {
+	for j := range o.startedJobs() { // finished.go
 		if j.StartedAt != nil && !j.StartedAt.Before(dayAgo) {
 			waits = append(waits, j.StartedAt.Sub(queuedAt(j)).Seconds())
 		}

@@ -166,7 +166,12 @@ type Orchestrator struct {
 	resv     map[string]*api.Reservation // bookings by name (bookings.go)
 	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
 
-	use usageBooks // the usage ledger, prices and budgets (usage.go, budgets.go)
+	use     usageBooks        // the usage ledger, prices and budgets (usage.go, budgets.go)
+	recent  recentRing        // the jobs that ended last, out of o.jobs (finished.go)
+	evicted int               // ids in o.order whose jobs left o.jobs (finished.go)
+	ended   map[api.State]int // jobs that left o.jobs, by state (finished.go)
+	viewGen uint64            // commits and cycles so far: the age of cached views (queue_page.go)
+	qcache  queueCache        // the last queue view computed (queue_page.go)
 }
 
 type cycleStats struct {
@@ -456,6 +461,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	}
 	// The outbox rows of the changes ride with them (notify.go).
 	o.planNotifications(tx)
+	o.noteEnded(tx)                                          // finished.go: the summary of ended jobs
 	if err := o.commitRetrying(ctx, &tx.batch); err != nil { // storedown.go
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
@@ -463,6 +469,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	for _, f := range tx.durable {
 		f()
 	}
+	o.evictFinished(tx) // finished.go: ended jobs leave memory
 	if !tx.batch.Empty() {
 		o.notify()
 	}
@@ -471,6 +478,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 
 // notify wakes everyone waiting on Changed. Write lock held.
 func (o *Orchestrator) notify() {
+	o.viewGen++ // views computed before are stale (queue_page.go)
 	close(o.changed)
 	o.changed = make(chan struct{})
 }

@@ -172,13 +172,20 @@ func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	o.ledger = sched.NewLedger(halfLife)
 	o.estimator = sched.NewEstimator()
 	for _, id := range o.order {
-		j := o.jobs[id]
+		j, ok := o.jobs[id]
+		if !ok {
+			continue // ended: counted by rebuildFinished
+		}
 		if j.GPUSeconds > 0 && len(j.Events) > 0 {
 			o.ledger.Add(j.User, j.Project, j.GPUSeconds, j.Events[len(j.Events)-1].At)
 		}
 		if j.State == api.StateCompleted && j.StartedAt != nil && j.FinishedAt != nil {
 			o.estimator.Observe(j.User, j.FinishedAt.Sub(*j.StartedAt))
 		}
+	}
+	// Ended jobs are in the store only (finished.go).
+	if err := o.rebuildFinished(context.Background()); err != nil {
+		o.log.Error("rebuild the fair-share ledger from the store's ended jobs", "err", err)
 	}
 	o.addHoldUsage() // holdusage.go
 }

@@ -28,13 +28,23 @@ func (o *Orchestrator) ResolveJobID(id string) (string, error) {
 	if err := o.arrayNotJob(id); err != nil {
 		return "", err
 	}
+	if _, ok := o.lookupAny(id); ok { // finished.go: a job that ended
+		return id, nil
+	}
 	if len(id) < MinIDPrefix {
 		return "", api.NotFound("no job %q (a prefix needs at least %d characters)", id, MinIDPrefix)
 	}
 	var found string
 	n := 0
 	for _, cand := range o.order {
-		if strings.HasPrefix(cand, id) {
+		if _, live := o.jobs[cand]; live && strings.HasPrefix(cand, id) {
+			found = cand
+			n++
+		}
+	}
+	// Ended jobs are in the store only (finished.go).
+	for _, cand := range o.storedIDsWithPrefix(id, n+2) {
+		if _, live := o.jobs[cand]; !live {
 			found = cand
 			n++
 		}

@@ -46,10 +46,26 @@ func (t *tally) advance(o *Orchestrator, since time.Time) interval {
 	}
 	var iv interval
 	for _, id := range o.order {
-		j := o.jobs[id]
+		if j, ok := o.jobs[id]; ok { // ended jobs were counted as they left (finished.go)
+			t.job(j, since, &iv)
+		}
+	}
+	return iv
+}
+
+// job counts j's events added since the last call; those after since
+// also go into iv.
+func (t *tally) job(j *api.Job, since time.Time, iv *interval) {
+	if t.seen == nil {
+		t.seen = map[string]int{}
+		t.c.Ended = map[api.State]uint64{}
+		t.c.WaitCounts = make([]uint64, len(WaitBuckets))
+	}
+	{
+		id := j.ID
 		from := t.seen[id]
 		if from == len(j.Events) {
-			continue
+			return
 		}
 		for i := from; i < len(j.Events); i++ {
 			e := j.Events[i]
@@ -81,7 +97,6 @@ func (t *tally) advance(o *Orchestrator, since time.Time) interval {
 		}
 		t.seen[id] = len(j.Events)
 	}
-	return iv
 }
 
 // queuedBefore is when the job was last queued before its event i.
@@ -123,6 +138,9 @@ func (o *Orchestrator) JobStateCounts() map[api.State]int {
 	out := make(map[api.State]int, len(api.States))
 	for _, j := range o.jobs {
 		out[j.State]++
+	}
+	for s, n := range o.ended { // finished.go: those that left memory
+		out[s] += n
 	}
 	return out
 }

@@ -44,11 +44,12 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 	return v
 }
 
-// Job returns one job with its events.
+// Job returns one job with its events: from memory, or, for a job that
+// ended, from the store (finished.go).
 func (o *Orchestrator) Job(id string) (api.Job, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	j, ok := o.jobs[id]
+	j, ok := o.lookupAny(id)
 	if !ok {
 		return api.Job{}, api.NotFound("no job %q", id)
 	}
@@ -62,34 +63,26 @@ type JobFilter struct {
 	Project string
 	Name    string    // the job's name, exactly
 	Since   time.Time // submitted at or after
+	Until   time.Time // submitted before
+	Cursor  string    // only jobs whose ids sort before it (the last page's next cursor)
 	Limit   int       // at most this many, newest first; 0: 1000
 }
 
-// Jobs returns the jobs that match, newest first, without events.
+// Jobs returns the jobs that match, newest first, without events: the
+// first page of JobPage.
 func (o *Orchestrator) Jobs(f JobFilter) []api.Job {
-	if f.Limit <= 0 {
-		f.Limit = 1000
+	jobs, _, err := o.JobPage(context.Background(), f) // jobs_page.go
+	if err != nil {
+		o.log.Warn("list jobs", "err", err)
 	}
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	out := []api.Job{}
-	for i := len(o.order) - 1; i >= 0 && len(out) < f.Limit; i-- {
-		j := o.jobs[o.order[i]]
-		if (f.State != "" && j.State != f.State) || (f.User != "" && j.User != f.User) ||
-			(f.Project != "" && j.Project != f.Project) ||
-			(f.Name != "" && j.Name != f.Name) || j.SubmittedAt.Before(f.Since) {
-			continue
-		}
-		out = append(out, o.view(j, false))
-	}
-	return out
+	return jobs
 }
 
 // JobState returns a job's state and current attempt, for following logs.
 func (o *Orchestrator) JobState(id string) (api.State, int, bool) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	j, ok := o.jobs[id]
+	j, ok := o.lookupAny(id) // finished.go
 	if !ok {
 		return "", 0, false
 	}
@@ -167,8 +160,9 @@ func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
 	s := api.QueueStatistics{TotalQueued: len(o.queued)}
 	var waits []float64
 	dayAgo, hourAgo := now.Add(-24*time.Hour), now.Add(-time.Hour)
-	for i := len(o.order) - 1; i >= 0; i-- {
-		j := o.jobs[o.order[i]]
+	// The jobs that may have started: active ones and the last
+	// RecentFinished that ended (finished.go); older ones are not counted.
+	for j := range o.startedJobs() {
 		if j.State == api.StateRunning {
 			s.TotalRunning++
 		}

@@ -261,7 +261,7 @@ func TestRoleMatrix(t *testing.T) {
 		}
 		delete(matrix, key)
 		for i, caller := range callers {
-			path := strings.NewReplacer("{node_id}", "n1", "{action}", "uncordon", "{model}", "H100", "{kind}", "project", "{name}", "vision").Replace(rt.path)
+			path := strings.NewReplacer("{node_id}", "n1", "{action}", "uncordon", "{model}", "H100", "{kind}/{name}", "project/vision").Replace(rt.path)
 			body := r.body
 			if strings.Contains(path, "{job_id}") {
 				path = strings.Replace(path, "{job_id}", e.job(), 1)

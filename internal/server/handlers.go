@@ -77,7 +77,15 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) queue(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, http.StatusOK, s.o.Queue())
+	limit, cursor, err := pageParams(r.URL.Query(), orchestrator.DefaultQueuePage) // jobpages.go
+	if err != nil {
+		return err
+	}
+	q, err := s.o.QueuePage(limit, cursor)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, q)
 }
 
 func (s *Server) queueStatistics(w http.ResponseWriter, r *http.Request) error {
@@ -171,7 +179,13 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 	if f.Since, f.Limit, err = sinceLimit(q); err != nil {
 		return err
 	}
-	jobs := s.o.Jobs(f)
+	if f.Until, f.Cursor, err = untilCursor(q); err != nil { // jobpages.go
+		return err
+	}
+	jobs, next, err := s.o.JobPage(r.Context(), f)
+	if err != nil {
+		return err
+	}
 	who := principal(r)
 	for i := range jobs {
 		hideEnv(who, &jobs[i])
@@ -183,7 +197,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	})
-	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs, Arrays: arrays})
+	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs, Arrays: arrays, NextCursor: next})
 }
 
 // hiddenValue replaces the value of each of a job's environment variables

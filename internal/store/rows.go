@@ -8,7 +8,7 @@ import (
 )
 
 // maxRowsPerInsert bounds the rows of one INSERT statement (SQLite allows
-// 32,766 parameters in one; five columns of 64 rows is 320).
+// 32,766 parameters in one; eleven columns of 64 rows is 704).
 const maxRowsPerInsert = 64
 
 // insertSpec is a multi-row INSERT: head is "INSERT INTO t(a, b)", tail
@@ -21,8 +21,8 @@ type insertSpec struct {
 
 // The batch tables' inserts.
 var (
-	insertJobs = insertSpec{`INSERT INTO jobs(id, state, user, project, data)`, 5,
-		` ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data`}
+	insertJobs = insertSpec{`INSERT INTO jobs(id, state, user, project, data, name, submitted, started, finished, gpu_seconds, array_id)`, 11,
+		` ON CONFLICT(id) DO UPDATE SET state=excluded.state, data=excluded.data, started=excluded.started, finished=excluded.finished, gpu_seconds=excluded.gpu_seconds`}
 	insertEvents      = insertSpec{`INSERT INTO events(job_id, data)`, 2, ""}
 	insertIdempotency = insertSpec{`INSERT INTO idempotency(key, job_id)`, 2, ""}
 	insertAudit       = insertSpec{`INSERT INTO audit(at, user, action, data)`, 4, ""}

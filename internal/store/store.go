@@ -5,7 +5,8 @@
 // The orchestrator is the only writer. It hands the store whole batches of
 // changes (job rows, transition events, holds, idempotency keys, settings)
 // and each batch is one transaction: many API calls acknowledged together
-// cost one fsync (group commit). The store is read once, at start-up.
+// cost one fsync (group commit). Start-up reads what is not finished;
+// finished jobs are read on demand, by indexed queries (jobs_history.go).
 package store
 
 import (
@@ -33,7 +34,9 @@ import (
 // changed has no job row, so an older corral must not read such a store.
 // The usage ledger (usage.go) came without a new version: an older corral
 // reads such a store correctly and only leaves the ledger unwritten.
-const schemaVersion = 4
+// Version 5 added jobs' query columns and the indexes that read finished
+// jobs from the store instead of memory (jobs_history.go).
+const schemaVersion = 5
 
 const schema = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -75,6 +78,7 @@ DROP INDEX IF EXISTS events_job;
 // Corral calls Commit from one goroutine only.
 type Store struct {
 	db      *sql.DB
+	rdb     *sql.DB // readers of finished jobs (jobs_history.go); nil: db
 	inserts inserts // prepared multi-row INSERTs (rows.go)
 
 	// The committer (group.go).
@@ -114,6 +118,16 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	// Readers on connections of their own: in WAL mode they read the last
+	// commit while the writer writes.
+	rdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_pragma=query_only(1)")
+	if err != nil {
+		s.inserts.close()
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(4)
+	s.rdb = rdb
 	s.startCommitter()
 	return s, nil
 }
@@ -147,6 +161,9 @@ func (s *Store) migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, usageSchema); err != nil {
 		return err
 	}
+	if err := s.migrateJobColumns(ctx); err != nil { // jobs_history.go
+		return err
+	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
 }
@@ -161,6 +178,9 @@ func (s *Store) Close() error {
 		close(s.quit)
 		<-s.stopped
 		s.inserts.close()
+		if s.rdb != nil {
+			s.rdb.Close()
+		}
 	})
 	return s.db.Close()
 }
@@ -196,6 +216,9 @@ type Batch struct {
 	// Usage are usage-ledger rows (upserts; usage.go), written with the
 	// change that ends the attempts they charge.
 	Usage []usage.Record
+	// Ended are the jobs (not array tasks) that the batch ends, for the
+	// summary of ended jobs (job_usage.go).
+	Ended []EndedJob
 }
 
 // Empty reports whether the batch changes nothing.
@@ -203,7 +226,7 @@ func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
 		len(b.Outbox) == 0 && len(b.Arrays) == 0 &&
-		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0 && len(b.Usage) == 0
+		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0 && len(b.Usage) == 0 && len(b.Ended) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -223,14 +246,14 @@ func (s *Store) Commit(ctx context.Context, b *Batch) error {
 // write writes the batch in tx, with the store's prepared inserts.
 func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if len(b.Jobs) > 0 {
-		args := make([]any, 0, 5*len(b.Jobs))
+		args := make([]any, 0, insertJobs.ncols*len(b.Jobs))
 		for _, j := range b.Jobs {
 			j.Events = nil
 			data, err := json.Marshal(j)
 			if err != nil {
 				return err
 			}
-			args = append(args, j.ID, string(j.State), j.User, j.Project, string(data))
+			args = append(args, jobRow(&j, data)...) // jobs_history.go
 		}
 		if err := ins.insert(ctx, tx, insertJobs, args); err != nil {
 			return err
@@ -297,14 +320,17 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if err := writeUsage(ctx, tx, ins, b.Usage); err != nil {
 		return err
 	}
+	if err := writeEnded(ctx, tx, b.Ended); err != nil { // job_usage.go
+		return err
+	}
 	return appendAudit(ctx, tx, ins, b.Audit)
 }
 
-// State is everything the store holds, as read at start-up.
+// State is what the store holds that start-up reads.
 type State struct {
-	Jobs        []api.Job // in id order, each with its events in order
+	Jobs        []api.Job // jobs not finished, and array tasks: in id order, each with its events in order
 	Holds       []api.Hold
-	Idempotency map[string]string
+	Idempotency map[string]string // the keys of the jobs in Jobs that are not finished
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> record (JSON)
 	Arrays      []ArrayRecord     // job arrays' records, in id order (arrays.go)
@@ -312,44 +338,16 @@ type State struct {
 	Reservations []api.Reservation
 }
 
-// Load reads the whole state.
+// Load reads what start-up needs: everything but finished jobs (and
+// their events and idempotency keys).
 func (s *Store) Load(ctx context.Context) (*State, error) {
 	st := &State{Idempotency: map[string]string{}, Settings: map[string]string{}, Nodes: map[string]string{}}
-	index := map[string]int{}
-	err := s.each(ctx, `SELECT data FROM jobs ORDER BY id`, func(r *sql.Rows) error {
-		var data string
-		var j api.Job
-		if err := r.Scan(&data); err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(data), &j); err != nil {
-			return fmt.Errorf("job row: %w", err)
-		}
-		index[j.ID] = len(st.Jobs)
-		st.Jobs = append(st.Jobs, j)
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	// Jobs not finished (and array tasks), with their events and keys;
+	// finished jobs are read on demand (jobs_history.go).
+	if err := s.loadLive(ctx, st); err != nil {
+		return nil, fmt.Errorf("load: %w", err)
 	}
-	err = s.each(ctx, `SELECT job_id, data FROM events ORDER BY seq`, func(r *sql.Rows) error {
-		var id, data string
-		var e api.Event
-		if err := r.Scan(&id, &data); err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			return fmt.Errorf("event row: %w", err)
-		}
-		if i, ok := index[id]; ok {
-			st.Jobs[i].Events = append(st.Jobs[i].Events, e)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = s.each(ctx, `SELECT data FROM holds ORDER BY job_id`, func(r *sql.Rows) error {
+	err := s.each(ctx, `SELECT data FROM holds ORDER BY job_id`, func(r *sql.Rows) error {
 		var data string
 		var h api.Hold
 		if err := r.Scan(&data); err != nil {
@@ -359,17 +357,6 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 			return fmt.Errorf("hold row: %w", err)
 		}
 		st.Holds = append(st.Holds, h)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = s.each(ctx, `SELECT key, job_id FROM idempotency`, func(r *sql.Rows) error {
-		var k, id string
-		if err := r.Scan(&k, &id); err != nil {
-			return err
-		}
-		st.Idempotency[k] = id
 		return nil
 	})
 	if err != nil {

@@ -168,7 +168,7 @@ function clusterCards(d) {
     card('Down', down, 'down'),
     card('Utilization', meanUtil + '<small>%</small>'),
     card('Running jobs', d.active.length),
-    card('Queued jobs', d.queue.queued_jobs.length),
+    card('Queued jobs', d.queue.statistics.total_queued),
   ].join('');
 }
 
@@ -203,7 +203,7 @@ function livePoint(d) {
   return {
     live: true, at: d.at, total_gpus: c.total_gpus, allocated_gpus: c.allocated_gpus, held_gpus: c.held_gpus, foreign_gpus: c.foreign_gpus,
     down_gpus: down, utilization: c.total_gpus ? util / c.total_gpus : 0, memory_used_mib: mem, memory_total_mib: memTotal,
-    queued: d.queue.queued_jobs.length, running: d.active.length, nodes,
+    queued: d.queue.statistics.total_queued, running: d.active.length, nodes,
   };
 }
 
@@ -510,7 +510,10 @@ function queuePage(params) {
         card('Completed', s.completed_last_hour, '', 'last hour'),
       ].join('');
       const queued = d.queue.queued_jobs.filter(match);
-      $('[data-role=qtitle]', root).textContent = `Waiting (${queued.length})`;
+      // Updates carry the head of the queue (500 jobs); the statistics count them all.
+      const filtered = f.user || f.project;
+      $('[data-role=qtitle]', root).textContent = d.queue.next_cursor && !filtered
+        ? `Waiting (${s.total_queued}, the first ${d.queue.queued_jobs.length} shown)` : `Waiting (${queued.length})`;
       const arrays = new Map((d.queue.arrays || []).map((a) => [a.id, a]));
       const seen = new Set();
       const rows = [];
@@ -531,6 +534,7 @@ function queuePage(params) {
         const last = rows.map((r) => r.q && r.q.array_job_id === id).lastIndexOf(true);
         rows.splice(last + 1, 0, { more: `… and ${a.counts.queued - n} more waiting tasks: corral queue ${id}` });
       }
+      if (d.queue.next_cursor) rows.push({ more: `… the queue goes on past its first ${d.queue.queued_jobs.length} jobs: corral queue --all` });
       $('[data-role=queued]', root).innerHTML = rows.length
         ? rows.map(({ array, q, more }) => more ? `<tr><td></td><td colspan="7" class="muted">${esc(more)}</td></tr>` : array ? arrayRow(array, q, open.has(array.id)) : `<tr data-job="${esc(q.id)}">
             <td class="num">${q.queue_position || '—'}</td>

@@ -1,0 +1,310 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"slices"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// Finished jobs out of memory (issue 15). A job that ends (completed,
+// failed, canceled) leaves o.jobs once the batch that ended it is
+// committed (evictFinished): from then on the store holds it, and views
+// read it from there (Job, Jobs, JobState fall back to the store). Memory
+// keeps what scheduling needs: queued and active jobs, holds, bookings,
+// nodes; and, for views and log tails that come just after a job ends,
+// the last RecentFinished jobs that ended (a ring).
+//
+// Array tasks are the exception: their array's books (arrays.go) hold
+// every task, so a finished task stays in memory with its array.
+//
+// o.order keeps the ids of evicted jobs until it is compacted (when
+// they are more than half of it): whoever walks o.order skips ids that
+// o.jobs no longer holds.
+
+// RecentFinished is how many of the jobs that ended last stay in memory
+// (about 2 KiB each) after they leave o.jobs.
+const RecentFinished = 4096
+
+// storeReadTimeout bounds one read of a finished job from the store.
+const storeReadTimeout = 5 * time.Second
+
+// recentRing is the last RecentFinished jobs that ended, by id.
+type recentRing struct {
+	ring []*api.Job
+	next int
+	byID map[string]*api.Job
+}
+
+// add remembers j, forgetting the oldest when full.
+func (r *recentRing) add(j *api.Job) {
+	if r.byID[j.ID] == j {
+		return // already there
+	}
+	if r.byID == nil {
+		r.byID = make(map[string]*api.Job, RecentFinished)
+		r.ring = make([]*api.Job, RecentFinished)
+	}
+	if old := r.ring[r.next]; old != nil && r.byID[old.ID] == old {
+		delete(r.byID, old.ID)
+	}
+	r.ring[r.next] = j
+	r.byID[j.ID] = j
+	r.next = (r.next + 1) % len(r.ring)
+}
+
+// each calls f on the remembered jobs.
+func (r *recentRing) each(f func(*api.Job)) {
+	for _, j := range r.byID {
+		f(j)
+	}
+}
+
+// evictFinished takes the jobs the committed tx ended out of o.jobs (into
+// the recent ring), counting their last events first. Write lock held.
+func (o *Orchestrator) evictFinished(tx *txn) {
+	var gone []*api.Job
+	for _, j := range tx.dirty {
+		switch {
+		case !j.State.Terminal() || o.jobs[j.ID] != j:
+		case j.ArrayJobID != "":
+			o.recent.add(j) // its array keeps it in o.jobs; the statistics read it here
+		default:
+			gone = append(gone, j)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	if o.ended == nil {
+		o.ended = map[api.State]int{}
+	}
+	o.hist.mu.Lock()
+	o.hist.countGone(gone, tx.now)
+	o.hist.mu.Unlock()
+	for _, j := range gone {
+		delete(o.jobs, j.ID)
+		delete(o.pending, j.ID)
+		delete(o.plan, j.ID)
+		delete(o.deps.jobs, j.ID)
+		o.recent.add(j)
+		o.ended[j.State]++
+	}
+	o.evicted += len(gone)
+	if o.evicted > len(o.order)/2+1024 {
+		o.order = slices.DeleteFunc(o.order, func(id string) bool { _, ok := o.jobs[id]; return !ok })
+		o.evicted = 0
+	}
+	if len(o.idem) > 2*len(o.jobs)+RecentFinished {
+		for k, id := range o.idem { // the store keeps the keys of ended jobs
+			if _, ok := o.jobs[id]; !ok {
+				delete(o.idem, k)
+			}
+		}
+	}
+}
+
+// countGone counts the events of jobs about to leave memory that the
+// tally has not seen yet, into the next sample, and forgets them.
+// History lock held (and the orchestrator's write lock).
+func (h *history) countGone(jobs []*api.Job, now time.Time) {
+	since := h.last
+	if since.IsZero() {
+		since = now.Add(-HistoryInterval)
+	}
+	var iv interval
+	for _, j := range jobs {
+		h.tally.job(j, since, &iv)
+		delete(h.tally.seen, j.ID)
+	}
+	h.pending.merge(iv)
+}
+
+// lookup returns a job from memory: a live one, or one of the recently
+// ended. Lock held.
+func (o *Orchestrator) lookup(id string) (*api.Job, bool) {
+	if j, ok := o.jobs[id]; ok {
+		return j, true
+	}
+	j, ok := o.recent.byID[id]
+	return j, ok
+}
+
+// stored reads an ended job (with its events) from the store:
+// store.ErrNoJob when there is none. Lock held or not.
+func (o *Orchestrator) stored(id string) (api.Job, error) {
+	if o.cfg.Store == nil { // a bare orchestrator of a unit test
+		return api.Job{}, store.ErrNoJob
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	defer cancel()
+	return o.cfg.Store.Job(ctx, id)
+}
+
+// lookupAny returns a job from memory or else the store; false when
+// neither holds it (or the store cannot be read). Lock held.
+func (o *Orchestrator) lookupAny(id string) (*api.Job, bool) {
+	if j, ok := o.lookup(id); ok {
+		return j, true
+	}
+	j, err := o.stored(id)
+	if err != nil {
+		if !errors.Is(err, store.ErrNoJob) {
+			o.log.Warn("read an ended job from the store", "job_id", id, "err", err)
+		}
+		return nil, false
+	}
+	return &j, true
+}
+
+// endedError is the error for a change asked of a job that memory no
+// longer holds: 409 wrong_state when it ended, else 404. Lock held.
+func (o *Orchestrator) endedError(id string) error {
+	if j, ok := o.lookupAny(id); ok && j.State.Terminal() {
+		return api.Conflict("wrong_state", "job %s is already %s", id, j.State)
+	}
+	return api.NotFound("no job %q", id)
+}
+
+// storedIDsWithPrefix returns up to limit ids from the store that start
+// with prefix. Lock held or not.
+func (o *Orchestrator) storedIDsWithPrefix(prefix string, limit int) []string {
+	if o.cfg.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	defer cancel()
+	ids, err := o.cfg.Store.JobIDsWithPrefix(ctx, prefix, limit)
+	if err != nil {
+		o.log.Warn("look up job ids in the store", "prefix", prefix, "err", err)
+	}
+	return ids
+}
+
+// storedIdempotent returns the job that a key submitted, from the store
+// (the keys of ended jobs leave memory). Lock held.
+func (o *Orchestrator) storedIdempotent(key string) (string, bool) {
+	if o.cfg.Store == nil {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	defer cancel()
+	id, ok, err := o.cfg.Store.IdempotentJob(ctx, key)
+	if err != nil {
+		o.log.Warn("look up an idempotency key in the store", "err", err)
+	}
+	return id, ok
+}
+
+// rebuildFinished adds what ended jobs, kept only in the store, gave
+// the fair-share ledger (GPU time by user, project and hour), the
+// run-time estimator (each user's mean run time over at least their last
+// 20 completed jobs, by the hour they ended in) and the counts of ended
+// jobs, from the store's summary (one row per user, project, hour and
+// state). Before the loop runs, or write lock held.
+func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
+	rows, err := o.cfg.Store.EndedSummary(ctx)
+	if err != nil {
+		return err
+	}
+	type runs struct {
+		jobs int
+		secs float64
+	}
+	perUser := map[string]*runs{}
+	o.ended = map[api.State]int{}
+	for _, r := range rows { // by user, newest hour first
+		if r.Jobs > 0 {
+			o.ended[r.State] += r.Jobs
+		}
+		if r.GPUSeconds > 0 {
+			o.ledger.Add(r.User, r.Project, r.GPUSeconds, r.Hour.Add(30*time.Minute))
+		}
+		if r.State != api.StateCompleted || r.Jobs <= 0 {
+			continue
+		}
+		u := perUser[r.User]
+		if u == nil {
+			u = &runs{}
+			perUser[r.User] = u
+		}
+		if u.jobs < estimatorRuns {
+			u.jobs += r.Jobs
+			u.secs += r.RunSeconds
+		}
+	}
+	for user, u := range perUser {
+		mean := time.Duration(u.secs / float64(u.jobs) * float64(time.Second))
+		for range min(u.jobs, estimatorRuns) {
+			o.estimator.Observe(user, mean)
+		}
+	}
+	return nil
+}
+
+// estimatorRuns is how many of a user's last runs the estimator is
+// rebuilt from (it averages the last 20).
+const estimatorRuns = 20
+
+// startedJobs yields the jobs in memory that may have started: the active
+// ones and the recently ended (a queued job has no start: a requeue clears
+// it). Lock held.
+func (o *Orchestrator) startedJobs() iter.Seq[*api.Job] {
+	return func(yield func(*api.Job) bool) {
+		for id := range o.active {
+			if !yield(o.jobs[id]) {
+				return
+			}
+		}
+		for _, j := range o.recent.byID {
+			if !yield(j) {
+				return
+			}
+		}
+	}
+}
+
+// replay returns what a submission under key gave the first time: its
+// job, from memory or the store, or its array. Write lock held.
+func (o *Orchestrator) replay(key string) (submitResult, bool) {
+	id, ok := o.idem[key]
+	if !ok {
+		if id, ok = o.storedIdempotent(key); !ok {
+			return submitResult{}, false
+		}
+	}
+	if r, ok := o.replayArray(id); ok {
+		return r, true
+	}
+	j, ok := o.lookupAny(id)
+	if !ok {
+		return submitResult{}, false // pruned (--keep-history): a new submission
+	}
+	return submitResult{o.view(j, true), true}, true
+}
+
+// noteEnded adds to tx's batch the jobs (not array tasks) it ends, for
+// the store's summary of ended jobs. Write lock held, before the commit.
+func (o *Orchestrator) noteEnded(tx *txn) {
+	for _, e := range tx.batch.Events {
+		if !e.Event.To.Terminal() {
+			continue
+		}
+		j := tx.dirty[e.JobID]
+		if j == nil || j.ArrayJobID != "" {
+			continue
+		}
+		end := store.EndedJob{User: j.User, Project: j.Project, State: j.State, FinishedAt: e.Event.At, GPUSeconds: j.GPUSeconds}
+		if j.FinishedAt != nil {
+			end.FinishedAt = *j.FinishedAt
+		}
+		if j.State == api.StateCompleted && j.StartedAt != nil {
+			end.RunSeconds = end.FinishedAt.Sub(*j.StartedAt).Seconds()
+		}
+		tx.batch.Ended = append(tx.batch.Ended, end)
+	}
+}

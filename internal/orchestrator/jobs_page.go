@@ -1,0 +1,76 @@
+package orchestrator
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// JobPage is GET /jobs: the jobs that match f, newest (largest id) first,
+// without events, at most f.Limit of them (0: 1000), and the cursor of
+// the next page ("" when there is none). Live jobs come from memory,
+// ended ones from the store's indexes (finished.go); both are read under
+// the read lock, so that a job that ends meanwhile is listed once.
+// Keyset pagination: the next page is the jobs whose ids sort before the
+// cursor, so pages neither repeat nor skip jobs when new ones arrive.
+func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, string, error) {
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	// 1. Memory: the live jobs (and array tasks, ended or not) that match.
+	var mem []*api.Job
+	for _, j := range o.jobs {
+		if (f.Cursor != "" && j.ID >= f.Cursor) || (f.State != "" && j.State != f.State) ||
+			(f.User != "" && j.User != f.User) || (f.Project != "" && j.Project != f.Project) ||
+			(f.Name != "" && j.Name != f.Name) || j.SubmittedAt.Before(f.Since) ||
+			(!f.Until.IsZero() && !j.SubmittedAt.Before(f.Until)) {
+			continue
+		}
+		mem = append(mem, j)
+	}
+	slices.SortFunc(mem, func(a, b *api.Job) int { return strings.Compare(b.ID, a.ID) })
+	if len(mem) > f.Limit {
+		mem = mem[:f.Limit]
+	}
+	// 2. The store: ended jobs that are not array tasks (those are in
+	// memory), unless the filter asks for a live state.
+	var old []api.Job
+	full := false
+	if f.State == "" || f.State.Terminal() {
+		q := store.JobQuery{User: f.User, Project: f.Project, Name: f.Name, Since: f.Since, Until: f.Until,
+			Before: f.Cursor, Limit: f.Limit, Plain: true, States: []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled}}
+		if f.State != "" {
+			q.States = []api.State{f.State}
+		}
+		var err error
+		if old, err = o.cfg.Store.Jobs(ctx, q); err != nil {
+			return nil, "", err
+		}
+		full = len(old) == f.Limit
+	}
+	// 3. Merge, newest first; memory wins over a row for the same id.
+	out := make([]api.Job, 0, min(f.Limit, len(mem)+len(old)))
+	i, k := 0, 0
+	for len(out) < f.Limit && (i < len(mem) || k < len(old)) {
+		switch {
+		case k < len(old) && o.jobs[old[k].ID] != nil:
+			k++ // still in memory (listed from there)
+		case k >= len(old) || (i < len(mem) && mem[i].ID > old[k].ID):
+			out = append(out, o.view(mem[i], false))
+			i++
+		default:
+			out = append(out, o.view(&old[k], false))
+			k++
+		}
+	}
+	next := ""
+	if len(out) > 0 && (len(out) == f.Limit || full) {
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}

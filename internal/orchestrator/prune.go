@@ -1,0 +1,75 @@
+package orchestrator
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// History pruning (--keep-history): ended jobs that finished longer ago
+// than the kept time are deleted from the store, with their events,
+// idempotency keys and log files, in small batches, so that the writer
+// is never held for long. Array tasks stay with their arrays.
+
+// PruneBatch is how many ended jobs one pruning transaction deletes.
+const PruneBatch = 500
+
+// PruneEvery is how often PruneHistory looks for ended jobs to delete.
+const PruneEvery = 10 * time.Minute
+
+// PruneHistory deletes, now and then every PruneEvery until ctx ends,
+// the ended jobs that finished more than keep ago. keep <= 0: it returns
+// at once (history is kept for ever).
+func (o *Orchestrator) PruneHistory(ctx context.Context, keep time.Duration) {
+	if keep <= 0 {
+		return
+	}
+	t := time.NewTicker(PruneEvery)
+	defer t.Stop()
+	for {
+		if n, err := o.PruneOnce(ctx, o.cfg.Now().Add(-keep)); err != nil && ctx.Err() == nil {
+			o.log.Warn("ended jobs not pruned", "err", err)
+		} else if n > 0 {
+			o.log.Info("ended jobs pruned", "deleted", n, "older_than", keep)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// PruneOnce deletes every ended job that finished before before, a batch
+// at a time, and returns how many it deleted.
+func (o *Orchestrator) PruneOnce(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		gone, err := o.cfg.Store.PruneFinished(ctx, before, PruneBatch)
+		if err != nil {
+			return total, err
+		}
+		if len(gone) == 0 {
+			break
+		}
+		total += len(gone)
+		o.mu.Lock()
+		for _, p := range gone {
+			if o.ended[p.State] > 0 {
+				o.ended[p.State]--
+			}
+			delete(o.recent.byID, p.ID)
+		}
+		o.mu.Unlock()
+		for _, p := range gone {
+			if o.cfg.DataDir == "" {
+				break
+			}
+			if err := os.RemoveAll(filepath.Join(o.cfg.DataDir, "logs", p.ID)); err != nil {
+				o.log.Warn("remove a pruned job's logs", "job_id", p.ID, "err", err)
+			}
+		}
+	}
+	return total, ctx.Err()
+}

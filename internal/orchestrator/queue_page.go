@@ -1,0 +1,106 @@
+package orchestrator
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// DefaultQueuePage is how many queued jobs GET /queue returns when the
+// request names no limit.
+const DefaultQueuePage = 500
+
+// DashboardQueueRows is how many queued jobs each dashboard update
+// (GET /events) carries: the head of the queue; its statistics count
+// them all.
+const DashboardQueueRows = 500
+
+// QueuePage is GET /queue a page at a time: the queued jobs after the
+// first cursor of them ("" or "0": from the head), at most limit of them,
+// in the order they will be considered, and the next page's cursor when
+// more follow. Statistics and arrays are always complete. The queue's
+// order moves as it changes, so a job may appear on two pages, or none,
+// when the queue changed between them.
+func (o *Orchestrator) QueuePage(limit int, cursor string) (api.QueueResponse, error) {
+	after := 0
+	if cursor != "" {
+		n, err := strconv.Atoi(cursor)
+		if err != nil || n < 0 {
+			return api.QueueResponse{}, api.Invalid("cursor", "is not a cursor this server gave (next_cursor)")
+		}
+		after = n
+	}
+	return pageQueue(o.queueView(), after, limit, o.cfg.Now()), nil
+}
+
+// queueCache is the last queue view Queue computed and the generation
+// (viewGen) it was computed at: until the next commit or cycle, readers
+// share it instead of ordering every queued job again (at 100,000 queued
+// jobs, ordering them costs hundreds of milliseconds; a page of 500 from
+// the cache, a few).
+type queueCache struct {
+	mu         sync.Mutex
+	valid      bool
+	gen        uint64
+	r          api.QueueResponse
+	refreshing bool // a goroutine computes the next view
+}
+
+// SyncQueueView is the most queued jobs for which a reader computes a
+// stale queue view itself. Beyond it, readers get the last view computed
+// while one goroutine computes the next: at 100,000 queued jobs a view
+// costs about a second of CPU, and the queue changes at every cycle.
+const SyncQueueView = 10000
+
+// queueView is Queue, from the cache when nothing changed since it was
+// computed (or, past SyncQueueView queued jobs, while the next view is
+// being computed); the times that depend on now (waits, statistics) are
+// fresh. The rows are shared: callers copy what they change (pageQueue
+// does).
+func (o *Orchestrator) queueView() api.QueueResponse {
+	o.mu.RLock()
+	gen, queued := o.viewGen, len(o.queued)
+	o.mu.RUnlock()
+	o.qcache.mu.Lock()
+	defer o.qcache.mu.Unlock()
+	if !o.qcache.valid || (o.qcache.gen != gen && queued <= SyncQueueView) {
+		o.qcache.r, o.qcache.gen, o.qcache.valid = o.Queue(), gen, true
+		return o.qcache.r
+	}
+	if o.qcache.gen != gen && !o.qcache.refreshing {
+		o.qcache.refreshing = true
+		go func() {
+			r := o.Queue()
+			o.qcache.mu.Lock()
+			o.qcache.r, o.qcache.gen, o.qcache.refreshing = r, gen, false
+			o.qcache.mu.Unlock()
+		}()
+	}
+	r := o.qcache.r
+	r.Statistics = o.Statistics()
+	r.NextCursor = ""
+	return r
+}
+
+// pageQueue keeps the rows of r after the first after, at most limit of
+// them, with their waits as of now, and sets the next cursor.
+func pageQueue(r api.QueueResponse, after, limit int, now time.Time) api.QueueResponse {
+	rows := r.QueuedJobs[min(after, len(r.QueuedJobs)):]
+	if limit > 0 && len(rows) > limit {
+		rows = rows[:limit]
+		r.NextCursor = strconv.Itoa(after + limit)
+	}
+	r.QueuedJobs = slices.Clone(rows) // the cache's rows are shared
+	for i := range r.QueuedJobs {
+		q := &r.QueuedJobs[i]
+		q.WaitedSeconds = now.Sub(q.QueuedAt).Seconds()
+		if q.EstimatedStartTime != nil {
+			wait := max(q.EstimatedStartTime.Sub(now).Seconds(), 0)
+			q.EstimatedWaitTime = &wait
+		}
+	}
+	return r
+}
