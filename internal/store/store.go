@@ -72,6 +72,7 @@ DROP INDEX IF EXISTS events_job;
 // Corral calls Commit from one goroutine only.
 type Store struct {
 	db      *sql.DB
+	pg      bool    // PostgreSQL (postgres.go), not SQLite
 	inserts inserts // prepared multi-row INSERTs (rows.go)
 
 	// The committer (group.go).
@@ -83,7 +84,7 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// Open opens (creating when needed) the database at path.
+// Open opens (creating when needed) the SQLite database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -102,14 +103,48 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway
-	s := &Store{db: db}
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
+	s, err := start(ctx, db, false)
+	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// OpenPostgres opens (creating its tables when needed) the PostgreSQL
+// database named by dsn (postgres://user@host:port/db?...; see pgx's
+// connection strings). The same code as on SQLite runs there: its SQL
+// is rewritten on the way (dialect.go). A commit returns once PostgreSQL
+// has made it durable (synchronous_commit, on by default, must stay on).
+func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+	db, err := openPostgres(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", redact(dsn), err)
+	}
+	db.SetMaxOpenConns(8) // the committer's transaction, and the server's reads beside it
+	s, err := start(ctx, db, true)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", redact(dsn), err)
+	}
+	return s, nil
+}
+
+// start creates or upgrades the tables of db, prepares the inserts and
+// starts the committer. It closes db when it fails.
+func start(ctx context.Context, db *sql.DB, pg bool) (*Store, error) {
+	s := &Store{db: db, pg: pg}
+	var err error
+	if pg {
+		err = s.migratePostgres(ctx)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
 	}
 	if s.inserts, err = prepareInserts(ctx, db); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
+		return nil, err
 	}
 	s.startCommitter()
 	return s, nil
@@ -123,23 +158,28 @@ func (s *Store) migrate(ctx context.Context) error {
 	if v > schemaVersion {
 		return fmt.Errorf("the database has schema version %d; this corral knows up to %d: upgrade corral", v, schemaVersion)
 	}
-	if _, err := s.db.ExecContext(ctx, schema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, authSchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, historySchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, notifySchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, arraySchema); err != nil {
+	if err := createTables(ctx, s.db); err != nil {
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
+}
+
+// createTables runs every table's schema (each CREATE ... IF NOT EXISTS).
+// A part that adds a table adds its schema here.
+func createTables(ctx context.Context, db execer) error {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema} {
+		if _, err := db.ExecContext(ctx, sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execer is what *sql.DB and *sql.Tx share.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Close closes the database. Writes waiting to be committed fail with
