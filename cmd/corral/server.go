@@ -54,6 +54,7 @@ type controlFlags struct {
 	// --dependency-timeout (up, server); 0: at once
 	depTimeout time.Duration
 	notify     notifyFlags // notifyflags.go
+	storeURL   string      // --store: "" (the SQLite file in the data dir), sqlite://PATH or postgres://...
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -70,6 +71,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.maxGPUs, "max-gpus-per-node", agents.DefaultMaxGPUs, fmt.Sprintf("the most GPUs an agent may register for one node (1 to %d); a registration with more is refused", agents.MaxGPUsLimit))
 	fl.DurationVar(&f.depTimeout, "dependency-timeout", orchestrator.DefaultDependencyTimeout, "how long a queued job whose dependency can never be met (reason dependency_never_satisfied) waits before it is canceled; 0: at once")
+	fl.StringVar(&f.storeURL, "store", "", "the database: sqlite://PATH or postgres://USER@HOST:PORT/DB (default: the SQLite file corral.db in --data-dir)")
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
@@ -163,6 +165,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if f.depTimeout < 0 {
 		return usagef("--dependency-timeout %s: must not be negative (0 cancels at once)", f.depTimeout)
 	}
+	if _, _, err := store.ParseURL(f.storeURL, ""); err != nil {
+		return usagef("--store: %v", err)
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -184,9 +189,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	defer ln.Close()
-	st, err := store.Open(ctx, filepath.Join(dataDir, "corral.db"))
+	st, err := store.OpenURL(ctx, f.storeURL, filepath.Join(dataDir, "corral.db"))
 	if err != nil {
-		return err
+		return fmt.Errorf("--store: %w", err)
 	}
 	defer st.Close()
 

@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store/storetest"
+)
+
+// TestPostgresStore runs `corral up --store postgres://…`: the state lives
+// in PostgreSQL (no corral.db in the data dir), and a server started again
+// after a kill -9 has every acknowledged job.
+func TestPostgresStore(t *testing.T) {
+	dsn := storetest.Postgres(t) // skips without CORRAL_TEST_POSTGRES
+	dir := t.TempDir()
+	up := func() *server {
+		return startControl(t, dir, freePort(t), nil, "up", "--simulate-gpus", "8", "--node-name", "e2e-node", "--store", dsn)
+	}
+	s := up()
+	done := s.submit(map[string]any{"command": "echo hi", "gpu_count": 1, "name": "done"})
+	s.waitState(done.ID, api.StateCompleted, 30*time.Second)
+
+	// Acknowledged submissions, in parallel (group commits), then kill -9.
+	const n = 40
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids[i] = s.submit(map[string]any{"command": "sleep 600", "gpu_count": 8}).ID
+		}()
+	}
+	wg.Wait()
+	s.kill9()
+	if fileExists(filepath.Join(dir, "corral.db")) {
+		t.Fatal("corral.db was made in the data dir: the state is not (only) in PostgreSQL")
+	}
+
+	s2 := up()
+	got := s2.job(done.ID)
+	if got.State != api.StateCompleted || got.Name != "done" || len(got.Events) < 3 {
+		t.Fatalf("after restart, job %s = %s with %d events", done.ID, got.State, len(got.Events))
+	}
+	for _, id := range ids {
+		if j := s2.job(id); j.ID != id {
+			t.Errorf("acknowledged job %s lost", id)
+		}
+	}
+}
+
+// TestStoreFlagRejectsUnknownScheme: a --store that is neither sqlite://
+// nor postgres:// is refused before anything starts, naming the flag.
+func TestStoreFlagRejectsUnknownScheme(t *testing.T) {
+	_, stderr, code := runCLI(t, nil, "server", "--data-dir", t.TempDir(), "--store", "mysql://x")
+	if code == 0 || !strings.Contains(stderr, "--store") {
+		t.Fatalf("exit %d, stderr %q: want a failure naming --store", code, stderr)
+	}
+}
