@@ -61,3 +61,47 @@ func TestStoreFlagRejectsUnknownScheme(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q: want a failure naming --store", code, stderr)
 	}
 }
+
+// TestStoreMigrate: a `corral up` on SQLite is stopped, `corral store
+// migrate` copies its store into PostgreSQL, and `corral up --store
+// postgres://…` serves the same jobs, events included; a second migrate
+// into the now non-empty database is refused unless --force.
+func TestStoreMigrate(t *testing.T) {
+	dsn := storetest.Postgres(t)
+	dir := t.TempDir()
+	s := startControl(t, dir, freePort(t), nil, "up", "--simulate-gpus", "8", "--node-name", "e2e-node")
+	var ids []string
+	for i := range 3 {
+		j := s.submit(map[string]any{"command": "echo hi", "gpu_count": 1, "name": "m" + strings.Repeat("x", i)})
+		s.waitState(j.ID, api.StateCompleted, 30*time.Second)
+		ids = append(ids, j.ID)
+	}
+	before := map[string]api.Job{}
+	for _, id := range ids {
+		before[id] = s.job(id)
+	}
+	s.stop()
+
+	from := "sqlite://" + filepath.Join(dir, "corral.db")
+	stdout, stderr, code := runCLI(t, nil, "store", "migrate", "--from", from, "--to", dsn)
+	if code != 0 || !strings.Contains(stdout, "copied") || !strings.Contains(stderr, "jobs: ") {
+		t.Fatalf("migrate: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	if _, stderr, code := runCLI(t, nil, "store", "migrate", "--from", from, "--to", dsn); code == 0 || !strings.Contains(stderr, "--force") {
+		t.Fatalf("second migrate: exit %d, stderr %q: want a refusal naming --force", code, stderr)
+	}
+	if _, stderr, code := runCLI(t, nil, "store", "migrate", "--from", from, "--to", dsn, "--force"); code != 0 {
+		t.Fatalf("forced migrate: exit %d, stderr %q", code, stderr)
+	}
+
+	s2 := startControl(t, dir, freePort(t), nil, "up", "--simulate-gpus", "8", "--node-name", "e2e-node", "--store", dsn)
+	for id, want := range before {
+		got := s2.job(id)
+		if got.ID != id || got.Name != want.Name || got.Command != want.Command || len(got.Events) < len(want.Events) {
+			t.Errorf("job %s after migrate = %s %q with %d events; before %s %q with %d", id, got.State, got.Name, len(got.Events), want.State, want.Name, len(want.Events))
+		}
+		if want.State == api.StateCompleted && got.State != api.StateCompleted {
+			t.Errorf("job %s was completed, is %s", id, got.State)
+		}
+	}
+}
