@@ -73,6 +73,7 @@ DROP INDEX IF EXISTS events_job;
 type Store struct {
 	db      *sql.DB
 	pg      bool    // PostgreSQL (postgres.go), not SQLite
+	fence   fence   // the leader lease's epoch writes check (leaderlease.go)
 	inserts inserts // prepared multi-row INSERTs (rows.go)
 
 	// The committer (group.go).
@@ -168,7 +169,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // createTables runs every table's schema (each CREATE ... IF NOT EXISTS).
 // A part that adds a table adds its schema here.
 func createTables(ctx context.Context, db execer) error {
-	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema} {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema} {
 		if _, err := db.ExecContext(ctx, sc); err != nil {
 			return err
 		}
