@@ -105,3 +105,27 @@ func TestStoreMigrate(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresTakeOver: a control plane (`corral up` here; `corral server`
+// the same) on PostgreSQL leads through the
+// leader lease; when it is killed (-9), a second server on another data
+// dir, started at once, waits as a standby until the dead leader's lease
+// expires, then leads with every acknowledged job.
+func TestPostgresTakeOver(t *testing.T) {
+	dsn := storetest.Postgres(t)
+	a := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "8", "--node-name", "node-a", "--store", dsn)
+	var ids []string
+	for range 5 {
+		ids = append(ids, a.submit(map[string]any{"command": "sleep 600", "gpu_count": 1}).ID)
+	}
+	a.kill9()
+	b := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "8", "--node-name", "node-b", "--store", dsn)
+	if out := b.out.String(); !strings.Contains(out, "standby") || !strings.Contains(out, "leading") {
+		t.Errorf("the second server did not wait for the lease, then lead; output:\n%s", out)
+	}
+	for _, id := range ids {
+		if j := b.job(id); j.ID != id {
+			t.Errorf("acknowledged job %s lost in the take-over", id)
+		}
+	}
+}

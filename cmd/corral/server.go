@@ -194,6 +194,11 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return fmt.Errorf("--store: %w", err)
 	}
 	defer st.Close()
+	ctx, stopLeading, err := leadOnPostgres(ctx, st, dataDir, logger) // leader.go
+	if err != nil {
+		return err
+	}
+	defer stopLeading()
 
 	authSvc, admin, err := setUpAuth(ctx, st, dataDir, logger)
 	if err != nil {

@@ -28,8 +28,8 @@ CREATE TABLE IF NOT EXISTS leader_lease (
 // was committed.
 var ErrDeposed = errors.New("this server no longer holds the leader lease (deposed)")
 
-// AcquireLease takes the lease for holder, until now+ttl, when it is free
-// or expired (the epoch grows by one), or renews it when holder already
+// AcquireLease takes the lease for holder, until now+ttl, when it is free,
+// expired or already holder's (a restarted holder; the epoch grows by one), or renews it when holder already
 // holds it at epoch and it has not expired (the epoch stays). It reports
 // the epoch held and whether holder holds the lease now. Each attempt is
 // one UPDATE, atomic on either database.
@@ -51,7 +51,7 @@ func (s *Store) AcquireLease(ctx context.Context, holder string, epoch int64, no
 	if renew {
 		res, err = tx.ExecContext(ctx, `UPDATE leader_lease SET expires_at = ? WHERE id = 1 AND holder = ? AND epoch = ? AND expires_at > ?`, exp, holder, epoch, n)
 	} else {
-		res, err = tx.ExecContext(ctx, `UPDATE leader_lease SET holder = ?, epoch = epoch + 1, expires_at = ? WHERE id = 1 AND (holder = '' OR expires_at <= ?)`, holder, exp, n)
+		res, err = tx.ExecContext(ctx, `UPDATE leader_lease SET holder = ?, epoch = epoch + 1, expires_at = ? WHERE id = 1 AND (holder = '' OR holder = ? OR expires_at <= ?)`, holder, exp, holder, n)
 	}
 	if err != nil {
 		return 0, false, fmt.Errorf("lease: %w", err)

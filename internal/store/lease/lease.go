@@ -81,6 +81,9 @@ func (e *Elector) Deposed() {
 // Step makes one attempt, as Run does every TTL/3: take or renew the
 // lease, and call OnElected / OnDeposed on a change.
 func (e *Elector) Step(ctx context.Context) {
+	if ctx.Err() != nil {
+		return // stopping: Run gives the lease up
+	}
 	e.mu.Lock()
 	epoch := e.epoch
 	if epoch != 0 && !e.cfg.Now().Before(e.trustUntil) {
@@ -92,6 +95,9 @@ func (e *Elector) Step(ctx context.Context) {
 	}
 	start := e.cfg.Now()
 	got, ok, err := e.cfg.Backend.AcquireLease(ctx, e.cfg.Holder, epoch, start, e.cfg.TTL)
+	if ctx.Err() != nil {
+		return
+	}
 	if err != nil {
 		e.cfg.Logger.Warn("leader lease", "holder", e.cfg.Holder, "err", err)
 	}
@@ -165,7 +171,7 @@ func (f *Fake) AcquireLease(_ context.Context, holder string, epoch int64, now t
 		f.expires = now.Add(ttl)
 		return epoch, true, nil
 	}
-	if f.holder != "" && now.Before(f.expires) {
+	if f.holder != "" && f.holder != holder && now.Before(f.expires) {
 		return 0, false, nil
 	}
 	f.holder, f.epoch, f.expires = holder, f.epoch+1, now.Add(ttl)
