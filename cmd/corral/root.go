@@ -97,6 +97,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 		// `corral agent` are registered here too, next to up.
 		newUpCmd(),
 		newServerCmd(),
+		newStoreCmd(), // storecmd.go
 		newAgentCmd(),
 		newShimCmd(),
 

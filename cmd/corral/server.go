@@ -61,6 +61,7 @@ type controlFlags struct {
 	// it says (usagecmd.go)
 	budgetAction string
 	keepHistory  keepHistoryFlag // --keep-history (history.go)
+	storeURL   string      // --store: "" (the SQLite file in the data dir), sqlite://PATH or postgres://...
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -77,6 +78,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.maxGPUs, "max-gpus-per-node", agents.DefaultMaxGPUs, fmt.Sprintf("the most GPUs an agent may register for one node (1 to %d); a registration with more is refused", agents.MaxGPUsLimit))
 	fl.DurationVar(&f.depTimeout, "dependency-timeout", orchestrator.DefaultDependencyTimeout, "how long a queued job whose dependency can never be met (reason dependency_never_satisfied) waits before it is canceled; 0: at once")
+	fl.StringVar(&f.storeURL, "store", "", "the database: sqlite://PATH or postgres://USER@HOST:PORT/DB (default: the SQLite file corral.db in --data-dir)")
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
@@ -177,6 +179,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err := checkBudgetAction(f.budgetAction); err != nil { // usagecmd.go
 		return err
 	}
+	if _, _, err := store.ParseURL(f.storeURL, ""); err != nil {
+		return usagef("--store: %v", err)
+	}
 	dataDir, err := filepath.Abs(f.dataDir)
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
@@ -198,11 +203,16 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
 	defer ln.Close()
-	st, err := store.Open(ctx, filepath.Join(dataDir, "corral.db"))
+	st, err := store.OpenURL(ctx, f.storeURL, filepath.Join(dataDir, "corral.db"))
+	if err != nil {
+		return fmt.Errorf("--store: %w", err)
+	}
+	defer st.Close()
+	ctx, stopLeading, err := leadOnPostgres(ctx, st, dataDir, logger) // leader.go
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer stopLeading()
 
 	authSvc, admin, err := setUpAuth(ctx, st, dataDir, logger)
 	if err != nil {

@@ -138,6 +138,10 @@ func (s *Store) runGroup(group []*writeReq, errs []error, isolate bool) (failed 
 	if err != nil {
 		return false, err
 	}
+	if err := s.checkFence(ctx, tx); err != nil { // leaderlease.go
+		tx.Rollback()
+		return false, err
+	}
 	for i, r := range group {
 		if err := r.ctx.Err(); err != nil {
 			errs[i] = err // not started: nothing was written

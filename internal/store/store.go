@@ -79,6 +79,8 @@ DROP INDEX IF EXISTS events_job;
 type Store struct {
 	db      *sql.DB
 	rdb     *sql.DB // readers of finished jobs (jobs_history.go); nil: db
+	pg      bool    // PostgreSQL (postgres.go), not SQLite
+	fence   fence   // the leader lease's epoch writes check (leaderlease.go)
 	inserts inserts // prepared multi-row INSERTs (rows.go)
 
 	// The committer (group.go).
@@ -90,7 +92,7 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// Open opens (creating when needed) the database at path.
+// Open opens (creating when needed) the SQLite database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -109,25 +111,63 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(1) // one writer; SQLite serialises writes anyway
-	s := &Store{db: db}
-	if err := s.migrate(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	if s.inserts, err = prepareInserts(ctx, db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
 	// Readers on connections of their own: in WAL mode they read the last
 	// commit while the writer writes.
 	rdb, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode()+"&_pragma=query_only(1)")
 	if err != nil {
-		s.inserts.close()
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	rdb.SetMaxOpenConns(4)
-	s.rdb = rdb
+	s, err := start(ctx, db, rdb, false)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// OpenPostgres opens (creating its tables when needed) the PostgreSQL
+// database named by dsn (postgres://user@host:port/db?...; see pgx's
+// connection strings). The same code as on SQLite runs there: its SQL
+// is rewritten on the way (dialect.go). A commit returns once PostgreSQL
+// has made it durable (synchronous_commit, on by default, must stay on).
+func OpenPostgres(ctx context.Context, dsn string) (*Store, error) {
+	db, err := openPostgres(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", redact(dsn), err)
+	}
+	db.SetMaxOpenConns(8) // the committer's transaction, and the server's reads beside it
+	s, err := start(ctx, db, nil, true)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", redact(dsn), err)
+	}
+	return s, nil
+}
+
+// start creates or upgrades the tables of db, prepares the inserts and
+// starts the committer; rdb, when not nil, serves reads of finished jobs
+// beside the writer. It closes db and rdb when it fails.
+func start(ctx context.Context, db, rdb *sql.DB, pg bool) (*Store, error) {
+	s := &Store{db: db, rdb: rdb, pg: pg}
+	fail := func(err error) (*Store, error) {
+		if rdb != nil {
+			rdb.Close()
+		}
+		db.Close()
+		return nil, err
+	}
+	var err error
+	if pg {
+		err = s.migratePostgres(ctx)
+	} else {
+		err = s.migrate(ctx)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if s.inserts, err = prepareInserts(ctx, db); err != nil {
+		return fail(err)
+	}
 	s.startCommitter()
 	return s, nil
 }
@@ -140,25 +180,7 @@ func (s *Store) migrate(ctx context.Context) error {
 	if v > schemaVersion {
 		return fmt.Errorf("the database has schema version %d; this corral knows up to %d: upgrade corral", v, schemaVersion)
 	}
-	if _, err := s.db.ExecContext(ctx, schema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, authSchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, historySchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, notifySchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, arraySchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, reservationSchema); err != nil {
-		return err
-	}
-	if _, err := s.db.ExecContext(ctx, usageSchema); err != nil {
+	if err := createTables(ctx, s.db); err != nil {
 		return err
 	}
 	if err := s.migrateJobColumns(ctx); err != nil { // jobs_history.go
@@ -166,6 +188,23 @@ func (s *Store) migrate(ctx context.Context) error {
 	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
 	return err
+}
+
+// createTables runs every table's schema (each CREATE ... IF NOT EXISTS).
+// A part that adds a table adds its schema here.
+func createTables(ctx context.Context, db execer) error {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, reservationSchema, usageSchema} {
+		if _, err := db.ExecContext(ctx, sc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execer is what *sql.DB and *sql.Tx share.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
 // Close closes the database. Writes waiting to be committed fail with

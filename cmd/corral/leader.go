@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/corral-sched/corral/internal/store"
+	"github.com/corral-sched/corral/internal/store/lease"
+)
+
+// leaseTTL is the leader lease's TTL on PostgreSQL: a follower leads at
+// most this long after the leader died.
+const leaseTTL = 9 * time.Second
+
+// leadOnPostgres makes a server on PostgreSQL the leader before it loads
+// the state: it waits (a standby, logging so) until it holds the leader
+// lease, fences its store's writes with the lease's epoch, and renews the
+// lease in the background. The returned context ends when the lease is
+// lost (the server then stops: a fenced write failed, or a renewal did not
+// succeed in time); stop gives the lease up. On SQLite (one server per
+// data dir, locked) it does nothing.
+//
+// The holder's name is the host and the data dir: the same server started
+// again (the data dir's lock proves the old process gone) takes its lease
+// back at once, with a new epoch.
+func leadOnPostgres(ctx context.Context, st *store.Store, dataDir string, logger *slog.Logger) (context.Context, func(), error) {
+	if !st.Postgres() {
+		return ctx, func() {}, nil
+	}
+	host, _ := os.Hostname()
+	ctx, cancel := context.WithCancel(ctx)
+	el := lease.New(lease.Config{
+		Backend: st, Holder: host + ":" + dataDir, TTL: leaseTTL, Logger: logger,
+		OnDeposed: func(epoch int64) {
+			if ctx.Err() == nil {
+				logger.Error("leader lease lost: this server stops", "epoch", epoch)
+			}
+			cancel()
+		},
+	})
+	waited := false
+	for {
+		el.Step(ctx)
+		if epoch, ok := el.Leading(); ok {
+			st.Fence(epoch, el.Deposed)
+			logger.Info("leading", "epoch", epoch)
+			break
+		}
+		if !waited {
+			logger.Info("standby: another server holds the leader lease; waiting for it", "ttl", leaseTTL)
+			waited = true
+		}
+		select {
+		case <-ctx.Done():
+			cancel()
+			return nil, nil, fmt.Errorf("waiting for the leader lease: %w", ctx.Err())
+		case <-time.After(leaseTTL / 3):
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		el.Run(ctx)
+	}()
+	return ctx, func() { cancel(); <-done }, nil
+}

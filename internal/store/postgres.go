@@ -1,0 +1,120 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+)
+
+// pgMigrateLock is the key of the transaction-scoped advisory lock that
+// keeps two servers starting on one PostgreSQL database from creating its
+// tables at once (released at COMMIT; no session lock is ever taken).
+const pgMigrateLock = 7450_0001
+
+// migratePostgres creates or upgrades the tables, in one transaction. The
+// schema version, PRAGMA user_version on SQLite, is the one row of the
+// table schema_version.
+func (s *Store) migratePostgres(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, pgMigrateLock); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return err
+	}
+	var v int
+	err = tx.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("the database has schema version %d; this corral knows up to %d: upgrade corral", v, schemaVersion)
+	}
+	if err := createTables(ctx, tx); err != nil {
+		return err
+	}
+	// Version 5's columns and indexes of jobs, and the summary of ended
+	// jobs (jobs_history.go, job_usage.go): ADD COLUMN IF NOT EXISTS is
+	// PostgreSQL's, so a store copied from an older SQLite one gets them.
+	for _, c := range jobColumns {
+		if _, err := tx.ExecContext(ctx, `ALTER TABLE jobs ADD COLUMN IF NOT EXISTS `+c.name+` `+c.decl); err != nil {
+			return fmt.Errorf("add column jobs.%s: %w", c.name, err)
+		}
+	}
+	for _, sc := range []string{jobsHistorySchema, jobUsageSchema} {
+		if _, err := tx.ExecContext(ctx, sc); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version) VALUES(?)`, schemaVersion); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// OpenURL opens the store that spec names, as --store takes it:
+//
+//	""                     the SQLite file defaultPath (corral.db in the data dir)
+//	sqlite://PATH          the SQLite file PATH (sqlite:///abs/path, or sqlite://rel/path)
+//	postgres://… postgresql://…   a PostgreSQL database (OpenPostgres)
+//
+// Anything else is an error naming the accepted forms.
+func OpenURL(ctx context.Context, spec, defaultPath string) (*Store, error) {
+	kind, target, err := ParseURL(spec, defaultPath)
+	if err != nil {
+		return nil, err
+	}
+	if kind == "postgres" {
+		return OpenPostgres(ctx, target)
+	}
+	return Open(ctx, target)
+}
+
+// ParseURL says which kind of store spec names ("sqlite" or "postgres")
+// and its target (a file path, or the PostgreSQL connection string), as
+// OpenURL reads it.
+func ParseURL(spec, defaultPath string) (kind, target string, err error) {
+	switch {
+	case spec == "":
+		return "sqlite", defaultPath, nil
+	case strings.HasPrefix(spec, "sqlite://"):
+		p := strings.TrimPrefix(spec, "sqlite://")
+		if p == "" {
+			return "", "", fmt.Errorf("store %q: no file path after sqlite://", spec)
+		}
+		return "sqlite", filepath.Clean(p), nil
+	case strings.HasPrefix(spec, "postgres://"), strings.HasPrefix(spec, "postgresql://"):
+		if _, err := url.Parse(spec); err != nil {
+			return "", "", fmt.Errorf("store %s: %w", redact(spec), err)
+		}
+		return "postgres", spec, nil
+	}
+	return "", "", fmt.Errorf("store %q: want sqlite://PATH or postgres://USER@HOST:PORT/DB", redact(spec))
+}
+
+// Postgres reports whether the store is on PostgreSQL.
+func (s *Store) Postgres() bool { return s.pg }
+
+// redact is dsn with its password, if any, replaced by xxxxx, for errors
+// and logs.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	if _, ok := u.User.Password(); !ok {
+		return dsn
+	}
+	return u.Redacted()
+}
