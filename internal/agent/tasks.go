@@ -29,7 +29,8 @@ const adoptPoll = 250 * time.Millisecond
 type tasks struct {
 	stateDir, logDir string
 	nodeID, server   string
-	detach           bool     // jobs outlive the agent (standalone agent)
+	detach           bool     // jobs outlive the agent (standalone agent, corral up)
+	unfenced         bool     // with detach: shims get no fence (corral up)
 	runAs            string   // whose account jobs run under (runas.go)
 	runAsFallback    string   // the account of owners without one (runas.go)
 	maxLogSize       int64    // bytes of output an attempt's log keeps (logcap.go); 0: no cap
@@ -178,7 +179,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	t.mu.Lock()
 	fence := t.fence
 	t.mu.Unlock()
-	if t.detach && fence > 0 {
+	if t.detach && fence > 0 && !t.unfenced {
 		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
 	}
 	args = append(args, cred.shimArgs()...)

@@ -41,10 +41,6 @@ type Config struct {
 	Executor exec.Executor
 	Nodes    []Node
 	DataDir  string // logs go under DataDir/logs
-	// LocalNode is the node of the in-process agent of `corral up`, whose
-	// jobs die with the server: at start-up they are settled as lost
-	// instead of adopted. Empty: every node's agent outlives the server.
-	LocalNode string
 	// Reap kills processes left behind by jobs whose server died (kill -9);
 	// it is called at start-up with the ids of jobs the store says were
 	// active, before they are requeued. Nil: nothing is reaped.
