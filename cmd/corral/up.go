@@ -42,7 +42,7 @@ an agent that runs jobs on this machine's GPUs, and the embedded SQLite store in
 --data-dir. GPUs are found through NVML; without an NVIDIA driver, use
 --simulate-gpus to try Corral with simulated GPUs (jobs run for real, only the
 GPUs are pretend). More machines can join with "corral agent --server URL".
-Jobs of this machine's agent run under a shim in their own session: they
+Jobs of this machine's agent run under a shim host in its own session: they
 outlive corral up (stopped with SIGTERM or killed), and the next corral up
 on the same --data-dir adopts them with their logs and real exit codes, so
 an upgrade in place loses no running work (docs/operations.md). The Go garbage
@@ -74,8 +74,8 @@ collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 }
 
 // localAgent is the in-process agent of `corral up`: it runs on this
-// machine's GPUs and talks to the pool directly. Its jobs run under shims
-// in their own sessions (Detach, without a fence): they outlive the
+// machine's GPUs and talks to the pool directly. Its jobs run under a
+// shim host in its own session (Detach, Unfenced): they outlive the
 // server, and the next `corral up` on the same data directory adopts them.
 func localAgent(f controlFlags, simulate, nodeName string, labels map[string]string) *localNode {
 	hostname, _ := os.Hostname()

@@ -46,8 +46,9 @@ type Config struct {
 	// own sessions, and the next agent on the same StateDir adopts them
 	// (standalone `corral agent`, and the in-process agent of `corral up`).
 	Detach bool
-	// Unfenced (with Detach) starts shims without a fence: their jobs run
-	// on however long the agent is gone. For the in-process agent of
+	// Unfenced (with Detach) starts jobs without a fence, through one
+	// shim host (shimhost.go) rather than a shim each: they run on however
+	// long the agent is gone. For the in-process agent of
 	// `corral up`, whose server cannot move a job elsewhere while the
 	// agent is down (they are one process), so a restart, however slow,
 	// finds its jobs still running.
@@ -223,6 +224,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			backoff = min(backoff*2, 30*time.Second)
 		}
 	}
+	a.tasks.host.close() // it exits once its jobs have ended (shimhost.go)
 	if a.cfg.Detach {
 		a.releaseCgroups() // an idle agent leaves nothing behind
 	}

@@ -30,7 +30,7 @@ type tasks struct {
 	stateDir, logDir string
 	nodeID, server   string
 	detach           bool     // jobs outlive the agent (standalone agent, corral up)
-	unfenced         bool     // with detach: shims get no fence (corral up)
+	unfenced         bool     // with detach: no fence, and one shim host runs the jobs (corral up)
 	runAs            string   // whose account jobs run under (runas.go)
 	runAsFallback    string   // the account of owners without one (runas.go)
 	maxLogSize       int64    // bytes of output an attempt's log keeps (logcap.go); 0: no cap
@@ -49,6 +49,7 @@ type tasks struct {
 	fence time.Duration // with detach: shims kill their jobs after this long without the agent (0: never)
 
 	shells *shellSet // shells open into tasks, ended with them (shell.go)
+	host   shimHost  // with unfenced: the shim host that runs the jobs (shimhost.go)
 }
 
 type taskKey struct {
@@ -173,6 +174,9 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	raw, _ := json.Marshal(spec)
 	if err := writeFileAtomic(filepath.Join(tk.dir, "spec.json"), raw); err != nil {
 		return fmt.Errorf("task state: %w", err)
+	}
+	if t.unfenced {
+		return t.launchHosted(tk, cred) // one shim host for all jobs (shimhost.go)
 	}
 	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir,
 		"--max-log-size", strconv.FormatInt(t.maxLogSize, 10))
