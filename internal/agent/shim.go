@@ -57,6 +57,7 @@ type exitStatus struct {
 // supervises many jobs (shimhost.go).
 func RunShim(args []string) int {
 	if len(args) > 0 && args[0] == "--host" {
+		syscall.CloseOnExec(3) // the reports pipe reaches no job: one could forge another's end
 		return runShimHost(os.Stdin, os.NewFile(3, "reports"))
 	}
 	fs := flag.NewFlagSet("shim", flag.ContinueOnError)

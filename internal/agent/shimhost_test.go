@@ -21,13 +21,14 @@ func newHostedTasks(t *testing.T, dir string) *tasks {
 	return ts
 }
 
-// One shim host runs every job: each reports its own exit code and output,
-// and all their shim.pid files name the same host.
+// One shim host runs every job: each reports its own exit code and output
+// (no job holds the host's reports pipe), and all their shim.pid files
+// name the same host.
 func TestShimHostRunsEveryJob(t *testing.T) {
 	ts := newHostedTasks(t, t.TempDir())
 	defer ts.host.close()
 	for i := range 5 {
-		ts.start(api.TaskSpec{JobID: fmt.Sprintf("j%d", i), Command: fmt.Sprintf("echo out-%d $CORRAL_JOB_ID; exit %d", i, 10+i)})
+		ts.start(api.TaskSpec{JobID: fmt.Sprintf("j%d", i), Command: fmt.Sprintf("echo out-%d $CORRAL_JOB_ID; [ -e /dev/fd/3 ] && echo the reports pipe leaked; exit %d", i, 10+i)})
 	}
 	hosts := map[string]bool{}
 	for i := range 5 {
