@@ -21,8 +21,8 @@ import (
 // whatever the job left behind, and writes the exit status to a file. It
 // runs in its own session, so a standalone agent can die and restart
 // without taking its jobs along: the new agent finds the shims' state
-// directories and adopts them. Under `corral up` the shim gets a parent
-// death signal instead, and takes its job down with the server.
+// directories and adopts them. Under `corral up` one shim host does the
+// same for every job of the node (shimhost.go), unfenced.
 //
 // Fencing: a standalone agent touches a file (see Agent.Run) every second
 // while it lives; a shim started with --alive and --fence kills its job once

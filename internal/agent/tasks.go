@@ -205,10 +205,11 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	return nil
 }
 
-// launchDirect runs a job as a child of the agent itself, without a shim:
-// the in-process agent of `corral up`, whose jobs cannot outlive it anyway
-// (they get SIGKILL if it dies; a graceful stop stops them first). It saves
-// starting a shim, tens of milliseconds, per job. The job runs in its own
+// launchDirect runs a job as a child of the agent itself, without a shim,
+// for an agent whose jobs must not outlive it (Config.Detach false: they
+// get SIGKILL if it dies; a graceful stop stops them first). `corral up`
+// ran its jobs so until they had to survive its restarts (it now uses a
+// shim host, shimhost.go); BenchmarkTaskStart keeps it as a baseline. The job runs in its own
 // process group; when it ends, whatever it left in the group is killed.
 func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	spec, k := tk.spec, keyOf(tk.spec)
