@@ -187,6 +187,9 @@ func startControl(t *testing.T, dataDir string, port int, env []string, args ...
 		s.waitErr = s.cmd.Wait()
 		close(s.done)
 	}()
+	if args[0] == "up" {
+		t.Cleanup(func() { killLeftJobs(dataDir) }) // after s.stop: its jobs outlive it (restart_test.go)
+	}
 	t.Cleanup(s.stop)
 
 	deadline := time.Now().Add(30 * time.Second)
@@ -244,7 +247,7 @@ func (s *server) kill9() {
 	}
 }
 
-// stop ends the server: SIGTERM (it stops its jobs), then SIGKILL if it
+// stop ends the server: SIGTERM (its jobs run on), then SIGKILL if it
 // does not exit in time. On a failed test it prints the server's output.
 func (s *server) stop() {
 	// Connections the client dialled but never used would hold up the

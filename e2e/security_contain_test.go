@@ -142,8 +142,9 @@ func TestSecurityContainEscapeesDie(t *testing.T) {
 }
 
 // TestSecurityContainKill9Restart: after kill -9 of `corral up`, a job's
-// escaped daemon (environment scrubbed) still runs in the job's cgroup;
-// the restarted server's agent kills it and removes the cgroup.
+// escaped daemon (environment scrubbed) still runs in the job's cgroup
+// beside the job, which runs on; the restarted server adopts the job, and
+// once it is canceled its escapee is killed with it.
 func TestSecurityContainKill9Restart(t *testing.T) {
 	dataDir, port := t.TempDir(), freePort(t)
 	s := startContained(t, dataDir, port)
@@ -160,9 +161,14 @@ func TestSecurityContainKill9Restart(t *testing.T) {
 	if alive == 0 {
 		t.Fatal("no escapee outlived kill -9 of corral up: the test proves nothing")
 	}
-	startContained(t, dataDir, port)
-	waitGone(t, pids, "the restart")
-	_ = j
+	s2 := startContained(t, dataDir, port)
+	if got := s2.job(j.ID); got.State != api.StateRunning {
+		t.Errorf("after the restart the job is %s (%s), want running (adopted)", got.State, got.Message)
+	}
+	if r := s2.do("DELETE", "/queue/"+j.ID+"?grace=1s", nil, nil); r.Status != 200 && r.Status != 202 {
+		t.Fatalf("cancel: %s", r)
+	}
+	waitGone(t, pids, "the adopted job's cancel")
 }
 
 // TestSecurityContainDevices makes fake GPU device nodes (195:0-3) and

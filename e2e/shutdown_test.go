@@ -13,11 +13,12 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// TestShutdownStopsJobsWithLogFollower stops `corral up` with SIGTERM
+// TestShutdownLeavesJobsWithLogFollower stops `corral up` with SIGTERM
 // while a job that ignores SIGTERM runs and a client follows its log (as
-// `corral logs -f` does). The server must still stop the job as a cancel
-// does (SIGTERM, grace, SIGKILL): no process of the job may outlive it.
-func TestShutdownStopsJobsWithLogFollower(t *testing.T) {
+// `corral logs -f` does). The follower must not hold the shutdown up, and
+// the job runs on, untouched (no SIGTERM), for the next server to adopt
+// (restart_test.go).
+func TestShutdownLeavesJobsWithLogFollower(t *testing.T) {
 	s := startServer(t) // --cancel-grace 2s
 	dir := t.TempDir()
 	childPID := filepath.Join(dir, "child.pid")
@@ -52,19 +53,10 @@ while :; do wait; done`, shellQuote(childPID)),
 	}
 	t.Logf("corral up exited %v after SIGTERM", time.Since(began).Round(time.Millisecond))
 
-	// Once the server is gone nothing else will stop the child: give init a
-	// moment to reap it, no more.
-	deadline := time.Now().Add(3 * time.Second)
-	for !processGone(child) && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // poll interval
+	if processGone(child) {
+		t.Errorf("the job's child %d died with the server's graceful shutdown; jobs must outlive it", child)
 	}
-	if !processGone(child) {
-		syscall.Kill(child, syscall.SIGKILL)
-		t.Errorf("the job's child %d (it ignores SIGTERM) outlived the server's graceful shutdown: "+
-			"the grace period was not followed by SIGKILL", child)
-	}
-	// SIGTERM came first, so the job could save its work.
-	if b, err := os.ReadFile(filepath.Join(s.DataDir, "logs", j.ID, "0.log")); err != nil || !strings.Contains(string(b), "got-term") {
-		t.Errorf("the job's log (%v) does not show the SIGTERM it should get before SIGKILL:\n%s", err, b)
+	if b, err := os.ReadFile(filepath.Join(s.DataDir, "logs", j.ID, "0.log")); err != nil || strings.Contains(string(b), "got-term") {
+		t.Errorf("the job's log (%v) shows a SIGTERM from the server's shutdown:\n%s", err, b)
 	}
 }

@@ -142,12 +142,15 @@ jobs' started_at and finished_at. Meant for an otherwise idle server with
 simulated GPUs (corral up --simulate-gpus 8): the progress line counts the
 server's queued and running jobs, and the start time is taken on this
 machine's clock, so run it on the server's machine. Needs an admin token;
-the orchestrator is left running or stopped as it was found.
+the orchestrator is left running or stopped as it was found. Beside it, in
+the same run, the tool measures its baseline: bare fork, exec and wait of
+/bin/sh -c true, as many at a time as the server has GPUs, for about a
+second (the most starts per second this machine allows now).
 
 -o json prints one object: n, concurrency, gpus, simulated, submitted,
 errors, errors_by_status, submit_wall_s, submissions_per_s, started,
 completed, failed, first_start_s, last_start_s, last_finish_s, starts_per_s,
-completions_per_s, wall_s.`,
+completions_per_s, wall_s, baseline_spawns_per_s.`,
 		Example: `  corral up --simulate-gpus 8 &
   corral bench start --n 10000`,
 		Args: argsExactly(0, "no arguments"),

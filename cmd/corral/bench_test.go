@@ -119,14 +119,14 @@ func TestBenchAgainstServer(t *testing.T) {
 		t.Fatalf("bench start: exit %d\n%s", res.code, res.stderr)
 	}
 	m, keys = jsonKeys(t, res.stdout)
-	want = []string{"completed", "completions_per_s", "concurrency", "errors", "errors_by_status", "failed", "first_start_s",
+	want = []string{"baseline_spawns_per_s", "completed", "completions_per_s", "concurrency", "errors", "errors_by_status", "failed", "first_start_s",
 		"gpus", "last_finish_s", "last_start_s", "n", "server", "simulated", "started", "starts_per_s", "submissions_per_s",
 		"submit_wall_s", "submitted", "wall_s"}
 	if !reflect.DeepEqual(keys, want) {
 		t.Errorf("bench start -o json keys:\n got %v\nwant %v", keys, want)
 	}
 	if m["submitted"] != 10.0 || m["started"] != 10.0 || m["completed"] != 10.0 || m["failed"] != 0.0 ||
-		m["gpus"] != 2.0 || m["simulated"] != true || m["errors"] != 0.0 {
+		m["gpus"] != 2.0 || m["simulated"] != true || m["errors"] != 0.0 || !(m["baseline_spawns_per_s"].(float64) > 0) {
 		t.Errorf("bench start: %s", res.stdout)
 	}
 	st, err = cl.OrchestratorStatus(ctx)

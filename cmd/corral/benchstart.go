@@ -37,6 +37,9 @@ type startResult struct {
 	StartsPerS      float64        `json:"starts_per_s"`
 	CompletionsPerS float64        `json:"completions_per_s"`
 	WallS           float64        `json:"wall_s"` // from the start until this tool saw every job ended
+	// BaselineSpawnsPerS is the same-run baseline: bare fork, exec and
+	// wait of /bin/sh -c true per second, GPUs at a time (benchbaseline.go).
+	BaselineSpawnsPerS float64 `json:"baseline_spawns_per_s"`
 }
 
 // benchStart submits f.n jobs with scheduling stopped, starts it, and waits
@@ -106,6 +109,7 @@ func (c *cli) benchStart(ctx context.Context, cl *client.Client, f *benchFlags) 
 		return nil, err
 	}
 	res.WallS = time.Since(t0).Seconds()
+	res.BaselineSpawnsPerS = spawnBaseline(ctx, cs.TotalGPUs, time.Second) // benchbaseline.go
 
 	// 4.
 	var first, lastStart, lastEnd time.Time
@@ -229,5 +233,6 @@ func (r *startResult) table(w io.Writer) error {
 	t.row("starts", fmt.Sprintf("%.0f jobs/s", r.StartsPerS))
 	t.row("completions", fmt.Sprintf("%.0f jobs/s", r.CompletionsPerS))
 	t.row("wall", strconv.FormatFloat(r.WallS, 'f', 2, 64)+"s")
+	t.row("baseline", fmt.Sprintf("%.0f bare fork+exec+wait of /bin/sh -c true per s, %d at a time (this run)", r.BaselineSpawnsPerS, r.GPUs))
 	return t.flush()
 }

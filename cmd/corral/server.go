@@ -144,8 +144,8 @@ func joinToken(dataDir string) (token, source string, err error) {
 
 // localNode is what `corral up` adds to the control plane: the in-process
 // agent of node id, started once the pool exists, stopped when ctx ends.
-// Its jobs die with the server, so a restart settles them as lost (and
-// kills any process of theirs that escaped) instead of adopting them.
+// Its jobs outlive the server (shims in their own sessions); a restart
+// adopts them as it does any agent's.
 type localNode struct {
 	id    string
 	start func(ctx context.Context, pool *agents.Pool, logger *slog.Logger) (banner string, a *agent.Agent, err error)
@@ -252,7 +252,6 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		ocfg.DependencyTimeout = -1 // the orchestrator's 0 is its default; the flag's 0 is at once
 	}
 	if local != nil {
-		ocfg.LocalNode = local.id
 		ocfg.Reap = func(ids map[string]bool) (int, error) { return agent.KillStrays(logger, ids) }
 	}
 	o, err = orchestrator.New(ctx, ocfg)
@@ -338,14 +337,8 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	srv.Shutdown(shutCtx)
-	if localAgent != nil {
-		// This machine's jobs cannot outlive the server: stop them as a
-		// cancel does; the next start settles them as lost.
-		logger.Info("stopping this node's jobs", "grace", f.cancelGrace)
-		if n := localAgent.StopAll(f.cancelGrace); n > 0 {
-			logger.Info("jobs stopped", "jobs", n)
-		}
-	}
+	// This machine's jobs run on under their shims: the next start on
+	// this data directory adopts them (docs/operations.md).
 	stopAgent()
 	stopLoop()
 	if errors.Is(runErr, http.ErrServerClosed) || errors.Is(runErr, context.Canceled) {

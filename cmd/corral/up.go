@@ -42,8 +42,10 @@ an agent that runs jobs on this machine's GPUs, and the embedded SQLite store in
 --data-dir. GPUs are found through NVML; without an NVIDIA driver, use
 --simulate-gpus to try Corral with simulated GPUs (jobs run for real, only the
 GPUs are pretend). More machines can join with "corral agent --server URL".
-Jobs of this machine's agent stop with corral up; those that were running
-are requeued at the next start while their max_retries allow. The Go garbage
+Jobs of this machine's agent run under a shim host in its own session: they
+outlive corral up (stopped with SIGTERM or killed), and the next corral up
+on the same --data-dir adopts them with their logs and real exit codes, so
+an upgrade in place loses no running work (docs/operations.md). The Go garbage
 collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 		Example: `  corral up --simulate-gpus 8            # 8 simulated H100s with 80 GB each
   corral up --simulate-gpus 4:A100:40     # 4 simulated A100s with 40 GB each
@@ -72,8 +74,9 @@ collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
 }
 
 // localAgent is the in-process agent of `corral up`: it runs on this
-// machine's GPUs, talks to the pool directly, and takes its jobs down with
-// it.
+// machine's GPUs and talks to the pool directly. Its jobs run under a
+// shim host in its own session (Detach, Unfenced): they outlive the
+// server, and the next `corral up` on the same data directory adopts them.
 func localAgent(f controlFlags, simulate, nodeName string, labels map[string]string) *localNode {
 	hostname, _ := os.Hostname()
 	nodeID := nodeName
@@ -98,7 +101,7 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 		cfg := agent.Config{
 			NodeID: nodeID, Hostname: hostname, Address: "127.0.0.1", Labels: labels, GPUs: src,
 			StateDir: filepath.Join(dataDir, "agent"), LogDir: filepath.Join(dataDir, "logs"),
-			Link: inProcess{pool}, Interval: f.interval, Logger: logger, RunAs: f.runAs,
+			Link: inProcess{pool}, Detach: true, Unfenced: true, Interval: f.interval, Logger: logger, RunAs: f.runAs,
 			RunAsFallback: f.host.runAsFallback, MaxLogSize: int64(f.host.maxLogSize), MinFreeDisk: float64(f.host.minFreeDisk),
 		}
 		if err := f.contain.apply(&cfg); err != nil {

@@ -42,9 +42,17 @@ type Config struct {
 	StateDir string     // task state, for adoption after a restart
 	LogDir   string     // job output: LogDir/JOB/ATTEMPT[.rankN].log
 	Link     Link
-	// Detach lets jobs outlive the agent (standalone `corral agent`); the
-	// in-process agent of `corral up` takes its jobs down with it.
+	// Detach lets jobs outlive the agent: they run under shims in their
+	// own sessions, and the next agent on the same StateDir adopts them
+	// (standalone `corral agent`, and the in-process agent of `corral up`).
 	Detach bool
+	// Unfenced (with Detach) starts jobs without a fence, through one
+	// shim host (shimhost.go) rather than a shim each: they run on however
+	// long the agent is gone. For the in-process agent of
+	// `corral up`, whose server cannot move a job elsewhere while the
+	// agent is down (they are one process), so a restart, however slow,
+	// finds its jobs still running.
+	Unfenced bool
 	// ShipLogs sends job output to the server (remote agents).
 	ShipLogs bool
 	// Server names the control plane (its URL) in the jobs' environment,
@@ -134,7 +142,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Shim = []string{self, "shim"}
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
-	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
+	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, unfenced: cfg.Unfenced, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup, shells: &shellSet{},
 		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob}}
 	return a, nil
@@ -216,6 +224,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			backoff = min(backoff*2, 30*time.Second)
 		}
 	}
+	a.tasks.host.close() // it exits once its jobs have ended (shimhost.go)
 	if a.cfg.Detach {
 		a.releaseCgroups() // an idle agent leaves nothing behind
 	}

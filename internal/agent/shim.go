@@ -21,8 +21,8 @@ import (
 // whatever the job left behind, and writes the exit status to a file. It
 // runs in its own session, so a standalone agent can die and restart
 // without taking its jobs along: the new agent finds the shims' state
-// directories and adopts them. Under `corral up` the shim gets a parent
-// death signal instead, and takes its job down with the server.
+// directories and adopts them. Under `corral up` one shim host does the
+// same for every job of the node (shimhost.go), unfenced.
 //
 // Fencing: a standalone agent touches a file (see Agent.Run) every second
 // while it lives; a shim started with --alive and --fence kills its job once
@@ -52,7 +52,14 @@ type exitStatus struct {
 // RunShim is `corral shim --state DIR --log FILE [--max-log-size N] [--workdir DIR] -- /bin/sh -c CMD`.
 // The job's environment is the shim's. Its output goes through a pipe into
 // the log, capped at --max-log-size (logcap.go). It returns the shim's exit code.
+//
+// `corral shim --host` is a shim host instead: one long-lived shim that
+// supervises many jobs (shimhost.go).
 func RunShim(args []string) int {
+	if len(args) > 0 && args[0] == "--host" {
+		syscall.CloseOnExec(3) // the reports pipe reaches no job: one could forge another's end
+		return runShimHost(os.Stdin, os.NewFile(3, "reports"))
+	}
 	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
 	state := fs.String("state", "", "state directory")
 	logPath := fs.String("log", "", "log file (appended)")
@@ -72,20 +79,47 @@ func RunShim(args []string) int {
 	// Ask to be told when we must stop before anything else can race it.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	shimJob{State: *state, Log: *logPath, Workdir: *workdir, Alive: *alive, Fence: *fence, UID: *uid, GID: *gid,
+		Groups: *groups, MaxLog: *maxLog, Cgroup: *cgroupPath, CgroupSpec: *cgroupSpec, Argv: fs.Args()}.run(stop)
+	return 0
+}
 
-	out := openLogPipe(*logPath, *maxLog) // the job's output, capped (logcap.go)
-	argv := fs.Args()
+// shimJob is one job a shim supervises: the flags of `corral shim`, or
+// one request to a shim host (shimhost.go).
+type shimJob struct {
+	State      string        `json:"state"`
+	Log        string        `json:"log"`
+	Workdir    string        `json:"workdir,omitempty"`
+	Alive      string        `json:"alive,omitempty"`
+	Fence      time.Duration `json:"fence,omitempty"`
+	UID        int           `json:"uid"`
+	GID        int           `json:"gid"`
+	Groups     string        `json:"groups,omitempty"`
+	MaxLog     int64         `json:"max_log"`
+	Cgroup     string        `json:"cgroup,omitempty"`
+	CgroupSpec string        `json:"cgroup_spec,omitempty"`
+	Env        []string      `json:"env,omitempty"` // nil: the shim's own environment
+	Argv       []string      `json:"argv"`
+}
+
+// run starts the job, waits for it, kills what it left behind and writes
+// its exit status (exit.json) in its state directory. A signal on stop
+// (nil: none) kills the job.
+func (j shimJob) run(stop <-chan os.Signal) {
+	out := openLogPipe(j.Log, j.MaxLog) // the job's output, capped (logcap.go)
+	argv := j.Argv
 	cmd := osexec.Command(argv[0], argv[1:]...)
-	cmd.Dir = *workdir
+	cmd.Dir = j.Workdir
+	cmd.Env = j.Env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if out != nil {
 		cmd.Stdout, cmd.Stderr = out.w, out.w
 	}
-	cred, err := parseCredential(*uid, *gid, *groups)
+	cred, err := parseCredential(j.UID, j.GID, j.Groups)
 	cmd.SysProcAttr.Credential = cred
 	var jcg *jobCgroup
 	if err == nil {
-		jcg, err = openShimCgroup(*cgroupPath, *cgroupSpec)
+		jcg, err = openShimCgroup(j.Cgroup, j.CgroupSpec)
 	}
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	if err == nil {
@@ -99,17 +133,17 @@ func RunShim(args []string) int {
 	if err != nil {
 		out.printf("corral: %v\n", err)
 		out.finish()
-		writeExit(*state, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
-		return 0
+		writeExit(j.State, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
+		return
 	}
 	out.started()
 	pid := cmd.Process.Pid
-	writeFileAtomic(filepath.Join(*state, "pid"), []byte(strconv.Itoa(pid)))
+	writeFileAtomic(filepath.Join(j.State, "pid"), []byte(strconv.Itoa(pid)))
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var fenceTick <-chan time.Time
-	if *fence > 0 && *alive != "" {
+	if j.Fence > 0 && j.Alive != "" {
 		t := time.NewTicker(fencePoll)
 		defer t.Stop()
 		fenceTick = t.C
@@ -124,11 +158,11 @@ wait:
 			// Our agent is gone (or we were told to go): the job goes too.
 			lost = "the agent stopped (" + sig.String() + ")"
 		case <-fenceTick:
-			fi, err := os.Stat(*alive)
-			if err == nil && time.Since(fi.ModTime()) <= *fence {
+			fi, err := os.Stat(j.Alive)
+			if err == nil && time.Since(fi.ModTime()) <= j.Fence {
 				continue
 			}
-			lost = fmt.Sprintf("no agent for over %s (the node TTL): the server has moved the job on", *fence)
+			lost = fmt.Sprintf("no agent for over %s (the node TTL): the server has moved the job on", j.Fence)
 		}
 		syscall.Kill(-pid, syscall.SIGKILL)
 		<-done
@@ -141,9 +175,8 @@ wait:
 		st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 	}
 	out.finish() // the log is whole before the end is told
-	writeExit(*state, st)
+	writeExit(j.State, st)
 	jcg.remove(slog.Default()) // off the start path: its processes are dead (end)
-	return 0
 }
 
 // fencePoll is how often a fenced shim looks at its agent's liveness file.

@@ -29,7 +29,8 @@ const adoptPoll = 250 * time.Millisecond
 type tasks struct {
 	stateDir, logDir string
 	nodeID, server   string
-	detach           bool     // jobs outlive the agent (standalone agent)
+	detach           bool     // jobs outlive the agent (standalone agent, corral up)
+	unfenced         bool     // with detach: no fence, and one shim host runs the jobs (corral up)
 	runAs            string   // whose account jobs run under (runas.go)
 	runAsFallback    string   // the account of owners without one (runas.go)
 	maxLogSize       int64    // bytes of output an attempt's log keeps (logcap.go); 0: no cap
@@ -48,6 +49,7 @@ type tasks struct {
 	fence time.Duration // with detach: shims kill their jobs after this long without the agent (0: never)
 
 	shells *shellSet // shells open into tasks, ended with them (shell.go)
+	host   shimHost  // with unfenced: the shim host that runs the jobs (shimhost.go)
 }
 
 type taskKey struct {
@@ -173,12 +175,15 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if err := writeFileAtomic(filepath.Join(tk.dir, "spec.json"), raw); err != nil {
 		return fmt.Errorf("task state: %w", err)
 	}
+	if t.unfenced {
+		return t.launchHosted(tk, cred) // one shim host for all jobs (shimhost.go)
+	}
 	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir,
 		"--max-log-size", strconv.FormatInt(t.maxLogSize, 10))
 	t.mu.Lock()
 	fence := t.fence
 	t.mu.Unlock()
-	if t.detach && fence > 0 {
+	if t.detach && fence > 0 && !t.unfenced {
 		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
 	}
 	args = append(args, cred.shimArgs()...)
@@ -200,10 +205,11 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	return nil
 }
 
-// launchDirect runs a job as a child of the agent itself, without a shim:
-// the in-process agent of `corral up`, whose jobs cannot outlive it anyway
-// (they get SIGKILL if it dies; a graceful stop stops them first). It saves
-// starting a shim, tens of milliseconds, per job. The job runs in its own
+// launchDirect runs a job as a child of the agent itself, without a shim,
+// for an agent whose jobs must not outlive it (Config.Detach false: they
+// get SIGKILL if it dies; a graceful stop stops them first). `corral up`
+// ran its jobs so until they had to survive its restarts (it now uses a
+// shim host, shimhost.go); BenchmarkTaskStart keeps it as a baseline. The job runs in its own
 // process group; when it ends, whatever it left in the group is killed.
 func (t *tasks) launchDirect(tk *task, cred *credential) error {
 	spec, k := tk.spec, keyOf(tk.spec)

@@ -41,10 +41,6 @@ type Config struct {
 	Executor exec.Executor
 	Nodes    []Node
 	DataDir  string // logs go under DataDir/logs
-	// LocalNode is the node of the in-process agent of `corral up`, whose
-	// jobs die with the server: at start-up they are settled as lost
-	// instead of adopted. Empty: every node's agent outlives the server.
-	LocalNode string
 	// Pools are the server's pools of nodes (issue 16: agents, ray,
 	// slurm); a job may ask for one of them. Empty: any pool name.
 	Pools []string

@@ -15,9 +15,12 @@ import (
 const settingScheduling = "scheduling"
 
 // recover loads the store into memory and settles jobs that were active
-// when the last server died: their processes died with it (or are killed
-// now), so each is requeued while retries remain, else failed with reason
-// "lost". Holds survive: they are for work outside Corral.
+// when the last server stopped. With an Adopter executor, those placed on
+// nodes (the in-process agent of `corral up` included: its jobs outlive
+// the server) are adopted: their agents report them running or ended,
+// with their real exit codes. The others are lost: their processes are
+// killed (Reap), and each is requeued while retries remain, else failed
+// with reason "lost". Holds survive: they are for work outside Corral.
 func (o *Orchestrator) recover(ctx context.Context) error {
 	st, err := o.cfg.Store.Load(ctx)
 	if err != nil {
@@ -62,7 +65,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		switch {
 		case j.State == api.StateQueued:
 			o.setQueued(j, true)
-		case j.State.Active() && canAdopt && len(j.Allocation) > 0 && !o.onLocalNode(j):
+		case j.State.Active() && canAdopt && len(j.Allocation) > 0:
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)
 			o.active[j.ID] = true
@@ -140,20 +143,6 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	return nil
-}
-
-// onLocalNode reports whether any part of the job ran on the in-process
-// agent's node, whose processes died with the previous server.
-func (o *Orchestrator) onLocalNode(j *api.Job) bool {
-	if o.cfg.LocalNode == "" {
-		return false
-	}
-	for _, a := range j.Allocation {
-		if a.NodeID == o.cfg.LocalNode {
-			return true
-		}
-	}
-	return false
 }
 
 // resetAttempt clears what belonged to the job's last attempt when it goes

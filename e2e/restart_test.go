@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// TestRestartAdoptsRunningJob restarts `corral up` (SIGTERM, then kill -9)
+// while a job runs, on the same data directory and port. The job runs on
+// under its shim while no server exists; the restarted server adopts it
+// and records its real end: failed with exit code 7, its whole log, one
+// attempt, no "lost" event. The job ends either after the restart
+// (adopted while it runs) or while the server is down (its shim keeps the
+// exit status for the next server).
+func TestRestartAdoptsRunningJob(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		sig       syscall.Signal
+		whileDown bool // the job ends before the server is back
+	}{
+		{"sigterm", syscall.SIGTERM, false},
+		{"sigkill", syscall.SIGKILL, false},
+		{"sigterm-ends-while-down", syscall.SIGTERM, true},
+		{"sigkill-ends-while-down", syscall.SIGKILL, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startServer(t)
+			dir := t.TempDir()
+			gate, pids := filepath.Join(dir, "go"), filepath.Join(dir, "pids")
+			// It sleeps until told, then writes 2,000 lines and exits 7.
+			j := s.submit(map[string]any{"gpu_count": 1, "max_retries": 2, "command": fmt.Sprintf(
+				`echo $$ >> %s; echo before; while [ ! -f %s ]; do sleep 0.05; done; seq 1 2000; echo after; exit 7`,
+				shellQuote(pids), shellQuote(gate))})
+			s.waitState(j.ID, api.StateRunning, 30*time.Second)
+			waitFor(t, 30*time.Second, func() string { return "the job to write its pid" }, func() bool {
+				b, _ := os.ReadFile(pids)
+				return strings.HasSuffix(string(b), "\n")
+			})
+			pid := readPIDs(t, pids)[0]
+
+			if err := syscall.Kill(s.PID(), tc.sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-s.done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("corral up did not exit within 30s of %s", tc.sig)
+			}
+			if processGone(pid) {
+				t.Fatalf("the job (pid %d) died with the server (%s)", pid, tc.sig)
+			}
+			if tc.whileDown {
+				openGate(t, gate)
+				waitFor(t, 30*time.Second, func() string { return "the job to end while no server runs" }, func() bool {
+					return processGone(pid)
+				})
+			}
+
+			s2 := startServerAt(t, s.DataDir, s.Port)
+			if !tc.whileDown {
+				if got := s2.job(j.ID); got.State != api.StateRunning {
+					t.Errorf("after the restart the job is %s (%s: %s), want running (adopted)", got.State, got.Reason, got.Message)
+				}
+				openGate(t, gate)
+			}
+			got := s2.waitTerminal(j.ID, 60*time.Second)
+			if got.State != api.StateFailed || got.ExitCode == nil || *got.ExitCode != 7 {
+				t.Errorf("the job ended %s (%s: %s), exit code %v; want failed with exit code 7", got.State, got.Reason, got.Message, exitCodeStr(got.ExitCode))
+			}
+			if got.RetryCount != 0 {
+				t.Errorf("retry_count %d: the job was run again", got.RetryCount)
+			}
+			for _, e := range got.Events {
+				if e.Reason == api.ReasonLost {
+					t.Errorf("the job has a lost event: %+v", e)
+				}
+			}
+			if p := readPIDs(t, pids); len(p) != 1 {
+				t.Errorf("the job ran %d times (pids %v), want once", len(p), p)
+			}
+			var want strings.Builder
+			want.WriteString("before\n")
+			for i := 1; i <= 2000; i++ {
+				want.WriteString(strconv.Itoa(i) + "\n")
+			}
+			want.WriteString("after\n")
+			if log := s2.logs(j.ID); log != want.String() {
+				t.Errorf("the job's log after the restart is %d bytes, want the whole %d: ...%q", len(log), want.Len(), truncate(log, 200))
+			}
+			// Its GPU is free again.
+			s2.waitAllGPUsFree(30 * time.Second)
+		})
+	}
+}
+
+func openGate(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exitCodeStr(p *int) string {
+	if p == nil {
+		return "none"
+	}
+	return strconv.Itoa(*p)
+}
+
+// killLeftJobs kills what the jobs of a `corral up` on dataDir left
+// running once the test is over: its jobs outlive it (they run under
+// shims in their own sessions), so a test that ends with jobs running
+// would otherwise leave them behind. It reads the shims' state
+// directories: each job's process group, then its shim.
+func killLeftJobs(dataDir string) {
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "agent", "tasks", "*"))
+	for _, d := range dirs {
+		for _, name := range []string{"pid", "shim.pid"} {
+			b, err := os.ReadFile(filepath.Join(d, name))
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 1 {
+				continue
+			}
+			if name == "pid" {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package agent
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// A shim host is one `corral shim --host` process that supervises many
+// jobs, each as a one-job shim would (shimJob.run), so that starting a job
+// costs a fork and exec of the job alone, not of a shim as well: the
+// in-process agent of `corral up` (Config.Unfenced) starts its jobs
+// through one, at the rate of jobs it started without a shim, and its jobs
+// still outlive it. The host runs in its own session; it leaves nothing
+// for a restarted agent to talk to: each job's state directory holds its
+// spec, pid and exit status as a one-job shim's does, and shim.pid names
+// the host, so the next agent adopts the jobs (tasks.adopt) and watches
+// their exit files.
+//
+// Protocol: the agent writes one JSON shimJob a line on the host's stdin;
+// the host starts it and, once the job has ended and its exit.json is
+// written, writes the job's state directory, one a line, on file
+// descriptor 3 (not stdout: a write there to a dead agent would kill the
+// host with SIGPIPE). When stdin ends (the agent stopped or died), the host
+// takes no more jobs and exits once its jobs have ended.
+
+// runShimHost serves requests from in and reports ends on reports until
+// in ends and no job runs. It returns the host's exit code.
+func runShimHost(in io.Reader, reports *os.File) int {
+	var (
+		mu      sync.Mutex
+		running int
+		closed  bool
+	)
+	exitIfDone := func() { // mu held
+		if closed && running == 0 {
+			os.Exit(0)
+		}
+	}
+	dec := json.NewDecoder(bufio.NewReader(in))
+	for {
+		var j shimJob
+		if err := dec.Decode(&j); err != nil {
+			if !errors.Is(err, io.EOF) {
+				fmt.Fprintf(os.Stderr, "corral shim host: a request: %v\n", err)
+			}
+			break
+		}
+		if j.State == "" || len(j.Argv) == 0 {
+			fmt.Fprintf(os.Stderr, "corral shim host: a request without state or argv\n")
+			continue
+		}
+		mu.Lock()
+		running++
+		mu.Unlock()
+		go func() {
+			j.run(nil)
+			mu.Lock()
+			defer mu.Unlock()
+			if reports != nil {
+				reports.WriteString(j.State + "\n") // EPIPE once the agent is gone: nobody to tell
+			}
+			running--
+			exitIfDone()
+		}()
+	}
+	mu.Lock()
+	closed = true
+	exitIfDone()
+	mu.Unlock()
+	select {} // the last job's end exits
+}
+
+// shimHost is the agent's side of a shim host, started at the first job.
+// Safe for concurrent use.
+type shimHost struct {
+	mu      sync.Mutex
+	enc     *json.Encoder // the host's stdin; nil: no host runs
+	in      io.Closer
+	pid     int
+	waiting map[string]*task // by state directory, until the host reports it ended
+}
+
+// launch sends a job to the host (starting one if none runs) and returns
+// the host's pid, which the task's shim.pid records. ended is called with
+// the task once the host reports its end, or once the host is gone.
+func (h *shimHost) launch(t *tasks, tk *task, j shimJob) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.enc == nil {
+		if err := h.startLocked(t); err != nil {
+			return 0, err
+		}
+	}
+	h.waiting[j.State] = tk
+	if err := h.enc.Encode(j); err != nil {
+		delete(h.waiting, j.State)
+		return 0, fmt.Errorf("shim host: %w", err)
+	}
+	return h.pid, nil
+}
+
+// startLocked starts a host: in its own session, so that it and its jobs
+// outlive the agent; its stderr goes to StateDir/shim-host.log.
+func (h *shimHost) startLocked(t *tasks) error {
+	logf, err := os.OpenFile(filepath.Join(t.stateDir, "shim-host.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("shim host: %w", err)
+	}
+	defer logf.Close()
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("shim host: %w", err)
+	}
+	defer rw.Close()
+	cmd := osexec.Command(t.shim[0], append(slices.Clone(t.shim[1:]), "--host")...)
+	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return credentialVar(k)
+	})
+	cmd.Stderr = logf
+	cmd.ExtraFiles = []*os.File{rw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		rr.Close()
+		return fmt.Errorf("shim host: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		rr.Close()
+		return fmt.Errorf("start shim host: %w", err)
+	}
+	h.enc, h.in, h.pid = json.NewEncoder(in), in, cmd.Process.Pid
+	if h.waiting == nil {
+		h.waiting = map[string]*task{}
+	}
+	t.log.Info("shim host started", "pid", h.pid)
+	go h.read(t, cmd, rr)
+	return nil
+}
+
+// read reaps the tasks the host reports ended; once the host is gone, it
+// reaps those it never reported (lost, unless their exit file says
+// otherwise), and the next launch starts a new host.
+func (h *shimHost) read(t *tasks, cmd *osexec.Cmd, r *os.File) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		h.mu.Lock()
+		tk := h.waiting[sc.Text()]
+		delete(h.waiting, sc.Text())
+		h.mu.Unlock()
+		if tk != nil {
+			t.reap(tk)
+		}
+	}
+	r.Close()
+	cmd.Wait()
+	h.mu.Lock()
+	var left []*task
+	if h.pid == cmd.Process.Pid {
+		h.enc, h.in, h.pid = nil, nil, 0
+		for dir, tk := range h.waiting {
+			left = append(left, tk)
+			delete(h.waiting, dir)
+		}
+	}
+	h.mu.Unlock()
+	if len(left) > 0 {
+		t.log.Warn("the shim host ended with jobs it had not reported", "jobs", len(left))
+	}
+	for _, tk := range left {
+		t.reap(tk)
+	}
+}
+
+// close ends the host's stdin: it takes no more jobs and exits once those
+// it runs have ended (the agent stops; its jobs run on).
+func (h *shimHost) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.in != nil {
+		h.in.Close()
+	}
+}
+
+// shimJobOf is the request for a task's job as launch would pass it to a
+// one-job shim.
+func (t *tasks) shimJobOf(tk *task, cred *credential, env []string) shimJob {
+	spec, k := tk.spec, keyOf(tk.spec)
+	j := shimJob{State: tk.dir, Log: t.logPath(k), Workdir: spec.Workdir, MaxLog: t.maxLogSize, UID: -1, GID: -1,
+		Env: env, Argv: []string{"/bin/sh", "-c", spec.Command}}
+	if cred != nil {
+		j.UID, j.GID = int(cred.uid), int(cred.gid)
+		gs := make([]string, len(cred.groups))
+		for i, g := range cred.groups {
+			gs[i] = strconv.FormatUint(uint64(g), 10)
+		}
+		j.Groups = strings.Join(gs, ",")
+	}
+	if path := t.cgroupPath(spec); path != "" {
+		raw, _ := json.Marshal(t.containSpec(spec))
+		j.Cgroup, j.CgroupSpec = path, string(raw)
+	}
+	return j
+}
+
+// launchHosted starts a task's job through the agent's shim host; the
+// task's state directory and spec are written (launch).
+func (t *tasks) launchHosted(tk *task, cred *credential) error {
+	spec := tk.spec
+	pid, err := t.host.launch(t, tk, t.shimJobOf(tk, cred, t.env(spec, cred)))
+	if err != nil {
+		return err
+	}
+	writeFileAtomic(filepath.Join(tk.dir, "shim.pid"), []byte(strconv.Itoa(pid)))
+	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs, "shim_host", pid)
+	t.changed()
+	return nil
+}
