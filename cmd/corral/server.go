@@ -61,7 +61,7 @@ type controlFlags struct {
 	// it says (usagecmd.go)
 	budgetAction string
 	keepHistory  keepHistoryFlag // --keep-history (history.go)
-	storeURL   string      // --store: "" (the SQLite file in the data dir), sqlite://PATH or postgres://...
+	storeURL     string          // --store: "" (the SQLite file in the data dir), sqlite://PATH or postgres://...
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
