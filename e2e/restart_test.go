@@ -136,3 +136,24 @@ func killLeftJobs(dataDir string) {
 		}
 	}
 }
+
+// crashJobs stands for the machine of a killed `corral up` going down with
+// it: the shim host goes first (so that nothing records the jobs' ends),
+// then the jobs. A server started again finds them gone without an exit
+// status: lost.
+func crashJobs(dataDir string) {
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "agent", "tasks", "*"))
+	for _, name := range []string{"shim.pid", "pid"} {
+		for _, d := range dirs {
+			b, err := os.ReadFile(filepath.Join(d, name))
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			if err != nil || pid <= 1 {
+				continue
+			}
+			if name == "pid" {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}

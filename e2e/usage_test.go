@@ -74,7 +74,8 @@ func TestUsageReportEqualsRuntimeTimesGPUs(t *testing.T) {
 	ids = append(ids, canceled.ID)
 
 	// One attempt dies with the server: wait for a heartbeat after it
-	// started, then kill -9.
+	// started, then kill -9 the server and its jobs (the machine went
+	// down: corral up's jobs outlive a server that alone dies).
 	lost := s.submit(map[string]any{"command": "sleep 300", "gpu_count": 4, "user": "cy", "project": "vision", "max_retries": 0})
 	running := s.waitState(lost.ID, api.StateRunning, 30*time.Second)
 	waitFor(t, 30*time.Second, func() string { return "no heartbeat after the job started" }, func() bool {
@@ -82,6 +83,7 @@ func TestUsageReportEqualsRuntimeTimesGPUs(t *testing.T) {
 	})
 	before := aliveAt(t, dataDir)
 	s.kill9()
+	crashJobs(dataDir)
 	s = startServerAt(t, dataDir, port)
 	lostJob := s.waitTerminal(lost.ID, 30*time.Second)
 	if lostJob.Reason != api.ReasonLost {
