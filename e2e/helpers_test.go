@@ -188,7 +188,7 @@ func startControl(t *testing.T, dataDir string, port int, env []string, args ...
 		close(s.done)
 	}()
 	if args[0] == "up" {
-		t.Cleanup(func() { killLeftJobs(dataDir) }) // after s.stop: its jobs outlive it (restart_test.go)
+		t.Cleanup(func() { crashJobs(dataDir) }) // after s.stop: its jobs outlive it (restart_test.go)
 	}
 	t.Cleanup(s.stop)
 

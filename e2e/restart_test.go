@@ -115,32 +115,14 @@ func exitCodeStr(p *int) string {
 	return strconv.Itoa(*p)
 }
 
-// killLeftJobs kills what the jobs of a `corral up` on dataDir left
-// running once the test is over: its jobs outlive it (they run under
-// shims in their own sessions), so a test that ends with jobs running
-// would otherwise leave them behind. It reads the shims' state
-// directories: each job's process group, then its shim.
-func killLeftJobs(dataDir string) {
-	dirs, _ := filepath.Glob(filepath.Join(dataDir, "agent", "tasks", "*"))
-	for _, d := range dirs {
-		for _, name := range []string{"pid", "shim.pid"} {
-			b, err := os.ReadFile(filepath.Join(d, name))
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil || pid <= 1 {
-				continue
-			}
-			if name == "pid" {
-				syscall.Kill(-pid, syscall.SIGKILL)
-			}
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}
-}
 
-// crashJobs stands for the machine of a killed `corral up` going down with
-// it: the shim host goes first (so that nothing records the jobs' ends),
-// then the jobs. A server started again finds them gone without an exit
-// status: lost.
+// crashJobs kills what the jobs of a `corral up` on dataDir run, read
+// from the shims' state directories: the shim host first (so that nothing
+// records the jobs' ends), then each job's process group. A server
+// started again finds them gone without an exit status (lost), as after
+// its machine went down; and a test that ends with jobs running leaves
+// nothing behind (they outlive `corral up`, under a shim in their own
+// session).
 func crashJobs(dataDir string) {
 	dirs, _ := filepath.Glob(filepath.Join(dataDir, "agent", "tasks", "*"))
 	for _, name := range []string{"shim.pid", "pid"} {

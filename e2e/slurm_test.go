@@ -6,11 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec/slurm/slurmtest"
 )
 
 // slurmUp brings the local Slurm of scripts/slurm-local.sh up (two nodes,
@@ -20,54 +20,11 @@ import (
 // test started is stopped in t.Cleanup.
 func slurmUp(t *testing.T) []string {
 	t.Helper()
-	if _, err := exec.LookPath("sbatch"); err != nil {
-		t.Skip("Slurm is not installed (apt-get install -y slurm-wlm munge): sbatch not in $PATH")
-	}
-	if _, err := os.Stat("/usr/sbin/slurmctld"); err != nil {
-		t.Skip("Slurm is not installed (apt-get install -y slurm-wlm munge): no /usr/sbin/slurmctld")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the local Slurm needs root (scripts/slurm-local.sh)")
-	}
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	script := filepath.Join(root, "scripts", "slurm-local.sh")
-	dir := "/tmp/corral-slurm" // the script's default: its ports are fixed, so one user at a time
-	// The packages that use this Slurm (e2e, internal/exec/slurm) take
-	// turns: go test runs packages in parallel.
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lock.Close() }) // runs last: releases the lock
-	wasUp := exec.Command("sh", "-c", "kill -0 $(cat "+dir+"/slurmctld.pid)").Run() == nil
-	up := exec.Command("sh", script, "up")
-	up.Env = append(os.Environ(), "SLURM_LOCAL_DIR="+dir)
-	if out, err := up.CombinedOutput(); err != nil {
-		t.Fatalf("slurm-local.sh up: %v\n%s", err, out)
-	}
-	if !wasUp {
-		t.Cleanup(func() {
-			down := exec.Command("sh", script, "down")
-			down.Env = append(os.Environ(), "SLURM_LOCAL_DIR="+dir)
-			down.Run()
-		})
-	}
-	// Jobs of this test left by an earlier run, or by this one when it
-	// fails, are canceled.
-	cancelLeft := func() {
-		c := exec.Command("sh", "-c", `squeue -h -o "%i %j" | awk '$2 ~ /^corral-j/ {print $1}' | xargs -r scancel`)
-		c.Env = append(os.Environ(), "SLURM_CONF="+dir+"/slurm.conf")
-		c.Run()
-	}
-	cancelLeft()
-	t.Cleanup(cancelLeft)
-	return []string{"SLURM_CONF=" + dir + "/slurm.conf"}
+	return []string{"SLURM_CONF=" + slurmtest.Up(t, filepath.Join(root, "scripts", "slurm-local.sh"), "corral-j")}
 }
 
 // slurmSays returns Slurm's record of a Corral attempt (found by its job

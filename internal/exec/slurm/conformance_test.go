@@ -4,14 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	corralexec "github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/exec/exectest"
+	"github.com/corral-sched/corral/internal/exec/slurm/slurmtest"
 )
 
 // localSlurm brings up scripts/slurm-local.sh's Slurm (two nodes,
@@ -20,50 +19,8 @@ import (
 // root. A Slurm it started is stopped in t.Cleanup.
 func localSlurm(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("sbatch"); err != nil {
-		t.Skip("Slurm is not installed (apt-get install -y slurm-wlm munge): sbatch not in $PATH")
-	}
-	if _, err := os.Stat("/usr/sbin/slurmctld"); err != nil {
-		t.Skip("Slurm is not installed (apt-get install -y slurm-wlm munge): no /usr/sbin/slurmctld")
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("the local Slurm needs root (scripts/slurm-local.sh)")
-	}
 	script, _ := filepath.Abs("../../../scripts/slurm-local.sh")
-	dir := "/tmp/corral-slurm" // the script's default: its ports are fixed, so one user at a time
-	// The packages that use this Slurm (e2e, internal/exec/slurm) take
-	// turns: go test runs packages in parallel.
-	lock, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { lock.Close() }) // runs last: releases the lock
-	wasUp := exec.Command("sh", "-c", "kill -0 $(cat "+dir+"/slurmctld.pid)").Run() == nil
-	up := exec.Command("sh", script, "up")
-	up.Env = append(os.Environ(), "SLURM_LOCAL_DIR="+dir)
-	if out, err := up.CombinedOutput(); err != nil {
-		t.Fatalf("slurm-local.sh up: %v\n%s", err, out)
-	}
-	if !wasUp {
-		t.Cleanup(func() {
-			down := exec.Command("sh", script, "down")
-			down.Env = append(os.Environ(), "SLURM_LOCAL_DIR="+dir)
-			down.Run()
-		})
-	}
-	// Jobs of this test left by an earlier run, or by this one when it
-	// fails, are canceled.
-	cancelLeft := func() {
-		c := exec.Command("sh", "-c", `squeue -h -o "%i %j" | awk '$2 ~ /^corral-conf/ {print $1}' | xargs -r scancel`)
-		c.Env = append(os.Environ(), "SLURM_CONF="+dir+"/slurm.conf")
-		c.Run()
-	}
-	cancelLeft()
-	t.Cleanup(cancelLeft)
-	t.Setenv("SLURM_CONF", dir+"/slurm.conf")
+	t.Setenv("SLURM_CONF", slurmtest.Up(t, script, "corral-conf"))
 }
 
 // TestConformance runs the executor suite against the real local Slurm.
