@@ -115,7 +115,6 @@ func exitCodeStr(p *int) string {
 	return strconv.Itoa(*p)
 }
 
-
 // crashJobs kills what the jobs of a `corral up` on dataDir run, read
 // from the shims' state directories: the shim host first (so that nothing
 // records the jobs' ends), then each job's process group. A server
