@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -14,19 +12,15 @@ import (
 // Runs returns, for `corral advise`, the GPU holds of jobs that ran in
 // [since, until): each job's latest attempt, from its start to its end
 // (until, while it runs), on its granted GPUs. It reads the jobs table,
-// not the orchestrator's memory, so finished jobs count wherever they are
-// kept. Earlier attempts of retried jobs are not seen here.
+// not the orchestrator's memory (finished jobs are not kept there).
+// Earlier attempts of retried jobs are not seen here.
 func (s *Store) Runs(ctx context.Context, since, until time.Time) ([]advise.Run, error) {
 	var runs []advise.Run
-	err := s.each(ctx, `SELECT data FROM jobs WHERE state IN ('running','completed','failed','canceled')`, func(r *sql.Rows) error {
-		var data string
-		if err := r.Scan(&data); err != nil {
-			return err
-		}
-		var j api.Job
-		if err := json.Unmarshal([]byte(data), &j); err != nil {
-			return fmt.Errorf("job row: %w", err)
-		}
+	// Running jobs, and those that ended in the period (the finished
+	// column is indexed: jobs_history.go).
+	query := `SELECT data FROM jobs WHERE state = 'running' UNION ALL
+		SELECT data FROM jobs WHERE finished >= ? AND state IN ` + terminalStates
+	err := s.read(ctx, query, []any{since.UnixNano()}, jobRows(func(j api.Job) error {
 		if j.StartedAt == nil {
 			return nil
 		}
@@ -44,7 +38,7 @@ func (s *Store) Runs(ctx context.Context, since, until time.Time) ([]advise.Run,
 		}
 		runs = append(runs, advise.Run{Start: *j.StartedAt, End: end, GPUs: gpus, Nodes: nodes, GPUMemoryGB: j.GPUMemoryGB})
 		return nil
-	})
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("advise: %w", err)
 	}

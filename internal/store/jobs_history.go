@@ -179,18 +179,10 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
 	query += " ORDER BY id DESC LIMIT ?"
 	args = append(args, q.Limit)
 	out := []api.Job{}
-	err := s.read(ctx, query, args, func(r *sql.Rows) error {
-		var data string
-		if err := r.Scan(&data); err != nil {
-			return err
-		}
-		var j api.Job
-		if err := json.Unmarshal([]byte(data), &j); err != nil {
-			return fmt.Errorf("job row: %w", err)
-		}
+	err := s.read(ctx, query, args, jobRows(func(j api.Job) error {
 		out = append(out, j)
 		return nil
-	})
+	}))
 	if err != nil {
 		return nil, fmt.Errorf("jobs: %w", err)
 	}
@@ -361,18 +353,10 @@ func (s *Store) loadLive(ctx context.Context, st *State) error {
 	}
 	st.Jobs = make([]api.Job, 0, n)
 	err := s.each(ctx, `SELECT data FROM jobs WHERE state IN `+liveStates+`
-		UNION ALL SELECT data FROM jobs WHERE array_id > '' AND state IN `+terminalStates, func(r *sql.Rows) error {
-		var data string
-		var j api.Job
-		if err := r.Scan(&data); err != nil {
-			return err
-		}
-		if err := json.Unmarshal([]byte(data), &j); err != nil {
-			return fmt.Errorf("job row: %w", err)
-		}
+		UNION ALL SELECT data FROM jobs WHERE array_id > '' AND state IN `+terminalStates, jobRows(func(j api.Job) error {
 		st.Jobs = append(st.Jobs, j)
 		return nil
-	})
+	}))
 	if err != nil {
 		return err
 	}
@@ -408,4 +392,20 @@ func (s *Store) loadLive(ctx context.Context, st *State) error {
 		st.Idempotency[k] = id
 		return nil
 	})
+}
+
+// jobRows reads rows of one column, a job's JSON (SELECT data FROM jobs),
+// handing fn each job.
+func jobRows(fn func(api.Job) error) func(*sql.Rows) error {
+	return func(r *sql.Rows) error {
+		var data string
+		if err := r.Scan(&data); err != nil {
+			return err
+		}
+		var j api.Job
+		if err := json.Unmarshal([]byte(data), &j); err != nil {
+			return fmt.Errorf("job row: %w", err)
+		}
+		return fn(j)
+	}
 }
