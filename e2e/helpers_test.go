@@ -176,8 +176,11 @@ func startControl(t *testing.T, dataDir string, port int, env []string, args ...
 	s.cmd = exec.Command(corralBin, append(args, "--listen", addr, "--data-dir", dataDir, "--cancel-grace", "2s")...)
 	// Every test server has the same admin token, and its own client
 	// config file (corral up writes one), so nothing leaks between tests
-	// or into the home directory.
-	s.cmd.Env = cleanEnv(append([]string{"CORRAL_ADMIN_TOKEN=" + adminToken,
+	// or into the home directory. Its home is empty too: the jobs and
+	// shells it runs (as the agent's own account) read no rc file of the
+	// machine's (a ~/.bashrc that stalls an interactive bash would hang
+	// the shell tests).
+	s.cmd.Env = cleanEnv(append([]string{"CORRAL_ADMIN_TOKEN=" + adminToken, "HOME=" + t.TempDir(),
 		"CORRAL_CONFIG=" + filepath.Join(t.TempDir(), "client.json")}, env...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
