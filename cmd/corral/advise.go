@@ -76,8 +76,11 @@ on-premises cost of your own GPUs). No network calls are made.
 
 func printAdvice(w io.Writer, r adviceReport) error {
 	p := r.Profile
-	days := p.Until.Sub(p.Since).Hours() / 24
-	fmt.Fprintf(w, "Load over %.0f days (%s to %s): %d jobs, %.1f GPU-hours\n", days, p.Since.Local().Format("2006-01-02"), p.Until.Local().Format("2006-01-02"), p.Jobs, p.GPUHours)
+	days, unit := p.Until.Sub(p.Since).Hours()/24, "days"
+	if days < 1.5 {
+		unit = "day"
+	}
+	fmt.Fprintf(w, "Load over %.0f %s (%s to %s): %d jobs, %.1f GPU-hours\n", days, unit, p.Since.Local().Format("2006-01-02"), p.Until.Local().Format("2006-01-02"), p.Jobs, p.GPUHours)
 	fmt.Fprintf(w, "GPUs held at once: peak %d, typical %g, 90th percentile %g; largest job %d GPUs per node\n", p.PeakGPUs, p.TypicalGPUs, p.P90GPUs, p.MaxJobGPUs)
 	if len(p.ClusterGPUs) > 0 {
 		models := make([]string, 0, len(p.ClusterGPUs))
@@ -95,7 +98,15 @@ func printAdvice(w io.Writer, r adviceReport) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OPTION\tMONTHLY\tCOVERS\tWHY")
 	for _, o := range r.Options {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f%%\t%s\n", o.Name, o.Monthly, 100*o.Covers, o.Rationale)
+		fmt.Fprintf(tw, "%s\t%s\t%.0f%%\t%s\n", o.Name, money(o.Monthly), 100*o.Covers, o.Rationale)
 	}
 	return tw.Flush()
+}
+
+// money prints an amount: whole units from 100 up, cents below.
+func money(v float64) string {
+	if v >= 100 {
+		return fmt.Sprintf("%.0f", v)
+	}
+	return fmt.Sprintf("%.2f", v)
 }
