@@ -326,6 +326,9 @@ func TestAdoptFollowsOrLoses(t *testing.T) {
 	if err := h.e.Start(context.Background(), tk); err != nil {
 		t.Fatal(err)
 	}
+	// Start hands the submission to a goroutine: the server that dies is
+	// one whose submission Ray has.
+	h.until("submitted", func() bool { return len(h.c.Submissions()) > 0 })
 	// A new executor (the server restarted) adopts the running attempt and
 	// one Ray never had.
 	h2 := newHarness(t, raytest.Options{}, Config{})
