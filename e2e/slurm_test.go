@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -163,10 +164,13 @@ func TestSlurm(t *testing.T) {
 		if state, _ := slurmSays(t, env, j.ID, 1); state != "RUNNING" {
 			t.Errorf("Slurm says attempt 1 is %s; want RUNNING", state)
 		}
+		// As for attempt 0: its ranks' step starts after the batch script.
+		waitFor(t, 30*time.Second, func() string { return "attempt 1's ranks' first line" }, func() bool { return strings.Count(s.logs(low.ID), "attempt 1") == 2 })
 		s.do("DELETE", "/queue/"+low.ID, nil, nil)
 		s.waitTerminal(low.ID, 60*time.Second)
-		if logs := s.logs(low.ID); !strings.Contains(logs, "notice: ") || !strings.Contains(logs, "attempt 1") {
-			t.Errorf("logs %q: want the preemption notice and attempt 1", logs)
+		first := s.do("GET", "/jobs/"+low.ID+"/logs?attempt=0", nil, nil)
+		if logs := string(first.Body); first.Status != http.StatusOK || !strings.Contains(logs, "notice: ") {
+			t.Errorf("attempt 0's logs %q: want the preemption notice", logs)
 		}
 	})
 
