@@ -102,12 +102,7 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 		return api.Invalid("gpus", "is required: how many GPUs to book")
 	}
 	if req.Nodes != nil {
-		r.Nodes = nil
-		for _, n := range *req.Nodes {
-			if n = strings.TrimSpace(n); n != "" && !slices.Contains(r.Nodes, n) {
-				r.Nodes = append(r.Nodes, n)
-			}
-		}
+		r.Nodes = trimmedSet(*req.Nodes)
 	}
 	if req.GPUType != nil {
 		r.GPUType = strings.TrimSpace(*req.GPUType)
@@ -160,12 +155,7 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 		return api.Invalid("start", "%s is in the past", stamp(r.Start))
 	}
 	if req.Users != nil {
-		r.Users = nil
-		for _, u := range *req.Users {
-			if u = strings.TrimSpace(u); u != "" && !slices.Contains(r.Users, u) {
-				r.Users = append(r.Users, u)
-			}
-		}
+		r.Users = trimmedSet(*req.Users)
 	}
 	if req.Project != nil {
 		r.Project = strings.TrimSpace(*req.Project)
@@ -511,4 +501,16 @@ func window(w span) string {
 		return s.Format("2006-01-02 15:04") + "-" + e.Format("15:04 UTC")
 	}
 	return s.Format("2006-01-02 15:04") + " to " + e.Format("2006-01-02 15:04 UTC")
+}
+
+// trimmedSet is names trimmed, without empty ones and repeats, in order
+// (nil when none is left).
+func trimmedSet(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n = strings.TrimSpace(n); n != "" && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
