@@ -41,7 +41,7 @@ func runWith(args []string, stdout, stderr io.Writer) int {
 		args = []string{} // nil would make cobra read os.Args
 	}
 	c := &cli{stdout: stdout, stderr: stderr, now: time.Now}
-	root := c.newRootCmd()
+	root := c.newRootCmd(args)
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
@@ -67,9 +67,10 @@ type cli struct {
 	started bool
 }
 
-// newRootCmd builds the command tree. Every command is registered here, in
-// one list.
-func (c *cli) newRootCmd() *cobra.Command {
+// newRootCmd builds the command tree for the command line args: the root
+// and, when args name one of its commands, that command alone (see
+// subcommands).
+func (c *cli) newRootCmd(args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "corral",
 		Short: "Corral: a GPU job scheduler",
@@ -92,60 +93,7 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 	pf.StringVar(&c.token, "token", "", "API token sent as a bearer token (default $CORRAL_TOKEN)")
 	pf.StringVarP(&c.output, "output", "o", outputTable, "output format: table or json (json prints the API's answer)")
 
-	root.AddCommand(
-		// Daemons. The lead owns these (up.go); `corral server` and
-		// `corral agent` are registered here too, next to up.
-		newUpCmd(),
-		newServerCmd(),
-		newStoreCmd(), // storecmd.go
-		newAgentCmd(),
-		newShimCmd(),
-
-		// Jobs (jobs.go).
-		c.newSubmitCmd(),
-		c.newQueueCmd(),
-		c.newJobsCmd(),
-		c.newShowCmd(),
-		c.newCancelCmd(),
-		c.newLogsCmd(),
-		c.newPriorityCmd(),
-		c.newDependCmd(),
-		c.newWaitCmd(), // wait.go, with run
-		c.newRunCmd(),
-		c.newArrayCmd(), // arrays.go
-		c.newShellCmd(), // shell.go, with alloc
-		c.newAllocCmd(),
-		c.newNotebookCmd(),
-		c.newExportCmd(), // export.go
-
-		// Cluster and scheduling (cluster.go).
-		c.newNodesCmd(),
-		c.newPolicyCmd(),
-		c.newQuotaCmd(),
-		c.newWeightCmd(),
-		c.newOrchestratorCmd(),
-		c.newHoldCmd(), // holdcmd.go
-		c.newReleaseCmd(),
-		c.newAdviseCmd(),  // advise.go
-		c.newReserveCmd(), // reserve.go: bookings
-
-		// Usage, prices and budgets (usagecmd.go).
-		c.newUsageCmd(),
-		c.newPriceCmd(),
-		c.newBudgetCmd(),
-
-		// Access: tokens, who am I, the audit trail (tokencmd.go).
-		c.newTokenCmd(),
-		c.newWhoamiCmd(),
-		c.newAuditCmd(),
-
-		// Notifications: endpoints and the delivery log (notifycmd.go).
-		c.newNotifyCmd(),
-
-		// Trace replay and load tools (sim.go, bench.go).
-		c.newSimCmd(),
-		c.newBenchCmd(),
-	)
+	root.AddCommand(c.subcommands(args)...)
 	c.markStarts(root)
 	return root
 }

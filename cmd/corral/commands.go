@@ -1,0 +1,116 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// command is one of corral's top-level commands: its name (the first word
+// of its Use) and how to build it.
+type command struct {
+	name string
+	make func(c *cli) *cobra.Command
+}
+
+// commands is every top-level command, in the order help lists them. Every
+// command is registered here, in one list.
+var commands = [...]command{
+	// Daemons (up.go, server.go, agentd.go).
+	{"up", func(*cli) *cobra.Command { return newUpCmd() }},
+	{"server", func(*cli) *cobra.Command { return newServerCmd() }},
+	{"store", func(*cli) *cobra.Command { return newStoreCmd() }}, // storecmd.go
+	{"agent", func(*cli) *cobra.Command { return newAgentCmd() }},
+	{"shim", func(*cli) *cobra.Command { return newShimCmd() }},
+
+	// Jobs (jobs.go).
+	{"submit", (*cli).newSubmitCmd},
+	{"queue", (*cli).newQueueCmd},
+	{"jobs", (*cli).newJobsCmd},
+	{"show", (*cli).newShowCmd},
+	{"cancel", (*cli).newCancelCmd},
+	{"logs", (*cli).newLogsCmd},
+	{"priority", (*cli).newPriorityCmd},
+	{"depend", (*cli).newDependCmd},
+	{"wait", (*cli).newWaitCmd}, // wait.go, with run
+	{"run", (*cli).newRunCmd},
+	{"array", (*cli).newArrayCmd}, // arrays.go
+	{"shell", (*cli).newShellCmd}, // shell.go, with alloc
+	{"alloc", (*cli).newAllocCmd},
+	{"notebook", (*cli).newNotebookCmd},
+	{"export", (*cli).newExportCmd}, // export.go
+
+	// Cluster and scheduling (cluster.go).
+	{"nodes", (*cli).newNodesCmd},
+	{"policy", (*cli).newPolicyCmd},
+	{"quota", (*cli).newQuotaCmd},
+	{"weight", (*cli).newWeightCmd},
+	{"orchestrator", (*cli).newOrchestratorCmd},
+	{"hold", (*cli).newHoldCmd}, // holdcmd.go
+	{"release", (*cli).newReleaseCmd},
+	{"advise", (*cli).newAdviseCmd},   // advise.go
+	{"reserve", (*cli).newReserveCmd}, // reserve.go: bookings
+
+	// Usage, prices and budgets (usagecmd.go).
+	{"usage", (*cli).newUsageCmd},
+	{"price", (*cli).newPriceCmd},
+	{"budget", (*cli).newBudgetCmd},
+
+	// Access: tokens, who am I, the audit trail (tokencmd.go).
+	{"token", (*cli).newTokenCmd},
+	{"whoami", (*cli).newWhoamiCmd},
+	{"audit", (*cli).newAuditCmd},
+
+	// Notifications: endpoints and the delivery log (notifycmd.go).
+	{"notify", (*cli).newNotifyCmd},
+
+	// Trace replay and load tools (sim.go, bench.go).
+	{"sim", (*cli).newSimCmd},
+	{"bench", (*cli).newBenchCmd},
+}
+
+// subcommands builds the top-level commands that running args needs. A
+// command line that names one of them by its name gets that command alone:
+// building all forty-odd commands, with their flags, was a sixth of a
+// `corral submit`'s page faults at start-up (docs/benchmarks.md, "CLI
+// start-up"). Anything else (help, completion, an alias, a typo that
+// deserves a suggestion, no command at all) gets them all, so cobra sees
+// the whole tree.
+func (c *cli) subcommands(args []string) []*cobra.Command {
+	if name, ok := commandName(args); ok {
+		for _, cmd := range commands {
+			if cmd.name == name {
+				return []*cobra.Command{cmd.make(c)}
+			}
+		}
+	}
+	all := make([]*cobra.Command, len(commands))
+	for i, cmd := range commands {
+		all[i] = cmd.make(c)
+	}
+	return all
+}
+
+// commandName returns the first argument that is not a root flag, which
+// cobra takes as the command's name; ok is false when there is none or
+// the root flags cannot be told apart from it for certain.
+func commandName(args []string) (string, bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return "", false
+		case !strings.HasPrefix(a, "-") || a == "-":
+			return a, true
+		case strings.Contains(a, "="):
+			// --server=URL, -o=json: the value is in the same word.
+		case a == "--server" || a == "--token" || a == "--output" || a == "-o":
+			i++ // the next word is the value
+		case strings.HasPrefix(a, "-o"):
+			// -ojson
+		default:
+			return "", false // a flag of no known shape: let cobra see it all
+		}
+	}
+	return "", false
+}
