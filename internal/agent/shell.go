@@ -40,7 +40,9 @@ type shellSet struct {
 	open map[taskKey]map[*shellSession]bool
 }
 
-// shellSession is one shell's process and its frame writer.
+// shellSession is one shell's process and its frame writer. It joins its
+// task's set before its process starts, so that a notice sent once the
+// process runs reaches it; pid is 0 until then (guarded by the set's mu).
 type shellSession struct {
 	pid  int
 	job  string
@@ -85,11 +87,24 @@ func (s *shellSet) end(k taskKey) {
 	s.mu.Lock()
 	shells := s.open[k]
 	delete(s.open, k)
+	pids := make(map[*shellSession]int, len(shells))
+	for sh := range shells {
+		pids[sh] = sh.pid
+	}
 	s.mu.Unlock()
 	for sh := range shells {
 		sh.tell()
-		hangUp(sh.pid)
+		if pids[sh] != 0 { // else not started yet: its start finds the task gone and hangs it up
+			hangUp(pids[sh])
+		}
 	}
+}
+
+// started records the pid of a session's process once it runs.
+func (s *shellSet) started(sh *shellSession, pid int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh.pid = pid
 }
 
 // notice shows a task's notice (it will be stopped soon) in each of its
@@ -173,6 +188,11 @@ func (a *Agent) serveShell(ctx context.Context, req shellproto.Request, conn io.
 	if fi, err := os.Stat(cmd.Dir); cmd.Dir != "" && (err != nil || !fi.IsDir()) {
 		cmd.Dir = "/"
 	}
+	// The session joins the task's shells before its process starts: a
+	// notice sent once the shell runs (and has printed) reaches it.
+	sh := &shellSession{job: spec.JobID, out: out}
+	t.shells.add(k, sh)
+	defer t.shells.remove(k, sh)
 	jcg, err := t.openCgroup(spec) // the job's own cgroup, made already: joined
 	if err != nil {
 		return fmt.Errorf("join the job's cgroup: %w", err)
@@ -214,9 +234,7 @@ func (a *Agent) serveShell(ctx context.Context, req shellproto.Request, conn io.
 		cmd.Wait()
 		return fmt.Errorf("join the job's cgroup: %w", err)
 	}
-	sh := &shellSession{pid: pid, job: spec.JobID, out: out}
-	t.shells.add(k, sh)
-	defer t.shells.remove(k, sh)
+	t.shells.started(sh, pid)
 	if _, err := t.runningTask(req); err != nil {
 		sh.tell() // the task ended while the shell started: end it too
 		hangUp(pid)
