@@ -167,6 +167,17 @@ func startServerAt(t *testing.T, dataDir string, port int) *server {
 // in t.Cleanup.
 func startControl(t *testing.T, dataDir string, port int, env []string, args ...string) *server {
 	t.Helper()
+	s := startServing(t, dataDir, port, env, args...)
+	if slices.Contains(args, "--store") && strings.Contains(strings.Join(args, " "), "postgres") {
+		s.waitLeader(60 * time.Second) // a follower answers /healthz before it leads (failover_test.go)
+	}
+	return s
+}
+
+// startServing is startControl without waiting for a server on
+// PostgreSQL to lead: it returns once /healthz answers, as a follower's does.
+func startServing(t *testing.T, dataDir string, port int, env []string, args ...string) *server {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	s := &server{
 		t: t, URL: "http://" + addr, Port: port, DataDir: dataDir,

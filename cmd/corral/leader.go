@@ -15,6 +15,13 @@ import (
 // most this long after the leader died.
 const leaseTTL = 9 * time.Second
 
+// leaseHolder is this server's name in the leader lease: the host and the
+// data dir.
+func leaseHolder(dataDir string) string {
+	host, _ := os.Hostname()
+	return host + ":" + dataDir
+}
+
 // leadOnPostgres makes a server on PostgreSQL the leader before it loads
 // the state: it waits (a standby, logging so) until it holds the leader
 // lease, fences its store's writes with the lease's epoch, and renews the
@@ -30,10 +37,9 @@ func leadOnPostgres(ctx context.Context, st *store.Store, dataDir string, logger
 	if !st.Postgres() {
 		return ctx, func() {}, nil
 	}
-	host, _ := os.Hostname()
 	ctx, cancel := context.WithCancel(ctx)
 	el := lease.New(lease.Config{
-		Backend: st, Holder: host + ":" + dataDir, TTL: leaseTTL, Logger: logger,
+		Backend: st, Holder: leaseHolder(dataDir), TTL: leaseTTL, Logger: logger,
 		OnDeposed: func(epoch int64) {
 			if ctx.Err() == nil {
 				logger.Error("leader lease lost: this server stops", "epoch", epoch)

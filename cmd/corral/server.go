@@ -62,6 +62,7 @@ type controlFlags struct {
 	budgetAction string
 	keepHistory  keepHistoryFlag // --keep-history (history.go)
 	storeURL     string          // --store: "" (the SQLite file in the data dir), sqlite://PATH or postgres://...
+	advertise    string          // --advertise: the base URL others send clients to while this server leads (follower.go)
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -78,6 +79,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fl.IntVar(&f.maxGPUs, "max-gpus-per-node", agents.DefaultMaxGPUs, fmt.Sprintf("the most GPUs an agent may register for one node (1 to %d); a registration with more is refused", agents.MaxGPUsLimit))
 	fl.DurationVar(&f.depTimeout, "dependency-timeout", orchestrator.DefaultDependencyTimeout, "how long a queued job whose dependency can never be met (reason dependency_never_satisfied) waits before it is canceled; 0: at once")
+	fl.StringVar(&f.advertise, "advertise", "", "with --store postgres://...: the base URL at which clients reach this server, given to them by the other servers while it leads (default: http(s)://, then the --listen address, with the host name for a wildcard address)")
 	fl.StringVar(&f.storeURL, "store", "", "the database: sqlite://PATH or postgres://USER@HOST:PORT/DB (default: the SQLite file corral.db in --data-dir)")
 	f.access.register(cmd)
 	f.host.registerLogSize(fl)
@@ -208,6 +210,43 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return fmt.Errorf("--store: %w", err)
 	}
 	defer st.Close()
+	self, err := f.advertiseURL(ln.Addr()) // follower.go
+	if err != nil {
+		return err
+	}
+	// One HTTP server for the process's life: on PostgreSQL it answers as
+	// a follower while another server leads (follower.go), then as the
+	// leader, under the same listener.
+	sw := &handlerSwitch{}
+	// Streaming handlers (logs -f, agents' long polls) end when baseCtx
+	// does, so a shutdown does not wait for them.
+	baseCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	srv := &http.Server{Handler: sw, ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	srv.RegisterOnShutdown(endStreams)
+	defer srv.Close()
+	srvDone := make(chan error, 1)
+	serving := false
+	serve := func() {
+		if serving {
+			return
+		}
+		serving = true
+		go func() {
+			if f.tlsCert != "" {
+				srvDone <- srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
+				return
+			}
+			srvDone <- srv.Serve(ln)
+		}()
+	}
+	if st.Postgres() {
+		if err := follow(ctx, st, dataDir, self, sw, logger); err != nil {
+			return err
+		}
+		serve()
+	}
 	ctx, stopLeading, err := leadOnPostgres(ctx, st, dataDir, logger) // leader.go
 	if err != nil {
 		return err
@@ -300,22 +339,13 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		tunnels.SetLocal(local.id, localAgent)
 	}
 
-	// Streaming handlers (logs -f, agents' long polls) end when baseCtx
-	// does, so a shutdown does not wait for them.
-	baseCtx, endStreams := context.WithCancel(context.Background())
-	defer endStreams()
-	srv := &http.Server{Handler: server.New(o, logger, f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithAdvise(st), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL))...), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return baseCtx }}
-	srv.RegisterOnShutdown(endStreams)
-	srvDone := make(chan error, 1)
+	opts := f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithAdvise(st), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL))
+	if st.Postgres() {
+		opts = append(opts, server.WithLeaderAddress(self)) // /healthz says it leads, and where
+	}
+	sw.set(server.New(o, logger, opts...))
+	serve()
 	scheme := "http"
-	go func() {
-		if f.tlsCert != "" {
-			srvDone <- srv.ServeTLS(ln, f.tlsCert, f.tlsKey)
-			return
-		}
-		srvDone <- srv.Serve(ln)
-	}()
 	if f.tlsCert != "" {
 		scheme = "https"
 	}

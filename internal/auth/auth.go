@@ -139,6 +139,22 @@ func New(ctx context.Context, st Store, now func() time.Time) (*Service, error) 
 	return s, nil
 }
 
+// Reload reads the tokens from the store again, for a server that does
+// not write them itself (a follower, while another server leads): tokens
+// made since are added, revoked ones stop working.
+func (s *Service) Reload(ctx context.Context) error {
+	ts, err := s.st.Tokens(ctx)
+	if err != nil {
+		return fmt.Errorf("auth: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range ts {
+		s.index(&ts[i])
+	}
+	return nil
+}
+
 // index puts t in the maps, in place of the record of its id; when that
 // ends a live secret (revoked, or replaced by another), the streams that
 // watch it are told (Ended). Write lock held.

@@ -50,6 +50,7 @@ type Server struct {
 	advise        AdviseSource     // GET /advise (advise.go); nil: off
 	tunnels       *tunnel.Hub      // nil: no shells or port streams (shell.go)
 	nb            *notebooks       // the notebook proxy (proxy.go)
+	leaderAddr    string           // WithLeaderAddress: /healthz says role leader, at this address
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -435,7 +436,16 @@ func jsonKind(goKind string) string {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	if s.leaderAddr != "" {
+		return writeJSON(w, http.StatusOK, Health{Status: "ok", Role: "leader", Leader: s.leaderAddr, Self: s.leaderAddr})
+	}
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// WithLeaderAddress marks a server that leads others on one database
+// (fail-over): /healthz answers role "leader" and its address.
+func WithLeaderAddress(self string) Option {
+	return func(s *Server) { s.leaderAddr = self }
 }
 
 func (s *Server) prometheus(w http.ResponseWriter, r *http.Request) error {

@@ -21,6 +21,10 @@ CREATE TABLE IF NOT EXISTS leader_lease (
 	epoch BIGINT NOT NULL,
 	expires_at BIGINT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS server_addresses (
+	holder TEXT PRIMARY KEY,
+	address TEXT NOT NULL
+);
 `
 
 // ErrDeposed is returned by every write of a store fenced with an epoch
@@ -78,6 +82,46 @@ func (s *Store) ReleaseLease(ctx context.Context, holder string, epoch int64) er
 		return fmt.Errorf("lease: %w", err)
 	}
 	return nil
+}
+
+// SetServerAddress records the base URL at which the server named holder
+// (its lease holder name) is reached (corral server --advertise), so that
+// the others can send clients to it while it leads.
+func (s *Store) SetServerAddress(ctx context.Context, holder, address string) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO server_addresses(holder, address) VALUES(?, ?)
+		ON CONFLICT(holder) DO UPDATE SET address = excluded.address`, holder, address)
+	if err != nil {
+		return fmt.Errorf("server address: %w", err)
+	}
+	return nil
+}
+
+// LeaderInfo is who holds the leader lease, as the database says.
+type LeaderInfo struct {
+	Holder  string // "": nobody holds it
+	Address string // its SetServerAddress; "" when it recorded none
+	Epoch   int64
+	Expires time.Time
+}
+
+// Leader reads the lease row and the holder's address. A lease that has
+// expired by now, or was given up, has no Holder.
+func (s *Store) Leader(ctx context.Context, now time.Time) (LeaderInfo, error) {
+	var l LeaderInfo
+	var exp int64
+	err := s.db.QueryRowContext(ctx, `SELECT l.holder, l.epoch, l.expires_at, COALESCE(a.address, '')
+		FROM leader_lease l LEFT JOIN server_addresses a ON a.holder = l.holder WHERE l.id = 1`).Scan(&l.Holder, &l.Epoch, &exp, &l.Address)
+	if errors.Is(err, sql.ErrNoRows) {
+		return LeaderInfo{}, nil
+	}
+	if err != nil {
+		return LeaderInfo{}, fmt.Errorf("leader: %w", err)
+	}
+	l.Expires = time.Unix(0, exp)
+	if l.Holder == "" || !now.Before(l.Expires) {
+		return LeaderInfo{Epoch: l.Epoch}, nil
+	}
+	return l, nil
 }
 
 // fence is the epoch every write checks inside its own transaction.

@@ -87,6 +87,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"EndpointsAndDefaults", testEndpointsAndDefaults},
 		{"History", testHistory},
 		{"Arrays", testArrays},
+		{"Lease", testLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDB(t)) })
 	}
@@ -390,5 +391,53 @@ func testArrays(t *testing.T, o Opener) {
 	}
 	if len(st.Arrays) != 1 || st.Arrays[0].Array.ID != "a1" || len(st.Arrays[0].Array.Tasks) != 4 || st.Arrays[0].Template.Command != "echo" {
 		t.Fatalf("arrays = %+v", st.Arrays)
+	}
+}
+
+// testLease: the leader lease goes to one holder at a time, with an epoch
+// that only grows, and Leader names the holder and its address until the
+// lease expires or is given up.
+func testLease(t *testing.T, o Opener) {
+	ctx := context.Background()
+	s := open(t, o)
+	ttl := 9 * time.Second
+	if l, err := s.Leader(ctx, at); err != nil || l.Holder != "" {
+		t.Fatalf("Leader of a new store = %+v, %v; want none", l, err)
+	}
+	if err := s.SetServerAddress(ctx, "a", "http://a:7450"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetServerAddress(ctx, "b", "http://old-b:7450"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetServerAddress(ctx, "b", "http://b:7450"); err != nil { // restarted with a new address
+		t.Fatal(err)
+	}
+	e1, ok, err := s.AcquireLease(ctx, "a", 0, at, ttl)
+	if err != nil || !ok {
+		t.Fatalf("a takes a free lease: %d %v %v", e1, ok, err)
+	}
+	if _, ok, _ := s.AcquireLease(ctx, "b", 0, at.Add(time.Second), ttl); ok {
+		t.Fatal("b took a lease a holds")
+	}
+	l, err := s.Leader(ctx, at.Add(time.Second))
+	if err != nil || l.Holder != "a" || l.Address != "http://a:7450" || l.Epoch != e1 {
+		t.Fatalf("Leader while a holds = %+v, %v", l, err)
+	}
+	if l, _ := s.Leader(ctx, at.Add(ttl)); l.Holder != "" {
+		t.Fatalf("Leader after the TTL = %+v; want none", l)
+	}
+	e2, ok, err := s.AcquireLease(ctx, "b", 0, at.Add(ttl), ttl)
+	if err != nil || !ok || e2 <= e1 {
+		t.Fatalf("b takes an expired lease: epoch %d (a had %d) %v %v", e2, e1, ok, err)
+	}
+	if l, _ := s.Leader(ctx, at.Add(ttl+time.Second)); l.Holder != "b" || l.Address != "http://b:7450" {
+		t.Fatalf("Leader after b took over = %+v", l)
+	}
+	if err := s.ReleaseLease(ctx, "b", e2); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := s.Leader(ctx, at.Add(ttl+time.Second)); l.Holder != "" {
+		t.Fatalf("Leader after b gave the lease up = %+v", l)
 	}
 }

@@ -1,0 +1,136 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store/storetest"
+)
+
+// health is GET /healthz of a server on PostgreSQL.
+type health struct {
+	Status, Role, Leader string
+}
+
+func (s *server) health() health {
+	s.t.Helper()
+	var h health
+	s.mustJSON("GET", "/healthz", nil, http.StatusOK, &h)
+	return h
+}
+
+// waitLeader waits until s leads (it held back as a follower until the
+// lease was free).
+func (s *server) waitLeader(within time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for s.health().Role != "leader" {
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s did not lead within %s; output:\n%s", s.URL, within, s.out.String())
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+}
+
+// TestFailoverFollowers: three servers on one PostgreSQL. The first leads;
+// the others answer /healthz as followers naming it, serve job reads from
+// the database, and send changes to it with a 307 (a client that follows
+// it lands its submission on the leader). When the leader is killed (-9),
+// a follower takes the lease and serves changes itself, and the other
+// follower's redirects name the new leader.
+func TestFailoverFollowers(t *testing.T) {
+	dsn := storetest.Postgres(t) // skips without CORRAL_TEST_POSTGRES
+	start := func(name string) *server {
+		return startServing(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", name, "--store", dsn)
+	}
+	a := start("node-a")
+	a.waitLeader(30 * time.Second)
+	b, c := start("node-b"), start("node-c")
+	for _, f := range []*server{b, c} {
+		if h := f.health(); h.Role != "follower" || h.Leader != a.URL {
+			t.Fatalf("%s healthz = %+v; want a follower naming %s", f.URL, h, a.URL)
+		}
+	}
+
+	j := a.submit(map[string]any{"command": "sleep 600", "gpu_count": 1, "name": "on-a"})
+	if got := b.job(j.ID); got.ID != j.ID || got.Name != "on-a" {
+		t.Fatalf("GET /jobs/%s on a follower = %+v", j.ID, got)
+	}
+	var list api.JobList
+	b.mustJSON("GET", "/jobs?name=on-a&limit=10", nil, http.StatusOK, &list)
+	if len(list.Jobs) != 1 || list.Jobs[0].ID != j.ID {
+		t.Fatalf("GET /jobs?name=on-a on a follower = %+v", list.Jobs)
+	}
+	// A read with no valid token is refused on a follower as on the leader.
+	req, _ := http.NewRequest("GET", b.URL+"/jobs", nil)
+	req.Header.Set("Authorization", "Bearer nonsense")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("follower read with a bad token: %v %v; want 401", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// A change sent to a follower: 307 to the leader, then (followed) done there.
+	body, _ := json.Marshal(map[string]any{"command": "true", "gpu_count": 0, "name": "via-b"})
+	noFollow := &http.Client{Transport: newWithToken(adminToken), CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Post(b.URL+"/queue/submit", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || resp.Header.Get("Location") != a.URL+"/queue/submit" {
+		t.Fatalf("POST /queue/submit on a follower: %d Location %q; want 307 to %s/queue/submit", resp.StatusCode, resp.Header.Get("Location"), a.URL)
+	}
+	var via api.Job
+	b.mustJSON("POST", "/queue/submit", map[string]any{"command": "true", "gpu_count": 0, "name": "via-b"}, http.StatusCreated, &via)
+	if got := a.job(via.ID); got.Name != "via-b" {
+		t.Fatalf("the submission sent through the follower is not on the leader: %+v", got)
+	}
+
+	// The leader dies: a follower leads within the lease's TTL and more.
+	a.kill9()
+	deadline := time.Now().Add(45 * time.Second)
+	var lead, other *server
+	for lead == nil {
+		for _, f := range []*server{b, c} {
+			if f.health().Role == "leader" {
+				lead = f
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no follower led within 45s of the leader's death;\nb:\n%s\nc:\n%s", b.out.String(), c.out.String())
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval
+	}
+	other = c
+	if lead == c {
+		other = b
+	}
+	after := lead.submit(map[string]any{"command": "true", "gpu_count": 0, "name": "after"})
+	if got := lead.job(j.ID); got.ID != j.ID {
+		t.Fatalf("job %s lost in the fail-over", j.ID)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		resp, err := noFollow.Post(other.URL+"/queue/submit", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTemporaryRedirect && strings.HasPrefix(resp.Header.Get("Location"), lead.URL+"/") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the other follower answers %d Location %q; want 307 to the new leader %s", resp.StatusCode, resp.Header.Get("Location"), lead.URL)
+		}
+		time.Sleep(50 * time.Millisecond) // poll interval: its cached lease row ages out
+	}
+	if got := other.job(after.ID); got.ID != after.ID {
+		t.Fatalf("the other follower does not read job %s made by the new leader", after.ID)
+	}
+}
