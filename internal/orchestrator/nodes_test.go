@@ -252,3 +252,50 @@ func TestNodeHolderKeptAcrossRestart(t *testing.T) {
 		t.Fatalf("another agent once the holder was silent past the TTL: %v", err)
 	}
 }
+
+// TestNodeGraceAfterTakeOver: a server that starts leading on a store where
+// a node was last heard from long ago (the old leader died, and the take-
+// over took longer than the node TTL) gives the node a full TTL from its
+// start to report: the node is up and its job runs until then; a node that
+// stays silent is declared down, and its job requeued, once that TTL has
+// passed.
+func TestNodeGraceAfterTakeOver(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
+	path := filepath.Join(t.TempDir(), "corral.db")
+	ctx := context.Background()
+	h := startDynamicAt(t, path, clk)
+	for _, n := range []string{"n1", "n2"} {
+		if err := h.o.RegisterNode(ctx, registration(n, 1), "10.0.0.7"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ids []string
+	for range 2 {
+		j := h.submit(api.SubmitRequest{Command: "train", GPUCount: gpus(1), MaxRetries: 1})
+		h.nextStart()
+		h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: clk.now()})
+		h.waitState(j.ID, api.StateRunning)
+		ids = append(ids, j.ID)
+	}
+	h.stop()
+	h.stop = nil
+
+	clk.add(2 * time.Minute) // the old leader is gone; four TTLs pass before another leads
+	h = startConfig(t, path, Config{NodeTTL: 30 * time.Second, Tick: 10 * time.Millisecond, Now: clk.now, Executor: &adoptingExec{}})
+	clk.add(29 * time.Second)
+	h.waitTicks()
+	for _, n := range h.o.Cluster(ctx).Nodes {
+		if n.State == "down" {
+			t.Fatalf("node %s is down %s into the new leader's term (TTL 30s)", n.NodeID, 29*time.Second)
+		}
+	}
+	for _, id := range ids {
+		if j, _ := h.o.Job(id); j.State != api.StateRunning {
+			t.Fatalf("job %s is %s within the grace; want running", id, j.State)
+		}
+	}
+	h.o.NodeSeen("n1", nil, nil, clk.now()) // n1 reports to the new leader; n2 never does
+	clk.add(2 * time.Second)
+	h.waitNodeState("n2", "down")
+	h.waitNodeState("n1", "up")
+}

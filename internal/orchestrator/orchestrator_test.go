@@ -52,6 +52,13 @@ func (f *fakeExec) Stop(_ context.Context, id string, attempt int, grace time.Du
 	return nil
 }
 
+// adoptingExec is fakeExec that adopts the running jobs a restarted
+// orchestrator hands it, as the agents' executor does (their agents keep
+// the jobs).
+type adoptingExec struct{ *fakeExec }
+
+func (adoptingExec) Adopt(context.Context, exec.Task) error { return nil }
+
 type harness struct {
 	t    *testing.T
 	o    *Orchestrator
@@ -89,7 +96,12 @@ func startConfig(t *testing.T, path string, cfg Config) *harness {
 		t.Fatal(err)
 	}
 	ex := newFakeExec()
-	cfg.Store, cfg.Executor, cfg.DataDir = st, ex, t.TempDir()
+	cfg.Store, cfg.DataDir = st, t.TempDir()
+	if a, ok := cfg.Executor.(*adoptingExec); ok {
+		a.fakeExec = ex // the test's executor adopts at start-up, as the agents' does
+	} else {
+		cfg.Executor = ex
+	}
 	o, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
