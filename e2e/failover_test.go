@@ -92,8 +92,23 @@ func TestFailoverFollowers(t *testing.T) {
 		t.Fatalf("the submission sent through the follower is not on the leader: %+v", got)
 	}
 
+	// The CLI given every server, a follower first, lands on the leader.
+	all := []string{"CORRAL_SERVER=" + b.URL + "," + a.URL + "," + c.URL}
+	if out, stderr, code := runCLI(t, all, "submit", "--gpus", "0", "--name", "cli-before", "--", "true"); code != 0 {
+		t.Fatalf("corral submit with CORRAL_SERVER=b,a,c: exit %d\n%s%s", code, out, stderr)
+	}
+
 	// The leader dies: a follower leads within the lease's TTL and more.
 	a.kill9()
+	// The same CLI rides the fail-over out: it waits while no server leads.
+	out, stderr, code := runCLI(t, all, "submit", "--gpus", "0", "--name", "cli-after", "-o", "json", "--", "true")
+	if code != 0 {
+		t.Fatalf("corral submit during the fail-over: exit %d\n%s%s", code, out, stderr)
+	}
+	var cliJob api.Job
+	if err := json.Unmarshal([]byte(out), &cliJob); err != nil || cliJob.ID == "" {
+		t.Fatalf("corral submit -o json: %q %v", out, err)
+	}
 	deadline := time.Now().Add(45 * time.Second)
 	var lead, other *server
 	for lead == nil {
@@ -129,6 +144,9 @@ func TestFailoverFollowers(t *testing.T) {
 			t.Fatalf("the other follower answers %d Location %q; want 307 to the new leader %s", resp.StatusCode, resp.Header.Get("Location"), lead.URL)
 		}
 		time.Sleep(50 * time.Millisecond) // poll interval: its cached lease row ages out
+	}
+	if got := lead.job(cliJob.ID); got.Name != "cli-after" {
+		t.Fatalf("the CLI's submission during the fail-over is not on the new leader: %+v", got)
 	}
 	if got := other.job(after.ID); got.ID != after.ID {
 		t.Fatalf("the other follower does not read job %s made by the new leader", after.ID)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -194,7 +195,7 @@ func (c *cli) client(extra ...client.Option) (*client.Client, error) {
 	if server == "" {
 		server, from = os.Getenv("CORRAL_SERVER"), "CORRAL_SERVER"
 	}
-	base, err := client.NormalizeServerURL(server)
+	bases, err := client.NormalizeServerURLs(server) // one, or several sharing a database
 	if err != nil {
 		return nil, usagef("%s: %w", from, err)
 	}
@@ -202,11 +203,14 @@ func (c *cli) client(extra ...client.Option) (*client.Client, error) {
 	if token == "" {
 		token = os.Getenv("CORRAL_TOKEN")
 	}
-	if token == "" {
+	for _, b := range bases {
+		if token != "" {
+			break
+		}
 		// The token `corral up` left for this server in the client config.
-		token = client.TokenFor(base)
+		token = client.TokenFor(b)
 	}
-	return client.New(base, append([]client.Option{client.WithToken(token), client.WithUserAgent("corral-cli")}, extra...)...), nil
+	return client.New(strings.Join(bases, ","), append([]client.Option{client.WithToken(token), client.WithUserAgent("corral-cli")}, extra...)...), nil
 }
 
 // json reports whether -o json was asked for.

@@ -6,20 +6,29 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// HTTPLink is a Link over the server's agent API (/agent/v1/...).
+// HTTPLink is a Link over the server's agent API (/agent/v1/...), to one
+// server or to the leader among several sharing a database: it starts
+// with the address that answered last, follows a follower's 307 to the
+// leader, and moves on to the next address when one cannot be connected
+// to or answers that no server leads (the agent's loop tries again soon).
 type HTTPLink struct {
-	base  string
+	bases []string     // at least one, without a trailing slash
+	cur   atomic.Int32 // index in bases of the server that answered last
 	token string
 	hc    *http.Client
 
@@ -31,9 +40,16 @@ type HTTPLink struct {
 // that presents the join token. caFile, when set, is a PEM bundle of the
 // CAs to trust for HTTPS.
 func NewHTTPLink(base, joinToken, caFile string) (*HTTPLink, error) {
-	base = strings.TrimRight(base, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
+	var bases []string
+	for _, b := range strings.Split(base, ",") {
+		b = strings.TrimRight(strings.TrimSpace(b), "/")
+		if b == "" {
+			return nil, fmt.Errorf("server address list %q has an empty entry", base)
+		}
+		if !strings.Contains(b, "://") {
+			b = "http://" + b
+		}
+		bases = append(bases, b)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if caFile != "" {
@@ -47,11 +63,30 @@ func NewHTTPLink(base, joinToken, caFile string) (*HTTPLink, error) {
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	return &HTTPLink{base: base, token: joinToken, hc: &http.Client{Transport: tr}}, nil
+	l := &HTTPLink{bases: bases, token: joinToken}
+	l.hc = &http.Client{Transport: tr, CheckRedirect: l.checkRedirect}
+	return l, nil
 }
 
-// Base is the server's URL as the link uses it.
-func (l *HTTPLink) Base() string { return l.base }
+// Base is the server's URL as the link uses it: every address it was
+// given, comma-separated (the agent's identity as its jobs' owner).
+func (l *HTTPLink) Base() string { return strings.Join(l.bases, ",") }
+
+// current is the address the link tries first.
+func (l *HTTPLink) current() string { return l.bases[int(l.cur.Load())%len(l.bases)] }
+
+// checkRedirect sends the join token with a follower's 307 to the leader
+// when the leader is one of the link's addresses (Go's client drops it on
+// a redirect to another host), never to any other host.
+func (l *HTTPLink) checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if slices.Contains(l.bases, req.URL.Scheme+"://"+req.URL.Host) {
+		req.Header.Set("Authorization", "Bearer "+l.token)
+	}
+	return nil
+}
 
 // Register implements Link.
 func (l *HTTPLink) Register(ctx context.Context, r api.AgentRegistration) (api.AgentConfig, error) {
@@ -84,7 +119,27 @@ func (l *HTTPLink) post(ctx context.Context, path string, in, out any, timeout t
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.base+path, bytes.NewReader(body))
+	start := int(l.cur.Load())
+	for i := range l.bases {
+		k := (start + i) % len(l.bases)
+		err = l.postTo(ctx, k, path, body, out)
+		if i+1 == len(l.bases) || !nextServer(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// nextServer reports whether a try's error lets the link try its next
+// address: the connection was never made, or no server leads there.
+func nextServer(err error) bool {
+	var op *net.OpError
+	var e *api.Error
+	return (errors.As(err, &op) && op.Op == "dial") || (errors.As(err, &e) && e.Status == http.StatusServiceUnavailable && e.Code == "no_leader")
+}
+
+func (l *HTTPLink) postTo(ctx context.Context, k int, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.bases[k]+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -113,6 +168,11 @@ func (l *HTTPLink) post(ctx context.Context, path string, in, out any, timeout t
 		}
 		return fmt.Errorf("%s: %w", path, e)
 	}
+	// This server answered, or the leader it sent the request to did.
+	if j := slices.Index(l.bases, resp.Request.URL.Scheme+"://"+resp.Request.URL.Host); j >= 0 {
+		k = j
+	}
+	l.cur.Store(int32(k))
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
 			return fmt.Errorf("%s: %w", path, err)

@@ -48,7 +48,7 @@ func (l *HTTPLink) DialTunnel(ctx context.Context, node, session, failure string
 		h.Set(api.AgentSessionHeader, l.session)
 	}
 	l.mu.Unlock()
-	c, _, err := websocket.Dial(ctx, l.base+TunnelPath+"?"+q.Encode(), &websocket.DialOptions{HTTPClient: l.hc, HTTPHeader: h})
+	c, _, err := websocket.Dial(ctx, l.current()+TunnelPath+"?"+q.Encode(), &websocket.DialOptions{HTTPClient: l.hc, HTTPHeader: h})
 	if err != nil {
 		return nil, err
 	}

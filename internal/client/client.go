@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -44,14 +45,17 @@ const maxErrorBody = 1 << 20
 // the server: connection refused, unknown host, timeouts.
 var ErrUnreachable = errors.New("cannot reach the Corral server")
 
-// Client talks to one Corral server. It is safe for concurrent use.
+// Client talks to a Corral server, or to the leader among several
+// (servers.go). It is safe for concurrent use.
 type Client struct {
-	base    string // normalized, without a trailing slash
-	baseErr error  // why base could not be parsed; returned by every call
-	http    *http.Client
-	token   string
-	timeout time.Duration
-	agent   string
+	bases        []string     // normalized, without a trailing slash; at least one
+	cur          atomic.Int32 // index in bases of the server that answered last
+	baseErr      error        // why the addresses could not be parsed; returned by every call
+	http         *http.Client
+	token        string
+	timeout      time.Duration
+	failoverWait time.Duration
+	agent        string
 }
 
 // Option configures a Client.
@@ -86,20 +90,25 @@ func WithUserAgent(ua string) Option {
 }
 
 // New returns a client for the server at baseURL (see NormalizeServerURL for
-// what it accepts; empty means DefaultServer). If baseURL cannot be read,
+// what it accepts; empty means DefaultServer), or for the servers of a
+// comma-separated list of them (servers.go). If baseURL cannot be read,
 // every call returns that error.
 func New(baseURL string, opts ...Option) *Client {
-	c := &Client{timeout: DefaultTimeout, agent: "corral-client"}
-	c.base, c.baseErr = NormalizeServerURL(baseURL)
+	c := &Client{timeout: DefaultTimeout, failoverWait: DefaultFailoverWait, agent: "corral-client"}
+	c.bases, c.baseErr = NormalizeServerURLs(baseURL)
 	if c.baseErr != nil {
-		c.base = strings.TrimSpace(baseURL)
+		c.bases = []string{strings.TrimSpace(baseURL)}
 	}
 	for _, o := range opts {
 		o(c)
 	}
-	if c.http == nil {
-		c.http = &http.Client{Transport: newTransport()}
+	hc := &http.Client{Transport: newTransport()}
+	if c.http != nil {
+		hc = new(http.Client)
+		*hc = *c.http // a copy: the caller's client is not changed
 	}
+	hc.CheckRedirect = c.checkRedirect
+	c.http = hc
 	return c
 }
 
@@ -115,8 +124,9 @@ func newTransport() http.RoundTripper {
 	return t
 }
 
-// BaseURL returns the server address the client talks to, normalized.
-func (c *Client) BaseURL() string { return c.base }
+// BaseURL returns the server address the client talks to, normalized: of
+// several, the one that answered last.
+func (c *Client) BaseURL() string { return c.baseNow() }
 
 // NormalizeServerURL turns a server address as people type it into a base
 // URL: "host:port" and ":port" get "http://" (":port" means 127.0.0.1), and
@@ -154,6 +164,7 @@ type unreachableError struct {
 	server string
 	reason string
 	cause  error
+	dial   bool // the connection was never made (servers.go moves on)
 }
 
 func (e *unreachableError) Error() string {
@@ -179,17 +190,26 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, context.C
 	if c.baseErr != nil {
 		return nil, nil, c.baseErr
 	}
-	target := c.base + r.path
-	if len(r.query) > 0 {
-		target += "?" + r.query.Encode()
-	}
-	var body io.Reader
+	var body []byte
 	if r.body != nil {
 		b, err := json.Marshal(r.body)
 		if err != nil {
 			return nil, nil, fmt.Errorf("encoding %s %s: %w", r.method, r.path, err)
 		}
-		body = bytes.NewReader(b)
+		body = b
+	}
+	return c.sendAny(ctx, r, body) // servers.go
+}
+
+// sendTo is send to the server at base.
+func (c *Client) sendTo(ctx context.Context, base string, r request, b []byte) (*http.Response, context.CancelFunc, error) {
+	target := base + r.path
+	if len(r.query) > 0 {
+		target += "?" + r.query.Encode()
+	}
+	var body io.Reader
+	if b != nil {
+		body = bytes.NewReader(b) // NewRequest sets GetBody: a 307 re-sends it
 	}
 	parent := ctx
 	cancel := context.CancelFunc(func() {})
@@ -221,7 +241,7 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, context.C
 	resp, err := c.http.Do(req)
 	if err != nil {
 		cancel()
-		return nil, nil, c.transportError(parent, r, err)
+		return nil, nil, c.transportError(parent, base, r, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		defer cancel()
@@ -244,7 +264,7 @@ func (c *Client) call(ctx context.Context, r request, out any) error {
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		if ue := c.transportError(ctx, r, err); errors.Is(ue, ErrUnreachable) {
+		if ue := c.transportError(ctx, c.baseNow(), r, err); errors.Is(ue, ErrUnreachable) {
 			return ue
 		}
 		return fmt.Errorf("reading the answer to %s %s: %w", r.method, r.path, err)
@@ -254,7 +274,7 @@ func (c *Client) call(ctx context.Context, r request, out any) error {
 
 // transportError explains an error that left no HTTP answer. ctx is the
 // caller's context: when it is done, its error is what matters.
-func (c *Client) transportError(ctx context.Context, r request, err error) error {
+func (c *Client) transportError(ctx context.Context, base string, r request, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s %s: %w", r.method, r.path, ctx.Err())
 	}
@@ -282,9 +302,11 @@ func (c *Client) transportError(ctx context.Context, r request, err error) error
 		reason = opErr.Err.Error()
 	}
 	if reason == "" {
-		return fmt.Errorf("%s %s on the Corral server at %s: %w", r.method, r.path, c.base, err)
+		return fmt.Errorf("%s %s on the Corral server at %s: %w", r.method, r.path, base, err)
 	}
-	return &unreachableError{server: c.base, reason: reason, cause: err}
+	// The connection was never made: nothing reached the server.
+	dial := (errors.As(err, &opErr) && opErr.Op == "dial") || errors.As(err, &dnsErr) || errors.Is(err, syscall.ECONNREFUSED)
+	return &unreachableError{server: base, reason: reason, cause: err, dial: dial}
 }
 
 // decodeError turns a non-2xx answer into an *api.Error, from the API's

@@ -11,7 +11,7 @@ import (
 
 // NotebookURL is the address of a job's notebook through this client's
 // server.
-func (c *Client) NotebookURL(jobID string) string { return c.base + api.NotebookPath(jobID) }
+func (c *Client) NotebookURL(jobID string) string { return c.baseNow() + api.NotebookPath(jobID) }
 
 // NotebookAnswers asks the job's notebook once, through the server's
 // proxy: true when the notebook server itself answered (whatever its
@@ -42,7 +42,7 @@ func (c *Client) NotebookAnswers(ctx context.Context, jobID string) (answered bo
 	r := request{method: http.MethodGet, path: api.NotebookPath(jobID)}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return false, "", c.transportError(ctx, r, err)
+		return false, "", c.transportError(ctx, c.baseNow(), r, err)
 	}
 	defer resp.Body.Close()
 	if resp.Header.Get(api.NotebookProxiedHeader) != "" {

@@ -54,7 +54,7 @@ func (c *Client) Shell(ctx context.Context, id string, o ShellOptions) (net.Conn
 	hc := *c.http
 	hc.Timeout = 0 // the session lasts as long as the shell
 	path := "/jobs/" + p + "/shell"
-	ws, resp, err := websocket.Dial(ctx, c.base+path+"?"+q.Encode(), &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: h})
+	ws, resp, err := websocket.Dial(ctx, c.baseNow()+path+"?"+q.Encode(), &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: h})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil {
 			defer resp.Body.Close()
@@ -63,7 +63,7 @@ func (c *Client) Shell(ctx context.Context, id string, o ShellOptions) (net.Conn
 		if resp != nil && resp.StatusCode >= 300 {
 			return nil, decodeError(resp)
 		}
-		return nil, c.transportError(ctx, request{method: http.MethodGet, path: path}, err)
+		return nil, c.transportError(ctx, c.baseNow(), request{method: http.MethodGet, path: path}, err)
 	}
 	ws.SetReadLimit(shellproto.MaxPayload + 1024)
 	return websocket.NetConn(context.WithoutCancel(ctx), ws, websocket.MessageBinary), nil
