@@ -67,7 +67,7 @@ func (f *benchFlags) check() error {
 
 func (c *cli) newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "bench [submit|start|fill|query]",
+		Use:   "bench [submit|start|fill|query|failover]",
 		Short: "Measure a server: durable submissions per second, job starts per second",
 		Long: `Load tools that measure a running Corral server over its HTTP API, the way any
 client sees it. They use the same server address and token as the other
@@ -76,7 +76,7 @@ Both stop the scheduling loop while they submit, which needs an admin token.
 See docs/benchmarks.md for figures and how to reproduce them.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(c.newBenchSubmitCmd(), c.newBenchStartCmd(), c.newBenchFillCmd(), c.newBenchQueryCmd()) // benchfill.go, benchquery.go
+	cmd.AddCommand(c.newBenchSubmitCmd(), c.newBenchStartCmd(), c.newBenchFillCmd(), c.newBenchQueryCmd(), c.newBenchFailoverCmd()) // benchfill.go, benchquery.go, benchfailover.go
 	return cmd
 }
 

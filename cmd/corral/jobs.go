@@ -111,7 +111,13 @@ func (c *cli) submit(cmd *cobra.Command, f *submitFlags, args []string) (*client
 	if err != nil {
 		return nil, api.Job{}, err
 	}
-	job, err := cl.Submit(cmd.Context(), req, f.idempotencyKey)
+	key := f.idempotencyKey
+	if key == "" && len(cl.Servers()) > 1 {
+		// Several servers: a submission whose connection broke is sent
+		// to the next one, and the key makes that safe (servers.go).
+		key = "cli-" + randomHex(16) // benchfailover.go
+	}
+	job, err := cl.Submit(cmd.Context(), req, key)
 	return cl, job, err
 }
 

@@ -102,6 +102,11 @@ type Agent struct {
 	shipMu         sync.Mutex // one log shipment at a time
 }
 
+// retryMax caps the wait between an agent's tries to reach its server: a
+// server back after a restart, or a new leader after a fail-over, hears
+// from every agent within it, well inside the node TTL it gives them.
+const retryMax = 5 * time.Second
+
 // shipEvery is how often a remote agent ships new job output, besides
 // before each report.
 const shipEvery = time.Second
@@ -195,7 +200,7 @@ func (a *Agent) Run(ctx context.Context) error {
 					// that one has been gone for the TTL.
 					wait = heldRetry
 				} else {
-					backoff = min(backoff*2, 30*time.Second)
+					backoff = min(backoff*2, retryMax)
 				}
 				a.log.Warn("register with the server failed; retrying", "err", err, "in", wait)
 				if !sleep(ctx, wait) {
@@ -221,7 +226,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if !sleep(ctx, backoff) {
 				break
 			}
-			backoff = min(backoff*2, 30*time.Second)
+			backoff = min(backoff*2, retryMax)
 		}
 	}
 	a.tasks.host.close() // it exits once its jobs have ended (shimhost.go)

@@ -73,6 +73,21 @@ func movedOn(err error) bool {
 	return errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable && ae.Code == "no_leader"
 }
 
+// replayable reports whether r may be sent again to another server after
+// it failed on the way (the connection broke after it was sent, a
+// timeout): a read, or a change under an Idempotency-Key, which the
+// leader answers with the first outcome if the first try got through.
+func replayable(r request) bool {
+	return r.method == http.MethodGet || r.header.Get("Idempotency-Key") != ""
+}
+
+// isAPIError reports whether err is a server's answer (not a failure to
+// get one).
+func isAPIError(err error) bool {
+	var ae *api.Error
+	return errors.As(err, &ae)
+}
+
 // sendAny is send over the client's addresses (see above).
 func (c *Client) sendAny(ctx context.Context, r request, body []byte) (*http.Response, context.CancelFunc, error) {
 	if len(c.bases) == 1 {
@@ -95,7 +110,7 @@ func (c *Client) sendAny(ctx context.Context, r request, body []byte) (*http.Res
 				c.cur.Store(int32(k))
 				return resp, cancel, nil
 			}
-			if !movedOn(err) {
+			if ctx.Err() != nil || !(movedOn(err) || (replayable(r) && !isAPIError(err))) {
 				return nil, nil, err
 			}
 			last = err

@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // pgMigrateLock is the key of the transaction-scoped advisory lock that
@@ -37,6 +39,20 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 	}
 	if v > schemaVersion {
 		return fmt.Errorf("the database has schema version %d; this corral knows up to %d: upgrade corral", v, schemaVersion)
+	}
+	// A database this corral made already is left alone: DDL on a live
+	// database (CREATE INDEX IF NOT EXISTS, ALTER TABLE ... IF NOT
+	// EXISTS) takes its table's strongest locks before it finds there is
+	// nothing to do, and a server starting beside a leader (a follower
+	// coming back) would block the leader's writes and deadlock with them.
+	if v == schemaVersion {
+		complete, err := pgSchemaComplete(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if complete {
+			return tx.Commit()
+		}
 	}
 	if err := createTables(ctx, tx); err != nil {
 		return err
@@ -117,4 +133,38 @@ func redact(dsn string) string {
 		return dsn
 	}
 	return u.Redacted()
+}
+
+// schemaObject matches the tables and indexes the schemas create.
+var schemaObject = lazyre.New(`(?i)CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\s+IF\s+NOT\s+EXISTS\s+(\w+)`)
+
+// pgSchemaComplete reports whether every table, index and jobs column
+// this corral's schemas make exists already, from the catalog alone
+// (no lock on any table).
+func pgSchemaComplete(ctx context.Context, tx *sql.Tx) (bool, error) {
+	var names []string
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, reservationSchema, usageSchema, jobsHistorySchema, jobUsageSchema} {
+		for _, m := range schemaObject.FindAllStringSubmatch(sc, -1) {
+			names = append(names, m[1])
+		}
+	}
+	for _, n := range names {
+		var found sql.NullString
+		if err := tx.QueryRowContext(ctx, `SELECT to_regclass(?)::text`, n).Scan(&found); err != nil {
+			return false, err
+		}
+		if !found.Valid {
+			return false, nil
+		}
+	}
+	for _, c := range jobColumns {
+		var k int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'jobs' AND column_name = ?`, c.name).Scan(&k); err != nil {
+			return false, err
+		}
+		if k == 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
