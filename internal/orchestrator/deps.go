@@ -62,8 +62,10 @@ func (o *Orchestrator) newDepEntry(j *api.Job) *depEntry {
 		for k, id := range t.IDs {
 			d.preds[i][k] = o.jobs[id]
 			if d.preds[i][k] == nil && o.arr.byID[id] == nil {
-				// A job that ended: its final state, from the store (finished.go).
-				d.preds[i][k], _ = o.lookupAny(id)
+				// A job that ended: its final state, from the store
+				// (finished.go), or a placeholder if it was pruned
+				// (deps_pruned.go).
+				d.preds[i][k] = o.predecessorJob(id)
 			}
 		}
 	}
@@ -367,6 +369,9 @@ func predecessor(k depend.Kind, p *api.Job) depCheck {
 
 // verdictOf says whether a predecessor in state s meets a term of kind k.
 func verdictOf(k depend.Kind, s api.State) depVerdict {
+	if s == statePruned {
+		return prunedVerdict(k) // deps_pruned.go
+	}
 	switch k {
 	case depend.After: // started, or ended (canceled before it started, as in Slurm)
 		if s == api.StateRunning || s.Terminal() {
@@ -472,8 +477,12 @@ func (c depCheck) message(timeout time.Duration) string {
 		if timeout > 0 {
 			when = "at " + c.since.Add(timeout).UTC().Format("2006-01-02 15:04:05 MST")
 		}
-		return fmt.Sprintf("%s on job %s can never be met: it %s; the job will be canceled %s (--dependency-timeout %s)",
-			c.kind, id, state, when, shortDuration(timeout))
+		what := "it " + string(state)
+		if state == statePruned {
+			what = "its record was deleted (--keep-history), so its outcome is unknown"
+		}
+		return fmt.Sprintf("%s on job %s can never be met: %s; the job will be canceled %s (--dependency-timeout %s)",
+			c.kind, id, what, when, shortDuration(timeout))
 	}
 	if c.kind == depend.Singleton {
 		return fmt.Sprintf("waits for job %s of the same user and name (singleton) to end; it is %s", id, state)

@@ -2,6 +2,7 @@ package orchestrator
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -41,12 +42,22 @@ func (o *Orchestrator) PruneHistory(ctx context.Context, keep time.Duration) {
 	}
 }
 
+// maxPruneKeep bounds the ids a pruning query leaves out (one SQL
+// parameter each; SQLite allows 32,766 in one statement).
+const maxPruneKeep = 30000
+
 // PruneOnce deletes every ended job that finished before before, a batch
 // at a time, and returns how many it deleted.
 func (o *Orchestrator) PruneOnce(ctx context.Context, before time.Time) (int, error) {
 	total := 0
 	for ctx.Err() == nil {
-		gone, err := o.cfg.Store.PruneFinished(ctx, before, PruneBatch)
+		o.mu.RLock()
+		keep := o.dependedOn() // deps_pruned.go: ended jobs that waiting jobs name
+		o.mu.RUnlock()
+		if len(keep) > maxPruneKeep {
+			return total, fmt.Errorf("%d ended jobs are named by waiting jobs' depends_on, more than pruning can leave out (%d): pruning waits", len(keep), maxPruneKeep)
+		}
+		gone, err := o.cfg.Store.PruneFinished(ctx, before, PruneBatch, keep)
 		if err != nil {
 			return total, err
 		}

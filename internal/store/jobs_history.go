@@ -270,35 +270,43 @@ type PrunedJob struct {
 }
 
 // PruneFinished deletes up to limit finished jobs that are not array
-// tasks and finished before before, with their events and idempotency
+// tasks and finished before before, other than those keep names (ended
+// jobs that waiting jobs depend on), with their events and idempotency
 // keys, in one transaction, and returns them (none: nothing is left to
 // prune).
-func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int) ([]PrunedJob, error) {
+func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, keep []string) ([]PrunedJob, error) {
 	var ids []string
 	var out []PrunedJob
 	sums := map[usageKey]*usageSum{}
-	err := s.read(ctx, `SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
-		WHERE finished > 0 AND finished < ? AND array_id = '' LIMIT ?`,
-		[]any{before.UnixNano(), limit}, func(r *sql.Rows) error {
-			var p PrunedJob
-			var k usageKey
-			var started, fin int64
-			var gpu float64
-			if err := r.Scan(&p.ID, &p.State, &k.user, &k.project, &started, &fin, &gpu); err != nil {
-				return err
-			}
-			k.state, k.hour = string(p.State), fin/int64(time.Hour)
-			if sums[k] == nil {
-				sums[k] = &usageSum{}
-			}
-			sums[k].jobs++
-			sums[k].gpuSeconds += gpu
-			if p.State == api.StateCompleted && started > 0 {
-				sums[k].runSeconds += float64(fin-started) / 1e9
-			}
-			ids, out = append(ids, p.ID), append(out, p)
-			return nil
-		})
+	query := `SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
+		WHERE finished > 0 AND finished < ? AND array_id = ''`
+	qargs := []any{before.UnixNano()}
+	if len(keep) > 0 {
+		query += ` AND id NOT IN (` + strings.TrimSuffix(strings.Repeat("?,", len(keep)), ",") + `)`
+		for _, id := range keep {
+			qargs = append(qargs, id)
+		}
+	}
+	err := s.read(ctx, query+` LIMIT ?`, append(qargs, limit), func(r *sql.Rows) error {
+		var p PrunedJob
+		var k usageKey
+		var started, fin int64
+		var gpu float64
+		if err := r.Scan(&p.ID, &p.State, &k.user, &k.project, &started, &fin, &gpu); err != nil {
+			return err
+		}
+		k.state, k.hour = string(p.State), fin/int64(time.Hour)
+		if sums[k] == nil {
+			sums[k] = &usageSum{}
+		}
+		sums[k].jobs++
+		sums[k].gpuSeconds += gpu
+		if p.State == api.StateCompleted && started > 0 {
+			sums[k].runSeconds += float64(fin-started) / 1e9
+		}
+		ids, out = append(ids, p.ID), append(out, p)
+		return nil
+	})
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}

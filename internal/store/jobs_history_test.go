@@ -145,7 +145,7 @@ func TestPruneFinished(t *testing.T) {
 	s, base := historyStore(t)
 	var pruned []PrunedJob
 	for {
-		got, err := s.PruneFinished(ctx, base.Add(30*time.Minute), 7)
+		got, err := s.PruneFinished(ctx, base.Add(30*time.Minute), 7, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
