@@ -152,3 +152,32 @@ func TestFailoverFollowers(t *testing.T) {
 		t.Fatalf("the other follower does not read job %s made by the new leader", after.ID)
 	}
 }
+
+// TestBenchFailover runs the fail-over measurement briefly: two kills of
+// the leader of three servers under a modest submission load; nothing
+// acknowledged is lost or duplicated, no job attempt runs twice, no GPU is
+// given to two jobs, and a follower leads after each kill.
+func TestBenchFailover(t *testing.T) {
+	dsn := storetest.Postgres(t)
+	out, stderr, code := runCLI(t, nil, "bench", "failover", "--store", dsn, "--kills", "2", "--rate", "50",
+		"--concurrency", "8", "--pause", "2s", "--warmup", "2s", "--gpus", "2", "--dir", t.TempDir(), "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench failover: exit %d\n%s\n%s", code, out, stderr)
+	}
+	var r struct {
+		Kills []struct {
+			NewLeaderS float64 `json:"new_leader_s"`
+		}
+		Acked       int `json:"acked"`
+		Lost        int `json:"lost"`
+		Duplicated  int `json:"duplicated"`
+		RanTwice    int `json:"ran_twice"`
+		GPUOverlaps int `json:"gpu_overlaps"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("bench failover -o json: %v\n%s", err, out)
+	}
+	if len(r.Kills) != 2 || r.Acked == 0 || r.Lost != 0 || r.Duplicated != 0 || r.RanTwice != 0 || r.GPUOverlaps != 0 {
+		t.Fatalf("bench failover report: %+v", r)
+	}
+}
