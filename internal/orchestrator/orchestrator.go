@@ -166,7 +166,10 @@ type Orchestrator struct {
 	recent  recentRing        // the jobs that ended last, out of o.jobs (finished.go)
 	evicted int               // ids in o.order whose jobs left o.jobs (finished.go)
 	ended   map[api.State]int // jobs that left o.jobs, by state (finished.go)
-	viewGen uint64            // commits and cycles so far: the age of cached views (queue_page.go)
+	viewGen atomic.Uint64     // commits and cycles so far: the age of cached views (queue_page.go); written under the write lock, read without
+	// viewQueued is len(queued) as of the last notify: read without the
+	// lock by the queue view (queue_page.go).
+	viewQueued atomic.Int64
 	qcache  queueCache        // the last queue view computed (queue_page.go)
 }
 
@@ -474,7 +477,8 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 
 // notify wakes everyone waiting on Changed. Write lock held.
 func (o *Orchestrator) notify() {
-	o.viewGen++ // views computed before are stale (queue_page.go)
+	o.viewGen.Add(1) // views computed before are stale (queue_page.go)
+	o.viewQueued.Store(int64(len(o.queued)))
 	close(o.changed)
 	o.changed = make(chan struct{})
 }

@@ -47,6 +47,12 @@ type queueCache struct {
 	gen        uint64
 	r          api.QueueResponse
 	refreshing bool // a goroutine computes the next view
+	// stats are the last statistics computed, served when a cycle holds
+	// the write lock (statsNow).
+	stats    api.QueueStatistics
+	hasStats bool
+	// syncMax is SyncQueueView unless a test sets it.
+	syncMax int
 }
 
 // SyncQueueView is the most queued jobs for which a reader computes a
@@ -60,14 +66,23 @@ const SyncQueueView = 10000
 // being computed); the times that depend on now (waits, statistics) are
 // fresh. The rows are shared: callers copy what they change (pageQueue
 // does).
+//
+// Past SyncQueueView queued jobs a reader never waits for the
+// orchestrator's lock, which a scheduling cycle holds while it decides and
+// commits: the generation and the queue's size are atomics, the view is
+// the cached one, and the statistics are computed if the lock is free at
+// once, else the last ones computed (a cycle old at most).
 func (o *Orchestrator) queueView() api.QueueResponse {
-	o.mu.RLock()
-	gen, queued := o.viewGen, len(o.queued)
-	o.mu.RUnlock()
+	gen, queued := o.viewGen.Load(), int(o.viewQueued.Load())
 	o.qcache.mu.Lock()
 	defer o.qcache.mu.Unlock()
-	if !o.qcache.valid || (o.qcache.gen != gen && queued <= SyncQueueView) {
+	syncMax := SyncQueueView
+	if o.qcache.syncMax > 0 {
+		syncMax = o.qcache.syncMax
+	}
+	if !o.qcache.valid || (o.qcache.gen != gen && queued <= syncMax) {
 		o.qcache.r, o.qcache.gen, o.qcache.valid = o.Queue(), gen, true
+		o.qcache.stats, o.qcache.hasStats = o.qcache.r.Statistics, true
 		return o.qcache.r
 	}
 	if o.qcache.gen != gen && !o.qcache.refreshing {
@@ -76,13 +91,29 @@ func (o *Orchestrator) queueView() api.QueueResponse {
 			r := o.Queue()
 			o.qcache.mu.Lock()
 			o.qcache.r, o.qcache.gen, o.qcache.refreshing = r, gen, false
+			o.qcache.stats, o.qcache.hasStats = r.Statistics, true
 			o.qcache.mu.Unlock()
 		}()
 	}
 	r := o.qcache.r
-	r.Statistics = o.Statistics()
+	r.Statistics = o.statsNow()
 	r.NextCursor = ""
 	return r
+}
+
+// statsNow is Statistics if the read lock can be had at once, else the
+// last statistics computed. qcache.mu held.
+func (o *Orchestrator) statsNow() api.QueueStatistics {
+	if o.mu.TryRLock() {
+		s := o.statistics(o.cfg.Now())
+		o.mu.RUnlock()
+		o.qcache.stats, o.qcache.hasStats = s, true
+		return s
+	}
+	if o.qcache.hasStats {
+		return o.qcache.stats
+	}
+	return o.Statistics() // none yet: wait for the lock once
 }
 
 // pageQueue keeps the rows of r after the first after, at most limit of
