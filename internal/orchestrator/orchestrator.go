@@ -170,7 +170,7 @@ type Orchestrator struct {
 	// viewQueued is len(queued) as of the last notify: read without the
 	// lock by the queue view (queue_page.go).
 	viewQueued atomic.Int64
-	qcache  queueCache        // the last queue view computed (queue_page.go)
+	qcache     queueCache // the last queue view computed (queue_page.go)
 }
 
 type cycleStats struct {
