@@ -100,6 +100,8 @@ type shimJob struct {
 	CgroupSpec string        `json:"cgroup_spec,omitempty"`
 	Env        []string      `json:"env,omitempty"` // nil: the shim's own environment
 	Argv       []string      `json:"argv"`
+
+	trees *shimTrees // the shim host's cgroup trees; nil: a shim of one job
 }
 
 // run starts the job, waits for it, kills what it left behind and writes
@@ -119,7 +121,7 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	cmd.SysProcAttr.Credential = cred
 	var jcg *jobCgroup
 	if err == nil {
-		jcg, err = openShimCgroup(j.Cgroup, j.CgroupSpec)
+		jcg, err = j.trees.open(j.Cgroup, j.CgroupSpec) // containment.go
 	}
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	if err == nil {

@@ -47,6 +47,7 @@ func runShimHost(in io.Reader, reports *os.File) int {
 			os.Exit(0)
 		}
 	}
+	trees := &shimTrees{} // one prepared cgroup tree per parent, for every job (containment.go)
 	dec := json.NewDecoder(bufio.NewReader(in))
 	for {
 		var j shimJob
@@ -64,6 +65,7 @@ func runShimHost(in io.Reader, reports *os.File) int {
 		running++
 		mu.Unlock()
 		go func() {
+			j.trees = trees
 			j.run(nil)
 			mu.Lock()
 			defer mu.Unlock()
