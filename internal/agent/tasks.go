@@ -68,6 +68,7 @@ type task struct {
 	kill      *time.Timer
 	shipped   int64 // log bytes shipped to the server
 	pid       int   // the job's pid when it runs without a shim (launchDirect)
+	shimPID   int   // the job's pid its shim recorded, once read (it does not change)
 
 	notice string // its preemption notice's own path (notice.go); "": beside its log
 }
@@ -78,7 +79,10 @@ func (tk *task) jobPID() int {
 	if tk.pid > 0 {
 		return tk.pid
 	}
-	return readPID(tk.dir)
+	if tk.shimPID == 0 { // read once: every report asks
+		tk.shimPID = readPID(tk.dir)
+	}
+	return tk.shimPID
 }
 
 func keyOf(s api.TaskSpec) taskKey { return taskKey{s.JobID, s.Attempt, s.Rank} }
