@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -159,8 +160,20 @@ func TestFailoverFollowers(t *testing.T) {
 // given to two jobs, and a follower leads after each kill.
 func TestBenchFailover(t *testing.T) {
 	dsn := storetest.Postgres(t)
+	// Not t.TempDir: the agent's last jobs run on under their shims after
+	// the bench stops it, and write their exit status a moment later.
+	dir, err := os.MkdirTemp("", "bench-failover-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for os.RemoveAll(dir) != nil && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond) // poll interval: the last shims end
+		}
+	})
 	out, stderr, code := runCLI(t, nil, "bench", "failover", "--store", dsn, "--kills", "2", "--rate", "50",
-		"--concurrency", "8", "--pause", "2s", "--warmup", "2s", "--gpus", "2", "--dir", t.TempDir(), "-o", "json")
+		"--concurrency", "8", "--pause", "2s", "--warmup", "2s", "--gpus", "2", "--dir", dir, "-o", "json")
 	if code != 0 {
 		t.Fatalf("bench failover: exit %d\n%s\n%s", code, out, stderr)
 	}
