@@ -146,7 +146,7 @@ func TestSlurm(t *testing.T) {
 
 	t.Run("preempted", func(t *testing.T) {
 		s := s.on(t)
-		s.setPolicies(map[string]any{"policy": "priority", "preemption": true, "min_run_time": 0, "preempt_grace": "3s"})
+		s.setPolicies(map[string]any{"policy": "priority", "preemption": true, "min_run_time": 0, "preempt_grace": "10s"}) // room for Slurm to deliver the TERM under load
 		defer s.setPolicies(map[string]any{"preemption": false})
 		low := s.submit(map[string]any{"command": `trap 'echo "notice: $(cat "$CORRAL_PREEMPT_NOTICE")"; exit 0' TERM; echo "attempt $CORRAL_ATTEMPT"; sleep 300 & wait`,
 			"gpu_count": 2, "nodes": 2, "priority": "low"})
