@@ -58,7 +58,7 @@ func WithFailoverWait(d time.Duration) Option {
 // Servers returns every server address the client knows, normalized.
 func (c *Client) Servers() []string { return slices.Clone(c.bases) }
 
-// base is the address the client tries first: the one that answered last.
+// baseNow is the address the client tries first: the one that answered last.
 func (c *Client) baseNow() string { return c.bases[int(c.cur.Load())%len(c.bases)] }
 
 // movedOn reports whether an error of one server's try lets the client
