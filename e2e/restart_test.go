@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -116,25 +117,38 @@ func exitCodeStr(p *int) string {
 }
 
 // crashJobs kills what the jobs of a `corral up` on dataDir run, read
-// from the shims' state directories: the shim host first (so that nothing
-// records the jobs' ends), then each job's process group. A server
-// started again finds them gone without an exit status (lost), as after
-// its machine went down; and a test that ends with jobs running leaves
-// nothing behind (they outlive `corral up`, under a shim in their own
-// session).
+// from the tasks' records (DATA/agent/tasks/*.task, JSON lines): the shim
+// host first (so that nothing records the jobs' ends), then each job's
+// process group. A server started again finds them gone without an exit
+// status (lost), as after its machine went down; and a test that ends
+// with jobs running leaves nothing behind (they outlive `corral up`, under
+// a shim in their own session).
 func crashJobs(dataDir string) {
-	dirs, _ := filepath.Glob(filepath.Join(dataDir, "agent", "tasks", "*"))
-	for _, name := range []string{"shim.pid", "pid"} {
-		for _, d := range dirs {
-			b, err := os.ReadFile(filepath.Join(d, name))
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-			if err != nil || pid <= 1 {
+	records, _ := filepath.Glob(filepath.Join(dataDir, "agent", "tasks", "*.task"))
+	var shims, jobs []int
+	for _, path := range records {
+		b, _ := os.ReadFile(path)
+		for _, line := range strings.Split(string(b), "\n") {
+			var l struct {
+				ShimPID int `json:"shim_pid"`
+				PID     int `json:"pid"`
+			}
+			if json.Unmarshal([]byte(line), &l) != nil {
 				continue
 			}
-			if name == "pid" {
-				syscall.Kill(-pid, syscall.SIGKILL)
+			if l.ShimPID > 1 {
+				shims = append(shims, l.ShimPID)
 			}
-			syscall.Kill(pid, syscall.SIGKILL)
+			if l.PID > 1 {
+				jobs = append(jobs, l.PID)
+			}
 		}
+	}
+	for _, pid := range shims {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, pid := range jobs {
+		syscall.Kill(-pid, syscall.SIGKILL)
+		syscall.Kill(pid, syscall.SIGKILL)
 	}
 }

@@ -111,9 +111,9 @@ func TestSecurityDataDirPrivate(t *testing.T) {
 	waitFor(t, 30*time.Second, func() string { return "the job's first output to be shipped" }, func() bool {
 		return strings.Contains(c.logs(j.ID), "started")
 	})
-	state := filepath.Join(a.dataDir, "state", "tasks", j.ID+".0.0")
+	tasks := filepath.Join(a.dataDir, "state", "tasks")
 	checkModes(t, "agent", map[string]fs.FileMode{a.dataDir: 0o700, filepath.Join(a.dataDir, "logs"): 0o700,
-		filepath.Join(a.dataDir, "logs", j.ID, "0.log"): 0o600, state: 0o700, filepath.Join(state, "spec.json"): 0o600})
+		filepath.Join(a.dataDir, "logs", j.ID, "0.log"): 0o600, tasks: 0o700, filepath.Join(tasks, j.ID+".0.0.task"): 0o600})
 }
 
 func checkModes(t *testing.T, when string, want map[string]fs.FileMode) {

@@ -13,12 +13,9 @@ import (
 // temporary directory, owned by the agent and readable by all (a notice
 // holds no secret; the job's account cannot write there, so it cannot
 // point the agent's writes elsewhere). The path is kept in the task's
-// state (file "notice") for an agent that adopts the task, and the
-// directory is removed when the task is forgotten. A job that runs as the
-// agent's own account finds its notice beside its log, as before.
-
-// noticeFile is the task state file that holds a task's notice path.
-const noticeFile = "notice"
+// record (record.go) for an agent that adopts the task, and the directory
+// is removed when the task is forgotten. A job that runs as the agent's
+// own account finds its notice beside its log, as before.
 
 // prepareNotice chooses the task's notice path for a job run under cred
 // (nil: the agent's account), creating its directory when it has one of
@@ -36,16 +33,6 @@ func (t *tasks) prepareNotice(tk *task, cred *credential) error {
 		return fmt.Errorf("preemption notice: %w", err)
 	}
 	path := filepath.Join(dir, "notice")
-	if t.detach {
-		if err := os.MkdirAll(tk.dir, 0o700); err != nil {
-			os.RemoveAll(dir)
-			return fmt.Errorf("task state: %w", err)
-		}
-		if err := writeFileAtomic(filepath.Join(tk.dir, noticeFile), []byte(path)); err != nil {
-			os.RemoveAll(dir)
-			return fmt.Errorf("task state: %w", err)
-		}
-	}
 	t.mu.Lock()
 	tk.notice = path
 	t.mu.Unlock()
@@ -65,13 +52,6 @@ func (t *tasks) noticeOf(k taskKey) string {
 		return p
 	}
 	return t.noticePath(k)
-}
-
-// adoptNotice reads an adopted task's notice path from its state.
-func adoptNotice(tk *task) {
-	if b, err := os.ReadFile(filepath.Join(tk.dir, noticeFile)); err == nil {
-		tk.notice = string(b)
-	}
 }
 
 // putNotice writes a notice at path: 0644 in a directory of its own

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -18,10 +16,10 @@ import (
 // The shim is a small supervisor between the agent and a job, run as
 // `corral shim` (the agent re-executes its own binary). It starts the job in
 // a process group of its own, records the job's pid, waits for it, kills
-// whatever the job left behind, and writes the exit status to a file. It
-// runs in its own session, so a standalone agent can die and restart
-// without taking its jobs along: the new agent finds the shims' state
-// directories and adopts them. Under `corral up` one shim host does the
+// whatever the job left behind, and writes the exit status to the task's
+// record (record.go). It runs in its own session, so a standalone agent can
+// die and restart without taking its jobs along: the new agent finds the
+// tasks' records and adopts them. Under `corral up` one shim host does the
 // same for every job of the node (shimhost.go), unfenced.
 //
 // Fencing: a standalone agent touches a file (see Agent.Run) every second
@@ -33,10 +31,9 @@ import (
 // network partition that leaves the agent alive is settled when it heals:
 // the agent then stops what the server no longer wants.)
 //
-// State directory files:
-//
-//	pid        the job's pid (= its process group), written once it runs
-//	exit.json  the exit status (exitStatus), written once it has ended
+// The shim appends two lines to the task's record (--state): the job's
+// pid (= its process group) once it runs, its exit status once it has
+// ended.
 
 // exitStatus is what the shim writes when the job ends.
 type exitStatus struct {
@@ -49,7 +46,7 @@ type exitStatus struct {
 	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
-// RunShim is `corral shim --state DIR --log FILE [--max-log-size N] [--workdir DIR] -- /bin/sh -c CMD`.
+// RunShim is `corral shim --state RECORD --log FILE [--max-log-size N] [--workdir DIR] -- /bin/sh -c CMD`.
 // The job's environment is the shim's. Its output goes through a pipe into
 // the log, capped at --max-log-size (logcap.go). It returns the shim's exit code.
 //
@@ -61,7 +58,7 @@ func RunShim(args []string) int {
 		return runShimHost(os.Stdin, os.NewFile(3, "reports"))
 	}
 	fs := flag.NewFlagSet("shim", flag.ContinueOnError)
-	state := fs.String("state", "", "state directory")
+	state := fs.String("state", "", "the task's record file (record.go), appended to")
 	logPath := fs.String("log", "", "log file (appended)")
 	workdir := fs.String("workdir", "", "working directory")
 	alive := fs.String("alive", "", "the agent's liveness file (with --fence)")
@@ -73,7 +70,7 @@ func RunShim(args []string) int {
 	cgroupPath := fs.String("cgroup", "", "run the job in this cgroup (relative to the shim's own)")
 	cgroupSpec := fs.String("cgroup-spec", "", "the cgroup's limits (JSON contain.Spec)")
 	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: corral shim --state DIR --log FILE [--max-log-size N] [--workdir DIR] -- COMMAND...")
+		fmt.Fprintln(os.Stderr, "usage: corral shim --state RECORD --log FILE [--max-log-size N] [--workdir DIR] -- COMMAND...")
 		return 2
 	}
 	// Ask to be told when we must stop before anything else can race it.
@@ -105,7 +102,7 @@ type shimJob struct {
 }
 
 // run starts the job, waits for it, kills what it left behind and writes
-// its exit status (exit.json) in its state directory. A signal on stop
+// its exit status in the task's record. A signal on stop
 // (nil: none) kills the job.
 func (j shimJob) run(stop <-chan os.Signal) {
 	out := openLogPipe(j.Log, j.MaxLog) // the job's output, capped (logcap.go)
@@ -140,7 +137,7 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	}
 	out.started()
 	pid := cmd.Process.Pid
-	writeFileAtomic(filepath.Join(j.State, "pid"), []byte(strconv.Itoa(pid)))
+	appendRecord(j.State, record{PID: pid}) // record.go
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -184,9 +181,9 @@ wait:
 // fencePoll is how often a fenced shim looks at its agent's liveness file.
 const fencePoll = 250 * time.Millisecond
 
-func writeExit(dir string, st exitStatus) {
-	b, _ := json.Marshal(st)
-	writeFileAtomic(filepath.Join(dir, "exit.json"), b)
+// writeExit appends the job's exit status to its record.
+func writeExit(path string, st exitStatus) {
+	appendRecord(path, record{Exit: &st})
 }
 
 // writeFileAtomic writes a file so that readers see all of it or none;
@@ -197,29 +194,6 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// readExit reads a shim's exit status; false when there is none yet.
-func readExit(dir string) (exitStatus, bool) {
-	b, err := os.ReadFile(filepath.Join(dir, "exit.json"))
-	if err != nil {
-		return exitStatus{}, false
-	}
-	var st exitStatus
-	if err := json.Unmarshal(b, &st); err != nil {
-		return exitStatus{}, false
-	}
-	return st, true
-}
-
-// readPID reads the job pid a shim recorded; 0 when there is none.
-func readPID(dir string) int {
-	b, err := os.ReadFile(filepath.Join(dir, "pid"))
-	if err != nil {
-		return 0
-	}
-	pid, _ := strconv.Atoi(string(b))
-	return pid
 }
 
 // alive reports whether a process exists (and is not a zombie).

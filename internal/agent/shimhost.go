@@ -22,14 +22,14 @@ import (
 // in-process agent of `corral up` (Config.Unfenced) starts its jobs
 // through one, at the rate of jobs it started without a shim, and its jobs
 // still outlive it. The host runs in its own session; it leaves nothing
-// for a restarted agent to talk to: each job's state directory holds its
-// spec, pid and exit status as a one-job shim's does, and shim.pid names
-// the host, so the next agent adopts the jobs (tasks.adopt) and watches
-// their exit files.
+// for a restarted agent to talk to: each job's record holds its spec, pid
+// and exit status as a one-job shim's does, and its shim_pid names the
+// host, so the next agent adopts the jobs (tasks.adopt) and watches their
+// records for their ends.
 //
 // Protocol: the agent writes one JSON shimJob a line on the host's stdin;
-// the host starts it and, once the job has ended and its exit.json is
-// written, writes the job's state directory, one a line, on file
+// the host starts it and, once the job has ended and its exit status is
+// in its record, writes the record's path, one a line, on file
 // descriptor 3 (not stdout: a write there to a dead agent would kill the
 // host with SIGPIPE). When stdin ends (the agent stopped or died), the host
 // takes no more jobs and exits once its jobs have ended.
@@ -94,7 +94,7 @@ type shimHost struct {
 }
 
 // launch sends a job to the host (starting one if none runs) and returns
-// the host's pid, which the task's shim.pid records. ended is called with
+// the host's pid, which the task's record keeps as its shim_pid. ended is called with
 // the task once the host reports its end, or once the host is gone.
 func (h *shimHost) launch(t *tasks, tk *task, j shimJob) (int, error) {
 	h.mu.Lock()
@@ -224,7 +224,7 @@ func (t *tasks) launchHosted(tk *task, cred *credential) error {
 	if err != nil {
 		return err
 	}
-	writeFileAtomic(filepath.Join(tk.dir, "shim.pid"), []byte(strconv.Itoa(pid)))
+	appendRecord(tk.dir, record{ShimPID: pid})
 	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs, "shim_host", pid)
 	t.changed()
 	return nil

@@ -22,7 +22,7 @@ func newHostedTasks(t *testing.T, dir string) *tasks {
 }
 
 // One shim host runs every job: each reports its own exit code and output
-// (no job holds the host's reports pipe), and all their shim.pid files
+// (no job holds the host's reports pipe), and all their records' shim_pid
 // name the same host.
 func TestShimHostRunsEveryJob(t *testing.T) {
 	ts := newHostedTasks(t, t.TempDir())
@@ -41,11 +41,11 @@ func TestShimHostRunsEveryJob(t *testing.T) {
 		if b, _ := os.ReadFile(ts.logPath(k)); string(b) != fmt.Sprintf("out-%d %s\n", i, id) {
 			t.Errorf("%s log %q", id, b)
 		}
-		b, _ := os.ReadFile(filepath.Join(ts.stateDir, "tasks", k.dirName(), "shim.pid"))
-		hosts[string(b)] = true
+		r, _ := readRecord(recordPath(ts.stateDir, k))
+		hosts[strconv.Itoa(r.ShimPID)] = true
 	}
 	if len(hosts) != 1 {
-		t.Errorf("the jobs' shim.pid files name %d processes, want one host: %v", len(hosts), hosts)
+		t.Errorf("the jobs' records name %d shim processes, want one host: %v", len(hosts), hosts)
 	}
 }
 
@@ -58,8 +58,8 @@ func TestShimHostOutlivesItsAgent(t *testing.T) {
 	first := newHostedTasks(t, dir)
 	first.start(api.TaskSpec{JobID: "j1", Attempt: 1, Command: "echo before; while [ ! -e " + release + " ]; do sleep 0.02; done; echo after; exit 7"})
 	pid := waitTask(t, first, "the job to run", func(s api.TaskStatus) bool { return s.PID > 0 }).PID
-	b, _ := os.ReadFile(filepath.Join(first.stateDir, "tasks", taskKey{"j1", 1, 0}.dirName(), "shim.pid"))
-	host, _ := strconv.Atoi(string(b))
+	r, _ := readRecord(recordPath(first.stateDir, taskKey{"j1", 1, 0}))
+	host := r.ShimPID
 	first.host.close()
 
 	second := newHostedTasks(t, dir)

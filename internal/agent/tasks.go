@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -138,8 +137,7 @@ func (t *tasks) credentials() credentialFunc {
 // startWith starts the task, its owner's account found with cred.
 func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 	k := keyOf(spec)
-	dir := filepath.Join(t.stateDir, "tasks", k.dirName())
-	tk := &task{spec: spec, dir: dir, startedAt: time.Now().UTC()}
+	tk := &task{spec: spec, dir: recordPath(t.stateDir, k), startedAt: time.Now().UTC()}
 	t.mu.Lock()
 	if _, dup := t.byKey[k]; dup {
 		t.mu.Unlock()
@@ -172,11 +170,10 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if !t.detach {
 		return t.launchDirect(tk, cred)
 	}
-	if err := os.MkdirAll(tk.dir, 0o700); err != nil { // spec.json holds the job's env
-		return fmt.Errorf("task state: %w", err)
-	}
-	raw, _ := json.Marshal(spec)
-	if err := writeFileAtomic(filepath.Join(tk.dir, "spec.json"), raw); err != nil {
+	t.mu.Lock()
+	notice := tk.notice
+	t.mu.Unlock()
+	if err := createRecord(tk.dir, record{Spec: &spec, Notice: notice, At: tk.startedAt}); err != nil { // record.go
 		return fmt.Errorf("task state: %w", err)
 	}
 	if t.unfenced {
@@ -199,7 +196,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start shim: %w", err)
 	}
-	writeFileAtomic(filepath.Join(tk.dir, "shim.pid"), []byte(strconv.Itoa(cmd.Process.Pid)))
+	appendRecord(tk.dir, record{ShimPID: cmd.Process.Pid})
 	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs)
 	t.changed()
 	go func() {
@@ -571,7 +568,7 @@ func (t *tasks) forget(k taskKey) {
 	dropNotice(tk)
 }
 
-// adopt finds the tasks a previous agent left (state directories). With
+// adopt finds the tasks a previous agent left (their records). With
 // detach, a task whose shim still runs is adopted and watched; otherwise
 // (the in-process agent, whose jobs must not outlive it) what is left is
 // killed. Ended tasks are reported with their status.
@@ -579,26 +576,23 @@ func (t *tasks) adopt(ctx context.Context) int {
 	entries, _ := os.ReadDir(filepath.Join(t.stateDir, "tasks"))
 	n := 0
 	for _, e := range entries {
-		dir := filepath.Join(t.stateDir, "tasks", e.Name())
-		raw, err := os.ReadFile(filepath.Join(dir, "spec.json"))
-		var spec api.TaskSpec
-		if err != nil || json.Unmarshal(raw, &spec) != nil {
-			os.RemoveAll(dir)
+		path := filepath.Join(t.stateDir, "tasks", e.Name())
+		r, err := readRecord(path) // record.go: a record, or an earlier version's directory
+		if err != nil || r.Spec == nil {
+			os.RemoveAll(path) // never launched (its agent died writing it), or not a task's
 			continue
 		}
-		tk := &task{spec: spec, dir: dir, startedAt: time.Now().UTC()}
-		adoptNotice(tk)
-		if fi, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
-			tk.startedAt = fi.ModTime().UTC()
+		spec, shim := *r.Spec, r.ShimPID
+		tk := &task{spec: spec, dir: path, startedAt: r.At, notice: r.Notice}
+		if tk.startedAt.IsZero() {
+			tk.startedAt = time.Now().UTC()
 		}
 		t.mu.Lock()
 		t.byKey[keyOf(spec)] = tk
 		t.mu.Unlock()
 		n++
-		b, _ := os.ReadFile(filepath.Join(dir, "shim.pid"))
-		shim, _ := strconv.Atoi(string(b))
-		switch _, ended := readExit(dir); {
-		case ended:
+		switch {
+		case r.Exit != nil:
 			t.reap(tk)
 		case !alive(shim):
 			t.reap(tk) // no exit file: lost

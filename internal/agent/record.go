@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// A task's state is one file, its record: DIR/tasks/JOB.ATTEMPT.RANK.task,
+// private (0600: the spec holds the job's env). It is a log of JSON lines,
+// each appended whole by one write(2) on a file opened O_APPEND:
+//
+//	{"spec": {...}, "notice": PATH, "at": T}   the agent, before the launch
+//	{"shim_pid": N}                             the agent, once its shim (or shim host) runs it
+//	{"pid": N}                                  the shim, once the job runs (= its process group)
+//	{"exit": {...}}                             the shim, once the job has ended (exitStatus)
+//
+// A reader merges the complete lines; a torn last line (its writer died
+// in the write, or is in it) is not yet written, and a line that does not
+// parse (one torn by a failed write, with another appended after it) is
+// skipped. One file instead of a directory of
+// four (spec.json, shim.pid, pid, exit.json, each written through a
+// temporary file and a rename) makes a start create one inode instead of
+// five, and its end remove one: on file systems where allocating an inode
+// is dear (ext4 without a journal scans past recently deleted ones) that
+// was most of a start's cost.
+//
+// Earlier versions kept a directory per task with those four files; a
+// restarted agent still reads one (readRecord), because an upgraded
+// `corral up` adopts the jobs its predecessor's shim host runs on, and
+// that host goes on writing the old way until its last job ends.
+type record struct {
+	Spec    *api.TaskSpec `json:"spec,omitempty"`
+	Notice  string        `json:"notice,omitempty"` // the task's own preemption notice (notice.go)
+	At      time.Time     `json:"at,omitzero"`      // when the agent started it
+	ShimPID int           `json:"shim_pid,omitempty"`
+	PID     int           `json:"pid,omitempty"`
+	Exit    *exitStatus   `json:"exit,omitempty"`
+}
+
+// recordExt is the extension of a task's record file.
+const recordExt = ".task"
+
+// recordPath is the record file of task k under the agent's state dir.
+func recordPath(stateDir string, k taskKey) string {
+	return filepath.Join(stateDir, "tasks", k.dirName()+recordExt)
+}
+
+// createRecord writes a task's first line, replacing any record the path
+// held. The tasks directory is made if need be.
+func createRecord(path string, r record) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	return writeRecord(path, r, os.O_CREATE|os.O_TRUNC)
+}
+
+// appendRecord appends one line to a task's record.
+func appendRecord(path string, r record) error {
+	return writeRecord(path, r, 0)
+}
+
+func writeRecord(path string, r record, flags int) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|flags, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n')) // one write: readers see all of the line or none
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readRecord reads a task's state: a record file, or an earlier version's
+// state directory. A part not written yet is zero.
+func readRecord(path string) (record, error) {
+	var r record
+	fi, err := os.Stat(path)
+	if err != nil {
+		return r, err
+	}
+	if fi.IsDir() {
+		return readStateDir(path, fi)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return r, err
+	}
+	for len(b) > 0 {
+		line, rest, whole := bytes.Cut(b, []byte{'\n'})
+		if !whole {
+			break // torn: its writer died in the write, or writes now
+		}
+		b = rest
+		var l record
+		if json.Unmarshal(line, &l) != nil {
+			continue // a line torn by a failed write, then another appended after it
+		}
+		r.merge(l)
+	}
+	return r, nil
+}
+
+// merge takes what l sets.
+func (r *record) merge(l record) {
+	if l.Spec != nil {
+		r.Spec, r.Notice, r.At = l.Spec, l.Notice, l.At
+	}
+	if l.ShimPID != 0 {
+		r.ShimPID = l.ShimPID
+	}
+	if l.PID != 0 {
+		r.PID = l.PID
+	}
+	if l.Exit != nil {
+		r.Exit = l.Exit
+	}
+}
+
+// readStateDir reads an earlier version's state directory: spec.json,
+// notice, shim.pid, pid and exit.json, each whole or absent.
+func readStateDir(dir string, fi os.FileInfo) (record, error) {
+	var r record
+	raw, err := os.ReadFile(filepath.Join(dir, "spec.json"))
+	if err != nil {
+		return r, err
+	}
+	var spec api.TaskSpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return r, fmt.Errorf("task state %s: %w", dir, err)
+	}
+	r.Spec, r.At = &spec, fi.ModTime().UTC()
+	if st, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
+		r.At = st.ModTime().UTC()
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "notice")); err == nil {
+		r.Notice = string(b)
+	}
+	r.ShimPID = readInt(filepath.Join(dir, "shim.pid"))
+	r.PID = readInt(filepath.Join(dir, "pid"))
+	if b, err := os.ReadFile(filepath.Join(dir, "exit.json")); err == nil {
+		var st exitStatus
+		if json.Unmarshal(b, &st) == nil {
+			r.Exit = &st
+		}
+	}
+	return r, nil
+}
+
+func readInt(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return n
+}
+
+// readExit reads a task's exit status; false when there is none yet.
+func readExit(path string) (exitStatus, bool) {
+	r, err := readRecord(path)
+	if err != nil || r.Exit == nil {
+		return exitStatus{}, false
+	}
+	return *r.Exit, true
+}
+
+// readPID reads the job pid a task's shim recorded; 0 when there is none.
+func readPID(path string) int {
+	r, _ := readRecord(path)
+	return r.PID
+}
