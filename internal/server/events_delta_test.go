@@ -6,13 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
+	"math"
 	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/web"
 )
 
 // The builders of the delta tests: a queue row, an active job, a node.
@@ -389,5 +395,113 @@ func TestEventsDeltas(t *testing.T) {
 	}
 	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
 		t.Errorf("rebuilt:\n%s\nwant:\n%s", g, w)
+	}
+}
+
+// TestDashboardDeltaInJS: the dashboard's applyDelta (web/static/api.js)
+// rebuilds the same pictures as api.DashboardUpdate.Apply from the same
+// deltas. It runs the script under Node.js when there is one (the browser
+// tests in e2e cover it otherwise).
+func TestDashboardDeltaInJS(t *testing.T) {
+	node, err := osexec.LookPath("node")
+	if err != nil {
+		t.Skip("no node on PATH")
+	}
+	t0 := time.Date(2026, 5, 1, 12, 0, 0, 123456789, time.UTC)
+	u := baseUpdate(t0)
+	settle(&u)
+	view := newStreamView()
+	if _, err := view.delta(u); err != nil {
+		t.Fatal(err)
+	}
+	steps := []func(u *api.DashboardUpdate){
+		func(u *api.DashboardUpdate) {
+			u.Queue.QueuedJobs = slices.Insert(u.Queue.QueuedJobs, 1, qrow("f", 0, u.At))
+			renumber(u)
+			u.Queue.NextCursor = "6"
+		},
+		func(u *api.DashboardUpdate) {},
+		func(u *api.DashboardUpdate) {
+			removeRow(u, "a")
+			renumber(u)
+			u.Active = append(u.Active, activeJob("a", "n2", 0))
+			u.Cluster.Nodes[1] = gpuNode("n2", "a")
+			u.Queue.NextCursor = ""
+		},
+		func(u *api.DashboardUpdate) { u.Cluster.Nodes[1].GPUs[0].Utilization = 88 },
+		func(u *api.DashboardUpdate) {
+			u.Active = u.Active[1:]
+			u.Cluster.Nodes = slices.Insert(u.Cluster.Nodes, 1, gpuNode("n1b"))
+		},
+		func(u *api.DashboardUpdate) { slices.Reverse(u.Queue.QueuedJobs); renumber(u) },
+	}
+	var deltas, want []string
+	for i, step := range steps {
+		next := cloneUpdate(t, u)
+		next.At = u.At.Add(time.Duration(300+i*1000) * time.Millisecond)
+		step(&next)
+		settle(&next)
+		d, err := view.delta(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deltas, want = append(deltas, mustJSON(t, d)), append(want, mustJSON(t, next))
+		u = next
+	}
+	src, err := fs.ReadFile(web.Static, "static/api.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b := baseUpdate(t0)
+	settle(&b)
+	first := mustJSON(t, b)
+	driver := `import { applyDelta } from './api.mjs';
+import { readFileSync } from 'node:fs';
+const [first, deltas] = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+let cur = first;
+for (const d of deltas) {
+  cur = applyDelta(cur, d);
+  console.log(JSON.stringify(cur));
+}
+`
+	input := "[" + first + ",[" + strings.Join(deltas, ",") + "]]"
+	for name, body := range map[string]string{"api.mjs": string(src), "driver.mjs": driver, "input.json": input} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := osexec.Command(node, filepath.Join(dir, "driver.mjs"), filepath.Join(dir, "input.json")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("node printed %d pictures, want %d:\n%s", len(lines), len(want), out)
+	}
+	for i, line := range lines {
+		// Through Go's types, so that both read alike: JavaScript's
+		// numbers print differently, and its times have milliseconds.
+		var got api.DashboardUpdate
+		if err := json.Unmarshal([]byte(line), &got); err != nil {
+			t.Fatalf("step %d: %v\n%s", i, err, line)
+		}
+		var w api.DashboardUpdate
+		if err := json.Unmarshal([]byte(want[i]), &w); err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range []*api.DashboardUpdate{&got, &w} {
+			for j := range u.Queue.QueuedJobs {
+				r := &u.Queue.QueuedJobs[j]
+				r.WaitedSeconds = math.Round(r.WaitedSeconds*1000) / 1000
+				if r.EstimatedWaitTime != nil {
+					e := math.Round(*r.EstimatedWaitTime*1000) / 1000
+					r.EstimatedWaitTime = &e
+				}
+			}
+		}
+		if g, ww := mustJSON(t, got), mustJSON(t, w); g != ww {
+			t.Errorf("step %d: applyDelta gives\n%s\nwant\n%s", i, g, ww)
+		}
 	}
 }
