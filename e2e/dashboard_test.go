@@ -164,6 +164,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	if row := text(`[data-role=running] tr[data-job="` + train.ID + `"]`); !strings.Contains(row, "train-llama") || !strings.Contains(row, "dash-node") {
 		t.Errorf("running row: %q", row)
 	}
+	// A change to a queued job reaches its row live (a delta's upsert).
+	s.mustJSON("PATCH", "/queue/"+eval.ID+"/priority", map[string]any{"priority": "high"}, 200, nil)
+	err = chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`[data-role=queued] tr[data-job="`+eval.ID+`"] .prio-high`)))
+	if err != nil {
+		t.Fatalf("queue page: the new priority did not arrive: %v", err)
+	}
 	shot("queue")
 
 	// Job: alice's job runs, with its log; it ends while the page stays

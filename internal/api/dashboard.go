@@ -57,3 +57,55 @@ type DashboardUpdate struct {
 	Queue   QueueResponse      `json:"queue"`
 	Active  []Job              `json:"active"` // jobs holding GPUs (scheduled, allocating, running), oldest first
 }
+
+// DashboardDelta is the data of a `delta` event of GET /events: what
+// changed since the event the same stream sent before it (an `update`, or
+// another delta). The stream's first event is an `update`; applying each
+// delta in turn to it (DashboardUpdate.Apply) rebuilds the update the
+// server would send at that moment. Status, totals, queue statistics,
+// arrays and cursor are small, so they come whole every time; the lists
+// (queue rows, active jobs, nodes) come as ListDelta.
+type DashboardDelta struct {
+	At      time.Time          `json:"at"`
+	Status  OrchestratorStatus `json:"status"`
+	Cluster ClusterDelta       `json:"cluster"`
+	Queue   QueueDelta         `json:"queue"`
+	Active  ListDelta[Job]     `json:"active"` // by job id
+}
+
+// ClusterDelta is the cluster part of a DashboardDelta: the totals, and the
+// nodes that changed (each node whole, with its GPUs).
+type ClusterDelta struct {
+	TotalGPUs     int             `json:"total_gpus"`
+	AvailableGPUs int             `json:"available_gpus"`
+	AllocatedGPUs int             `json:"allocated_gpus"`
+	HeldGPUs      int             `json:"held_gpus"`
+	ForeignGPUs   int             `json:"foreign_gpus"`
+	Nodes         ListDelta[Node] `json:"nodes"` // by node id
+}
+
+// QueueDelta is the queue part of a DashboardDelta. Rows are compared
+// without the fields that move with the clock or with other jobs' moves:
+// waited_seconds and estimated_wait_time, which the client derives from
+// the delta's at, the row's queued_at and estimated_start_time, and
+// queue_position, which Positions carries.
+type QueueDelta struct {
+	Statistics QueueStatistics      `json:"statistics"`
+	Arrays     []Array              `json:"arrays,omitempty"`
+	NextCursor string               `json:"next_cursor,omitempty"`
+	QueuedJobs ListDelta[QueuedJob] `json:"queued_jobs"` // by job id
+	// Positions, when set, are the queue_position of each row of the head
+	// in order (after QueuedJobs is applied); unset: no position changed.
+	Positions []int `json:"positions,omitempty"`
+}
+
+// ListDelta is how a list of a DashboardDelta changed, its items keyed by
+// id. Applying it: drop the Remove ids; replace each Upsert item whose id
+// is listed, append the others in their order; then, when Order is set,
+// put the items in that order (Order is sent only when the order is not
+// what the first steps give).
+type ListDelta[T any] struct {
+	Upsert []T      `json:"upsert,omitempty"`
+	Remove []string `json:"remove,omitempty"`
+	Order  []string `json:"order,omitempty"`
+}

@@ -25,7 +25,8 @@ func (o *Orchestrator) ActiveJobs() []api.Job {
 // Dashboard is everything the dashboard shows at one moment: the status,
 // the cluster, the head of the queue (DashboardQueueRows jobs; its
 // statistics count them all) and the active jobs. The parts are read one after
-// the other, so they may be a commit apart.
+// the other, so they may be a commit apart. The rows' waits are as of At.
 func (o *Orchestrator) Dashboard(ctx context.Context) api.DashboardUpdate {
-	return api.DashboardUpdate{At: o.cfg.Now().UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: pageQueue(trimArrays(o.queueView(), dashboardArrayRows), 0, DashboardQueueRows, o.cfg.Now()), Active: o.ActiveJobs()}
+	now := o.cfg.Now()
+	return api.DashboardUpdate{At: now.UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: pageQueue(trimArrays(o.queueView(), dashboardArrayRows), 0, DashboardQueueRows, now), Active: o.ActiveJobs()}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"io/fs"
 	"net/http"
 	"strconv"
@@ -104,10 +103,12 @@ func (s *Server) dashboardFor(ctx context.Context, who auth.Principal) api.Dashb
 	return u
 }
 
-// events is GET /events: server-sent events for the dashboard. Each
-// `update` event carries an api.DashboardUpdate; one comes at once, then
-// after every change (at most every eventsMinGap) and at least every
-// eventsRefresh. The stream ends when the client goes, the server stops,
+// events is GET /events: server-sent events for the dashboard. The first
+// event, at once, is an `update` carrying the whole api.DashboardUpdate;
+// each one after it is a `delta` carrying an api.DashboardDelta against
+// what the stream sent before (events_delta.go). They come after every
+// change (at most every eventsMinGap) and at least every eventsRefresh.
+// The stream ends when the client goes, the server stops,
 // or the caller's token is revoked or expires: then at once, with an
 // `ended` event whose data is {"reason": "token_revoked"|"token_expired"}.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
@@ -128,17 +129,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) error {
 	who := principal(r)
 	refresh := time.NewTicker(eventsRefresh)
 	defer refresh.Stop()
+	view := newStreamView() // events_delta.go
 	var sent time.Time
 	for {
 		if ctx.Err() != nil {
 			return endEvents(ctx, w, flusher)
 		}
 		changed := s.o.Changed()
-		data, err := json.Marshal(s.dashboardFor(ctx, who))
+		event, data, err := nextEvent(view, s.dashboardFor(ctx, who), sent.IsZero())
 		if err != nil {
 			return err
 		}
-		if _, err := w.Write(append(append([]byte("event: update\ndata: "), data...), "\n\n"...)); err != nil {
+		if _, err := w.Write(append(append([]byte("event: "+event+"\ndata: "), data...), "\n\n"...)); err != nil {
 			return nil // the client went away
 		}
 		flusher.Flush()

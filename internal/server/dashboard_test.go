@@ -240,26 +240,11 @@ func TestEventsStream(t *testing.T) {
 	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 		t.Fatalf("Content-Type %q", ct)
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<22)
+	events := readEvents(t, resp.Body) // events_delta_test.go
 	next := func() api.DashboardUpdate {
 		t.Helper()
-		event := ""
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case strings.HasPrefix(line, "event: "):
-				event = strings.TrimPrefix(line, "event: ")
-			case strings.HasPrefix(line, "data: ") && event == "update":
-				var u api.DashboardUpdate
-				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &u); err != nil {
-					t.Fatalf("update: %v", err)
-				}
-				return u
-			}
-		}
-		t.Fatalf("the stream ended: %v", sc.Err())
-		return api.DashboardUpdate{}
+		events.next()
+		return events.state
 	}
 	u := next()
 	if u.Cluster.TotalGPUs != 8 || len(u.Active) != 1 || u.Active[0].Name != "train" || len(u.Queue.QueuedJobs) != 1 || !u.Status.Running {

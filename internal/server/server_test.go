@@ -65,15 +65,20 @@ func newHandler(t testing.TB, ex exec.Executor, logger *slog.Logger, opts ...Opt
 // its admin token; all of it stops when the test ends.
 func newBackend(t testing.TB, ex exec.Executor, logger *slog.Logger) (*store.Store, *orchestrator.Orchestrator, *auth.Service) {
 	t.Helper()
+	src := gpu.NewSimulated("n1", gpu.SimSpec{Count: 8, Model: "H100", MemoryGB: 80})
+	devs, _ := src.Devices(context.Background())
+	return newBackendOf(t, ex, logger, []orchestrator.Node{{ID: "n1", Devices: devs, Telemetry: src, Simulated: true}})
+}
+
+// newBackendOf is newBackend over the nodes given.
+func newBackendOf(t testing.TB, ex exec.Executor, logger *slog.Logger, nodes []orchestrator.Node) (*store.Store, *orchestrator.Orchestrator, *auth.Service) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := gpu.NewSimulated("n1", gpu.SimSpec{Count: 8, Model: "H100", MemoryGB: 80})
-	devs, _ := src.Devices(ctx)
-	o, err := orchestrator.New(ctx, orchestrator.Config{Store: st, Executor: ex, DataDir: t.TempDir(), Logger: logger,
-		Nodes: []orchestrator.Node{{ID: "n1", Devices: devs, Telemetry: src, Simulated: true}}})
+	o, err := orchestrator.New(ctx, orchestrator.Config{Store: st, Executor: ex, DataDir: t.TempDir(), Logger: logger, Nodes: nodes})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,17 +84,29 @@ export async function stream(path, onChunk, signal) {
   }
 }
 
-// subscribe opens the server-sent event stream (GET /events). onUpdate gets
-// each update's data; onState gets 'live', 'reconnecting'; onEnded gets the
-// reason ('token_revoked', 'token_expired') when the server ends the stream
+// subscribe opens the server-sent event stream (GET /events). The stream's
+// first event is an `update` (the whole picture); each one after it is a
+// `delta` against the event before it, which applyDelta turns into the
+// whole picture again. onUpdate gets that picture after each event;
+// onState gets 'live', 'reconnecting'; onEnded gets the reason
+// ('token_revoked', 'token_expired') when the server ends the stream
 // because the session's token stopped working (the stream is then closed,
-// not retried). EventSource sends cookies, not headers: the session cookie
-// authenticates it.
+// not retried). A reconnected stream starts again with an update, which
+// replaces the picture. EventSource sends cookies, not headers: the
+// session cookie authenticates it.
 export function subscribe(onUpdate, onState, onEnded) {
   const es = new EventSource('/events', { withCredentials: true });
+  let cur = null; // the latest picture
   es.addEventListener('update', (ev) => {
     onState('live');
-    onUpdate(JSON.parse(ev.data));
+    cur = JSON.parse(ev.data);
+    onUpdate(cur);
+  });
+  es.addEventListener('delta', (ev) => {
+    if (!cur) return; // the server sends an update first
+    onState('live');
+    cur = applyDelta(cur, JSON.parse(ev.data));
+    onUpdate(cur);
   });
   es.addEventListener('ended', (ev) => {
     es.close();
@@ -107,6 +119,61 @@ export function subscribe(onUpdate, onState, onEnded) {
     if (onEnded) onEnded(reason);
   });
   es.onopen = () => onState('live');
-  es.onerror = () => onState('reconnecting');
+  es.onerror = () => {
+    cur = null; // the stream reopens with an update
+    onState('reconnecting');
+  };
   return () => es.close();
+}
+
+// applyDelta returns the picture a `delta` event describes (api.DashboardDelta)
+// from cur, the picture before it, as Go's DashboardUpdate.Apply does: the
+// lists are new arrays, the queue rows new objects with their positions
+// and their waits (waited_seconds, estimated_wait_time) as of d.at.
+export function applyDelta(cur, d) {
+  const c = d.cluster;
+  const next = {
+    at: d.at,
+    status: d.status,
+    cluster: {
+      total_gpus: c.total_gpus, available_gpus: c.available_gpus, allocated_gpus: c.allocated_gpus,
+      held_gpus: c.held_gpus, foreign_gpus: c.foreign_gpus,
+      nodes: applyList(cur.cluster.nodes, c.nodes, (n) => n.node_id),
+    },
+    queue: { queued_jobs: [], statistics: d.queue.statistics },
+    active: applyList(cur.active, d.active, (j) => j.id),
+  };
+  if (d.queue.arrays) next.queue.arrays = d.queue.arrays;
+  if (d.queue.next_cursor) next.queue.next_cursor = d.queue.next_cursor;
+  const at = Date.parse(d.at);
+  const pos = d.queue.positions;
+  next.queue.queued_jobs = applyList(cur.queue.queued_jobs, d.queue.queued_jobs, (r) => r.id).map((r, i) => {
+    const est = r.estimated_start_time ? Math.max((Date.parse(r.estimated_start_time) - at) / 1000, 0) : null;
+    return { ...r, queue_position: pos && i < pos.length ? pos[i] : r.queue_position, waited_seconds: (at - Date.parse(r.queued_at)) / 1000, estimated_wait_time: est };
+  });
+  return next;
+}
+
+// applyList applies one list's change (api.ListDelta: upsert, remove,
+// order) to list, keyed by id(item), into a new array.
+function applyList(list, d, id) {
+  if (!d) return list.slice();
+  const gone = new Set(d.remove || []);
+  const fresh = new Map((d.upsert || []).map((x) => [id(x), x]));
+  const out = [];
+  const kept = new Set();
+  for (const x of list) {
+    const k = id(x);
+    if (gone.has(k)) continue;
+    if (fresh.has(k)) {
+      out.push(fresh.get(k));
+      kept.add(k);
+    } else {
+      out.push(x);
+    }
+  }
+  for (const [k, x] of fresh) if (!kept.has(k)) out.push(x);
+  if (!d.order) return out;
+  const byID = new Map(out.map((x) => [id(x), x]));
+  return d.order.filter((k) => byID.has(k)).map((k) => byID.get(k));
 }
