@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -193,4 +195,40 @@ func TestBenchFailover(t *testing.T) {
 	if len(r.Kills) != 2 || r.Acked == 0 || r.Lost != 0 || r.Duplicated != 0 || r.RanTwice != 0 || r.GPUOverlaps != 0 {
 		t.Fatalf("bench failover report: %+v", r)
 	}
+}
+
+// TestFailoverShipsLogs: a standalone agent given both servers runs a job
+// whose first output reached the leader; the leader dies (-9) and the
+// follower leads. The new leader ends up with the job's whole log, the
+// output from before the fail-over included: the agent ships it again
+// from its start when the new leader answers that its copy is shorter
+// (409 log_gap), instead of shipping only what is new into a gap.
+func TestFailoverShipsLogs(t *testing.T) {
+	dsn := storetest.Postgres(t) // skips without CORRAL_TEST_POSTGRES
+	start := func() *server {
+		return startServing(t, t.TempDir(), freePort(t), []string{"CORRAL_JOIN_TOKEN=" + joinToken}, "server", "--store", dsn,
+			"--node-ttl", "10s", "--heartbeat", "300ms")
+	}
+	a := start()
+	a.waitLeader(30 * time.Second)
+	b := start()
+	startAgent(t, a, "logs-node", 1, "--server", a.URL+","+b.URL)
+
+	release := filepath.Join(t.TempDir(), "release")
+	j := a.submit(map[string]any{"gpu_count": 1, "command": "echo before; while [ ! -e " + release + " ]; do sleep 0.05; done; echo after"})
+	waitFor(t, 30*time.Second, func() string { return "the job's first output on the leader" }, func() bool {
+		return strings.Contains(a.logs(j.ID), "before")
+	})
+
+	a.kill9()
+	b.waitLeader(45 * time.Second)
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJob(j.ID, 60*time.Second, "completed on the new leader", func(j api.Job) bool { return j.State == api.StateCompleted })
+	var got string
+	waitFor(t, 30*time.Second, func() string { return fmt.Sprintf("the whole log on the new leader; it holds %q", got) }, func() bool {
+		got = b.logs(j.ID)
+		return got == "before\nafter\n"
+	})
 }

@@ -541,6 +541,7 @@ func (a *Agent) shipLogs(ctx context.Context) {
 	}
 }
 
+// shipFrom ships task k's log from byte off and returns how far it got.
 func (a *Agent) shipFrom(ctx context.Context, k taskKey, off int64) (int64, error) {
 	f, err := os.Open(a.tasks.logPath(k))
 	if err != nil {
@@ -548,6 +549,7 @@ func (a *Agent) shipFrom(ctx context.Context, k taskKey, off int64) (int64, erro
 	}
 	defer f.Close()
 	buf := make([]byte, maxChunk)
+	rewound := false
 	for {
 		limit := a.shipLimit()
 		if limit > 0 && off >= limit {
@@ -560,6 +562,15 @@ func (a *Agent) shipFrom(ctx context.Context, k taskKey, off int64) (int64, erro
 		if n > 0 {
 			c := api.LogChunk{NodeID: a.cfg.NodeID, JobID: k.job, Attempt: k.attempt, Rank: k.rank, Offset: off, Data: buf[:n]}
 			if err := a.cfg.Link.ShipLog(ctx, c); err != nil {
+				if !rewound && off > 0 && logGap(err) {
+					// The server holds less of this log than was shipped to
+					// it: another server leads since (fail-over), or its
+					// copy was lost. Ship it whole again; the server keeps
+					// only the bytes it lacks.
+					a.log.Info("the server lacks part of a log: shipping it again from its start", "job_id", k.job, "attempt", k.attempt, "rank", k.rank, "shipped", off)
+					off, rewound = 0, true
+					continue
+				}
 				return off, err
 			}
 			off += int64(n)
@@ -571,4 +582,11 @@ func (a *Agent) shipFrom(ctx context.Context, k taskKey, off int64) (int64, erro
 			return off, err
 		}
 	}
+}
+
+// logGap reports whether the server refused a log chunk because it starts
+// past the end of the server's copy (409 log_gap).
+func logGap(err error) bool {
+	var e *api.Error
+	return errors.As(err, &e) && e.Code == "log_gap"
 }
