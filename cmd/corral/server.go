@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -104,8 +103,9 @@ registers the node's GPUs and runs the jobs placed there.
 Agents present the join token: $CORRAL_JOIN_TOKEN when set, else one the server
 makes on first start and keeps in <data-dir>/join.token (mode 0600).
 
-The Go garbage collector runs at GOGC=400 (less CPU, more memory) unless
-$GOGC is set.`,
+The Go garbage collector runs at GOGC=400 (less CPU, more memory), with a soft
+memory limit of 2.5 times the live heap (at least 400 MiB), unless $GOGC or
+$GOMEMLIMIT is set.`,
 		Example: `  corral server --listen 0.0.0.0:7450 --data-dir /var/lib/corral
   CORRAL_JOIN_TOKEN=$(cat /var/lib/corral/join.token) corral agent --server http://head:7450`,
 		Args: cobra.NoArgs,
@@ -165,6 +165,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return err
 	}
 	setControlGC()
+	go boundHeap(ctx, logger) // gc.go
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usagef("--tls-cert and --tls-key go together")
 	}
@@ -390,19 +391,3 @@ func (b nodeBook) NodeSeen(id string, r []api.GPUReading, f []api.ForeignProcess
 
 func (b nodeBook) NodeDisk(id, full string) { (*b.o).NodeDisk(id, full) }
 
-// controlGCPercent is the garbage collector's target of `corral up` and
-// `corral server` (Go's default is 100). The control plane allocates
-// short-lived request, snapshot and store garbage at a high rate beside a
-// live heap of every job it holds: at 400 the collector runs a quarter as
-// often. bench submit (100,000 held jobs) spent about 17% less server CPU
-// with a peak RSS of 416 MB instead of 242 MB (docs/benchmarks.md).
-const controlGCPercent = 400
-
-// setControlGC sets the collector's target to controlGCPercent unless
-// GOGC is set in the environment, which wins. corral sim uses it too: a
-// replay allocates short-lived snapshots at a high rate and holds little.
-func setControlGC() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(controlGCPercent)
-	}
-}

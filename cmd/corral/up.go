@@ -46,7 +46,8 @@ Jobs of this machine's agent run under a shim host in its own session: they
 outlive corral up (stopped with SIGTERM or killed), and the next corral up
 on the same --data-dir adopts them with their logs and real exit codes, so
 an upgrade in place loses no running work (docs/operations.md). The Go garbage
-collector runs at GOGC=400 (less CPU, more memory) unless $GOGC is set.`,
+collector runs at GOGC=400 (less CPU, more memory), with a soft memory limit of
+2.5 times the live heap (at least 400 MiB), unless $GOGC or $GOMEMLIMIT is set.`,
 		Example: `  corral up --simulate-gpus 8            # 8 simulated H100s with 80 GB each
   corral up --simulate-gpus 4:A100:40     # 4 simulated A100s with 40 GB each
   corral up --listen 127.0.0.1:9000 --data-dir /var/lib/corral`,
