@@ -54,7 +54,7 @@ func boundHeap(ctx context.Context, log *slog.Logger) {
 	for {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
-			limit := max(int64(heapFloor), int64(float64(sample[0].Value.Uint64())*heapHeadroom))
+			limit := heapLimit(sample[0].Value.Uint64())
 			// Move it when it is 10% off: each call costs the runtime a
 			// little, and the live heap moves by a few bytes all the time.
 			if d := limit - set; d > set/10 || -d > set/10 {
@@ -69,4 +69,9 @@ func boundHeap(ctx context.Context, log *slog.Logger) {
 		case <-tick.C:
 		}
 	}
+}
+
+// heapLimit is the soft memory limit for a live heap of live bytes.
+func heapLimit(live uint64) int64 {
+	return max(int64(heapFloor), int64(float64(live)*heapHeadroom))
 }
