@@ -347,8 +347,11 @@ func (c *cycle) start(j *Job, sh *shapeState, borrowed bool) bool {
 			sh.noFitAt = c.ix.version + 1 // the same shape will not fit until something changes
 		}
 	}
-	if !ok && c.res != nil && c.res.jobID != j.ID && len(c.res.held) > 0 && c.p.Backfill &&
-		j.EstimateGiven && !c.now.Add(j.Estimate).After(c.res.at) {
+	// (The string comparison last: it is the dearest test, made for
+	// every job that does not fit.)
+	if !ok && c.res != nil && len(c.res.held) > 0 && c.p.Backfill && j.EstimateGiven &&
+		(sh.resAt != c.ix.version+1 || sh.resOK) && // its shape did not fit them either, at this version
+		!c.now.Add(j.Estimate).After(c.res.at) && c.res.jobID != j.ID {
 		// A job sure to end before the reservation may use reserved GPUs.
 		v0 := c.ix.version
 		c.ix.give(c.res.held)
@@ -361,6 +364,7 @@ func (c *cycle) start(j *Job, sh *shapeState, borrowed bool) bool {
 		}
 		c.ix.take(c.res.held)
 		c.ix.version = v0
+		sh.resAt, sh.resOK = v0+1, false // as couldUseReserved keeps it
 	}
 	if !ok {
 		return false
