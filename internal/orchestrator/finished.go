@@ -88,7 +88,7 @@ func (o *Orchestrator) evictFinished(tx *txn) {
 	o.hist.mu.Unlock()
 	for _, j := range gone {
 		delete(o.jobs, j.ID)
-		delete(o.pending, j.ID)
+		o.pending.drop(j.ID)
 		delete(o.plan, j.ID)
 		delete(o.deps.jobs, j.ID)
 		o.recent.add(j)

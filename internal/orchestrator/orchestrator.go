@@ -132,12 +132,12 @@ type Orchestrator struct {
 	idem        map[string]string
 	owner       map[gpuKey]string // GPU -> job id or hold id
 	nodes       []Node
-	nodeIndex   map[string]int           // node id -> position in nodes
-	pending     map[string]sched.Pending // why each queued job waits, from the last cycle
-	plan        map[string]time.Time     // estimated starts, from the last plan
-	planAt      time.Time                // when the plan was made
-	ledger      *sched.Ledger            // decayed GPU usage per user and project
-	estimator   *sched.Estimator         // learned run times per user
+	nodeIndex   map[string]int       // node id -> position in nodes
+	pending     pendingBook          // why each queued job waits, from the last cycle (cycle.go)
+	plan        map[string]time.Time // estimated starts, from the last plan
+	planAt      time.Time            // when the plan was made
+	ledger      *sched.Ledger        // decayed GPU usage per user and project
+	estimator   *sched.Estimator     // learned run times per user
 	policy      api.Policies
 	running     bool // scheduling on
 	stats       cycleStats
@@ -171,6 +171,12 @@ type Orchestrator struct {
 	// lock by the queue view (queue_page.go).
 	viewQueued atomic.Int64
 	qcache     queueCache // the last queue view computed (queue_page.go)
+
+	// splitMax is splitQueue unless a test sets it; deciding, when a
+	// test sets it, runs while a cycle decides (cycle.go). Written under
+	// the write lock, read by the loop.
+	splitMax int
+	deciding func()
 }
 
 type cycleStats struct {
@@ -228,7 +234,6 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		idem:        map[string]string{},
 		owner:       map[gpuKey]string{},
 		nodeIndex:   map[string]int{},
-		pending:     map[string]sched.Pending{},
 		plan:        map[string]time.Time{},
 		ledger:      sched.NewLedger(0),
 		estimator:   sched.NewEstimator(),

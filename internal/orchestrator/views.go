@@ -26,7 +26,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		v.Events = slices.Clone(j.Events)
 	}
 	if j.State == api.StateQueued {
-		if p, ok := o.pending[j.ID]; ok {
+		if p, ok := o.pending.get(j.ID); ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
 		} else if j.ArrayJobID != "" {
 			o.arrayPending(j, &v)
