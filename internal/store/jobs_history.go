@@ -196,8 +196,8 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
 // ErrNoJob is returned by Job for an id the store does not hold.
 var ErrNoJob = errors.New("no such job")
 
-// Job returns one job with its events, in order; ErrNoJob when there is
-// none.
+// Job returns one job with its events, in order (an array task's with
+// its array's submission event first); ErrNoJob when there is none.
 func (s *Store) Job(ctx context.Context, id string) (api.Job, error) {
 	var j api.Job
 	found := false
@@ -229,6 +229,12 @@ func (s *Store) Job(ctx context.Context, id string) (api.Job, error) {
 	})
 	if err != nil {
 		return api.Job{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	if j.ArrayJobID != "" && (len(j.Events) == 0 || j.Events[0].From != "") {
+		// An array task's submission event is its array's, in the
+		// record only (arrays.go): the same event start-up gives it.
+		sub := api.Event{At: j.SubmittedAt, To: api.StateQueued, Reason: api.ReasonSubmitted}
+		j.Events = append([]api.Event{sub}, j.Events...)
 	}
 	return j, nil
 }
