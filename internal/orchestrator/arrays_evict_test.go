@@ -68,7 +68,11 @@ func TestDoneArrayLeavesMemory(t *testing.T) {
 	h := start(t, "", nil)
 	ctx := context.Background()
 	const n = 6
-	first := h.submit(api.SubmitRequest{Command: "sweep", GPUCount: gpus(1), User: "ana", Array: "0-" + strconv.Itoa(n-1) + "%8"})
+	req := api.SubmitRequest{Command: "sweep", GPUCount: gpus(1), User: "ana", Array: "0-" + strconv.Itoa(n-1) + "%8"}
+	first, _, err := h.o.Submit(ctx, req, "sweep-key")
+	if err != nil {
+		t.Fatal(err)
+	}
 	aid := first.ArrayJobID
 	starts := h.takeStarts(n)
 	for _, st := range starts[:n-1] {
@@ -162,6 +166,9 @@ func TestDoneArrayLeavesMemory(t *testing.T) {
 		}
 		if _, _, err := h.o.CancelArray(ctx, aid, 0); !isStatus(err, 409) {
 			t.Fatalf("%s: cancel of the done array: %v, want 409", when, err)
+		}
+		if j, replayed, err := h.o.Submit(ctx, req, "sweep-key"); err != nil || !replayed || j.ID != first.ID {
+			t.Fatalf("%s: the array's idempotency key replays %s (replayed %v), %v; want its first task", when, j.ID, replayed, err)
 		}
 		if _, err := h.o.ResolveJobID(aid); !isStatus(err, 404) || !strings.Contains(err.Error(), "is a job array") {
 			t.Fatalf("%s: the array's id as a job: %v, want 404 is_array", when, err)
