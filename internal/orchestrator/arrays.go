@@ -239,7 +239,7 @@ func (o *Orchestrator) checkArrayLimits(user string, n int, exempt bool) error {
 func (o *Orchestrator) replayArray(id string) (submitResult, bool) {
 	a := o.arr.byID[id]
 	if a == nil {
-		return submitResult{}, false
+		return o.replayDone(id) // arrays_stored.go
 	}
 	return submitResult{o.view(a.tasks[0], true), true}, true
 }

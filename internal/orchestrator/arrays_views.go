@@ -16,8 +16,10 @@ import (
 
 // summary is the array's record with its counts and overall state. Read
 // lock held.
-func (a *array) summary() api.Array {
-	s := a.rec
+func (a *array) summary() api.Array { return summarize(a.rec) }
+
+// summarize is an array's record with its overall state, from its counts.
+func summarize(s api.Array) api.Array {
 	c := s.Counts
 	switch {
 	case c.Active() > 0:
@@ -34,39 +36,51 @@ func (a *array) summary() api.Array {
 	return s
 }
 
-// resolveArray returns the array that id names: its id exactly, or a
-// unique prefix of at least MinIDPrefix characters. ok is false when id
-// names no array. Read lock held.
-func (o *Orchestrator) resolveArray(id string) (*array, bool, error) {
+// resolveArray returns the id of the array that id names: its id
+// exactly, or a unique prefix of at least MinIDPrefix characters; a is
+// the array when memory holds it, nil when it is done (the store holds
+// it: arrays_stored.go). ok is false when id names no array. Read lock
+// held.
+func (o *Orchestrator) resolveArray(id string) (aid string, a *array, ok bool, err error) {
 	if a := o.arr.byID[id]; a != nil {
-		return a, true, nil
+		return id, a, true, nil
 	}
 	if len(id) < MinIDPrefix || strings.Contains(id, "_") {
-		return nil, false, nil
+		return "", nil, false, nil
 	}
-	var found *array
-	n := 0
+	found := map[string]*array{} // nil: a done array
 	for aid, a := range o.arr.byID {
 		if strings.HasPrefix(aid, id) {
-			found = a
-			n++
+			found[aid] = a
 		}
 	}
+	for _, aid := range o.storedArrayIDs(id, len(found)+2) { // arrays_stored.go
+		if _, live := o.arr.byID[aid]; !live {
+			found[aid] = nil
+		}
+	}
+	if _, exact := found[id]; exact {
+		return id, nil, true, nil // done: not in o.arr.byID
+	}
+	n := len(found)
 	if n == 0 {
-		return nil, false, nil
+		return "", nil, false, nil
+	}
+	for k, v := range found { // the one, when n is 1
+		aid, a = k, v
 	}
 	// A prefix shared with jobs outside the array is ambiguous too: ids
 	// begin with their submission time.
 	others := 0
 	for _, cand := range o.order {
-		if j, live := o.jobs[cand]; live && strings.HasPrefix(cand, id) && (n > 1 || j.ArrayJobID != found.rec.ID) {
+		if j, live := o.jobs[cand]; live && strings.HasPrefix(cand, id) && (n > 1 || j.ArrayJobID != aid) {
 			others++
 		}
 	}
 	if n == 1 && others == 0 {
-		return found, true, nil
+		return aid, a, true, nil
 	}
-	return nil, true, &api.Error{Status: http.StatusConflict, Code: "ambiguous_id", Field: "array_id",
+	return "", nil, true, &api.Error{Status: http.StatusConflict, Code: "ambiguous_id", Field: "array_id",
 		Message: fmt.Sprintf("%q is the prefix of %d arrays' ids and %d other jobs' ids; give more characters", id, n, others)}
 }
 
@@ -76,38 +90,46 @@ func (o *Orchestrator) resolveArray(id string) (*array, bool, error) {
 func (o *Orchestrator) ResolveArrayID(id string) (string, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	a, ok, err := o.resolveArray(id)
+	aid, _, ok, err := o.resolveArray(id)
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		return "", api.NotFound("no job array %q", id)
 	}
-	return a.rec.ID, nil
+	return aid, nil
 }
 
 // arrayNotJob is ResolveJobID's answer for an id that names no job but an
 // array (nil when it names none): job routes take task ids.
 func (o *Orchestrator) arrayNotJob(id string) error {
-	a, ok, _ := o.resolveArray(id)
-	if !ok || a == nil {
+	aid, _, ok, err := o.resolveArray(id)
+	if !ok || err != nil {
 		return nil
 	}
 	return &api.Error{Status: http.StatusNotFound, Code: "is_array",
-		Message: fmt.Sprintf("%s is a job array, not a job: see GET /arrays/%s, or name a task as %s_INDEX", a.rec.ID, a.rec.ID, a.rec.ID)}
+		Message: fmt.Sprintf("%s is a job array, not a job: see GET /arrays/%s, or name a task as %s_INDEX", aid, aid, aid)}
 }
 
 // Array returns the array that id names (exactly or by prefix), with its
-// counts by state and its task indexes.
+// counts by state and its task indexes: from memory, or from the store
+// when it is done.
 func (o *Orchestrator) Array(id string) (api.Array, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	a, ok, err := o.resolveArray(id)
+	aid, a, ok, err := o.resolveArray(id)
 	if err != nil {
 		return api.Array{}, err
 	}
 	if !ok {
 		return api.Array{}, api.NotFound("no job array %q", id)
+	}
+	if a == nil {
+		rec, err := o.storedArray(aid) // arrays_stored.go
+		if err != nil {
+			return api.Array{}, err
+		}
+		return summarize(rec.Array), nil
 	}
 	s := a.summary()
 	s.Tasks = make([]int, len(a.tasks))
@@ -118,7 +140,8 @@ func (o *Orchestrator) Array(id string) (api.Array, error) {
 }
 
 // ArraySummaries returns the summaries (counts, no task list) of the
-// arrays named, in the order given, skipping unknown ids.
+// arrays named, in the order given, skipping unknown ids: from memory,
+// or from the store for done arrays.
 func (o *Orchestrator) ArraySummaries(ids []string) []api.Array {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
@@ -126,6 +149,12 @@ func (o *Orchestrator) ArraySummaries(ids []string) []api.Array {
 	for _, id := range ids {
 		if a := o.arr.byID[id]; a != nil {
 			out = append(out, a.summary())
+			continue
+		}
+		if rec, err := o.storedArray(id); err == nil {
+			s := summarize(rec.Array)
+			s.Tasks = nil
+			out = append(out, s)
 		}
 	}
 	return out
@@ -135,11 +164,14 @@ func (o *Orchestrator) ArraySummaries(ids []string) []api.Array {
 func (o *Orchestrator) ArrayOwner(id string) (user, project string, ok bool) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	a := o.arr.byID[id]
-	if a == nil {
+	if a := o.arr.byID[id]; a != nil {
+		return a.rec.User, a.rec.Project, true
+	}
+	rec, err := o.storedArray(id)
+	if err != nil {
 		return "", "", false
 	}
-	return a.rec.User, a.rec.Project, true
+	return rec.Array.User, rec.Array.Project, true
 }
 
 // SetThrottle changes how many of an array's tasks may be active at once
@@ -152,7 +184,7 @@ func (o *Orchestrator) SetThrottle(ctx context.Context, id string, n int) (api.A
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
 		a := o.arr.byID[id]
 		if a == nil {
-			return nil, api.NotFound("no job array %q", id)
+			return nil, o.throttleDone(tx, id, n) // arrays_stored.go
 		}
 		if a.rec.Throttle != n {
 			a.rec.Throttle = n
@@ -179,7 +211,7 @@ func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Du
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		a := o.arr.byID[id]
 		if a == nil {
-			return nil, api.NotFound("no job array %q", id)
+			return nil, o.cancelDone(id) // arrays_stored.go
 		}
 		if a.rec.Counts.Unfinished() == 0 {
 			return nil, api.Conflict("wrong_state", "every task of array %s has already ended", id)

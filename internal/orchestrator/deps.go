@@ -44,7 +44,8 @@ type depEntry struct {
 	expr depend.Expr
 	// preds[i][k] is the job that term i's k-th id names, looked up
 	// once (a job that ended is read from the store: finished.go); nil
-	// where the id is an array's.
+	// where the id is the id of an array in memory; for a done array, the
+	// task that decides the term, or a stand-in (deps_arrays.go).
 	preds     [][]*api.Job
 	singleton bool // it has a singleton term
 	check     depCheck
@@ -64,8 +65,9 @@ func (o *Orchestrator) newDepEntry(j *api.Job) *depEntry {
 			if d.preds[i][k] == nil && o.arr.byID[id] == nil {
 				// A job that ended: its final state, from the store
 				// (finished.go), or a placeholder if it was pruned
-				// (deps_pruned.go).
-				d.preds[i][k] = o.predecessorJob(id)
+				// (deps_pruned.go); or a done array: the task that
+				// decides the term (deps_arrays.go).
+				d.preds[i][k] = o.predecessorOf(j, t.Kind, id)
 			}
 		}
 	}
@@ -139,7 +141,7 @@ func (o *Orchestrator) resolveDepID(id string) (string, error) {
 	if _, ok := o.jobs[id]; ok || len(o.arrayTasks(id)) > 0 {
 		return id, nil
 	}
-	if _, ok := o.lookupAny(id); ok { // finished.go: a job that ended
+	if _, ok := o.lookupAny(id); ok || o.isArray(id) { // a job that ended (finished.go), a done array
 		return id, nil
 	}
 	if len(id) < MinIDPrefix {
@@ -159,7 +161,7 @@ func (o *Orchestrator) resolveDepID(id string) (string, error) {
 		}
 		found[cand] = true
 	}
-	for _, cand := range o.storedIDsWithPrefix(id, len(found)+2) { // finished.go
+	for _, cand := range o.storedDependencyIDs(id, len(found)+2) { // deps_arrays.go: ended jobs, arrays
 		if _, live := o.jobs[cand]; !live {
 			found[cand] = true
 		}
@@ -203,7 +205,7 @@ func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
 			if full == j.ID || (j.ArrayJobID != "" && full == j.ArrayJobID) {
 				return api.Invalid("depends_on", "%s refers to the job itself", id)
 			}
-			if t.Kind == depend.AfterCorr && o.arr.byID[full] == nil {
+			if t.Kind == depend.AfterCorr && !o.isArray(full) {
 				return api.Invalid("depends_on", "aftercorr needs an array's id; %s is a job", full)
 			}
 			t.IDs[i] = full

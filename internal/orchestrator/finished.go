@@ -19,8 +19,9 @@ import (
 // nodes; and, for views and log tails that come just after a job ends,
 // the last RecentFinished jobs that ended (a ring).
 //
-// Array tasks are the exception: their array's books (arrays.go) hold
-// every task, so a finished task stays in memory with its array.
+// Array tasks stay with their array while it is not done: its books
+// (arrays.go) hold every task, ended or not. Once its last task ends, the
+// array and all its tasks leave memory the same way (arrays_evict.go).
 //
 // o.order keeps the ids of evicted jobs until it is compacted (when
 // they are more than half of it): whoever walks o.order skips ids that
@@ -72,11 +73,21 @@ func (o *Orchestrator) evictFinished(tx *txn) {
 		switch {
 		case !j.State.Terminal() || o.jobs[j.ID] != j:
 		case j.ArrayJobID != "":
-			o.recent.add(j) // its array keeps it in o.jobs; the statistics read it here
+			o.recent.add(j) // its array keeps it in o.jobs until done; the statistics read it here
 		default:
 			gone = append(gone, j)
 		}
 	}
+	for _, j := range gone {
+		o.recent.add(j)
+	}
+	o.dropEnded(gone, tx.now)
+}
+
+// dropEnded takes ended jobs out of o.jobs and the books beside it,
+// counting them (o.ended) and their last events (the tally) first. Write
+// lock held.
+func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	if len(gone) == 0 {
 		return
 	}
@@ -84,14 +95,13 @@ func (o *Orchestrator) evictFinished(tx *txn) {
 		o.ended = map[api.State]int{}
 	}
 	o.hist.mu.Lock()
-	o.hist.countGone(gone, tx.now)
+	o.hist.countGone(gone, now)
 	o.hist.mu.Unlock()
 	for _, j := range gone {
 		delete(o.jobs, j.ID)
 		o.pending.drop(j.ID)
 		delete(o.plan, j.ID)
 		delete(o.deps.jobs, j.ID)
-		o.recent.add(j)
 		o.ended[j.State]++
 	}
 	o.evicted += len(gone)
@@ -287,8 +297,9 @@ func (o *Orchestrator) replay(key string) (submitResult, bool) {
 	return submitResult{o.view(j, true), true}, true
 }
 
-// noteEnded adds to tx's batch the jobs (not array tasks) it ends, for
-// the store's summary of ended jobs. Write lock held, before the commit.
+// noteEnded adds to tx's batch the jobs (not array tasks: see
+// noteArraysDone) it ends, for the store's summary of ended jobs. Write
+// lock held, before the commit.
 func (o *Orchestrator) noteEnded(tx *txn) {
 	for _, e := range tx.batch.Events {
 		if !e.Event.To.Terminal() {
@@ -298,13 +309,19 @@ func (o *Orchestrator) noteEnded(tx *txn) {
 		if j == nil || j.ArrayJobID != "" {
 			continue
 		}
-		end := store.EndedJob{User: j.User, Project: j.Project, State: j.State, FinishedAt: e.Event.At, GPUSeconds: j.GPUSeconds}
-		if j.FinishedAt != nil {
-			end.FinishedAt = *j.FinishedAt
-		}
-		if j.State == api.StateCompleted && j.StartedAt != nil {
-			end.RunSeconds = end.FinishedAt.Sub(*j.StartedAt).Seconds()
-		}
-		tx.batch.Ended = append(tx.batch.Ended, end)
+		tx.batch.Ended = append(tx.batch.Ended, endedJob(j, e.Event.At))
 	}
+}
+
+// endedJob is what the summary of ended jobs counts of j, which ended at
+// at (or at j.FinishedAt, when set).
+func endedJob(j *api.Job, at time.Time) store.EndedJob {
+	end := store.EndedJob{User: j.User, Project: j.Project, State: j.State, FinishedAt: at, GPUSeconds: j.GPUSeconds}
+	if j.FinishedAt != nil {
+		end.FinishedAt = *j.FinishedAt
+	}
+	if j.State == api.StateCompleted && j.StartedAt != nil {
+		end.RunSeconds = end.FinishedAt.Sub(*j.StartedAt).Seconds()
+	}
+	return end
 }

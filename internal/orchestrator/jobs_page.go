@@ -22,7 +22,8 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 	}
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	// 1. Memory: the live jobs (and array tasks, ended or not) that match.
+	// 1. Memory: the live jobs (and the tasks of arrays not done, ended
+	// or not) that match.
 	var mem []*api.Job
 	for _, j := range o.jobs {
 		if (f.Cursor != "" && j.ID >= f.Cursor) || (f.State != "" && j.State != f.State) ||
@@ -37,15 +38,21 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 	if len(mem) > f.Limit {
 		mem = mem[:f.Limit]
 	}
-	// 2. The store: ended jobs that are not array tasks (those are in
-	// memory), unless the filter asks for a live state.
+	// 2. The store: ended jobs, plain ones and the tasks of done arrays
+	// (those of the arrays in memory are listed from there), unless the
+	// filter asks for a live state.
 	var old []api.Job
 	full := false
 	if f.State == "" || f.State.Terminal() {
 		q := store.JobQuery{User: f.User, Project: f.Project, Name: f.Name, Since: f.Since, Until: f.Until,
-			Before: f.Cursor, Limit: f.Limit, Plain: true, States: []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled}}
+			Before: f.Cursor, Limit: f.Limit, States: []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled}}
 		if f.State != "" {
 			q.States = []api.State{f.State}
+		}
+		if len(o.arr.byID) <= maxSkipArrays { // else their rows are skipped below, one by one
+			for id := range o.arr.byID {
+				q.SkipArrays = append(q.SkipArrays, id)
+			}
 		}
 		var err error
 		if old, err = o.cfg.Store.Jobs(ctx, q); err != nil {
@@ -54,6 +61,12 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 		full = len(old) == f.Limit
 	}
 	// 3. Merge, newest first; memory wins over a row for the same id.
+	// When the store's page is full, nothing below its last row is
+	// listed: the store has not been read there yet.
+	bound := ""
+	if full {
+		bound = old[len(old)-1].ID
+	}
 	out := make([]api.Job, 0, min(f.Limit, len(mem)+len(old)))
 	i, k := 0, 0
 	for len(out) < f.Limit && (i < len(mem) || k < len(old)) {
@@ -61,6 +74,10 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 		case k < len(old) && o.jobs[old[k].ID] != nil:
 			k++ // still in memory (listed from there)
 		case k >= len(old) || (i < len(mem) && mem[i].ID > old[k].ID):
+			if mem[i].ID < bound {
+				i = len(mem) // on the next page
+				continue
+			}
 			out = append(out, o.view(mem[i], false))
 			i++
 		default:
@@ -69,8 +86,15 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 		}
 	}
 	next := ""
-	if len(out) > 0 && (len(out) == f.Limit || full) {
+	switch {
+	case len(out) == f.Limit:
 		next = out[len(out)-1].ID
+	case full:
+		next = bound
 	}
 	return out, next, nil
 }
+
+// maxSkipArrays is the most arrays in memory whose tasks a page's query
+// leaves out by id (one SQL parameter each).
+const maxSkipArrays = 1000

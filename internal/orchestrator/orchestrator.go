@@ -388,6 +388,9 @@ type txn struct {
 	durable []func()
 	after   []func()
 	use     txnUsage // ledger rows waiting for their reason (usage.go)
+	// done are the arrays whose last task the batch ends: they leave
+	// memory once it is committed (arrays_evict.go).
+	done []*array
 }
 
 func (o *Orchestrator) begin() *txn {
@@ -466,6 +469,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	// The outbox rows of the changes ride with them (notify.go).
 	o.planNotifications(tx)
 	o.noteEnded(tx)                                          // finished.go: the summary of ended jobs
+	o.noteArraysDone(tx)                                     // arrays_evict.go: arrays whose last task ends
 	if err := o.commitRetrying(ctx, &tx.batch); err != nil { // storedown.go
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
@@ -474,6 +478,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 		f()
 	}
 	o.evictFinished(tx) // finished.go: ended jobs leave memory
+	o.evictArrays(tx)   // arrays_evict.go: and done arrays
 	if !tx.batch.Empty() {
 		o.notify()
 	}

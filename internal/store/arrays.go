@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -14,10 +15,15 @@ import (
 // is its array's template, queued, with its array's submission event
 // (the orchestrator makes it from the record at start-up). So an array of
 // 10,000 tasks is one row, not 20,000, when it is submitted.
+//
+// finished is when the array's last task ended (nanoseconds since the
+// epoch), written with the batch that ends it; 0 while some task has not
+// ended. Start-up reads only the arrays with 0 (arrays_done.go).
 const arraySchema = `
 CREATE TABLE IF NOT EXISTS arrays (
 	id TEXT PRIMARY KEY,
-	data TEXT NOT NULL
+	data TEXT NOT NULL,
+	finished BIGINT NOT NULL DEFAULT 0
 );
 `
 
@@ -27,6 +33,10 @@ CREATE TABLE IF NOT EXISTS arrays (
 type ArrayRecord struct {
 	Array    api.Array `json:"array"`
 	Template api.Job   `json:"template"`
+	// Finished is when the array's last task ended: the array is done,
+	// and leaves the orchestrator's memory (zero: it is not). Stored in
+	// the column finished, not in the record's JSON.
+	Finished time.Time `json:"-"`
 }
 
 // writeArrays upserts the batch's array records in tx.
@@ -38,17 +48,18 @@ func writeArrays(ctx context.Context, tx *sql.Tx, arrays []ArrayRecord) error {
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO arrays(id, data) VALUES(?,?)
-			ON CONFLICT(id) DO UPDATE SET data=excluded.data`, r.Array.ID, string(data)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO arrays(id, data, finished) VALUES(?,?,?)
+			ON CONFLICT(id) DO UPDATE SET data=excluded.data, finished=excluded.finished`, r.Array.ID, string(data), nanos(&r.Finished)); err != nil {
 			return fmt.Errorf("array %s: %w", r.Array.ID, err)
 		}
 	}
 	return nil
 }
 
-// loadArrays reads every array record, in id order.
+// loadArrays reads the records of the arrays that are not done, in id
+// order (index arrays_by_finished).
 func (s *Store) loadArrays(ctx context.Context, st *State) error {
-	return s.each(ctx, `SELECT data FROM arrays ORDER BY id`, func(r *sql.Rows) error {
+	return s.each(ctx, `SELECT data FROM arrays WHERE finished = 0 ORDER BY id`, func(r *sql.Rows) error {
 		var data string
 		var a ArrayRecord
 		if err := r.Scan(&data); err != nil {

@@ -9,8 +9,9 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// jobUsageSchema is a summary of the ended jobs that are not array tasks:
-// how many ended, and their GPU time, by user, project, the hour they
+// jobUsageSchema is a summary of the ended jobs that are not in memory:
+// plain jobs, and the tasks of done arrays (arrays_done.go; until version
+// 6, array tasks were left out); how many ended, and their GPU time, by user, project, the hour they
 // ended in (hours since the epoch) and final state. It is written with
 // the batch that ends each job (Batch.Ended) and decreased when jobs are
 // pruned, so that start-up rebuilds the fair-share ledger, the run-time
@@ -30,8 +31,8 @@ CREATE TABLE IF NOT EXISTS job_usage (
 );
 `
 
-// EndedJob is a job that ended in a batch (not an array task): what the
-// summary counts of it.
+// EndedJob is a job that ended in a batch (a plain job), or a task of an
+// array that the batch makes done: what the summary counts of it.
 type EndedJob struct {
 	User, Project string
 	State         api.State
@@ -43,13 +44,28 @@ type EndedJob struct {
 // hourOf is t's hour since the epoch.
 func hourOf(t time.Time) int64 { return t.UnixNano() / int64(time.Hour) }
 
-// writeEnded adds the batch's ended jobs to the summary in tx.
+// writeEnded adds the batch's ended jobs to the summary in tx: one
+// statement per row of the summary they fall in (an array's last task
+// brings all its tasks at once).
 func writeEnded(ctx context.Context, tx *sql.Tx, ended []EndedJob) error {
+	sums := map[usageKey]*usageSum{}
+	var keys []usageKey // in order, for a deterministic order of writes
 	for _, e := range ended {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO job_usage(user, project, hour, state, jobs, gpu_seconds, run_seconds) VALUES(?,?,?,?,1,?,?)
+		k := usageKey{user: e.User, project: e.Project, state: string(e.State), hour: hourOf(e.FinishedAt)}
+		if sums[k] == nil {
+			sums[k] = &usageSum{}
+			keys = append(keys, k)
+		}
+		sums[k].jobs++
+		sums[k].gpuSeconds += e.GPUSeconds
+		sums[k].runSeconds += e.RunSeconds
+	}
+	for _, k := range keys {
+		v := sums[k]
+		if _, err := tx.ExecContext(ctx, `INSERT INTO job_usage(user, project, hour, state, jobs, gpu_seconds, run_seconds) VALUES(?,?,?,?,?,?,?)
 			ON CONFLICT(user, project, hour, state) DO UPDATE SET jobs = job_usage.jobs + excluded.jobs,
 			gpu_seconds = job_usage.gpu_seconds + excluded.gpu_seconds, run_seconds = job_usage.run_seconds + excluded.run_seconds`,
-			e.User, e.Project, hourOf(e.FinishedAt), string(e.State), e.GPUSeconds, e.RunSeconds); err != nil {
+			k.user, k.project, k.hour, k.state, v.jobs, v.gpuSeconds, v.runSeconds); err != nil {
 			return fmt.Errorf("job usage: %w", err)
 		}
 	}
@@ -91,8 +107,8 @@ type UsageRow struct {
 	RunSeconds    float64 // completed jobs' run times, summed
 }
 
-// EndedSummary reads the summary of ended jobs that are not array tasks,
-// by user, then hour, newest first: what start-up rebuilds the fair-share
+// EndedSummary reads the summary of ended jobs (plain jobs and the tasks
+// of done arrays), by user, then hour, newest first: what start-up rebuilds the fair-share
 // ledger, the run-time estimator and the counts of ended jobs from.
 func (s *Store) EndedSummary(ctx context.Context) ([]UsageRow, error) {
 	var out []UsageRow
@@ -114,7 +130,8 @@ func (s *Store) EndedSummary(ctx context.Context) ([]UsageRow, error) {
 	return out, nil
 }
 
-// CountFinished counts the ended jobs that are not array tasks, by state.
+// CountFinished counts the ended jobs of the summary (plain jobs and the
+// tasks of done arrays), by state.
 func (s *Store) CountFinished(ctx context.Context) (map[api.State]int, error) {
 	rows, err := s.EndedSummary(ctx)
 	if err != nil {

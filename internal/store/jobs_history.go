@@ -14,9 +14,9 @@ import (
 )
 
 // Finished jobs live here, not in the orchestrator's memory (issue 15):
-// start-up reads only the jobs that are not finished (and array tasks,
-// which their arrays' books keep), and the API reads the past with the
-// indexed, keyset-paginated queries below.
+// start-up reads only the jobs that are not finished (and the ended tasks
+// of arrays that are not done, which their arrays' books keep), and the
+// API reads the past with the indexed, keyset-paginated queries below.
 //
 // Each job row carries, besides its JSON, the columns its queries filter
 // and sort on: name, submitted/started/finished (nanoseconds since the
@@ -135,8 +135,9 @@ type JobQuery struct {
 	Until   time.Time // submitted before
 	Before  string    // ids below this one only (the page's cursor)
 	Limit   int       // at most this many; 0: 100
-	// Plain leaves out array tasks (the orchestrator keeps those).
-	Plain bool
+	// SkipArrays leaves out the tasks of these arrays (the orchestrator
+	// holds those of the arrays that are not done).
+	SkipArrays []string
 }
 
 // Jobs returns the jobs that match, newest (largest id) first, without
@@ -166,8 +167,11 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
 	if q.Before != "" {
 		where, args = append(where, "id < ?"), append(args, q.Before)
 	}
-	if q.Plain {
-		where = append(where, "array_id = ''")
+	if len(q.SkipArrays) > 0 {
+		where = append(where, "array_id NOT IN ("+strings.TrimSuffix(strings.Repeat("?,", len(q.SkipArrays)), ",")+")")
+		for _, id := range q.SkipArrays {
+			args = append(args, id)
+		}
 	}
 	if q.Limit <= 0 {
 		q.Limit = 100
@@ -192,8 +196,8 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
 // ErrNoJob is returned by Job for an id the store does not hold.
 var ErrNoJob = errors.New("no such job")
 
-// Job returns one job with its events, in order; ErrNoJob when there is
-// none.
+// Job returns one job with its events, in order (an array task's with
+// its array's submission event first); ErrNoJob when there is none.
 func (s *Store) Job(ctx context.Context, id string) (api.Job, error) {
 	var j api.Job
 	found := false
@@ -225,6 +229,12 @@ func (s *Store) Job(ctx context.Context, id string) (api.Job, error) {
 	})
 	if err != nil {
 		return api.Job{}, fmt.Errorf("job %s: %w", id, err)
+	}
+	if j.ArrayJobID != "" && (len(j.Events) == 0 || j.Events[0].From != "") {
+		// An array task's submission event is its array's, in the
+		// record only (arrays.go): the same event start-up gives it.
+		sub := api.Event{At: j.SubmittedAt, To: api.StateQueued, Reason: api.ReasonSubmitted}
+		j.Events = append([]api.Event{sub}, j.Events...)
 	}
 	return j, nil
 }
@@ -349,19 +359,19 @@ func (s *Store) read(ctx context.Context, query string, args []any, fn func(*sql
 	return rows.Err()
 }
 
-// loadLive reads the jobs start-up needs: those not finished, and every
-// array task, in id order, each with its events; and the idempotency keys
-// of those jobs.
+// loadLive reads the jobs start-up needs: those not finished, and the
+// ended tasks of the arrays that are not done (arrays_done.go), in id
+// order, each with its events; and the idempotency keys of those jobs.
 func (s *Store) loadLive(ctx context.Context, st *State) error {
 	// Sized first: growing a slice of 100,000 jobs copies it again and again.
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT (SELECT COUNT(*) FROM jobs WHERE state IN `+liveStates+`)
-		+ (SELECT COUNT(*) FROM jobs WHERE array_id > '' AND state IN `+terminalStates+`)`).Scan(&n); err != nil {
+		+ (SELECT COUNT(*) FROM `+liveArrayTasks+`)`).Scan(&n); err != nil {
 		return err
 	}
 	st.Jobs = make([]api.Job, 0, n)
 	err := s.each(ctx, `SELECT data FROM jobs WHERE state IN `+liveStates+`
-		UNION ALL SELECT data FROM jobs WHERE array_id > '' AND state IN `+terminalStates, jobRows(func(j api.Job) error {
+		UNION ALL SELECT j.data FROM `+liveArrayTasks, jobRows(func(j api.Job) error {
 		st.Jobs = append(st.Jobs, j)
 		return nil
 	}))
@@ -374,7 +384,7 @@ func (s *Store) loadLive(ctx context.Context, st *State) error {
 		index[st.Jobs[i].ID] = i
 	}
 	err = s.each(ctx, `SELECT e.job_id, e.data FROM (SELECT id FROM jobs WHERE state IN `+liveStates+`
-		UNION ALL SELECT id FROM jobs WHERE array_id > '' AND state IN `+terminalStates+`) l
+		UNION ALL SELECT j.id FROM `+liveArrayTasks+`) l
 		JOIN events e ON e.job_id = l.id ORDER BY e.seq`, func(r *sql.Rows) error {
 		var id, data string
 		var e api.Event

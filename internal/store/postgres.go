@@ -70,6 +70,18 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 			return err
 		}
 	}
+	// Version 6: done arrays out of memory (arrays_done.go).
+	if _, err := tx.ExecContext(ctx, `ALTER TABLE arrays ADD COLUMN IF NOT EXISTS finished BIGINT NOT NULL DEFAULT 0`); err != nil {
+		return fmt.Errorf("add column arrays.finished: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, arraysDoneSchema); err != nil {
+		return err
+	}
+	if v < 6 {
+		if err := fillArraysDone(ctx, tx); err != nil {
+			return err
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
 		return err
 	}
@@ -143,7 +155,7 @@ var schemaObject = lazyre.New(`(?i)CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\s+IF\s
 // (no lock on any table).
 func pgSchemaComplete(ctx context.Context, tx *sql.Tx) (bool, error) {
 	var names []string
-	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, reservationSchema, usageSchema, jobsHistorySchema, jobUsageSchema} {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, reservationSchema, usageSchema, jobsHistorySchema, jobUsageSchema, arraysDoneSchema} {
 		for _, m := range schemaObject.FindAllStringSubmatch(sc, -1) {
 			names = append(names, m[1])
 		}

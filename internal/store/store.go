@@ -35,8 +35,11 @@ import (
 // The usage ledger (usage.go) came without a new version: an older corral
 // reads such a store correctly and only leaves the ledger unwritten.
 // Version 5 added jobs' query columns and the indexes that read finished
-// jobs from the store instead of memory (jobs_history.go).
-const schemaVersion = 5
+// jobs from the store instead of memory (jobs_history.go). Version 6 added
+// arrays.finished and the indexes that read done arrays from the store
+// (arrays_done.go), and counts their tasks in the summary of ended jobs:
+// an older corral would count them twice.
+const schemaVersion = 6
 
 const schema = `
 CREATE TABLE IF NOT EXISTS jobs (
@@ -184,6 +187,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		return err
 	}
 	if err := s.migrateJobColumns(ctx); err != nil { // jobs_history.go
+		return err
+	}
+	if err := s.migrateArraysDone(ctx); err != nil { // arrays_done.go
 		return err
 	}
 	_, err := s.db.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion))
@@ -367,12 +373,12 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 
 // State is what the store holds that start-up reads.
 type State struct {
-	Jobs        []api.Job // jobs not finished, and array tasks: in id order, each with its events in order
+	Jobs        []api.Job // jobs not finished, and the ended tasks of arrays not done: in id order, each with its events in order
 	Holds       []api.Hold
 	Idempotency map[string]string // the keys of the jobs in Jobs that are not finished
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> record (JSON)
-	Arrays      []ArrayRecord     // job arrays' records, in id order (arrays.go)
+	Arrays      []ArrayRecord     // the records of the job arrays not done, in id order (arrays.go)
 	// Reservations are the bookings, in name order (reservations.go).
 	Reservations []api.Reservation
 }
@@ -381,7 +387,8 @@ type State struct {
 // their events and idempotency keys).
 func (s *Store) Load(ctx context.Context) (*State, error) {
 	st := &State{Idempotency: map[string]string{}, Settings: map[string]string{}, Nodes: map[string]string{}}
-	// Jobs not finished (and array tasks), with their events and keys;
+	// Jobs not finished (and the ended tasks of arrays not done), with
+	// their events and keys;
 	// finished jobs are read on demand (jobs_history.go).
 	if err := s.loadLive(ctx, st); err != nil {
 		return nil, fmt.Errorf("load: %w", err)

@@ -392,6 +392,42 @@ func testArrays(t *testing.T, o Opener) {
 	if len(st.Arrays) != 1 || st.Arrays[0].Array.ID != "a1" || len(st.Arrays[0].Array.Tasks) != 4 || st.Arrays[0].Template.Command != "echo" {
 		t.Fatalf("arrays = %+v", st.Arrays)
 	}
+
+	// a1 ends (task 2 failed first, the others completed): its last batch
+	// marks it done. Start-up no longer loads it or its tasks; the store
+	// reads its counts, the task that decides a dependency, its id.
+	b := &store.Batch{}
+	for i, st := range []api.State{api.StateCompleted, api.StateCompleted, api.StateFailed, api.StateCompleted} {
+		end := at.Add(time.Duration(10-i) * time.Minute)
+		b.Jobs = append(b.Jobs, api.Job{ID: fmt.Sprintf("a1_%d", i), ArrayJobID: "a1", ArrayTaskID: &i, User: "ana", State: st, Priority: api.PriorityNormal, SubmittedAt: at, FinishedAt: &end})
+		b.Ended = append(b.Ended, store.EndedJob{User: "ana", State: st, FinishedAt: end})
+	}
+	rec.Finished = at.Add(10 * time.Minute)
+	b.Arrays = []store.ArrayRecord{rec}
+	if err := s.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = open(t, o)
+	if st, err = s.Load(ctx); err != nil || len(st.Arrays) != 0 || len(st.Jobs) != 0 {
+		t.Fatalf("after a1 is done, Load = %d arrays, %d jobs, %v: want none", len(st.Arrays), len(st.Jobs), err)
+	}
+	got, err := s.Array(ctx, "a1")
+	if err != nil || got.Array.Counts != (api.ArrayCounts{Completed: 3, Failed: 1}) || !got.Finished.Equal(rec.Finished) || len(got.Array.Tasks) != 4 {
+		t.Fatalf("Array(a1) = %+v, %v", got, err)
+	}
+	if j, err := s.FirstEnded(ctx, "a1", api.StateFailed, api.StateCanceled); err != nil || j.ID != "a1_2" {
+		t.Fatalf("FirstEnded(a1, failed) = %s, %v", j.ID, err)
+	}
+	if j, err := s.Job(ctx, "a1_0"); err != nil || len(j.Events) == 0 || j.Events[0].Reason != api.ReasonSubmitted {
+		t.Fatalf("Job(a1_0) = %+v, %v: want it with its array's submission event", j, err)
+	}
+	if ids, err := s.DependencyIDs(ctx, "a1", 5); err != nil || len(ids) != 1 || ids[0] != "a1" {
+		t.Fatalf("DependencyIDs(a1) = %v, %v", ids, err)
+	}
+	if n, err := s.CountFinished(ctx); err != nil || n[api.StateCompleted] != 3 || n[api.StateFailed] != 1 {
+		t.Fatalf("CountFinished = %v, %v", n, err)
+	}
 }
 
 // testLease: the leader lease goes to one holder at a time, with an epoch

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/store"
 	"github.com/corral-sched/corral/internal/store/storetest"
 )
@@ -64,4 +65,56 @@ func TestPostgresReopenBesideWriter(t *testing.T) {
 		t.Fatalf("opening the store beside an open write transaction: %v (it waited on the writer's tables)", err)
 	}
 	second.Close()
+}
+
+// TestPostgresMigrateArraysDone: a PostgreSQL store of schema version 5
+// (no arrays.finished; array tasks out of the summary of ended jobs)
+// opened by this corral marks the arrays whose tasks all ended done and
+// counts their tasks, once; an array with a task that never changed is
+// not done.
+func TestPostgresMigrateArraysDone(t *testing.T) {
+	dsn := storetest.Postgres(t)
+	ctx := context.Background()
+	s, err := store.OpenPostgres(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := &store.Batch{}
+	for _, id := range []string{"ad", "al"} {
+		b.Arrays = append(b.Arrays, store.ArrayRecord{Array: api.Array{ID: id, User: "ana", Array: "0-1", TaskCount: 2, Tasks: []int{0, 1}, Priority: api.PriorityNormal},
+			Template: api.Job{Priority: api.PriorityNormal}})
+	}
+	for _, id := range []string{"ad_0", "ad_1", "al_0"} {
+		end := at
+		b.Jobs = append(b.Jobs, api.Job{ID: id, ArrayJobID: id[:2], User: "ana", State: api.StateCompleted, Priority: api.PriorityNormal, FinishedAt: &end})
+	}
+	if err := s.Commit(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, q := range []string{`DROP INDEX arrays_by_finished`, `DROP INDEX jobs_by_array`, `ALTER TABLE arrays DROP COLUMN finished`, `UPDATE schema_version SET version = 5`} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	for range 2 { // the second open changes nothing
+		s, err := store.OpenPostgres(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Load(ctx)
+		if err != nil || len(st.Arrays) != 1 || st.Arrays[0].Array.ID != "al" || len(st.Jobs) != 1 || st.Jobs[0].ID != "al_0" {
+			t.Fatalf("Load = %+v, %v: want array al and its task al_0 only", st, err)
+		}
+		if n, err := s.CountFinished(ctx); err != nil || n[api.StateCompleted] != 2 {
+			t.Fatalf("CountFinished = %v, %v: want ad's two tasks", n, err)
+		}
+		s.Close()
+	}
 }
