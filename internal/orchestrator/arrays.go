@@ -192,7 +192,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 		newTask(&a.tmpl, t, id, &spec.Indexes[i])
 		a.tasks[i] = t
 		o.jobs[t.ID] = t
-		o.order = append(o.order, t.ID)
+		o.addOrder(t.ID)
 	}
 	for _, t := range a.tasks {
 		o.setQueued(t, true)

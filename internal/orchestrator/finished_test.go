@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,37 +94,54 @@ func TestDependencyOnEndedJob(t *testing.T) {
 }
 
 // GET /jobs pages through live and ended jobs together, newest first,
-// with no job twice or missed.
+// with no job twice or missed, all of them and one user's, whether the
+// jobs in memory are walked in id order (stopping at a full page) or, when
+// that order is broken (a clock step back), read whole and sorted.
 func TestJobPages(t *testing.T) {
-	h := start(t, "", nil)
-	ctx := context.Background()
-	var want []string
-	for i := range 7 {
-		j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1)})
-		if i%2 == 0 {
-			h.finish(h.nextStart())
-		}
-		want = append([]string{j.ID}, want...)
-	}
-	var got []string
-	cursor := ""
-	for pages := 0; ; pages++ {
-		jobs, next, err := h.o.JobPage(ctx, JobFilter{Limit: 3, Cursor: cursor})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, jobIDs(jobs)...)
-		if next == "" || pages > 5 {
-			break
-		}
-		cursor = next
-	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("pages gave %v, want %v", got, want)
-	}
-	ended, _, _ := h.o.JobPage(ctx, JobFilter{State: api.StateCompleted})
-	if len(ended) != 4 {
-		t.Fatalf("state=completed gave %d jobs, want 4", len(ended))
+	for _, unsorted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("orderUnsorted=%v", unsorted), func(t *testing.T) {
+			h := start(t, "", nil)
+			ctx := context.Background()
+			h.o.mu.Lock()
+			h.o.orderUnsorted = unsorted
+			h.o.mu.Unlock()
+			var want, wantBo []string
+			for i := range 11 {
+				user := []string{"ana", "bo"}[i%2]
+				j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1), User: user})
+				if i%3 == 0 {
+					h.finish(h.nextStart())
+				}
+				want = append([]string{j.ID}, want...)
+				if user == "bo" {
+					wantBo = append([]string{j.ID}, wantBo...)
+				}
+			}
+			pages := func(f JobFilter) []string {
+				var got []string
+				for n := 0; ; n++ {
+					jobs, next, err := h.o.JobPage(ctx, f)
+					if err != nil {
+						t.Fatal(err)
+					}
+					got = append(got, jobIDs(jobs)...)
+					if next == "" || n > 10 {
+						return got
+					}
+					f.Cursor = next
+				}
+			}
+			if got := pages(JobFilter{Limit: 3}); !slices.Equal(got, want) {
+				t.Errorf("pages gave %v, want %v", got, want)
+			}
+			if got := pages(JobFilter{Limit: 2, User: "bo"}); !slices.Equal(got, wantBo) {
+				t.Errorf("bo's pages gave %v, want %v", got, wantBo)
+			}
+			ended, _, _ := h.o.JobPage(ctx, JobFilter{State: api.StateCompleted})
+			if len(ended) != 4 {
+				t.Errorf("state=completed gave %d jobs, want 4", len(ended))
+			}
+		})
 	}
 }
 
@@ -173,5 +191,21 @@ func TestPruneOnce(t *testing.T) {
 	}
 	if c := h.o.JobStateCounts(); c[api.StateCompleted] != 0 {
 		t.Fatalf("counts after pruning: %v", c)
+	}
+}
+
+// addOrder notes when an id breaks o.order's id order, so that JobPage
+// stops trusting it.
+func TestAddOrder(t *testing.T) {
+	o := &Orchestrator{}
+	for _, id := range []string{"j01", "j02", "j05"} {
+		o.addOrder(id)
+	}
+	if o.orderUnsorted {
+		t.Fatal("ids in order marked unsorted")
+	}
+	o.addOrder("j03") // the clock stepped back
+	if !o.orderUnsorted || len(o.order) != 4 {
+		t.Fatalf("unsorted %v, order %v; want it marked and the id kept", o.orderUnsorted, o.order)
 	}
 }

@@ -110,7 +110,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	j.SubmittedAt = tx.now
 	jp := &j
 	o.jobs[j.ID] = jp
-	o.order = append(o.order, j.ID)
+	o.addOrder(j.ID)
 	tx.transition(jp, api.StateQueued, api.ReasonSubmitted, "")
 	if idemKey != "" {
 		o.idem[idemKey] = j.ID
@@ -226,4 +226,13 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 	default:
 		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("exit code %d", code)
 	}
+}
+
+// addOrder records a new job's id in o.order, noting when it breaks the
+// id order. Write lock held.
+func (o *Orchestrator) addOrder(id string) {
+	if n := len(o.order); n > 0 && id <= o.order[n-1] {
+		o.orderUnsorted = true
+	}
+	o.order = append(o.order, id)
 }

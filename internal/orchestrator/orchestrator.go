@@ -115,11 +115,15 @@ type Orchestrator struct {
 	nodeEvents queue[nodeEvent]
 	entropy    *ulid.MonotonicEntropy // ids are made by the loop only
 
-	mu       sync.RWMutex // guards everything below; written by the loop only
-	jobs     map[string]*api.Job
-	order    []string // job ids in submission order
-	queued   map[string]bool
-	queuedBy map[string]int // queued jobs per user, kept with queued (setQueued)
+	mu    sync.RWMutex // guards everything below; written by the loop only
+	jobs  map[string]*api.Job
+	order []string // job ids in submission order (addOrder)
+	// orderUnsorted: o.order is not in id order (a job's id came out
+	// smaller than the last one's: the clock stepped back across a
+	// restart); JobPage then reads o.jobs whole (jobs_page.go).
+	orderUnsorted bool
+	queued        map[string]bool
+	queuedBy      map[string]int // queued jobs per user, kept with queued (setQueued)
 	// queueJobs holds every queued job, in id order (submission order),
 	// and perhaps jobs no longer queued: the snapshot hands the core the
 	// queue in this order, which its sort then mostly keeps (the core's

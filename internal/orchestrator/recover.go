@@ -61,7 +61,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			j.Allocation = []api.Allocation{}
 		}
 		o.jobs[j.ID] = j
-		o.order = append(o.order, j.ID)
+		o.addOrder(j.ID)
 		switch {
 		case j.State == api.StateQueued:
 			o.setQueued(j, true)
