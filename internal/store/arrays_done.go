@@ -204,20 +204,8 @@ func (s *Store) Array(ctx context.Context, id string) (ArrayRecord, error) {
 // ArrayIDsWithPrefix returns up to limit ids of arrays, done or not, that
 // start with prefix, in id order.
 func (s *Store) ArrayIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error) {
-	var out []string
-	err := s.read(ctx, `SELECT id FROM arrays WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`,
-		[]any{prefix, prefix + "\U0010FFFF", limit}, func(r *sql.Rows) error {
-			var id string
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			out = append(out, id)
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("array ids: %w", err)
-	}
-	return out, nil
+	return s.readIDs(ctx, "array ids", `SELECT id FROM arrays WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`,
+		prefix, prefix+"\U0010FFFF", limit)
 }
 
 // FirstEnded returns, without its events, the task of array id in one of
@@ -251,19 +239,7 @@ func (s *Store) FirstEnded(ctx context.Context, id string, states ...api.State) 
 // array's id names the array, not one of its tasks).
 func (s *Store) DependencyIDs(ctx context.Context, prefix string, limit int) ([]string, error) {
 	end := prefix + "\U0010FFFF"
-	var out []string
-	err := s.read(ctx, `SELECT id FROM jobs WHERE id >= ? AND id < ? AND NOT (array_id >= ? AND array_id < ?)
+	return s.readIDs(ctx, "dependency ids", `SELECT id FROM jobs WHERE id >= ? AND id < ? AND NOT (array_id >= ? AND array_id < ?)
 		UNION SELECT id FROM arrays WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`,
-		[]any{prefix, end, prefix, end, prefix, end, limit}, func(r *sql.Rows) error {
-			var id string
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			out = append(out, id)
-			return nil
-		})
-	if err != nil {
-		return nil, fmt.Errorf("dependency ids: %w", err)
-	}
-	return out, nil
+		prefix, end, prefix, end, prefix, end, limit)
 }

@@ -242,18 +242,23 @@ func (s *Store) Job(ctx context.Context, id string) (api.Job, error) {
 // JobIDsWithPrefix returns up to limit ids of jobs that start with prefix,
 // in id order.
 func (s *Store) JobIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error) {
+	return s.readIDs(ctx, "job ids", `SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`,
+		prefix, prefix+"\U0010FFFF", limit)
+}
+
+// readIDs runs a query of one column of ids; what names them in its error.
+func (s *Store) readIDs(ctx context.Context, what, query string, args ...any) ([]string, error) {
 	var out []string
-	err := s.read(ctx, `SELECT id FROM jobs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`,
-		[]any{prefix, prefix + "\U0010FFFF", limit}, func(r *sql.Rows) error {
-			var id string
-			if err := r.Scan(&id); err != nil {
-				return err
-			}
-			out = append(out, id)
-			return nil
-		})
+	err := s.read(ctx, query, args, func(r *sql.Rows) error {
+		var id string
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		out = append(out, id)
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("job ids: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
