@@ -143,16 +143,7 @@ func fillArraysDone(ctx context.Context, tx *sql.Tx) error {
 // query runs a query in tx and calls fn for each row.
 func query(ctx context.Context, tx *sql.Tx, q string, args []any, fn func(*sql.Rows) error) error {
 	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return eachRow(rows, err, fn)
 }
 
 // ErrNoArray is returned by Array for an id that names no array.

@@ -352,6 +352,12 @@ func (s *Store) read(ctx context.Context, query string, args []any, fn func(*sql
 		db = s.db
 	}
 	rows, err := db.QueryContext(ctx, query, args...)
+	return eachRow(rows, err, fn)
+}
+
+// eachRow calls fn for each of a query's rows (err: the query's error)
+// and closes them.
+func eachRow(rows *sql.Rows, err error, fn func(*sql.Rows) error) error {
 	if err != nil {
 		return err
 	}
