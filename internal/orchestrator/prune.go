@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // History pruning (--keep-history): ended jobs that finished longer ago
 // than the kept time are deleted from the store, with their events,
 // idempotency keys and log files, in small batches, so that the writer
-// is never held for long. Array tasks stay with their arrays.
+// is never held for long. A job array goes whole, once it is done and its
+// last task ended longer ago than the kept time.
 
 // PruneBatch is how many ended jobs one pruning transaction deletes.
 const PruneBatch = 500
@@ -47,40 +52,71 @@ func (o *Orchestrator) PruneHistory(ctx context.Context, keep time.Duration) {
 const maxPruneKeep = 30000
 
 // PruneOnce deletes every ended job that finished before before, a batch
-// at a time, and returns how many it deleted.
+// at a time, and returns how many it deleted: plain jobs, then the done
+// job arrays whose last task ended before before, whole (their tasks
+// count in the number).
 func (o *Orchestrator) PruneOnce(ctx context.Context, before time.Time) (int, error) {
 	total := 0
-	for ctx.Err() == nil {
-		o.mu.RLock()
-		keep := o.dependedOn() // deps_pruned.go: ended jobs that waiting jobs name
-		o.mu.RUnlock()
-		if len(keep) > maxPruneKeep {
-			return total, fmt.Errorf("%d ended jobs are named by waiting jobs' depends_on, more than pruning can leave out (%d): pruning waits", len(keep), maxPruneKeep)
-		}
-		gone, err := o.cfg.Store.PruneFinished(ctx, before, PruneBatch, keep)
-		if err != nil {
-			return total, err
-		}
-		if len(gone) == 0 {
-			break
-		}
-		total += len(gone)
-		o.mu.Lock()
-		for _, p := range gone {
-			if o.ended[p.State] > 0 {
-				o.ended[p.State]--
+	for _, arrays := range []bool{false, true} {
+		for ctx.Err() == nil {
+			o.mu.RLock()
+			keep := o.dependedOn() // deps_pruned.go: ended jobs and arrays that waiting jobs name
+			o.mu.RUnlock()
+			if len(keep) > maxPruneKeep {
+				return total, fmt.Errorf("%d ended jobs are named by waiting jobs' depends_on, more than pruning can leave out (%d): pruning waits", len(keep), maxPruneKeep)
 			}
-			delete(o.recent.byID, p.ID)
-		}
-		o.mu.Unlock()
-		for _, p := range gone {
-			if o.cfg.DataDir == "" {
+			var gone []store.PrunedJob
+			var err error
+			if arrays {
+				gone, _, err = o.cfg.Store.PruneDoneArrays(ctx, before, PruneArrayBatch, arraysOf(keep))
+			} else {
+				gone, err = o.cfg.Store.PruneFinished(ctx, before, PruneBatch, keep)
+			}
+			if err != nil {
+				return total, err
+			}
+			if len(gone) == 0 {
 				break
 			}
-			if err := os.RemoveAll(filepath.Join(o.cfg.DataDir, "logs", p.ID)); err != nil {
-				o.log.Warn("remove a pruned job's logs", "job_id", p.ID, "err", err)
-			}
+			total += len(gone)
+			o.forgetPruned(gone)
 		}
 	}
 	return total, ctx.Err()
+}
+
+// PruneArrayBatch is how many done arrays one pruning transaction deletes.
+const PruneArrayBatch = 16
+
+// arraysOf is keep with, for each array task it names (ARRAY_INDEX), its
+// array: an array goes whole or stays whole.
+func arraysOf(keep []string) []string {
+	out := slices.Clone(keep)
+	for _, id := range keep {
+		if i := strings.LastIndexByte(id, '_'); i > 0 {
+			out = append(out, id[:i])
+		}
+	}
+	return out
+}
+
+// forgetPruned takes pruned jobs out of the counts of ended jobs and the
+// recent ring, and removes their logs.
+func (o *Orchestrator) forgetPruned(gone []store.PrunedJob) {
+	o.mu.Lock()
+	for _, p := range gone {
+		if o.ended[p.State] > 0 {
+			o.ended[p.State]--
+		}
+		delete(o.recent.byID, p.ID)
+	}
+	o.mu.Unlock()
+	if o.cfg.DataDir == "" {
+		return
+	}
+	for _, p := range gone {
+		if err := os.RemoveAll(filepath.Join(o.cfg.DataDir, "logs", p.ID)); err != nil {
+			o.log.Warn("remove a pruned job's logs", "job_id", p.ID, "err", err)
+		}
+	}
 }

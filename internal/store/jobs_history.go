@@ -302,26 +302,9 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, 
 			qargs = append(qargs, id)
 		}
 	}
-	err := s.read(ctx, query+` LIMIT ?`, append(qargs, limit), func(r *sql.Rows) error {
-		var p PrunedJob
-		var k usageKey
-		var started, fin int64
-		var gpu float64
-		if err := r.Scan(&p.ID, &p.State, &k.user, &k.project, &started, &fin, &gpu); err != nil {
-			return err
-		}
-		k.state, k.hour = string(p.State), fin/int64(time.Hour)
-		if sums[k] == nil {
-			sums[k] = &usageSum{}
-		}
-		sums[k].jobs++
-		sums[k].gpuSeconds += gpu
-		if p.State == api.StateCompleted && started > 0 {
-			sums[k].runSeconds += float64(fin-started) / 1e9
-		}
+	err := s.read(ctx, query+` LIMIT ?`, append(qargs, limit), prunedRow(sums, func(p PrunedJob) {
 		ids, out = append(ids, p.ID), append(out, p)
-		return nil
-	})
+	}))
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
@@ -342,6 +325,32 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, 
 		return nil, fmt.Errorf("prune finished jobs: %w", err)
 	}
 	return out, nil
+}
+
+// prunedRow reads a row of (id, state, user, project, started, finished,
+// gpu_seconds) of a job about to be pruned: it adds the job to sums (what
+// unsummarize takes out of the ended-jobs summary) and hands it to add.
+func prunedRow(sums map[usageKey]*usageSum, add func(PrunedJob)) func(*sql.Rows) error {
+	return func(r *sql.Rows) error {
+		var p PrunedJob
+		var k usageKey
+		var started, fin int64
+		var gpu float64
+		if err := r.Scan(&p.ID, &p.State, &k.user, &k.project, &started, &fin, &gpu); err != nil {
+			return err
+		}
+		k.state, k.hour = string(p.State), fin/int64(time.Hour)
+		if sums[k] == nil {
+			sums[k] = &usageSum{}
+		}
+		sums[k].jobs++
+		sums[k].gpuSeconds += gpu
+		if p.State == api.StateCompleted && started > 0 {
+			sums[k].runSeconds += float64(fin-started) / 1e9
+		}
+		add(p)
+		return nil
+	}
 }
 
 // read runs a query on the store's readers (WAL: reads do not wait for

@@ -428,6 +428,28 @@ func testArrays(t *testing.T, o Opener) {
 	if n, err := s.CountFinished(ctx); err != nil || n[api.StateCompleted] != 3 || n[api.StateFailed] != 1 {
 		t.Fatalf("CountFinished = %v, %v", n, err)
 	}
+
+	// Pruning: not while a waiting job names a1, not before its last task
+	// ended; then whole, its tasks out of the counts.
+	if tasks, arrays, err := s.PruneDoneArrays(ctx, at.Add(time.Hour), 10, []string{"a1"}); err != nil || len(tasks)+len(arrays) != 0 {
+		t.Fatalf("PruneDoneArrays keeping a1 = %v %v, %v", tasks, arrays, err)
+	}
+	if tasks, arrays, err := s.PruneDoneArrays(ctx, at.Add(5*time.Minute), 10, nil); err != nil || len(tasks)+len(arrays) != 0 {
+		t.Fatalf("PruneDoneArrays before a1's end = %v %v, %v", tasks, arrays, err)
+	}
+	tasks, arrays, err := s.PruneDoneArrays(ctx, at.Add(time.Hour), 10, nil)
+	if err != nil || len(tasks) != 4 || len(arrays) != 1 || arrays[0] != "a1" {
+		t.Fatalf("PruneDoneArrays = %v %v, %v; want a1 and its 4 tasks", tasks, arrays, err)
+	}
+	if _, err := s.Array(ctx, "a1"); err == nil {
+		t.Fatal("Array(a1) after pruning: found")
+	}
+	if _, err := s.Job(ctx, "a1_0"); err == nil {
+		t.Fatal("Job(a1_0) after pruning: found")
+	}
+	if n, err := s.CountFinished(ctx); err != nil || n[api.StateCompleted] != 0 || n[api.StateFailed] != 0 {
+		t.Fatalf("CountFinished after pruning = %v, %v", n, err)
+	}
 }
 
 // testLease: the leader lease goes to one holder at a time, with an epoch

@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PruneDoneArrays deletes up to limit done job arrays whose last task
+// ended before before, other than those keep names (arrays that waiting
+// jobs depend on): each array's record and all its tasks, with their
+// events and idempotency keys, in one transaction, and takes the tasks
+// out of the ended-jobs summary. It returns the tasks and the arrays it
+// deleted (none: nothing is left to prune). PruneFinished leaves array
+// tasks to it: an array goes whole or not at all.
+func (s *Store) PruneDoneArrays(ctx context.Context, before time.Time, limit int, keep []string) ([]PrunedJob, []string, error) {
+	query := `SELECT id FROM arrays WHERE finished > 0 AND finished < ?`
+	args := []any{before.UnixNano()}
+	if len(keep) > 0 {
+		query += ` AND id NOT IN (` + placeholders(len(keep)) + `)`
+		for _, id := range keep {
+			args = append(args, id)
+		}
+	}
+	arrays, err := s.readIDs(ctx, "prune done arrays", query+` ORDER BY finished, id LIMIT ?`, append(args, limit)...)
+	if err != nil || len(arrays) == 0 {
+		return nil, nil, err
+	}
+	in := placeholders(len(arrays))
+	ids := make([]any, len(arrays))
+	for i, id := range arrays {
+		ids[i] = id
+	}
+	var tasks []PrunedJob
+	sums := map[usageKey]*usageSum{}
+	err = s.read(ctx, `SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
+		WHERE array_id IN (`+in+`) AND array_id > ''`, ids, prunedRow(sums, func(p PrunedJob) { tasks = append(tasks, p) }))
+	if err != nil {
+		return nil, nil, fmt.Errorf("prune done arrays: %w", err)
+	}
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		tasksOf := `(SELECT id FROM jobs WHERE array_id IN (` + in + `) AND array_id > '')`
+		for _, q := range []string{
+			`DELETE FROM events WHERE job_id IN ` + tasksOf,
+			`DELETE FROM idempotency WHERE job_id IN ` + tasksOf,
+			`DELETE FROM jobs WHERE array_id IN (` + in + `) AND array_id > ''`,
+			`DELETE FROM arrays WHERE id IN (` + in + `)`,
+		} {
+			if _, err := tx.ExecContext(ctx, q, ids...); err != nil {
+				return err
+			}
+		}
+		return unsummarize(ctx, tx, sums) // job_usage.go
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("prune done arrays: %w", err)
+	}
+	return tasks, arrays, nil
+}
+
+// placeholders is n SQL parameters, comma-separated.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
