@@ -311,14 +311,16 @@ func (e *Executor) pollOne(ctx context.Context, k key) {
 		case err != nil:
 			return // unreachable: the breaker counts it; the attempt keeps its state
 		}
+		if d.DriverInfo != nil && r.pid == 0 {
+			// Also once it has ended: a driver that ended before the
+			// first poll saw it run still started, with this pid.
+			r.pid, _ = strconv.Atoi(d.DriverInfo.PID)
+		}
 		switch d.Status {
 		case StatusPending:
 		case StatusRunning:
 			e.copyLogs(ctx, k, r)
 			r.running = true
-			if d.DriverInfo != nil {
-				r.pid, _ = strconv.Atoi(d.DriverInfo.PID)
-			}
 		case StatusSucceeded, StatusFailed, StatusStopped:
 			e.copyLogs(ctx, k, r)
 			u := exitOf(d)
