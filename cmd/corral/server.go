@@ -390,4 +390,3 @@ func (b nodeBook) NodeSeen(id string, r []api.GPUReading, f []api.ForeignProcess
 }
 
 func (b nodeBook) NodeDisk(id, full string) { (*b.o).NodeDisk(id, full) }
-
