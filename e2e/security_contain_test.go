@@ -110,6 +110,9 @@ func TestSecurityContainEscapeesDie(t *testing.T) {
 		state  api.State
 		reason string
 	}{
+		// Each job goes on to its tail once the test has seen its
+		// escapees run (the file release): exiting at once, it could take
+		// them down before the test looked, and prove nothing.
 		{name: "normal exit", tail: "exit 0", state: api.StateCompleted, reason: api.ReasonExited},
 		{name: "cancel", tail: "exec sleep 1000", state: api.StateCanceled, reason: api.ReasonCanceled,
 			end: func(t *testing.T, s *server, id string) {
@@ -123,12 +126,17 @@ func TestSecurityContainEscapeesDie(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := s.on(t)
 			dir := t.TempDir()
-			req := map[string]any{"command": escapeCmd(dir, tc.tail), "gpu_count": 1}
+			release := filepath.Join(dir, "release")
+			tail := "while [ ! -e " + shellQuote(release) + " ]; do sleep 0.05; done\n" + tc.tail
+			req := map[string]any{"command": escapeCmd(dir, tail), "gpu_count": 1}
 			for k, v := range tc.extra {
 				req[k] = v
 			}
 			j := s.submit(req)
 			pids := waitEscaped(t, dir)
+			if err := os.WriteFile(release, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			if tc.end != nil {
 				tc.end(t, s, j.ID)
 			}
