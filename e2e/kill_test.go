@@ -293,19 +293,14 @@ func checkSettled(t *testing.T, s *server, restartAt time.Time) {
 	cs := s.cluster()
 	for id := range before {
 		j := s.job(id)
-		var sched *api.Event
-		for i := range j.Events {
-			if j.Events[i].To == api.StateScheduled {
-				sched = &j.Events[i]
-			}
-		}
-		// Adopted: the old server's attempt runs on, nothing lost. Its
-		// start time may be the restart's, when the kill came between
-		// the task's start and the commit of "running": the new server
-		// dates a start no earlier than it handed the task out.
-		adopted := lostEvent(j) == nil && ((j.StartedAt != nil && j.StartedAt.Before(restartAt)) ||
-			(j.State == api.StateRunning && sched != nil && sched.At.Before(restartAt)))
+		adopted := j.StartedAt != nil && j.StartedAt.Before(restartAt) && lostEvent(j) == nil
 		if j.State.Active() && !adopted {
+			var sched *api.Event
+			for i := range j.Events {
+				if j.Events[i].To == api.StateScheduled {
+					sched = &j.Events[i]
+				}
+			}
 			if sched == nil || sched.At.Before(restartAt) {
 				t.Errorf("job %s is %s, but the new server never scheduled it (events %v)", id, j.State, eventStates(j))
 			}

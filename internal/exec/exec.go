@@ -35,6 +35,10 @@ type Task struct {
 	// the attempt when it runs past it; an executor whose engine needs a
 	// limit of its own (Slurm's --time) sets it a little later.
 	TimeLimit time.Duration
+	// Placed is when the attempt was handed out (its last scheduled
+	// event), for an attempt adopted after a restart; zero: now. An
+	// executor dates a start no earlier than this.
+	Placed time.Time
 }
 
 // Rank is the part of a gang on one node.

@@ -444,10 +444,8 @@ func (o *Orchestrator) endAttempt(tx *txn, j *api.Job, at time.Time) {
 // queuedAt is when the job last entered the queue (its submission, or its
 // latest requeue).
 func queuedAt(j *api.Job) time.Time {
-	for i := len(j.Events) - 1; i >= 0; i-- {
-		if j.Events[i].To == api.StateQueued {
-			return j.Events[i].At
-		}
+	if t := lastEvent(j, api.StateQueued); !t.IsZero() {
+		return t
 	}
 	return j.SubmittedAt
 }

@@ -87,7 +87,9 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	}
 	for _, j := range adopt {
 		id, attempt := j.ID, j.RetryCount
-		if err := adopter.Adopt(ctx, o.task(j, placements(j.Allocation))); err != nil {
+		t := o.task(j, placements(j.Allocation))
+		t.Placed = lastEvent(j, api.StateScheduled) // its start may have come before this restart
+		if err := adopter.Adopt(ctx, t); err != nil {
 			return fmt.Errorf("recover: adopt job %s: %w", id, err)
 		}
 		switch {
@@ -177,4 +179,14 @@ func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 		o.log.Error("rebuild the fair-share ledger from the store's ended jobs", "err", err)
 	}
 	o.addHoldUsage() // holdusage.go
+}
+
+// lastEvent is when the job last entered state to; zero when it never did.
+func lastEvent(j *api.Job, to api.State) time.Time {
+	for i := len(j.Events) - 1; i >= 0; i-- {
+		if j.Events[i].To == to {
+			return j.Events[i].At
+		}
+	}
+	return time.Time{}
 }

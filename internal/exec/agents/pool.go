@@ -200,6 +200,9 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 		return nil // already placed: Start is idempotent
 	}
 	g := &gang{running: map[int]bool{}, ran: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1, placed: p.cfg.Now()}
+	if !t.Placed.IsZero() && t.Placed.Before(g.placed) {
+		g.placed = t.Placed // adopted: it may have started before this server did
+	}
 	master := p.nodeLocked(ranks[0].NodeID).address
 	for r, rk := range ranks {
 		n := p.nodeLocked(rk.NodeID)

@@ -165,6 +165,43 @@ func TestAdoptedTaskSurvivesRegistration(t *testing.T) {
 	}
 }
 
+// An attempt adopted after a server restart keeps the start its agent
+// reports from before the restart: the server dates a start no earlier
+// than the attempt was handed out, and an adopted one was handed out when
+// it was placed (exec.Task.Placed), not when this server started; with no
+// Placed, the start is dated from the adoption.
+func TestAdoptedTaskKeepsItsStart(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		placed time.Duration // before now; 0: no Placed
+		want   time.Duration // the Started update, before now
+	}{
+		{"placed before the restart", 2 * time.Minute, time.Minute},
+		{"no placement time", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, rec := newPool(t)
+			task := soloTask()
+			if tc.placed > 0 {
+				task.Placed = time.Now().Add(-tc.placed)
+			}
+			p.Adopt(context.Background(), task)
+			agentNow := time.Now()
+			started := agentNow.Add(-time.Minute) // before the restart
+			ts := running(0)
+			ts.StartedAt = &started
+			if _, err := p.Register(context.Background(), api.AgentRegistration{NodeID: "a", AgentID: agentIDOf("a"), Address: "a.lan",
+				Tasks: []api.TaskStatus{ts}, Now: &agentNow}, "10.0.0.1"); err != nil {
+				t.Fatal(err)
+			}
+			u := rec.next(t)
+			if ago := time.Since(u.At); u.Kind != exec.Started || ago < tc.want || ago > tc.want+5*time.Second {
+				t.Fatalf("update %+v (%s ago); want Started %s ago", u, ago, tc.want)
+			}
+		})
+	}
+}
+
 func TestSyncLongPollsUntilWork(t *testing.T) {
 	p, _ := newPool(t)
 	register(t, p, "a")
