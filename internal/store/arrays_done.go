@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -210,7 +209,7 @@ func (s *Store) FirstEnded(ctx context.Context, id string, states ...api.State) 
 	}
 	var j api.Job
 	found := false
-	err := s.read(ctx, `SELECT data FROM jobs WHERE array_id = ? AND array_id > '' AND state IN (`+strings.TrimSuffix(strings.Repeat("?,", len(states)), ",")+`)
+	err := s.read(ctx, `SELECT data FROM jobs WHERE array_id = ? AND array_id > '' AND state IN (`+placeholders(len(states))+`)
 		ORDER BY finished, id LIMIT 1`, args, jobRows(func(t api.Job) error {
 		j, found = t, true
 		return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -16,23 +15,12 @@ import (
 // deleted (none: nothing is left to prune). PruneFinished leaves array
 // tasks to it: an array goes whole or not at all.
 func (s *Store) PruneDoneArrays(ctx context.Context, before time.Time, limit int, keep []string) ([]PrunedJob, []string, error) {
-	query := `SELECT id FROM arrays WHERE finished > 0 AND finished < ?`
-	args := []any{before.UnixNano()}
-	if len(keep) > 0 {
-		query += ` AND id NOT IN (` + placeholders(len(keep)) + `)`
-		for _, id := range keep {
-			args = append(args, id)
-		}
-	}
+	query, args := notIn(`SELECT id FROM arrays WHERE finished > 0 AND finished < ?`, []any{before.UnixNano()}, "id", keep)
 	arrays, err := s.readIDs(ctx, "prune done arrays", query+` ORDER BY finished, id LIMIT ?`, append(args, limit)...)
 	if err != nil || len(arrays) == 0 {
 		return nil, nil, err
 	}
-	in := placeholders(len(arrays))
-	ids := make([]any, len(arrays))
-	for i, id := range arrays {
-		ids[i] = id
-	}
+	in, ids := placeholders(len(arrays)), anys(arrays)
 	var tasks []PrunedJob
 	sums := map[usageKey]*usageSum{}
 	err = s.read(ctx, `SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
@@ -58,9 +46,4 @@ func (s *Store) PruneDoneArrays(ctx context.Context, before time.Time, limit int
 		return nil, nil, fmt.Errorf("prune done arrays: %w", err)
 	}
 	return tasks, arrays, nil
-}
-
-// placeholders is n SQL parameters, comma-separated.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }

@@ -146,7 +146,7 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
 	var where []string
 	var args []any
 	if len(q.States) > 0 {
-		ph := strings.TrimSuffix(strings.Repeat("?,", len(q.States)), ",")
+		ph := placeholders(len(q.States))
 		where = append(where, "state IN ("+ph+")")
 		for _, st := range q.States {
 			args = append(args, string(st))
@@ -168,10 +168,7 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
 		where, args = append(where, "id < ?"), append(args, q.Before)
 	}
 	if len(q.SkipArrays) > 0 {
-		where = append(where, "array_id NOT IN ("+strings.TrimSuffix(strings.Repeat("?,", len(q.SkipArrays)), ",")+")")
-		for _, id := range q.SkipArrays {
-			args = append(args, id)
-		}
+		where, args = append(where, "array_id NOT IN ("+placeholders(len(q.SkipArrays))+")"), append(args, anys(q.SkipArrays)...)
 	}
 	if q.Limit <= 0 {
 		q.Limit = 100
@@ -293,26 +290,15 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, 
 	var ids []string
 	var out []PrunedJob
 	sums := map[usageKey]*usageSum{}
-	query := `SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
-		WHERE finished > 0 AND finished < ? AND array_id = ''`
-	qargs := []any{before.UnixNano()}
-	if len(keep) > 0 {
-		query += ` AND id NOT IN (` + strings.TrimSuffix(strings.Repeat("?,", len(keep)), ",") + `)`
-		for _, id := range keep {
-			qargs = append(qargs, id)
-		}
-	}
+	query, qargs := notIn(`SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
+		WHERE finished > 0 AND finished < ? AND array_id = ''`, []any{before.UnixNano()}, "id", keep)
 	err := s.read(ctx, query+` LIMIT ?`, append(qargs, limit), prunedRow(sums, func(p PrunedJob) {
 		ids, out = append(ids, p.ID), append(out, p)
 	}))
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	ph := strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",")
-	args := make([]any, len(ids))
-	for i, id := range ids {
-		args[i] = id
-	}
+	ph, args := placeholders(len(ids)), anys(ids)
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, t := range []string{"events WHERE job_id", "idempotency WHERE job_id", "jobs WHERE id"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` IN (`+ph+`)`, args...); err != nil {

@@ -174,14 +174,7 @@ func (s *Store) PendingOutbox(ctx context.Context, limit int) ([]OutboxItem, err
 // after it), the soonest due first, leaving out the rows of the endpoints
 // in skip (those with a delivery under way).
 func (s *Store) DueOutbox(ctx context.Context, now time.Time, skip []string, limit int) ([]OutboxItem, error) {
-	q := `SELECT ` + outboxColumns + ` FROM outbox WHERE state = ? AND next_at <= ?`
-	args := []any{OutboxPending, fmtTime(now)}
-	if len(skip) > 0 {
-		q += ` AND endpoint_id NOT IN (` + strings.TrimSuffix(strings.Repeat("?,", len(skip)), ",") + `)`
-		for _, e := range skip {
-			args = append(args, e)
-		}
-	}
+	q, args := notIn(`SELECT `+outboxColumns+` FROM outbox WHERE state = ? AND next_at <= ?`, []any{OutboxPending, fmtTime(now)}, "endpoint_id", skip)
 	q += ` ORDER BY next_at, seq LIMIT ?`
 	return s.queryOutbox(ctx, q, append(args, limit)...)
 }
@@ -217,10 +210,7 @@ func (s *Store) Outbox(ctx context.Context, f OutboxFilter) ([]OutboxItem, error
 		if len(f.Endpoints) == 0 {
 			return []OutboxItem{}, nil
 		}
-		where = append(where, "endpoint_id IN ("+strings.TrimSuffix(strings.Repeat("?,", len(f.Endpoints)), ",")+")")
-		for _, e := range f.Endpoints {
-			args = append(args, e)
-		}
+		where, args = append(where, "endpoint_id IN ("+placeholders(len(f.Endpoints))+")"), append(args, anys(f.Endpoints)...)
 	}
 	if f.State != "" {
 		where, args = append(where, "state = ?"), append(args, f.State)

@@ -96,3 +96,26 @@ func (sp insertSpec) sql(n int) string {
 	b.WriteString(sp.tail)
 	return b.String()
 }
+
+// placeholders is n SQL parameters, comma-separated.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// anys is ids as a query's arguments.
+func anys(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
+}
+
+// notIn adds to query, whose WHERE clause args fill, that col is none of
+// ids (nothing when there are none).
+func notIn(query string, args []any, col string, ids []string) (string, []any) {
+	if len(ids) == 0 {
+		return query, args
+	}
+	return query + ` AND ` + col + ` NOT IN (` + placeholders(len(ids)) + `)`, append(args, anys(ids)...)
+}
