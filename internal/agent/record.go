@@ -92,7 +92,7 @@ func readRecord(path string) (record, error) {
 		return r, err
 	}
 	if fi.IsDir() {
-		return readStateDir(path, fi)
+		return readStateDir(path)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -129,21 +129,23 @@ func (r *record) merge(l record) {
 	}
 }
 
-// readStateDir reads an earlier version's state directory: spec.json,
-// notice, shim.pid, pid and exit.json, each whole or absent.
-func readStateDir(dir string, fi os.FileInfo) (record, error) {
+// readStateDir reads an earlier version's state directory: spec.json
+// (its time is the task's start), notice, shim.pid, pid and exit.json,
+// each whole or absent.
+func readStateDir(dir string) (record, error) {
 	var r record
-	raw, err := os.ReadFile(filepath.Join(dir, "spec.json"))
+	f, err := os.Open(filepath.Join(dir, "spec.json"))
 	if err != nil {
 		return r, err
 	}
+	defer f.Close()
 	var spec api.TaskSpec
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	if err := json.NewDecoder(f).Decode(&spec); err != nil {
 		return r, fmt.Errorf("task state %s: %w", dir, err)
 	}
-	r.Spec, r.At = &spec, fi.ModTime().UTC()
-	if st, err := os.Stat(filepath.Join(dir, "spec.json")); err == nil {
-		r.At = st.ModTime().UTC()
+	r.Spec = &spec
+	if fi, err := f.Stat(); err == nil {
+		r.At = fi.ModTime().UTC() // when the agent started it
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "notice")); err == nil {
 		r.Notice = string(b)

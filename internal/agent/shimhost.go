@@ -199,7 +199,7 @@ func (h *shimHost) close() {
 // one-job shim.
 func (t *tasks) shimJobOf(tk *task, cred *credential, env []string) shimJob {
 	spec, k := tk.spec, keyOf(tk.spec)
-	j := shimJob{State: tk.dir, Log: t.logPath(k), Workdir: spec.Workdir, MaxLog: t.maxLogSize, UID: -1, GID: -1,
+	j := shimJob{State: tk.state, Log: t.logPath(k), Workdir: spec.Workdir, MaxLog: t.maxLogSize, UID: -1, GID: -1,
 		Env: env, Argv: []string{"/bin/sh", "-c", spec.Command}}
 	if cred != nil {
 		j.UID, j.GID = int(cred.uid), int(cred.gid)
@@ -224,7 +224,7 @@ func (t *tasks) launchHosted(tk *task, cred *credential) error {
 	if err != nil {
 		return err
 	}
-	appendRecord(tk.dir, record{ShimPID: pid})
+	appendRecord(tk.state, record{ShimPID: pid})
 	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs, "shim_host", pid)
 	t.changed()
 	return nil

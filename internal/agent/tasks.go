@@ -59,7 +59,7 @@ type taskKey struct {
 // task is one rank of one attempt on this node.
 type task struct {
 	spec      api.TaskSpec
-	dir       string
+	state     string // its record (record.go), or an earlier version's state directory; "": none (launchDirect)
 	startedAt time.Time
 	exited    *api.TaskStatus
 	noticed   bool
@@ -79,7 +79,7 @@ func (tk *task) jobPID() int {
 		return tk.pid
 	}
 	if tk.shimPID == 0 { // read once: every report asks
-		tk.shimPID = readPID(tk.dir)
+		tk.shimPID = readPID(tk.state)
 	}
 	return tk.shimPID
 }
@@ -137,7 +137,7 @@ func (t *tasks) credentials() credentialFunc {
 // startWith starts the task, its owner's account found with cred.
 func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 	k := keyOf(spec)
-	tk := &task{spec: spec, dir: recordPath(t.stateDir, k), startedAt: time.Now().UTC()}
+	tk := &task{spec: spec, state: recordPath(t.stateDir, k), startedAt: time.Now().UTC()}
 	t.mu.Lock()
 	if _, dup := t.byKey[k]; dup {
 		t.mu.Unlock()
@@ -173,13 +173,13 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	t.mu.Lock()
 	notice := tk.notice
 	t.mu.Unlock()
-	if err := createRecord(tk.dir, record{Spec: &spec, Notice: notice, At: tk.startedAt}); err != nil { // record.go
+	if err := createRecord(tk.state, record{Spec: &spec, Notice: notice, At: tk.startedAt}); err != nil { // record.go
 		return fmt.Errorf("task state: %w", err)
 	}
 	if t.unfenced {
 		return t.launchHosted(tk, cred) // one shim host for all jobs (shimhost.go)
 	}
-	args := append(slices.Clone(t.shim[1:]), "--state", tk.dir, "--log", t.logPath(k), "--workdir", spec.Workdir,
+	args := append(slices.Clone(t.shim[1:]), "--state", tk.state, "--log", t.logPath(k), "--workdir", spec.Workdir,
 		"--max-log-size", strconv.FormatInt(t.maxLogSize, 10))
 	t.mu.Lock()
 	fence := t.fence
@@ -196,7 +196,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start shim: %w", err)
 	}
-	appendRecord(tk.dir, record{ShimPID: cmd.Process.Pid})
+	appendRecord(tk.state, record{ShimPID: cmd.Process.Pid})
 	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs)
 	t.changed()
 	go func() {
@@ -351,7 +351,7 @@ func (t *tasks) skip(spec api.TaskSpec) {
 
 // reap records a task's end from its shim's exit file.
 func (t *tasks) reap(tk *task) {
-	st, ok := readExit(tk.dir)
+	st, ok := readExit(tk.state)
 	now := time.Now().UTC()
 	status := api.TaskStatus{ExitCode: -1, FinishedAt: &now, Error: "lost: the shim ended without an exit status"}
 	if ok {
@@ -562,8 +562,8 @@ func (t *tasks) forget(k taskKey) {
 	}
 	delete(t.byKey, k)
 	t.mu.Unlock()
-	if tk.dir != "" {
-		os.RemoveAll(tk.dir)
+	if tk.state != "" {
+		os.RemoveAll(tk.state)
 	}
 	dropNotice(tk)
 }
@@ -583,7 +583,7 @@ func (t *tasks) adopt(ctx context.Context) int {
 			continue
 		}
 		spec, shim := *r.Spec, r.ShimPID
-		tk := &task{spec: spec, dir: path, startedAt: r.At, notice: r.Notice}
+		tk := &task{spec: spec, state: path, startedAt: r.At, notice: r.Notice}
 		if tk.startedAt.IsZero() {
 			tk.startedAt = time.Now().UTC()
 		}
@@ -613,7 +613,7 @@ func (t *tasks) watch(ctx context.Context, tk *task, shim int) {
 	tick := time.NewTicker(adoptPoll)
 	defer tick.Stop()
 	for {
-		if _, ok := readExit(tk.dir); ok || !alive(shim) {
+		if _, ok := readExit(tk.state); ok || !alive(shim) {
 			t.reap(tk)
 			return
 		}
