@@ -35,16 +35,7 @@ func (o *Orchestrator) storedArray(id string) (store.ArrayRecord, error) {
 // storedArrayIDs returns up to limit ids of arrays in the store (done or
 // not) that start with prefix. Lock held or not.
 func (o *Orchestrator) storedArrayIDs(prefix string, limit int) []string {
-	if o.cfg.Store == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	ids, err := o.cfg.Store.ArrayIDsWithPrefix(ctx, prefix, limit)
-	if err != nil {
-		o.log.Warn("look up array ids in the store", "prefix", prefix, "err", err)
-	}
-	return ids
+	return o.storedIDs("array ids", prefix, limit, (*store.Store).ArrayIDsWithPrefix) // finished.go
 }
 
 // isArray reports whether id is the id of an array, in memory or done.

@@ -68,14 +68,5 @@ func (o *Orchestrator) predecessorOf(j *api.Job, k depend.Kind, id string) *api.
 // dependency naming prefix may mean: arrays, and jobs that are not tasks
 // of those arrays. Lock held.
 func (o *Orchestrator) storedDependencyIDs(prefix string, limit int) []string {
-	if o.cfg.Store == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	ids, err := o.cfg.Store.DependencyIDs(ctx, prefix, limit)
-	if err != nil {
-		o.log.Warn("look up dependency ids in the store", "prefix", prefix, "err", err)
-	}
-	return ids
+	return o.storedIDs("dependency ids", prefix, limit, (*store.Store).DependencyIDs) // finished.go
 }

@@ -180,17 +180,19 @@ func (o *Orchestrator) endedError(id string) error {
 	return api.NotFound("no job %q", id)
 }
 
-// storedIDsWithPrefix returns up to limit ids from the store that start
-// with prefix. Lock held or not.
-func (o *Orchestrator) storedIDsWithPrefix(prefix string, limit int) []string {
+// storedIDs returns up to limit ids from the store that a prefix may
+// mean, read by read (store.Store's JobIDsWithPrefix, ArrayIDsWithPrefix,
+// DependencyIDs); what names them in the warning a failed read logs.
+// None without a store. Lock held or not.
+func (o *Orchestrator) storedIDs(what, prefix string, limit int, read func(*store.Store, context.Context, string, int) ([]string, error)) []string {
 	if o.cfg.Store == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
 	defer cancel()
-	ids, err := o.cfg.Store.JobIDsWithPrefix(ctx, prefix, limit)
+	ids, err := read(o.cfg.Store, ctx, prefix, limit)
 	if err != nil {
-		o.log.Warn("look up job ids in the store", "prefix", prefix, "err", err)
+		o.log.Warn("look up "+what+" in the store", "prefix", prefix, "err", err)
 	}
 	return ids
 }

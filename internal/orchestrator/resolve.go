@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // MinIDPrefix is the fewest characters of a job id that may name the job
@@ -43,7 +44,7 @@ func (o *Orchestrator) ResolveJobID(id string) (string, error) {
 		}
 	}
 	// Ended jobs are in the store only (finished.go).
-	for _, cand := range o.storedIDsWithPrefix(id, n+2) {
+	for _, cand := range o.storedIDs("job ids", id, n+2, (*store.Store).JobIDsWithPrefix) {
 		if _, live := o.jobs[cand]; !live {
 			found = cand
 			n++
