@@ -106,21 +106,19 @@ func fillArraysDone(ctx context.Context, tx *sql.Tx) error {
 		var ended []EndedJob
 		live, last := 0, int64(0)
 		err := query(ctx, tx, `SELECT state, user, project, started, finished, gpu_seconds FROM jobs WHERE array_id = ? AND array_id > ''`, []any{c.id}, func(r *sql.Rows) error {
-			var e EndedJob
+			var st api.State
+			var user, project string
 			var started, fin int64
-			if err := r.Scan(&e.State, &e.User, &e.Project, &started, &fin, &e.GPUSeconds); err != nil {
+			var gpu float64
+			if err := r.Scan(&st, &user, &project, &started, &fin, &gpu); err != nil {
 				return err
 			}
-			if !e.State.Terminal() {
+			if !st.Terminal() {
 				live++
 				return nil
 			}
-			e.FinishedAt = time.Unix(0, fin).UTC()
-			if e.State == api.StateCompleted && started > 0 {
-				e.RunSeconds = float64(fin-started) / 1e9
-			}
 			last = max(last, fin)
-			ended = append(ended, e)
+			ended = append(ended, endedOf(st, user, project, started, fin, gpu))
 			return nil
 		})
 		if err != nil {

@@ -22,9 +22,11 @@ func (s *Store) PruneDoneArrays(ctx context.Context, before time.Time, limit int
 	}
 	in, ids := placeholders(len(arrays)), anys(arrays)
 	var tasks []PrunedJob
-	sums := map[usageKey]*usageSum{}
+	var ended []EndedJob
 	err = s.read(ctx, `SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
-		WHERE array_id IN (`+in+`) AND array_id > ''`, ids, prunedRow(sums, func(p PrunedJob) { tasks = append(tasks, p) }))
+		WHERE array_id IN (`+in+`) AND array_id > ''`, ids, prunedRow(func(p PrunedJob, e EndedJob) {
+		tasks, ended = append(tasks, p), append(ended, e)
+	}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("prune done arrays: %w", err)
 	}
@@ -40,7 +42,7 @@ func (s *Store) PruneDoneArrays(ctx context.Context, before time.Time, limit int
 				return err
 			}
 		}
-		return unsummarize(ctx, tx, sums) // job_usage.go
+		return unsummarize(ctx, tx, ended) // job_usage.go
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("prune done arrays: %w", err)

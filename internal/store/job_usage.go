@@ -48,18 +48,7 @@ func hourOf(t time.Time) int64 { return t.UnixNano() / int64(time.Hour) }
 // statement per row of the summary they fall in (an array's last task
 // brings all its tasks at once).
 func writeEnded(ctx context.Context, tx *sql.Tx, ended []EndedJob) error {
-	sums := map[usageKey]*usageSum{}
-	var keys []usageKey // in order, for a deterministic order of writes
-	for _, e := range ended {
-		k := usageKey{user: e.User, project: e.Project, state: string(e.State), hour: hourOf(e.FinishedAt)}
-		if sums[k] == nil {
-			sums[k] = &usageSum{}
-			keys = append(keys, k)
-		}
-		sums[k].jobs++
-		sums[k].gpuSeconds += e.GPUSeconds
-		sums[k].runSeconds += e.RunSeconds
-	}
+	keys, sums := sumEnded(ended)
 	for _, k := range keys {
 		v := sums[k]
 		if _, err := tx.ExecContext(ctx, `INSERT INTO job_usage(user, project, hour, state, jobs, gpu_seconds, run_seconds) VALUES(?,?,?,?,?,?,?)
@@ -158,9 +147,40 @@ type usageSum struct {
 	gpuSeconds, runSeconds float64
 }
 
+// sumEnded groups ended jobs by the summary's rows: the rows' keys, in
+// the order first seen (for a deterministic order of writes), and what
+// the jobs add to each.
+func sumEnded(ended []EndedJob) ([]usageKey, map[usageKey]*usageSum) {
+	sums := map[usageKey]*usageSum{}
+	var keys []usageKey
+	for _, e := range ended {
+		k := usageKey{user: e.User, project: e.Project, state: string(e.State), hour: hourOf(e.FinishedAt)}
+		if sums[k] == nil {
+			sums[k] = &usageSum{}
+			keys = append(keys, k)
+		}
+		sums[k].jobs++
+		sums[k].gpuSeconds += e.GPUSeconds
+		sums[k].runSeconds += e.RunSeconds
+	}
+	return keys, sums
+}
+
+// endedOf is what the summary counts of a job row that ended: its state,
+// owner, end (nanoseconds), GPU time, and run time when it completed.
+func endedOf(state api.State, user, project string, started, finished int64, gpuSeconds float64) EndedJob {
+	e := EndedJob{User: user, Project: project, State: state, FinishedAt: time.Unix(0, finished).UTC(), GPUSeconds: gpuSeconds}
+	if state == api.StateCompleted && started > 0 {
+		e.RunSeconds = float64(finished-started) / 1e9
+	}
+	return e
+}
+
 // unsummarize takes pruned jobs out of the summary in tx.
-func unsummarize(ctx context.Context, tx *sql.Tx, gone map[usageKey]*usageSum) error {
-	for k, v := range gone {
+func unsummarize(ctx context.Context, tx *sql.Tx, gone []EndedJob) error {
+	keys, sums := sumEnded(gone)
+	for _, k := range keys {
+		v := sums[k]
 		if _, err := tx.ExecContext(ctx, `UPDATE job_usage SET jobs = jobs - ?, gpu_seconds = gpu_seconds - ?, run_seconds = run_seconds - ?
 			WHERE user = ? AND project = ? AND hour = ? AND state = ?`, v.jobs, v.gpuSeconds, v.runSeconds,
 			k.user, k.project, k.hour, k.state); err != nil {

@@ -289,11 +289,11 @@ type PrunedJob struct {
 func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, keep []string) ([]PrunedJob, error) {
 	var ids []string
 	var out []PrunedJob
-	sums := map[usageKey]*usageSum{}
+	var ended []EndedJob
 	query, qargs := notIn(`SELECT id, state, user, project, started, finished, gpu_seconds FROM jobs
 		WHERE finished > 0 AND finished < ? AND array_id = ''`, []any{before.UnixNano()}, "id", keep)
-	err := s.read(ctx, query+` LIMIT ?`, append(qargs, limit), prunedRow(sums, func(p PrunedJob) {
-		ids, out = append(ids, p.ID), append(out, p)
+	err := s.read(ctx, query+` LIMIT ?`, append(qargs, limit), prunedRow(func(p PrunedJob, e EndedJob) {
+		ids, out, ended = append(ids, p.ID), append(out, p), append(ended, e)
 	}))
 	if err != nil || len(ids) == 0 {
 		return nil, err
@@ -305,7 +305,7 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, 
 				return err
 			}
 		}
-		return unsummarize(ctx, tx, sums) // job_usage.go
+		return unsummarize(ctx, tx, ended) // job_usage.go
 	})
 	if err != nil {
 		return nil, fmt.Errorf("prune finished jobs: %w", err)
@@ -314,27 +314,18 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, 
 }
 
 // prunedRow reads a row of (id, state, user, project, started, finished,
-// gpu_seconds) of a job about to be pruned: it adds the job to sums (what
-// unsummarize takes out of the ended-jobs summary) and hands it to add.
-func prunedRow(sums map[usageKey]*usageSum, add func(PrunedJob)) func(*sql.Rows) error {
+// gpu_seconds) of a job about to be pruned and hands add the job and what
+// the ended-jobs summary counts of it (for unsummarize).
+func prunedRow(add func(PrunedJob, EndedJob)) func(*sql.Rows) error {
 	return func(r *sql.Rows) error {
 		var p PrunedJob
-		var k usageKey
+		var user, project string
 		var started, fin int64
 		var gpu float64
-		if err := r.Scan(&p.ID, &p.State, &k.user, &k.project, &started, &fin, &gpu); err != nil {
+		if err := r.Scan(&p.ID, &p.State, &user, &project, &started, &fin, &gpu); err != nil {
 			return err
 		}
-		k.state, k.hour = string(p.State), fin/int64(time.Hour)
-		if sums[k] == nil {
-			sums[k] = &usageSum{}
-		}
-		sums[k].jobs++
-		sums[k].gpuSeconds += gpu
-		if p.State == api.StateCompleted && started > 0 {
-			sums[k].runSeconds += float64(fin-started) / 1e9
-		}
-		add(p)
+		add(p, endedOf(p.State, user, project, started, fin, gpu))
 		return nil
 	}
 }
