@@ -126,12 +126,7 @@ func pageQueue(r api.QueueResponse, after, limit int, now time.Time) api.QueueRe
 	}
 	r.QueuedJobs = slices.Clone(rows) // the cache's rows are shared
 	for i := range r.QueuedJobs {
-		q := &r.QueuedJobs[i]
-		q.WaitedSeconds = now.Sub(q.QueuedAt).Seconds()
-		if q.EstimatedStartTime != nil {
-			wait := max(q.EstimatedStartTime.Sub(now).Seconds(), 0)
-			q.EstimatedWaitTime = &wait
-		}
+		r.QueuedJobs[i].WaitClock(now)
 	}
 	return r
 }
