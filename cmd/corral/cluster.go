@@ -85,6 +85,7 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 				model += " (sim)"
 				simulated = true
 			}
+			model += migNote(g.MIG)
 			temp := "-"
 			if g.Temperature != nil {
 				temp = strconv.Itoa(*g.Temperature) + "C"
@@ -101,6 +102,12 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 			}
 			t.row(n.NodeID, n.Hostname, n.State, n.Containment, strconv.Itoa(g.ID), model, fmtMiB(g.MemoryTotal),
 				fmtMiB(g.MemoryUsed), strconv.Itoa(g.Utilization)+"%", temp, to)
+			if g.MIG != nil && g.MIG.Mode == api.MIGEnabled {
+				for _, m := range g.MIG.Devices {
+					t.row(n.NodeID, "", "", "", fmt.Sprintf("%d/%d", g.ID, m.Index), "MIG "+m.Profile+" "+m.UUID,
+						fmtMiB(m.MemoryTotal), "-", "-", "-", "")
+				}
+			}
 		}
 	}
 	if err := t.flush(); err != nil {
@@ -124,6 +131,22 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 		return err
 	}
 	return printDiskFull(w, s)
+}
+
+// migNote tells a GPU's MIG mode beside its model where MIG is on or about
+// to change; "" for a GPU without MIG or with it off.
+func migNote(m *api.MIG) string {
+	switch {
+	case m == nil:
+		return ""
+	case m.Mode == api.MIGEnabled && m.PendingMode == api.MIGDisabled:
+		return fmt.Sprintf(" (MIG: %d devices; off at next reset)", len(m.Devices))
+	case m.Mode == api.MIGEnabled:
+		return fmt.Sprintf(" (MIG: %d devices)", len(m.Devices))
+	case m.PendingMode == api.MIGEnabled:
+		return " (MIG on at next reset)"
+	}
+	return ""
 }
 
 func (c *cli) newPolicyCmd() *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,44 @@ func TestNodes(t *testing.T) {
 	if !strings.Contains(lines[4], "3 GPUs on 2 nodes: 1 available, 2 allocated (1 held outside Corral)") ||
 		!strings.Contains(lines[4], "simulated") {
 		t.Errorf("totals line = %q", lines[4])
+	}
+}
+
+// TestNodesMIG checks that a GPU with MIG on shows its MIG devices under
+// it, one row each with its profile, UUID and memory, and that a mode
+// waiting for a reset is told beside the model.
+func TestNodesMIG(t *testing.T) {
+	f := newFakeServer(t)
+	on := &api.MIG{Mode: api.MIGEnabled, Devices: []api.MIGDevice{
+		{Index: 0, UUID: "MIG-aaaa", Profile: "3g.40gb", MemoryTotal: 40192, GPUInstance: 1, ComputeInstance: 0},
+		{Index: 1, UUID: "MIG-bbbb", Profile: "1g.10gb", MemoryTotal: 9856, GPUInstance: 9, ComputeInstance: 0},
+	}}
+	s := api.ClusterStatus{TotalGPUs: 3, AvailableGPUs: 3, Nodes: []api.Node{{NodeID: "n1", Hostname: "h1", State: "up", GPUs: []api.GPU{
+		{ID: 0, Model: "NVIDIA H100 80GB HBM3", MemoryTotal: 81559, MIG: on},
+		{ID: 1, Model: "NVIDIA H100 80GB HBM3", MemoryTotal: 81559, MIG: &api.MIG{Mode: api.MIGDisabled, PendingMode: api.MIGEnabled}},
+		{ID: 2, Model: "NVIDIA H100 80GB HBM3", MemoryTotal: 81559, MIG: &api.MIG{Mode: api.MIGDisabled}},
+	}}}}
+	f.on("GET", "/cluster/gpu-status", 200, s)
+	res := f.run("nodes")
+	if res.code != 0 {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	lines := strings.Split(strings.TrimRight(res.stdout, "\n"), "\n")
+	if len(lines) != 7 {
+		t.Fatalf("got %d lines, want a header, 3 GPUs, 2 MIG devices and the totals:\n%s", len(lines), res.stdout)
+	}
+	cells := func(line string) []string { return regexp.MustCompile(`\s{2,}`).Split(line, -1) }
+	for i, row := range [][]string{
+		{"0", "NVIDIA H100 80GB HBM3 (MIG: 2 devices)", "79.6G"},
+		{"0/0", "MIG 3g.40gb MIG-aaaa", "39.2G"},
+		{"0/1", "MIG 1g.10gb MIG-bbbb", "9.6G"},
+		{"1", "NVIDIA H100 80GB HBM3 (MIG on at next reset)", "79.6G"},
+		{"2", "NVIDIA H100 80GB HBM3", "79.6G"},
+	} {
+		// NODE HOSTNAME STATE CONTAINMENT GPU MODEL MEM ...
+		if got := cells(lines[i+1]); len(got) < 7 || !reflect.DeepEqual(got[4:7], row) {
+			t.Errorf("row %d: GPU, MODEL, MEM = %q, want %q\n%s", i+1, got, row, res.stdout)
+		}
 	}
 }
 

@@ -296,7 +296,7 @@ func (a *Agent) register(ctx context.Context) error {
 		for _, d := range devs {
 			minors[d.Index] = d.Minor
 			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
-				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated})
+				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG})
 			reg.Simulated = reg.Simulated || d.Simulated
 		}
 		a.tasks.mu.Lock()

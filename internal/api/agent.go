@@ -59,6 +59,7 @@ type AgentGPU struct {
 	MemoryMiB   int64  `json:"memory_mib"`
 	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
 	Simulated   bool   `json:"simulated,omitempty"`
+	MIG         *MIG   `json:"mig,omitempty"`
 }
 
 // AgentConfig is the server's answer to a registration.

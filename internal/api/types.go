@@ -289,9 +289,40 @@ type GPU struct {
 	Held        bool    `json:"held,omitempty"` // AllocatedTo names a hold, not a Corral job
 	NVLinkPeers []int   `json:"nvlink_peers,omitempty"`
 	Simulated   bool    `json:"simulated,omitempty"`
+	// MIG is the GPU's Multi-Instance GPU state; absent where the GPU has
+	// no MIG support.
+	MIG *MIG `json:"mig,omitempty"`
 	// Foreign lists compute processes on the GPU that Corral did not start;
 	// such a GPU is not handed out while they run.
 	Foreign []ForeignProcess `json:"foreign,omitempty"`
+}
+
+// MIG is a GPU's Multi-Instance GPU state as NVML reports it. A GPU with MIG
+// on is still handed out whole: its job sees the MIG devices listed here.
+type MIG struct {
+	// Mode is "enabled" or "disabled": the mode in force.
+	Mode string `json:"mode"`
+	// PendingMode is the mode after the GPU's next reset, where it differs.
+	PendingMode string `json:"pending_mode,omitempty"`
+	// Devices are the MIG devices (one compute instance of one GPU
+	// instance each) that CUDA sees; empty while the mode is disabled.
+	Devices []MIGDevice `json:"devices,omitempty"`
+}
+
+// MIG modes.
+const (
+	MIGEnabled  = "enabled"
+	MIGDisabled = "disabled"
+)
+
+// MIGDevice is one MIG device of a GPU.
+type MIGDevice struct {
+	Index           int    `json:"index"`   // within its GPU
+	UUID            string `json:"uuid"`    // "MIG-…", what CUDA_VISIBLE_DEVICES takes
+	Profile         string `json:"profile"` // e.g. "1g.10gb"; "" when NVML names none
+	MemoryTotal     int64  `json:"memory_total"`
+	GPUInstance     int    `json:"gpu_instance"`
+	ComputeInstance int    `json:"compute_instance"`
 }
 
 // Holder returns the job or hold the GPU is allocated to, "" when free.

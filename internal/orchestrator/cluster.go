@@ -269,7 +269,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 			an.LastSeen = &t
 		}
 		for _, d := range n.Devices {
-			g := api.GPU{ID: d.Index, UUID: d.UUID, Model: d.Model, MemoryTotal: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated}
+			g := api.GPU{ID: d.Index, UUID: d.UUID, Model: d.Model, MemoryTotal: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG}
 			if i < len(direct) {
 				for _, t := range direct[i] {
 					if t.Index == d.Index {

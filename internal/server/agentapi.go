@@ -198,12 +198,39 @@ func checkRegistration(reg api.AgentRegistration) error {
 			return api.Invalid("labels", "a label is at most 128 characters = %d characters", maxAgentString)
 		}
 	}
-	for _, g := range reg.GPUs {
+	for i, g := range reg.GPUs {
 		if len(g.UUID) > maxAgentString || len(g.Model) > maxAgentString || len(g.NVLinkPeers) > maxAgentGPUs {
 			return api.Invalid("gpus", "a GPU's uuid and model are at most %d characters", maxAgentString)
 		}
+		if err := checkMIG(fmt.Sprintf("gpus[%d].mig", i), g.MIG); err != nil {
+			return err
+		}
 	}
 	return checkRegistrationText(reg) // agenttext.go
+}
+
+// maxMIGDevices bounds a GPU's MIG devices (an H100 makes at most 7).
+const maxMIGDevices = 64
+
+// checkMIG checks a registered GPU's MIG state: a known mode, at most
+// maxMIGDevices devices, bounded texts.
+func checkMIG(field string, m *api.MIG) error {
+	if m == nil {
+		return nil
+	}
+	known := func(mode string) bool { return mode == api.MIGEnabled || mode == api.MIGDisabled }
+	if !known(m.Mode) || m.PendingMode != "" && !known(m.PendingMode) {
+		return api.Invalid(field, "mode %q (pending %q) is not %q or %q", m.Mode, m.PendingMode, api.MIGEnabled, api.MIGDisabled)
+	}
+	if len(m.Devices) > maxMIGDevices {
+		return api.Invalid(field, "at most %d MIG devices per GPU", maxMIGDevices)
+	}
+	for _, d := range m.Devices {
+		if len(d.UUID) > maxAgentString || len(d.Profile) > maxAgentString || d.MemoryTotal < 0 {
+			return api.Invalid(field, "a MIG device's uuid and profile are at most %d characters, its memory not negative", maxAgentString)
+		}
+	}
+	return nil
 }
 
 // checkReport bounds a sync's sizes.

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,6 +127,9 @@ func TestAgentRegistrationOutOfBounds(t *testing.T) {
 		"duplicate index":   {reg(`{"index":0,"uuid":"A","memory_mib":1},{"index":0,"uuid":"B","memory_mib":1}`), 422, "gpus[1].index"},
 		"duplicate uuid":    {reg(`{"index":0,"uuid":"A","memory_mib":1},{"index":1,"uuid":"A","memory_mib":1}`), 422, "gpus[1].uuid"},
 		"65 GPUs":           {reg(strings.TrimSuffix(strings.Repeat(`{"index":0,"memory_mib":1},`, 65), ",")), 422, "gpus"},
+		"unknown MIG mode":  {reg(`{"index":0,"uuid":"A","memory_mib":1,"mig":{"mode":"on"}}`), 422, "gpus[0].mig"},
+		"no MIG mode":       {reg(`{"index":0,"uuid":"A","memory_mib":1,"mig":{"devices":[]}}`), 422, "gpus[0].mig"},
+		"65 MIG devices":    {reg(`{"index":0,"uuid":"A","memory_mib":1,"mig":{"mode":"enabled","devices":[` + strings.TrimSuffix(strings.Repeat(`{"uuid":"MIG-x"},`, 65), ",") + `]}}`), 422, "gpus[0].mig"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -222,4 +226,38 @@ func TestAgentLogsOnlyForItsOwnRanks(t *testing.T) {
 			t.Fatalf("n3 shipping output for attempt %d of a job it never ran: %d %s; want 404", attempt, status, b)
 		}
 	}
+}
+
+// A node's MIG state, as its agent registers it, is what GET
+// /cluster/gpu-status shows of its GPUs.
+func TestAgentMIGShown(t *testing.T) {
+	ts, o := newAgentServer(t)
+	status, e, b := agentCall(t, ts, "/agent/v1/register", "", `{"node_id":"n5","agent_id":"agent-n5-0123456789","hostname":"n5","tasks":[],"gpus":[
+		{"index":0,"uuid":"GPU-a","model":"H100","memory_mib":81559,"mig":{"mode":"enabled","devices":[
+			{"index":0,"uuid":"MIG-a0","profile":"3g.40gb","memory_total":40192,"gpu_instance":1,"compute_instance":0}]}},
+		{"index":1,"uuid":"GPU-b","model":"H100","memory_mib":81559,"mig":{"mode":"disabled","pending_mode":"enabled"}},
+		{"index":2,"uuid":"GPU-c","model":"H100","memory_mib":81559}]}`)
+	if status != 200 {
+		t.Fatalf("register: %d %+v %s", status, e, b)
+	}
+	want := []*api.MIG{
+		{Mode: api.MIGEnabled, Devices: []api.MIGDevice{{Index: 0, UUID: "MIG-a0", Profile: "3g.40gb", MemoryTotal: 40192, GPUInstance: 1}}},
+		{Mode: api.MIGDisabled, PendingMode: api.MIGEnabled},
+		nil,
+	}
+	for _, n := range o.Cluster(context.Background()).Nodes {
+		if n.NodeID != "n5" {
+			continue
+		}
+		if len(n.GPUs) != len(want) {
+			t.Fatalf("n5 has %d GPUs, want %d", len(n.GPUs), len(want))
+		}
+		for i, g := range n.GPUs {
+			if !reflect.DeepEqual(g.MIG, want[i]) {
+				t.Errorf("GPU %d: mig = %+v, want %+v", i, g.MIG, want[i])
+			}
+		}
+		return
+	}
+	t.Fatal("n5 is not in the cluster")
 }

@@ -47,6 +47,13 @@ func firstControl(reg api.AgentRegistration) (field, text string) {
 		check = append(check,
 			struct{ field, s string }{fmt.Sprintf("gpus[%d].uuid", i), g.UUID},
 			struct{ field, s string }{fmt.Sprintf("gpus[%d].model", i), g.Model})
+		if g.MIG != nil {
+			for _, d := range g.MIG.Devices {
+				check = append(check,
+					struct{ field, s string }{fmt.Sprintf("gpus[%d].mig", i), d.UUID},
+					struct{ field, s string }{fmt.Sprintf("gpus[%d].mig", i), d.Profile})
+			}
+		}
 	}
 	for k, v := range reg.Labels {
 		check = append(check, struct{ field, s string }{"labels", k}, struct{ field, s string }{"labels." + k, v})

@@ -18,17 +18,18 @@ func TestAgentRegistrationTextRefused(t *testing.T) {
 		body  string
 		field string
 	}{
-		"escape in hostname":  {reg(`"hostname":"\u001b]0;pwned\u0007",` + gpu), "hostname"},
-		"C1 CSI in hostname":  {reg(`"hostname":"a\u009b2J",` + gpu), "hostname"},
-		"escape in GPU model": {reg(`"hostname":"h","gpus":[{"index":0,"uuid":"GPU-a","model":"\u001b[2J","memory_mib":1}]`), "gpus[0].model"},
-		"newline in GPU uuid": {reg(`"hostname":"h","gpus":[{"index":0,"uuid":"GPU\na","model":"m","memory_mib":1}]`), "gpus[0].uuid"},
-		"escape in version":   {reg(`"hostname":"h","version":"\u001b[2J",` + gpu), "version"},
-		"escape in label":     {reg(`"hostname":"h","labels":{"rack":"\u001b[2J"},` + gpu), "labels"},
-		"empty label name":    {reg(`"hostname":"h","labels":{"":"x"},` + gpu), "labels"},
-		"label name with =":   {reg(`"hostname":"h","labels":{"a=b":"x"},` + gpu), "labels"},
-		"shell in address":    {reg(`"hostname":"h","address":"10.0.0.1; rm -rf ~",` + gpu), "address"},
-		"space in address":    {reg(`"hostname":"h","address":"10.0.0.1 x",` + gpu), "address"},
-		"subshell in address": {reg(`"hostname":"h","address":"$(id)",` + gpu), "address"},
+		"escape in hostname":    {reg(`"hostname":"\u001b]0;pwned\u0007",` + gpu), "hostname"},
+		"C1 CSI in hostname":    {reg(`"hostname":"a\u009b2J",` + gpu), "hostname"},
+		"escape in GPU model":   {reg(`"hostname":"h","gpus":[{"index":0,"uuid":"GPU-a","model":"\u001b[2J","memory_mib":1}]`), "gpus[0].model"},
+		"newline in GPU uuid":   {reg(`"hostname":"h","gpus":[{"index":0,"uuid":"GPU\na","model":"m","memory_mib":1}]`), "gpus[0].uuid"},
+		"escape in MIG profile": {reg(`"hostname":"h","gpus":[{"index":0,"uuid":"GPU-a","model":"m","memory_mib":1,"mig":{"mode":"enabled","devices":[{"uuid":"MIG-a","profile":"\u001b[2J"}]}}]`), "gpus[0].mig"},
+		"escape in version":     {reg(`"hostname":"h","version":"\u001b[2J",` + gpu), "version"},
+		"escape in label":       {reg(`"hostname":"h","labels":{"rack":"\u001b[2J"},` + gpu), "labels"},
+		"empty label name":      {reg(`"hostname":"h","labels":{"":"x"},` + gpu), "labels"},
+		"label name with =":     {reg(`"hostname":"h","labels":{"a=b":"x"},` + gpu), "labels"},
+		"shell in address":      {reg(`"hostname":"h","address":"10.0.0.1; rm -rf ~",` + gpu), "address"},
+		"space in address":      {reg(`"hostname":"h","address":"10.0.0.1 x",` + gpu), "address"},
+		"subshell in address":   {reg(`"hostname":"h","address":"$(id)",` + gpu), "address"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -4,7 +4,11 @@
 // such everywhere they appear.
 package gpu
 
-import "context"
+import (
+	"context"
+
+	"github.com/corral-sched/corral/internal/api"
+)
 
 // Device is one GPU as discovered.
 type Device struct {
@@ -16,6 +20,7 @@ type Device struct {
 	Minor       int   // its device node's minor number (/dev/nvidiaN is 195:N); simulated: the index
 	NVLinkPeers []int // indexes of GPUs on this node reachable over NVLink
 	Simulated   bool
+	MIG         *api.MIG // MIG mode and devices; nil where the GPU has no MIG support
 }
 
 // Telemetry is a live reading of one GPU.

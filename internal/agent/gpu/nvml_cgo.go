@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // nvmlSource reads GPUs through NVML. NVML itself is thread-safe; mu is
@@ -110,6 +113,7 @@ func (s *nvmlSource) Devices(ctx context.Context) ([]Device, error) {
 			d.PCIBusID = canonicalBusID(cString(pci.BusId[:]))
 			byBus[d.PCIBusID] = d.Index
 		}
+		d.MIG = s.mig(h)
 		out[k] = d
 	}
 	for k, h := range handles {
@@ -157,6 +161,70 @@ func (s *nvmlSource) nvlinkPeers(h nvml.Device, self int, byBus map[string]int, 
 	}
 	slices.Sort(peers)
 	return slices.Compact(peers)
+}
+
+// mig reads a GPU's MIG mode and, while it is on, its MIG devices; nil
+// where the GPU has no MIG support (NVML answers NOT_SUPPORTED) or the
+// driver predates MIG.
+func (s *nvmlSource) mig(h nvml.Device) *api.MIG {
+	if !s.hasSymbol("nvmlDeviceGetMigMode") {
+		return nil
+	}
+	current, pending, ret := h.GetMigMode()
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	m := &api.MIG{Mode: migMode(current)}
+	if pending != current {
+		m.PendingMode = migMode(pending)
+	}
+	if current != nvml.DEVICE_MIG_ENABLE {
+		return m
+	}
+	n, ret := h.GetMaxMigDeviceCount()
+	if ret != nvml.SUCCESS {
+		return m
+	}
+	for i := range n {
+		md, ret := h.GetMigDeviceHandleByIndex(i)
+		if ret != nvml.SUCCESS {
+			continue // NOT_FOUND: no MIG device in this slot
+		}
+		d := api.MIGDevice{Index: i}
+		if uuid, ret := md.GetUUID(); ret == nvml.SUCCESS {
+			d.UUID = uuid
+		}
+		if name, ret := md.GetName(); ret == nvml.SUCCESS {
+			d.Profile = migProfile(name)
+		}
+		if mem, ret := md.GetMemoryInfo(); ret == nvml.SUCCESS {
+			d.MemoryTotal = int64(mem.Total / (1 << 20))
+		}
+		if gi, ret := md.GetGpuInstanceId(); ret == nvml.SUCCESS {
+			d.GPUInstance = gi
+		}
+		if ci, ret := md.GetComputeInstanceId(); ret == nvml.SUCCESS {
+			d.ComputeInstance = ci
+		}
+		m.Devices = append(m.Devices, d)
+	}
+	return m
+}
+
+func migMode(mode int) string {
+	if mode == nvml.DEVICE_MIG_ENABLE {
+		return api.MIGEnabled
+	}
+	return api.MIGDisabled
+}
+
+// migProfile returns the profile in a MIG device's name, "NVIDIA H100 80GB
+// HBM3 MIG 1g.10gb" -> "1g.10gb"; "" where the name has none.
+func migProfile(name string) string {
+	if _, p, ok := strings.Cut(name, " MIG "); ok {
+		return strings.TrimSpace(p)
+	}
+	return ""
 }
 
 // hasSymbol reports whether the loaded NVML has a function; calling one an
