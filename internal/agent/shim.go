@@ -99,6 +99,11 @@ type shimJob struct {
 	Argv       []string      `json:"argv"`
 
 	trees *shimTrees // the shim host's cgroup trees; nil: a shim of one job
+	// ended, where set, is called once the exit status is in the record
+	// and no process of the job is left, before its cgroup is removed:
+	// the shim host tells its agent there, so that the job's GPUs go to
+	// the next job without waiting for the kernel to tear the cgroup down.
+	ended func()
 }
 
 // run starts the job, waits for it, kills what it left behind and writes
@@ -133,6 +138,9 @@ func (j shimJob) run(stop <-chan os.Signal) {
 		out.printf("corral: %v\n", err)
 		out.finish()
 		writeExit(j.State, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
+		if j.ended != nil {
+			j.ended()
+		}
 		return
 	}
 	out.started()
@@ -175,6 +183,9 @@ wait:
 	}
 	out.finish() // the log is whole before the end is told
 	writeExit(j.State, st)
+	if j.ended != nil {
+		j.ended()
+	}
 	jcg.remove(slog.Default()) // off the start path: its processes are dead (end)
 }
 

@@ -66,12 +66,16 @@ func runShimHost(in io.Reader, reports *os.File) int {
 		mu.Unlock()
 		go func() {
 			j.trees = trees
-			j.run(nil)
+			j.ended = func() {
+				mu.Lock()
+				defer mu.Unlock()
+				if reports != nil {
+					reports.WriteString(j.State + "\n") // EPIPE once the agent is gone: nobody to tell
+				}
+			}
+			j.run(nil) // tells the end (ended), then removes the job's cgroup
 			mu.Lock()
 			defer mu.Unlock()
-			if reports != nil {
-				reports.WriteString(j.State + "\n") // EPIPE once the agent is gone: nobody to tell
-			}
 			running--
 			exitIfDone()
 		}()

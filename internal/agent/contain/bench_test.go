@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // BenchmarkStart measures one start-to-end cycle of `/bin/sh -c true` the
@@ -34,16 +35,24 @@ func BenchmarkStart(b *testing.B) {
 	})
 	b.Run("cgroup", func(b *testing.B) {
 		tree := benchTree(b)
+		var open, run, destroy time.Duration // each phase's share, reported per op
 		for i := range b.N {
+			t0 := time.Now()
 			cg, err := tree.Open(NameOf("bench", i, 0), spec)
 			if err != nil {
 				b.Fatal(err)
 			}
+			t1 := time.Now()
 			runGated(b, argv, cg)
+			t2 := time.Now()
 			if err := cg.Destroy(); err != nil {
 				b.Fatal(err)
 			}
+			open, run, destroy = open+t1.Sub(t0), run+time.Since(t1)-time.Since(t2), destroy+time.Since(t2)
 		}
+		b.ReportMetric(float64(open.Microseconds())/float64(b.N), "open-µs/op")
+		b.ReportMetric(float64(run.Microseconds())/float64(b.N), "run-µs/op")
+		b.ReportMetric(float64(destroy.Microseconds())/float64(b.N), "destroy-µs/op")
 	})
 }
 

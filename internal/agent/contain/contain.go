@@ -4,7 +4,8 @@
 // its memory and CPU are limited; and the device controller denies it every
 // NVIDIA GPU device but its own. All kernel writes go through runc's
 // github.com/opencontainers/cgroups (v2 where the unified hierarchy is the
-// hierarchy, v1 otherwise, with its eBPF device filter under v2).
+// hierarchy, v1 otherwise), but for the device rules under v2: one eBPF
+// program of Corral's own (devfilter.go).
 //
 // Where cgroups cannot be written (not root, no delegation) an agent falls
 // back to process groups (ProcessGroup): Probe says which mode a node gets
@@ -32,9 +33,8 @@ import (
 
 	"github.com/opencontainers/cgroups"
 	// The devices package gives the managers their device controller (v1
-	// devices.allow/deny, v2 eBPF filter); without it device rules fail.
+	// devices.allow/deny); without it device rules fail.
 	_ "github.com/opencontainers/cgroups/devices"
-	devconfig "github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/cgroups/manager"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -99,7 +99,7 @@ const MaxPids = 1 << 22
 const cpuPeriod = 100000
 
 // resources turns a spec into the library's resources, less its device
-// rules (v1 allowRules, v2 deviceRules).
+// rules (v1 allowRules, v2 deviceFilter).
 func (s Spec) resources() *cgroups.Resources {
 	r := &cgroups.Resources{}
 	if s.MemMiB > 0 {
@@ -113,24 +113,6 @@ func (s Spec) resources() *cgroups.Resources {
 		r.PidsLimit = &s.Pids
 	}
 	return r
-}
-
-// deviceRules allows every device but the NVIDIA GPU minors not in own
-// (v2; v1 takes allowRules, see Tree).
-func deviceRules(own []int) []*devconfig.Rule {
-	mine := map[int]bool{}
-	for _, m := range own {
-		mine[m] = true
-	}
-	rules := []*devconfig.Rule{{Type: devconfig.WildcardDevice, Major: devconfig.Wildcard, Minor: devconfig.Wildcard,
-		Permissions: "rwm", Allow: true}}
-	for m := 0; m <= lastGPUMinor; m++ {
-		if !mine[m] {
-			rules = append(rules, &devconfig.Rule{Type: devconfig.CharDevice, Major: NvidiaMajor, Minor: int64(m),
-				Permissions: "rwm", Allow: false})
-		}
-	}
-	return rules
 }
 
 // Parent is the cgroup under which a node's attempts run: corral/<node>-<h>,
@@ -210,13 +192,13 @@ func Open(path string, spec Spec) (*Cgroup, error) {
 }
 
 // openV2 makes a cgroup under v2, where the device rules are one eBPF
-// program (the library's) whatever their number.
+// program: deviceFilter's, not the library's (devfilter.go).
 func openV2(path string, spec Spec) (*Cgroup, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	r := spec.resources()
-	r.Devices = deviceRules(spec.GPUMinors)
+	r.SkipDevices = true // attachDeviceFilter's
 	cg, err := load(path, r)
 	if err != nil {
 		return nil, err
@@ -227,6 +209,10 @@ func openV2(path string, spec Spec) (*Cgroup, error) {
 	if err := cg.m.Set(r); err != nil {
 		cg.m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: set limits: %w", path, err)
+	}
+	if err := attachDeviceFilter(cg.m.Path(""), spec.GPUMinors); err != nil {
+		cg.m.Destroy()
+		return nil, fmt.Errorf("cgroup %s: %w", path, err)
 	}
 	return cg, nil
 }

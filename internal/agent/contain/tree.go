@@ -30,8 +30,8 @@ import (
 // (nvidiactl 195:255 and nvidia-modeset 195:254 the parent lists on their
 // own). A v1 cgroup can only ever be narrower than its parent, so nothing
 // a job's cgroup is allowed has to be granted above what the parent has.
-// Under v2 Tree.Open is Open: the device filter is one eBPF program either
-// way.
+// Under v2 Tree.Open is Open: the device filter is one eBPF program of a
+// dozen instructions (deviceFilter) whatever the GPUs.
 type Tree struct {
 	parent string            // relative to the agent's own cgroups
 	paths  map[string]string // v1: hierarchy -> the parent's directory; nil under v2

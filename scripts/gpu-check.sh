@@ -1,0 +1,232 @@
+#!/usr/bin/env bash
+# gpu-check.sh: Corral on a real NVIDIA machine, end to end, in about three
+# minutes. Run as root on a machine with an NVIDIA driver, PyTorch in
+# python3, and nothing else of Corral's running:
+#
+#   scripts/gpu-check.sh ./corral OUTDIR
+#
+# It checks, printing PASS or FAIL for each and a summary at the end:
+#   1. discovery: `corral up` without --simulate-gpus finds through NVML the
+#      GPUs nvidia-smi lists (same UUIDs, models, memory, MIG modes);
+#   2. a real PyTorch job under Corral: it sees exactly its GPU, multiplies
+#      bf16 matrices on it, and Corral's telemetry shows the GPU busy and
+#      its memory used while it runs;
+#   3. device isolation: a job given no GPU cannot open /dev/nvidiaN, even
+#      with CUDA_VISIBLE_DEVICES unset (the device cgroup, not the
+#      environment, keeps it out), while the GPU job beside it runs;
+#   4. foreign processes: a CUDA process Corral did not start is listed with
+#      its pid, and its GPU is not handed out until it ends;
+#   5. restarts: kill -9 of `corral up` while a PyTorch job runs; the
+#      restarted `corral up` adopts it and it ends with its real exit code;
+#   6. `corral bench start` on 8 simulated GPUs beside the bare spawn rate of
+#      the same machine.
+# Files: OUTDIR/report.txt (everything printed), gpu-status.json, the
+# server logs.
+#
+# GPU_CHECK_SIMULATE=1 runs the same steps on a machine without a GPU
+# (simulated GPUs, sh for python), to try the script itself.
+set -u
+BIN=$(readlink -f "${1:-./corral}")
+OUT=$(readlink -f "${2:-./gpu-check-out}")
+SIM=${GPU_CHECK_SIMULATE:-0}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/report.txt") 2>&1
+
+W=$(mktemp -d /tmp/gpu-check.XXXXXX)
+export HOME=$W # corral up leaves its admin token here for the CLI
+PORT=${GPU_CHECK_PORT:-7461}
+export CORRAL_SERVER=http://127.0.0.1:$PORT
+pass=0 fail=0
+ok() { echo "PASS: $*"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
+step() { echo; echo "== $* ($(date +%T))"; }
+UP=
+start_up() { # start_up LOGNAME [flags]: corral up on PORT, waits for /healthz
+  local name=$1; shift
+  setsid "$BIN" up --listen 127.0.0.1:$PORT --data-dir "$W/data" --run-as agent --heartbeat 1s "$@" >>"$OUT/$name.log" 2>&1 &
+  UP=$!
+  for _ in $(seq 200); do
+    curl -sf "$CORRAL_SERVER/healthz" >/dev/null && return 0
+    kill -0 $UP 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "corral up did not answer; its log:"; tail -20 "$OUT/$name.log"; return 1
+}
+stop_up() { [ -n "$UP" ] && kill "$UP" 2>/dev/null && wait "$UP" 2>/dev/null; UP=; }
+field() { # field JOB PYTHON-EXPRESSION-OF-j: a value of the job (corral show -o json)
+  "$BIN" show -o json "$1" 2>/dev/null | python3 -c "import json,sys; j=json.load(sys.stdin); print($2)"
+}
+cleanup() {
+  stop_up
+  [ -n "${FOREIGN:-}" ] && kill "$FOREIGN" 2>/dev/null
+  pkill -f "corral shim --host" 2>/dev/null
+  rm -rf "$W"
+}
+trap cleanup EXIT
+
+PY=python3
+SIMFLAG=()
+if [ "$SIM" = 1 ]; then SIMFLAG=(--simulate-gpus 1); fi
+
+step "0. the machine"
+uname -r; nproc; free -g | head -2
+echo "cgroup: $(stat -fc %T /sys/fs/cgroup)"
+ldd "$BIN" | head -5
+if [ "$SIM" != 1 ]; then
+  nvidia-smi -L
+  nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id,mig.mode.current,mig.mode.pending --format=csv,noheader | tee "$W/smi.csv"
+  ls -l /dev/nvidia* 2>&1 | head -20
+  $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available())'
+  ldconfig -p | grep -q libnvidia-ml || {
+    lib=$(find / -name 'libnvidia-ml.so.1' -not -path '/proc/*' 2>/dev/null | head -1)
+    echo "libnvidia-ml.so.1 is not in ldconfig's cache; using $lib"
+    export LD_LIBRARY_PATH=${lib%/*}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  }
+fi
+
+step "1. discovery through NVML"
+start_up up1 "${SIMFLAG[@]}" || { bad "corral up did not start"; exit 1; }
+"$BIN" nodes
+"$BIN" nodes -o json >"$OUT/gpu-status.json"
+if [ "$SIM" != 1 ]; then
+  python3 - "$OUT/gpu-status.json" "$W/smi.csv" <<'EOF' && ok "corral's GPUs are nvidia-smi's (uuid, model, memory, MIG mode)" || bad "corral's GPUs differ from nvidia-smi's"
+import csv, json, sys
+gpus = [g for n in json.load(open(sys.argv[1]))["nodes"] for g in n["gpus"]]
+smi = [[c.strip() for c in r] for r in csv.reader(open(sys.argv[2]))]
+good = len(gpus) == len(smi)
+print(f"corral: {len(gpus)} GPUs, nvidia-smi: {len(smi)}")
+for g, (idx, uuid, name, mem, bus, mig, pending) in zip(sorted(gpus, key=lambda g: g["id"]), smi):
+    m = g.get("mig")
+    mode = m["mode"] if m else "[N/A]"
+    print(f"  GPU {g['id']}: corral {g['uuid']} {g['model']!r} {g['memory_total']} MiB mig={m}; nvidia-smi {uuid} {name!r} {mem} mig={mig}/{pending}")
+    good &= g["uuid"] == uuid and g["model"] == name and f"{g['memory_total']} MiB" == mem
+    good &= (mig == "[N/A]" and m is None) or mig.lower() == mode
+    good &= not g.get("simulated")
+sys.exit(0 if good else 1)
+EOF
+fi
+
+step "2. a PyTorch job, and 3. device isolation beside it"
+cat >"$W/torch_job.py" <<'EOF'
+import os, sys, time
+import torch
+print("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "CORRAL_GPU_UUIDS", os.environ.get("CORRAL_GPU_UUIDS"))
+print("devices", torch.cuda.device_count(), torch.cuda.get_device_name(0), flush=True)
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+keep = torch.empty(8 << 30, dtype=torch.uint8, device="cuda")  # 8 GiB held, for the telemetry
+torch.cuda.synchronize()
+end, n, t0 = time.time() + float(sys.argv[1]), 0, time.time()
+while time.time() < end:
+    for _ in range(50):
+        c = a @ b
+    torch.cuda.synchronize()
+    n += 50
+dt = time.time() - t0
+print(f"matmuls {n} tflops {n * 2 * 8192**3 / dt / 1e12:.0f} checksum_finite {bool(torch.isfinite(c.float().sum()))}", flush=True)
+sys.exit(int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+EOF
+cat >"$W/isolation.sh" <<'EOF'
+echo "CUDA_VISIBLE_DEVICES=[$CUDA_VISIBLE_DEVICES] NVIDIA_VISIBLE_DEVICES=[$NVIDIA_VISIBLE_DEVICES]"
+for d in /dev/nvidia[0-9]*; do
+  [ -c "$d" ] || continue
+  if ( exec 3<>"$d" ) 2>/dev/null; then echo "OPENED $d"; else echo "denied $d"; fi
+done
+[ -c /dev/nvidiactl ] && { ( exec 3<>/dev/nvidiactl ) 2>/dev/null && echo "nvidiactl opens" || echo "nvidiactl denied"; }
+env -u CUDA_VISIBLE_DEVICES -u NVIDIA_VISIBLE_DEVICES python3 -c 'import torch; print("torch sees", torch.cuda.device_count(), "GPUs without CUDA_VISIBLE_DEVICES")' 2>&1 | tail -1
+nvidia-smi -L 2>&1 | head -3
+EOF
+if [ "$SIM" = 1 ]; then
+  job=$("$BIN" submit -o json --gpus 1 --name torch -- "echo devices 1; sleep 15; echo matmuls 1 checksum_finite True" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+else
+  job=$("$BIN" submit -o json --gpus 1 --name torch -- "$PY $W/torch_job.py 20" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+fi
+echo "torch job $job"
+for _ in $(seq 300); do [ "$(field "$job" 'j["state"]')" = running ] && break; sleep 0.1; done
+iso=$("$BIN" submit -o json --gpus 0 --name isolation -- "sh $W/isolation.sh" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+"$BIN" wait "$iso" >/dev/null
+echo "--- isolation job's log"; "$BIN" logs "$iso" | tee "$W/iso.log"
+if [ "$SIM" = 1 ]; then
+  echo "(simulated: no device nodes to try)"
+elif grep -q OPENED "$W/iso.log" || grep -q "torch sees [1-9]" "$W/iso.log"; then
+  bad "a job given no GPU reached one"
+elif grep -q "denied /dev/nvidia" "$W/iso.log"; then
+  ok "a job given no GPU cannot open the GPU's device node, nor see it in torch without CUDA_VISIBLE_DEVICES"
+else
+  bad "no GPU device node was tried (is there none?)"
+fi
+busy=0
+for _ in $(seq 40); do
+  line=$("$BIN" nodes | awk 'NR==2')
+  echo "  nodes: $line"
+  util=$("$BIN" nodes -o json | python3 -c 'import json,sys; g=json.load(sys.stdin)["nodes"][0]["gpus"][0]; print(g["utilization"], g["memory_used"], g["allocated_to"] or "")')
+  set -- $util
+  if [ "${1:-0}" -gt 50 ] && [ "${2:-0}" -gt 8000 ] && [ "${3:-}" = "$job" ]; then busy=1; break; fi
+  [ "$(field "$job" 'j["state"]')" = running ] || break
+  sleep 0.5
+done
+[ "$SIM" = 1 ] || { [ $busy = 1 ] && ok "telemetry shows the job's GPU busy (util $1%, $2 MiB used, allocated to it)" || bad "telemetry never showed the GPU busy"; }
+"$BIN" wait "$job"; rc=$?
+echo "--- torch job's log"; "$BIN" logs "$job" | tee "$W/torch.log"
+if [ $rc = 0 ] && grep -q "devices 1" "$W/torch.log" && grep -q "checksum_finite True" "$W/torch.log"; then
+  ok "the PyTorch job saw one GPU, ran its matrix products and completed"
+else
+  bad "the PyTorch job: exit $rc"
+fi
+"$BIN" show "$job" | head -30
+
+step "4. a foreign process"
+if [ "$SIM" != 1 ]; then
+  env -u CORRAL_JOB_ID $PY -c 'import torch,time; x=torch.empty(2<<30,dtype=torch.uint8,device="cuda"); torch.cuda.synchronize(); print("foreign up", flush=True); time.sleep(60)' >"$W/foreign.out" 2>&1 &
+  FOREIGN=$!
+  seen=0
+  for _ in $(seq 60); do
+    if "$BIN" nodes | grep -q "foreign:$FOREIGN"; then seen=1; break; fi
+    sleep 0.5
+  done
+  "$BIN" nodes
+  [ $seen = 1 ] && ok "the foreign process $FOREIGN is listed on its GPU" || bad "the foreign process $FOREIGN was never listed"
+  fj=$("$BIN" submit -o json --gpus 1 --name after-foreign -- "echo ran" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+  sleep 3 # the job must stay queued while the foreign process holds the GPU
+  st=$(field "$fj" 'j["state"] + " " + j.get("pending_reason", "")')
+  echo "job $fj while the foreign process runs: $st"
+  [ "${st%% *}" = queued ] && ok "no job is given the GPU a foreign process holds ($st)" || bad "a job ran on the foreign process's GPU ($st)"
+  kill $FOREIGN; wait $FOREIGN 2>/dev/null; FOREIGN=
+  if timeout 60 "$BIN" wait "$fj" >/dev/null; then ok "the job ran once the foreign process ended"; else bad "the job never ran after the foreign process ended"; fi
+fi
+
+step "5. kill -9 of corral up under a running GPU job"
+if [ "$SIM" = 1 ]; then
+  rj=$("$BIN" submit -o json --gpus 1 --name restart -- "echo devices 1; sleep 8; echo matmuls; exit 7" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+else
+  rj=$("$BIN" submit -o json --gpus 1 --name restart -- "$PY $W/torch_job.py 10 7" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+fi
+for _ in $(seq 300); do grep -q "devices 1" <("$BIN" logs "$rj" 2>/dev/null) && break; sleep 0.1; done
+kill -9 "$UP"; wait "$UP" 2>/dev/null; UP=
+echo "killed corral up while $rj ran"
+start_up up2 "${SIMFLAG[@]}" || bad "corral up did not start again"
+"$BIN" wait "$rj"; rc=$?
+"$BIN" logs "$rj" | tee "$W/restart.log"
+retries=$(field "$rj" 'j["retry_count"]')
+echo "exit $rc, state $(field "$rj" 'j["state"]'), retries $retries"
+if [ $rc = 7 ] && grep -q matmuls "$W/restart.log" && [ "$retries" = 0 ]; then
+  ok "the restarted corral up adopted the job: no retry, its log whole, its real exit code 7"
+else
+  bad "after the restart: exit $rc, retries $retries"
+fi
+stop_up
+pkill -f "corral shim --host" 2>/dev/null
+
+step "6. corral bench start on 8 simulated GPUs"
+rm -rf "$W/data"
+if start_up up3 --simulate-gpus 8; then
+  for n in 3000 3000; do
+    "$BIN" bench start --n $n --progress 0 -o json >"$W/bench.json" 2>/dev/null
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("bench start: %d jobs, %.0f starts/s, %.0f completions/s, baseline %.0f spawns/s, %d completed" % (d["n"], d["starts_per_s"], d["completions_per_s"], d["baseline_spawns_per_s"], d["completed"]))' "$W/bench.json"
+  done
+  stop_up
+fi
+
+echo
+echo "== summary: $pass passed, $fail failed"
+[ $fail = 0 ]
