@@ -249,12 +249,17 @@ func TestSecurityContainLimits(t *testing.T) {
 		{"per-GPU defaults", map[string]any{"gpu_count": 2}, "2147483648", "300000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if mode != "cgroup-v1" {
-				t.Skipf("reads cgroup v1 files; the node is %s", mode)
-			}
 			s := s.on(t)
-			tc.req["command"] = `m=$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); c=$(grep -E ':cpu(,cpuacct)?:' /proc/self/cgroup | cut -d: -f3)
+			switch mode {
+			case "cgroup-v1":
+				tc.req["command"] = `m=$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); c=$(grep -E ':cpu(,cpuacct)?:' /proc/self/cgroup | cut -d: -f3)
 echo "mem=$(cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes) quota=$(cat /sys/fs/cgroup/cpu$c/cpu.cfs_quota_us)"`
+			case "cgroup-v2":
+				tc.req["command"] = `p=$(sed -n 's/^0:://p' /proc/self/cgroup)
+echo "mem=$(cat /sys/fs/cgroup$p/memory.max) quota=$(cut -d' ' -f1 /sys/fs/cgroup$p/cpu.max)"`
+			default:
+				t.Skipf("reads cgroup files; the node is %s", mode)
+			}
 			j := s.submit(tc.req)
 			s.waitState(j.ID, api.StateCompleted, 30*time.Second)
 			want := fmt.Sprintf("mem=%s quota=%s", tc.mem, tc.quot)
