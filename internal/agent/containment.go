@@ -299,6 +299,20 @@ type shimTrees struct {
 	trees map[string]*contain.Tree
 }
 
+// release removes the trees' parents where nothing is left in them: the
+// host's last job has ended and its agent is gone (a `corral up` stopped
+// while jobs ran leaves the parent to its host), so nothing is left
+// behind. A parent with a cgroup under it stays (an agent started since
+// runs jobs there); one that agent prepared but has not used yet is made
+// again by its first job (Tree.Open).
+func (c *shimTrees) release() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for dir := range c.trees {
+		contain.RemoveUnused(dir)
+	}
+}
+
 // open is openShimCgroup through the trees; a nil *shimTrees (a shim of
 // one job) opens it on its own.
 func (c *shimTrees) open(path, rawSpec string) (*jobCgroup, error) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/opencontainers/cgroups"
+
 	"github.com/corral-sched/corral/internal/agent/contain"
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -139,4 +141,67 @@ func TestTasksInCgroup(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A `corral up` stopped while its job runs leaves the node's cgroup
+// parent to its shim host; the host removes it once its last job has
+// ended, so no parent is left behind per stopped server.
+func TestShimHostReleasesItsParent(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: cgroups cannot be written here")
+	}
+	dir := t.TempDir()
+	ts := newHostedTasks(t, dir)
+	parent := contain.Parent("n1", dir)
+	tree, err := contain.NewTree(parent)
+	if err != nil {
+		t.Skipf("cgroups cannot be resolved here: %v", err)
+	}
+	prepErr := tree.Prepare()
+	if mode, err := contain.Probe(parent); mode == contain.ProcessGroup {
+		t.Skipf("cgroups cannot be written here: %v", err)
+	}
+	t.Cleanup(func() { contain.Sweep(parent, func(string) bool { return false }); contain.RemoveIfEmpty(parent) })
+	if prepErr != nil {
+		t.Fatal(prepErr)
+	}
+	ts.mode, ts.cgroupParent, ts.cgroupTree = contain.Mode(), parent, tree
+	parentDir := ownCgroupDir(t, parent)
+
+	release := filepath.Join(dir, "release")
+	ts.start(api.TaskSpec{JobID: "j1", Command: "while [ ! -e " + release + " ]; do sleep 0.02; done"})
+	waitTask(t, ts, "the job to run", func(s api.TaskStatus) bool { return s.PID > 0 })
+	r, _ := readRecord(recordPath(ts.stateDir, taskKey{"j1", 0, 0}))
+	ts.host.close() // the agent goes; its job runs on
+	if _, err := os.Stat(parentDir); err != nil {
+		t.Fatalf("the parent is gone while its job runs: %v", err)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for alive(r.ShimPID) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // poll interval
+	}
+	if alive(r.ShimPID) {
+		t.Fatalf("the shim host %d still runs", r.ShimPID)
+	}
+	if _, err := os.Stat(parentDir); !os.IsNotExist(err) {
+		t.Errorf("the node's cgroup parent %s is left behind after its host exited (stat: %v)", parentDir, err)
+	}
+}
+
+// ownCgroupDir is where the cgroup at path (relative to this process's
+// own cgroups) is, in the devices hierarchy under v1.
+func ownCgroupDir(t *testing.T, path string) string {
+	t.Helper()
+	sub := "devices"
+	if contain.Mode() == contain.CgroupV2 {
+		sub = ""
+	}
+	own, err := cgroups.GetOwnCgroupPath(sub)
+	if err != nil {
+		t.Skipf("own cgroup: %v", err)
+	}
+	return filepath.Join(own, path)
 }

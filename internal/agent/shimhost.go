@@ -42,12 +42,13 @@ func runShimHost(in io.Reader, reports *os.File) int {
 		running int
 		closed  bool
 	)
+	trees := &shimTrees{}  // one prepared cgroup tree per parent, for every job (containment.go)
 	exitIfDone := func() { // mu held
 		if closed && running == 0 {
+			trees.release() // its agent is gone, and so are its jobs
 			os.Exit(0)
 		}
 	}
-	trees := &shimTrees{} // one prepared cgroup tree per parent, for every job (containment.go)
 	dec := json.NewDecoder(bufio.NewReader(in))
 	for {
 		var j shimJob

@@ -68,6 +68,7 @@ type task struct {
 	shipped   int64 // log bytes shipped to the server
 	pid       int   // the job's pid when it runs without a shim (launchDirect)
 	shimPID   int   // the job's pid its shim recorded, once read (it does not change)
+	recSize   int64 // the record's size when jobPID last read it without finding the pid
 
 	notice string // its preemption notice's own path (notice.go); "": beside its log
 }
@@ -78,7 +79,15 @@ func (tk *task) jobPID() int {
 	if tk.pid > 0 {
 		return tk.pid
 	}
-	if tk.shimPID == 0 { // read once: every report asks
+	if tk.shimPID == 0 && tk.state != "" { // read once: every report asks
+		// Until the shim has written the pid, read the record again only
+		// once it has grown: a sync may come many times a millisecond, and
+		// stat costs a twentieth of reading and parsing the record.
+		fi, err := os.Stat(tk.state)
+		if err != nil || fi.Size() == tk.recSize && !fi.IsDir() {
+			return 0
+		}
+		tk.recSize = fi.Size()
 		tk.shimPID = readPID(tk.state)
 	}
 	return tk.shimPID

@@ -36,6 +36,7 @@ import (
 	// devices.allow/deny); without it device rules fail.
 	_ "github.com/opencontainers/cgroups/devices"
 	"github.com/opencontainers/cgroups/manager"
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -321,6 +322,24 @@ func RemoveIfEmpty(path string) error {
 		return fmt.Errorf("cgroup %s: %d processes still run in it", path, len(pids))
 	}
 	return cg.m.Destroy()
+}
+
+// RemoveUnused removes the cgroup at path where it has neither a process
+// nor a cgroup under it, in every hierarchy; it kills and sweeps nothing,
+// so a cgroup another agent has just made under it (its job not yet
+// admitted) stays, and so does path. A cgroup that is gone is not an error.
+func RemoveUnused(path string) error {
+	cg, err := load(path, nil)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, dir := range cg.m.GetPaths() {
+		if err := unix.Rmdir(dir); err != nil && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("cgroup %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // Sweep kills and removes every cgroup under parent whose name keep does

@@ -308,3 +308,34 @@ func TestGateShell(t *testing.T) {
 		t.Errorf("a shell command is not gated by its own shell: %q", g)
 	}
 }
+
+// RemoveUnused leaves a parent that has a cgroup under it (another
+// agent's job, not yet admitted) and removes it once it has none.
+func TestRemoveUnused(t *testing.T) {
+	parent := needCgroups(t)
+	child, err := Open(filepath.Join(parent, NameOf("j", 0, 0)), Spec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveUnused(parent); err == nil {
+		t.Error("a parent with a cgroup under it was removed")
+	}
+	if err := child.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if err := RemoveUnused(parent); err != nil {
+		t.Fatalf("an unused parent: %v", err)
+	}
+	if err := RemoveUnused(parent); err != nil {
+		t.Errorf("a parent removed already: %v", err)
+	}
+	cg, err := load(parent, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for h, dir := range cg.m.GetPaths() {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: %s still there (%v)", h, dir, err)
+		}
+	}
+}
