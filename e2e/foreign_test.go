@@ -52,6 +52,8 @@ func TestAgentForeignProcessKeepsItsGPU(t *testing.T) {
 	s.waitJob(j.ID, 10*time.Second, "to say why it waits", func(j api.Job) bool { return j.PendingMessage != "" })
 	if got := s.job(j.ID); got.State != api.StateQueued {
 		t.Fatalf("a 2-GPU job is %s while one of the 2 GPUs runs a foreign process", got.State)
+	} else if !strings.Contains(got.PendingMessage, "1 such GPU runs processes Corral did not start") {
+		t.Errorf("pending message %q does not name the GPU a foreign process holds", got.PendingMessage)
 	}
 	// The process goes away: the GPU is Corral's again.
 	if err := os.WriteFile(foreign, []byte(`[]`), 0o644); err != nil {

@@ -79,15 +79,18 @@ func (o *Orchestrator) snapshotNodes() []sched.Node {
 	out := make([]sched.Node, 0, len(o.nodes))
 	for i := range o.nodes {
 		n := &o.nodes[i]
-		foreign := map[int]bool{}
+		var foreign map[int]bool // nil reads as none
 		for _, f := range n.foreign {
+			if foreign == nil {
+				foreign = map[int]bool{}
+			}
 			foreign[f.GPU] = true
 		}
 		sn := sched.Node{ID: n.ID, Schedulable: n.schedulable() && n.diskFull == "", DiskFull: n.diskFull, Labels: n.Labels, GPUs: make([]sched.GPU, 0, len(n.Devices))}
 		for _, d := range n.Devices {
 			_, busy := o.owner[gpuKey{n.ID, d.Index}]
 			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
-				Free: !busy && !foreign[d.Index], Domain: n.domain[d.Index]})
+				Free: !busy && !foreign[d.Index], Foreign: !busy && foreign[d.Index], Domain: n.domain[d.Index]})
 		}
 		out = append(out, sn)
 	}

@@ -19,6 +19,7 @@ type index struct {
 	mixedAll    []int // positions of all nodes with mixed GPUs
 	schedulable int   // nodes that accept new jobs
 	version     int   // bumped by every change of a GPU's state
+	foreign     bool  // some GPU runs a process Corral did not start
 }
 
 type nodeState struct {
@@ -104,6 +105,7 @@ func newIndex(nodes []Node) *index {
 		homogeneous := true
 		for g, gpu := range n.GPUs {
 			ns.free[g] = gpu.Free
+			ix.foreign = ix.foreign || gpu.Foreign
 			ns.pos[gpu.Index] = g
 			if gpu.Free {
 				ns.nfree++

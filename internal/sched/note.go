@@ -44,6 +44,7 @@ type noteSrc struct {
 	largest  int    // one node wanted: the most free matching GPUs on one node,
 	node     string // and on which ("": no schedulable node has such GPUs)
 	fitting  int    // more nodes wanted: the nodes with that many free
+	foreign  int    // matching GPUs busy with processes Corral did not start
 
 	// noteBackoff, noteReservation
 	now      time.Time
@@ -90,8 +91,21 @@ func (p Pending) Message() string {
 	return s.text
 }
 
-// noFitText says why a shape does not fit the free GPUs.
+// noFitText says why a shape does not fit the free GPUs, and how many of
+// the GPUs it could use run processes Corral did not start.
 func (s *noteSrc) noFitText() string {
+	text := s.noFitBase()
+	if s.foreign > 0 {
+		gpus := "GPUs run"
+		if s.foreign == 1 {
+			gpus = "GPU runs"
+		}
+		text += fmt.Sprintf(" (%d such %s processes Corral did not start: corral nodes lists them)", s.foreign, gpus)
+	}
+	return text
+}
+
+func (s *noteSrc) noFitBase() string {
 	switch {
 	case !s.anySched:
 		return noNodesText

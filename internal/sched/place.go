@@ -222,5 +222,26 @@ func (ix *index) noFit(j *Job) *noteSrc {
 	default:
 		ix.candidates(j, false, func(int) bool { s.fitting++; return true })
 	}
+	if s.anySched && ix.foreign {
+		s.foreign = ix.foreignMatching(j)
+	}
 	return s
+}
+
+// foreignMatching counts the GPUs of schedulable nodes that would suit j
+// but run a process Corral did not start.
+func (ix *index) foreignMatching(j *Job) int {
+	c := 0
+	for n := range ix.nodes {
+		ns := &ix.nodes[n]
+		if !ns.node.Schedulable {
+			continue
+		}
+		for g := range ns.node.GPUs {
+			if gpu := &ns.node.GPUs[g]; gpu.Foreign && matches(gpu, j) {
+				c++
+			}
+		}
+	}
+	return c
 }

@@ -29,6 +29,9 @@ type GPU struct {
 	Model     string
 	MemoryMiB int64
 	Free      bool // neither allocated to a job nor held
+	// Foreign: a process Corral did not start runs on the GPU (Free is
+	// false); told in why a job waits.
+	Foreign bool
 	// Domain numbers the GPU's NVLink domain on its node: GPUs with the same
 	// Domain reach each other over NVLink (see Domains). 0 for all: one domain.
 	Domain int

@@ -112,6 +112,39 @@ func TestSchedule(t *testing.T) {
 			wantReasons: map[string]string{"m": ReasonResources},
 			wantMessage: map[string]string{"m": "needs 1 GPU with at least 60 GB each on one node; every such GPU is in use"},
 		},
+		"GPUs busy with processes Corral did not start are named": {
+			nodes: []Node{func() Node {
+				n := node("n1", 4, "H100", 80, 0, 1)
+				n.GPUs[2].Free, n.GPUs[2].Foreign = false, true
+				n.GPUs[3].Free, n.GPUs[3].Foreign = false, true
+				return n
+			}(), func() Node {
+				n := node("n2", 2, "A100", 40)
+				n.GPUs[0].Free, n.GPUs[0].Foreign = false, true // not an H100: not counted
+				return n
+			}()},
+			queue:       []Job{{ID: "h", GPUs: 2, GPUType: "H100", SubmittedAt: t0}},
+			policy:      PolicyFCFS,
+			wantStarts:  []string{},
+			wantReasons: map[string]string{"h": ReasonResources},
+			wantMessage: map[string]string{
+				"h": "needs 2 H100 GPUs on one node; every such GPU is in use (2 such GPUs run processes Corral did not start: corral nodes lists them)",
+			},
+		},
+		"a GPU busy with a process Corral did not start is named": {
+			nodes: []Node{func() Node {
+				n := node("n2", 2, "A100", 40)
+				n.GPUs[0].Free, n.GPUs[0].Foreign = false, true
+				return n
+			}()},
+			queue:       []Job{{ID: "one", GPUs: 2, SubmittedAt: t0}},
+			policy:      PolicyFCFS,
+			wantStarts:  []string{},
+			wantReasons: map[string]string{"one": ReasonResources},
+			wantMessage: map[string]string{
+				"one": "needs 2 GPUs on one node; the largest free block is 1 on n2 (1 such GPU runs processes Corral did not start: corral nodes lists them)",
+			},
+		},
 		"unsatisfiable does not block": {
 			nodes:       []Node{node("n1", 4, "H100", 80)},
 			queue:       []Job{job("huge", 16, 4, 0), job("ok", 1, 1, 1)},
