@@ -83,20 +83,7 @@ func TestTasksInCgroup(t *testing.T) {
 			dir := t.TempDir()
 			ts := newTasks(t, dir, 0)
 			ts.detach = detach
-			parent := contain.Parent("n1", dir)
-			tree, err := contain.NewTree(parent)
-			if err != nil {
-				t.Skipf("cgroups cannot be resolved here: %v", err)
-			}
-			prepErr := tree.Prepare() // as setupContainment: before the probe's cgroup
-			if mode, err := contain.Probe(parent); mode == contain.ProcessGroup {
-				t.Skipf("cgroups cannot be written here: %v", err)
-			}
-			t.Cleanup(func() { contain.Sweep(parent, func(string) bool { return false }); contain.RemoveIfEmpty(parent) })
-			if prepErr != nil {
-				t.Fatal(prepErr)
-			}
-			ts.mode, ts.cgroupParent, ts.cgroupTree = contain.Mode(), parent, tree
+			containTasks(t, ts, dir)
 			os.MkdirAll(ts.stateDir, 0o755)
 
 			pidFile := filepath.Join(dir, "escapee")
@@ -152,21 +139,7 @@ func TestShimHostReleasesItsParent(t *testing.T) {
 	}
 	dir := t.TempDir()
 	ts := newHostedTasks(t, dir)
-	parent := contain.Parent("n1", dir)
-	tree, err := contain.NewTree(parent)
-	if err != nil {
-		t.Skipf("cgroups cannot be resolved here: %v", err)
-	}
-	prepErr := tree.Prepare()
-	if mode, err := contain.Probe(parent); mode == contain.ProcessGroup {
-		t.Skipf("cgroups cannot be written here: %v", err)
-	}
-	t.Cleanup(func() { contain.Sweep(parent, func(string) bool { return false }); contain.RemoveIfEmpty(parent) })
-	if prepErr != nil {
-		t.Fatal(prepErr)
-	}
-	ts.mode, ts.cgroupParent, ts.cgroupTree = contain.Mode(), parent, tree
-	parentDir := ownCgroupDir(t, parent)
+	parentDir := ownCgroupDir(t, containTasks(t, ts, dir))
 
 	release := filepath.Join(dir, "release")
 	ts.start(api.TaskSpec{JobID: "j1", Command: "while [ ! -e " + release + " ]; do sleep 0.02; done"})
@@ -189,6 +162,28 @@ func TestShimHostReleasesItsParent(t *testing.T) {
 	if _, err := os.Stat(parentDir); !os.IsNotExist(err) {
 		t.Errorf("the node's cgroup parent %s is left behind after its host exited (stat: %v)", parentDir, err)
 	}
+}
+
+// containTasks gives ts a node cgroup parent of its own, prepared as
+// setupContainment does (before the probe's cgroup), and returns it; it
+// skips the test where cgroups cannot be written.
+func containTasks(t *testing.T, ts *tasks, dir string) string {
+	t.Helper()
+	parent := contain.Parent("n1", dir)
+	tree, err := contain.NewTree(parent)
+	if err != nil {
+		t.Skipf("cgroups cannot be resolved here: %v", err)
+	}
+	prepErr := tree.Prepare()
+	if mode, err := contain.Probe(parent); mode == contain.ProcessGroup {
+		t.Skipf("cgroups cannot be written here: %v", err)
+	}
+	t.Cleanup(func() { contain.Sweep(parent, func(string) bool { return false }); contain.RemoveIfEmpty(parent) })
+	if prepErr != nil {
+		t.Fatal(prepErr)
+	}
+	ts.mode, ts.cgroupParent, ts.cgroupTree = contain.Mode(), parent, tree
+	return parent
 }
 
 // ownCgroupDir is where the cgroup at path (relative to this process's
