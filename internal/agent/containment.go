@@ -147,6 +147,21 @@ func (t *tasks) containSpec(s api.TaskSpec) contain.Spec {
 	return spec
 }
 
+// migOf is the UUIDs of the MIG devices of the GPUs given (those with MIG
+// on), comma-separated, for CORRAL_MIG_DEVICES; "" when none has MIG on.
+// CUDA uses one MIG device per process, the first it sees where the GPU
+// itself is visible: a job picks its own by UUID
+// (CUDA_VISIBLE_DEVICES=MIG-…), one process per device.
+func (t *tasks) migOf(gpus []int) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var uuids []string
+	for _, g := range gpus {
+		uuids = append(uuids, t.migUUIDs[g]...)
+	}
+	return strings.Join(uuids, ",")
+}
+
 // removeCgroup kills and removes a task's cgroup (one whose shim died
 // without doing it).
 func (t *tasks) removeCgroup(s api.TaskSpec) {

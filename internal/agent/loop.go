@@ -293,14 +293,24 @@ func (a *Agent) register(ctx context.Context) error {
 			return fmt.Errorf("list GPUs: %w", err)
 		}
 		minors := make(map[int]int, len(devs))
+		var mig map[int][]string
 		for _, d := range devs {
 			minors[d.Index] = d.Minor
+			if d.MIG != nil && d.MIG.Mode == api.MIGEnabled {
+				if mig == nil {
+					mig = map[int][]string{}
+				}
+				for _, m := range d.MIG.Devices {
+					mig[d.Index] = append(mig[d.Index], m.UUID)
+				}
+			}
 			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
 				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG})
 			reg.Simulated = reg.Simulated || d.Simulated
 		}
 		a.tasks.mu.Lock()
 		a.tasks.minors = minors
+		a.tasks.migUUIDs = mig
 		a.tasks.mu.Unlock()
 	}
 	cfg, err := a.cfg.Link.Register(ctx, reg)

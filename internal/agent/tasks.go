@@ -42,6 +42,7 @@ type tasks struct {
 	cgroupTree   *contain.Tree // cgroupParent resolved once; nil: resolved per start
 	limits       limits        // per-GPU defaults
 	minors       map[int]int   // GPU index -> device minor (195:N); absent: the index
+	migUUIDs     map[int][]string // GPU index -> its MIG devices' UUIDs, while MIG is on
 
 	mu    sync.Mutex
 	byKey map[taskKey]*task
@@ -335,6 +336,9 @@ func (t *tasks) env(s api.TaskSpec, cred *credential) []string {
 	}
 	if t.server != "" {
 		set(serverVar, t.server)
+	}
+	if mig := t.migOf(s.GPUs); mig != "" {
+		set("CORRAL_MIG_DEVICES", mig)
 	}
 	env := make([]string, len(order))
 	for i, k := range order {

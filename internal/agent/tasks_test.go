@@ -196,3 +196,29 @@ func TestJobEnvIsItsAccounts(t *testing.T) {
 		})
 	}
 }
+
+// A job given GPUs with MIG on gets their MIG devices' UUIDs in
+// CORRAL_MIG_DEVICES, in the order of its GPUs; a job without such a GPU
+// gets no such variable.
+func TestJobEnvNamesMIGDevices(t *testing.T) {
+	ts := &tasks{nodeID: "n1", stateDir: t.TempDir(),
+		migUUIDs: map[int][]string{1: {"MIG-1a", "MIG-1b"}, 3: {"MIG-3a"}}}
+	for _, tc := range []struct {
+		gpus []int
+		want string
+	}{
+		{[]int{3, 1}, "MIG-3a,MIG-1a,MIG-1b"},
+		{[]int{0, 1}, "MIG-1a,MIG-1b"},
+		{[]int{0, 2}, ""},
+	} {
+		got, set := "", false
+		for _, kv := range ts.env(api.TaskSpec{JobID: "j1", GPUs: tc.gpus}, nil) {
+			if v, ok := strings.CutPrefix(kv, "CORRAL_MIG_DEVICES="); ok {
+				got, set = v, true
+			}
+		}
+		if got != tc.want || set != (tc.want != "") {
+			t.Errorf("GPUs %v: CORRAL_MIG_DEVICES %q (set %v), want %q", tc.gpus, got, set, tc.want)
+		}
+	}
+}
