@@ -28,7 +28,9 @@ func TestSecurityDashboardShowsNamesAsText(t *testing.T) {
 		"node_id": h.node, "agent_id": "evil-agent-dash-0123456789", "hostname": "evil", "tasks": []any{},
 		"labels":    map[string]string{"xss": xssPayload},
 		"disk_full": "disk " + xssPayload,
-		"gpus":      []map[string]any{{"index": 0, "uuid": "GPU-d0", "model": "H100", "memory_mib": 81920}, {"index": 1, "uuid": "GPU-d1", "model": "H100", "memory_mib": 81920}},
+		"gpus": []map[string]any{{"index": 0, "uuid": "GPU-d0", "model": "H100", "memory_mib": 81920, "mig": map[string]any{"mode": "enabled",
+			"devices": []map[string]any{{"index": 0, "uuid": "MIG-" + xssPayload, "profile": xssPayload, "memory_total": 9856}}}},
+			{"index": 1, "uuid": "GPU-d1", "model": "H100", "memory_mib": 81920}},
 	})
 	var cfg api.AgentConfig
 	if r.Status != 200 || json.Unmarshal(r.Body, &cfg) != nil {
@@ -57,6 +59,12 @@ func TestSecurityDashboardShowsNamesAsText(t *testing.T) {
 	)
 	if err != nil {
 		t.Fatalf("sign in: %v", err)
+	}
+	// GPU 0 has MIG on, with one device: its tile says so (the device's
+	// hostile profile is checked as text below, with the rest).
+	mig, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.node[data-node="evil-dash"] .gpu')).map((g) => (g.querySelector('.mig') || {}).textContent || '')`))
+	if err != nil || len(mig) != 2 || mig[0] != "MIG ×1" || mig[1] != "" {
+		t.Errorf("MIG badges on the hostile node's GPUs: %q (%v); want GPU 0's only, MIG ×1", mig, err)
 	}
 	pages := []struct{ hash, ready string }{
 		{"#/cluster", `.node[data-node="evil-dash"]`},

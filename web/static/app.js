@@ -98,6 +98,23 @@ function nvlinkGroups(gpus) {
   return [...groups.values()].map((gs) => ({ linked: gs.length > 1, gpus: gs }));
 }
 
+// migBadge is a GPU's MIG state for its tile: a badge (MIG on, with its
+// devices' count; or on at the next reset) and lines for the tile's title
+// naming each MIG device. Nothing for a GPU without MIG or with it off.
+function migBadge(mig) {
+  if (!mig) return { html: '', title: '' };
+  if (mig.mode === 'enabled') {
+    const devs = mig.devices || [];
+    const lines = devs.map((m) => `${m.profile || 'MIG'} ${m.uuid}`).join('\n');
+    return {
+      html: `<span class="mig" title="${esc('MIG on: ' + (devs.map((m) => m.profile || '?').join(', ') || 'no devices'))}">MIG ×${devs.length}</span>`,
+      title: `\nMIG on, ${devs.length} device(s)` + (lines ? '\n' + lines : ''),
+    };
+  }
+  if (mig.pending_mode === 'enabled') return { html: '<span class="mig" title="MIG goes on at the GPU\'s next reset">MIG next</span>', title: '\nMIG on at the next reset' };
+  return { html: '', title: '' };
+}
+
 function gpuTile(node, g, jobs) {
   const s = gpuState(node, g, jobs);
   const util = Math.max(0, Math.min(100, g.utilization || 0));
@@ -112,12 +129,13 @@ function gpuTile(node, g, jobs) {
     holder = `pid ${esc(f.pid)}${f.user ? ' <span class="u">' + esc(f.user) + '</span>' : ''}`;
   }
   const temp = g.temperature === null || g.temperature === undefined ? '' : ` · ${g.temperature}°C`;
-  const title = `${g.model} ${g.uuid}` + (g.simulated || node.simulated ? ' (simulated)' : '');
+  const mig = migBadge(g.mig);
+  const title = `${g.model} ${g.uuid}` + (g.simulated || node.simulated ? ' (simulated)' : '') + mig.title;
   return `<div class="gpu s-${s}" title="${esc(title)}" data-gpu="${esc(node.node_id)}/${g.id}" data-state="${s}">
     <div class="gh"><b>GPU ${g.id}</b><span class="st">${s}</span></div>
     <div class="bar"><i style="width:${util}%"></i></div>
     <div>${util}% util${temp}</div>
-    <div class="muted">${gb(g.memory_used)} / ${gb(g.memory_total)} GB${g.simulated || node.simulated ? '<span class="sim" title="simulated GPU">SIM</span>' : ''}</div>
+    <div class="muted">${gb(g.memory_used)} / ${gb(g.memory_total)} GB${g.simulated || node.simulated ? '<span class="sim" title="simulated GPU">SIM</span>' : ''}${mig.html}</div>
     <div class="holder">${holder}</div>
   </div>`;
 }
