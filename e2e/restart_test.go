@@ -109,6 +109,47 @@ func openGate(t *testing.T, path string) {
 	}
 }
 
+// killInJobCgroups SIGKILLs every process whose cgroup is one of the
+// records' attempts (contain.NameOf: JOB.ATTEMPT.RANK, the record's name),
+// then removes those cgroups, and their node's parent where it is left
+// empty: the shim host that would have was killed.
+func killInJobCgroups(records []string) {
+	if len(records) == 0 {
+		return
+	}
+	names := map[string]bool{}
+	for _, r := range records {
+		names[strings.TrimSuffix(filepath.Base(r), ".task")] = true
+	}
+	defer func() {
+		for name := range names {
+			dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", "corral", "*", name))
+			more, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "corral", "*", name)) // v2
+			for _, dir := range append(dirs, more...) {
+				for try := 0; try < 50 && syscall.Rmdir(dir) == syscall.EBUSY; try++ {
+					time.Sleep(10 * time.Millisecond) // its killed processes are still exiting
+				}
+				syscall.Rmdir(filepath.Dir(dir)) // the node's parent, once nothing is under it
+			}
+		}
+	}()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if names[filepath.Base(line)] {
+				if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				break
+			}
+		}
+	}
+}
+
 func exitCodeStr(p *int) string {
 	if p == nil {
 		return "none"
@@ -119,13 +160,15 @@ func exitCodeStr(p *int) string {
 // crashJobs kills what the jobs of a `corral up` on dataDir run, read
 // from the tasks' records (DATA/agent/tasks/*.task, JSON lines): the shim
 // host first (so that nothing records the jobs' ends), then each job's
-// process group. A server started again finds them gone without an exit
-// status (lost), as after its machine went down; and a test that ends
-// with jobs running leaves nothing behind (they outlive `corral up`, under
-// a shim in their own session).
+// process group, then whatever else runs in the jobs' cgroups (daemons
+// that left the group). A server started again finds them gone without
+// an exit status (lost), as after its machine went down; and a test that
+// ends with jobs running leaves nothing behind (they outlive `corral up`,
+// under a shim in their own session).
 func crashJobs(dataDir string) {
 	records, _ := filepath.Glob(filepath.Join(dataDir, "agent", "tasks", "*.task"))
 	var shims, jobs []int
+	defer killInJobCgroups(records)
 	for _, path := range records {
 		b, _ := os.ReadFile(path)
 		for _, line := range strings.Split(string(b), "\n") {

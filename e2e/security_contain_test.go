@@ -170,8 +170,8 @@ func TestSecurityContainKill9Restart(t *testing.T) {
 		t.Fatal("no escapee outlived kill -9 of corral up: the test proves nothing")
 	}
 	s2 := startContained(t, dataDir, port)
-	if got := s2.job(j.ID); got.State != api.StateRunning {
-		t.Errorf("after the restart the job is %s (%s), want running (adopted)", got.State, got.Message)
+	if got := s2.job(j.ID); got.State != api.StateRunning || got.RetryCount != 0 {
+		t.Errorf("after the restart the job is %s (%s) after %d retries, want running (adopted, no retry)", got.State, got.Message, got.RetryCount)
 	}
 	if r := s2.do("DELETE", "/queue/"+j.ID+"?grace=1s", nil, nil); r.Status != 200 && r.Status != 202 {
 		t.Fatalf("cancel: %s", r)
