@@ -294,6 +294,9 @@ func (s *server) stop() {
 			out = "...\n" + out[len(out)-20000:]
 		}
 		s.t.Logf("output of corral up on %s (data %s):\n%s", s.URL, s.DataDir, out)
+		if b, err := os.ReadFile(filepath.Join(s.DataDir, "agent", "shim-host.log")); err == nil && len(b) > 0 {
+			s.t.Logf("its shim host's log:\n%s", b)
+		}
 	}
 }
 

@@ -129,16 +129,9 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	if err == nil {
 		if err = cmd.Start(); err != nil {
 			jcg.abort()
-		} else {
-			// The pid is in the record before the job runs any of its
-			// code (the gate holds it until admit): a shim killed at any
-			// point after this leaves no job running that its record
-			// does not name (a gated child whose shim died runs nothing).
-			appendRecord(j.State, record{PID: cmd.Process.Pid}) // record.go
-			if err = jcg.admit(cmd.Process.Pid); err != nil {
-				cmd.Wait()
-				jcg.abort()
-			}
+		} else if err = jcg.admit(cmd.Process.Pid); err != nil {
+			cmd.Wait()
+			jcg.abort()
 		}
 	}
 	if err != nil {
@@ -151,7 +144,12 @@ func (j shimJob) run(stop <-chan os.Signal) {
 		return
 	}
 	out.started()
+	// The pid goes in the record once the job is let go, not before: an
+	// agent that stopped the job while it waited at the gate (a
+	// preemption) would fail its release, and the stop would read as a
+	// failed start.
 	pid := cmd.Process.Pid
+	appendRecord(j.State, record{PID: pid}) // record.go
 
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
