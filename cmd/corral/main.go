@@ -7,7 +7,7 @@ import (
 )
 
 func main() {
-	closeInheritedOnExec()   // fds.go: no inherited descriptor reaches a job
+	closeInheritedOnExec()    // fds.go: no inherited descriptor reaches a job
 	hangUpChildrenByDefault() // hangup.go: nor an ignored SIGHUP
 	os.Exit(run(os.Args[1:]))
 }
