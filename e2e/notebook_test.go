@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -383,4 +384,65 @@ func TestNotebookInterrupted(t *testing.T) {
 	if j := s.waitTerminal(id, 30*time.Second); j.State != api.StateCanceled {
 		t.Errorf("the interrupted notebook's job is %s, want canceled", j.State)
 	}
+}
+
+// TestNotebookWaitsForItsPrefix: an app that listens but answers 404
+// under /proxy/JOB/ is not ready: corral notebook says why it still waits
+// and prints the URL only once the app answers there.
+func TestNotebookWaitsForItsPrefix(t *testing.T) {
+	stub := buildNotebookStub(t)
+	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "1", "--node-name", "nb-node", "--run-as", "agent")
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command(corralBin, "notebook", "--gpus", "1", "--cmd", "NOTEBOOKSTUB_READY_FILE="+ready+" "+stub)
+	cmd.Env = cleanEnv("CORRAL_SERVER="+s.URL, "CORRAL_TOKEN="+adminToken, "CORRAL_CONFIG="+filepath.Join(t.TempDir(), "client.json"))
+	var stdout lockedBuffer
+	stderr := &lineWatch{want: "answers 404 under /proxy/", seen: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &stdout, stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	select {
+	case <-stderr.seen:
+	case err := <-done:
+		t.Fatalf("corral notebook ended (%v) before saying the app answers 404: stdout %q stderr %s", err, stdout.String(), stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("corral notebook never said that the app answers 404 under its prefix: %s", stderr.String())
+	}
+	if stdout.String() != "" {
+		t.Fatalf("corral notebook printed a URL while the app answered 404: %q", stdout.String())
+	}
+	if err := os.WriteFile(ready, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("corral notebook: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("corral notebook did not print the URL once the app answered")
+	}
+	if !strings.Contains(stdout.String(), "/proxy/") {
+		t.Errorf("corral notebook printed %q, want its URL", stdout.String())
+	}
+}
+
+// lineWatch collects a process's output and closes seen once a line
+// holding want has been written.
+type lineWatch struct {
+	lockedBuffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	n, err := w.lockedBuffer.Write(p)
+	if strings.Contains(w.String(), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return n, err
 }

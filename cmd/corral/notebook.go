@@ -123,6 +123,7 @@ func (c *cli) notebookWaitOrCancel(ctx context.Context, cl *client.Client, id st
 // address this CLI uses); it fails when the job ends first.
 func (c *cli) notebookWait(ctx context.Context, cl *client.Client, id string) (api.Job, string, error) {
 	var said api.State
+	saidStatus := 0
 	for {
 		job, err := cl.Job(ctx, id)
 		if err != nil {
@@ -140,15 +141,22 @@ func (c *cli) notebookWait(ctx context.Context, cl *client.Client, id string) (a
 			fmt.Fprintf(c.stderr, "corral: waiting for the notebook of job %s (%s)\n", id, detail)
 		}
 		if job.State == api.StateRunning {
-			ok, public, err := cl.NotebookAnswers(ctx, id)
+			p, err := cl.NotebookAnswers(ctx, id)
 			if err != nil {
 				return job, "", err
 			}
-			if ok && public != "" {
-				return job, public, nil
+			if p.Ready && p.PublicURL != "" {
+				return job, p.PublicURL, nil
 			}
-			if ok {
+			if p.Ready {
 				return job, cl.NotebookURL(id), nil
+			}
+			// It listens but does not serve under the proxy's prefix
+			// (yet): say so once, then keep waiting.
+			if p.Status >= 400 && p.Status != saidStatus {
+				saidStatus = p.Status
+				fmt.Fprintf(c.stderr, "corral: the notebook of job %s answers %d under %s: still waiting (it must serve under that path: see docs/interactive.md)\n",
+					id, p.Status, api.NotebookPath(id))
 			}
 		}
 		select {

@@ -2,7 +2,9 @@
 // listens on 127.0.0.1:$CORRAL_NOTEBOOK_PORT, answers any path ending in
 // /ws with a WebSocket that echoes each message, and any other path with
 // a page that reports what the proxy forwarded (path, Authorization,
-// Cookie), so tests can check what reached the notebook.
+// Cookie), so tests can check what reached the notebook. With
+// NOTEBOOKSTUB_READY_FILE set, it answers 404 (as an app that serves
+// nothing under the proxy's path) until that file exists.
 package main
 
 import (
@@ -31,6 +33,12 @@ func main() {
 }
 
 func serve(w http.ResponseWriter, r *http.Request) {
+	if f := os.Getenv("NOTEBOOKSTUB_READY_FILE"); f != "" {
+		if _, err := os.Stat(f); err != nil {
+			http.NotFound(w, r)
+			return
+		}
+	}
 	if strings.HasSuffix(r.URL.Path, "/ws") {
 		echo(w, r)
 		return
