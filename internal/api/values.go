@@ -94,8 +94,9 @@ func (s *Seconds) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// maxSeconds bounds durations at one year: anything longer is a typo.
-const maxSeconds = 366 * 24 * 3600
+// maxSeconds bounds durations at MaxDuration (one year, bounds.go):
+// anything longer is a typo.
+const maxSeconds = float64(MaxDuration / time.Second)
 
 // ParseSeconds reads "90", "90s", "1h30m", "2h" and the like.
 func ParseSeconds(str string) (Seconds, error) {
@@ -108,7 +109,7 @@ func ParseSeconds(str string) (Seconds, error) {
 	} else {
 		return 0, fmt.Errorf("%q is neither seconds nor a duration like \"1h30m\"", truncate(str, 40))
 	}
-	if math.IsNaN(v) || v < 0 || v > maxSeconds {
+	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > maxSeconds {
 		return 0, fmt.Errorf("%s must be between 0 and one year", truncate(str, 40))
 	}
 	return Seconds(v), nil

@@ -304,8 +304,8 @@ func (s *Service) Create(ctx context.Context, req api.TokenRequest, by Principal
 	if len(req.ProjectAdmin) > 0 && req.Role != api.RoleUser {
 		return api.NewToken{}, api.Invalid("project_admin", "is for user tokens (admins act on every project, viewers on none)")
 	}
-	if len(req.Description) > maxDescription {
-		return api.NewToken{}, api.Invalid("description", "is longer than %d characters", maxDescription)
+	if err := api.CheckText("description", req.Description, maxDescription); err != nil {
+		return api.NewToken{}, err
 	}
 	now := s.now().UTC()
 	var expires *time.Time

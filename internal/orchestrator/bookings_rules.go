@@ -35,6 +35,9 @@ const DefaultPurgeAfter = 30 * time.Minute
 // of repeating bookings.
 const bookingHorizon = 7 * 24 * time.Hour
 
+// maxBookingNames bounds the nodes and users one booking names.
+const maxBookingNames = 1024
+
 var bookingName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
 var bookingFlags = []string{api.BookingFlex, api.BookingMagnetic, api.BookingIgnoreJobs, api.BookingDaily, api.BookingWeekly, api.BookingMaint}
@@ -102,22 +105,28 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 		return api.Invalid("gpus", "is required: how many GPUs to book")
 	}
 	if req.Nodes != nil {
+		if len(*req.Nodes) > maxBookingNames {
+			return api.Invalid("nodes", "names %d nodes; at most %d are allowed", len(*req.Nodes), maxBookingNames)
+		}
 		r.Nodes = trimmedSet(*req.Nodes)
 	}
 	if req.GPUType != nil {
 		r.GPUType = strings.TrimSpace(*req.GPUType)
+		if err := api.CheckText("gpu_type", r.GPUType, maxUserLen); err != nil {
+			return err
+		}
 	}
 	if len(r.Nodes) > 0 && r.GPUType != "" {
 		return api.Invalid("nodes", "give nodes or gpu_type, not both")
 	}
 	oldStart := r.Start
 	if req.Start != nil {
-		t, err := time.Parse(time.RFC3339, strings.TrimSpace(*req.Start))
+		t, err := api.ParseTime("start", *req.Start) // within the bounds the store can write (api/bounds.go)
 		if err != nil {
-			return api.Invalid("start", "%q is not an RFC 3339 time such as 2026-12-01T09:00:00Z", *req.Start)
+			return err
 		}
 		d := r.End.Sub(r.Start)
-		r.Start = t.UTC()
+		r.Start = t
 		if !create && req.End == nil && api.IsNull(req.Duration) {
 			r.End = r.Start.Add(d) // moved, same length
 		}
@@ -128,11 +137,11 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 	case req.End != nil && !api.IsNull(req.Duration):
 		return api.Invalid("end", "give end or duration, not both")
 	case req.End != nil:
-		t, err := time.Parse(time.RFC3339, strings.TrimSpace(*req.End))
+		t, err := api.ParseTime("end", *req.End)
 		if err != nil {
-			return api.Invalid("end", "%q is not an RFC 3339 time such as 2026-12-01T17:00:00Z", *req.End)
+			return err
 		}
-		r.End = t.UTC()
+		r.End = t
 	case !api.IsNull(req.Duration):
 		s, err := api.ParseSecondsJSON(req.Duration)
 		if err != nil {
@@ -148,6 +157,11 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 	if !r.End.After(r.Start) {
 		return api.Invalid("end", "%s is not after start %s", stamp(r.End), stamp(r.Start))
 	}
+	// Start + duration (or a start moved with its length kept) may pass
+	// the bounds that start and end were each checked against.
+	if err := api.CheckTime(endField(req), r.End); err != nil {
+		return err
+	}
 	if !r.End.After(now) {
 		return api.Invalid("end", "%s is in the past", stamp(r.End))
 	}
@@ -155,10 +169,21 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 		return api.Invalid("start", "%s is in the past", stamp(r.Start))
 	}
 	if req.Users != nil {
+		if len(*req.Users) > maxBookingNames {
+			return api.Invalid("users", "names %d users; at most %d are allowed", len(*req.Users), maxBookingNames)
+		}
 		r.Users = trimmedSet(*req.Users)
+		for _, u := range r.Users {
+			if len(u) > maxUserLen || !userName.MatchString(u) {
+				return api.Invalid("users", "%q is not a valid user name (letters, digits, '_', '.', '@', '-')", truncate(u, 40))
+			}
+		}
 	}
 	if req.Project != nil {
 		r.Project = strings.TrimSpace(*req.Project)
+		if r.Project != "" && (len(r.Project) > maxUserLen || !userName.MatchString(r.Project)) {
+			return api.Invalid("project", "%q is not a valid project name (letters, digits, '_', '.', '@', '-')", truncate(r.Project, 40))
+		}
 	}
 	if req.Flags != nil {
 		r.Flags = nil
@@ -182,6 +207,18 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 		}
 	}
 	return nil
+}
+
+// endField is the field a request gave the booking's end by: end, or
+// duration, or start (a start moved with its length kept).
+func endField(req *api.ReservationRequest) string {
+	switch {
+	case req.End != nil:
+		return "end"
+	case !api.IsNull(req.Duration):
+		return "duration"
+	}
+	return "start"
 }
 
 // checkBooker refuses what only admins may do: book for others, or a

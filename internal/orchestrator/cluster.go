@@ -168,8 +168,8 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 	if req.JobID == "" {
 		return api.Hold{}, api.Invalid("job_id", "is required: a name for the work that will use the GPUs")
 	}
-	if len(req.JobID) > 128 {
-		return api.Hold{}, api.Invalid("job_id", "is longer than 128 characters")
+	if err := api.CheckText("job_id", req.JobID, 128); err != nil {
+		return api.Hold{}, err
 	}
 	if req.GPUCount == 0 {
 		return api.Hold{}, api.Invalid("gpu_count", "must be 1 or more: a hold of no GPUs holds nothing")

@@ -395,14 +395,28 @@ type txn struct {
 	// done are the arrays whose last task the batch ends: they leave
 	// memory once it is committed (arrays_evict.go).
 	done []*array
+	// Which op made which rows, should the store refuse some of them
+	// for good (storedown.go): cur is the op whose fn runs (-1: none),
+	// marks[i] the batch's row counts once op i ran, jobBy the last op
+	// that touched each job. refused are the ops whose rows the store
+	// could not write, with why.
+	cur     int
+	marks   []store.Lens
+	jobBy   map[string]int
+	refused map[int]error
 }
 
 func (o *Orchestrator) begin() *txn {
-	return &txn{o: o, now: o.cfg.Now().UTC(), dirty: map[string]*api.Job{}}
+	return &txn{o: o, now: o.cfg.Now().UTC(), dirty: map[string]*api.Job{}, cur: -1}
 }
 
 // touch marks a job as changed so its row is written.
-func (tx *txn) touch(j *api.Job) { tx.dirty[j.ID] = j }
+func (tx *txn) touch(j *api.Job) {
+	tx.dirty[j.ID] = j
+	if tx.cur >= 0 {
+		tx.jobBy[j.ID] = tx.cur
+	}
+}
 
 // transition moves a job to a new state with an event.
 func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
@@ -472,9 +486,9 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	}
 	// The outbox rows of the changes ride with them (notify.go).
 	o.planNotifications(tx)
-	o.noteEnded(tx)                                          // finished.go: the summary of ended jobs
-	o.noteArraysDone(tx)                                     // arrays_evict.go: arrays whose last task ends
-	if err := o.commitRetrying(ctx, &tx.batch); err != nil { // storedown.go
+	o.noteEnded(tx)                                   // finished.go: the summary of ended jobs
+	o.noteArraysDone(tx)                              // arrays_evict.go: arrays whose last task ends
+	if err := o.commitRetrying(ctx, tx); err != nil { // storedown.go
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
 	o.kickNotifier(tx)
@@ -501,16 +515,22 @@ func (o *Orchestrator) notify() {
 func (o *Orchestrator) applyOps(ctx context.Context, ops []*op) {
 	o.mu.Lock()
 	tx := o.begin()
+	tx.marks, tx.jobBy = make([]store.Lens, len(ops)), map[string]int{}
 	results := make([]opResult, len(ops))
 	for i, p := range ops {
-		if !p.state.CompareAndSwap(opQueued, opTaken) {
-			continue // its caller gave up before it ran
-		}
-		results[i].v, results[i].err = p.fn(tx)
+		if p.state.CompareAndSwap(opQueued, opTaken) {
+			tx.cur = i
+			results[i].v, results[i].err = p.fn(tx)
+			tx.cur = -1
+		} // else its caller gave up before it ran
+		tx.marks[i] = tx.batch.Lens()
 	}
 	err := o.commit(ctx, tx)
 	o.mu.Unlock()
 	for i, p := range ops {
+		if why, ok := tx.refused[i]; ok && err == nil {
+			results[i] = opResult{err: unstorableError(why)} // storedown.go
+		}
 		if err != nil && results[i].err == nil {
 			results[i] = opResult{err: err}
 		}

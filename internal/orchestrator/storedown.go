@@ -30,17 +30,30 @@ const (
 	storeRetryMax   = 5 * time.Second
 )
 
-// commitRetrying commits b, and while the store fails, tries again until
-// it succeeds or ctx ends (then it returns the error, wrapping ErrStore).
-// The write lock is held on entry and on return, released while it waits.
-// Before Run (recovery in New), a failure is returned at once.
-func (o *Orchestrator) commitRetrying(ctx context.Context, b *store.Batch) error {
+// commitRetrying commits tx's batch, and while the store fails, tries
+// again until it succeeds or ctx ends (then it returns the error,
+// wrapping ErrStore). The write lock is held on entry and on return,
+// released while it waits. Before Run (recovery in New), a failure is
+// returned at once.
+//
+// Only a failure of the moment is retried. One that writing the same
+// batch again cannot fix (store.Permanent: a row the store cannot
+// encode, a constraint) would fail every try and wedge the loop: the
+// rows at fault are left out instead and the rest is written
+// (commitWithout); the ops that made them are answered with an error.
+func (o *Orchestrator) commitRetrying(ctx context.Context, tx *txn) error {
+	b := &tx.batch
 	err := o.cfg.Store.Commit(ctx, b)
 	if err == nil {
 		return nil
 	}
 	if !o.looping {
 		return fmt.Errorf("%w: %w", ErrStore, err) // New: no one holds the lock, and the start fails
+	}
+	if store.Permanent(err) {
+		if err = o.commitWithout(ctx, tx, err); err == nil {
+			return nil
+		}
 	}
 	why := fmt.Sprintf("%v: %v", ErrStore, err)
 	o.storeDown.Store(&why)
@@ -55,7 +68,11 @@ func (o *Orchestrator) commitRetrying(ctx context.Context, b *store.Batch) error
 		if !waited {
 			return fmt.Errorf("%w: %w", ErrStore, err)
 		}
-		if err = o.cfg.Store.Commit(ctx, b); err == nil {
+		err = o.cfg.Store.Commit(ctx, b)
+		if store.Permanent(err) {
+			err = o.commitWithout(ctx, tx, err)
+		}
+		if err == nil {
 			o.downSig.Store(new(make(chan struct{})))
 			o.storeDown.Store(nil)
 			o.log.Info("the store writes again", "down_for", time.Since(began).Round(time.Millisecond))
@@ -63,6 +80,77 @@ func (o *Orchestrator) commitRetrying(ctx context.Context, b *store.Batch) error
 		}
 		pause = min(2*pause, storeRetryMax)
 	}
+}
+
+// commitWithout handles a commit the store refused for good (err): it
+// finds the rows of the batch the store cannot write, notes the ops that
+// made them as refused (applyOps answers them with unstorableError),
+// leaves those rows out and commits the rest. A batch refused for good
+// with no row at fault found, or still refused without them, is given
+// up: its ops are refused, and the loop goes on. It returns an error
+// only for a failure of the moment (the caller retries). Either way the
+// changes refused stay in memory (the ops applied them before the
+// commit) until the server restarts; door checks (api/bounds.go) keep
+// requests from making such rows at all.
+func (o *Orchestrator) commitWithout(ctx context.Context, tx *txn, err error) error {
+	for try := 0; try < 2; try++ {
+		bad := tx.batch.Unstorable()
+		if len(bad) == 0 {
+			break
+		}
+		for _, r := range bad {
+			tx.refuse(tx.ownerOf(r), r.Err)
+		}
+		o.log.Error("the store cannot write some rows of a batch, whatever it retries: they are left out and their changes refused",
+			"rows", len(bad), "part", bad[0].Part.String(), "key", bad[0].Key, "err", bad[0].Err)
+		tx.batch.Drop(bad)
+		if err = o.cfg.Store.Commit(ctx, &tx.batch); err == nil || !store.Permanent(err) {
+			return err
+		}
+	}
+	o.log.Error("the store refused a batch for a reason a retry cannot fix, and no row of it is at fault: it is not written; its changes hold in memory only, until a restart",
+		"err", err)
+	for i := range tx.marks {
+		tx.refuse(i, err)
+	}
+	return nil
+}
+
+// ownerOf returns the op of tx that made row r, -1 when none did (a row
+// the commit itself added, or a batch made by no op).
+func (tx *txn) ownerOf(r store.BadRow) int {
+	if r.Part == store.PartJobs {
+		if i, ok := tx.jobBy[r.Key]; ok {
+			return i
+		}
+		return -1
+	}
+	for i, m := range tx.marks {
+		if r.Index < m[r.Part] {
+			return i
+		}
+	}
+	return -1
+}
+
+// refuse notes that op i's change could not be stored (i < 0: no op).
+func (tx *txn) refuse(i int, why error) {
+	if i < 0 {
+		return
+	}
+	if tx.refused == nil {
+		tx.refused = map[int]error{}
+	}
+	if _, ok := tx.refused[i]; !ok {
+		tx.refused[i] = why
+	}
+}
+
+// unstorableError is the answer to an op whose change the store refused
+// for good.
+func unstorableError(why error) error {
+	return &api.Error{Status: 500, Code: "unstorable",
+		Message: "this change could not be stored, and a retry cannot fix it: it is refused (it will not survive a restart of the server): " + why.Error()}
 }
 
 // await waits for a queued op's result. When ctx ends first, or the store

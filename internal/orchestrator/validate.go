@@ -49,8 +49,11 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	if strings.ContainsRune(j.Command, 0) || !utf8.ValidString(j.Command) {
 		return j, api.Invalid("command", "must be valid UTF-8 without NUL bytes")
 	}
-	if len(j.Name) > maxNameLen {
-		return j, api.Invalid("name", "is longer than %d characters", maxNameLen)
+	if err := api.CheckText("name", j.Name, maxNameLen); err != nil {
+		return j, err
+	}
+	if err := api.CheckText("gpu_type", j.GPUType, maxUserLen); err != nil {
+		return j, err
 	}
 	if j.User == "" {
 		j.User = "anonymous"

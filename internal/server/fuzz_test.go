@@ -70,7 +70,22 @@ func FuzzSubmit(f *testing.F) {
 		`{"command":"python train.py","gpu_count":2,"priority":"high","estimated_duration":"1h30m"}`,
 		`{"command":"x","gpu_count":0,"env":{"A":"1"},"node_labels":{"rack":"r1"},"time_limit":3600,"preempt_grace":"30s"}`,
 		`{"command":"x","nodes":2,"gpu_count":4,"gpu_memory_gb":40,"gpu_type":"H100","max_retries":3,"user":"ana","project":"vision"}`,
-		`{"command":"","gpu_count":-1}`, `[]`, `{"command":"x"} {}`, `{"priority":1e308}`)
+		`{"command":"","gpu_count":-1}`, `[]`, `{"command":"x"} {}`, `{"priority":1e308}`,
+		`{"command":"x","gpu_count":0,"time_limit":1e300,"estimated_duration":"9999999h","elastic_wait":"-1s"}`,
+		`{"command":"x","gpu_count":0,"name":"a\u0000b","gpu_type":"\u0000","max_retries":2147483648}`)
+}
+
+// FuzzReservation: no booking, however far or odd its times, makes a
+// commit fail (issue 24: a booking ending in year 10000 wedged the loop,
+// and every later input answered 503).
+func FuzzReservation(f *testing.F) {
+	fuzzRoute(f, "POST", "/reservations", false,
+		`{"name":"x3","gpus":1,"start":"9999-12-31T23:00:00Z","duration":"2h"}`,
+		`{"name":"x4","gpus":1,"start":"2199-12-31T23:00:00Z","duration":"2h"}`,
+		`{"name":"x5","gpus":1,"start":"2030-01-01T00:00:00Z","end":"9999-12-31T23:59:59Z"}`,
+		`{"name":"x6","gpus":1,"start":"0001-01-01T00:00:00Z","duration":1e300}`,
+		`{"name":"x7","gpus":2,"start":"2030-01-01T00:00:00+23:59","duration":"8h","flags":["weekly"],"users":["a\u0000"]}`,
+		`{"name":"x8","gpus":1,"start":"2030-01-01T00:00:00Z","duration":"2h","project":"\u0000","gpu_type":"\u00ff\u0000"}`)
 }
 
 func FuzzPolicies(f *testing.F) {
@@ -83,7 +98,8 @@ func FuzzPolicies(f *testing.F) {
 
 func FuzzAllocate(f *testing.F) {
 	fuzzRoute(f, "POST", "/cluster/gpu-allocate", false,
-		`{"job_id":"notebook","gpu_count":2,"memory_gb":40,"gpu_type":"H100"}`, `{"job_id":"","gpu_count":-3}`, `{"job_id":"x","gpu_count":99}`)
+		`{"job_id":"notebook","gpu_count":2,"memory_gb":40,"gpu_type":"H100"}`, `{"job_id":"","gpu_count":-3}`, `{"job_id":"x","gpu_count":99}`,
+		`{"job_id":"a\u0000","gpu_count":1}`, `{"job_id":"far","gpu_count":1,"duration":1e300}`)
 }
 
 func FuzzRelease(f *testing.F) {
@@ -109,7 +125,8 @@ func FuzzPriority(f *testing.F) {
 func FuzzTokenCreate(f *testing.F) {
 	fuzzRoute(f, "POST", "/auth/tokens", false,
 		`{"user":"ana","role":"user","projects":["vision","nlp"],"project_admin":["vision"],"description":"ci","expires_in":"720h"}`,
-		`{"user":"grafana","role":"viewer"}`, `{"user":"","role":"root"}`, `{"user":"x","expires_in":-1}`)
+		`{"user":"grafana","role":"viewer"}`, `{"user":"","role":"root"}`, `{"user":"x","expires_in":-1}`,
+		`{"user":"x","expires_in":"2562047h"}`, `{"user":"x","description":"\u0000"}`)
 }
 
 func FuzzSession(f *testing.F) {

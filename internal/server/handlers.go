@@ -222,6 +222,9 @@ func hideEnv(who auth.Principal, j *api.Job) {
 // parseSince reads an RFC 3339 time or a duration back from now ("2h").
 func parseSince(v string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		if !api.TimeInBounds(t) { // api/bounds.go
+			return t, &api.Error{Message: fmt.Sprintf("must be from %d-01-01 to before %d-01-01 UTC", api.MinYear, api.MaxYear)}
+		}
 		return t, nil
 	}
 	if d, err := api.ParseSeconds(v); err == nil && !strings.ContainsAny(v, "-+") {

@@ -37,8 +37,18 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 	if uq.Since, err = usage.ParseTime(q.Get("since"), time.Local); err != nil {
 		return api.Invalid("since", "%s", err.Error())
 	}
+	if !uq.Since.IsZero() {
+		if err := api.CheckTime("since", uq.Since); err != nil { // api/bounds.go
+			return err
+		}
+	}
 	if uq.Until, err = usage.ParseTime(q.Get("until"), time.Local); err != nil {
 		return api.Invalid("until", "%s", err.Error())
+	}
+	if !uq.Until.IsZero() {
+		if err := api.CheckTime("until", uq.Until); err != nil {
+			return err
+		}
 	}
 	format := q.Get("format")
 	if format != "" && format != "json" && format != "csv" {

@@ -294,6 +294,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 		args := make([]any, 0, insertJobs.ncols*len(b.Jobs))
 		for _, j := range b.Jobs {
 			j.Events = nil
+			if err := checkJobTimes(&j); err != nil { // check.go: not a wrapped-around number
+				return err
+			}
 			data, err := json.Marshal(j)
 			if err != nil {
 				return err

@@ -47,6 +47,9 @@ func writeUsage(ctx context.Context, tx *sql.Tx, ins inserts, recs []usage.Recor
 	}
 	args := make([]any, 0, 13*len(recs))
 	for _, r := range recs {
+		if err := checkNanos("usage of "+r.ID, r.Start, r.End); err != nil { // check.go
+			return err
+		}
 		args = append(args, r.Kind, r.ID, r.Attempt, r.Node, r.User, r.Project, r.GPUModel, r.GPUs,
 			r.Start.UnixNano(), r.End.UnixNano(), r.GPUSeconds, r.UsedGPUSeconds, r.Ended)
 	}

@@ -43,6 +43,9 @@ func (b Budget) Key() string { return b.Kind + "/" + b.Name }
 
 var budgetName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$`)
 
+// MaxBudget bounds a budget's gpu_hours and dollars (docs/limits.md).
+const MaxBudget = 1e12
+
 // ValidAction reports whether a is an action ("" is not).
 func ValidAction(a string) bool {
 	return a == ActionNotify || a == ActionPreemptible || a == ActionHold
@@ -59,6 +62,10 @@ func (b Budget) Valid() error {
 		return fieldError{"gpu_hours", "give exactly one of gpu_hours and dollars, above 0"}
 	case b.GPUHours < 0 || b.Dollars < 0 || math.IsNaN(b.GPUHours+b.Dollars) || math.IsInf(b.GPUHours+b.Dollars, 0):
 		return fieldError{"gpu_hours", "a limit is a positive number"}
+	case b.GPUHours > MaxBudget:
+		return fieldError{"gpu_hours", fmt.Sprintf("%g is above the largest budget, %g", b.GPUHours, float64(MaxBudget))}
+	case b.Dollars > MaxBudget:
+		return fieldError{"dollars", fmt.Sprintf("%g is above the largest budget, %g", b.Dollars, float64(MaxBudget))}
 	case b.Action != "" && !ValidAction(b.Action):
 		return fieldError{"action", fmt.Sprintf("%q is not notify, preemptible or hold", b.Action)}
 	}

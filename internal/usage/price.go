@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Prices are dollars per GPU-hour by GPU model name (as an admin types it:
@@ -32,7 +33,7 @@ func (p Prices) For(model string) (float64, bool) {
 
 // ValidPrice reports what is wrong with a price for a model.
 func ValidPrice(model string, dollarsPerHour float64) error {
-	if strings.TrimSpace(model) == "" || len(model) > 128 || strings.ContainsAny(model, "/\n\r\t") {
+	if strings.TrimSpace(model) == "" || len(model) > 128 || strings.ContainsAny(model, "/\n\r\t\x00") || !utf8.ValidString(model) {
 		return fmt.Errorf("model: %q is not a GPU model name (1 to 128 characters, no slash or control characters)", model)
 	}
 	if dollarsPerHour < 0 || math.IsNaN(dollarsPerHour) || math.IsInf(dollarsPerHour, 0) || dollarsPerHour > 1e6 {
