@@ -59,6 +59,7 @@ var commands = [...]command{
 	// Access: tokens, who am I, the audit trail (tokencmd.go).
 	{"token", (*cli).newTokenCmd},
 	{"whoami", (*cli).newWhoamiCmd},
+	{"version", (*cli).newVersionCmd}, // version.go
 	{"audit", (*cli).newAuditCmd},
 
 	// Notifications: endpoints and the delivery log (notifycmd.go).

@@ -94,6 +94,18 @@ $CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
 	pf.StringVar(&c.token, "token", "", "API token sent as a bearer token (default $CORRAL_TOKEN)")
 	pf.StringVarP(&c.output, "output", "o", outputTable, "output format: table or json (json prints the API's answer)")
 
+	var showVersion bool
+	root.Flags().BoolVar(&showVersion, "version", false, "print the version of this corral and of its server (corral version)")
+	root.RunE = func(cmd *cobra.Command, args []string) error {
+		if showVersion {
+			return c.printVersion(cmd.Context(), false)
+		}
+		if len(args) > 0 {
+			return usagef("unknown command %q for \"corral\"", args[0])
+		}
+		return cmd.Help()
+	}
+
 	root.AddCommand(c.subcommands(args)...)
 	c.markStarts(root)
 	return root
