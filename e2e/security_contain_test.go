@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -390,4 +391,98 @@ func countProcs(cmdline string) int {
 		}
 	}
 	return n
+}
+
+// TestSecurityContainNodePids: --max-pids-per-node holds all of a node's
+// jobs together (issue 24: five zero-GPU jobs, each within
+// --max-pids-per-job, filled the node's pid space). With no cap per job,
+// a first job forks 80 processes and keeps them; a second that tries 80
+// more has its forks fail at the node's cap of 100 (its forking shell
+// gives up; the job goes on), so no more than 100 tasks of the jobs live
+// at once, and the machine outside them still forks.
+func TestSecurityContainNodePids(t *testing.T) {
+	const nodeCap, each = 100, 80
+	s := startContained(t, t.TempDir(), freePort(t), "--max-pids-per-job", "0", "--max-pids-per-node", strconv.Itoa(nodeCap))
+	stamp := time.Now().UnixNano() % 1000000
+	sleepA, sleepB := fmt.Sprintf("sleep 600.%06d", stamp), fmt.Sprintf("sleep 601.%06d", stamp)
+	// The forks run in an inner shell: when one fails that shell exits,
+	// the job's own shell says so and stays (exec: no fork needed).
+	forks := func(sleep string) string {
+		return fmt.Sprintf(`sh -c 'i=0; while [ $i -lt %d ]; do %s & i=$((i+1)); done; echo forked-all'; echo "loop-ended $?"; exec sleep 1000`, each, sleep)
+	}
+	var jobs []api.Job
+	for _, sleep := range []string{sleepA, sleepB} {
+		j := s.submit(map[string]any{"gpu_count": 0, "command": forks(sleep)})
+		jobs = append(jobs, j)
+		waitFor(t, 60*time.Second, func() string { return "the job's fork loop to end: " + truncate(s.logs(j.ID), 300) },
+			func() bool { return strings.Contains(s.logs(j.ID), "loop-ended") })
+	}
+	nA, nB := countProcs(sleepA), countProcs(sleepB)
+	logA, logB := s.logs(jobs[0].ID), s.logs(jobs[1].ID)
+	t.Logf("sleeps alive: first job %d, second %d; second's log %q", nA, nB, truncate(logB, 200))
+	if nA != each || !strings.Contains(logA, "forked-all") {
+		t.Errorf("the first job has %d of its %d sleeps (log %q)", nA, each, truncate(logA, 300))
+	}
+	if strings.Contains(logB, "forked-all") || !strings.Contains(strings.ToLower(logB), "fork") || nB == 0 || nA+nB > nodeCap {
+		t.Errorf("the second job's forks: %d sleeps beside the first's %d, node cap %d; log %q; want its forks to fail at the cap", nB, nA, nodeCap, truncate(logB, 300))
+	}
+	if got := nodePidsMax(t, sleepA); got != strconv.Itoa(nodeCap) {
+		t.Errorf("the node's parent cgroup has pids.max %q, want %d", got, nodeCap)
+	}
+	// The machine outside the node's jobs still forks.
+	if out, err := exec.Command("/bin/sh", "-c", "sleep 0 & wait; echo forked").CombinedOutput(); err != nil || !strings.Contains(string(out), "forked") {
+		t.Errorf("a fork outside the jobs failed: %v %q", err, out)
+	}
+
+	for _, j := range jobs {
+		if r := s.do("DELETE", "/queue/"+j.ID+"?grace=1s", nil, nil); r.Status != http.StatusAccepted {
+			t.Fatalf("cancel: %s", r)
+		}
+		s.waitTerminal(j.ID, 30*time.Second)
+	}
+	waitFor(t, 10*time.Second, func() string { return "the jobs' sleeps to be gone" },
+		func() bool { return countProcs(sleepA)+countProcs(sleepB) == 0 })
+	// (No job after them here: on a machine whose init does not reap,
+	// the processes a kill orphans stay zombies, charged to the node's
+	// cap, until something reaps them.)
+}
+
+// nodePidsMax is the pids.max of the parent cgroup of the cgroup of the
+// process whose command line is cmdline (a job's: its node's parent).
+func nodePidsMax(t *testing.T, cmdline string) string {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || strings.TrimRight(strings.ReplaceAll(string(b), "\x00", " "), " ") != cmdline {
+			continue
+		}
+		cg, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(cg), "\n") {
+			f := strings.SplitN(line, ":", 3)
+			if len(f) != 3 {
+				continue
+			}
+			var dir string
+			switch {
+			case f[1] == "pids":
+				dir = filepath.Join("/sys/fs/cgroup/pids", f[2])
+			case f[0] == "0" && f[1] == "" && !strings.Contains(string(cg), ":pids:"):
+				dir = filepath.Join("/sys/fs/cgroup", f[2])
+			default:
+				continue
+			}
+			v, err := os.ReadFile(filepath.Join(filepath.Dir(dir), "pids.max"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.TrimSpace(string(v))
+		}
+		t.Fatalf("no pids cgroup for %q in %q", cmdline, cg)
+	}
+	t.Fatalf("no process %q", cmdline)
+	return ""
 }

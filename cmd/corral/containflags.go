@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -20,6 +21,7 @@ type containFlags struct {
 	memPerGPU  string
 	cpusPerGPU float64
 	pids       int64
+	nodePids   string // --max-pids-per-node: "auto", N, or 0
 }
 
 // defaultMaxPids is --max-pids-per-job's default: room for any training
@@ -32,6 +34,7 @@ func (c *containFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.memPerGPU, "default-mem-per-gpu", "", "memory limit per GPU of a job that names no --mem, e.g. 64G (a job gets this times its GPUs); empty or 0: no limit")
 	fl.Float64Var(&c.cpusPerGPU, "default-cpus-per-gpu", 0, "CPU limit per GPU of a job that names no --cpus (a job gets this times its GPUs); 0: no limit")
 	fl.Int64Var(&c.pids, "max-pids-per-job", defaultMaxPids, "the most processes and threads one job attempt may have alive at once on this node (in its cgroup: a fork bomb fails its own forks, the node keeps its pids); 0: no limit")
+	fl.StringVar(&c.nodePids, "max-pids-per-node", "auto", "the most processes and threads all jobs on this node together may have alive at once (their parent cgroup's pids.max: past it their forks fail, the rest of the machine keeps the rest); auto: 75% of what the machine can still make at start (the lower of kernel.pid_max and kernel.threads-max, less the tasks alive), at least 1024; 0: no limit")
 }
 
 // apply sets the agent's containment from the flags.
@@ -46,8 +49,30 @@ func (c containFlags) apply(cfg *agent.Config) error {
 	if c.pids < 0 || c.pids > contain.MaxPids {
 		return usagef("--max-pids-per-job %d: want 0 (no limit) up to %d", c.pids, contain.MaxPids)
 	}
+	nodePids, err := parseNodePids(c.nodePids)
+	if err != nil {
+		return err
+	}
 	cfg.Containment, cfg.DefaultMemPerGPU, cfg.DefaultCPUsPerGPU, cfg.MaxPidsPerJob = c.mode, mem, c.cpusPerGPU, c.pids
+	cfg.MaxPidsPerNode = nodePids
 	return nil
+}
+
+// parseNodePids reads --max-pids-per-node: "auto" (contain.DefaultNodePids
+// on this machine, now), a count, or 0 (no limit).
+func parseNodePids(s string) (int64, error) {
+	if s = strings.TrimSpace(s); s == "auto" || s == "" {
+		n, err := contain.DefaultNodePids("/proc")
+		if err != nil {
+			return 0, fmt.Errorf("--max-pids-per-node auto: %w; give a number, or 0 for no limit", err)
+		}
+		return n, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > contain.MaxPids {
+		return 0, usagef("--max-pids-per-node %q: want auto, 0 (no limit) or a count up to %d", s, contain.MaxPids)
+	}
+	return n, nil
 }
 
 // parseMemMiB reads a memory size in MiB: a number with an optional

@@ -56,6 +56,7 @@ type controlFlags struct {
 
 	executor executorFlags // mixed.go: --executor; rayflags.go: --ray-*
 	booking  bookingFlags  // bookingflags.go: --booking-allowance, --purge-after
+	cpuJobs  cpuJobFlags   // cpujobflags.go: --max-running-cpu-jobs-per-user
 	// --budget-action (up, server): what an exhausted budget does unless
 	// it says (usagecmd.go)
 	budgetAction string
@@ -85,6 +86,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.notify.register(fl)
 	f.executor.register(fl)
 	f.booking.register(fl)
+	f.cpuJobs.register(fl)
 	registerBudgetAction(fl, &f.budgetAction) // usagecmd.go
 	fl.Var(&f.keepHistory, "keep-history", "how long ended jobs (with their events and logs) are kept after they end, e.g. 365d or 720h; older ones are deleted in the background (0: kept for ever)")
 }
@@ -286,6 +288,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		Notify: notes.planner, AlertGPUTemp: f.notify.alertGPUTemp, AlertQueueWait: f.notify.alertQueueP95,
 	}
 	if err := f.booking.apply(&ocfg); err != nil {
+		return err
+	}
+	if err := f.cpuJobs.apply(&ocfg); err != nil {
 		return err
 	}
 	if f.depTimeout == 0 {

@@ -29,6 +29,7 @@ type limits struct {
 	memPerGPU  int64   // MiB; 0: no limit
 	cpusPerGPU float64 // 0: no limit
 	pids       int64   // processes and threads alive in one attempt's cgroup; 0: no limit
+	nodePids   int64   // the same in all of them together (the parent's pids.max); 0: no limit
 }
 
 // setupContainment decides the node's containment: cgroups under its
@@ -69,6 +70,17 @@ func (a *Agent) setupContainment() {
 	}
 	a.tasks.cgroupParent, a.tasks.cgroupTree = parent, tree
 	a.log.Info("jobs run in cgroups", "containment", mode, "parent", parent)
+	// The node's cap on its jobs' tasks together (0 lifts one an earlier
+	// agent set).
+	if tree == nil {
+		return
+	}
+	if err := tree.LimitPids(a.tasks.limits.nodePids); err != nil {
+		a.log.Warn("the node's jobs are not held to --max-pids-per-node together; each still is to --max-pids-per-job",
+			"max_pids_per_node", a.tasks.limits.nodePids, "err", err)
+	} else if a.tasks.limits.nodePids > 0 {
+		a.log.Info("the node's jobs together may have at most this many processes and threads", "max_pids_per_node", a.tasks.limits.nodePids)
+	}
 }
 
 // sweepCgroups kills and removes the cgroups of this node's attempts that
@@ -128,7 +140,7 @@ func (t *tasks) cgroupPath(s api.TaskSpec) string {
 // containSpec is the task's cgroup limits: the job's own, else the node's
 // per-GPU defaults times its GPUs; and its GPUs' device minors.
 func (t *tasks) containSpec(s api.TaskSpec) contain.Spec {
-	spec := contain.Spec{MemMiB: s.MemMiB, CPUs: s.CPUs, Pids: t.limits.pids}
+	spec := contain.Spec{MemMiB: s.MemMiB, CPUs: s.CPUs, Pids: t.limits.pids, NodePids: t.limits.nodePids}
 	if spec.MemMiB == 0 {
 		spec.MemMiB = t.limits.memPerGPU * int64(len(s.GPUs))
 	}

@@ -37,6 +37,12 @@ func TestContainSpec(t *testing.T) {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
+	// The task caps, the attempt's and the node's, go with every spec (the
+	// shim makes the node's parent again with its cap where it is gone).
+	ts.limits.pids, ts.limits.nodePids = 64, 1000
+	if got := ts.containSpec(api.TaskSpec{}); got.Pids != 64 || got.NodePids != 1000 {
+		t.Errorf("task caps: pids %d, node_pids %d; want 64, 1000", got.Pids, got.NodePids)
+	}
 }
 
 // --containment process-group: the agent holds jobs by process groups,
@@ -57,6 +63,9 @@ func TestContainmentProcessGroup(t *testing.T) {
 	}
 	if _, err := New(Config{NodeID: "n1", Link: fakeLink{}, StateDir: "s", LogDir: "l", DefaultMemPerGPU: -1}); err == nil {
 		t.Error("a negative --default-mem-per-gpu accepted")
+	}
+	if _, err := New(Config{NodeID: "n1", Link: fakeLink{}, StateDir: "s", LogDir: "l", MaxPidsPerNode: -1}); err == nil {
+		t.Error("a negative --max-pids-per-node accepted")
 	}
 }
 

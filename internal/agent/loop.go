@@ -84,6 +84,10 @@ type Config struct {
 	// attempt's cgroup (a fork bomb ends its own job, not the node). 0:
 	// no limit.
 	MaxPidsPerJob int64
+	// MaxPidsPerNode caps the tasks of all the node's attempts together
+	// (its parent cgroup's pids.max), so that its jobs leave the rest of
+	// the machine pids to fork with. 0: no limit.
+	MaxPidsPerNode int64
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -133,6 +137,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MaxPidsPerJob < 0 || cfg.MaxPidsPerJob > contain.MaxPids {
 		return nil, fmt.Errorf("--max-pids-per-job %d: want 0 (no limit) up to %d", cfg.MaxPidsPerJob, contain.MaxPids)
 	}
+	if cfg.MaxPidsPerNode < 0 || cfg.MaxPidsPerNode > contain.MaxPids {
+		return nil, fmt.Errorf("--max-pids-per-node %d: want 0 (no limit) up to %d", cfg.MaxPidsPerNode, contain.MaxPids)
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
 	}
@@ -149,7 +156,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, unfenced: cfg.Unfenced, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup, shells: &shellSet{},
-		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob}}
+		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}}
 	return a, nil
 }
 

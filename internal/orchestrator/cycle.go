@@ -50,6 +50,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 		snap.Queue = append(snap.Queue, schedJob(j, est))
 	}
 	o.snapshotBookings(&snap, now) // bookings_sched.go
+	o.snapshotCPUJobs(&snap)       // cpujobs.go
 	return snap
 }
 

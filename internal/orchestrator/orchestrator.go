@@ -103,6 +103,10 @@ type Config struct {
 	// does: usage.ActionNotify (default), ActionPreemptible or ActionHold
 	// (budgets.go).
 	BudgetAction string
+
+	// MaxRunningCPUJobsPerUser caps the jobs without GPUs one user may
+	// have running at once (cpujobs.go). 0: no cap.
+	MaxRunningCPUJobsPerUser int
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run

@@ -51,7 +51,8 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 		if j != nil {
 			j = elasticPlan(j, s.Now)
 		}
-		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull {
+		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull ||
+			pd.Reason == ReasonUserCPUJobLimit { // it starts when one of its user's ends: not known
 			continue
 		}
 		if j.Reservation != "" { // a job of a booking: its GPUs, in its window (booking_plan.go)

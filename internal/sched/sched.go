@@ -134,6 +134,9 @@ type Snapshot struct {
 	// Bookings are the GPUs booked over intervals (booking.go): those
 	// not yet ended, and those that ended with jobs still in them.
 	Bookings []Booking
+	// CPUJobsPerUser caps the jobs without GPUs one user may have running
+	// (cpujobs.go); more wait with ReasonUserCPUJobLimit. 0: no cap.
+	CPUJobsPerUser int
 }
 
 // Placement is the GPUs a job gets on one node.
@@ -184,6 +187,9 @@ const (
 	ReasonIdle          = "idle"                // preemption: the job's GPUs sat idle
 	ReasonBackoff       = "backoff"             // requeued after a loss; waits out its backoff
 	ReasonNodeDiskFull  = "node_disk_full"      // no node accepts new jobs, and some refuse because their log disk is full
+	// ReasonUserCPUJobLimit: a job without GPUs whose user has as many
+	// such jobs running as Snapshot.CPUJobsPerUser allows (cpujobs.go).
+	ReasonUserCPUJobLimit = "user_cpu_job_limit"
 )
 
 // Result is the outcome of one cycle.

@@ -53,6 +53,8 @@ type cycle struct {
 	left map[*Job]int // groups' jobs not yet decided (group.go)
 
 	bk *bookings // the snapshot's bookings (booking.go); nil: none
+
+	cpu *cpuJobs // running zero-GPU jobs by user (cpujobs.go); nil: no cap
 }
 
 // tally counts, in one pass over the running jobs, the GPUs each user
@@ -198,6 +200,7 @@ func Schedule(s Snapshot) Result {
 		victim: map[int]bool{}, claimed: map[int]bool{}, plain: map[plainShape]*shapeState{}, shapes: map[shape]*shapeState{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
 	c.tally()
+	c.cpu = newCPUJobs(&s)
 	c.bk = newBookings(c.ix, s.Bookings, s.Now)
 	if c.bk != nil {
 		c.bk.init(c.ix)
@@ -248,6 +251,8 @@ func Schedule(s Snapshot) Result {
 		switch {
 		case j.Held != "":
 			c.pend(Pending{JobID: j.ID, Reason: j.Held, note: textNote(j.HeldNote)})
+		case c.cpuCapped(j): // its user's zero-GPU jobs are at the cap (cpujobs.go)
+			c.pendCPU(j)
 		case blocked:
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
 		case j.NotBefore.After(c.now):
@@ -286,11 +291,19 @@ func Schedule(s Snapshot) Result {
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
 			continue
 		}
+		if c.cpuCapped(j) { // zero-GPU jobs of its user started since it was deferred
+			c.pendCPU(j)
+			continue
+		}
 		c.prepare(j)
 		j = c.elasticAsk(j, true)
 		sh := c.shapeOf(j)
 		started := c.start(j, sh, true) || c.startInto(j, sh, true)
 		for started && c.more(j) { // a group's next jobs (group.go)
+			if c.cpuCapped(j) {
+				c.pendCPU(j)
+				break
+			}
 			started = c.start(j, sh, true) || c.startInto(j, sh, true)
 		}
 		if !started {
@@ -377,6 +390,7 @@ func (c *cycle) start(j *Job, sh *shapeState, borrowed bool) bool {
 func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 	c.out.Starts = append(c.out.Starts, Start{JobID: j.ID, Placements: ps, Borrowed: borrowed})
 	c.startEst = append(c.startEst, j.Estimate)
+	c.cpuStarted(j)
 	n := j.GPUs * nodesWanted(j)
 	c.userGPUs[j.User] += n
 	c.projectGPUs[j.Project] += n

@@ -16,7 +16,7 @@
 // attempt's cgroup is <parent>/<job>.<attempt>.<rank>. Leftovers of an
 // earlier agent are found there and removed by Sweep.
 //
-//	agent ── NewTree(parent).Prepare() once (v1: the parent's device allow-list)
+//	agent ── NewTree(parent).Prepare() once (v1: the parent's device allow-list), LimitPids (the node's task cap)
 //	  ── per attempt: start child gated (Gate) ── Tree.Open(name).Add(pid) ── release gate
 //	  └─ main process ends / stop ── Cgroup.Kill ── end reported ── Cgroup.Destroy (rmdir)
 package contain
@@ -72,6 +72,12 @@ type Spec struct {
 	// once, so that a fork bomb takes its own job down, not the node. 0:
 	// no limit.
 	Pids int64 `json:"pids,omitempty"`
+	// NodePids is the node's cap on all its attempts' tasks together,
+	// held by the parent cgroup (Tree.LimitPids; pids.go). With it set an
+	// attempt is made in the pids hierarchy under the parent even without
+	// a Pids of its own, and one that finds the parent gone (removed while
+	// the node was idle) gives the parent it makes again the cap. 0: none.
+	NodePids int64 `json:"node_pids,omitempty"`
 }
 
 // Validate reports a spec a cgroup cannot take.
@@ -83,6 +89,8 @@ func (s Spec) Validate() error {
 		return fmt.Errorf("cpus %v: want 0 (no limit) up to 1e6", s.CPUs)
 	case s.Pids < 0 || s.Pids > MaxPids:
 		return fmt.Errorf("pids %d: want 0 (no limit) up to %d", s.Pids, MaxPids)
+	case s.NodePids < 0 || s.NodePids > MaxPids:
+		return fmt.Errorf("node_pids %d: want 0 (no limit) up to %d", s.NodePids, MaxPids)
 	}
 	for _, m := range s.GPUMinors {
 		if m < 0 || m > lastGPUMinor {
@@ -204,8 +212,19 @@ func openV2(path string, spec Spec) (*Cgroup, error) {
 	if err != nil {
 		return nil, err
 	}
+	parentGone := false
+	if spec.NodePids > 0 {
+		_, err := os.Stat(filepath.Dir(cg.m.Path("")))
+		parentGone = errors.Is(err, os.ErrNotExist)
+	}
 	if err := cg.m.Apply(-1); err != nil {
 		return nil, fmt.Errorf("cgroup %s: create: %w", path, err)
+	}
+	if parentGone { // made again just now: the node's cap first (pids.go)
+		if err := limitPidsV2(filepath.Dir(path), spec.NodePids); err != nil {
+			cg.m.Destroy()
+			return nil, err
+		}
 	}
 	if err := cg.m.Set(r); err != nil {
 		cg.m.Destroy()

@@ -22,7 +22,8 @@ import (
 //
 // Under v1 an attempt's cgroup is made in five hierarchies only: devices,
 // memory, cpu (its CFS quota; not made without one), freezer (Kill) and
-// pids (its task limit; not made without one). The parent holds the node's
+// pids (its task limit, or the node's: not made without either; the
+// node's cap is the parent's own pids.max, LimitPids). The parent holds the node's
 // device allow-list (Prepare), which a child cgroup inherits when it is
 // made: every block device, mknod of any device, every character major but
 // NVIDIA's, and all of NVIDIA's 195:*. An attempt's cgroup then needs one
@@ -129,8 +130,8 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 	if r.CpuQuota == 0 {
 		delete(paths, "cpu") // no quota: nothing to hold it to there
 	}
-	if r.PidsLimit == nil {
-		delete(paths, "pids") // likewise
+	if r.PidsLimit == nil && spec.NodePids == 0 {
+		delete(paths, "pids") // likewise; with a node cap, the parent's pids.max holds it (pids.go)
 	}
 	m, err := manager.NewWithPaths(&cgroups.Cgroup{Path: path, Resources: r}, paths)
 	if err != nil {
@@ -140,18 +141,25 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 	// Made here, in the devices hierarchy, the cgroup is new and holds its
 	// parent's list; one that exists is taken over, and a parent that is
 	// gone is made again by Apply, allow-all.
-	fresh := false
+	fresh, parentGone := false, false
 	switch err := os.Mkdir(m.Path("devices"), 0o755); {
 	case err == nil:
 		fresh = t.prepared.Load()
 	case errors.Is(err, os.ErrNotExist):
 		t.prepared.Store(false)
+		parentGone = true
 	case !errors.Is(err, os.ErrExist):
 		return nil, fmt.Errorf("cgroup %s: create: %w", path, err)
 	}
 	if err := m.Apply(-1); err != nil {
 		m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: create: %w", path, err)
+	}
+	if parentGone && spec.NodePids > 0 { // made again just now: the node's cap first (pids.go)
+		if err := limitPidsV1(t.parent, t.paths["pids"], spec.NodePids); err != nil {
+			m.Destroy()
+			return nil, err
+		}
 	}
 	if err := t.set(m, r, spec.GPUMinors, fresh); err != nil {
 		m.Destroy()
