@@ -11,13 +11,13 @@ import (
 	osexec "os/exec"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/lazyre"
 )
 
 // A job's environment is the submitter's, never the agent's (docs/jobs.md).
@@ -57,7 +57,7 @@ const (
 )
 
 // envNameRE is a variable name an agent may pass on.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // ParseJobEnvFromAgent checks --job-env-from-agent: a comma-separated list
 // of variable names, none of them Corral's own (CORRAL_*, whose tokens
