@@ -113,6 +113,9 @@ named by --join-token-file.`,
 				Detach: true, ShipLogs: true, Server: link.Base(), Interval: interval, Logger: logger, RunAs: runAs,
 				RunAsFallback: host.runAsFallback, MaxLogSize: int64(host.maxLogSize), MinFreeDisk: float64(host.minFreeDisk),
 			}
+			if err := host.applyJobEnv(&cfg); err != nil {
+				return err
+			}
 			if err := contain.apply(&cfg); err != nil {
 				return err
 			}

@@ -22,6 +22,8 @@ type hostFlags struct {
 	maxLogSize    byteSize
 	runAsFallback string
 	minFreeDisk   percent
+	jobEnvFrom    string // --job-env-from-agent (docs/jobs.md)
+	scratchDir    string // --scratch-dir (docs/jobs.md)
 }
 
 // registerLogSize registers --max-log-size (up, server, agent).
@@ -35,6 +37,19 @@ func (h *hostFlags) registerNode(fl *pflag.FlagSet) {
 	h.minFreeDisk = 5
 	fl.StringVar(&h.runAsFallback, "run-as-fallback", os.Getenv("CORRAL_RUN_AS_FALLBACK"), "with --run-as user: run the jobs of owners without a Unix account on this node as this account (e.g. nobody; never root) instead of failing them; default $CORRAL_RUN_AS_FALLBACK")
 	fl.Var(&h.minFreeDisk, "min-free-disk", "take no new jobs while the disk of the job logs has less than this free, in percent (e.g. 5%; 0 turns the check off)")
+	fl.StringVar(&h.jobEnvFrom, "job-env-from-agent", "", "comma-separated names of this daemon's own environment variables that every job gets (e.g. LANG,TZ); nothing else of its environment reaches a job (docs/jobs.md)")
+	fl.StringVar(&h.scratchDir, "scratch-dir", "", "directory on the node's local disk for each attempt's private $TMPDIR ($CORRAL_SCRATCH), removed when the attempt ends (default /tmp/corral-scratch, or /tmp/corral-scratch-UID for a daemon not running as root; /tmp is $TMPDIR when set)")
+}
+
+// applyJobEnv sets the agent's --job-env-from-agent and --scratch-dir
+// (up, agent).
+func (h *hostFlags) applyJobEnv(cfg *agent.Config) error {
+	names, err := agent.ParseJobEnvFromAgent(h.jobEnvFrom)
+	if err != nil {
+		return usageError{err}
+	}
+	cfg.JobEnvFromAgent, cfg.ScratchDir = names, h.scratchDir
+	return nil
 }
 
 // byteSize is a flag of a number of bytes: 1048576, 512K, 100M, 1G, 1GiB

@@ -25,7 +25,8 @@ type submitFlags struct {
 	name, project, user         string
 	workdir, idempotencyKey     string
 	preemptGrace, timeLimit     string
-	env, labels                 []string
+	labels                      []string
+	envf                        envFlags      // --export, --env, --env-file (envflags.go)
 	mem                         string        // --mem, e.g. 64G
 	cpus                        float64       // --cpus
 	array                       string        // --array, e.g. 0-99%8
@@ -46,9 +47,10 @@ func (c *cli) newSubmitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "submit [flags] -- CMD [ARG...]",
 		Short: "Queue a job",
-		Long: `Queue a job. The command runs with /bin/sh -c on the node that gets it, in
---workdir (default: the current directory), with CUDA_VISIBLE_DEVICES set to
-its GPUs.
+		Long: `Queue a job. The command runs with bash -c (sh -c where the node has no
+bash) on the node that gets it, in --workdir (default: the current
+directory), with your environment (--export ALL; see docs/jobs.md) and
+CUDA_VISIBLE_DEVICES set to its GPUs.
 
 A single CMD argument is the shell command verbatim, so quote it to keep
 variables for the job's shell: corral submit -- 'echo $CUDA_VISIBLE_DEVICES'.
@@ -136,7 +138,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.name, "name", "", "job name")
 	fl.StringVar(&f.project, "project", "", "project the job counts against")
 	fl.StringVar(&f.user, "user", "", "job owner (default: the token's user; only admin tokens may name another)")
-	fl.StringArrayVar(&f.env, "env", nil, "environment variable K=V for the job (repeatable)")
+	f.envf.register(fl)
 	fl.StringVar(&f.workdir, "workdir", "", "working directory of the job (default: the current directory)")
 	fl.IntVar(&f.maxRetries, "max-retries", 0, "times to requeue the job after a lost node or preemption")
 	fl.StringVar(&f.idempotencyKey, "idempotency-key", "", "submitting again with the same key returns the first job")
@@ -218,7 +220,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		cpus := f.cpus
 		req.CPUs = &cpus
 	}
-	env, err := parseEnv("--env", f.env)
+	env, err := f.envf.build(os.Environ(), cmd.ErrOrStderr())
 	if err != nil {
 		return req, err
 	}

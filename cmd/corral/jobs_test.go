@@ -37,7 +37,7 @@ func TestSubmitBody(t *testing.T) {
 		{"numeric priority passes through", []string{"--priority", "3", "--", "true"}, map[string]any{"priority": "3"}, "", ""},
 		{"resources", []string{"--gpus", "8", "--nodes", "2", "--gpu-mem", "40", "--gpu-type", "H100", "--max-retries", "2", "--", "true"},
 			map[string]any{"gpu_count": 8.0, "nodes": 2.0, "gpu_memory_gb": 40.0, "gpu_type": "H100", "max_retries": 2.0}, "", ""},
-		{"env", []string{"--env", "A=1", "--env", "B=x=y,z", "--env", "EMPTY=", "--", "true"},
+		{"env", []string{"--export", "NONE", "--env", "A=1", "--env", "B=x=y,z", "--env", "EMPTY=", "--", "true"},
 			map[string]any{"env": map[string]any{"A": "1", "B": "x=y,z", "EMPTY": ""}}, "", ""},
 		{"workdir made absolute", []string{"--workdir", "sub/dir", "--", "true"},
 			map[string]any{"workdir": filepath.Join(cwd, "sub/dir")}, "", ""},

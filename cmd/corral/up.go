@@ -105,6 +105,9 @@ func localAgent(f controlFlags, simulate, nodeName string, labels map[string]str
 			Link: inProcess{pool}, Detach: true, Unfenced: true, Interval: f.interval, Logger: logger, RunAs: f.runAs,
 			RunAsFallback: f.host.runAsFallback, MaxLogSize: int64(f.host.maxLogSize), MinFreeDisk: float64(f.host.minFreeDisk),
 		}
+		if err := f.host.applyJobEnv(&cfg); err != nil {
+			return "", nil, err
+		}
 		if err := f.contain.apply(&cfg); err != nil {
 			return "", nil, err
 		}

@@ -103,8 +103,8 @@ func TestTasksInCgroup(t *testing.T) {
 				t.Errorf("status %+v, want exit 3 and no OOM", st)
 			}
 			log, _ := os.ReadFile(ts.logPath(taskKey{"j1", 0, 0}))
-			if !strings.Contains(string(log), "zero=/bin/sh") {
-				t.Errorf("log %q: want $0 /bin/sh", log)
+			if !strings.Contains(string(log), "zero="+jobShell()) {
+				t.Errorf("log %q: want $0 %s", log, jobShell())
 			}
 			b, _ := os.ReadFile(pidFile)
 			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))

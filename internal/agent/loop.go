@@ -88,6 +88,13 @@ type Config struct {
 	// (its parent cgroup's pids.max), so that its jobs leave the rest of
 	// the machine pids to fork with. 0: no limit.
 	MaxPidsPerNode int64
+	// JobEnvFromAgent names the agent's own environment variables that
+	// jobs get (--job-env-from-agent LANG,TZ); nothing else of the
+	// agent's environment reaches a job (jobenv.go).
+	JobEnvFromAgent []string
+	// ScratchDir holds each attempt's private $TMPDIR (jobenv.go);
+	// empty: DefaultScratchDir.
+	ScratchDir string
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -153,10 +160,14 @@ func New(cfg Config) (*Agent, error) {
 		}
 		cfg.Shim = []string{self, "shim"}
 	}
+	je, err := newJobEnv(cfg) // jobenv.go
+	if err != nil {
+		return nil, err
+	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, unfenced: cfg.Unfenced, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup, shells: &shellSet{},
-		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}}
+		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}, jobEnv: je}
 	return a, nil
 }
 
@@ -186,9 +197,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		go a.keepAlive(ctx)
 	}
 	a.setupContainment()
+	scratch, err := prepareScratch(a.cfg.ScratchDir, a.cfg.NodeID, a.cfg.StateDir) // jobenv.go
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.tasks.scratch = scratch
+	defer os.Remove(scratch) // when empty: no job of this agent runs on
 	if n := a.tasks.adopt(ctx); n > 0 {
 		a.log.Info("found tasks of a previous agent", "tasks", n)
 	}
+	a.tasks.sweepScratch()
 	if a.cfg.ShipLogs {
 		go a.shipLoop(ctx)
 	}

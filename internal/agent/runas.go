@@ -34,6 +34,7 @@ type credential struct {
 	uid, gid   uint32
 	groups     []uint32
 	name, home string // the account's name and home directory: the job's USER, LOGNAME and HOME
+	shell      string // its login shell, the job's SHELL (loginShell, jobenv.go); "": /bin/sh
 }
 
 // lookupFunc finds a Unix account by name (user.Lookup, or a fake).

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	osexec "os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -46,8 +48,10 @@ type exitStatus struct {
 	OOMKilled bool `json:"oom_killed,omitempty"`
 }
 
-// RunShim is `corral shim --state RECORD --log FILE [--max-log-size N] [--workdir DIR] -- /bin/sh -c CMD`.
-// The job's environment is the shim's. Its output goes through a pipe into
+// RunShim is `corral shim --state RECORD --log FILE [--max-log-size N] [--workdir DIR] [--env-stdin] -- bash -c CMD`.
+// The job's environment is read from stdin with --env-stdin (the agent's
+// way: the shim's own environment is the agent's, never the job's), else
+// it is the shim's. Its output goes through a pipe into
 // the log, capped at --max-log-size (logcap.go). It returns the shim's exit code.
 //
 // `corral shim --host` is a shim host instead: one long-lived shim that
@@ -69,6 +73,7 @@ func RunShim(args []string) int {
 	maxLog := fs.Int64("max-log-size", DefaultMaxLogSize, "bytes of output the log keeps; the rest is dropped behind a marker (0: no cap)")
 	cgroupPath := fs.String("cgroup", "", "run the job in this cgroup (relative to the shim's own)")
 	cgroupSpec := fs.String("cgroup-spec", "", "the cgroup's limits (JSON contain.Spec)")
+	envStdin := fs.Bool("env-stdin", false, "read the job's environment from stdin, NUL-separated KEY=VALUE (default: the shim's own)")
 	if err := fs.Parse(args); err != nil || *state == "" || fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: corral shim --state RECORD --log FILE [--max-log-size N] [--workdir DIR] -- COMMAND...")
 		return 2
@@ -76,8 +81,20 @@ func RunShim(args []string) int {
 	// Ask to be told when we must stop before anything else can race it.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	var env []string
+	if *envStdin {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "corral shim: the job's environment: %v\n", err)
+			return 2
+		}
+		env = []string{}
+		if len(b) > 0 {
+			env = strings.Split(string(b), "\x00")
+		}
+	}
 	shimJob{State: *state, Log: *logPath, Workdir: *workdir, Alive: *alive, Fence: *fence, UID: *uid, GID: *gid,
-		Groups: *groups, MaxLog: *maxLog, Cgroup: *cgroupPath, CgroupSpec: *cgroupSpec, Argv: fs.Args()}.run(stop)
+		Groups: *groups, MaxLog: *maxLog, Cgroup: *cgroupPath, CgroupSpec: *cgroupSpec, Env: env, Argv: fs.Args()}.run(stop)
 	return 0
 }
 

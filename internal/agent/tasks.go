@@ -49,6 +49,7 @@ type tasks struct {
 	fence time.Duration // with detach: shims kill their jobs after this long without the agent (0: never)
 
 	shells *shellSet // shells open into tasks, ended with them (shell.go)
+	jobEnv           // what jobs' environments take from the agent, and their scratch (jobenv.go)
 	host   shimHost  // with unfenced: the shim host that runs the jobs (shimhost.go)
 }
 
@@ -123,7 +124,11 @@ type credentialFunc func(owner string) (*credential, error)
 
 // credential looks the owner's account up on this node.
 func (t *tasks) credential(owner string) (*credential, error) {
-	return jobCredential(owner, os.Geteuid(), t.runAs, t.runAsFallback, systemLookup, systemGroups)
+	c, err := jobCredential(owner, os.Geteuid(), t.runAs, t.runAsFallback, systemLookup, systemGroups)
+	if c != nil {
+		c.shell = loginShell(c.name) // the job's SHELL (jobenv.go)
+	}
+	return c, err
 }
 
 // credentials returns t.credential, looking each owner up once: for the
@@ -177,6 +182,9 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if err := t.prepareNotice(tk, cred); err != nil {
 		return err
 	}
+	if err := t.makeScratch(k, cred); err != nil { // jobenv.go
+		return err
+	}
 	if !t.detach {
 		return t.launchDirect(tk, cred)
 	}
@@ -199,9 +207,13 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	}
 	args = append(args, cred.shimArgs()...)
 	args = append(args, t.shimContainArgs(spec)...)
-	args = append(args, "--", "/bin/sh", "-c", spec.Command)
+	args = append(append(args, "--env-stdin", "--"), t.jobArgv(spec.Command)...)
 	cmd := osexec.Command(t.shim[0], args...)
-	cmd.Env = t.env(spec, cred)
+	// The job's environment reaches the shim on its stdin, not as its
+	// own: the shim runs as the agent's account (root), and a job's
+	// LD_PRELOAD or LD_LIBRARY_PATH must not load code into it.
+	cmd.Env = shimEnv()
+	cmd.Stdin = strings.NewReader(strings.Join(t.env(spec, cred), "\x00"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start shim: %w", err)
@@ -238,7 +250,8 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 		out.finish()
 		return fmt.Errorf("containment: %w", err)
 	}
-	cmd := osexec.Command("/bin/sh", "-c", spec.Command)
+	argv := t.jobArgv(spec.Command)
+	cmd := osexec.Command(argv[0], argv[1:]...)
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	cmd.Dir = spec.Workdir
 	cmd.Env = t.env(spec, cred)
@@ -281,70 +294,6 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 		jcg.remove(t.log) // off the start path: its processes are dead (end)
 	}()
 	return nil
-}
-
-// env is the job's environment: the agent's (less its credentials, see
-// credentialVar); for a job run as another account (cred), that
-// account's HOME, USER and LOGNAME, not the agent's; the job's own; then
-// Corral's.
-func (t *tasks) env(s api.TaskSpec, cred *credential) []string {
-	vals := map[string]string{}
-	var order []string
-	set := func(k, v string) {
-		if _, ok := vals[k]; !ok {
-			order = append(order, k)
-		}
-		vals[k] = v
-	}
-	for _, kv := range os.Environ() {
-		if k, v, ok := strings.Cut(kv, "="); ok && !credentialVar(k) {
-			set(k, v)
-		}
-	}
-	if cred != nil {
-		set("HOME", cred.home)
-		set("USER", cred.name)
-		set("LOGNAME", cred.name)
-	}
-	for k, v := range s.Env {
-		set(k, v)
-	}
-	gpus := make([]string, len(s.GPUs))
-	for i, g := range s.GPUs {
-		gpus[i] = strconv.Itoa(g)
-	}
-	visible := strings.Join(gpus, ",")
-	nvidia := visible
-	if len(s.GPUs) == 0 {
-		nvidia = "void"
-	}
-	master := s.MasterAddr
-	if master == "" {
-		master = "127.0.0.1"
-	}
-	for _, kv := range [][2]string{
-		{"CUDA_VISIBLE_DEVICES", visible}, {"NVIDIA_VISIBLE_DEVICES", nvidia}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
-		{"CORRAL_JOB_ID", s.JobID}, {"CORRAL_GPUS", visible}, {"CORRAL_GPU_UUIDS", strings.Join(s.GPUUUIDs, ",")},
-		{"CORRAL_ATTEMPT", strconv.Itoa(s.Attempt)}, {"CORRAL_NODE_ID", t.nodeID},
-		{"CORRAL_NUM_GPUS", strconv.Itoa(len(s.GPUs))}, // the GPUs granted on this node (elastic jobs: from min to max)
-		{"CORRAL_NODE_RANK", strconv.Itoa(s.Rank)}, {"CORRAL_NUM_NODES", strconv.Itoa(max(s.NumNodes, 1))},
-		{"CORRAL_MASTER_ADDR", master}, {"CORRAL_MASTER_PORT", strconv.Itoa(s.MasterPort)},
-		{"MASTER_ADDR", master}, {"MASTER_PORT", strconv.Itoa(s.MasterPort)}, {"NODE_RANK", strconv.Itoa(s.Rank)},
-		{"CORRAL_PREEMPT_NOTICE", t.noticeOf(keyOf(s))},
-	} {
-		set(kv[0], kv[1])
-	}
-	if t.server != "" {
-		set(serverVar, t.server)
-	}
-	if mig := t.migOf(s.GPUs); mig != "" {
-		set("CORRAL_MIG_DEVICES", mig)
-	}
-	env := make([]string, len(order))
-	for i, k := range order {
-		env[i] = k + "=" + vals[k]
-	}
-	return env
 }
 
 // skip records a task that was stopped before it ever started here, as if
@@ -395,7 +344,8 @@ func (t *tasks) finish(tk *task, st api.TaskStatus) {
 	}
 	t.mu.Unlock()
 	t.log.Info("task ended", "job_id", st.JobID, "rank", st.Rank, "exit_code", st.ExitCode, "signal", st.Signal, "err", st.Error)
-	t.shells.end(keyOf(tk.spec)) // shell.go
+	t.shells.end(keyOf(tk.spec))    // shell.go
+	t.removeScratch(keyOf(tk.spec)) // jobenv.go
 	t.changed()
 }
 

@@ -139,64 +139,6 @@ func TestAdoptRunningTask(t *testing.T) {
 	}
 }
 
-// A job never inherits the credentials in the agent's environment (the
-// join token, `corral up`'s admin token, a client token), though it keeps
-// the rest of that environment and may set such a variable itself.
-func TestJobEnvHasNoAgentCredentials(t *testing.T) {
-	for _, k := range []string{"CORRAL_JOIN_TOKEN", "CORRAL_ADMIN_TOKEN", "CORRAL_TOKEN"} {
-		t.Setenv(k, "secret-of-the-agent")
-	}
-	t.Setenv("SOME_AGENT_VAR", "kept")
-	ts := &tasks{nodeID: "n1", stateDir: t.TempDir()}
-	env := ts.env(api.TaskSpec{JobID: "j1", Env: map[string]string{"CORRAL_TOKEN": "the-job's-own"}}, nil)
-	got := map[string]string{}
-	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		got[k] = v
-	}
-	for k, v := range got {
-		if strings.Contains(v, "secret-of-the-agent") {
-			t.Errorf("the job inherits %s from the agent", k)
-		}
-	}
-	if got["SOME_AGENT_VAR"] != "kept" || got["CORRAL_TOKEN"] != "the-job's-own" || got["CORRAL_JOB_ID"] != "j1" {
-		t.Errorf("env = %v; want the agent's other variables, the job's own, Corral's", got)
-	}
-}
-
-// A job run as another account gets that account's HOME, USER and
-// LOGNAME, not the agent's (root's): its caches and dotfiles land in its
-// own home. The job may still set them itself; a job run as the agent's
-// own account keeps the agent's.
-func TestJobEnvIsItsAccounts(t *testing.T) {
-	t.Setenv("HOME", "/root")
-	t.Setenv("USER", "root")
-	t.Setenv("LOGNAME", "root")
-	ts := &tasks{nodeID: "n1", stateDir: t.TempDir()}
-	ana := &credential{uid: 1001, gid: 1001, name: "ana", home: "/home/ana"}
-	for _, tc := range []struct {
-		name                string
-		cred                *credential
-		env                 map[string]string
-		home, user, logname string
-	}{
-		{"another account", ana, nil, "/home/ana", "ana", "ana"},
-		{"the job's own HOME", ana, map[string]string{"HOME": "/scratch/ana"}, "/scratch/ana", "ana", "ana"},
-		{"the agent's account", nil, nil, "/root", "root", "root"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := map[string]string{}
-			for _, kv := range ts.env(api.TaskSpec{JobID: "j1", Env: tc.env}, tc.cred) {
-				k, v, _ := strings.Cut(kv, "=")
-				got[k] = v
-			}
-			if got["HOME"] != tc.home || got["USER"] != tc.user || got["LOGNAME"] != tc.logname {
-				t.Errorf("HOME=%s USER=%s LOGNAME=%s; want %s %s %s", got["HOME"], got["USER"], got["LOGNAME"], tc.home, tc.user, tc.logname)
-			}
-		})
-	}
-}
-
 // A job given GPUs with MIG on gets their MIG devices' UUIDs in
 // CORRAL_MIG_DEVICES, in the order of its GPUs; a job without such a GPU
 // gets no such variable.

@@ -50,7 +50,8 @@ type scriptSpec struct {
 // (srun, one task per node), waits, writes the exit status to ExitPath
 // and exits with it. Run with the argument "rank"
 // it is one rank: it sets Corral's per-node variables from the node it
-// runs on and runs the job's command with /bin/sh -c. Slurm sets
+// runs on and runs the job's command with bash -c (sh -c where the node
+// has no bash). Slurm sets
 // CUDA_VISIBLE_DEVICES from the allocated gres.
 func script(s scriptSpec) string {
 	t := s.Task
@@ -117,7 +118,9 @@ if [ -n "$CUDA_VISIBLE_DEVICES" ]; then export NVIDIA_VISIBLE_DEVICES="$CUDA_VIS
 	// The command runs in a session of its own; when it ends, whatever is
 	// left of its process group is killed (Slurm's proctrack/linuxproc
 	// loses processes whose parent died).
-	fmt.Fprintf(&b, "setsid /bin/sh -c %s </dev/null &\n", quote(t.Command))
+	// Under bash where the node has it, else sh (docs/jobs.md).
+	b.WriteString("sh=/bin/sh; if [ -x /bin/bash ]; then sh=/bin/bash; elif [ -x /usr/bin/bash ]; then sh=/usr/bin/bash; fi\n")
+	fmt.Fprintf(&b, "setsid \"$sh\" -c %s </dev/null &\n", quote(t.Command))
 	forward := ""
 	if !gang {
 		forward = "kill -TERM -$pid 2>/dev/null" // the job's session, from the batch shell's SIGTERM

@@ -166,7 +166,7 @@ func TestStartSubmitsOnePinnedSbatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"srun --quiet --nodes=2 --ntasks=2", "'n1') r=0 g='0,1'", "'n2') r=1 g='1,2'", `export A='it'\''s'`, "setsid /bin/sh -c 'echo hi'"} {
+	for _, want := range []string{"srun --quiet --nodes=2 --ntasks=2", "'n1') r=0 g='0,1'", "'n2') r=1 g='1,2'", `export A='it'\''s'`, `setsid "$sh" -c 'echo hi'`, "sh=/bin/bash"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("script lacks %q:\n%s", want, body)
 		}
