@@ -328,6 +328,9 @@ func (t *tasks) reap(tk *task) {
 }
 
 func (t *tasks) finish(tk *task, st api.TaskStatus) {
+	// The scratch goes before the end is told: whoever sees the attempt
+	// ended finds nothing of it left.
+	t.removeScratch(keyOf(tk.spec)) // jobenv.go
 	t.mu.Lock()
 	if tk.exited != nil {
 		t.mu.Unlock()
@@ -344,8 +347,7 @@ func (t *tasks) finish(tk *task, st api.TaskStatus) {
 	}
 	t.mu.Unlock()
 	t.log.Info("task ended", "job_id", st.JobID, "rank", st.Rank, "exit_code", st.ExitCode, "signal", st.Signal, "err", st.Error)
-	t.shells.end(keyOf(tk.spec))    // shell.go
-	t.removeScratch(keyOf(tk.spec)) // jobenv.go
+	t.shells.end(keyOf(tk.spec)) // shell.go
 	t.changed()
 }
 
