@@ -99,8 +99,10 @@ type shimHost struct {
 }
 
 // launch sends a job to the host (starting one if none runs) and returns
-// the host's pid, which the task's record keeps as its shim_pid. ended is called with
-// the task once the host reports its end, or once the host is gone.
+// the host's pid. The task's record keeps it as its shim_pid, written
+// before the job is sent: a hosted record without one was never sent, and
+// its job never runs (record.go). The task is reaped once the host
+// reports its end, or once the host is gone.
 func (h *shimHost) launch(t *tasks, tk *task, j shimJob) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -108,6 +110,9 @@ func (h *shimHost) launch(t *tasks, tk *task, j shimJob) (int, error) {
 		if err := h.startLocked(t); err != nil {
 			return 0, err
 		}
+	}
+	if err := appendRecord(j.State, record{ShimPID: h.pid}); err != nil {
+		return 0, fmt.Errorf("task state: %w", err)
 	}
 	h.waiting[j.State] = tk
 	if err := h.enc.Encode(j); err != nil {
@@ -229,7 +234,6 @@ func (t *tasks) launchHosted(tk *task, cred *credential) error {
 	if err != nil {
 		return err
 	}
-	appendRecord(tk.state, record{ShimPID: pid})
 	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs, "shim_host", pid)
 	t.changed()
 	return nil

@@ -159,7 +159,29 @@ func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 	if err := t.launch(tk, cred); err != nil {
 		t.log.Warn("task did not start", "job_id", spec.JobID, "rank", spec.Rank, "err", err)
 		now := time.Now().UTC()
+		t.recordFailedStart(tk, err, now)
 		t.finish(tk, api.TaskStatus{ExitCode: -1, Error: err.Error(), FinishedAt: &now})
+	}
+}
+
+// recordFailedStart writes why a task could not start in its record
+// (made if the launch failed before it was), before anyone is told: an
+// agent restarted before the server has committed the failure reports it
+// again, rather than a task it knows nothing of (which the server would
+// take for one that never reached the node).
+func (t *tasks) recordFailedStart(tk *task, cause error, at time.Time) {
+	if !t.detach {
+		return // no record: the agent's jobs die with it
+	}
+	if _, err := os.Stat(tk.state); err != nil {
+		spec := tk.spec
+		if err := createRecord(tk.state, record{Spec: &spec, At: tk.startedAt}); err != nil {
+			t.log.Warn("the failed start is not recorded", "job_id", spec.JobID, "err", err)
+			return
+		}
+	}
+	if err := writeExit(tk.state, exitStatus{ExitCode: -1, Error: cause.Error(), FinishedAt: at}); err != nil {
+		t.log.Warn("the failed start is not recorded", "job_id", tk.spec.JobID, "err", err)
 	}
 }
 
@@ -183,7 +205,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	t.mu.Lock()
 	notice := tk.notice
 	t.mu.Unlock()
-	if err := createRecord(tk.state, record{Spec: &spec, Notice: notice, At: tk.startedAt}); err != nil { // record.go
+	if err := createRecord(tk.state, record{Spec: &spec, Notice: notice, At: tk.startedAt, Hosted: t.unfenced}); err != nil { // record.go
 		return fmt.Errorf("task state: %w", err)
 	}
 	if t.unfenced {
@@ -596,6 +618,14 @@ func (t *tasks) adopt(ctx context.Context) int {
 			continue
 		}
 		spec, shim := *r.Spec, r.ShimPID
+		if r.Hosted && shim == 0 && r.Exit == nil {
+			// Never sent to a shim host (its agent died before): it never
+			// runs. Not reporting it, the server requeues it without
+			// counting a retry (the attempt never started).
+			t.log.Info("dropped a task its agent never launched", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank)
+			os.Remove(path)
+			continue
+		}
 		tk := &task{spec: spec, state: path, startedAt: r.At, notice: r.Notice}
 		if tk.startedAt.IsZero() {
 			tk.startedAt = time.Now().UTC()

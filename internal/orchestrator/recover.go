@@ -147,6 +147,42 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	return nil
 }
 
+// settleAfter tells the executor, once tx is committed, that an attempt's
+// reported end is durable (exec.Settler), whether tx applies the report
+// or drops it as stale: until then the attempt's agent keeps its record,
+// so that a server killed before the commit hears the end again, with
+// its real exit code, from the agent that adopts the record. Write lock
+// held.
+func (o *Orchestrator) settleAfter(tx *txn, u exec.Update) {
+	s, ok := o.cfg.Executor.(exec.Settler)
+	if !ok || u.Kind != exec.Exited {
+		return
+	}
+	id, attempt := u.JobID, u.Attempt
+	tx.after = append(tx.after, func() { s.Settled(id, attempt) })
+}
+
+// requeueUnstarted settles an attempt that no agent ever ran (every node
+// it was placed on came back without it: exec.Update.Unstarted) for a job
+// not yet known to run: adopted after a restart while scheduled or
+// allocating, or placed just before its agent restarted. It goes back to
+// the queue without counting a retry, and keeps its attempt number: no
+// process of that attempt exists, nor a record of it on any node. It
+// reports false (nothing done) for a job that ran, or that is being
+// canceled or stopped at its time limit: those end as a lost attempt
+// does. Write lock held.
+func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
+	if j.State == api.StateRunning || j.CancelRequested || j.TimedOut {
+		return false
+	}
+	from := j.State
+	tx.transition(j, api.StateQueued, api.ReasonRequeued,
+		fmt.Sprintf("its node came back without it while it was %s (it never started); requeued without counting a retry", from))
+	resetAttempt(j)
+	o.log.Warn("job requeued: it never started", "job_id", j.ID, "was", string(from))
+	return true
+}
+
 // resetAttempt clears what belonged to the job's last attempt when it goes
 // back to the queue (or ends without it).
 func resetAttempt(j *api.Job) {
