@@ -18,16 +18,17 @@ import (
 // each appended whole by one write(2) on a file opened O_APPEND:
 //
 //	{"spec": {...}, "notice": PATH, "at": T}   the agent, before the launch ("hosted": true: for a shim host)
-//	{"shim_pid": N}                             the agent, once its shim runs it; for a shim host, before the job is sent to it
+//	{"shim_pid": N}                             the agent, once its shim runs it; a shim host, when it takes the job
 //	{"pid": N}                                  the shim, once the job runs (= its process group)
 //	{"exit": {...}}                             the shim, once the job has ended (exitStatus); fsynced
 //
 // The exit line is on disk (fsync) before the end is told to anyone, so
 // an end that was told is never lost with a crash. A hosted record
-// without a shim_pid line was never sent to its host: a restarted agent
-// drops it, and the server requeues the attempt, which never started,
-// without counting a retry. A task that could not start gets an exit
-// line with the error, so its end survives a restart too.
+// without a shim_pid line, once the last shim host has read all its input
+// (hostDrained), was never taken: a restarted agent drops it, and the
+// server requeues the attempt, which never started, without counting a
+// retry. A task that could not start gets an exit line with the error, so
+// its end survives a restart too.
 //
 // A reader merges the complete lines; a torn last line (its writer died
 // in the write, or is in it) is not yet written, and a line that does not
@@ -47,7 +48,7 @@ type record struct {
 	Spec    *api.TaskSpec `json:"spec,omitempty"`
 	Notice  string        `json:"notice,omitempty"` // the task's own preemption notice (notice.go)
 	At      time.Time     `json:"at,omitzero"`      // when the agent started it
-	Hosted  bool          `json:"hosted,omitempty"` // sent to a shim host: its shim_pid line is written before it is sent
+	Hosted  bool          `json:"hosted,omitempty"` // for a shim host, which writes the shim_pid line when it takes the job
 	ShimPID int           `json:"shim_pid,omitempty"`
 	PID     int           `json:"pid,omitempty"`
 	Exit    *exitStatus   `json:"exit,omitempty"`

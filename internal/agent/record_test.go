@@ -108,12 +108,14 @@ func TestAdoptEarlierStateDirectory(t *testing.T) {
 }
 
 // A restarted agent settles each record its predecessor left as the
-// launch had got when that one died: a hosted record with no shim_pid was
-// never sent to the host (its job never runs) and is dropped, so the
-// server requeues the attempt without a retry; a recorded end, a failed
-// start included, is reported with its real status; a standalone shim's
-// record with no shim_pid may name a shim that was starting, and reads
-// as lost, as before.
+// launch had got when that one died: a hosted record with no shim_pid,
+// once the last shim host has read all its input (here: it is gone), was
+// never taken (its job never runs) and is dropped, so the server requeues
+// the attempt without a retry; without word of that host it may still be
+// taken, and reads as lost; a recorded end, a failed start included, is
+// reported with its real status; a standalone shim's record with no
+// shim_pid may name a shim that was starting, and reads as lost, as
+// before.
 func TestAdoptAtEachInstantOfALaunch(t *testing.T) {
 	spec := api.TaskSpec{JobID: "j1", Attempt: 1, Command: "true"}
 	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
@@ -121,21 +123,30 @@ func TestAdoptAtEachInstantOfALaunch(t *testing.T) {
 	failed := &exitStatus{ExitCode: -1, Error: `workdir "/nope": not a directory one can enter`, FinishedAt: at}
 	tests := []struct {
 		name   string
+		host   bool     // shim-host.pid names the last host, gone now
 		first  record   // the agent's line
 		lines  []record // what followed before the agent died
 		want   bool     // the task is tracked (and reported)
 		exit   int
 		errSub string // in the reported error; "": none
 	}{
-		{"hosted, never sent", record{Hosted: true}, nil, false, 0, ""},
-		{"hosted, sent to a host now gone", record{Hosted: true}, []record{{ShimPID: 1 << 22}}, true, -1, "lost"},
-		{"hosted, ended", record{Hosted: true}, []record{{ShimPID: 1 << 22}, {PID: 1 << 22}, {Exit: ended}}, true, 3, ""},
-		{"hosted, failed to start", record{Hosted: true}, []record{{Exit: failed}}, true, -1, "workdir"},
-		{"standalone shim, maybe starting", record{}, nil, true, -1, "lost"},
+		{"hosted, never taken", true, record{Hosted: true}, nil, false, 0, ""},
+		{"hosted, no word of the last host", false, record{Hosted: true}, nil, true, -1, "lost"},
+		{"hosted, taken by a host now gone", true, record{Hosted: true}, []record{{ShimPID: 1 << 22}}, true, -1, "lost"},
+		{"hosted, ended", true, record{Hosted: true}, []record{{ShimPID: 1 << 22}, {PID: 1 << 22}, {Exit: ended}}, true, 3, ""},
+		{"hosted, failed to start", true, record{Hosted: true}, []record{{Exit: failed}}, true, -1, "workdir"},
+		{"standalone shim, maybe starting", false, record{}, nil, true, -1, "lost"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ts := newHostedTasks(t, t.TempDir())
+			if tc.host {
+				gone := osexec.Command("true")
+				if err := gone.Run(); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(hostPIDPath(ts.stateDir), []byte(strconv.Itoa(gone.Process.Pid)), 0o600)
+			}
 			path := recordPath(ts.stateDir, keyOf(spec))
 			first := tc.first
 			first.Spec, first.At = &spec, at

@@ -610,6 +610,7 @@ func (t *tasks) forget(k taskKey) {
 func (t *tasks) adopt(ctx context.Context) int {
 	entries, _ := os.ReadDir(filepath.Join(t.stateDir, "tasks"))
 	n := 0
+	drained := -1 // whether the last shim host has read all its input: unknown yet
 	for _, e := range entries {
 		path := filepath.Join(t.stateDir, "tasks", e.Name())
 		r, err := readRecord(path) // record.go: a record, or an earlier version's directory
@@ -617,15 +618,31 @@ func (t *tasks) adopt(ctx context.Context) int {
 			os.RemoveAll(path) // never launched (its agent died writing it), or not a task's
 			continue
 		}
-		spec, shim := *r.Spec, r.ShimPID
-		if r.Hosted && shim == 0 && r.Exit == nil {
-			// Never sent to a shim host (its agent died before): it never
-			// runs. Not reporting it, the server requeues it without
-			// counting a retry (the attempt never started).
-			t.log.Info("dropped a task its agent never launched", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank)
-			os.Remove(path)
-			continue
+		if r.Hosted && r.ShimPID == 0 && r.Exit == nil {
+			// Sent to a shim host, or not yet: once the last host has read
+			// all its input, the record says which (shimhost.go).
+			if drained < 0 {
+				drained = 0
+				if hostDrained(t.stateDir) {
+					drained = 1
+				}
+			}
+			if drained == 1 {
+				r, err = readRecord(path)
+				if err != nil {
+					continue
+				}
+				if r.ShimPID == 0 && r.Exit == nil {
+					// Never taken by a host: it never runs. Not reporting
+					// it, the server requeues the attempt (which never
+					// started) without counting a retry.
+					t.log.Info("dropped a task its agent never launched", "job_id", r.Spec.JobID, "attempt", r.Spec.Attempt, "rank", r.Spec.Rank)
+					os.Remove(path)
+					continue
+				}
+			}
 		}
+		spec, shim := *r.Spec, r.ShimPID
 		tk := &task{spec: spec, state: path, startedAt: r.At, notice: r.Notice}
 		if tk.startedAt.IsZero() {
 			tk.startedAt = time.Now().UTC()

@@ -55,6 +55,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
 	var adopt []*api.Job
+	only := o.onlyNode() // where a job of no GPUs runs, when that is certain
 	for i := range st.Jobs {
 		j := &st.Jobs[i]
 		if j.Allocation == nil {
@@ -65,7 +66,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		switch {
 		case j.State == api.StateQueued:
 			o.setQueued(j, true)
-		case j.State.Active() && canAdopt && len(j.Allocation) > 0:
+		case j.State.Active() && canAdopt && (len(j.Allocation) > 0 || j.GPUCount == 0 && only != ""):
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)
 			o.active[j.ID] = true
@@ -87,7 +88,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	}
 	for _, j := range adopt {
 		id, attempt := j.ID, j.RetryCount
-		t := o.task(j, placements(j.Allocation))
+		ps := placements(j.Allocation)
+		if len(ps) == 0 {
+			ps = []sched.Placement{{NodeID: only, GPUs: []int{}}} // a job of no GPUs
+		}
+		t := o.task(j, ps)
 		t.Placed = lastEvent(j, api.StateScheduled) // its start may have come before this restart
 		if err := adopter.Adopt(ctx, t); err != nil {
 			return fmt.Errorf("recover: adopt job %s: %w", id, err)
@@ -181,6 +186,17 @@ func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
 	resetAttempt(j)
 	o.log.Warn("job requeued: it never started", "job_id", j.ID, "was", string(from))
 	return true
+}
+
+// onlyNode is the cluster's one node, where a job of no GPUs (always on one
+// node, and with no allocation to name it) that was active when the server
+// stopped runs: `corral up`'s own machine. "" where there are several:
+// such a job's node is not recorded, and it is settled as lost.
+func (o *Orchestrator) onlyNode() string {
+	if len(o.nodes) != 1 {
+		return ""
+	}
+	return o.nodes[0].ID
 }
 
 // resetAttempt clears what belonged to the job's last attempt when it goes

@@ -71,11 +71,14 @@ func startSettling(t *testing.T, path string) (*harness, *settlingExec) {
 // shim recorded is the job's end, with its exit code, never a loss or a
 // second run; an attempt adopted while scheduled or allocating that no
 // agent ever ran (Unstarted) goes back to the queue without counting a
-// retry and runs again; one that ran and is lost is lost as ever. The
+// retry and runs again; one that ran and is lost is lost as ever. A job
+// of no GPUs names no node; on a cluster of one node it is adopted there.
+// The
 // executor is told each end is settled only once it is committed.
 func TestRecoverSettlesAdoptedAttempts(t *testing.T) {
 	tests := []struct {
 		name       string
+		gpus       int
 		running    bool // reported started before the kill
 		maxRetries int
 		report     []exec.Update // after the restart (JobID and Attempt filled in)
@@ -85,14 +88,16 @@ func TestRecoverSettlesAdoptedAttempts(t *testing.T) {
 		retries    int
 		startAgain bool
 	}{
-		{"running, its end recorded before the kill", true, 2,
+		{"running, its end recorded before the kill", 1, true, 2,
 			[]exec.Update{{Kind: exec.Exited, ExitCode: 3}}, api.StateFailed, api.ReasonExitCode, 3, 0, false},
-		{"allocating, ran and ended before the kill", false, 0,
+		{"no GPUs (its node is the only one), its end recorded before the kill", 0, true, 0,
+			[]exec.Update{{Kind: exec.Exited, ExitCode: 3}}, api.StateFailed, api.ReasonExitCode, 3, 0, false},
+		{"allocating, ran and ended before the kill", 1, false, 0,
 			[]exec.Update{{Kind: exec.Started}, {Kind: exec.Exited, ExitCode: 0}}, api.StateCompleted, api.ReasonExited, 0, 0, false},
-		{"allocating, never started", false, 0,
+		{"allocating, never started", 1, false, 0,
 			[]exec.Update{{Kind: exec.Exited, ExitCode: -1, Lost: api.ReasonLost, Unstarted: true, Err: errors.New("lost: the agent on n1 restarted without it")}},
 			api.StateAllocating, "", -1, 0, true},
-		{"running, lost", true, 0,
+		{"running, lost", 1, true, 0,
 			[]exec.Update{{Kind: exec.Exited, ExitCode: -1, Lost: api.ReasonLost, Unstarted: true, Err: errors.New("lost: the agent on n1 restarted without it")}},
 			api.StateFailed, api.ReasonLost, -1, 0, false},
 	}
@@ -100,7 +105,7 @@ func TestRecoverSettlesAdoptedAttempts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "corral.db")
 			h := start(t, path, nil)
-			j := h.submit(api.SubmitRequest{Command: "train", GPUCount: gpus(1), MaxRetries: tc.maxRetries})
+			j := h.submit(api.SubmitRequest{Command: "train", GPUCount: gpus(tc.gpus), MaxRetries: tc.maxRetries})
 			h.nextStart()
 			if tc.running {
 				h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: time.Now()})
