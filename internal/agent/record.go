@@ -17,10 +17,18 @@ import (
 // private (0600: the spec holds the job's env). It is a log of JSON lines,
 // each appended whole by one write(2) on a file opened O_APPEND:
 //
-//	{"spec": {...}, "notice": PATH, "at": T}   the agent, before the launch
-//	{"shim_pid": N}                             the agent, once its shim (or shim host) runs it
+//	{"spec": {...}, "notice": PATH, "at": T}   the agent, before the launch ("hosted": true: for a shim host)
+//	{"shim_pid": N}                             the agent, once its shim runs it; a shim host, when it takes the job
 //	{"pid": N}                                  the shim, once the job runs (= its process group)
-//	{"exit": {...}}                             the shim, once the job has ended (exitStatus)
+//	{"exit": {...}}                             the shim, once the job has ended (exitStatus); fsynced
+//
+// The exit line is on disk (fsync) before the end is told to anyone, so
+// an end that was told is never lost with a crash. A hosted record
+// without a shim_pid line, once the last shim host has read all its input
+// (hostDrained), was never taken: a restarted agent drops it, and the
+// server requeues the attempt, which never started, without counting a
+// retry. A task that could not start gets an exit line with the error, so
+// its end survives a restart too.
 //
 // A reader merges the complete lines; a torn last line (its writer died
 // in the write, or is in it) is not yet written, and a line that does not
@@ -40,6 +48,7 @@ type record struct {
 	Spec    *api.TaskSpec `json:"spec,omitempty"`
 	Notice  string        `json:"notice,omitempty"` // the task's own preemption notice (notice.go)
 	At      time.Time     `json:"at,omitzero"`      // when the agent started it
+	Hosted  bool          `json:"hosted,omitempty"` // for a shim host, which writes the shim_pid line when it takes the job
 	ShimPID int           `json:"shim_pid,omitempty"`
 	PID     int           `json:"pid,omitempty"`
 	Exit    *exitStatus   `json:"exit,omitempty"`
@@ -65,6 +74,13 @@ func createRecord(path string, r record) error {
 // appendRecord appends one line to a task's record.
 func appendRecord(path string, r record) error {
 	return writeRecord(path, r, 0)
+}
+
+// appendRecordSync appends one line to a task's record and returns once
+// it is on disk (fsync): for the exit, which must outlive a crash once
+// anyone has been told of it.
+func appendRecordSync(path string, r record) error {
+	return writeRecord(path, r, os.O_SYNC)
 }
 
 func writeRecord(path string, r record, flags int) error {
@@ -116,7 +132,7 @@ func readRecord(path string) (record, error) {
 // merge takes what l sets.
 func (r *record) merge(l record) {
 	if l.Spec != nil {
-		r.Spec, r.Notice, r.At = l.Spec, l.Notice, l.At
+		r.Spec, r.Notice, r.At, r.Hosted = l.Spec, l.Notice, l.At, l.Hosted
 	}
 	if l.ShimPID != 0 {
 		r.ShimPID = l.ShimPID

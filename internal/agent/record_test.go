@@ -7,6 +7,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,5 +104,95 @@ func TestAdoptEarlierStateDirectory(t *testing.T) {
 	ts.forget(keyOf(spec))
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		t.Errorf("the forgotten task's state directory is still there: %v", err)
+	}
+}
+
+// A restarted agent settles each record its predecessor left as the
+// launch had got when that one died: a hosted record with no shim_pid,
+// once the last shim host has read all its input (here: it is gone), was
+// never taken (its job never runs) and is dropped, so the server requeues
+// the attempt without a retry; without word of that host it may still be
+// taken, and reads as lost; a recorded end, a failed start included, is
+// reported with its real status; a standalone shim's record with no
+// shim_pid may name a shim that was starting, and reads as lost, as
+// before.
+func TestAdoptAtEachInstantOfALaunch(t *testing.T) {
+	spec := api.TaskSpec{JobID: "j1", Attempt: 1, Command: "true"}
+	at := time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+	ended := &exitStatus{ExitCode: 3, FinishedAt: at.Add(time.Second)}
+	failed := &exitStatus{ExitCode: -1, Error: `workdir "/nope": not a directory one can enter`, FinishedAt: at}
+	tests := []struct {
+		name   string
+		host   bool     // shim-host.pid names the last host, gone now
+		first  record   // the agent's line
+		lines  []record // what followed before the agent died
+		want   bool     // the task is tracked (and reported)
+		exit   int
+		errSub string // in the reported error; "": none
+	}{
+		{"hosted, never taken", true, record{Hosted: true}, nil, false, 0, ""},
+		{"hosted, no word of the last host", false, record{Hosted: true}, nil, true, -1, "lost"},
+		{"hosted, taken by a host now gone", true, record{Hosted: true}, []record{{ShimPID: 1 << 22}}, true, -1, "lost"},
+		{"hosted, ended", true, record{Hosted: true}, []record{{ShimPID: 1 << 22}, {PID: 1 << 22}, {Exit: ended}}, true, 3, ""},
+		{"hosted, failed to start", true, record{Hosted: true}, []record{{Exit: failed}}, true, -1, "workdir"},
+		{"standalone shim, maybe starting", false, record{}, nil, true, -1, "lost"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newHostedTasks(t, t.TempDir())
+			if tc.host {
+				gone := osexec.Command("true")
+				if err := gone.Run(); err != nil {
+					t.Fatal(err)
+				}
+				os.WriteFile(hostPIDPath(ts.stateDir), []byte(strconv.Itoa(gone.Process.Pid)), 0o600)
+			}
+			path := recordPath(ts.stateDir, keyOf(spec))
+			first := tc.first
+			first.Spec, first.At = &spec, at
+			if err := createRecord(path, first); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range tc.lines {
+				if err := appendRecord(path, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ts.adopt(context.Background())
+			st := ts.statuses()
+			if !tc.want {
+				if len(st) != 0 {
+					t.Fatalf("tracked %+v; want the never-launched task dropped", st)
+				}
+				if _, err := os.Stat(path); !os.IsNotExist(err) {
+					t.Errorf("its record is still there: %v", err)
+				}
+				return
+			}
+			if len(st) != 1 || st[0].State != api.TaskExited || st[0].ExitCode != tc.exit {
+				t.Fatalf("adopted %+v; want exited with %d", st, tc.exit)
+			}
+			if got := st[0].Error; tc.errSub == "" && got != "" || tc.errSub != "" && !strings.Contains(got, tc.errSub) {
+				t.Errorf("error %q; want %q in it", got, tc.errSub)
+			}
+		})
+	}
+}
+
+// A task that cannot start has its failure in its record before it is
+// reported: an agent that dies before the server has committed it
+// reports it again, not as a task it knows nothing of.
+func TestFailedStartIsRecorded(t *testing.T) {
+	dir := t.TempDir()
+	ts := newHostedTasks(t, dir)
+	spec := api.TaskSpec{JobID: "j1", Attempt: 0, Command: "true", Workdir: filepath.Join(dir, "nope")}
+	ts.start(spec)
+	waitTask(t, ts, "the failed start", func(s api.TaskStatus) bool { return s.State == api.TaskExited })
+
+	next := newHostedTasks(t, dir)
+	next.adopt(context.Background())
+	st := next.statuses()
+	if len(st) != 1 || st[0].State != api.TaskExited || !strings.Contains(st[0].Error, "workdir") || strings.Contains(st[0].Error, "lost") {
+		t.Fatalf("the restarted agent reports %+v; want the failed start with its error", st)
 	}
 }

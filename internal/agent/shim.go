@@ -213,9 +213,11 @@ wait:
 // fencePoll is how often a fenced shim looks at its agent's liveness file.
 const fencePoll = 250 * time.Millisecond
 
-// writeExit appends the job's exit status to its record.
-func writeExit(path string, st exitStatus) {
-	appendRecord(path, record{Exit: &st})
+// writeExit appends the job's exit status to its record, and returns
+// once it is on disk: the end is told (to the shim host's agent) only
+// after.
+func writeExit(path string, st exitStatus) error {
+	return appendRecordSync(path, record{Exit: &st})
 }
 
 // writeFileAtomic writes a file so that readers see all of it or none;

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // A shim host is one `corral shim --host` process that supervises many
@@ -28,11 +29,14 @@ import (
 // records for their ends.
 //
 // Protocol: the agent writes one JSON shimJob a line on the host's stdin;
-// the host starts it and, once the job has ended and its exit status is
-// in its record, writes the record's path, one a line, on file
-// descriptor 3 (not stdout: a write there to a dead agent would kill the
-// host with SIGPIPE). When stdin ends (the agent stopped or died), the host
-// takes no more jobs and exits once its jobs have ended.
+// the host appends its pid (shim_pid) to the job's record, starts it and,
+// once the job has ended and its exit status is in its record, writes the
+// record's path, one a line, on file descriptor 3 (not stdout: a write
+// there to a dead agent would kill the host with SIGPIPE). When stdin ends
+// (the agent stopped or died), the host closes it, takes no more jobs and
+// exits once its jobs have ended. The agent keeps the pid of its host in
+// StateDir/shim-host.pid, so that the next agent can tell a request still
+// in the dead agent's pipe from one never sent (tasks.adopt).
 
 // runShimHost serves requests from in and reports ends on reports until
 // in ends and no job runs. It returns the host's exit code.
@@ -62,6 +66,17 @@ func runShimHost(in io.Reader, reports *os.File) int {
 			fmt.Fprintf(os.Stderr, "corral shim host: a request without state or argv\n")
 			continue
 		}
+		// Taken: the record names this host before the job can run, and
+		// before the next request is read (see hostDrained).
+		if err := appendRecord(j.State, record{ShimPID: os.Getpid()}); err != nil {
+			fmt.Fprintf(os.Stderr, "corral shim host: not run, its record cannot be written: %v\n", err)
+			mu.Lock()
+			if reports != nil {
+				reports.WriteString(j.State + "\n") // its agent reaps it: no exit status, lost
+			}
+			mu.Unlock()
+			continue
+		}
 		mu.Lock()
 		running++
 		mu.Unlock()
@@ -81,6 +96,12 @@ func runShimHost(in io.Reader, reports *os.File) int {
 			exitIfDone()
 		}()
 	}
+	// Every request read has its shim_pid line: a restarted agent that
+	// sees this host's stdin closed knows a record without one was never
+	// taken, and never will be (hostDrained).
+	if c, ok := in.(io.Closer); ok {
+		c.Close()
+	}
 	mu.Lock()
 	closed = true
 	exitIfDone()
@@ -99,8 +120,9 @@ type shimHost struct {
 }
 
 // launch sends a job to the host (starting one if none runs) and returns
-// the host's pid, which the task's record keeps as its shim_pid. ended is called with
-// the task once the host reports its end, or once the host is gone.
+// the host's pid, which the host writes in the task's record as its
+// shim_pid when it takes the job. The task is reaped once the host
+// reports its end, or once the host is gone.
 func (h *shimHost) launch(t *tasks, tk *task, j shimJob) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -148,6 +170,9 @@ func (h *shimHost) startLocked(t *tasks) error {
 		return fmt.Errorf("start shim host: %w", err)
 	}
 	h.enc, h.in, h.pid = json.NewEncoder(in), in, cmd.Process.Pid
+	if err := writeFileAtomic(hostPIDPath(t.stateDir), []byte(strconv.Itoa(h.pid))); err != nil {
+		t.log.Warn("the shim host's pid is not recorded; a restart may count a job it was being sent as lost", "err", err)
+	}
 	if h.waiting == nil {
 		h.waiting = map[string]*task{}
 	}
@@ -229,8 +254,41 @@ func (t *tasks) launchHosted(tk *task, cred *credential) error {
 	if err != nil {
 		return err
 	}
-	appendRecord(tk.state, record{ShimPID: pid})
 	t.log.Info("task started", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "gpus", spec.GPUs, "shim_host", pid)
 	t.changed()
 	return nil
+}
+
+// hostPIDPath is where the agent keeps the pid of the shim host it started
+// last.
+func hostPIDPath(stateDir string) string { return filepath.Join(stateDir, "shim-host.pid") }
+
+// hostDrainWait bounds how long a restarted agent waits for its
+// predecessor's shim host to read what is left in its input.
+const hostDrainWait = 5 * time.Second
+
+// hostDrained reports whether the shim host the previous agent started
+// last has read every request that agent sent it: it has closed its
+// stdin, or it is gone. Until then a hosted record without shim_pid may
+// be a request still in its pipe. It waits up to hostDrainWait; false:
+// the host is still reading (or its pid names another process now).
+func hostDrained(stateDir string) bool {
+	pid := readInt(hostPIDPath(stateDir))
+	if pid <= 0 {
+		return false // an earlier version's host: it says nothing of its input
+	}
+	stdin := "/proc/" + strconv.Itoa(pid) + "/fd/0"
+	deadline := time.Now().Add(hostDrainWait)
+	for {
+		if !alive(pid) {
+			return true
+		}
+		if _, err := os.Lstat(stdin); errors.Is(err, os.ErrNotExist) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond) // poll interval: the host reads its last requests
+	}
 }

@@ -61,6 +61,12 @@ func TestShimHostOutlivesItsAgent(t *testing.T) {
 	r, _ := readRecord(recordPath(first.stateDir, taskKey{"j1", 1, 0}))
 	host := r.ShimPID
 	first.host.close()
+	// The host has read all its input, and says so by closing it: a
+	// restarted agent can tell a request it never took from one in the
+	// pipe (hostDrained).
+	if !hostDrained(first.stateDir) {
+		t.Errorf("the shim host %d still reads its input after its agent closed it", host)
+	}
 
 	second := newHostedTasks(t, dir)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -164,7 +164,29 @@ func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 	if err := t.launch(tk, cred); err != nil {
 		t.log.Warn("task did not start", "job_id", spec.JobID, "rank", spec.Rank, "err", err)
 		now := time.Now().UTC()
+		t.recordFailedStart(tk, err, now)
 		t.finish(tk, api.TaskStatus{ExitCode: -1, Error: err.Error(), FinishedAt: &now})
+	}
+}
+
+// recordFailedStart writes why a task could not start in its record
+// (made if the launch failed before it was), before anyone is told: an
+// agent restarted before the server has committed the failure reports it
+// again, rather than a task it knows nothing of (which the server would
+// take for one that never reached the node).
+func (t *tasks) recordFailedStart(tk *task, cause error, at time.Time) {
+	if !t.detach {
+		return // no record: the agent's jobs die with it
+	}
+	if _, err := os.Stat(tk.state); err != nil {
+		spec := tk.spec
+		if err := createRecord(tk.state, record{Spec: &spec, At: tk.startedAt}); err != nil {
+			t.log.Warn("the failed start is not recorded", "job_id", spec.JobID, "err", err)
+			return
+		}
+	}
+	if err := writeExit(tk.state, exitStatus{ExitCode: -1, Error: cause.Error(), FinishedAt: at}); err != nil {
+		t.log.Warn("the failed start is not recorded", "job_id", tk.spec.JobID, "err", err)
 	}
 }
 
@@ -191,7 +213,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	t.mu.Lock()
 	notice := tk.notice
 	t.mu.Unlock()
-	if err := createRecord(tk.state, record{Spec: &spec, Notice: notice, At: tk.startedAt}); err != nil { // record.go
+	if err := createRecord(tk.state, record{Spec: &spec, Notice: notice, At: tk.startedAt, Hosted: t.unfenced}); err != nil { // record.go
 		return fmt.Errorf("task state: %w", err)
 	}
 	if t.unfenced {
@@ -540,12 +562,37 @@ func (t *tasks) forget(k taskKey) {
 func (t *tasks) adopt(ctx context.Context) int {
 	entries, _ := os.ReadDir(filepath.Join(t.stateDir, "tasks"))
 	n := 0
+	drained := -1 // whether the last shim host has read all its input: unknown yet
 	for _, e := range entries {
 		path := filepath.Join(t.stateDir, "tasks", e.Name())
 		r, err := readRecord(path) // record.go: a record, or an earlier version's directory
 		if err != nil || r.Spec == nil {
 			os.RemoveAll(path) // never launched (its agent died writing it), or not a task's
 			continue
+		}
+		if r.Hosted && r.ShimPID == 0 && r.Exit == nil {
+			// Sent to a shim host, or not yet: once the last host has read
+			// all its input, the record says which (shimhost.go).
+			if drained < 0 {
+				drained = 0
+				if hostDrained(t.stateDir) {
+					drained = 1
+				}
+			}
+			if drained == 1 {
+				r, err = readRecord(path)
+				if err != nil {
+					continue
+				}
+				if r.ShimPID == 0 && r.Exit == nil {
+					// Never taken by a host: it never runs. Not reporting
+					// it, the server requeues the attempt (which never
+					// started) without counting a retry.
+					t.log.Info("dropped a task its agent never launched", "job_id", r.Spec.JobID, "attempt", r.Spec.Attempt, "rank", r.Spec.Rank)
+					os.Remove(path)
+					continue
+				}
+			}
 		}
 		spec, shim := *r.Spec, r.ShimPID
 		tk := &task{spec: spec, state: path, startedAt: r.At, notice: r.Notice}

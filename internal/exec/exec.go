@@ -90,6 +90,12 @@ type Update struct {
 	// its time limit (Slurm's TIMEOUT); the job ends with reason
 	// time_limit.
 	TimedOut bool
+	// Unstarted, on Exited with Lost: no rank of the attempt ever ran.
+	// Every node it was placed on came back without it and none had
+	// reported it (its agent never got it, or never launched it). An
+	// attempt adopted after a restart before it was known to run is then
+	// requeued without counting a retry.
+	Unstarted bool
 }
 
 // Sink receives updates. It must not block: executors call it from their own
@@ -109,6 +115,16 @@ type Noticer interface {
 // Without it, such tasks are recorded as lost at start-up.
 type Adopter interface {
 	Adopt(ctx context.Context, t Task) error
+}
+
+// Settler is an Executor that keeps what it needs to report an ended
+// attempt again (an agent keeps the task's record on its node) until the
+// orchestrator has durably recorded that end: Settled says it has. An
+// attempt whose end was reported, but not yet committed when the server
+// died, is then reported again, with its real exit code, after the
+// restart. Settled of an attempt the executor does not keep is a no-op.
+type Settler interface {
+	Settled(jobID string, attempt int)
 }
 
 // Executor runs tasks. Implementations are safe for concurrent use.

@@ -339,6 +339,7 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 // Loop only, write lock held.
 func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 	for _, u := range us {
+		o.settleAfter(tx, u) // recover.go: the executor may drop the attempt once this commits
 		j, ok := o.jobs[u.JobID]
 		if !ok || j.RetryCount != u.Attempt || !j.State.Active() {
 			o.log.Debug("stale executor update dropped", "job_id", u.JobID, "attempt", u.Attempt, "kind", u.Kind.String())
@@ -357,6 +358,9 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 			o.endAttempt(tx, j, at)
 			if u.TimedOut {
 				j.TimedOut = true // the engine's own time limit (Slurm's TIMEOUT)
+			}
+			if u.Unstarted && o.requeueUnstarted(tx, j) { // recover.go
+				continue
 			}
 			if u.Lost != "" && !j.CancelRequested && !j.TimedOut {
 				o.lose(tx, j, u.Lost, u.Err)

@@ -55,6 +55,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
 	var adopt []*api.Job
+	only := o.onlyNode() // where a job of no GPUs runs, when that is certain
 	for i := range st.Jobs {
 		j := &st.Jobs[i]
 		if j.Allocation == nil {
@@ -65,7 +66,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		switch {
 		case j.State == api.StateQueued:
 			o.setQueued(j, true)
-		case j.State.Active() && canAdopt && len(j.Allocation) > 0:
+		case j.State.Active() && canAdopt && (len(j.Allocation) > 0 || j.GPUCount == 0 && only != ""):
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)
 			o.active[j.ID] = true
@@ -87,7 +88,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	}
 	for _, j := range adopt {
 		id, attempt := j.ID, j.RetryCount
-		t := o.task(j, placements(j.Allocation))
+		ps := placements(j.Allocation)
+		if len(ps) == 0 {
+			ps = []sched.Placement{{NodeID: only, GPUs: []int{}}} // a job of no GPUs
+		}
+		t := o.task(j, ps)
 		t.Placed = lastEvent(j, api.StateScheduled) // its start may have come before this restart
 		if err := adopter.Adopt(ctx, t); err != nil {
 			return fmt.Errorf("recover: adopt job %s: %w", id, err)
@@ -145,6 +150,53 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	return nil
+}
+
+// settleAfter tells the executor, once tx is committed, that an attempt's
+// reported end is durable (exec.Settler), whether tx applies the report
+// or drops it as stale: until then the attempt's agent keeps its record,
+// so that a server killed before the commit hears the end again, with
+// its real exit code, from the agent that adopts the record. Write lock
+// held.
+func (o *Orchestrator) settleAfter(tx *txn, u exec.Update) {
+	s, ok := o.cfg.Executor.(exec.Settler)
+	if !ok || u.Kind != exec.Exited {
+		return
+	}
+	id, attempt := u.JobID, u.Attempt
+	tx.after = append(tx.after, func() { s.Settled(id, attempt) })
+}
+
+// requeueUnstarted settles an attempt that no agent ever ran (every node
+// it was placed on came back without it: exec.Update.Unstarted) for a job
+// not yet known to run: adopted after a restart while scheduled or
+// allocating, or placed just before its agent restarted. It goes back to
+// the queue without counting a retry, and keeps its attempt number: no
+// process of that attempt exists, nor a record of it on any node. It
+// reports false (nothing done) for a job that ran, or that is being
+// canceled or stopped at its time limit: those end as a lost attempt
+// does. Write lock held.
+func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
+	if j.State == api.StateRunning || j.CancelRequested || j.TimedOut {
+		return false
+	}
+	from := j.State
+	tx.transition(j, api.StateQueued, api.ReasonRequeued,
+		fmt.Sprintf("its node came back without it while it was %s (it never started); requeued without counting a retry", from))
+	resetAttempt(j)
+	o.log.Warn("job requeued: it never started", "job_id", j.ID, "was", string(from))
+	return true
+}
+
+// onlyNode is the cluster's one node, where a job of no GPUs (always on one
+// node, and with no allocation to name it) that was active when the server
+// stopped runs: `corral up`'s own machine. "" where there are several:
+// such a job's node is not recorded, and it is settled as lost.
+func (o *Orchestrator) onlyNode() string {
+	if len(o.nodes) != 1 {
+		return ""
+	}
+	return o.nodes[0].ID
 }
 
 // resetAttempt clears what belonged to the job's last attempt when it goes

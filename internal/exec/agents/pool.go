@@ -75,6 +75,10 @@ type Pool struct {
 	nodes map[string]*node
 	gangs map[gangKey]*gang
 	ended endedRanks // where the ranks of recently ended gangs ran
+	// unsettled: the nodes (by rank) of ended gangs whose ranks stay in
+	// their nodes' desired state until the orchestrator has committed the
+	// end (Settled), so that their agents keep the tasks' records.
+	unsettled map[gangKey][]string
 }
 
 type gangKey struct {
@@ -107,6 +111,12 @@ type task struct {
 	spec      api.TaskSpec
 	delivered bool // sent to the node's agent (or adopted: it should have it)
 	running   bool
+	// ended: its agent reported its end. It stays in the desired state,
+	// marked Stop (an agent that does not know it never starts it), until
+	// Settled: while it is listed, its agent keeps its record, and a
+	// server that dies before committing the end hears it again, with its
+	// exit code, from the agent that adopts the record.
+	ended bool
 }
 
 // gang is one attempt of one job over its ranks.
@@ -115,6 +125,7 @@ type gang struct {
 	running map[int]bool
 	ran     map[int]bool // ranks seen running, or ended after they ran
 	exits   map[int]api.TaskStatus
+	missing map[int]bool // ranks whose agents registered without them (lost at registration)
 	started bool
 	pid     int
 	placed  time.Time // when the server handed it out: no rank started before
@@ -125,6 +136,7 @@ var (
 	_ exec.Executor = (*Pool)(nil)
 	_ exec.Noticer  = (*Pool)(nil)
 	_ exec.Adopter  = (*Pool)(nil)
+	_ exec.Settler  = (*Pool)(nil)
 )
 
 // New returns an empty pool.
@@ -148,7 +160,7 @@ func New(cfg Config) *Pool {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Pool{cfg: cfg, nodes: map[string]*node{}, gangs: map[gangKey]*gang{}}
+	return &Pool{cfg: cfg, nodes: map[string]*node{}, gangs: map[gangKey]*gang{}, unsettled: map[gangKey][]string{}}
 }
 
 // nodeLocked returns the node, creating its entry. Lock held.
@@ -199,7 +211,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 	if _, dup := p.gangs[k]; dup {
 		return nil // already placed: Start is idempotent
 	}
-	g := &gang{running: map[int]bool{}, ran: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1, placed: p.cfg.Now()}
+	g := &gang{running: map[int]bool{}, ran: map[int]bool{}, missing: map[int]bool{}, exits: map[int]api.TaskStatus{}, first: -1, placed: p.cfg.Now()}
 	if !t.Placed.IsZero() && t.Placed.Before(g.placed) {
 		g.placed = t.Placed // adopted: it may have started before this server did
 	}
@@ -302,14 +314,17 @@ func (p *Pool) Register(ctx context.Context, reg api.AgentRegistration, addr str
 	}
 	var lost []api.TaskStatus
 	for k, t := range n.tasks {
+		if t.ended {
+			continue // reported already; kept until settled
+		}
 		if handover || (t.delivered && !listed[k]) {
 			lost = append(lost, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskExited,
 				ExitCode: -1, Error: why})
 		}
 	}
-	updates := p.applyLocked(n, lost, agentClock{server: now})
+	updates := p.applyLocked(n, lost, agentClock{server: now}, true)
 	if !handover {
-		updates = append(updates, p.applyLocked(n, reg.Tasks, agentClock{server: now, agent: reg.Now})...)
+		updates = append(updates, p.applyLocked(n, reg.Tasks, agentClock{server: now, agent: reg.Now}, false)...)
 	}
 	n.bump()
 	p.mu.Unlock()
@@ -360,7 +375,7 @@ func (p *Pool) Sync(ctx context.Context, rep api.AgentReport) (api.AgentWork, er
 		return api.AgentWork{}, ErrUnknownNode
 	}
 	n.seen = now
-	updates := p.applyLocked(n, tasks, agentClock{server: now, agent: rep.Now})
+	updates := p.applyLocked(n, tasks, agentClock{server: now, agent: rep.Now}, false)
 	readings, foreign := p.screenLocked(n, rep.Telemetry, rep.Foreign, now)
 	p.mu.Unlock()
 	p.cfg.Book.NodeSeen(rep.NodeID, readings, foreign, now)
@@ -453,15 +468,17 @@ func (p *Pool) screenLocked(n *node, rs []api.GPUReading, fs []api.ForeignProces
 // applyLocked applies a node's task reports and returns the job-level
 // updates they make; their times are turned into the server's by clk. A
 // report about a task the node should not run is ignored: the agent stops
-// such tasks itself. Lock held.
-func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, clk agentClock) []exec.Update {
+// such tasks itself; so is one about a task whose end is known. missing:
+// the reports are the pool's own, for delivered tasks the node's agent
+// registered without (it keeps no record of them to keep). Lock held.
+func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, clk agentClock, missing bool) []exec.Update {
 	now := clk.server
 	var out []exec.Update
 	for _, ts := range reports {
 		k := taskKey{ts.JobID, ts.Attempt, ts.Rank}
 		t := n.tasks[k]
 		g := p.gangs[gangKey{ts.JobID, ts.Attempt}]
-		if t == nil || g == nil {
+		if t == nil || g == nil || t.ended {
 			continue
 		}
 		ts = clk.task(ts, g.placed)
@@ -482,7 +499,13 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, clk agentClock) []
 				// running: the gang started before it ended.
 				out = g.ran1(ts, now, out)
 			}
-			delete(n.tasks, k)
+			if missing {
+				delete(n.tasks, k) // its agent has nothing of it to keep
+				g.missing[ts.Rank] = true
+			} else {
+				t.ended, t.running = true, false
+				t.spec.Stop = true
+			}
 			n.bump()
 			g.exits[ts.Rank] = ts
 			delete(g.running, ts.Rank)
@@ -498,6 +521,9 @@ func (p *Pool) applyLocked(n *node, reports []api.TaskStatus, clk agentClock) []
 			}
 			delete(p.gangs, gangKey{ts.JobID, ts.Attempt})
 			p.ended.add(ts.JobID, ts.Attempt, g.nodes)
+			if len(g.missing) < len(g.nodes) {
+				p.unsettled[gangKey{ts.JobID, ts.Attempt}] = g.nodes
+			}
 			out = append(out, gangExit(ts.JobID, ts.Attempt, g, now))
 		}
 	}
@@ -541,7 +567,34 @@ func gangExit(job string, attempt int, g *gang, now time.Time) exec.Update {
 	case pick.Error != "":
 		u.Lost, u.Err = api.ReasonLost, errors.New(pick.Error)
 	}
+	// No rank ever ran: every agent came back without its rank.
+	u.Unstarted = u.Lost != "" && !g.started && len(g.ran) == 0 && len(g.missing) == len(g.nodes)
 	return u
+}
+
+// Settled drops the ranks of an ended attempt from their nodes' desired
+// state (exec.Settler): the orchestrator has committed its end, so their
+// agents may forget their records.
+func (p *Pool) Settled(jobID string, attempt int) {
+	k := gangKey{jobID, attempt}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	nodes, ok := p.unsettled[k]
+	if !ok {
+		return
+	}
+	delete(p.unsettled, k)
+	for r, id := range nodes {
+		n := p.nodes[id]
+		if n == nil {
+			continue
+		}
+		tk := taskKey{jobID, attempt, r}
+		if t := n.tasks[tk]; t != nil && t.ended {
+			delete(n.tasks, tk)
+			n.bump()
+		}
+	}
 }
 
 // send hands updates to the orchestrator, outside the lock.

@@ -136,8 +136,95 @@ func TestGangLifecycle(t *testing.T) {
 	if u := rec.next(t); u.Kind != exec.Exited || u.ExitCode != 3 || u.Lost != "" {
 		t.Fatalf("exit = %+v, want rank 1's code 3", u)
 	}
+	p.Settled("j1", 0) // the orchestrator committed the end
 	if w := sync1(t, p, "a"); len(w.Tasks) != 0 {
 		t.Fatalf("finished task still wanted: %+v", w)
+	}
+}
+
+// An ended task stays in its node's desired state, marked stop, until the
+// orchestrator has committed its end (Settled): its agent keeps the
+// task's record meanwhile, and a server killed before the commit hears
+// the end again, with its exit code, from the agent that adopts it.
+// Repeated reports of the end are not news; the settlement drops it.
+func TestEndedTaskKeptUntilSettled(t *testing.T) {
+	p, rec := newPool(t)
+	register(t, p, "a")
+	startSolo(p)
+	sync1(t, p, "a", running(0))
+	if u := rec.next(t); u.Kind != exec.Started {
+		t.Fatalf("update %+v; want started", u)
+	}
+	w := sync1(t, p, "a", exited(0, 3))
+	if u := rec.next(t); u.Kind != exec.Exited || u.ExitCode != 3 {
+		t.Fatalf("update %+v; want exited 3", u)
+	}
+	if len(w.Tasks) != 1 || !w.Tasks[0].Stop {
+		t.Fatalf("work after the end, before it is settled: %+v; want the task kept, marked stop", w.Tasks)
+	}
+	register(t, p, "a", exited(0, 3)) // the agent restarts with the record
+	sync1(t, p, "a", exited(0, 3))
+	p.Settled("j1", 7) // another attempt: nothing
+	if w := sync1(t, p, "a", exited(0, 3)); len(w.Tasks) != 1 {
+		t.Fatalf("work %+v; want the task kept until its own attempt is settled", w.Tasks)
+	}
+	p.Settled("j1", 0)
+	if w := sync1(t, p, "a", exited(0, 3)); len(w.Tasks) != 0 {
+		t.Fatalf("work after the settlement %+v; want none", w.Tasks)
+	}
+	select {
+	case u := <-rec.ch:
+		t.Fatalf("the end was reported again: %+v", u)
+	default:
+	}
+}
+
+// An attempt whose agents came back without it before any of its ranks
+// was seen running never started: it is lost with Unstarted set, so that
+// the orchestrator requeues it without counting a retry. One seen
+// running, or a gang with a rank still unaccounted for, is lost as ever.
+func TestRegisterWithoutTaskThatNeverRan(t *testing.T) {
+	tests := []struct {
+		name      string
+		run       func(t *testing.T, p *Pool) // after the adoption
+		unstarted bool
+	}{
+		{"adopted, never reported", func(t *testing.T, p *Pool) {
+			register(t, p, "a")
+		}, true},
+		{"reported running, then the agent came back without it", func(t *testing.T, p *Pool) {
+			register(t, p, "a", running(0))
+			register(t, p, "a")
+		}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p, rec := newPool(t)
+			p.Adopt(context.Background(), soloTask())
+			tc.run(t, p)
+			var u exec.Update
+			for u = rec.next(t); u.Kind != exec.Exited; u = rec.next(t) {
+			}
+			if u.Lost != api.ReasonLost || u.Unstarted != tc.unstarted {
+				t.Fatalf("update %+v; want lost with unstarted %v", u, tc.unstarted)
+			}
+			if w := sync1(t, p, "a"); len(w.Tasks) != 0 {
+				t.Fatalf("work %+v; want none (the agent has nothing of it to keep)", w.Tasks)
+			}
+		})
+	}
+	// A gang: one node comes back without its rank, the other reports
+	// its rank running and then its end: it ran.
+	p, rec := newPool(t)
+	p.Adopt(context.Background(), gangTask())
+	register(t, p, "a")
+	register(t, p, "b", running(1))
+	sync1(t, p, "b", exited(1, 143))
+	var u exec.Update
+	for u = rec.next(t); u.Kind != exec.Exited; u = rec.next(t) {
+	}
+	if u.Unstarted {
+		t.Fatalf("gang exit %+v; want it not unstarted (rank 1 ran)", u)
 	}
 }
 

@@ -29,7 +29,8 @@ type key struct {
 	attempt int
 }
 
-// Router is an exec.Executor, exec.Adopter and exec.Noticer over routes.
+// Router is an exec.Executor, exec.Adopter, exec.Noticer and exec.Settler
+// over routes.
 // It is safe for concurrent use.
 type Router struct {
 	routes []Route
@@ -143,6 +144,18 @@ func (r *Router) Notice(ctx context.Context, jobID string, attempt int, text str
 		return n.Notice(ctx, jobID, attempt, text)
 	}
 	return nil
+}
+
+// Settled is passed to every executor that keeps ended attempts until
+// they are settled (exec.Settler): the router forgot where the attempt
+// went when it ended, and settling one an executor does not keep is a
+// no-op.
+func (r *Router) Settled(jobID string, attempt int) {
+	for _, rt := range r.routes {
+		if s, ok := rt.Exec.(exec.Settler); ok {
+			s.Settled(jobID, attempt)
+		}
+	}
 }
 
 // Health lists every route's health; a route whose executor reports none
