@@ -161,7 +161,11 @@ func (a *agentSessions) check(nodeID, secret string) error {
 	case !ok:
 		return &api.Error{Status: http.StatusConflict, Code: "unknown_node", Message: "node " + clipID(nodeID) + " is not registered with this server; register again"}
 	case subtle.ConstantTimeCompare([]byte(want), []byte(hex.EncodeToString(sum[:]))) != 1:
-		return api.Forbidden("wrong_node", "this agent session did not register node "+clipID(nodeID)+" (or another agent has registered it since): an agent may report only for its own node")
+		// The node's own agent registers again (with its agent id) and
+		// gets a new session: a replay of its registration cannot keep
+		// it out, and another agent that took the node over refuses it
+		// (409 node_in_use) while it holds the node.
+		return api.Forbidden("wrong_node", "this agent session did not register node "+clipID(nodeID)+", or another registration of the node has replaced it since: an agent may report only for its own node; the node's own agent registers again for a new session")
 	}
 	return nil
 }
