@@ -77,11 +77,13 @@ func (o *Orchestrator) attend() {
 // down state: requeued with backoff while retries remain, else failed
 // with reason node_lost; their GPUs are freed in the books and the
 // executor is told to stop what may be left of them. Reports waiting for
-// the loop are applied first. Loop only.
+// the loop are applied first, under the same lock. Loop only.
 func (o *Orchestrator) checkNodes(ctx context.Context) {
-	o.applyNodeEvents(ctx, o.nodeEvents.take())
-	now := o.cfg.Now() // before attend reads Clock: a stall seen by one is seen by the other
 	o.mu.Lock()
+	// Reports that came in while the loop waited (for the lock, for the
+	// store) count before any node is judged.
+	o.applyNodeEventsLocked(ctx, o.nodeEvents.take())
+	now := o.cfg.Now() // before attend reads Clock: a stall seen by one is seen by the other
 	o.attend()
 	var lost []*Node
 	for i := range o.nodes {

@@ -108,6 +108,17 @@ func TestLivenessOnTheServersOwnTime(t *testing.T) {
 			},
 			wantDown: map[string]bool{"n2": true},
 		},
+		"reports queued behind a held lock count": {
+			steps: func(h *harness, clk *stallClock) {
+				h.o.mu.RLock() // a long read (or a store that holds a commit): the loop waits
+				clk.pass(livenessTTL + time.Second)
+				h.o.NodeSeen("n1", nil, nil, clk.now())
+				h.o.NodeSeen("n2", nil, nil, clk.now())
+				h.o.mu.RUnlock()
+				h.waitTicks()
+			},
+			wantDown: map[string]bool{},
+		},
 		"stalls do not hide a silence between them": {
 			steps: func(h *harness, clk *stallClock) {
 				for range 3 {

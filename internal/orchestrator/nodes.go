@@ -270,6 +270,14 @@ func (o *Orchestrator) applyNodeEvents(ctx context.Context, evs []nodeEvent) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.applyNodeEventsLocked(ctx, evs)
+}
+
+// applyNodeEventsLocked is applyNodeEvents with the write lock held.
+func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEvent) {
+	if len(evs) == 0 {
+		return
+	}
 	var flipped []*Node
 	for _, ev := range evs {
 		n := o.node(ev.nodeID)
