@@ -215,25 +215,27 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	backoff := time.Second
 	registered := false
+	var sup supersede // refused for its node: how, and how often (supersede.go)
 	for ctx.Err() == nil {
 		if !registered {
 			if err := a.register(ctx); err != nil {
 				wait := backoff
-				var apiErr *api.Error
-				if errors.As(err, &apiErr) && apiErr.Code == "node_in_use" {
+				if apiCode(err) == "node_in_use" {
 					// Another agent holds the node: take it as soon as
 					// that one has been gone for the TTL.
 					wait = heldRetry
+					a.heldElsewhere(&sup, err)
 				} else {
 					backoff = min(backoff*2, retryMax)
+					a.log.Warn("register with the server failed; retrying", "err", err, "in", wait)
 				}
-				a.log.Warn("register with the server failed; retrying", "err", err, "in", wait)
 				if !sleep(ctx, wait) {
 					break
 				}
 				continue
 			}
 			registered, backoff = true, time.Second
+			sup.registered(time.Now())
 			a.killOrphans()
 		}
 		work, err := a.sync(ctx)
@@ -245,6 +247,13 @@ func (a *Agent) Run(ctx context.Context) error {
 		case errors.Is(err, ErrUnknownNode):
 			a.log.Info("the server does not know this node; registering again")
 			registered = false
+		case apiCode(err) == "wrong_node":
+			// Another registration of this node replaced this agent's
+			// session: register again, with a new one (supersede.go).
+			registered = false
+			if !sleep(ctx, a.superseded(&sup, err)) {
+				break
+			}
 		case ctx.Err() != nil:
 		default:
 			a.log.Warn("sync with the server failed; retrying", "err", err, "in", backoff)

@@ -13,14 +13,13 @@ import (
 
 	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
 // Node states as the API shows them.
 const (
 	NodeUp       = "up"
-	NodeDown     = "down"     // silent past its TTL
+	NodeDown     = "down"     // silent past its TTL (liveness.go)
 	NodeCordoned = "cordoned" // nothing new starts; running jobs go on
 	NodeDraining = "draining" // cordoned until its jobs end
 	NodeDrained  = "drained"  // draining, and no job is left
@@ -50,6 +49,10 @@ type Node struct {
 	cordoned bool
 	draining bool
 	lastSeen time.Time
+	// grace: the node's silence counts from here when later than
+	// lastSeen: the server's start, or the end of its last stall
+	// (liveness.go).
+	grace    time.Time
 	readings []api.GPUReading
 	foreign  []api.ForeignProcess
 	history  ring[Sample]
@@ -73,13 +76,16 @@ type nodeRecord struct {
 	Cordoned  bool              `json:"cordoned,omitempty"`
 	Draining  bool              `json:"draining,omitempty"`
 	Agent     string            `json:"agent,omitempty"` // Node.agent
+	// Down: it was down when last stored, and stays down after a restart
+	// until its agent registers again (liveness.go).
+	Down bool `json:"down,omitempty"`
 	// Containment: as registered (api.AgentRegistration).
 	Containment string `json:"containment,omitempty"`
 }
 
 func (n *Node) record() nodeRecord {
 	r := nodeRecord{ID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, Simulated: n.Simulated,
-		Cordoned: n.cordoned, Draining: n.draining, Agent: n.agent, GPUs: []api.AgentGPU{}, Containment: n.Containment}
+		Cordoned: n.cordoned, Draining: n.draining, Agent: n.agent, GPUs: []api.AgentGPU{}, Containment: n.Containment, Down: n.down && !n.static}
 	for _, d := range n.Devices {
 		r.GPUs = append(r.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG})
 	}
@@ -88,7 +94,7 @@ func (n *Node) record() nodeRecord {
 
 func nodeFromRecord(r nodeRecord) Node {
 	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: withPool(r.Labels), Simulated: r.Simulated,
-		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent, Containment: r.Containment}
+		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent, Containment: r.Containment, down: r.Down}
 	for _, g := range r.GPUs {
 		n.Devices = append(n.Devices, gpu.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated, MIG: g.MIG})
 	}
@@ -163,7 +169,8 @@ func (o *Orchestrator) activeOn(nodeID string) int {
 // id): while the node is up and heard from within the TTL (after a server
 // restart: the TTL from the start), another agent's registration is
 // refused with 409 node_in_use, as the agent pool refuses it while it
-// knows the holder.
+// knows the holder. The TTL is of the server's attention (liveness.go):
+// a stall of the server does not count.
 func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error {
 	if !userName.MatchString(reg.NodeID) || len(reg.NodeID) > 128 {
 		return api.Invalid("node_id", "%q is not a valid node name (letters, digits, '_', '.', '@', '-')", truncate(reg.NodeID, 40))
@@ -182,10 +189,12 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		seen[g.Index] = true
 	}
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		o.attend() // a stall just ended does not open a node to another agent
+		now := o.cfg.Now()
 		n := o.node(reg.NodeID)
 		agent := agentHash(reg.AgentID)
 		if n != nil && !n.static && !n.down && n.agent != "" && n.agent != agent {
-			if idle := tx.now.Sub(n.lastSeen); idle < o.cfg.NodeTTL {
+			if idle := o.silentFor(n, now); idle < o.cfg.NodeTTL {
 				return nil, &api.Error{Status: http.StatusConflict, Code: "node_in_use", Field: "node_id", Message: fmt.Sprintf(
 					"node %s is held by another agent, last heard %s ago; stop it, or give this agent another --node-name (or wait %s for the other to count as gone)",
 					reg.NodeID, idle.Round(time.Millisecond), (o.cfg.NodeTTL - idle).Round(time.Second))}
@@ -207,8 +216,9 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		rec.GPUs = slices.Clone(reg.GPUs)
 		rec.Agent = agent
 		rec.Containment = reg.Containment
+		rec.Down = false
 		fresh := nodeFromRecord(rec)
-		fresh.Telemetry, fresh.lastSeen = n.Telemetry, tx.now
+		fresh.Telemetry, fresh.lastSeen = n.Telemetry, now
 		fresh.history = n.history
 		fresh.diskFull = diskNote(reg.DiskFull) // disk.go
 		*n = fresh
@@ -250,13 +260,25 @@ func (o *Orchestrator) NodeDown(nodeID string, at time.Time) {
 	o.nodeEvents.push(nodeEvent{nodeID: nodeID, at: at, down: true})
 }
 
-// applyNodeEvents applies node news. Loop only.
-func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
+// applyNodeEvents applies node news. A node that goes down or comes back
+// up is stored so, so that a restart keeps it down until its agent
+// reports. A report never moves a node's last sight back in time (news
+// queued behind a stall may arrive after newer news). Loop only.
+func (o *Orchestrator) applyNodeEvents(ctx context.Context, evs []nodeEvent) {
 	if len(evs) == 0 {
 		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.applyNodeEventsLocked(ctx, evs)
+}
+
+// applyNodeEventsLocked is applyNodeEvents with the write lock held.
+func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEvent) {
+	if len(evs) == 0 {
+		return
+	}
+	var flipped []*Node
 	for _, ev := range evs {
 		n := o.node(ev.nodeID)
 		if n == nil {
@@ -268,21 +290,22 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 		}
 		if ev.down {
 			if !n.down {
-				n.down = true
-				o.dirty = true
-				o.log.Warn("node down", "node", n.ID, "last_seen", n.lastSeen)
-				o.noteAlert(notify.AlertNodeDown, ev.at, n.ID, nil, "node %s is down: silent since %s", n.ID, n.lastSeen.UTC().Format(time.RFC3339))
+				o.markDown(n, ev.at) // liveness.go
+				flipped = append(flipped, n)
 			}
 			continue
 		}
 		if n.down {
 			n.down = false
+			flipped = append(flipped, n)
 			o.dirty = true
 			o.log.Info("node up", "node", n.ID)
 			o.noteAlert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
 		}
 		o.noteNodeReadings(n, ev.readings, ev.foreign, ev.at) // notify.go
-		n.lastSeen = ev.at
+		if ev.at.After(n.lastSeen) {
+			n.lastSeen = ev.at
+		}
 		n.foreign = ev.foreign
 		if ev.readings != nil {
 			o.integrateReadings(n, ev.readings, ev.at) // usage.go
@@ -292,6 +315,17 @@ func (o *Orchestrator) applyNodeEvents(evs []nodeEvent) {
 		}
 		if len(ev.foreign) > 0 {
 			o.dirty = true // foreign GPUs are not handed out
+		}
+	}
+	if len(flipped) > 0 {
+		tx := o.begin()
+		for _, n := range flipped {
+			if !n.static {
+				tx.persistNode(n)
+			}
+		}
+		if err := o.commit(ctx, tx); err != nil {
+			o.log.Error("node states not committed", "err", err)
 		}
 	}
 	o.notify()
@@ -345,45 +379,6 @@ func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error)
 		}
 	}
 	return out, nil
-}
-
-// checkNodes marks nodes down that have been silent past the TTL and
-// settles their jobs: requeued with backoff while retries remain, else
-// failed with reason node_lost; their GPUs are freed in the books and the
-// executor is told to stop what may be left of them. Loop only.
-func (o *Orchestrator) checkNodes(ctx context.Context) {
-	now := o.cfg.Now()
-	var lost []string
-	o.mu.RLock()
-	for i := range o.nodes {
-		n := &o.nodes[i]
-		if !n.static && !n.down && now.Sub(n.lastSeen) > o.cfg.NodeTTL {
-			lost = append(lost, n.ID)
-		}
-	}
-	o.mu.RUnlock()
-	for _, id := range lost {
-		o.applyNodeEvents([]nodeEvent{{nodeID: id, at: now, down: true}})
-		o.settleLostNode(ctx, id)
-	}
-}
-
-// settleLostNode ends the current attempt of every job on a down node.
-func (o *Orchestrator) settleLostNode(ctx context.Context, nodeID string) {
-	var us []exec.Update
-	o.mu.RLock()
-	for id := range o.active {
-		j := o.jobs[id]
-		for _, a := range j.Allocation {
-			if a.NodeID == nodeID {
-				us = append(us, exec.Update{JobID: id, Attempt: j.RetryCount, Kind: exec.Exited, At: o.cfg.Now(), ExitCode: -1,
-					Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
-				break
-			}
-		}
-	}
-	o.mu.RUnlock()
-	o.applyUpdates(ctx, us)
 }
 
 // checkIdle flags running jobs whose GPUs on the node have stayed under the

@@ -57,6 +57,10 @@ type Config struct {
 	// NodeTTL is how long a node may be silent before it is down and its
 	// jobs are requeued. Default 30s.
 	NodeTTL time.Duration
+	// Clock is the server's own running clock, by which it notices its
+	// stalls (liveness.go): default time.Now, whose monotonic reading
+	// ignores steps of the wall clock. Tests set it to a fake.
+	Clock func() time.Time
 	// RetryBackoff is how long a job whose node was lost waits before its
 	// first retry; it doubles with each further retry, up to 10 minutes.
 	// Default 10s.
@@ -158,6 +162,8 @@ type Orchestrator struct {
 	dirty bool // loop-only: a cycle is due
 	fatal chan error
 
+	att time.Time // Config.Clock at the loop's last look at its nodes (liveness.go)
+
 	storeDown atomic.Pointer[string]        // why the store cannot write, while it cannot (storedown.go)
 	downSig   atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
 	looping   bool                          // Run has begun: failed commits are retried (loop only)
@@ -223,6 +229,9 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -304,9 +313,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 				o.applyUpdates(ctx, us)
 			}
 		case <-o.nodeEvents.notify:
-			o.applyNodeEvents(o.nodeEvents.take())
+			o.applyNodeEvents(ctx, o.nodeEvents.take())
 		case <-tick.C:
-			o.checkNodes(ctx)
+			o.checkNodes(ctx)           // liveness.go
 			o.checkHolds(ctx)           // holds.go
 			o.checkBookings(ctx)        // bookings_tick.go
 			o.checkInteractiveIdle(ctx) // reclaim.go

@@ -44,9 +44,12 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			return fmt.Errorf("recover: node %s: %w", id, err)
 		}
 		n := nodeFromRecord(rec)
-		n.lastSeen = o.cfg.Now() // it has a TTL from now to report again
+		if !n.down {
+			n.grace = o.cfg.Now() // it has a TTL from now to report again
+		} // down before the restart: it stays down until its agent registers (liveness.go)
 		o.addNode(n)
 	}
+	defer o.reviveBusyDownNodes() // liveness.go: once the jobs are loaded
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency

@@ -41,6 +41,9 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) error {
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	setTarget(r, reg.NodeID)
+	if err := s.sessions.fresh(reg); err != nil {
+		return err // a replay: it must not end the holder's session, nor lose its tasks
+	}
 	cfg, err := s.agents.Register(r.Context(), reg, host)
 	if err != nil {
 		return err
@@ -48,6 +51,7 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) error {
 	if cfg.Session, err = s.sessions.start(reg.NodeID); err != nil {
 		return err
 	}
+	s.sessions.mark(reg)
 	return writeJSON(w, http.StatusOK, cfg)
 }
 
@@ -137,6 +141,57 @@ func (s *Server) nodeHistory(w http.ResponseWriter, r *http.Request) error {
 type agentSessions struct {
 	mu     sync.Mutex
 	byNode map[string]string // node id -> hex SHA-256 of the session
+	// regs is, per node id, the registration that started its session
+	// (fresh): made on first use.
+	regs map[string]regMark
+}
+
+// regMark is what the server keeps of the registration that started a
+// node's session: its agent id (hashed) and the agent's clock (its now).
+type regMark struct {
+	agent string
+	now   time.Time
+}
+
+// fresh refuses (409 stale_registration, naming now) a registration of a
+// node by the agent that holds its session when it is not newer, by that
+// agent's own clock, than the registration that started the session: a
+// replay of an earlier registration (its body carries the agent id) would
+// otherwise end the holder's session and lose the tasks it does not list.
+// The holder itself registers again with its current time, and gets a new
+// session (an agent whose clock went back waits until it passes the
+// earlier registration's time, or for a server restart). A registration
+// with the agent id and a newer time is the agent's (or a copy of its
+// data directory): it is taken (see internal/agent/supersede.go).
+func (a *agentSessions) fresh(reg api.AgentRegistration) error {
+	a.mu.Lock()
+	m, ok := a.regs[reg.NodeID]
+	a.mu.Unlock()
+	if !ok || m.now.IsZero() || m.agent != hashHex(reg.AgentID) || reg.Now != nil && reg.Now.After(m.now) {
+		return nil
+	}
+	return &api.Error{Status: http.StatusConflict, Code: "stale_registration", Field: "now", Message: fmt.Sprintf(
+		"this registration of node %s is not newer, by its agent's clock, than the one that holds the node's session (%s): a replay, or the agent's clock went back; nothing was changed",
+		clipID(reg.NodeID), m.now.UTC().Format(time.RFC3339Nano))}
+}
+
+// mark keeps what fresh needs of a registration that started a session.
+func (a *agentSessions) mark(reg api.AgentRegistration) {
+	m := regMark{agent: hashHex(reg.AgentID)}
+	if reg.Now != nil {
+		m.now = *reg.Now
+	}
+	a.mu.Lock()
+	if a.regs == nil {
+		a.regs = map[string]regMark{}
+	}
+	a.regs[reg.NodeID] = m
+	a.mu.Unlock()
+}
+
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 func (a *agentSessions) start(nodeID string) (string, error) {
@@ -161,7 +216,11 @@ func (a *agentSessions) check(nodeID, secret string) error {
 	case !ok:
 		return &api.Error{Status: http.StatusConflict, Code: "unknown_node", Message: "node " + clipID(nodeID) + " is not registered with this server; register again"}
 	case subtle.ConstantTimeCompare([]byte(want), []byte(hex.EncodeToString(sum[:]))) != 1:
-		return api.Forbidden("wrong_node", "this agent session did not register node "+clipID(nodeID)+" (or another agent has registered it since): an agent may report only for its own node")
+		// The node's own agent registers again (with its agent id) and
+		// gets a new session: a replay of its registration cannot keep
+		// it out, and another agent that took the node over refuses it
+		// (409 node_in_use) while it holds the node.
+		return api.Forbidden("wrong_node", "this agent session did not register node "+clipID(nodeID)+", or another registration of the node has replaced it since: an agent may report only for its own node; the node's own agent registers again for a new session")
 	}
 	return nil
 }

@@ -261,3 +261,51 @@ func TestAgentMIGShown(t *testing.T) {
 	}
 	t.Fatal("n5 is not in the cluster")
 }
+
+// A replay of the holder's registration (its agent id, its clock's time
+// of then) is 409 stale_registration naming now: it gets no session, the
+// holder's session goes on, and nothing of the node changes. The holder
+// registering again with its current time gets a new session (its node
+// back, from whoever held its old one), as does a registration that
+// carries no clock when the holder's carried none.
+func TestAgentReplayedRegistrationRefused(t *testing.T) {
+	ts, _ := newAgentServer(t)
+	then := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	reg := func(node string, at time.Time) string {
+		now := ""
+		if !at.IsZero() {
+			now = `"now":"` + at.Format(time.RFC3339Nano) + `",`
+		}
+		return `{"node_id":"` + node + `","agent_id":"holder-0123456789abcdef","hostname":"` + node + `",` + now + `"tasks":[],"gpus":[]}`
+	}
+	mustRegister := func(body string) string {
+		t.Helper()
+		status, e, b := agentCall(t, ts, "/agent/v1/register", "", body)
+		var cfg api.AgentConfig
+		if status != 200 || json.Unmarshal(b, &cfg) != nil || cfg.Session == "" {
+			t.Fatalf("registration %s: %d %+v %s", body, status, e, b)
+		}
+		return cfg.Session
+	}
+	holder := mustRegister(reg("n7", then))
+	for name, at := range map[string]time.Time{"the same registration": then, "an older one": then.Add(-time.Minute), "one without a clock": {}} {
+		t.Run(name, func(t *testing.T) {
+			status, e, b := agentCall(t, ts, "/agent/v1/register", "", reg("n7", at))
+			if status != 409 || e.Code != "stale_registration" || e.Field != "now" || strings.Contains(string(b), `"session"`) {
+				t.Fatalf("replay: %d %s; want 409 stale_registration naming now", status, b)
+			}
+			if status, e, _ := agentCall(t, ts, "/agent/v1/sync", holder, `{"node_id":"n7","tasks":[]}`); status != 200 {
+				t.Fatalf("the holder's sync after a refused replay: %d %+v", status, e)
+			}
+		})
+	}
+	again := mustRegister(reg("n7", then.Add(time.Second)))
+	if status, e, _ := agentCall(t, ts, "/agent/v1/sync", holder, `{"node_id":"n7","tasks":[]}`); status != 403 || e.Code != "wrong_node" {
+		t.Fatalf("the old session after the holder registered again: %d %+v; want 403 wrong_node", status, e)
+	}
+	if status, e, _ := agentCall(t, ts, "/agent/v1/sync", again, `{"node_id":"n7","tasks":[]}`); status != 200 {
+		t.Fatalf("the new session: %d %+v", status, e)
+	}
+	mustRegister(reg("n8", time.Time{}))
+	mustRegister(reg("n8", time.Time{})) // no clock to tell a replay by: as before
+}

@@ -1,0 +1,160 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/notify"
+)
+
+// Liveness is judged on the server's own running time. A node is down once
+// it has been silent for --node-ttl of the server's attention: time in
+// which the server's loop ran and could have applied the node's reports.
+//
+// The loop looks at Config.Clock (the monotonic clock) at each tick and at
+// each registration. A gap between two looks of more than stallTicks ticks
+// is a stall of the server itself: its process was stopped (SIGSTOP), its
+// machine slept, its store held a commit (storedown.go), a reader held its
+// lock, a long pause. Agents' reports could not be applied meanwhile, so
+// the stall does not count against any node: each node's silence starts
+// that much later (Node.grace), and the server logs a WARN line saying so.
+// A restart gives every node that was up a fresh TTL the same way
+// (recover.go); a node that was down before it stays down until its agent
+// registers again (its down state is stored with it).
+
+// stallTicks is how many ticks may pass between two looks before the gap
+// counts as a stall: a loop busy for a tick or so is not stalled.
+const stallTicks = 2
+
+// silentFor is how long the node has been silent in the server's
+// attention at now: since its last report, or since the end of the
+// server's last stall or its start, whichever is later. Lock held.
+func (o *Orchestrator) silentFor(n *Node, now time.Time) time.Duration {
+	return now.Sub(n.silentSince())
+}
+
+// silentSince is when the node's silence began to count.
+func (n *Node) silentSince() time.Time {
+	if n.grace.After(n.lastSeen) {
+		return n.grace
+	}
+	return n.lastSeen
+}
+
+// attend is the loop's look at its own clock: a stall since its last look
+// is forgiven to every node that is up, by moving the start of its
+// silence forward by the stall. Loop only, write lock held.
+func (o *Orchestrator) attend() {
+	t := o.cfg.Clock()
+	last := o.att
+	o.att = t
+	if last.IsZero() {
+		return
+	}
+	gap := t.Sub(last) // monotonic when both readings have it
+	if gap <= stallTicks*o.cfg.Tick {
+		return
+	}
+	stall := gap - o.cfg.Tick // one tick between looks is the loop's own pace
+	nodes := 0
+	for i := range o.nodes {
+		n := &o.nodes[i]
+		if n.static || n.down {
+			continue
+		}
+		n.grace = n.silentSince().Add(stall)
+		nodes++
+	}
+	o.log.Warn("the server stalled (its process stopped, its machine slept, or its store or lock held it); the stall does not count against its nodes' --node-ttl",
+		"stalled_for", stall.Round(time.Millisecond), "nodes", nodes, "node_ttl", o.cfg.NodeTTL)
+}
+
+// checkNodes marks nodes down that have been silent past the TTL of the
+// server's attention and settles their jobs in the same commit as their
+// down state: requeued with backoff while retries remain, else failed
+// with reason node_lost; their GPUs are freed in the books and the
+// executor is told to stop what may be left of them. Reports waiting for
+// the loop are applied first, under the same lock. Loop only.
+func (o *Orchestrator) checkNodes(ctx context.Context) {
+	o.mu.Lock()
+	// Reports that came in while the loop waited (for the lock, for the
+	// store) count before any node is judged.
+	o.applyNodeEventsLocked(ctx, o.nodeEvents.take())
+	now := o.cfg.Now() // before attend reads Clock: a stall seen by one is seen by the other
+	o.attend()
+	var lost []*Node
+	for i := range o.nodes {
+		n := &o.nodes[i]
+		if !n.static && !n.down && o.silentFor(n, now) > o.cfg.NodeTTL {
+			lost = append(lost, n)
+		}
+	}
+	if len(lost) == 0 {
+		o.mu.Unlock()
+		return
+	}
+	tx := o.begin()
+	var us []exec.Update
+	for _, n := range lost {
+		o.markDown(n, now)
+		tx.persistNode(n)
+		us = append(us, o.lostUpdates(n.ID, now)...)
+	}
+	o.applyUpdatesTx(tx, us)
+	err := o.commit(ctx, tx)
+	o.mu.Unlock()
+	if err != nil {
+		o.log.Error("lost nodes not committed", "err", err)
+		return
+	}
+	o.runAfter(ctx, tx)
+}
+
+// markDown marks the node down, with an alert. Write lock held.
+func (o *Orchestrator) markDown(n *Node, at time.Time) {
+	n.down = true
+	o.dirty = true
+	since := n.silentSince() // its last report, or the server's start if it has not reported since
+	o.log.Warn("node down", "node", n.ID, "last_seen", n.lastSeen, "silent_since", since)
+	o.noteAlert(notify.AlertNodeDown, at, n.ID, nil, "node %s is down: silent since %s", n.ID, since.UTC().Format(time.RFC3339))
+}
+
+// lostUpdates ends the current attempt of every job on a down node. Lock
+// held.
+func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
+	var us []exec.Update
+	for id := range o.active {
+		j := o.jobs[id]
+		for _, a := range j.Allocation {
+			if a.NodeID == nodeID {
+				us = append(us, exec.Update{JobID: id, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
+					Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
+				break
+			}
+		}
+	}
+	return us
+}
+
+// reviveBusyDownNodes brings up, with a fresh TTL, a node stored down that
+// holds jobs adopted at start-up (stored by a server that marked it down
+// without settling them): their agent may still run them, and a node that
+// is down is never checked, so they would wait for ever. From recover,
+// once the jobs are loaded.
+func (o *Orchestrator) reviveBusyDownNodes() {
+	busy := map[string]bool{}
+	for id := range o.active {
+		for _, a := range o.jobs[id].Allocation {
+			busy[a.NodeID] = true
+		}
+	}
+	for i := range o.nodes {
+		if n := &o.nodes[i]; n.down && busy[n.ID] {
+			n.down, n.grace = false, o.cfg.Now()
+			o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
+		}
+	}
+}
