@@ -181,6 +181,9 @@ type Orchestrator struct {
 	// the write lock, read by the loop.
 	splitMax int
 	deciding func()
+	// readHook, when a test sets it (before Run), runs before each store
+	// read that an API reader makes without the lock (reads.go).
+	readHook func(what string)
 }
 
 type cycleStats struct {
