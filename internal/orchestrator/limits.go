@@ -93,9 +93,7 @@ func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
 
 // JobOwner returns the user and project of a job.
 func (o *Orchestrator) JobOwner(id string) (user, project string, ok bool) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	j, ok := o.lookupAny(id) // finished.go: or one that ended
+	j, ok := o.jobAnywhere(id, false) // reads.go: or one that ended, read without the lock
 	if !ok {
 		return "", "", false
 	}

@@ -1,10 +1,12 @@
 package orchestrator
 
 import (
+	"errors"
 	"maps"
 	"slices"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // Readers and the lock (issue 24). The loop holds the write lock while it
@@ -42,4 +44,27 @@ func endedView(j *api.Job, withEvents bool) api.Job {
 		v.Events = nil
 	}
 	return v
+}
+
+// jobAnywhere returns a job's view from memory (live, or recently ended),
+// or else from the store, read without the lock; false when neither holds
+// it (or the store cannot be read). A job leaves memory only after the
+// commit that ended it, so one memory does not hold is in the store.
+func (o *Orchestrator) jobAnywhere(id string, withEvents bool) (api.Job, bool) {
+	o.mu.RLock()
+	if j, ok := o.lookup(id); ok {
+		v := o.view(j, withEvents)
+		o.mu.RUnlock()
+		return v, true
+	}
+	o.mu.RUnlock()
+	o.beforeRead("job")
+	j, err := o.stored(id)
+	if err != nil {
+		if !errors.Is(err, store.ErrNoJob) {
+			o.log.Warn("read an ended job from the store", "job_id", id, "err", err)
+		}
+		return api.Job{}, false
+	}
+	return endedView(&j, withEvents), true
 }
