@@ -51,25 +51,36 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 	if wantStore {
 		q := store.JobQuery{User: f.User, Project: f.Project, Name: f.Name, Since: f.Since, Until: f.Until,
 			Before: f.Cursor, Limit: f.Limit, States: []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled},
-			SkipArrays: skip}
+			SkipArrays: skip, MaxBytes: PageBytes}
 		if f.State != "" {
 			q.States = []api.State{f.State}
 		}
 		o.beforeRead("jobs")
 		var err error
-		if old, err = o.cfg.Store.Jobs(ctx, q); err != nil {
+		var cut bool
+		if old, cut, err = o.cfg.Store.JobsPage(ctx, q); err != nil {
 			return nil, "", err
 		}
-		full = len(old) == f.Limit
+		full = len(old) == f.Limit || cut
 	}
 	return mergePage(views, old, f.Limit, full)
 }
 
+// PageBytes bounds a page of GET /jobs (and GET /queue) by size as well
+// as by count: a page stops, with its next cursor, once its jobs' JSON
+// would pass about this many bytes (issue 24: three listings of 400 jobs
+// of 1 MB each, 396 MB of JSON apiece, took the server to 6.3 GB).
+const PageBytes = 8 << 20
+
+// viewBytes estimates a job's JSON: its own text (sizes.go) and about a
+// kilobyte of the rest.
+func viewBytes(j *api.Job) int64 { return jobBytes(j) + 1024 }
+
 // mergePage merges a page of jobs from memory (views, newest first) with
-// one from the store (old, newest first), at most limit of them, and
-// returns the next page's cursor. A job in both is listed once, from the
-// store. When the store's page is full, nothing below its last row is
-// listed: the store has not been read there yet.
+// one from the store (old, newest first), at most limit of them and about
+// PageBytes, and returns the next page's cursor. A job in both is listed
+// once, from the store. When the store's page is full, nothing below its
+// last row is listed: the store has not been read there yet.
 func mergePage(views, old []api.Job, limit int, full bool) ([]api.Job, string, error) {
 	bound := ""
 	if full {
@@ -81,7 +92,8 @@ func mergePage(views, old []api.Job, limit int, full bool) ([]api.Job, string, e
 	}
 	out := make([]api.Job, 0, min(limit, len(views)+len(old)))
 	i, k := 0, 0
-	for len(out) < limit && (i < len(views) || k < len(old)) {
+	size := int64(0)
+	for len(out) < limit && size < PageBytes && (i < len(views) || k < len(old)) {
 		switch {
 		case i < len(views) && stored[views[i].ID]:
 			i++ // ended meanwhile: listed from the store
@@ -91,15 +103,17 @@ func mergePage(views, old []api.Job, limit int, full bool) ([]api.Job, string, e
 				continue
 			}
 			out = append(out, views[i])
+			size += viewBytes(&views[i])
 			i++
 		default:
 			out = append(out, endedView(&old[k], false))
+			size += viewBytes(&old[k])
 			k++
 		}
 	}
 	next := ""
 	switch {
-	case len(out) == limit:
+	case len(out) == limit || (size >= PageBytes && (i < len(views) || k < len(old) || full)):
 		next = out[len(out)-1].ID
 	case full:
 		next = bound

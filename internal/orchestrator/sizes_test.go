@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,88 @@ func TestUserBytesGivenBack(t *testing.T) {
 	h = startConfig(t, path, cfg)
 	if _, _, err := h.o.Submit(ctx, req, ""); !errors.As(err, &e) || e.Code != "user_bytes_full" {
 		t.Fatalf("after a restart: %v, want 429 user_bytes_full", err)
+	}
+}
+
+// TestPagesBoundedByBytes: GET /jobs stops a page at about PageBytes of
+// JSON and gives the next cursor, from memory and from the store alike;
+// paging on lists every job once. It used to list up to the count limit
+// whatever the size (issue 24: 396 MB of JSON per listing).
+func TestPagesBoundedByBytes(t *testing.T) {
+	path := t.TempDir() + "/corral.db"
+	cfg := Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Limits: Limits{MaxUserQueuedBytes: -1}}
+	h := startConfig(t, path, cfg)
+	ctx := context.Background()
+	h.o.SetScheduling(ctx, false)
+	big := map[string]string{}
+	for i := range 8 {
+		big["X"+strconv.Itoa(i)] = strings.Repeat("e", 31<<10)
+	}
+	const n = 80
+	var ids []string
+	for i := range n {
+		j := h.submit(api.SubmitRequest{Command: "c", User: "u", GPUCount: gpus(1), Env: big})
+		ids = append(ids, j.ID)
+		if i%2 == 0 {
+			if _, _, err := h.o.Cancel(ctx, j.ID, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	h.stop()
+	h.stop = nil
+	h = startConfig(t, path, cfg) // the canceled half in the store only
+	seen := map[string]int{}
+	cursor, pages := "", 0
+	for {
+		jobs, next, err := h.o.JobPage(ctx, JobFilter{Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		size := int64(0)
+		for i := range jobs {
+			seen[jobs[i].ID]++
+			size += viewBytes(&jobs[i])
+		}
+		if size > PageBytes+viewBytes(&jobs[0]) {
+			t.Errorf("page %d: %d jobs of about %d bytes, more than %d", pages, len(jobs), size, PageBytes)
+		}
+		if next == "" || pages > n {
+			break
+		}
+		cursor = next
+	}
+	if pages < 3 {
+		t.Errorf("%d pages of %d jobs of 250 KB: want them cut by bytes", pages, n)
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("job %s listed %d times", id, seen[id])
+		}
+	}
+}
+
+// TestQueuePageBoundedByBytes: a page of GET /queue stops at about
+// PageBytes too.
+func TestQueuePageBoundedByBytes(t *testing.T) {
+	rows := make([]api.QueuedJob, 20000)
+	for i := range rows {
+		rows[i] = api.QueuedJob{ID: "j" + strconv.Itoa(i), PendingMessage: strings.Repeat("m", 400)}
+	}
+	p := pageQueue(api.QueueResponse{QueuedJobs: rows}, 0, 100000, time.Now())
+	if len(p.QueuedJobs) >= len(rows) || p.NextCursor != strconv.Itoa(len(p.QueuedJobs)) {
+		t.Fatalf("%d rows, next cursor %q: want a page cut by bytes", len(p.QueuedJobs), p.NextCursor)
+	}
+	total := len(p.QueuedJobs)
+	for p.NextCursor != "" {
+		after, _ := strconv.Atoi(p.NextCursor)
+		if p = pageQueue(api.QueueResponse{QueuedJobs: rows}, after, 100000, time.Now()); len(p.QueuedJobs) == 0 {
+			t.Fatal("an empty page")
+		}
+		total += len(p.QueuedJobs)
+	}
+	if total != len(rows) {
+		t.Fatalf("pages held %d rows, want %d", total, len(rows))
 	}
 }

@@ -166,21 +166,49 @@ type JobQuery struct {
 	// SkipArrays leaves out the tasks of these arrays (the orchestrator
 	// holds those of the arrays that are not done).
 	SkipArrays []string
+	// MaxBytes, when positive, stops the page once its rows' JSON passes
+	// it (the row that passes it is kept): a page of large jobs is cut
+	// short rather than read whole into memory. JobsPage says so.
+	MaxBytes int64
 }
 
 // Jobs returns the jobs that match, newest (largest id) first, without
 // their events.
 func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
+	jobs, _, err := s.JobsPage(ctx, q)
+	return jobs, err
+}
+
+// errPageFull stops a page's rows at its MaxBytes.
+var errPageFull = errors.New("the page is full")
+
+// JobsPage is Jobs, and whether the page stopped at q.MaxBytes before its
+// limit (more rows may match).
+func (s *Store) JobsPage(ctx context.Context, q JobQuery) ([]api.Job, bool, error) {
 	query, args := jobsQuery(q, s.pg)
 	out := []api.Job{}
-	err := s.read(ctx, query, args, jobRows(func(j api.Job) error {
+	var size int64
+	err := s.read(ctx, query, args, func(r *sql.Rows) error {
+		if q.MaxBytes > 0 && size > q.MaxBytes {
+			return errPageFull
+		}
+		var data string
+		if err := r.Scan(&data); err != nil {
+			return err
+		}
+		size += int64(len(data))
+		var j api.Job
+		if err := json.Unmarshal([]byte(data), &j); err != nil {
+			return fmt.Errorf("job row: %w", err)
+		}
 		out = append(out, j)
 		return nil
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
+	})
+	cut := errors.Is(err, errPageFull)
+	if err != nil && !cut {
+		return nil, false, fmt.Errorf("jobs: %w", err)
 	}
-	return out, nil
+	return out, cut, nil
 }
 
 // jobsQuery is the SQL of Jobs and its arguments (for PostgreSQL when pg).
