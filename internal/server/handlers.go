@@ -206,7 +206,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	})
-	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs, Arrays: arrays, NextCursor: next})
+	return writeJobList(w, api.JobList{Jobs: jobs, Arrays: arrays, NextCursor: next}) // jobpages.go
 }
 
 // hiddenValue replaces the value of each of a job's environment variables
