@@ -118,3 +118,25 @@ func (o *Orchestrator) recountLive() {
 		o.addLive(a.rec.User, jobBytes(&a.tmpl))
 	}
 }
+
+// RecentMaxBytes is the most text (jobBytes) a job that ended keeps in
+// the ring of recently ended jobs (finished.go). A larger one is kept
+// there without its command, env and labels, enough for the statistics,
+// log tails and dependencies that read the ring; views read it whole from
+// the store. Else 4,096 jobs at the size limits would hold 1.3 GB.
+const RecentMaxBytes = 4 << 10
+
+// slimEnded is what the ring keeps of j, which has just left o.jobs: j
+// itself, or a copy without its large text. Write lock held.
+func (o *Orchestrator) slimEnded(j *api.Job) *api.Job {
+	if jobBytes(j) <= RecentMaxBytes {
+		return j
+	}
+	c := *j
+	c.Command, c.Env, c.NodeLabels = "", nil, nil
+	if o.recent.slim == nil {
+		o.recent.slim = map[string]bool{}
+	}
+	o.recent.slim[j.ID] = true
+	return &c
+}

@@ -178,3 +178,39 @@ func TestQueuePageBoundedByBytes(t *testing.T) {
 		t.Fatalf("pages held %d rows, want %d", total, len(rows))
 	}
 }
+
+// TestRecentRingKeepsLargeJobsSlim: a large job that ended is kept in the
+// ring of recently ended jobs without its command and env (4,096 of them
+// at the limits would hold 1.3 GB), and its view, read from the store,
+// is whole.
+func TestRecentRingKeepsLargeJobsSlim(t *testing.T) {
+	h := start(t, "", nil)
+	ctx := context.Background()
+	h.o.SetScheduling(ctx, false)
+	big := strings.Repeat("c", 10<<10)
+	for name, c := range map[string]struct {
+		cmd  string
+		slim bool
+	}{"small": {"true", false}, "large": {big, true}} {
+		t.Run(name, func(t *testing.T) {
+			j := h.submit(api.SubmitRequest{Command: c.cmd, GPUCount: gpus(1), Env: map[string]string{"K": "v"}})
+			if _, _, err := h.o.Cancel(ctx, j.ID, 0); err != nil {
+				t.Fatal(err)
+			}
+			h.o.mu.RLock()
+			kept, inRing := h.o.recent.byID[j.ID]
+			_, live := h.o.jobs[j.ID]
+			h.o.mu.RUnlock()
+			if !inRing || live {
+				t.Fatalf("in the ring %v, in o.jobs %v", inRing, live)
+			}
+			if got := kept.Command == ""; got != c.slim {
+				t.Errorf("kept without its command: %v, want %v", got, c.slim)
+			}
+			v, err := h.o.Job(j.ID)
+			if err != nil || v.Command != c.cmd || v.Env["K"] != "v" || v.State != api.StateCanceled || len(v.Events) == 0 {
+				t.Errorf("view: %d-byte command, env %v, %s, %d events, %v", len(v.Command), v.Env, v.State, len(v.Events), err)
+			}
+		})
+	}
+}
