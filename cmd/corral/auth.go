@@ -50,6 +50,9 @@ type accessFlags struct {
 	// Interactive work (docs/interactive.md).
 	maxInteractiveGPUs int
 	maxInteractiveTime time.Duration
+	// Sizes (docs/security.md): bytes of a job's command and env, and of
+	// one user's jobs not ended.
+	maxCommandBytes, maxEnvBytes, maxUserBytes int64
 }
 
 func (f *accessFlags) register(cmd *cobra.Command) {
@@ -65,6 +68,9 @@ func (f *accessFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxArraySize, "max-array-size", api.DefaultMaxArraySize, "tasks one job array may have (--array); each task also counts toward --max-queued-per-user and --max-queue-size")
 	fl.IntVar(&f.maxInteractiveGPUs, "max-interactive-gpus", orchestrator.DefaultMaxInteractiveGPUs, "GPUs of interactive jobs (classes interactive and interactive-preemptible) and holds one user may have queued, running or held; more are refused at submission (0: no limit)")
 	fl.DurationVar(&f.maxInteractiveTime, "max-interactive-time", orchestrator.DefaultMaxInteractiveTime, "the longest an interactive job or hold may last: its default time_limit (or duration) and the largest it may ask (0: no limit)")
+	fl.Int64Var(&f.maxCommandBytes, "max-command-bytes", orchestrator.DefaultMaxCommandBytes, "bytes one job's command may have (0: no limit but the 1 MiB body)")
+	fl.Int64Var(&f.maxEnvBytes, "max-env-bytes", orchestrator.DefaultMaxEnvBytes, "bytes one job's env may have, names and values together (0: no limit but the 1 MiB body)")
+	fl.Int64Var(&f.maxUserBytes, "max-queued-bytes-per-user", orchestrator.DefaultMaxUserQueuedBytes, "bytes of commands, env and names one user's jobs that have not ended may hold in all (0: no limit; admins are exempt)")
 	fl.DurationVar(&f.auditRetention, "audit-retention", 0, "how long audit entries are kept, e.g. 2160h for 90 days; older ones are deleted hourly (0: kept for ever)")
 }
 
@@ -86,6 +92,8 @@ func (f *accessFlags) limits() (orchestrator.Limits, error) {
 		return orchestrator.Limits{}, usagef("--submit-rate and --submit-burst must not be negative")
 	case f.maxInteractiveGPUs < 0 || f.maxInteractiveTime < 0:
 		return orchestrator.Limits{}, usagef("--max-interactive-gpus and --max-interactive-time must not be negative")
+	case f.maxCommandBytes < 0 || f.maxEnvBytes < 0 || f.maxUserBytes < 0:
+		return orchestrator.Limits{}, usagef("--max-command-bytes, --max-env-bytes and --max-queued-bytes-per-user must not be negative")
 	case f.auditRetention < 0:
 		return orchestrator.Limits{}, usagef("--audit-retention must not be negative")
 	case f.fs != nil && f.maxArraySize < 1:
@@ -93,7 +101,8 @@ func (f *accessFlags) limits() (orchestrator.Limits, error) {
 	}
 	return orchestrator.Limits{MaxQueueSize: size, MaxQueuedPerUser: f.maxQueuedPerUser,
 		MaxGPUsPerJob: f.maxGPUsPerJob, MaxRunTime: f.maxRunTime, MaxArraySize: f.maxArraySize,
-		MaxInteractiveGPUs: f.maxInteractiveGPUs, MaxInteractiveTime: f.maxInteractiveTime}, nil
+		MaxInteractiveGPUs: f.maxInteractiveGPUs, MaxInteractiveTime: f.maxInteractiveTime,
+		MaxCommandBytes: offIfZero(f.maxCommandBytes), MaxEnvBytes: offIfZero(f.maxEnvBytes), MaxUserQueuedBytes: offIfZero(f.maxUserBytes)}, nil
 }
 
 // serverOptions adds the access options to opts.
@@ -250,4 +259,13 @@ func runAsFlag(fl *pflag.FlagSet, v *string) {
 		def = agent.RunAsUser
 	}
 	fl.StringVar(v, "run-as", def, "whose account jobs run under when the agent is root: user (the job's owner's Unix account; never root: a job whose owner has no account fails to start unless --run-as-fallback names one; strict is a synonym) or agent (the agent's own account, root included: a single-user machine); default $CORRAL_RUN_AS, else user")
+}
+
+// offIfZero maps a size flag's 0 (no limit) to the orchestrator's
+// negative (its 0 is the default).
+func offIfZero(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

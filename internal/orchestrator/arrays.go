@@ -177,6 +177,8 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 		return submitResult{}, err
 	}
 	o.budgetSubmit(&j) // budgets.go: every task gets it
+	// sizes.go: the array counts once.
+	o.addLive(j.User, jobBytes(&j))
 	id := o.newID(tx.now)
 	j.SubmittedAt = tx.now
 	a := &array{odd: map[string]*api.Job{}, tasks: make([]*api.Job, n), tmpl: j, rec: api.Array{

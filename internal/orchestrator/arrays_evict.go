@@ -73,6 +73,7 @@ func (o *Orchestrator) evictArrays(tx *txn) {
 			continue
 		}
 		delete(o.arr.byID, id)
+		o.addLive(a.rec.User, -jobBytes(&a.tmpl)) // sizes.go
 		delete(o.arr.waiting, id)
 		delete(o.arr.pend, id)
 		o.forgetDepsOn(id)

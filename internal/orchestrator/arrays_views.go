@@ -2,10 +2,7 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -36,137 +33,81 @@ func summarize(s api.Array) api.Array {
 	return s
 }
 
-// resolveArray returns the id of the array that id names: its id
-// exactly, or a unique prefix of at least MinIDPrefix characters; a is
-// the array when memory holds it, nil when it is done (the store holds
-// it: arrays_stored.go). ok is false when id names no array. Read lock
-// held.
-func (o *Orchestrator) resolveArray(id string) (aid string, a *array, ok bool, err error) {
-	if a := o.arr.byID[id]; a != nil {
-		return id, a, true, nil
-	}
-	if len(id) < MinIDPrefix || strings.Contains(id, "_") {
-		return "", nil, false, nil
-	}
-	found := map[string]*array{} // nil: a done array
-	for aid, a := range o.arr.byID {
-		if strings.HasPrefix(aid, id) {
-			found[aid] = a
-		}
-	}
-	for _, aid := range o.storedArrayIDs(id, len(found)+2) { // arrays_stored.go
-		if _, live := o.arr.byID[aid]; !live {
-			found[aid] = nil
-		}
-	}
-	if _, exact := found[id]; exact {
-		return id, nil, true, nil // done: not in o.arr.byID
-	}
-	n := len(found)
-	if n == 0 {
-		return "", nil, false, nil
-	}
-	for k, v := range found { // the one, when n is 1
-		aid, a = k, v
-	}
-	// A prefix shared with jobs outside the array is ambiguous too: ids
-	// begin with their submission time.
-	others := 0
-	for _, cand := range o.order {
-		if j, live := o.jobs[cand]; live && strings.HasPrefix(cand, id) && (n > 1 || j.ArrayJobID != aid) {
-			others++
-		}
-	}
-	if n == 1 && others == 0 {
-		return aid, a, true, nil
-	}
-	return "", nil, true, &api.Error{Status: http.StatusConflict, Code: "ambiguous_id", Field: "array_id",
-		Message: fmt.Sprintf("%q is the prefix of %d arrays' ids and %d other jobs' ids; give more characters", id, n, others)}
-}
-
-// ResolveArrayID returns the id of the array that id names (exactly, or by
-// a unique prefix of at least MinIDPrefix characters): 404 when none does,
-// 409 ambiguous_id when several do.
-func (o *Orchestrator) ResolveArrayID(id string) (string, error) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	aid, _, ok, err := o.resolveArray(id)
-	if err != nil {
-		return "", err
-	}
-	if !ok {
-		return "", api.NotFound("no job array %q", id)
-	}
-	return aid, nil
-}
-
-// arrayNotJob is ResolveJobID's answer for an id that names no job but an
-// array (nil when it names none): job routes take task ids.
-func (o *Orchestrator) arrayNotJob(id string) error {
-	aid, _, ok, err := o.resolveArray(id)
-	if !ok || err != nil {
-		return nil
-	}
-	return &api.Error{Status: http.StatusNotFound, Code: "is_array",
-		Message: fmt.Sprintf("%s is a job array, not a job: see GET /arrays/%s, or name a task as %s_INDEX", aid, aid, aid)}
-}
-
 // Array returns the array that id names (exactly or by prefix), with its
 // counts by state and its task indexes: from memory, or from the store
-// when it is done.
+// when it is done, read without the lock (reads.go).
 func (o *Orchestrator) Array(id string) (api.Array, error) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	aid, a, ok, err := o.resolveArray(id)
+	aid, live, ok, err := o.resolveArrayID(id) // resolve_reads.go
 	if err != nil {
 		return api.Array{}, err
 	}
 	if !ok {
 		return api.Array{}, api.NotFound("no job array %q", id)
 	}
-	if a == nil {
-		rec, err := o.storedArray(aid) // arrays_stored.go
-		if err != nil {
-			return api.Array{}, err
+	if live {
+		o.mu.RLock()
+		if a := o.arr.byID[aid]; a != nil {
+			s := a.summary()
+			s.Tasks = make([]int, len(a.tasks))
+			for i, t := range a.tasks {
+				s.Tasks[i] = *t.ArrayTaskID
+			}
+			o.mu.RUnlock()
+			return s, nil
 		}
-		return summarize(rec.Array), nil
+		o.mu.RUnlock() // done meanwhile: the store has it
 	}
-	s := a.summary()
-	s.Tasks = make([]int, len(a.tasks))
-	for i, t := range a.tasks {
-		s.Tasks[i] = *t.ArrayTaskID
+	o.beforeRead("array")
+	rec, err := o.storedArray(aid) // arrays_stored.go
+	if err != nil {
+		return api.Array{}, err
 	}
-	return s, nil
+	return summarize(rec.Array), nil
 }
 
 // ArraySummaries returns the summaries (counts, no task list) of the
 // arrays named, in the order given, skipping unknown ids: from memory,
-// or from the store for done arrays.
+// or from the store for done arrays, read without the lock.
 func (o *Orchestrator) ArraySummaries(ids []string) []api.Array {
+	out := make([]api.Array, len(ids))
+	have := make([]bool, len(ids))
 	o.mu.RLock()
-	defer o.mu.RUnlock()
-	out := make([]api.Array, 0, len(ids))
-	for _, id := range ids {
+	for i, id := range ids {
 		if a := o.arr.byID[id]; a != nil {
-			out = append(out, a.summary())
+			out[i], have[i] = a.summary(), true
+		}
+	}
+	o.mu.RUnlock()
+	for i, id := range ids {
+		if have[i] {
 			continue
 		}
+		o.beforeRead("array")
 		if rec, err := o.storedArray(id); err == nil {
 			s := summarize(rec.Array)
 			s.Tasks = nil
-			out = append(out, s)
+			out[i], have[i] = s, true
 		}
 	}
-	return out
+	kept := out[:0]
+	for i := range out {
+		if have[i] {
+			kept = append(kept, out[i])
+		}
+	}
+	return kept
 }
 
 // ArrayOwner returns the user and project of an array.
 func (o *Orchestrator) ArrayOwner(id string) (user, project string, ok bool) {
 	o.mu.RLock()
-	defer o.mu.RUnlock()
 	if a := o.arr.byID[id]; a != nil {
-		return a.rec.User, a.rec.Project, true
+		user, project = a.rec.User, a.rec.Project
+		o.mu.RUnlock()
+		return user, project, true
 	}
+	o.mu.RUnlock()
+	o.beforeRead("array")
 	rec, err := o.storedArray(id)
 	if err != nil {
 		return "", "", false

@@ -28,7 +28,8 @@ import (
 // o.jobs no longer holds.
 
 // RecentFinished is how many of the jobs that ended last stay in memory
-// (about 2 KiB each) after they leave o.jobs.
+// (about 2 KiB each; a large one without its command and env:
+// RecentMaxBytes, sizes.go) after they leave o.jobs.
 const RecentFinished = 4096
 
 // storeReadTimeout bounds one read of a finished job from the store.
@@ -39,6 +40,7 @@ type recentRing struct {
 	ring []*api.Job
 	next int
 	byID map[string]*api.Job
+	slim map[string]bool // ids kept without their command and env (sizes.go: slimEnded)
 }
 
 // add remembers j, forgetting the oldest when full.
@@ -52,6 +54,7 @@ func (r *recentRing) add(j *api.Job) {
 	}
 	if old := r.ring[r.next]; old != nil && r.byID[old.ID] == old {
 		delete(r.byID, old.ID)
+		delete(r.slim, old.ID)
 	}
 	r.ring[r.next] = j
 	r.byID[j.ID] = j
@@ -79,7 +82,7 @@ func (o *Orchestrator) evictFinished(tx *txn) {
 		}
 	}
 	for _, j := range gone {
-		o.recent.add(j)
+		o.recent.add(o.slimEnded(j)) // sizes.go
 	}
 	o.dropEnded(gone, tx.now)
 }
@@ -158,7 +161,7 @@ func (o *Orchestrator) stored(id string) (api.Job, error) {
 // lookupAny returns a job from memory or else the store; false when
 // neither holds it (or the store cannot be read). Lock held.
 func (o *Orchestrator) lookupAny(id string) (*api.Job, bool) {
-	if j, ok := o.lookup(id); ok {
+	if j, ok := o.lookup(id); ok && !o.recent.slim[id] {
 		return j, true
 	}
 	j, err := o.stored(id)

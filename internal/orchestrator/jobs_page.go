@@ -12,69 +12,108 @@ import (
 // JobPage is GET /jobs: the jobs that match f, newest (largest id) first,
 // without events, at most f.Limit of them (0: 1000), and the cursor of
 // the next page ("" when there is none). Live jobs come from memory,
-// ended ones from the store's indexes (finished.go); both are read under
-// the read lock, so that a job that ends meanwhile is listed once.
+// ended ones from the store's indexes (finished.go). Memory is copied
+// under the read lock; the store is read after it is released (reads.go),
+// so a slow query never holds up the loop. A job listed from memory that
+// the store returns too (it ended meanwhile) is listed once, from the
+// store, whose row is the newer.
 // Keyset pagination: the next page is the jobs whose ids sort before the
 // cursor, so pages neither repeat nor skip jobs when new ones arrive.
 func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, string, error) {
 	if f.Limit <= 0 {
 		f.Limit = 1000
 	}
+	// 1. Memory, under the read lock: the live jobs (and the tasks of
+	// arrays not done, ended or not) that match, copied.
+	wantStore := f.State == "" || f.State.Terminal()
+	var skip []string
 	o.mu.RLock()
-	defer o.mu.RUnlock()
-	// 1. Memory: the live jobs (and the tasks of arrays not done, ended
-	// or not) that match.
 	mem := o.memoryPage(f)
-	// 2. The store: ended jobs, plain ones and the tasks of done arrays
-	// (those of the arrays in memory are listed from there), unless the
-	// filter asks for a live state.
+	views := make([]api.Job, len(mem))
+	for i, j := range mem {
+		views[i] = o.view(j, false)
+	}
+	// The tasks of the arrays in memory are listed from there; past
+	// maxSkipArrays their rows come from the store too, and the merge
+	// lists each job once.
+	if wantStore && len(o.arr.byID) <= maxSkipArrays {
+		skip = make([]string, 0, len(o.arr.byID))
+		for id := range o.arr.byID {
+			skip = append(skip, id)
+		}
+	}
+	o.mu.RUnlock()
+	// 2. The store, without the lock: ended jobs, plain ones and the
+	// tasks of done arrays (those of the arrays in memory are listed from
+	// there), unless the filter asks for a live state.
 	var old []api.Job
 	full := false
-	if f.State == "" || f.State.Terminal() {
+	if wantStore {
 		q := store.JobQuery{User: f.User, Project: f.Project, Name: f.Name, Since: f.Since, Until: f.Until,
-			Before: f.Cursor, Limit: f.Limit, States: []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled}}
+			Before: f.Cursor, Limit: f.Limit, States: []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled},
+			SkipArrays: skip, MaxBytes: PageBytes}
 		if f.State != "" {
 			q.States = []api.State{f.State}
 		}
-		if len(o.arr.byID) <= maxSkipArrays { // else their rows are skipped below, one by one
-			for id := range o.arr.byID {
-				q.SkipArrays = append(q.SkipArrays, id)
-			}
-		}
+		o.beforeRead("jobs")
 		var err error
-		if old, err = o.cfg.Store.Jobs(ctx, q); err != nil {
+		var cut bool
+		if old, cut, err = o.cfg.Store.JobsPage(ctx, q); err != nil {
 			return nil, "", err
 		}
-		full = len(old) == f.Limit
+		full = len(old) == f.Limit || cut
 	}
-	// 3. Merge, newest first; memory wins over a row for the same id.
-	// When the store's page is full, nothing below its last row is
-	// listed: the store has not been read there yet.
+	return mergePage(views, old, f.Limit, full)
+}
+
+// PageBytes bounds a page of GET /jobs (and GET /queue) by size as well
+// as by count: a page stops, with its next cursor, once its jobs' JSON
+// would pass about this many bytes (issue 24: three listings of 400 jobs
+// of 1 MB each, 396 MB of JSON apiece, took the server to 6.3 GB).
+const PageBytes = 8 << 20
+
+// viewBytes estimates a job's JSON: its own text (sizes.go) and about a
+// kilobyte of the rest.
+func viewBytes(j *api.Job) int64 { return jobBytes(j) + 1024 }
+
+// mergePage merges a page of jobs from memory (views, newest first) with
+// one from the store (old, newest first), at most limit of them and about
+// PageBytes, and returns the next page's cursor. A job in both is listed
+// once, from the store. When the store's page is full, nothing below its
+// last row is listed: the store has not been read there yet.
+func mergePage(views, old []api.Job, limit int, full bool) ([]api.Job, string, error) {
 	bound := ""
 	if full {
 		bound = old[len(old)-1].ID
 	}
-	out := make([]api.Job, 0, min(f.Limit, len(mem)+len(old)))
+	stored := make(map[string]bool, len(old))
+	for i := range old {
+		stored[old[i].ID] = true
+	}
+	out := make([]api.Job, 0, min(limit, len(views)+len(old)))
 	i, k := 0, 0
-	for len(out) < f.Limit && (i < len(mem) || k < len(old)) {
+	size := int64(0)
+	for len(out) < limit && size < PageBytes && (i < len(views) || k < len(old)) {
 		switch {
-		case k < len(old) && o.jobs[old[k].ID] != nil:
-			k++ // still in memory (listed from there)
-		case k >= len(old) || (i < len(mem) && mem[i].ID > old[k].ID):
-			if mem[i].ID < bound {
-				i = len(mem) // on the next page
+		case i < len(views) && stored[views[i].ID]:
+			i++ // ended meanwhile: listed from the store
+		case k >= len(old) || (i < len(views) && views[i].ID > old[k].ID):
+			if views[i].ID < bound {
+				i = len(views) // on the next page
 				continue
 			}
-			out = append(out, o.view(mem[i], false))
+			out = append(out, views[i])
+			size += viewBytes(&views[i])
 			i++
 		default:
-			out = append(out, o.view(&old[k], false))
+			out = append(out, endedView(&old[k], false))
+			size += viewBytes(&old[k])
 			k++
 		}
 	}
 	next := ""
 	switch {
-	case len(out) == f.Limit:
+	case len(out) == limit || (size >= PageBytes && (i < len(views) || k < len(old) || full)):
 		next = out[len(out)-1].ID
 	case full:
 		next = bound

@@ -21,12 +21,21 @@ type Limits struct {
 	// jobs and holds, and the longest time limit of an interactive job.
 	MaxInteractiveGPUs int
 	MaxInteractiveTime time.Duration
+	// Sizes (sizes.go): bytes of one job's command, of its env (names
+	// and values), and of one user's jobs not ended (admins are exempt).
+	// 0: the default; negative: no limit.
+	MaxCommandBytes    int64
+	MaxEnvBytes        int64
+	MaxUserQueuedBytes int64
 }
 
 // checkLimits checks a valid submission against the limits and gives it
 // the default time limit. Loop only (it reads the queue).
 func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
 	l := o.cfg.Limits
+	if err := o.checkJobSize(j, exempt); err != nil { // sizes.go
+		return err
+	}
 	if err := o.checkInteractive(j); err != nil { // interactive.go
 		return err
 	}
@@ -93,9 +102,7 @@ func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
 
 // JobOwner returns the user and project of a job.
 func (o *Orchestrator) JobOwner(id string) (user, project string, ok bool) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	j, ok := o.lookupAny(id) // finished.go: or one that ended
+	j, ok := o.jobAnywhere(id, false) // reads.go: or one that ended, read without the lock
 	if !ok {
 		return "", "", false
 	}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -202,10 +201,8 @@ func (o *Orchestrator) LogTail(jobID string, attempt, n int) []string {
 // JobEnv returns a copy of a job's env (nil when there is no such job):
 // the sender cuts its values out of what it sends.
 func (o *Orchestrator) JobEnv(jobID string) map[string]string {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	if j, ok := o.lookupAny(jobID); ok { // finished.go: or one that ended, from the store
-		return maps.Clone(j.Env)
+	if j, ok := o.jobAnywhere(jobID, false); ok { // reads.go: or one that ended, from the store without the lock
+		return j.Env // a copy
 	}
 	return nil
 }

@@ -191,6 +191,11 @@ type Orchestrator struct {
 	// the write lock, read by the loop.
 	splitMax int
 	deciding func()
+	// readHook, when a test sets it (before Run), runs before each store
+	// read that an API reader makes without the lock (reads.go).
+	readHook func(what string)
+
+	liveBytes map[string]int64 // per user: bytes of jobs not ended and arrays in memory (sizes.go)
 }
 
 type cycleStats struct {
@@ -272,6 +277,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	if err := o.recover(ctx); err != nil {
 		return nil, err
 	}
+	o.recountLive() // sizes.go
 	if err := o.loadHistory(ctx); err != nil {
 		return nil, err
 	}
@@ -443,6 +449,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 		tx.o.arrayMoved(j, e.From, to)
 	}
 	tx.o.setQueued(j, to == api.StateQueued)
+	tx.o.countLive(j, e.From, to) // sizes.go
 	if to.Active() {
 		tx.o.active[j.ID] = true
 	} else {

@@ -117,16 +117,32 @@ func (o *Orchestrator) statsNow() api.QueueStatistics {
 }
 
 // pageQueue keeps the rows of r after the first after, at most limit of
-// them, with their waits as of now, and sets the next cursor.
+// them and about PageBytes (jobs_page.go) of JSON, with their waits as of
+// now, and sets the next cursor.
 func pageQueue(r api.QueueResponse, after, limit int, now time.Time) api.QueueResponse {
 	rows := r.QueuedJobs[min(after, len(r.QueuedJobs)):]
 	if limit > 0 && len(rows) > limit {
 		rows = rows[:limit]
-		r.NextCursor = strconv.Itoa(after + limit)
+	}
+	size := int64(0)
+	for i := range rows {
+		if size += queuedRowBytes(&rows[i]); size >= PageBytes && i+1 < len(rows) {
+			rows = rows[:i+1]
+			break
+		}
+	}
+	if n := after + len(rows); n < len(r.QueuedJobs) {
+		r.NextCursor = strconv.Itoa(n)
 	}
 	r.QueuedJobs = slices.Clone(rows) // the cache's rows are shared
 	for i := range r.QueuedJobs {
 		r.QueuedJobs[i].WaitClock(now)
 	}
 	return r
+}
+
+// queuedRowBytes estimates a row's JSON: its text and about 600 bytes of
+// the rest.
+func queuedRowBytes(q *api.QueuedJob) int64 {
+	return int64(len(q.ID)+len(q.Name)+len(q.User)+len(q.Project)+len(q.PendingReason)+len(q.PendingMessage)+len(q.ArrayJobID)) + 600
 }

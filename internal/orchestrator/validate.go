@@ -13,7 +13,6 @@ import (
 // Limits on what a submission may carry.
 const (
 	maxNameLen     = 256
-	maxCommandLen  = 64 << 10
 	maxEnvVars     = 256
 	maxEnvValueLen = 32 << 10
 	maxRetries     = 100
@@ -42,9 +41,6 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	}
 	if strings.TrimSpace(j.Command) == "" {
 		return j, api.Invalid("command", "is required and must not be empty")
-	}
-	if len(j.Command) > maxCommandLen {
-		return j, api.Invalid("command", "is longer than %d bytes", maxCommandLen)
 	}
 	if strings.ContainsRune(j.Command, 0) || !utf8.ValidString(j.Command) {
 		return j, api.Invalid("command", "must be valid UTF-8 without NUL bytes")

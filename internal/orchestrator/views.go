@@ -47,13 +47,11 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 // Job returns one job with its events: from memory, or, for a job that
 // ended, from the store (finished.go).
 func (o *Orchestrator) Job(id string) (api.Job, error) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	j, ok := o.lookupAny(id)
+	j, ok := o.jobAnywhere(id, true) // reads.go: the store without the lock
 	if !ok {
 		return api.Job{}, api.NotFound("no job %q", id)
 	}
-	return o.view(j, true), nil
+	return j, nil
 }
 
 // JobFilter selects jobs for Jobs. Zero fields match everything.
@@ -80,9 +78,7 @@ func (o *Orchestrator) Jobs(f JobFilter) []api.Job {
 
 // JobState returns a job's state and current attempt, for following logs.
 func (o *Orchestrator) JobState(id string) (api.State, int, bool) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	j, ok := o.lookupAny(id) // finished.go
+	j, ok := o.jobAnywhere(id, false) // reads.go
 	if !ok {
 		return "", 0, false
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -723,4 +724,33 @@ func TestEnvHiddenFromOthers(t *testing.T) {
 	if got, _ := e.o.Job(j.ID); got.Env["WANDB_API_KEY"] != "s3cret" {
 		t.Fatalf("the stored env changed: %v", got.Env)
 	}
+}
+
+// TestOversizedBodiesAreCheap: a body whose Content-Length passes
+// MaxBodyBytes is refused 413 before a byte of it is read, and oversized
+// submissions count in the submission rate (issue 24: 11,816 of them,
+// not rate-limited and each read to the limit, added 200 MB).
+func TestOversizedBodiesAreCheap(t *testing.T) {
+	r := httptest.NewRequest("POST", "/queue/submit", unreadable{t})
+	r.ContentLength = MaxBodyBytes + 1
+	var e *api.Error
+	if err := decode(r, &api.SubmitRequest{}); !errors.As(err, &e) || e.Status != 413 {
+		t.Errorf("decode: %v, want 413", err)
+	}
+
+	env := newAuthEnv(t, WithSubmitRate(0.5, 3))
+	body := `{"command":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	for i, want := range []int{413, 413, 413, 429} {
+		if resp, b := env.do("owner", "POST", "/queue/submit", body, nil); resp.StatusCode != want {
+			t.Errorf("oversized submission %d: %d %.200s, want %d", i, resp.StatusCode, b, want)
+		}
+	}
+}
+
+// unreadable is a request body that fails the test when it is read.
+type unreadable struct{ t *testing.T }
+
+func (u unreadable) Read([]byte) (int, error) {
+	u.t.Error("the body was read")
+	return 0, io.EOF
 }

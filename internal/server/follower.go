@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
+	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -24,7 +25,7 @@ import (
 // FollowerStore is what a follower reads: *store.Store.
 type FollowerStore interface {
 	Leader(ctx context.Context, now time.Time) (store.LeaderInfo, error)
-	Jobs(ctx context.Context, q store.JobQuery) ([]api.Job, error)
+	JobsPage(ctx context.Context, q store.JobQuery) ([]api.Job, bool, error)
 	Job(ctx context.Context, id string) (api.Job, error)
 	JobIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
 }
@@ -187,7 +188,8 @@ func (f *Follower) jobs(w http.ResponseWriter, r *http.Request) error {
 	if jq.Limit <= 0 {
 		jq.Limit = 1000
 	}
-	jobs, err := f.cfg.Store.Jobs(r.Context(), jq)
+	jq.MaxBytes = orchestrator.PageBytes // a page stops at about 8 MiB, as the leader's
+	jobs, cut, err := f.cfg.Store.JobsPage(r.Context(), jq)
 	if err != nil {
 		return err
 	}
@@ -197,10 +199,10 @@ func (f *Follower) jobs(w http.ResponseWriter, r *http.Request) error {
 		hideEnv(who, &jobs[i])
 		jobs[i].Events = nil
 	}
-	if len(jobs) == jq.Limit {
+	if len(jobs) > 0 && (len(jobs) == jq.Limit || cut) {
 		next = jobs[len(jobs)-1].ID
 	}
-	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs, NextCursor: next})
+	return writeJobList(w, api.JobList{Jobs: jobs, NextCursor: next}) // jobpages.go
 }
 
 // job is GET /jobs/{job_id} from the database; a unique prefix of at

@@ -23,7 +23,9 @@ func (f *fakeLeaderStore) Leader(context.Context, time.Time) (store.LeaderInfo, 
 	f.reads++
 	return f.leader, nil
 }
-func (f *fakeLeaderStore) Jobs(context.Context, store.JobQuery) ([]api.Job, error) { return nil, nil }
+func (f *fakeLeaderStore) JobsPage(context.Context, store.JobQuery) ([]api.Job, bool, error) {
+	return nil, false, nil
+}
 func (f *fakeLeaderStore) Job(context.Context, string) (api.Job, error) {
 	return api.Job{}, store.ErrNoJob
 }

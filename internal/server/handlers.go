@@ -21,10 +21,19 @@ import (
 // scoped to the caller, so two users' keys never collide.
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) error {
 	var req api.SubmitRequest
+	p := principal(r)
 	if err := decode(r, &req); err != nil {
+		var e *api.Error
+		if errors.As(err, &e) && e.Status == http.StatusRequestEntityTooLarge {
+			// An oversized submission costs a token of the caller's
+			// rate, as a submission does: a flood of them is refused
+			// 429 like one of jobs.
+			if rerr := s.checkRate(w, p); rerr != nil {
+				return rerr
+			}
+		}
 		return err
 	}
-	p := principal(r)
 	req.User = strings.TrimSpace(req.User)
 	switch {
 	case req.User == "":
@@ -197,7 +206,7 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	})
-	return writeJSON(w, http.StatusOK, api.JobList{Jobs: jobs, Arrays: arrays, NextCursor: next})
+	return writeJobList(w, api.JobList{Jobs: jobs, Arrays: arrays, NextCursor: next}) // jobpages.go
 }
 
 // hiddenValue replaces the value of each of a job's environment variables

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"bufio"
+	"encoding/json"
+	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
@@ -46,4 +49,48 @@ func pageParams(q url.Values, def int) (limit int, cursor string, err error) {
 		}
 	}
 	return limit, cursor, nil
+}
+
+// writeJobList writes GET /jobs's answer as writeJSON would, a job at a
+// time: the encoder would build the whole page in one buffer first (issue
+// 24: 396 MB of JSON per listing), this holds one job's at most.
+func writeJobList(w http.ResponseWriter, l api.JobList) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	put := func(prefix string, v any, indent string) error {
+		bw.WriteString(prefix)
+		b, err := json.MarshalIndent(v, indent, "  ")
+		if err != nil {
+			return err
+		}
+		_, err = bw.Write(b)
+		return err
+	}
+	bw.WriteString("{\n  \"jobs\": [")
+	for i := range l.Jobs {
+		sep := ",\n    "
+		if i == 0 {
+			sep = "\n    "
+		}
+		if err := put(sep, &l.Jobs[i], "    "); err != nil {
+			return err
+		}
+	}
+	if len(l.Jobs) > 0 {
+		bw.WriteString("\n  ")
+	}
+	bw.WriteString("]")
+	if len(l.Arrays) > 0 {
+		if err := put(",\n  \"arrays\": ", l.Arrays, "  "); err != nil {
+			return err
+		}
+	}
+	if l.NextCursor != "" {
+		if err := put(",\n  \"next_cursor\": ", l.NextCursor, "  "); err != nil {
+			return err
+		}
+	}
+	bw.WriteString("\n}\n")
+	return bw.Flush()
 }

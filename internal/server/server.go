@@ -374,7 +374,14 @@ func writeError(w http.ResponseWriter, e *api.Error) {
 // decode reads a JSON body into v strictly: one object, known fields only,
 // each key once, every string valid UTF-8 (checkJSON), at most
 // MaxBodyBytes. Its errors name the field where there is one.
+//
+// A body that says it is larger (Content-Length) is refused before any of
+// it is read or any buffer is made for it (issue 24: 11,816 oversized
+// bodies, each read to the limit, added 200 MB).
 func decode(r *http.Request, v any) error {
+	if r.ContentLength > MaxBodyBytes {
+		return tooLarge(MaxBodyBytes)
+	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		return decodeError(err)
@@ -393,13 +400,18 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// tooLarge is the 413 of a body past limit bytes.
+func tooLarge(limit int64) *api.Error {
+	return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: fmt.Sprintf("the body is larger than %d bytes", limit)}
+}
+
 func decodeError(err error) error {
 	var maxErr *http.MaxBytesError
 	var syntaxErr *json.SyntaxError
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &maxErr):
-		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: fmt.Sprintf("the body is larger than %d bytes", maxErr.Limit)}
+		return tooLarge(maxErr.Limit)
 	case errors.Is(err, io.EOF):
 		return api.BadRequest("malformed_json", "", "the body is empty; send a JSON object")
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):

@@ -44,6 +44,7 @@ CREATE INDEX IF NOT EXISTS jobs_by_user ON jobs(user, id);
 CREATE INDEX IF NOT EXISTS jobs_by_project ON jobs(project, id);
 CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs(name, id);
 CREATE INDEX IF NOT EXISTS jobs_by_finished ON jobs(finished);
+CREATE INDEX IF NOT EXISTS jobs_ended ON jobs(id, state, array_id, submitted) WHERE finished > 0;
 CREATE INDEX IF NOT EXISTS events_by_job ON events(job_id, seq);
 CREATE INDEX IF NOT EXISTS idempotency_by_job ON idempotency(job_id);
 `
@@ -97,10 +98,37 @@ func (s *Store) migrateJobColumns(ctx context.Context) error {
 			return fmt.Errorf("fill jobs' new columns: %w", err)
 		}
 	}
+	if err := backfillEnded(ctx, s.db, false); err != nil {
+		return err
+	}
 	if _, err := s.db.ExecContext(ctx, jobsHistorySchema); err != nil {
 		return fmt.Errorf("job indexes: %w", err)
 	}
 	return s.migrateJobUsage(ctx) // job_usage.go
+}
+
+// backfillEnded gives finished = 1 (ended, at an unknown time: jobRow's
+// value) to the ended rows that have 0, once, before the index jobs_ended
+// is made: it and the pages of ended jobs (jobsQuery) know ended rows by
+// finished > 0, and a row an older corral wrote without finished_at came
+// out of migrateJobColumns with 0.
+func backfillEnded(ctx context.Context, db execer, pg bool) error {
+	var have bool
+	var err error
+	if pg {
+		var name sql.NullString
+		err = db.QueryRowContext(ctx, `SELECT to_regclass('jobs_ended')::text`).Scan(&name)
+		have = name.Valid
+	} else {
+		err = db.QueryRowContext(ctx, `SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'index' AND name = 'jobs_ended'`).Scan(&have)
+	}
+	if err != nil || have {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `UPDATE jobs SET finished = 1 WHERE finished = 0 AND state IN `+terminalStates); err != nil {
+		return fmt.Errorf("mark ended jobs: %w", err)
+	}
+	return nil
 }
 
 // nanos is t in nanoseconds since the epoch; 0 for nil.
@@ -138,19 +166,79 @@ type JobQuery struct {
 	// SkipArrays leaves out the tasks of these arrays (the orchestrator
 	// holds those of the arrays that are not done).
 	SkipArrays []string
+	// MaxBytes, when positive, stops the page once its rows' JSON passes
+	// it (the row that passes it is kept): a page of large jobs is cut
+	// short rather than read whole into memory. JobsPage says so.
+	MaxBytes int64
 }
 
 // Jobs returns the jobs that match, newest (largest id) first, without
 // their events.
 func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
+	jobs, _, err := s.JobsPage(ctx, q)
+	return jobs, err
+}
+
+// errPageFull stops a page's rows at its MaxBytes.
+var errPageFull = errors.New("the page is full")
+
+// JobsPage is Jobs, and whether the page stopped at q.MaxBytes before its
+// limit (more rows may match).
+func (s *Store) JobsPage(ctx context.Context, q JobQuery) ([]api.Job, bool, error) {
+	query, args := jobsQuery(q, s.pg)
+	out := []api.Job{}
+	var size int64
+	err := s.read(ctx, query, args, func(r *sql.Rows) error {
+		if q.MaxBytes > 0 && size > q.MaxBytes {
+			return errPageFull
+		}
+		var data string
+		if err := r.Scan(&data); err != nil {
+			return err
+		}
+		size += int64(len(data))
+		var j api.Job
+		if err := json.Unmarshal([]byte(data), &j); err != nil {
+			return fmt.Errorf("job row: %w", err)
+		}
+		out = append(out, j)
+		return nil
+	})
+	cut := errors.Is(err, errPageFull)
+	if err != nil && !cut {
+		return nil, false, fmt.Errorf("jobs: %w", err)
+	}
+	return out, cut, nil
+}
+
+// jobsQuery is the SQL of Jobs and its arguments (for PostgreSQL when pg).
+//
+// Ended jobs are most of a store (57,000 of them in 505 MB in issue 24),
+// so a page of them must walk an index in id order and stop at the
+// limit: jobs_ended, the ended jobs' ids with the columns the filters
+// test, so rows that do not match are skipped without reading their JSON.
+// SQLite, with no statistics, would rather take jobs_by_state and sort
+// every ended job (reading them all: 5 s for ?limit=10), so the state
+// test is kept off that index ("+state"); the filters by user, project
+// and name still use their own indexes, in id order too.
+func jobsQuery(q JobQuery, pg bool) (string, []any) {
 	var where []string
 	var args []any
+	ended := len(q.States) > 0 && !slices.ContainsFunc(q.States, func(s api.State) bool { return !s.Terminal() })
 	if len(q.States) > 0 {
-		ph := placeholders(len(q.States))
-		where = append(where, "state IN ("+ph+")")
+		// The state first: it is read before the JSON in a row, the
+		// finished column after it.
+		col := "state"
+		if ended && !pg {
+			col = "+state"
+		}
+		where = append(where, col+" IN ("+placeholders(len(q.States))+")")
 		for _, st := range q.States {
 			args = append(args, string(st))
 		}
+	}
+	if ended {
+		where = append(where, "finished > 0") // jobs_ended's condition
 	}
 	for _, f := range []struct{ col, v string }{{"user", q.User}, {"project", q.Project}, {"name", q.Name}} {
 		if f.v != "" {
@@ -179,15 +267,7 @@ func (s *Store) Jobs(ctx context.Context, q JobQuery) ([]api.Job, error) {
 	}
 	query += " ORDER BY id DESC LIMIT ?"
 	args = append(args, q.Limit)
-	out := []api.Job{}
-	err := s.read(ctx, query, args, jobRows(func(j api.Job) error {
-		out = append(out, j)
-		return nil
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("jobs: %w", err)
-	}
-	return out, nil
+	return query, args
 }
 
 // ErrNoJob is returned by Job for an id the store does not hold.

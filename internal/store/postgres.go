@@ -65,6 +65,9 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 			return fmt.Errorf("add column jobs.%s: %w", c.name, err)
 		}
 	}
+	if err := backfillEnded(ctx, tx, true); err != nil { // jobs_history.go
+		return err
+	}
 	for _, sc := range []string{jobsHistorySchema, jobUsageSchema} {
 		if _, err := tx.ExecContext(ctx, sc); err != nil {
 			return err
