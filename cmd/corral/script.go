@@ -235,3 +235,34 @@ func (c *cli) applyHeader(cmd *cobra.Command, f *submitFlags, name string, words
 	})
 	return err
 }
+
+// fmtLimit writes a time limit or estimate with where it came from:
+// "2h0m0s (flag)", "5s (#SBATCH)", "8h0m0s (server default)".
+func fmtLimit(v *api.Seconds, from, none string) string {
+	if v == nil {
+		return none
+	}
+	d := v.Duration().String()
+	switch from {
+	case "":
+		return d
+	case "default":
+		return d + " (server default)"
+	case "api":
+		return d + " (API)"
+	}
+	return d + " (" + from + ")"
+}
+
+// fmtScript writes a job's batch script for corral show: its name and
+// size (corral show -o json, or GET /jobs/ID, gives its text).
+func fmtScript(j api.Job) string {
+	name := j.ScriptName
+	if name == "" {
+		name = "(script)"
+	}
+	if j.Script == "" || j.Script == "(hidden)" {
+		return name
+	}
+	return fmt.Sprintf("%s (%d bytes, %d lines; its text: corral show -o json)", name, len(j.Script), strings.Count(j.Script, "\n"))
+}

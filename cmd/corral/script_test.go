@@ -90,3 +90,25 @@ func TestSubmitJSONSwitch(t *testing.T) {
 		t.Fatalf("-t soon: exit %d, stderr %q; want the forms named", res.code, res.stderr)
 	}
 }
+
+// TestShowLimits: corral show gives the time limit, the estimate and where
+// each came from, the script and the output files.
+func TestShowLimits(t *testing.T) {
+	f := newFakeServer(t)
+	limit, est := api.Seconds(5), api.Seconds(7200)
+	j := api.Job{ID: "01JSCRIPT", State: api.StateQueued, Priority: api.PriorityNormal, Command: "'a b'", TimeLimit: &limit, EstimatedDuration: &est}
+	j.ScriptName, j.Script, j.Output, j.Signal = "sweep.sh", "#!/bin/sh\necho\n", "out-%j.log", "B:USR1@60"
+	j.TimeLimitFrom, j.EstimateFrom = "#SBATCH", "flag"
+	f.on("GET", "/jobs/01JSCRIPT", 200, j)
+	res := f.run("show", "01JSCRIPT")
+	for _, want := range []string{"Time limit:", "5s (#SBATCH)", "Estimate:", "2h0m0s (flag)", "sweep.sh (15 bytes, 2 lines", "Arguments:", "'a b'", "Output file:", "out-%j.log", "B:USR1@60"} {
+		if !strings.Contains(res.stdout, want) {
+			t.Errorf("corral show: %q missing from\n%s", want, res.stdout)
+		}
+	}
+	j.TimeLimitFrom, j.EstimatedDuration, j.EstimateFrom = "default", nil, ""
+	f.on("GET", "/jobs/01JSCRIPT", 200, j)
+	if res := f.run("show", "01JSCRIPT"); !strings.Contains(res.stdout, "5s (server default)") || !strings.Contains(res.stdout, "none given") {
+		t.Errorf("corral show, default limit and no estimate:\n%s", res.stdout)
+	}
+}

@@ -134,3 +134,13 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// ShellCommand's heredoc ends where the script does, whatever the script
+// holds.
+func TestShellCommandDelimiter(t *testing.T) {
+	s := "#!/bin/sh\necho CORRAL_SCRIPT_EOF\n"
+	got := ShellCommand(s, "'a b'")
+	if !strings.Contains(got, "<<'CORRAL_SCRIPT_EOF_X'\n"+s+"CORRAL_SCRIPT_EOF_X\n") || !strings.Contains(got, "\"$f\" 'a b'\n") {
+		t.Fatalf("ShellCommand:\n%s", got)
+	}
+}

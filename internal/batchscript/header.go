@@ -263,3 +263,22 @@ func translate(words []string) (flags, ignored []string) {
 	}
 	return flags, ignored
 }
+
+// ShellCommand is a POSIX shell command that runs script with args (a
+// shell string, quoted as the job's command is), for an executor that
+// runs a command line and has no file of its own to put the script in
+// (Slurm's, Ray's): it writes the script to a private temporary file on
+// the node, runs it by its #! line, removes it, and exits as it did.
+func ShellCommand(script, args string) string {
+	eof := "CORRAL_SCRIPT_EOF"
+	for strings.Contains(script, eof) {
+		eof += "_X"
+	}
+	if !strings.HasSuffix(script, "\n") {
+		script += "\n"
+	}
+	return "f=$(mktemp \"${TMPDIR:-/tmp}/corral-script.XXXXXX\") || exit 1\n" +
+		"cat >\"$f\" <<'" + eof + "'\n" + script + eof + "\n" +
+		"chmod 700 \"$f\"\n" +
+		strings.TrimSpace("\"$f\" "+args) + "\nrc=$?\nrm -f \"$f\"\nexit $rc\n"
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-sched/corral/internal/batchscript"
 	"github.com/corral-sched/corral/internal/exec"
 )
 
@@ -117,7 +118,11 @@ if [ -n "$CUDA_VISIBLE_DEVICES" ]; then export NVIDIA_VISIBLE_DEVICES="$CUDA_VIS
 	// The command runs in a session of its own; when it ends, whatever is
 	// left of its process group is killed (Slurm's proctrack/linuxproc
 	// loses processes whose parent died).
-	fmt.Fprintf(&b, "setsid /bin/sh -c %s </dev/null &\n", quote(t.Command))
+	command := t.Command
+	if t.Script != "" { // a batch script: written on the node, run by its #! line
+		command = batchscript.ShellCommand(t.Script, t.Command)
+	}
+	fmt.Fprintf(&b, "setsid /bin/sh -c %s </dev/null &\n", quote(command))
 	forward := ""
 	if !gang {
 		forward = "kill -TERM -$pid 2>/dev/null" // the job's session, from the batch shell's SIGTERM
