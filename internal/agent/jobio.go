@@ -62,7 +62,9 @@ func (t *tasks) prepareJobIO(tk *task, cred *credential) error {
 		if name, ok := strings.CutPrefix(spec.Signal, "B:"); ok {
 			args = append(args, "--forward", name) // the script's own signal passes the tee
 		}
-		cmd = strings.Join(append(args, "--", "/bin/sh", "-c", quoteArg(cmd)), " ")
+		// "$0" is the shell the agent runs the command with (sh, or bash
+		// where the node has it): the job's own command runs under it.
+		cmd = strings.Join(append(args, "--", `"$0"`, "-c", quoteArg(cmd)), " ")
 	}
 	spec.Command = cmd
 	return nil
