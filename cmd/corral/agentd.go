@@ -138,7 +138,7 @@ named by --join-token-file.`,
 	fl.StringVar(&address, "address", "", "the address other nodes reach this one at (a gang's CORRAL_MASTER_ADDR); default: as the server sees it")
 	fl.StringVar(&caFile, "ca-file", "", "PEM CAs to trust when the server uses HTTPS")
 	fl.StringVar(&tokenFile, "join-token-file", "", "file holding the join token (default $CORRAL_JOIN_TOKEN)")
-	fl.DurationVar(&interval, "interval", 5*time.Second, "how often to report telemetry and task states")
+	durationVar(fl, &interval, "interval", 5*time.Second, "how often to report telemetry and task states")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	fl.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	runAsFlag(fl, &runAs)

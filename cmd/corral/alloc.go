@@ -40,7 +40,7 @@ shell's exit code) or at its time limit, --time (default 8h; the server may
 cap it): the shell is told and closed. Ctrl-C while it is queued cancels the
 request. It takes corral submit's flags (--gpus, --gpu-type, --mem, ...).`,
 		Example: `  corral alloc --gpus 1                 # a shell on one GPU for up to 8h
-  corral alloc --gpus 2 --time 2h -- python   # Python on two GPUs for up to 2h`,
+  corral alloc --gpus 2 -t 2:00:00 -- python   # Python on two GPUs for up to 2h`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.array != "" || f.wait {
@@ -58,24 +58,30 @@ request. It takes corral submit's flags (--gpus, --gpu-type, --mem, ...).`,
 		},
 	}
 	f.register(cmd)
-	cmd.Flags().Lookup("time").Usage = "the allocation's time limit, e.g. 2h (default " + allocDefaultTime + "): then it ends and its shell is closed"
+	cmd.Flags().Lookup("time").Usage = "the allocation's time limit, e.g. 2h or 2:00:00 (a bare number is minutes; default " + allocDefaultTime + "): then it ends and its shell is closed"
 	return cmd
 }
 
 // allocRequest is the submission of an allocation: the holding command,
-// class interactive, and --time (default 8h) as both its estimate and its
-// time limit (unless --time-limit is given).
+// class interactive, and -t/--time (default 8h) as its time limit and, without
+// --estimate, its estimate.
 func allocRequest(cmd *cobra.Command, f *submitFlags) (api.SubmitRequest, error) {
+	if f.timeLimit == "" {
+		f.timeLimit = allocDefaultTime
+	}
 	if f.duration == "" {
-		f.duration = allocDefaultTime
+		f.duration = f.timeLimit
 	}
 	req, err := f.request(cmd, []string{allocHold})
 	if err != nil {
 		return req, err
 	}
 	req.Class = api.ClassInteractive
-	if f.timeLimit == "" {
-		req.TimeLimit = rawString(f.duration)
+	if !changed(cmd.Flags(), "time") {
+		req.TimeLimitFrom = "" // alloc's default: the server says api
+	}
+	if !cmd.Flags().Changed("estimate") {
+		req.EstimateFrom = ""
 	}
 	if f.name == "" {
 		req.Name = "alloc"

@@ -18,7 +18,9 @@ func TestAllocRequest(t *testing.T) {
 	}{
 		{"defaults", []string{"alloc", "--gpus", "1"}, `"8h"`, `"8h"`},
 		{"--time", []string{"alloc", "--gpus", "2", "--time", "2h"}, `"2h"`, `"2h"`},
-		{"--time-limit apart", []string{"alloc", "--time", "1h", "--time-limit", "3h"}, `"1h"`, `"3h"`},
+		{"-t in Slurm's form", []string{"alloc", "--gpus", "2", "-t", "1:30:00"}, `"1:30:00"`, `"1:30:00"`},
+		{"a bare -t is minutes", []string{"alloc", "-t", "90"}, `"1h30m0s"`, `"1h30m0s"`},
+		{"--estimate apart", []string{"alloc", "--time", "3h", "--estimate", "1h"}, `"1h"`, `"3h"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeServer(t)

@@ -64,14 +64,14 @@ func (f *accessFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxQueuedPerUser, "max-queued-per-user", defaultMaxQueuedPerUser, "queued jobs one user may have (0: no limit; admins are exempt)")
 	fl.IntVar(&f.maxQueueSize, "max-queue-size", defaultMaxQueueSize, "queued jobs in all (0: no limit; default $CORRAL_MAX_QUEUE_SIZE when set)")
 	fl.IntVar(&f.maxGPUsPerJob, "max-gpus-per-job", 0, "GPUs one job may ask for, all nodes together (0: as many as the cluster has)")
-	fl.DurationVar(&f.maxRunTime, "max-run-time", 0, "the longest a job may run: its default and largest time_limit; past it a job is stopped with reason time_limit (0: no limit)")
+	durationVar(fl, &f.maxRunTime, "max-run-time", 0, "the longest a job may run: its default and largest time_limit; past it a job is stopped with reason time_limit (0: no limit)")
 	fl.IntVar(&f.maxArraySize, "max-array-size", api.DefaultMaxArraySize, "tasks one job array may have (--array); each task also counts toward --max-queued-per-user and --max-queue-size")
 	fl.IntVar(&f.maxInteractiveGPUs, "max-interactive-gpus", orchestrator.DefaultMaxInteractiveGPUs, "GPUs of interactive jobs (classes interactive and interactive-preemptible) and holds one user may have queued, running or held; more are refused at submission (0: no limit)")
-	fl.DurationVar(&f.maxInteractiveTime, "max-interactive-time", orchestrator.DefaultMaxInteractiveTime, "the longest an interactive job or hold may last: its default time_limit (or duration) and the largest it may ask (0: no limit)")
+	durationVar(fl, &f.maxInteractiveTime, "max-interactive-time", orchestrator.DefaultMaxInteractiveTime, "the longest an interactive job or hold may last: its default time_limit (or duration) and the largest it may ask (0: no limit)")
 	fl.Int64Var(&f.maxCommandBytes, "max-command-bytes", orchestrator.DefaultMaxCommandBytes, "bytes one job's command may have (0: no limit but the 1 MiB body)")
 	fl.Int64Var(&f.maxEnvBytes, "max-env-bytes", orchestrator.DefaultMaxEnvBytes, "bytes one job's env may have, names and values together (0: no limit but the 1 MiB body)")
 	fl.Int64Var(&f.maxUserBytes, "max-queued-bytes-per-user", orchestrator.DefaultMaxUserQueuedBytes, "bytes of commands, env and names one user's jobs that have not ended may hold in all (0: no limit; admins are exempt)")
-	fl.DurationVar(&f.auditRetention, "audit-retention", 0, "how long audit entries are kept, e.g. 2160h for 90 days; older ones are deleted hourly (0: kept for ever)")
+	durationVar(fl, &f.auditRetention, "audit-retention", 0, "how long audit entries are kept, e.g. 2160h for 90 days; older ones are deleted hourly (0: kept for ever)")
 }
 
 // limits are the orchestrator's limits from the flags and

@@ -46,7 +46,7 @@ func (f *benchFlags) register(cmd *cobra.Command, n int) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.n, "n", n, "how many jobs to submit")
 	fl.IntVar(&f.concurrency, "concurrency", 64, "how many submissions are in flight at once (workers, each on its own keep-alive connection)")
-	fl.DurationVar(&f.progress, "progress", time.Second, "how often to print a progress line on stderr (0: never)")
+	durationVar(fl, &f.progress, "progress", time.Second, "how often to print a progress line on stderr (0: never)")
 }
 
 func (f *benchFlags) check() error {
@@ -175,7 +175,7 @@ completions_per_s, wall_s, baseline_spawns_per_s.`,
 		},
 	}
 	f.register(cmd, 1000)
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "give up when the jobs have not all ended after this long")
+	durationVar(cmd.Flags(), &f.timeout, "timeout", 10*time.Minute, "give up when the jobs have not all ended after this long")
 	return cmd
 }
 

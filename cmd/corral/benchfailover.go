@@ -145,10 +145,10 @@ Use a database of its own: it is written to (and left as it is at the end).`,
 	fl.IntVar(&f.kills, "kills", 10, "how many times the leader is killed")
 	fl.Float64Var(&f.rate, "rate", 1000, "submissions per second to aim at")
 	fl.IntVar(&f.concurrency, "concurrency", 64, "concurrent submitting workers")
-	fl.DurationVar(&f.pause, "pause", 15*time.Second, "time from a new leader to the next kill")
-	fl.DurationVar(&f.warmup, "warmup", 5*time.Second, "submitting before the first kill (the baseline rate)")
+	durationVar(fl, &f.pause, "pause", 15*time.Second, "time from a new leader to the next kill")
+	durationVar(fl, &f.warmup, "warmup", 5*time.Second, "submitting before the first kill (the baseline rate)")
 	fl.IntVar(&f.gpus, "gpus", 8, "simulated GPUs of the agent")
-	fl.DurationVar(&f.runFor, "job-time", 200*time.Millisecond, "how long each job runs")
+	durationVar(fl, &f.runFor, "job-time", 200*time.Millisecond, "how long each job runs")
 	fl.StringVar(&f.dir, "dir", "", "where the servers' data dirs and logs go (default: a new temporary directory)")
 	return cmd
 }

@@ -19,7 +19,7 @@ type bookingFlags struct {
 func (f *bookingFlags) register(fl *pflag.FlagSet) {
 	fl.Float64Var(&f.allowance, "booking-allowance", orchestrator.DefaultBookingAllowance,
 		"GPU-hours each user may book per ISO week (corral reserve; admins are not bounded); 0: only admins book")
-	fl.DurationVar(&f.purgeAfter, "purge-after", orchestrator.DefaultPurgeAfter,
+	durationVar(fl, &f.purgeAfter, "purge-after", orchestrator.DefaultPurgeAfter,
 		"how long after its start a booking no job has used is released (and its booker told); 0: never")
 }
 

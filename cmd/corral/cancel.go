@@ -133,7 +133,7 @@ counts toward the 10.`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.DurationVar(&grace, "grace", 0, "time between SIGTERM and SIGKILL for a running job (default: the server's)")
+	durationVar(fl, &grace, "grace", 0, "time between SIGTERM and SIGKILL for a running job (default: the server's)")
 	fl.StringVar(&f.user, "user", "", "cancel this user's unfinished jobs")
 	fl.StringVar(&f.name, "name", "", "cancel the unfinished jobs of this name")
 	fl.StringVar(&f.state, "state", "", "cancel the jobs in this unfinished state (queued, scheduled, allocating, running)")

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -58,10 +57,11 @@ func (e *elasticFlags) apply(req *api.SubmitRequest) error {
 		if e.min == 0 {
 			return usagef("--elastic-wait applies to an elastic count only: give --gpus MIN-MAX, e.g. --gpus 4-8")
 		}
-		if d, err := time.ParseDuration(e.wait); err != nil || d < 0 {
-			return usagef("--elastic-wait %q: want a duration such as 10m or 1h", e.wait)
+		d, err := normDuration("--elastic-wait", e.wait) // durflag.go
+		if err != nil {
+			return err
 		}
-		req.ElasticWait = rawString(e.wait)
+		req.ElasticWait = rawString(d)
 	}
 	if e.min > 0 {
 		min := e.min

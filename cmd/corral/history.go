@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corral-sched/corral/internal/timespec"
 )
 
 // keepHistoryFlag is --keep-history: a duration that also takes days
@@ -37,17 +39,9 @@ func (k *keepHistoryFlag) Set(v string) error {
 func parseKeep(v string) (time.Duration, error) {
 	v = strings.TrimSpace(v)
 	var d time.Duration
-	if days, ok := strings.CutSuffix(v, "d"); ok {
-		n, err := strconv.ParseFloat(days, 64)
-		if err != nil || n < 0 || n > 100*365 {
-			return 0, fmt.Errorf("%q: want a number of days (365d), or a duration (720h); 0 keeps ended jobs for ever", v)
-		}
-		d = time.Duration(n * float64(24*time.Hour))
-	} else {
-		var err error
-		if d, err = time.ParseDuration(v); err != nil || d < 0 {
-			return 0, fmt.Errorf("%q: want a number of days (365d), or a duration (720h); 0 keeps ended jobs for ever", v)
-		}
+	d, err := timespec.Duration(v)
+	if err != nil || d > 100*365*timespec.Day {
+		return 0, fmt.Errorf("%q: want a number of days (365d), or a duration (720h, 52w); 0 keeps ended jobs for ever", v)
 	}
 	if d > 0 && d < time.Minute {
 		return 0, fmt.Errorf("%q: keep ended jobs at least a minute (0 keeps them for ever)", v)

@@ -84,7 +84,7 @@ the hold queued (corral release ID takes it back).`,
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&gpus, "gpus", 1, "GPUs to hold (on one node)")
-	fl.DurationVar(&duration, "duration", 0, "how long the hold lasts once granted, e.g. 2h (default: the server's --max-interactive-time)")
+	durationVar(fl, &duration, "duration", 0, "how long the hold lasts once granted, e.g. 2h (default: the server's --max-interactive-time)")
 	fl.BoolVar(&wait, "wait", false, "when the GPUs are not free, queue the hold and wait for it instead of failing")
 	fl.StringVar(&name, "name", "", "the hold's name (default: hold-DATE-TIME)")
 	fl.StringVar(&gpuType, "gpu-type", "", "GPU model, e.g. H100")

@@ -15,6 +15,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
 	"github.com/corral-sched/corral/internal/lazyre"
+	"github.com/corral-sched/corral/internal/timespec"
 )
 
 // submitFlags are the flags of corral submit.
@@ -40,12 +41,14 @@ type submitFlags struct {
 	class       string // --class (docs/interactive.md)
 	reservation string // --reservation (docs/bookings-scheduling.md)
 	pool        string // --pool (docs/pools.md)
+
+	slurm slurmOpts // -o/-e, --begin, --signal, --json, a batch script (script.go)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
 	var f submitFlags
 	cmd := &cobra.Command{
-		Use:   "submit [flags] -- CMD [ARG...]",
+		Use:   "submit [flags] (SCRIPT [ARG...] | -- CMD [ARG...])",
 		Short: "Queue a job",
 		Long: `Queue a job. The command runs with bash -c (sh -c where the node has no
 bash) on the node that gets it, in --workdir (default: the current
@@ -54,8 +57,16 @@ CUDA_VISIBLE_DEVICES set to its GPUs.
 
 A single CMD argument is the shell command verbatim, so quote it to keep
 variables for the job's shell: corral submit -- 'echo $CUDA_VISIBLE_DEVICES'.
-Several arguments are joined with shell quoting, so they run as given.`,
-		Example: `  corral submit --gpus 2 --time 2h -- python train.py --lr 3e-4
+Several arguments are joined with shell quoting, so they run as given.
+
+A file as the first argument (not after --) is a batch script, as sbatch
+takes it: its contents are copied now, it runs by its own #! line with
+ARGs, and its header lines "#CORRAL <flags>" and "#SBATCH <options>" are
+read as flags (the command line wins; #CORRAL wins over #SBATCH; #SBATCH
+options Corral does not share are named in a warning). See docs/jobs.md.`,
+		Example: `  corral submit --gpus 2 -t 2:00:00 --estimate 1h -- python train.py --lr 3e-4
+  corral submit train.sh --lr 3e-4          # a batch script: #SBATCH/#CORRAL headers
+  corral submit -J sweep -o 'out-%j.log' -t 30 -- ./sweep.sh   # -t 30: 30 minutes
   corral submit --gpus 8 --nodes 2 --priority high --name big -- ./launch.sh
   corral submit --gpus 4-8 --elastic-wait 10m -- ./train.sh   # 4 to 8 GPUs; $CORRAL_NUM_GPUS says how many
   corral submit -- 'nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES'`,
@@ -105,6 +116,9 @@ func needCommand(example string) cobra.PositionalArgs {
 // submit submits the job that f and args describe (corral submit, corral
 // run) and returns the client it used and the job as queued.
 func (c *cli) submit(cmd *cobra.Command, f *submitFlags, args []string) (*client.Client, api.Job, error) {
+	if err := c.prepareSlurm(cmd, f, args); err != nil { // script.go: --json, a batch script, --begin
+		return nil, api.Job{}, err
+	}
 	req, err := f.request(cmd, args)
 	if err != nil {
 		return nil, api.Job{}, err
@@ -127,32 +141,36 @@ func (c *cli) submit(cmd *cobra.Command, f *submitFlags, args []string) (*client
 func (f *submitFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.SetInterspersed(false) // flags after CMD belong to CMD
-	fl.Var(gpusValue{min: &f.elastic.min, max: &f.gpus}, "gpus", "GPUs per node (default: the server's), or an elastic range MIN-MAX such as 4-8: the job starts with as many as fit, never fewer than MIN ($CORRAL_NUM_GPUS says how many)")
+	fl.VarP(gpusValue{min: &f.elastic.min, max: &f.gpus}, "gpus", "G", "GPUs per node (default: the server's), or an elastic range MIN-MAX such as 4-8: the job starts with as many as fit, never fewer than MIN ($CORRAL_NUM_GPUS says how many)")
 	fl.StringVar(&f.elastic.wait, "elastic-wait", "", "with --gpus MIN-MAX: wait this long (from submission) for MAX GPUs before taking fewer, e.g. 10m (default 0: take what fits at once)")
 	fl.Float64Var(&f.gpuMem, "gpu-mem", 0, "minimum free memory per GPU, in GB")
 	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, e.g. H100")
-	fl.IntVar(&f.nodes, "nodes", 0, "nodes for a multi-node gang (--gpus on each)")
+	fl.IntVarP(&f.nodes, "nodes", "N", 0, "nodes for a multi-node gang (--gpus on each)")
 	fl.StringVar(&f.priority, "priority", "", "low, normal, high or critical (or 1-4)")
-	fl.StringVar(&f.duration, "time", "", "estimated run time, e.g. 2h or 90m (helps backfill)")
-	fl.StringVar(&f.timeLimit, "time-limit", "", "hard limit on the run time, e.g. 4h: past it the job is stopped (reason time_limit); default: the server's --max-run-time")
+	fl.StringVar(&f.duration, "estimate", "", "estimated run time, e.g. 2h or 90m (helps backfill); the forms of --time")
+	fl.StringVarP(&f.timeLimit, "time", "t", "", "time limit, Slurm's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (a bare number is minutes), or 90s, 4h, 2d: past it the job is stopped (reason time_limit); default: the server's --max-run-time")
+	fl.StringVar(&f.timeLimit, "time-limit", "", "the same as -t/--time (a bare number is minutes)")
+	fl.StringVarP(&f.name, "job-name", "J", "", "job name (as --name)")
 	fl.StringVar(&f.name, "name", "", "job name")
 	fl.StringVar(&f.project, "project", "", "project the job counts against")
 	fl.StringVar(&f.user, "user", "", "job owner (default: the token's user; only admin tokens may name another)")
 	f.envf.register(fl)
 	fl.StringVar(&f.workdir, "workdir", "", "working directory of the job (default: the current directory)")
+	fl.StringVarP(&f.workdir, "chdir", "D", "", "the same as --workdir")
 	fl.IntVar(&f.maxRetries, "max-retries", 0, "times to requeue the job after a lost node or preemption")
 	fl.StringVar(&f.idempotencyKey, "idempotency-key", "", "submitting again with the same key returns the first job")
 	fl.StringVar(&f.preemptGrace, "preempt-grace", "", "time to checkpoint when preempted, between SIGTERM and SIGKILL (default: the policy's, 30s)")
 	fl.StringArrayVar(&f.labels, "label", nil, "run only on nodes with label K=V (repeatable)")
 	fl.StringVar(&f.mem, "mem", "", "memory limit of the job (of each node's part), e.g. 64G or 512M; past it the job fails out_of_memory (default: the node's --default-mem-per-gpu times its GPUs)")
 	fl.StringVar(&f.array, "array", "", "submit a job array, Slurm's grammar: 0-99, 0-99:4, 1,5,9-12; %N runs at most N tasks at once (0-999%16)")
-	fl.Float64Var(&f.cpus, "cpus", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
+	fl.Float64VarP(&f.cpus, "cpus", "c", 0, "CPU limit of the job (of each node's part), in CPUs, e.g. 8 or 0.5 (default: the node's --default-cpus-per-gpu times its GPUs)")
 	registerDependFlags(fl, &f.after)
 	fl.StringVar(&f.notify, "notify", "", "which notifications the job sends to your endpoints (corral notify): begin,end,fail,preempt, all or none (default: fail and preempt, and end when it ran over 10m)")
 	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), preemptible (batch that may also run on GPUs booked ahead until the booking starts), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
 	fl.StringVar(&f.reservation, "reservation", "", "run in this booking (corral reserve): on its GPUs, in its window; you must be one of its users")
 	fl.StringVar(&f.pool, "pool", "", "run on this pool's nodes only: agents, ray or slurm, as the server drives them (default: any)")
 	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
+	f.slurm.register(fl) // script.go
 }
 
 // request builds the submit body from the flags and the command arguments.
@@ -161,7 +179,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		Name:        f.name,
 		User:        f.user,
 		Project:     f.project,
-		Command:     joinCommand(args),
+		Command:     f.slurm.command(args), // script.go: a script's arguments, else the command
 		GPUMemoryGB: f.gpuMem,
 		GPUType:     f.gpuType,
 		Nodes:       f.nodes,
@@ -170,8 +188,11 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		Array:       f.array,
 		Pool:        f.pool,
 	}
-	if strings.TrimSpace(req.Command) == "" {
+	if strings.TrimSpace(req.Command) == "" && f.slurm.script == "" {
 		return req, usagef("the command to run is empty")
+	}
+	if err := f.slurm.apply(&req); err != nil { // script.go
+		return req, err
 	}
 	if _, err := api.ParseNotify(f.notify); err != nil {
 		return req, usagef("--notify: %w", err)
@@ -198,16 +219,25 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		req.Priority = rawString(f.priority)
 	}
 	if f.duration != "" {
-		req.EstimatedDuration = rawString(f.duration)
+		d, err := normLimit("--estimate", f.duration) // durflag.go
+		if err != nil {
+			return req, err
+		}
+		req.EstimatedDuration, req.EstimateFrom = rawString(d), f.slurm.from(cmd, "estimate")
 	}
 	if f.timeLimit != "" {
-		req.TimeLimit = rawString(f.timeLimit)
+		d, err := normLimit("-t/--time", f.timeLimit)
+		if err != nil {
+			return req, err
+		}
+		req.TimeLimit, req.TimeLimitFrom = rawString(d), f.slurm.from(cmd, "time")
 	}
 	if f.preemptGrace != "" {
-		if _, err := time.ParseDuration(f.preemptGrace); err != nil {
-			return req, usagef("--preempt-grace %q: want a duration such as 60s or 2m", f.preemptGrace)
+		d, err := normDuration("--preempt-grace", f.preemptGrace)
+		if err != nil {
+			return req, err
 		}
-		req.PreemptGrace = rawString(f.preemptGrace)
+		req.PreemptGrace = rawString(d)
 	}
 	if f.mem != "" {
 		mib, err := parseMemMiB(f.mem)
@@ -510,14 +540,9 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	if t, err := time.ParseInLocation("2006-01-02", s, time.Local); err == nil {
 		return t, nil
 	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.ParseFloat(days, 64); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n * 24 * float64(time.Hour))), nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return time.Time{}, fmt.Errorf("%q is neither an age like 1h or 2d nor a time like 2006-01-02T15:04:05Z", s)
+	d, err := timespec.Duration(s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%q is neither an age (%s) nor a time like 2006-01-02T15:04:05Z", s, timespec.Forms)
 	}
 	return now.Add(-d), nil
 }

@@ -49,10 +49,10 @@ func (f *notifyFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.smtpPassFile, "smtp-password-file", "", "a file holding the SMTP password (instead of $CORRAL_SMTP_PASSWORD)")
 	fl.BoolVar(&f.smtpStartTLS, "smtp-starttls", true, "upgrade SMTP connections with STARTTLS, refusing servers without it (false: plain text, for a relay on localhost)")
 	fl.StringVar(&f.smtpCA, "smtp-ca", "", "a PEM file of CA certificates to trust for the SMTP server's certificate (default: the system's)")
-	fl.DurationVar(&f.digestWindow, "notify-digest-window", time.Minute, "more than 5 notifications for one endpoint within this window go out as one digest")
-	fl.DurationVar(&f.retryBackoff, "notify-retry-backoff", 2*time.Second, "wait before a failed notification's first retry; it doubles per try, up to 15m, for 24h")
+	durationVar(fl, &f.digestWindow, "notify-digest-window", time.Minute, "more than 5 notifications for one endpoint within this window go out as one digest")
+	durationVar(fl, &f.retryBackoff, "notify-retry-backoff", 2*time.Second, "wait before a failed notification's first retry; it doubles per try, up to 15m, for 24h")
 	fl.IntVar(&f.alertGPUTemp, "alert-gpu-temp", orchestrator.DefaultAlertGPUTemp, "GPU temperature in Celsius that raises an admin alert")
-	fl.DurationVar(&f.alertQueueP95, "alert-queue-wait", 0, "raise an admin alert when the queue wait p95 stays above this for 15 minutes (0: off)")
+	durationVar(fl, &f.alertQueueP95, "alert-queue-wait", 0, "raise an admin alert when the queue wait p95 stays above this for 15 minutes (0: off)")
 	fl.Float64Var(&f.alertDiskFree, "alert-disk-free", 5, "raise an admin alert when the data dir's disk has less than this percent free (0: off)")
 }
 

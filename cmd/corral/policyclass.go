@@ -52,10 +52,11 @@ func (f *classIdleFlags) update(cmd *cobra.Command, u *api.PoliciesUpdate) (chan
 		if !fl.Changed(d.name) {
 			continue
 		}
-		if _, err := time.ParseDuration(d.v); err != nil {
-			return false, usagef("--%s %q: want a duration such as 10m or 1h", d.name, d.v)
+		v, err := normDuration("--"+d.name, d.v) // durflag.go
+		if err != nil {
+			return false, err
 		}
-		*d.dst = rawString(d.v)
+		*d.dst = rawString(v)
 	}
 	u.Classes = map[string]api.ClassIdleUpdate{f.class: cu}
 	return true, nil

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -90,10 +89,11 @@ func (f *policyFlags) update(cmd *cobra.Command, args []string) (api.PoliciesUpd
 		if !fl.Changed(d.name) {
 			continue
 		}
-		if _, err := time.ParseDuration(v); err != nil {
-			return u, usagef("--%s %q: want a duration such as 30s, 10m or 2h", d.name, v)
+		n, err := normDuration("--"+d.name, v) // durflag.go: 3d, 1w too
+		if err != nil {
+			return u, err
 		}
-		d.set(&u, rawString(v))
+		d.set(&u, rawString(n))
 		changed = true
 	}
 	if c, err := f.classIdle.update(cmd, &u); err != nil {

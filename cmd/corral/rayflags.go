@@ -30,11 +30,11 @@ type rayFlags struct {
 func (f *rayFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.address, "ray-address", "", "with --executor ray: the Ray head's dashboard URL, e.g. http://head:8265 (default: $RAY_ADDRESS)")
 	fl.StringVar(&f.tokenFile, "ray-auth-token-file", "", "with --executor ray: a file holding Ray's auth token (RAY_AUTH_MODE=token clusters); default: $RAY_AUTH_TOKEN")
-	fl.DurationVar(&f.poll, "ray-poll", time.Second, "with --executor ray: how often the Ray head is asked for its nodes and the jobs' states and logs")
+	durationVar(fl, &f.poll, "ray-poll", time.Second, "with --executor ray: how often the Ray head is asked for its nodes and the jobs' states and logs")
 	fl.IntVar(&f.failures, "ray-breaker-failures", 3, "with --executor ray: failed calls in a row that open the circuit breaker (the Ray nodes go down; jobs stay queued)")
-	fl.DurationVar(&f.reset, "ray-breaker-reset", 5*time.Second, "with --executor ray: how long the open breaker waits before probing the head again (doubling after each failed probe)")
-	fl.DurationVar(&f.maxReset, "ray-breaker-max-reset", time.Minute, "with --executor ray: the longest wait between probes")
-	fl.DurationVar(&f.stopWaitFlag, "ray-stop-wait", 0, "with --executor ray: RAY_JOB_STOP_WAIT_TIME_S of every Ray job, SIGTERM to SIGKILL when stopped (default: --cancel-grace)")
+	durationVar(fl, &f.reset, "ray-breaker-reset", 5*time.Second, "with --executor ray: how long the open breaker waits before probing the head again (doubling after each failed probe)")
+	durationVar(fl, &f.maxReset, "ray-breaker-max-reset", time.Minute, "with --executor ray: the longest wait between probes")
+	durationVar(fl, &f.stopWaitFlag, "ray-stop-wait", 0, "with --executor ray: RAY_JOB_STOP_WAIT_TIME_S of every Ray job, SIGTERM to SIGKILL when stopped (default: --cancel-grace)")
 }
 
 // token is Ray's auth token: the file's, else $RAY_AUTH_TOKEN.

@@ -34,7 +34,7 @@ func (b *bookingOpts) register(cmd *cobra.Command) {
 	fl.StringVar(&b.gpuType, "gpu-type", "", "book GPUs of this model (e.g. H100); not with --nodes")
 	fl.StringVar(&b.start, "start", "", `when it begins: "2026-12-01 09:00" (local time), RFC 3339, or now`)
 	fl.StringVar(&b.end, "end", "", "when it ends (as --start); or --duration")
-	fl.DurationVar(&b.duration, "duration", 0, "how long it lasts, e.g. 8h; or --end")
+	durationVar(fl, &b.duration, "duration", 0, "how long it lasts, e.g. 8h; or --end")
 	fl.StringSliceVar(&b.users, "users", nil, "who may run jobs in it (ana,bo; default: you; users may book only for themselves)")
 	fl.StringVar(&b.project, "project", "", "the project it is for")
 	fl.StringSliceVar(&b.flags, "flags", nil, "flex, magnetic, ignore_jobs, daily, weekly, maint (admins)")

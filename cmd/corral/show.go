@@ -56,8 +56,19 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	}
 	kv("User", j.User)
 	kv("Project", j.Project)
-	kv("Command", j.Command)
+	if j.ScriptName != "" || j.Script != "" {
+		kv("Script", fmtScript(j)) // script.go
+		kv("Arguments", j.Command)
+	} else {
+		kv("Command", j.Command)
+	}
 	kv("Workdir", j.Workdir)
+	if j.Output != "" {
+		kv("Output file", j.Output)
+	}
+	if j.Error != "" {
+		kv("Error file", j.Error)
+	}
 	if len(j.Env) > 0 {
 		kv("Env", fmtEnv(j.Env))
 	}
@@ -75,8 +86,13 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	if j.Reservation != "" {
 		kv("Reservation", j.Reservation) // docs/bookings-scheduling.md
 	}
-	if j.EstimatedDuration != nil {
-		kv("Est. duration", fmtDuration(j.EstimatedDuration.Duration()))
+	kv("Time limit", fmtLimit(j.TimeLimit, j.TimeLimitFrom, "none")) // script.go
+	kv("Estimate", fmtLimit(j.EstimatedDuration, j.EstimateFrom, "none given (the scheduler's own)"))
+	if j.Signal != "" {
+		kv("Signal", j.Signal+" (seconds before the time limit)")
+	}
+	if j.Begin != nil {
+		kv("Begin", fmtTimeFull(*j.Begin, now))
 	}
 	kv("Retries", fmt.Sprintf("%d (max %d)", j.RetryCount, j.MaxRetries))
 	if j.State == api.StateQueued {

@@ -28,7 +28,7 @@ func (s *slurmFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&s.partition, "slurm-partition", "", "with --executor slurm: the Slurm partition whose nodes Corral schedules on and where every sbatch goes (default: all nodes, Slurm's default partition)")
 	fl.StringVar(&s.account, "slurm-account", "", "with --executor slurm: the Slurm account every sbatch is charged to (sbatch --account)")
 	fl.StringVar(&s.bin, "slurm-bin", "", "with --executor slurm: the directory of sbatch, squeue, scontrol, scancel and sacct (default: from $PATH)")
-	fl.DurationVar(&s.poll, "slurm-poll", 2*time.Second, "with --executor slurm: how often squeue and scontrol are asked for job and node states")
+	durationVar(fl, &s.poll, "slurm-poll", 2*time.Second, "with --executor slurm: how often squeue and scontrol are asked for job and node states")
 }
 
 // check validates the flags before anything starts.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/timespec"
 )
 
 // newTokenCmd is `corral token create|list|revoke` (admin tokens only).
@@ -45,10 +46,11 @@ hash. Give it to its user, who sets CORRAL_TOKEN (or passes --token).`,
 				return usagef("--role %q: want admin, user or viewer", role)
 			}
 			if expires != "" {
-				if _, err := time.ParseDuration(expires); err != nil {
-					return usagef("--expires %q: want a duration such as 720h", expires)
+				d, err := normDuration("--expires", expires) // durflag.go: 30d too
+				if err != nil {
+					return err
 				}
-				req.ExpiresIn = rawString(expires)
+				req.ExpiresIn = rawString(d)
 			}
 			cl, err := c.client()
 			if err != nil {
@@ -186,7 +188,7 @@ token.create, token.revoke, session.create, session.delete, agent.register.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since != "" {
-				d, err := time.ParseDuration(since)
+				d, err := timespec.Duration(since)
 				if err != nil {
 					t, err2 := time.Parse(time.RFC3339, since)
 					if err2 != nil {

@@ -101,7 +101,7 @@ func (c *cli) waitOptions(retry time.Duration) client.WaitOptions {
 // addRetryFlag adds --retry to cmd; when says where it applies, e.g.
 // " with -f", or is empty.
 func addRetryFlag(cmd *cobra.Command, retry *time.Duration, when string) {
-	cmd.Flags().DurationVar(retry, "retry", client.DefaultRetry,
+	durationVar(cmd.Flags(), retry, "retry", client.DefaultRetry,
 		"how long to keep reconnecting"+when+" when the server goes away (a restart) before giving up; 0: give up at once")
 }
 

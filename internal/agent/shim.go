@@ -57,6 +57,9 @@ type exitStatus struct {
 // `corral shim --host` is a shim host instead: one long-lived shim that
 // supervises many jobs (shimhost.go).
 func RunShim(args []string) int {
+	if len(args) > 0 && args[0] == "--tee" {
+		return runTee(args[1:]) // tee.go: a job's -o/-e files
+	}
 	if len(args) > 0 && args[0] == "--host" {
 		syscall.CloseOnExec(3) // the reports pipe reaches no job: one could forge another's end
 		return runShimHost(os.Stdin, os.NewFile(3, "reports"))

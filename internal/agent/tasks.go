@@ -34,6 +34,7 @@ type tasks struct {
 	runAsFallback    string   // the account of owners without one (runas.go)
 	maxLogSize       int64    // bytes of output an attempt's log keeps (logcap.go); 0: no cap
 	shim             []string // command that runs the shim
+	tee              []string // command that runs `corral shim --tee` (jobio.go); empty: shim + --tee
 	log              *slog.Logger
 	changed          func() // called when a task starts or ends
 	// Containment (containment.go), set before the first task starts.
@@ -166,7 +167,9 @@ func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 		now := time.Now().UTC()
 		t.recordFailedStart(tk, err, now)
 		t.finish(tk, api.TaskStatus{ExitCode: -1, Error: err.Error(), FinishedAt: &now})
+		return
 	}
+	t.armSignal(tk) // jobio.go: --signal
 }
 
 // recordFailedStart writes why a task could not start in its record
@@ -207,6 +210,10 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if err := t.makeScratch(k, cred); err != nil { // jobenv.go
 		return err
 	}
+	if err := t.prepareJobIO(tk, cred); err != nil { // jobio.go: script, -o/-e
+		return err
+	}
+	spec = tk.spec
 	if !t.detach {
 		return t.launchDirect(tk, cred)
 	}
@@ -613,6 +620,7 @@ func (t *tasks) adopt(ctx context.Context) int {
 			go t.watch(ctx, tk, shim)
 		default:
 			t.log.Info("task adopted", "job_id", spec.JobID, "attempt", spec.Attempt, "rank", spec.Rank, "shim", shim)
+			t.armSignal(tk) // jobio.go: its --signal, still to come
 			go t.watch(ctx, tk, shim)
 		}
 	}

@@ -172,6 +172,17 @@ type TaskSpec struct {
 	// cpus); 0: the agent's per-GPU default, or no limit.
 	MemMiB int64   `json:"mem_mib,omitempty"`
 	CPUs   float64 `json:"cpus,omitempty"`
+	// Script is a batch script's body: the node writes it to a private
+	// executable file and runs it, Command being its arguments. Output
+	// and Error are files (paths expanded, relative to Workdir) that get
+	// the job's stdout and stderr too, written as the job's account.
+	// Signal ("USR1", or "B:USR1" for the main process only) is sent
+	// SignalAfter from the task's start (sbatch --signal). Issue 26.
+	Script      string  `json:"script,omitempty"`
+	Output      string  `json:"output,omitempty"`
+	Error       string  `json:"error,omitempty"`
+	Signal      string  `json:"signal,omitempty"`
+	SignalAfter Seconds `json:"signal_after,omitempty"`
 }
 
 // LogChunk is part of a task's output, shipped by a remote agent so that the

@@ -168,6 +168,35 @@ type Job struct {
 	// Pool is the pool of nodes the job runs in (issue 16: "agents",
 	// "slurm", "ray"); empty: any.
 	Pool string `json:"pool,omitempty"`
+	// Batch scripts and Slurm's names (issue 26, docs/jobs.md "Batch
+	// scripts"); see SubmitRequest.
+	JobIO
+}
+
+// JobIO is what a job carries of a batch script and Slurm's submit
+// options, in the job and in its submission alike.
+type JobIO struct {
+	// Script is a batch script's body, copied at submission; the node
+	// writes it to a private file and runs it with its own #! line, with
+	// Command as its arguments. ScriptName is the file's name, for people.
+	Script     string `json:"script,omitempty"`
+	ScriptName string `json:"script_name,omitempty"`
+	// Output and Error are files on the node that also get the job's
+	// stdout and stderr (sbatch -o/-e), with Slurm's patterns: %j job id,
+	// %x name, %u user, %A array id, %a task index, %N node, %t rank, %%.
+	// Error empty: stderr goes to Output too.
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Begin: not started before this (sbatch --begin).
+	Begin *time.Time `json:"begin,omitempty"`
+	// Signal is sent some time before the time limit (sbatch --signal,
+	// "[B:]SIG[@SECONDS]"; B: the job's main process only).
+	Signal string `json:"signal,omitempty"`
+	// TimeLimitFrom and EstimateFrom say where time_limit and
+	// estimated_duration came from: flag, #CORRAL, #SBATCH, api, or
+	// default (the server's).
+	TimeLimitFrom string `json:"time_limit_from,omitempty"`
+	EstimateFrom  string `json:"estimate_from,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -218,6 +247,20 @@ type SubmitRequest struct {
 	Reservation string `json:"reservation,omitempty"`
 	// Pool: run on this pool's nodes only (issue 16).
 	Pool string `json:"pool,omitempty"`
+	// Script, ScriptName, Output, Error, Signal, TimeLimitFrom and
+	// EstimateFrom are as in Job (JobIO; issue 26). With Script, Command
+	// holds the script's arguments (a shell string) and may be empty.
+	Script        string `json:"script,omitempty"`
+	ScriptName    string `json:"script_name,omitempty"`
+	Output        string `json:"output,omitempty"`
+	Error         string `json:"error,omitempty"`
+	Signal        string `json:"signal,omitempty"`
+	TimeLimitFrom string `json:"time_limit_from,omitempty"`
+	EstimateFrom  string `json:"estimate_from,omitempty"`
+	// Begin is sbatch --begin: any form timespec.At reads ("now+2hours",
+	// "16:00", "tomorrow", "2026-12-01T10:00", RFC 3339), in the server's
+	// time zone when the text names none.
+	Begin string `json:"begin,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corral-sched/corral/internal/timespec"
 )
 
 // Priority is a job priority: low=1, normal=2, high=3, critical=4. It is
@@ -98,16 +100,18 @@ func (s *Seconds) UnmarshalJSON(b []byte) error {
 // anything longer is a typo.
 const maxSeconds = float64(MaxDuration / time.Second)
 
-// ParseSeconds reads "90", "90s", "1h30m", "2h" and the like.
+// ParseSeconds reads a number of seconds ("90") or any duration
+// timespec.Parse reads: "90s", "1h30m", "2d", "1w", Slurm's "1:30:00" and
+// "2-00:00:00".
 func ParseSeconds(str string) (Seconds, error) {
 	t := strings.TrimSpace(str)
 	var v float64
 	if f, err := strconv.ParseFloat(t, 64); err == nil {
 		v = f
-	} else if d, err := time.ParseDuration(t); err == nil {
+	} else if d, err := timespec.Parse(t, timespec.Seconds); err == nil {
 		v = d.Seconds()
 	} else {
-		return 0, fmt.Errorf("%q is neither seconds nor a duration like \"1h30m\"", truncate(str, 40))
+		return 0, err
 	}
 	if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > maxSeconds {
 		return 0, fmt.Errorf("%s must be between 0 and one year", truncate(str, 40))
@@ -127,7 +131,7 @@ func ParseSecondsJSON(b []byte) (Seconds, error) {
 	}
 	var f float64
 	if err := json.Unmarshal(b, &f); err != nil {
-		return 0, fmt.Errorf("%s is neither seconds nor a duration like \"1h30m\"", truncate(string(b), 40))
+		return 0, fmt.Errorf("%s is neither seconds nor a duration (%s)", truncate(string(b), 40), timespec.Forms)
 	}
 	return ParseSeconds(strconv.FormatFloat(f, 'f', -1, 64))
 }

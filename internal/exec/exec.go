@@ -35,6 +35,15 @@ type Task struct {
 	// the attempt when it runs past it; an executor whose engine needs a
 	// limit of its own (Slurm's --time) sets it a little later.
 	TimeLimit time.Duration
+	// Batch scripts and Slurm's submit options (issue 26; api.JobIO).
+	// Script, when set, is run with its own #! line, Command being its
+	// arguments. Output and Error are patterns (batchscript.Expand) of
+	// files on the node that also get the job's stdout and stderr; Name,
+	// ArrayJobID and ArrayTask fill %x, %A and %a. Signal is sent Lead
+	// seconds before TimeLimit ("[B:]SIG@SECONDS", batchscript.Signal).
+	Script, Output, Error, Signal string
+	Name, ArrayJobID              string
+	ArrayTask                     *int
 	// Placed is when the attempt was handed out (its last scheduled
 	// event), for an attempt adopted after a restart; zero: now. An
 	// executor dates a start no earlier than this.

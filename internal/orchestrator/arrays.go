@@ -163,6 +163,9 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	if err != nil {
 		return submitResult{}, err
 	}
+	if err := validateJobIO(req, &j, tx.now); err != nil { // jobio.go
+		return submitResult{}, err
+	}
 	if err := o.setDependsOn(&j, req.DependsOn, true); err != nil { // deps.go: every task gets it
 		return submitResult{}, err
 	}

@@ -107,6 +107,9 @@ func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
 	if j.NotBefore != nil {
 		sj.NotBefore = *j.NotBefore
 	}
+	if j.Begin != nil && j.Begin.After(sj.NotBefore) { // jobio.go: sbatch --begin
+		sj.NotBefore, sj.Begin = *j.Begin, true
+	}
 	elasticJob(&sj, j)  // elastic.go
 	bookingView(&sj, j) // bookings_sched.go
 	return sj

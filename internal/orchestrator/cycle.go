@@ -288,6 +288,8 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
 		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
 	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
+	t.Script, t.Output, t.Error, t.Signal = j.Script, j.Output, j.Error, j.Signal // jobio.go
+	t.Name, t.ArrayJobID, t.ArrayTask = j.Name, j.ArrayJobID, j.ArrayTaskID
 	if j.TimeLimit != nil {
 		t.TimeLimit = j.TimeLimit.Duration()
 	}

@@ -58,7 +58,7 @@ func (o *Orchestrator) checkInteractive(j *api.Job) error {
 		max := api.Seconds(def.Seconds())
 		switch {
 		case j.TimeLimit == nil:
-			j.TimeLimit = &max
+			j.TimeLimit, j.TimeLimitFrom = &max, fromDefault
 		case j.TimeLimit.Duration() > l.MaxInteractiveTime:
 			return api.Invalid("time_limit", "is %s; an interactive job may run at most %s on this server (--max-interactive-time)",
 				j.TimeLimit.Duration(), l.MaxInteractiveTime)

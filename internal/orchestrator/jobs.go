@@ -96,6 +96,9 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err != nil {
 		return submitResult{}, err
 	}
+	if err := validateJobIO(req, &j, tx.now); err != nil { // jobio.go
+		return submitResult{}, err
+	}
 	if err := o.setDependsOn(&j, req.DependsOn, req.Array != ""); err != nil { // deps.go
 		return submitResult{}, err
 	}

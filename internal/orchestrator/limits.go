@@ -46,7 +46,7 @@ func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
 		max := api.Seconds(l.MaxRunTime.Seconds())
 		switch {
 		case j.TimeLimit == nil:
-			j.TimeLimit = &max
+			j.TimeLimit, j.TimeLimitFrom = &max, fromDefault
 		case j.TimeLimit.Duration() > l.MaxRunTime:
 			return api.Invalid("time_limit", "is %s; this server allows at most %s", j.TimeLimit.Duration(), l.MaxRunTime)
 		}

@@ -39,7 +39,7 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 		GPUMemoryGB: req.GPUMemoryGB, Nodes: req.Nodes, MaxRetries: req.MaxRetries, Priority: api.PriorityNormal,
 		Allocation: []api.Allocation{},
 	}
-	if strings.TrimSpace(j.Command) == "" {
+	if strings.TrimSpace(j.Command) == "" && req.Script == "" { // a script's arguments may be none
 		return j, api.Invalid("command", "is required and must not be empty")
 	}
 	if strings.ContainsRune(j.Command, 0) || !utf8.ValidString(j.Command) {

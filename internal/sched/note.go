@@ -23,6 +23,7 @@ const (
 	noteUnsat                       // no node could ever run the job's shape
 	noteBackoff                     // requeued after a loss: it waits until src.at
 	noteReservation                 // it would fit, but for the head's reservation
+	noteBegin                       // it waits for its begin time, src.at
 )
 
 // note is what a Pending's Message is built from.
@@ -85,6 +86,8 @@ func (p Pending) Message() string {
 		return fmt.Sprintf("no node could ever run it: it needs %s on %d node(s)", describe(s.shape), s.shape.nodes)
 	case noteBackoff:
 		return fmt.Sprintf("requeued after a loss; it may start again at %s", clock(s.at, s.now))
+	case noteBegin:
+		return fmt.Sprintf("it may start at its begin time, %s (--begin)", clock(s.at, s.now))
 	case noteReservation:
 		return fmt.Sprintf("it would fit, but job %s holds a reservation until %s%s", s.head, clock(s.at, s.now), backfillHint(s.backfill, n.given, n.est))
 	}

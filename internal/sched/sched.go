@@ -69,6 +69,9 @@ type Job struct {
 	EstimateGiven bool
 	// NotBefore holds a requeued job back until then (backoff after a loss).
 	NotBefore time.Time
+	// Begin: NotBefore is the job's own begin time (sbatch --begin), not
+	// a backoff; it pends with ReasonBeginTime.
+	Begin bool
 	// NodeLabels: the job runs only on nodes that have all these labels.
 	NodeLabels map[string]string
 	// GPUsMin, when 0 < GPUsMin < GPUs, makes the job elastic: from
@@ -186,6 +189,7 @@ const (
 	ReasonPreempted     = "preempted"           // preemption: a higher-ranked job needs the GPUs
 	ReasonIdle          = "idle"                // preemption: the job's GPUs sat idle
 	ReasonBackoff       = "backoff"             // requeued after a loss; waits out its backoff
+	ReasonBeginTime     = "begin_time"          // waits for its begin time (submit --begin)
 	ReasonNodeDiskFull  = "node_disk_full"      // no node accepts new jobs, and some refuse because their log disk is full
 	// ReasonUserCPUJobLimit: a job without GPUs whose user has as many
 	// such jobs running as Snapshot.CPUJobsPerUser allows (cpujobs.go).

@@ -255,6 +255,9 @@ func Schedule(s Snapshot) Result {
 			c.pendCPU(j)
 		case blocked:
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBehindHead, note: note{src: c.behind}})
+		case j.NotBefore.After(c.now) && j.Begin:
+			c.pend(Pending{JobID: j.ID, Reason: ReasonBeginTime, EstimatedStart: j.NotBefore,
+				note: note{kind: noteBegin, src: &noteSrc{now: c.now, at: j.NotBefore}}})
 		case j.NotBefore.After(c.now):
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
 				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})

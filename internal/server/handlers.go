@@ -218,6 +218,7 @@ const hiddenValue = "(hidden)"
 // credentials (WANDB_API_KEY, HF_TOKEN). The names stay, so readers still
 // see what the job was given. j's map is replaced, never changed in place.
 func hideEnv(who auth.Principal, j *api.Job) {
+	hideScript(who, j) // jobio.go
 	if len(j.Env) == 0 || who.CanActOn(j.User, j.Project) {
 		return
 	}

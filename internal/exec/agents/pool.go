@@ -225,6 +225,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 			GPUs: append([]int{}, rk.GPUs...), GPUUUIDs: rk.GPUUUIDs,
 			MemMiB: t.MemMiB, CPUs: t.CPUs,
 		}}
+		jobIO(&n.tasks[taskKey{t.JobID, t.Attempt, r}].spec, t, r, rk.NodeID) // jobio.go
 		n.bump()
 	}
 	p.gangs[k] = g

@@ -215,6 +215,35 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 			}
 		}
 	})
+	t.Run("batch script", func(t *testing.T) {
+		// A batch script (issue 26) runs by its own #! line with the
+		// command as its arguments, and exits as it does.
+		h := newHarness(t)
+		tk := h.task(t, jobID("script"), `'a b' c`, 1)
+		tk.Script = "#!/bin/sh\n# CORRAL_SCRIPT_EOF in the text must not end it\necho \"script $# $1 $CONFORMANCE\"\nexit 5\n"
+		if err := h.Exec.Start(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		if u := h.exited(t, tk); u.ExitCode != 5 || u.Err != nil {
+			t.Errorf("Exited %+v, want the script's exit 5", u)
+		}
+		if !strings.Contains(h.log(tk), "script 2 a b yes") {
+			t.Errorf("log %q: want the script's output, its arguments as given", h.log(tk))
+		}
+	})
+	t.Run("time limit passes to the engine", func(t *testing.T) {
+		// An executor takes a task with a time limit (Slurm sets its own
+		// backstop --time from it); the orchestrator stops it at the limit.
+		h := newHarness(t)
+		tk := h.task(t, jobID("limit"), `echo limited`, 1)
+		tk.TimeLimit = 5 * time.Second
+		if err := h.Exec.Start(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		if u := h.exited(t, tk); u.ExitCode != 0 || u.Err != nil {
+			t.Errorf("Exited %+v", u)
+		}
+	})
 	t.Run("stop with grace", func(t *testing.T) {
 		h := newHarness(t)
 		tk := h.task(t, jobID("grace"), `trap 'echo got TERM; exit 0' TERM; echo ready; sleep 300 & wait`, 1)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/batchscript"
 	"github.com/corral-sched/corral/internal/breaker"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/exec/agents"
@@ -132,8 +133,11 @@ func (e *Executor) request(t exec.Task, rank int, r exec.Rank, ip, masterIP stri
 		env[k] = v
 	}
 	entry := t.Command
+	if t.Script != "" { // a batch script: written on the node, run by its #! line
+		entry = batchscript.ShellCommand(t.Script, t.Command)
+	}
 	if t.Workdir != "" {
-		entry = "cd " + shellQuote(t.Workdir) + " || exit 1\n" + t.Command
+		entry = "cd " + shellQuote(t.Workdir) + " || exit 1\n" + entry
 	}
 	gpus := float64(len(r.GPUs))
 	req := SubmitRequest{Entrypoint: entry, SubmissionID: RankSubmissionID(t.JobID, t.Attempt, rank),

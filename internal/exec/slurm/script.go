@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/corral-sched/corral/internal/batchscript"
 	"github.com/corral-sched/corral/internal/exec"
 )
 
@@ -118,9 +119,13 @@ if [ -n "$CUDA_VISIBLE_DEVICES" ]; then export NVIDIA_VISIBLE_DEVICES="$CUDA_VIS
 	// The command runs in a session of its own; when it ends, whatever is
 	// left of its process group is killed (Slurm's proctrack/linuxproc
 	// loses processes whose parent died).
+	command := t.Command
+	if t.Script != "" { // a batch script: written on the node, run by its #! line
+		command = batchscript.ShellCommand(t.Script, t.Command)
+	}
 	// Under bash where the node has it, else sh (docs/jobs.md).
 	b.WriteString("sh=/bin/sh; if [ -x /bin/bash ]; then sh=/bin/bash; elif [ -x /usr/bin/bash ]; then sh=/usr/bin/bash; fi\n")
-	fmt.Fprintf(&b, "setsid \"$sh\" -c %s </dev/null &\n", quote(t.Command))
+	fmt.Fprintf(&b, "setsid \"$sh\" -c %s </dev/null &\n", quote(command))
 	forward := ""
 	if !gang {
 		forward = "kill -TERM -$pid 2>/dev/null" // the job's session, from the batch shell's SIGTERM
