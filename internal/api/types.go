@@ -168,6 +168,12 @@ type Job struct {
 	// Pool is the pool of nodes the job runs in (issue 16: "agents",
 	// "slurm", "ray"); empty: any.
 	Pool string `json:"pool,omitempty"`
+	// Image is the OCI image the job runs in (issue 26; "": on the node
+	// itself), Mounts the host directories bound into it (SRC:DST[:ro]).
+	// ImageDigest is the image its current or last attempt ran, by digest.
+	Image       string   `json:"image,omitempty"`
+	Mounts      []string `json:"mounts,omitempty"`
+	ImageDigest string   `json:"image_digest,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
@@ -218,6 +224,10 @@ type SubmitRequest struct {
 	Reservation string `json:"reservation,omitempty"`
 	// Pool: run on this pool's nodes only (issue 16).
 	Pool string `json:"pool,omitempty"`
+	// Image: run in this OCI image (issue 26); Mounts: bind these host
+	// directories into it, each SRC:DST[:ro].
+	Image  string   `json:"image,omitempty"`
+	Mounts []string `json:"mounts,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.

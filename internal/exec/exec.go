@@ -35,6 +35,11 @@ type Task struct {
 	// the attempt when it runs past it; an executor whose engine needs a
 	// limit of its own (Slurm's --time) sets it a little later.
 	TimeLimit time.Duration
+	// Image is the OCI image the task runs in ("": on the node itself),
+	// Mounts its bind mounts (SRC:DST[:ro]). An executor that cannot run
+	// images reports a task with one as not started (Exited, Err).
+	Image  string
+	Mounts []string
 	// Placed is when the attempt was handed out (its last scheduled
 	// event), for an attempt adopted after a restart; zero: now. An
 	// executor dates a start no earlier than this.
@@ -90,6 +95,8 @@ type Update struct {
 	// its time limit (Slurm's TIMEOUT); the job ends with reason
 	// time_limit.
 	TimedOut bool
+	// ImageDigest, on Started: the image the attempt runs in, by digest.
+	ImageDigest string
 }
 
 // Sink receives updates. It must not block: executors call it from their own

@@ -287,6 +287,7 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
 		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
 	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
+	t.Image, t.Mounts = j.Image, slices.Clone(j.Mounts)
 	if j.TimeLimit != nil {
 		t.TimeLimit = j.TimeLimit.Duration()
 	}
@@ -350,6 +351,9 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 				continue
 			}
 			j.StartedAt = &at
+			if u.ImageDigest != "" {
+				j.ImageDigest = u.ImageDigest
+			}
 			tx.transition(j, api.StateRunning, api.ReasonStarted, j.Message)
 			o.log.Info("job running", "job_id", j.ID, "pid", u.PID)
 		case exec.Exited:
