@@ -20,6 +20,7 @@ type containFlags struct {
 	memPerGPU  string
 	cpusPerGPU float64
 	pids       int64
+	runtime    string // --container-runtime (imageflags.go)
 }
 
 // defaultMaxPids is --max-pids-per-job's default: room for any training
@@ -31,6 +32,7 @@ func (c *containFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.mode, "containment", "auto", "how jobs are held: auto (each attempt in a cgroup of its own where cgroups can be written, process groups otherwise) or process-group")
 	fl.StringVar(&c.memPerGPU, "default-mem-per-gpu", "", "memory limit per GPU of a job that names no --mem, e.g. 64G (a job gets this times its GPUs); empty or 0: no limit")
 	fl.Float64Var(&c.cpusPerGPU, "default-cpus-per-gpu", 0, "CPU limit per GPU of a job that names no --cpus (a job gets this times its GPUs); 0: no limit")
+	registerRuntime(fl, &c.runtime)
 	fl.Int64Var(&c.pids, "max-pids-per-job", defaultMaxPids, "the most processes and threads one job attempt may have alive at once on this node (in its cgroup: a fork bomb fails its own forks, the node keeps its pids); 0: no limit")
 }
 
@@ -47,6 +49,10 @@ func (c containFlags) apply(cfg *agent.Config) error {
 		return usagef("--max-pids-per-job %d: want 0 (no limit) up to %d", c.pids, contain.MaxPids)
 	}
 	cfg.Containment, cfg.DefaultMemPerGPU, cfg.DefaultCPUsPerGPU, cfg.MaxPidsPerJob = c.mode, mem, c.cpusPerGPU, c.pids
+	if err := agent.CheckContainerRuntime(c.runtime); err != nil {
+		return usagef("%v", err)
+	}
+	cfg.ContainerRuntime = c.runtime
 	return nil
 }
 

@@ -34,11 +34,12 @@ type submitFlags struct {
 	after                       string        // --after / --dependency (depend.go)
 	elastic                     elasticFlags  // --gpus MIN-MAX, --elastic-wait (elastic.go)
 
-	notify      string // --notify begin,end,fail,preempt|all|none
-	notifyTasks bool   // --notify-tasks
-	class       string // --class (docs/interactive.md)
-	reservation string // --reservation (docs/bookings-scheduling.md)
-	pool        string // --pool (docs/pools.md)
+	notify      string     // --notify begin,end,fail,preempt|all|none
+	notifyTasks bool       // --notify-tasks
+	class       string     // --class (docs/interactive.md)
+	reservation string     // --reservation (docs/bookings-scheduling.md)
+	pool        string     // --pool (docs/pools.md)
+	image       imageFlags // --image, --mount (imageflags.go)
 }
 
 func (c *cli) newSubmitCmd() *cobra.Command {
@@ -150,6 +151,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), preemptible (batch that may also run on GPUs booked ahead until the booking starts), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
 	fl.StringVar(&f.reservation, "reservation", "", "run in this booking (corral reserve): on its GPUs, in its window; you must be one of its users")
 	fl.StringVar(&f.pool, "pool", "", "run on this pool's nodes only: agents, ray or slurm, as the server drives them (default: any)")
+	f.image.register(fl)
 	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
 }
 
@@ -190,6 +192,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		req.GPUCount = &gpus
 	}
 	if err := f.elastic.apply(&req); err != nil {
+		return req, err
+	}
+	if err := f.image.apply(&req); err != nil {
 		return req, err
 	}
 	if f.priority != "" {

@@ -58,6 +58,7 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	kv("Project", j.Project)
 	kv("Command", j.Command)
 	kv("Workdir", j.Workdir)
+	showImage(kv, j) // imageflags.go
 	if len(j.Env) > 0 {
 		kv("Env", fmtEnv(j.Env))
 	}
