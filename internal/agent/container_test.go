@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -175,5 +176,98 @@ func TestPodmanArgs(t *testing.T) {
 	}
 	if strings.Contains(got, "--group-add 1001") {
 		t.Errorf("the primary group is added again:\n%s", got)
+	}
+}
+
+// fakePodman puts a podman on PATH that holds every pull until the file
+// DIR/go exists (or fails it with DIR/fail), describes any image, and
+// runs a container by running its command with the host's sh.
+func fakePodman(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	script := `#!/bin/sh
+while [ "${1#--}" != "$1" ]; do shift 2; done   # global flags (--runtime X)
+case "$1" in
+image) case "$2" in
+  exists) exit 1 ;;
+  inspect) echo '[{"Id":"abc123","RepoDigests":["localhost/fake@sha256:feed"],"Config":{"Env":["PATH=/image/bin"]}}]' ;;
+  esac ;;
+pull) echo "Trying to pull $2..."
+  i=0; while [ ! -e ` + dir + `/go ] && [ ! -e ` + dir + `/fail ] && [ $i -lt 2000 ]; do sleep 0.01; i=$((i+1)); done
+  [ -e ` + dir + `/fail ] && { echo "Error: no such host" >&2; exit 125; }
+  echo "Writing manifest to image destination" ;;
+rm) exit 0 ;;
+run) for last; do :; done; exec /bin/sh -c "$last" ;;
+esac
+`
+	if err := os.WriteFile(filepath.Join(dir, "podman"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return dir
+}
+
+// A task with an image is reported preparing while its image is pulled
+// (no start time: the job's clock has not started), then runs, reporting
+// the image's digest; the pull's progress is in the job's log.
+func TestImageTaskPreparesThenRuns(t *testing.T) {
+	fake := fakePodman(t)
+	dir := t.TempDir()
+	ts := newTasks(t, dir, 0)
+	ts.detach = false // the job runs as the agent's child: podman's fixed environment would not make this test binary a shim
+	ts.images = &images{stateDir: ts.stateDir, devDir: t.TempDir()}
+	os.MkdirAll(ts.stateDir, 0o755)
+	ts.start(api.TaskSpec{JobID: "j1", Image: "docker.io/fake:1", Command: "echo ran-in-image"})
+	st := waitTask(t, ts, "the task to prepare", func(s api.TaskStatus) bool { return s.State == api.TaskPreparing })
+	if st.StartedAt != nil {
+		t.Errorf("a preparing task has a start time: %+v", st)
+	}
+	os.WriteFile(filepath.Join(fake, "go"), nil, 0o644)
+	st = waitTask(t, ts, "the task to end", func(s api.TaskStatus) bool { return s.State == api.TaskExited })
+	if st.ExitCode != 0 || st.Error != "" || st.ImageDigest != "localhost/fake@sha256:feed" || st.StartedAt == nil {
+		t.Errorf("status %+v; want exit 0, digest localhost/fake@sha256:feed, a start time", st)
+	}
+	b, _ := os.ReadFile(ts.logPath(taskKey{"j1", 0, 0}))
+	for _, want := range []string{"corral: pulling image docker.io/fake:1\n", "Trying to pull docker.io/fake:1", "ran-in-image\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("log lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+// A task stopped while its image is pulled ends unstarted, as if SIGTERM
+// had ended it, without waiting for the pull; one whose pull fails ends
+// with the reason.
+func TestImageTaskStoppedOrFailedWhilePreparing(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		act   func(ts *tasks, fake string)
+		check func(t *testing.T, st api.TaskStatus)
+	}{
+		{"stopped", func(ts *tasks, _ string) { ts.stop(taskKey{"j1", 0, 0}, 5*time.Second, "") }, func(t *testing.T, st api.TaskStatus) {
+			if st.Signal != "terminated" || st.ExitCode != 143 || st.Error != "" {
+				t.Errorf("status %+v; want ended by SIGTERM", st)
+			}
+		}},
+		{"pull fails", func(_ *tasks, fake string) { os.WriteFile(filepath.Join(fake, "fail"), nil, 0o644) }, func(t *testing.T, st api.TaskStatus) {
+			if st.ExitCode != -1 || !strings.Contains(st.Error, "docker.io/fake:1 cannot be had on this node: no such host") {
+				t.Errorf("status %+v; want an error naming the image and the reason", st)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fake := fakePodman(t)
+			ts := newTasks(t, t.TempDir(), 0)
+			ts.images = &images{stateDir: ts.stateDir, devDir: t.TempDir()}
+			os.MkdirAll(ts.stateDir, 0o755)
+			ts.start(api.TaskSpec{JobID: "j1", Image: "docker.io/fake:1", Command: "echo never"})
+			waitTask(t, ts, "the task to prepare", func(s api.TaskStatus) bool { return s.State == api.TaskPreparing })
+			c.act(ts, fake)
+			st := waitTask(t, ts, "the task to end", func(s api.TaskStatus) bool { return s.State == api.TaskExited })
+			c.check(t, st)
+			if b, _ := os.ReadFile(ts.logPath(taskKey{"j1", 0, 0})); strings.Contains(string(b), "never") {
+				t.Errorf("the job ran:\n%s", b)
+			}
+		})
 	}
 }
