@@ -22,6 +22,7 @@ type containFlags struct {
 	cpusPerGPU float64
 	pids       int64
 	nodePids   string // --max-pids-per-node: "auto", N, or 0
+	runtime    string // --container-runtime (imageflags.go)
 }
 
 // defaultMaxPids is --max-pids-per-job's default: room for any training
@@ -33,6 +34,7 @@ func (c *containFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.mode, "containment", "auto", "how jobs are held: auto (each attempt in a cgroup of its own where cgroups can be written, process groups otherwise) or process-group")
 	fl.StringVar(&c.memPerGPU, "default-mem-per-gpu", "", "memory limit per GPU of a job that names no --mem, e.g. 64G (a job gets this times its GPUs); empty or 0: no limit")
 	fl.Float64Var(&c.cpusPerGPU, "default-cpus-per-gpu", 0, "CPU limit per GPU of a job that names no --cpus (a job gets this times its GPUs); 0: no limit")
+	registerRuntime(fl, &c.runtime)
 	fl.Int64Var(&c.pids, "max-pids-per-job", defaultMaxPids, "the most processes and threads one job attempt may have alive at once on this node (in its cgroup: a fork bomb fails its own forks, the node keeps its pids); 0: no limit")
 	fl.StringVar(&c.nodePids, "max-pids-per-node", "auto", "the most processes and threads all jobs on this node together may have alive at once (their parent cgroup's pids.max: past it their forks fail, the rest of the machine keeps the rest); auto: 75% of what the machine can still make at start (the lower of kernel.pid_max and kernel.threads-max, less the tasks alive), at least 1024; 0: no limit")
 }
@@ -55,6 +57,10 @@ func (c containFlags) apply(cfg *agent.Config) error {
 	}
 	cfg.Containment, cfg.DefaultMemPerGPU, cfg.DefaultCPUsPerGPU, cfg.MaxPidsPerJob = c.mode, mem, c.cpusPerGPU, c.pids
 	cfg.MaxPidsPerNode = nodePids
+	if err := agent.CheckContainerRuntime(c.runtime); err != nil {
+		return usagef("%v", err)
+	}
+	cfg.ContainerRuntime = c.runtime
 	return nil
 }
 

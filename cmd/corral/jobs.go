@@ -42,6 +42,8 @@ type submitFlags struct {
 	reservation string // --reservation (docs/bookings-scheduling.md)
 	pool        string // --pool (docs/pools.md)
 
+	image imageFlags // --image, --mount (imageflags.go)
+
 	slurm slurmOpts // -o/-e, --begin, --signal, --json, a batch script (script.go)
 }
 
@@ -169,6 +171,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.class, "class", "", "batch (the default: preemptible by policy), preemptible (batch that may also run on GPUs booked ahead until the booking starts), interactive (never preempted; must fit within quotas) or interactive-preemptible (may borrow idle GPUs; preemptible)")
 	fl.StringVar(&f.reservation, "reservation", "", "run in this booking (corral reserve): on its GPUs, in its window; you must be one of its users")
 	fl.StringVar(&f.pool, "pool", "", "run on this pool's nodes only: agents, ray or slurm, as the server drives them (default: any)")
+	f.image.register(fl)
 	fl.BoolVar(&f.notifyTasks, "notify-tasks", false, "an array's tasks notify one by one (default: one summary when the array ends, failures as digests)")
 	f.slurm.register(fl) // script.go
 }
@@ -213,6 +216,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		req.GPUCount = &gpus
 	}
 	if err := f.elastic.apply(&req); err != nil {
+		return req, err
+	}
+	if err := f.image.apply(&req); err != nil {
 		return req, err
 	}
 	if f.priority != "" {

@@ -69,6 +69,7 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	if j.Error != "" {
 		kv("Error file", j.Error)
 	}
+	showImage(kv, j) // imageflags.go
 	if len(j.Env) > 0 {
 		kv("Env", fmtEnv(j.Env))
 	}

@@ -95,6 +95,9 @@ type Config struct {
 	// ScratchDir holds each attempt's private $TMPDIR (jobenv.go);
 	// empty: DefaultScratchDir.
 	ScratchDir string
+	// ContainerRuntime runs the jobs that name an image (container.go):
+	// RuntimePodman (default, "") or RuntimeNone (such jobs fail to start).
+	ContainerRuntime string
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -147,6 +150,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.MaxPidsPerNode < 0 || cfg.MaxPidsPerNode > contain.MaxPids {
 		return nil, fmt.Errorf("--max-pids-per-node %d: want 0 (no limit) up to %d", cfg.MaxPidsPerNode, contain.MaxPids)
 	}
+	if err := CheckContainerRuntime(cfg.ContainerRuntime); err != nil {
+		return nil, err
+	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 5 * time.Second
 	}
@@ -167,6 +173,7 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, unfenced: cfg.Unfenced, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup, shells: &shellSet{},
+		images: &images{runtime: cfg.ContainerRuntime, stateDir: cfg.StateDir, devDir: "/dev", cdiDirs: defaultCDIDirs},
 		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}, jobEnv: je}
 	return a, nil
 }

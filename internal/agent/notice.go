@@ -21,8 +21,11 @@ import (
 // (nil: the agent's account), creating its directory when it has one of
 // its own. Called before the task starts.
 func (t *tasks) prepareNotice(tk *task, cred *credential) error {
-	if cred == nil {
-		return nil // beside the log (noticeOf)
+	t.mu.Lock()
+	made := tk.notice != ""
+	t.mu.Unlock()
+	if cred == nil || made {
+		return nil // beside the log (noticeOf), or made already (an image's task, container.go)
 	}
 	dir, err := os.MkdirTemp("", "corral-notice-")
 	if err != nil {

@@ -51,6 +51,7 @@ type tasks struct {
 
 	shells *shellSet // shells open into tasks, ended with them (shell.go)
 	jobEnv           // what jobs' environments take from the agent, and their scratch (jobenv.go)
+	images *images   // the node's container runtime (container.go); nil: none
 	host   shimHost  // with unfenced: the shim host that runs the jobs (shimhost.go)
 }
 
@@ -74,6 +75,12 @@ type task struct {
 	recSize   int64 // the record's size when jobPID last read it without finding the pid
 
 	notice string // its preemption notice's own path (notice.go); "": beside its log
+
+	// A task with an image (container.go): preparing while its image is
+	// fetched (cancelPrep ends that), then run as image says.
+	preparing  bool
+	cancelPrep context.CancelFunc
+	image      *prepared
 }
 
 // jobPID is the task's job pid (= its process group), 0 while unknown.
@@ -162,6 +169,10 @@ func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 	t.byKey[k] = tk
 	t.mu.Unlock()
 
+	if spec.Image != "" {
+		t.startImage(tk, cred) // fetch the image first (container.go)
+		return
+	}
 	if err := t.launch(tk, cred); err != nil {
 		t.log.Warn("task did not start", "job_id", spec.JobID, "rank", spec.Rank, "err", err)
 		now := time.Now().UTC()
@@ -234,15 +245,16 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if t.detach && fence > 0 && !t.unfenced {
 		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
 	}
-	args = append(args, cred.shimArgs()...)
+	argv, env, runAs := t.jobProcess(tk, cred, t.jobArgv(spec.Command), t.env(spec, cred)) // container.go
+	args = append(args, runAs.shimArgs()...)
 	args = append(args, t.shimContainArgs(spec)...)
-	args = append(append(args, "--env-stdin", "--"), t.jobArgv(spec.Command)...)
+	args = append(append(args, "--env-stdin", "--"), argv...)
 	cmd := osexec.Command(t.shim[0], args...)
 	// The job's environment reaches the shim on its stdin, not as its
 	// own: the shim runs as the agent's account (root), and a job's
 	// LD_PRELOAD or LD_LIBRARY_PATH must not load code into it.
 	cmd.Env = shimEnv()
-	cmd.Stdin = strings.NewReader(strings.Join(t.env(spec, cred), "\x00"))
+	cmd.Stdin = strings.NewReader(strings.Join(env, "\x00"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start shim: %w", err)
@@ -279,11 +291,11 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 		out.finish()
 		return fmt.Errorf("containment: %w", err)
 	}
-	argv := t.jobArgv(spec.Command)
+	argv, env, cred := t.jobProcess(tk, cred, t.jobArgv(spec.Command), t.env(spec, cred)) // container.go
 	cmd := osexec.Command(argv[0], argv[1:]...)
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	cmd.Dir = spec.Workdir
-	cmd.Env = t.env(spec, cred)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out.w, out.w
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if cred != nil {
@@ -369,6 +381,7 @@ func (t *tasks) finish(tk *task, st api.TaskStatus) {
 	if st.Error == "" {
 		started := tk.startedAt
 		st.StartedAt = &started
+		st.ImageDigest = tk.imageDigest()
 	}
 	tk.exited = &st
 	if tk.kill != nil {
@@ -376,6 +389,7 @@ func (t *tasks) finish(tk *task, st api.TaskStatus) {
 	}
 	t.mu.Unlock()
 	t.log.Info("task ended", "job_id", st.JobID, "rank", st.Rank, "exit_code", st.ExitCode, "signal", st.Signal, "err", st.Error)
+	t.endImage(tk)               // what podman left of its container (container.go)
 	t.shells.end(keyOf(tk.spec)) // shell.go
 	t.changed()
 }
@@ -393,6 +407,9 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 	tk.noticed = tk.noticed || notice != ""
 	first := !tk.stopping && grace >= 0
 	tk.stopping = tk.stopping || grace >= 0
+	if tk.stopping && tk.cancelPrep != nil {
+		tk.cancelPrep() // its image is being fetched: it ends unstarted (container.go)
+	}
 	t.mu.Unlock()
 	if writeNotice {
 		path := t.noticeOf(k)
@@ -493,9 +510,13 @@ func (t *tasks) statuses() []api.TaskStatus {
 			out = append(out, *tk.exited)
 			continue
 		}
+		if tk.preparing {
+			out = append(out, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskPreparing})
+			continue
+		}
 		started := tk.startedAt
 		out = append(out, api.TaskStatus{JobID: k.job, Attempt: k.attempt, Rank: k.rank, State: api.TaskRunning,
-			PID: tk.jobPID(), StartedAt: &started})
+			PID: tk.jobPID(), StartedAt: &started, ImageDigest: tk.imageDigest()})
 	}
 	slices.SortFunc(out, func(a, b api.TaskStatus) int { return strings.Compare(a.JobID, b.JobID) })
 	return out

@@ -123,6 +123,10 @@ type ForeignProcess struct {
 const (
 	TaskRunning = "running"
 	TaskExited  = "exited" // ended (ExitCode, Signal) or never started (Error)
+	// TaskPreparing: the agent holds the task but has not started it yet
+	// (it is fetching the job's image). The job's clock has not started:
+	// the server counts the task as listed, nothing more.
+	TaskPreparing = "preparing"
 )
 
 // TaskStatus is one task (one rank of one attempt of a job) on a node.
@@ -139,6 +143,9 @@ type TaskStatus struct {
 	Error      string     `json:"error,omitempty"` // could not start
 	LogSize    int64      `json:"log_size,omitempty"`
 	OOMKilled  bool       `json:"oom_killed,omitempty"` // the kernel's OOM killer killed a process of the task's cgroup
+	// ImageDigest is the image the task runs in, by digest (REF@sha256:…),
+	// for a job with an image; reported once it has started.
+	ImageDigest string `json:"image_digest,omitempty"`
 }
 
 // AgentWork is the server's answer to a sync: the tasks the node should be
@@ -183,6 +190,10 @@ type TaskSpec struct {
 	Error       string  `json:"error,omitempty"`
 	Signal      string  `json:"signal,omitempty"`
 	SignalAfter Seconds `json:"signal_after,omitempty"`
+	// Image is the OCI image the task runs in (the job's image; "": on
+	// the node itself), Mounts its bind mounts (SRC:DST[:ro]).
+	Image  string   `json:"image,omitempty"`
+	Mounts []string `json:"mounts,omitempty"`
 }
 
 // LogChunk is part of a task's output, shipped by a remote agent so that the

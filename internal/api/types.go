@@ -168,6 +168,12 @@ type Job struct {
 	// Pool is the pool of nodes the job runs in (issue 16: "agents",
 	// "slurm", "ray"); empty: any.
 	Pool string `json:"pool,omitempty"`
+	// Image is the OCI image the job runs in (issue 26; "": on the node
+	// itself), Mounts the host directories bound into it (SRC:DST[:ro]).
+	// ImageDigest is the image its current or last attempt ran, by digest.
+	Image       string   `json:"image,omitempty"`
+	Mounts      []string `json:"mounts,omitempty"`
+	ImageDigest string   `json:"image_digest,omitempty"`
 	// Batch scripts and Slurm's names (issue 26, docs/jobs.md "Batch
 	// scripts"); see SubmitRequest.
 	JobIO
@@ -261,6 +267,10 @@ type SubmitRequest struct {
 	// "16:00", "tomorrow", "2026-12-01T10:00", RFC 3339), in the server's
 	// time zone when the text names none.
 	Begin string `json:"begin,omitempty"`
+	// Image: run in this OCI image (issue 26); Mounts: bind these host
+	// directories into it, each SRC:DST[:ro].
+	Image  string   `json:"image,omitempty"`
+	Mounts []string `json:"mounts,omitempty"`
 }
 
 // QueuedJob is one row of GET /queue.

@@ -44,6 +44,11 @@ type Task struct {
 	Script, Output, Error, Signal string
 	Name, ArrayJobID              string
 	ArrayTask                     *int
+	// Image is the OCI image the task runs in ("": on the node itself),
+	// Mounts its bind mounts (SRC:DST[:ro]). An executor that cannot run
+	// images reports a task with one as not started (Exited, Err).
+	Image  string
+	Mounts []string
 	// Placed is when the attempt was handed out (its last scheduled
 	// event), for an attempt adopted after a restart; zero: now. An
 	// executor dates a start no earlier than this.
@@ -105,6 +110,8 @@ type Update struct {
 	// attempt adopted after a restart before it was known to run is then
 	// requeued without counting a retry.
 	Unstarted bool
+	// ImageDigest, on Started: the image the attempt runs in, by digest.
+	ImageDigest string
 }
 
 // Sink receives updates. It must not block: executors call it from their own

@@ -290,6 +290,7 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
 	t.Script, t.Output, t.Error, t.Signal = j.Script, j.Output, j.Error, j.Signal // jobio.go
 	t.Name, t.ArrayJobID, t.ArrayTask = j.Name, j.ArrayJobID, j.ArrayTaskID
+	t.Image, t.Mounts = j.Image, slices.Clone(j.Mounts)
 	if j.TimeLimit != nil {
 		t.TimeLimit = j.TimeLimit.Duration()
 	}
@@ -354,6 +355,9 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 				continue
 			}
 			j.StartedAt = &at
+			if u.ImageDigest != "" {
+				j.ImageDigest = u.ImageDigest
+			}
 			tx.transition(j, api.StateRunning, api.ReasonStarted, j.Message)
 			o.log.Info("job running", "job_id", j.ID, "pid", u.PID)
 		case exec.Exited:

@@ -146,6 +146,9 @@ func validateSubmit(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	if err := validatePool(req, &j, c.Pools); err != nil { // pools.go
 		return j, err
 	}
+	if err := validateImage(req, &j); err != nil { // image.go
+		return j, err
+	}
 	if err := validateResources(req, &j); err != nil {
 		return j, err
 	}

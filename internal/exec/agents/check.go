@@ -136,8 +136,8 @@ func badTask(t api.TaskStatus, seen map[taskKey]bool) (field, why string) {
 		return "attempt", "must not be negative"
 	case t.Rank < 0:
 		return "rank", "must not be negative"
-	case t.State != api.TaskRunning && t.State != api.TaskExited:
-		return "state", fmt.Sprintf("must be %s or %s", api.TaskRunning, api.TaskExited)
+	case t.State != api.TaskRunning && t.State != api.TaskExited && t.State != api.TaskPreparing:
+		return "state", fmt.Sprintf("must be %s, %s or %s", api.TaskRunning, api.TaskExited, api.TaskPreparing)
 	case t.PID < 0:
 		return "pid", "must not be negative"
 	case t.LogSize < 0:
@@ -221,6 +221,7 @@ func (c agentClock) at(t *time.Time, lo time.Time) time.Time {
 // clipped to what a job's events may carry.
 func (c agentClock) task(ts api.TaskStatus, lo time.Time) api.TaskStatus {
 	ts.Error, ts.Signal = clip(ts.Error, maxTaskError), clip(ts.Signal, maxTaskSignal)
+	ts.ImageDigest = clip(ts.ImageDigest, maxTaskError)
 	start := c.at(ts.StartedAt, lo)
 	finish := c.at(ts.FinishedAt, start)
 	ts.StartedAt, ts.FinishedAt = &start, &finish

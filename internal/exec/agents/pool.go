@@ -223,7 +223,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 			JobID: t.JobID, Attempt: t.Attempt, Rank: r, NumNodes: len(ranks), MasterAddr: master,
 			MasterPort: MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env, User: t.User,
 			GPUs: append([]int{}, rk.GPUs...), GPUUUIDs: rk.GPUUUIDs,
-			MemMiB: t.MemMiB, CPUs: t.CPUs,
+			MemMiB: t.MemMiB, CPUs: t.CPUs, Image: t.Image, Mounts: t.Mounts,
 		}}
 		jobIO(&n.tasks[taskKey{t.JobID, t.Attempt, r}].spec, t, r, rk.NodeID) // jobio.go
 		n.bump()
@@ -542,7 +542,7 @@ func (g *gang) ran1(ts api.TaskStatus, now time.Time, out []exec.Update) []exec.
 	if ts.StartedAt != nil {
 		at = *ts.StartedAt
 	}
-	return append(out, exec.Update{JobID: ts.JobID, Attempt: ts.Attempt, Kind: exec.Started, At: at, PID: g.pid})
+	return append(out, exec.Update{JobID: ts.JobID, Attempt: ts.Attempt, Kind: exec.Started, At: at, PID: g.pid, ImageDigest: ts.ImageDigest})
 }
 
 func failed(ts api.TaskStatus) bool { return ts.ExitCode != 0 || ts.Error != "" || ts.Signal != "" }

@@ -386,3 +386,32 @@ func TestNodeHeldByAnotherAgent(t *testing.T) {
 		t.Fatal("the old agent took the node back from its live successor")
 	}
 }
+
+// A task its agent reports preparing (fetching its image) has not
+// started: no Started update, and a registration that lists it keeps it
+// (not lost). Once it runs, its start carries the image's digest.
+func TestPreparingTaskIsListedNotStarted(t *testing.T) {
+	p, rec := newPool(t)
+	register(t, p, "a")
+	task := soloTask()
+	task.Image, task.Mounts = "localhost/x:1", []string{"/d:/d:ro"}
+	p.Start(context.Background(), task)
+	w := sync1(t, p, "a")
+	if len(w.Tasks) != 1 || w.Tasks[0].Image != "localhost/x:1" || len(w.Tasks[0].Mounts) != 1 {
+		t.Fatalf("work %+v: the image and mounts do not reach the agent", w)
+	}
+	preparing := api.TaskStatus{JobID: "j1", Rank: 0, State: api.TaskPreparing}
+	sync1(t, p, "a", preparing)
+	register(t, p, "a", preparing) // e.g. the server forgot the node meanwhile
+	select {
+	case u := <-rec.ch:
+		t.Fatalf("update %+v for a task still preparing", u)
+	default:
+	}
+	r := running(0)
+	r.ImageDigest = "localhost/x@sha256:ab"
+	sync1(t, p, "a", r)
+	if u := rec.next(t); u.Kind != exec.Started || u.ImageDigest != "localhost/x@sha256:ab" {
+		t.Fatalf("update %+v, want Started with the digest", u)
+	}
+}

@@ -82,6 +82,9 @@ func ranksOf(t exec.Task) []exec.Rank {
 // attempt (an Exited update with Err). A node the cluster does not have is
 // refused here.
 func (e *Executor) Start(ctx context.Context, t exec.Task) error {
+	if t.Image != "" {
+		return fmt.Errorf("ray: the Ray executor does not run container images (image %s): run the job on Corral's agents (pool %q), or without --image", t.Image, "agents")
+	}
 	ranks := ranksOf(t)
 	e.mu.Lock()
 	polled := e.polled

@@ -478,3 +478,13 @@ func TestLogCappedAtMaxLogSize(t *testing.T) {
 		t.Fatalf("capped log %q", got)
 	}
 }
+
+// A job with a container image is refused before anything reaches the
+// cluster: the Ray executor does not run images (issue 26).
+func TestStartRefusesImage(t *testing.T) {
+	h := newHarness(t, raytest.Options{}, Config{})
+	err := h.e.Start(context.Background(), exec.Task{JobID: "j1", Command: "true", NodeID: "ray-10.0.0.1", Image: "localhost/corral-test:1"})
+	if err == nil || !strings.Contains(err.Error(), "does not run container images") {
+		t.Fatalf("Start: %v, want a refusal naming images", err)
+	}
+}

@@ -147,6 +147,9 @@ func ranksOf(t exec.Task) []exec.Rank {
 // returns once Slurm has the job; Started follows when squeue says
 // RUNNING. A second Start of the same attempt does nothing.
 func (e *Executor) Start(ctx context.Context, t exec.Task) error {
+	if t.Image != "" {
+		return fmt.Errorf("slurm: the Slurm executor does not run container images (image %s): run the job on Corral's agents (pool %q), or without --image", t.Image, "agents")
+	}
 	k := key{t.JobID, t.Attempt}
 	e.mu.Lock()
 	_, dup := e.attempts[k]

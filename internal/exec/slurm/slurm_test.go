@@ -398,3 +398,19 @@ func TestAdopt(t *testing.T) {
 		}
 	})
 }
+
+// A job with a container image is refused before anything reaches
+// sbatch: the Slurm executor does not run images (issue 26).
+func TestStartRefusesImage(t *testing.T) {
+	f := newFake()
+	e, _ := newTestExec(t, f, nil, "")
+	tk := task(t, "j1", "corral-n1")
+	tk.Image = "localhost/corral-test:1"
+	err := e.Start(context.Background(), tk)
+	if err == nil || !strings.Contains(err.Error(), "does not run container images") {
+		t.Fatalf("Start: %v, want a refusal naming images", err)
+	}
+	if calls := f.called("sbatch"); len(calls) > 0 {
+		t.Fatalf("sbatch ran: %v", calls)
+	}
+}
