@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -47,7 +48,7 @@ func (s *Server) loginRoutes() []route {
 		{method: "POST", path: "/auth/invites", summary: "Make a single-use, expiring invite for a user; its code is shown once (admin)", handler: s.createInvite, access: admin, action: "invite.create"},
 		{method: "POST", path: "/auth/invites/redeem", summary: "Redeem an invite's code for a token of its user (no token)", handler: s.redeemInvite, access: public, action: "login.invite"},
 		{method: "POST", path: "/auth/login/node", summary: "Agent protocol: sign in a local user of the agent's node (join token and node session; --login-from-agents)", handler: s.nodeLogin, access: agent, action: "login.node"},
-		{method: "POST", path: "/auth/logout", summary: "Revoke the caller's own token (corral logout)", handler: s.logout, access: viewer, action: "login.logout"},
+		{method: "POST", path: "/auth/logout", summary: "Revoke a token its holder presents, in the body (token) or as the bearer token (corral logout)", handler: s.logout, access: public, action: "login.logout"},
 	}
 }
 
@@ -198,10 +199,29 @@ func (s *Server) nodeLogin(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, api.LoginAnswer{NewToken: t})
 }
 
-// logout is POST /auth/logout: the caller's token stops working. The
+// logout is POST /auth/logout: the token in the body, else the bearer
+// token, stops working (holding a token is the right to end it). The
 // bootstrap admin token is not revoked this way (its file keeps it).
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) error {
-	p := principal(r)
+	if err := s.needAuth(); err != nil {
+		return err
+	}
+	var req api.SessionRequest
+	if r.ContentLength != 0 {
+		if err := decode(r, &req); err != nil {
+			return err
+		}
+	}
+	if req.Token == "" {
+		req.Token, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	p, err := s.auth.Authenticate(strings.TrimSpace(req.Token))
+	if err != nil {
+		return err
+	}
+	if c, ok := r.Context().Value(callKey{}).(*callInfo); ok {
+		c.who = p
+	}
 	if p.TokenID == auth.BootstrapID {
 		return api.Conflict("bootstrap_token", "the bootstrap admin token is not revoked by logging out (corral token revoke "+auth.BootstrapID+" does)")
 	}
