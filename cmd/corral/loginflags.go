@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -70,16 +71,13 @@ func (f *loginFlags) serve(ctx context.Context, api *server.Server, dataDir, ser
 	}
 	ls, err := api.LoginSocket(auth.LocalPolicy{Group: f.group, AllowRoot: f.allowRoot}, serverURL)
 	if err == nil {
-		var ln interface{ Close() error }
-		l, lerr := auth.ListenLoginSocket(path)
-		if err = lerr; err == nil {
-			ln = l
+		var ln net.Listener
+		if ln, err = auth.ListenLoginSocket(path); err == nil {
 			go func() {
-				if err := ls.Serve(ctx, l); err != nil {
+				if err := ls.Serve(ctx, ln); err != nil {
 					logger.Error("login socket stopped", "err", err, "path", path)
 				}
 			}()
-			go func() { <-ctx.Done(); ln.Close() }()
 		}
 	}
 	if err != nil {

@@ -196,7 +196,9 @@ token), what (action, path, target), when, from where (the caller's address)
 and the answer's status. The trail is kept in the store, across restarts.
 Actions: job.submit, job.cancel, job.priority, hold.create, hold.release,
 node.cordon|drain|uncordon, orchestrator.start|stop, policy.set,
-token.create, token.revoke, session.create, session.delete, agent.register.
+token.create, token.revoke, session.create, session.delete, agent.register,
+login.socket, login.device, login.device.start, login.device.approve,
+invite.create, login.invite, login.node, login.logout.
 --action job. matches every job action.`,
 		Example: `  corral audit --since 24h
   corral audit --user ana --action job.cancel`,

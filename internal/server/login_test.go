@@ -382,3 +382,32 @@ func TestLogout(t *testing.T) {
 		t.Errorf("logout of the bootstrap token: %v; want 409 bootstrap_token", err)
 	}
 }
+
+// TestDevicePage: GET /login/device serves the approval page under the
+// dashboard's content policy, and a dashboard session approves a code
+// only with the dashboard's CSRF header.
+func TestDevicePage(t *testing.T) {
+	e := newAuthEnv(t)
+	resp, b := e.do("anon", "GET", "/login/device", "", nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "/ui/device.js") || resp.Header.Get("Content-Security-Policy") == "" {
+		t.Fatalf("GET /login/device: %d %v %.200s", resp.StatusCode, resp.Header, b)
+	}
+	resp, _ = e.do("anon", "GET", "/ui/device.js", "", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /ui/device.js: %d", resp.StatusCode)
+	}
+	cookie := map[string]string{"Cookie": sessionCookie + "=" + e.tokens["owner"]}
+	for _, c := range []struct {
+		name    string
+		headers map[string]string
+		status  int
+	}{
+		{"without the CSRF header", cookie, 403},
+		{"with it", map[string]string{"Cookie": cookie["Cookie"], csrfHeader: "1"}, 200},
+	} {
+		body := e.loginPlaceholders(`{"user_code":"{user_code}"}`)
+		if resp, b := e.do("anon", "POST", "/auth/device/approve", body, c.headers); resp.StatusCode != c.status {
+			t.Errorf("session approval %s: %d %s; want %d", c.name, resp.StatusCode, b, c.status)
+		}
+	}
+}
