@@ -59,6 +59,9 @@ var commands = [...]command{
 	// Access: tokens, who am I, the audit trail (tokencmd.go).
 	{"token", (*cli).newTokenCmd},
 	{"whoami", (*cli).newWhoamiCmd},
+	{"login", (*cli).newLoginCmd},     // login.go: signing in
+	{"logout", (*cli).newLogoutCmd},   // login.go
+	{"user", (*cli).newUserCmd},       // login.go: invites
 	{"version", (*cli).newVersionCmd}, // version.go
 	{"audit", (*cli).newAuditCmd},
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -80,10 +79,11 @@ shows the cluster live.
 
 Start a single-machine setup with "corral up", then submit work with
 "corral submit --gpus 1 -- python train.py". Client commands talk to
-$CORRAL_SERVER (default ` + client.DefaultServer + `) with $CORRAL_TOKEN;
---server and --token override them. Without a token, the CLI uses the one
-"corral up" saved for that server in the client config file
-($CORRAL_CONFIG, else ~/.config/corral/config.json).`,
+$CORRAL_SERVER (else the default server "corral login" saved, else
+` + client.DefaultServer + `) with $CORRAL_TOKEN; --server and --token override
+them. Without a token, the CLI uses the one "corral login" (or "corral up")
+saved for that server in the client config file ($CORRAL_CONFIG, else
+~/.config/corral/config.json).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -203,26 +203,11 @@ func (c *cli) client(extra ...client.Option) (*client.Client, error) {
 	if c.output != outputTable && c.output != outputJSON {
 		return nil, usagef("--output %q: want table or json", c.output)
 	}
-	server, from := c.server, "--server"
-	if server == "" {
-		server, from = os.Getenv("CORRAL_SERVER"), "CORRAL_SERVER"
-	}
-	bases, err := client.NormalizeServerURLs(server) // one, or several sharing a database
+	t, err := c.target() // login.go: flags, environment, config file
 	if err != nil {
-		return nil, usagef("%s: %w", from, err)
+		return nil, err
 	}
-	token := c.token
-	if token == "" {
-		token = os.Getenv("CORRAL_TOKEN")
-	}
-	for _, b := range bases {
-		if token != "" {
-			break
-		}
-		// The token `corral up` left for this server in the client config.
-		token = client.TokenFor(b)
-	}
-	return client.New(strings.Join(bases, ","), append([]client.Option{client.WithToken(token), client.WithUserAgent("corral-cli")}, extra...)...), nil
+	return client.New(t.server, append([]client.Option{client.WithToken(t.token), client.WithUserAgent("corral-cli")}, extra...)...), nil
 }
 
 // json reports whether -o json was asked for.

@@ -63,6 +63,7 @@ type controlFlags struct {
 	keepHistory  keepHistoryFlag // --keep-history (history.go)
 	storeURL     string          // --store: "" (the SQLite file in the data dir), sqlite://PATH or postgres://...
 	advertise    string          // --advertise: the base URL others send clients to while this server leads (follower.go)
+	login        loginFlags      // loginflags.go: --login-socket, --login-token-ttl, --login-group
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -82,6 +83,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.advertise, "advertise", "", "with --store postgres://...: the base URL at which clients reach this server, given to them by the other servers while it leads (default: http(s)://, then the --listen address, with the host name for a wildcard address)")
 	fl.StringVar(&f.storeURL, "store", "", "the database: sqlite://PATH or postgres://USER@HOST:PORT/DB (default: the SQLite file corral.db in --data-dir)")
 	f.access.register(cmd)
+	f.login.register(fl) // loginflags.go
 	f.host.registerLogSize(fl)
 	f.notify.register(fl)
 	f.executor.register(fl)
@@ -182,6 +184,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return usagef("--dependency-timeout %s: must not be negative (0 cancels at once)", f.depTimeout)
 	}
 	if err := checkBudgetAction(f.budgetAction); err != nil { // usagecmd.go
+		return err
+	}
+	if err := f.login.check(); err != nil { // loginflags.go
 		return err
 	}
 	if _, _, err := store.ParseURL(f.storeURL, ""); err != nil {
@@ -345,11 +350,12 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		tunnels.SetLocal(local.id, localAgent)
 	}
 
-	opts := f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithAdvise(st), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL))
+	opts := f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithAdvise(st), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL), f.login.option())
 	if st.Postgres() {
 		opts = append(opts, server.WithLeaderAddress(self)) // /healthz says it leads, and where
 	}
-	sw.set(server.New(o, logger, opts...))
+	apiServer := server.New(o, logger, opts...)
+	sw.set(apiServer)
 	serve()
 	scheme := "http"
 	if f.tlsCert != "" {
@@ -359,6 +365,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	fmt.Fprintf(stdout, "Corral %s is up at %s\n%s", version, url, banner)
 	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> %s agent --server %s\n", dataDir, tokenSource, selfName(), url)
 	admin.announce(stdout, scheme, ln.Addr().String(), dataDir, local != nil, logger)
+	if err := f.login.serve(ctx, apiServer, dataDir, self, stdout, logger); err != nil { // loginflags.go
+		return err
+	}
 
 	var runErr error
 	select {

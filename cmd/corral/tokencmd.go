@@ -140,13 +140,18 @@ hash. Give it to its user, who sets CORRAL_TOKEN (or passes --token).`,
 	return cmd
 }
 
-// newWhoamiCmd is `corral whoami`: the token's user and role.
+// newWhoamiCmd is `corral whoami`: the server, the token's user and role,
+// and where the token came from.
 func (c *cli) newWhoamiCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "whoami",
-		Short: "Show the user and role of the token in use",
+		Short: "Show the server, and the user, role and source of the token in use",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := c.target() // login.go
+			if err != nil {
+				return err
+			}
 			cl, err := c.client()
 			if err != nil {
 				return err
@@ -155,8 +160,11 @@ func (c *cli) newWhoamiCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.emit(me, func(w io.Writer) error {
+			out := whoamiResult{Whoami: me, Server: cl.BaseURL(), ServerSource: t.serverFrom, TokenSource: t.tokenFrom}
+			return c.emit(out, func(w io.Writer) error {
 				fmt.Fprintf(w, "%s (%s, token %s)\n", me.User, me.Role, me.TokenID)
+				fmt.Fprintf(w, "server: %s (from %s)\n", out.Server, out.ServerSource)
+				fmt.Fprintf(w, "token from: %s\n", out.TokenSource)
 				if len(me.Projects) > 0 {
 					fmt.Fprintf(w, "projects: %s\n", strings.Join(me.Projects, ", "))
 				}
@@ -167,6 +175,15 @@ func (c *cli) newWhoamiCmd() *cobra.Command {
 			})
 		},
 	}
+}
+
+// whoamiResult is what corral whoami -o json prints: GET /auth/whoami's
+// answer, the server, and where the server and token came from.
+type whoamiResult struct {
+	api.Whoami
+	Server       string `json:"server"`
+	ServerSource string `json:"server_source"` // --server, CORRAL_SERVER, default_server in PATH, or default
+	TokenSource  string `json:"token_source"`  // --token, CORRAL_TOKEN, the config file's path, or none
 }
 
 // newAuditCmd is `corral audit`: the audit trail (admin tokens only).
@@ -181,7 +198,9 @@ token), what (action, path, target), when, from where (the caller's address)
 and the answer's status. The trail is kept in the store, across restarts.
 Actions: job.submit, job.cancel, job.priority, hold.create, hold.release,
 node.cordon|drain|uncordon, orchestrator.start|stop, policy.set,
-token.create, token.revoke, session.create, session.delete, agent.register.
+token.create, token.revoke, session.create, session.delete, agent.register,
+login.socket, login.device, login.device.start, login.device.approve,
+invite.create, login.invite, login.node, login.logout.
 --action job. matches every job action.`,
 		Example: `  corral audit --since 24h
   corral audit --user ana --action job.cancel`,

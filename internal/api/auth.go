@@ -66,6 +66,10 @@ type Token struct {
 	CreatedBy    string     `json:"created_by,omitempty"`
 	ExpiresAt    *time.Time `json:"expires_at,omitempty"`
 	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
+	// Login is how `corral login` made the token (socket:HOST,
+	// device:CLIENT, invite:CLIENT, node:NODE); "" for tokens made with
+	// corral token create. Signing in the same way again revokes it.
+	Login string `json:"login,omitempty"`
 }
 
 // NewToken is POST /auth/tokens' answer: the token's record and, this once,

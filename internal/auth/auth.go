@@ -278,31 +278,8 @@ func (s *Service) Bootstrap(ctx context.Context, secret, user string) error {
 // Create makes a token; the answer holds its secret, which is never
 // shown again. by is the admin creating it.
 func (s *Service) Create(ctx context.Context, req api.TokenRequest, by Principal) (api.NewToken, error) {
-	req.User = strings.TrimSpace(req.User)
-	switch {
-	case req.User == "":
-		return api.NewToken{}, api.Invalid("user", "is required")
-	case !ValidName(req.User):
-		return api.NewToken{}, api.Invalid("user", "%q is not a valid user name (letters, digits, '_', '.', '@', '-'; at most %d)", clip(req.User), maxNameLen)
-	}
-	if req.Role == "" {
-		req.Role = api.RoleUser
-	}
-	if !req.Role.Valid() {
-		return api.NewToken{}, api.Invalid("role", "%q is not a role; use admin, user or viewer", clip(string(req.Role)))
-	}
-	for field, list := range map[string][]string{"projects": req.Projects, "project_admin": req.ProjectAdmin} {
-		if len(list) > maxProjects {
-			return api.NewToken{}, api.Invalid(field, "has %d projects; at most %d are allowed", len(list), maxProjects)
-		}
-		for _, p := range list {
-			if !ValidName(p) {
-				return api.NewToken{}, api.Invalid(field, "%q is not a valid project name", clip(p))
-			}
-		}
-	}
-	if len(req.ProjectAdmin) > 0 && req.Role != api.RoleUser {
-		return api.NewToken{}, api.Invalid("project_admin", "is for user tokens (admins act on every project, viewers on none)")
+	if err := checkRequest(&req); err != nil {
+		return api.NewToken{}, err
 	}
 	if err := api.CheckText("description", req.Description, maxDescription); err != nil {
 		return api.NewToken{}, err
@@ -338,6 +315,39 @@ func (s *Service) Create(ctx context.Context, req api.TokenRequest, by Principal
 	}
 	s.index(t)
 	return api.NewToken{Token: t.Token, Secret: secret}, nil
+}
+
+// checkRequest checks a token request's user, role and projects (the
+// rules of tokens and invites alike), trimming the user and defaulting
+// the role to user.
+func checkRequest(req *api.TokenRequest) error {
+	req.User = strings.TrimSpace(req.User)
+	switch {
+	case req.User == "":
+		return api.Invalid("user", "is required")
+	case !ValidName(req.User):
+		return api.Invalid("user", "%q is not a valid user name (letters, digits, '_', '.', '@', '-'; at most %d)", clip(req.User), maxNameLen)
+	}
+	if req.Role == "" {
+		req.Role = api.RoleUser
+	}
+	if !req.Role.Valid() {
+		return api.Invalid("role", "%q is not a role; use admin, user or viewer", clip(string(req.Role)))
+	}
+	for field, list := range map[string][]string{"projects": req.Projects, "project_admin": req.ProjectAdmin} {
+		if len(list) > maxProjects {
+			return api.Invalid(field, "has %d projects; at most %d are allowed", len(list), maxProjects)
+		}
+		for _, p := range list {
+			if !ValidName(p) {
+				return api.Invalid(field, "%q is not a valid project name", clip(p))
+			}
+		}
+	}
+	if len(req.ProjectAdmin) > 0 && req.Role != api.RoleUser {
+		return api.Invalid("project_admin", "is for user tokens (admins act on every project, viewers on none)")
+	}
+	return nil
 }
 
 // List returns every token, revoked ones included, oldest first.

@@ -20,9 +20,13 @@ import (
 // It lives at $CORRAL_CONFIG, else <user config dir>/corral/config.json
 // (~/.config/corral/config.json on Linux), mode 0600:
 //
-//	{"servers": {"http://127.0.0.1:7450": {"token": "corral_...", "data_dir": "/home/ana/.corral"}}}
+//	{"default_server": "https://head:7450",
+//	 "servers": {"http://127.0.0.1:7450": {"token": "corral_...", "data_dir": "/home/ana/.corral"}}}
 //
-// CORRAL_TOKEN and --token take precedence over it.
+// `corral login` writes the default server and that server's token;
+// `corral logout` forgets a server's token. CORRAL_SERVER and --server
+// take precedence over the default server, CORRAL_TOKEN and --token over
+// the token.
 
 // ServerConfig is what the config file keeps about one server.
 type ServerConfig struct {
@@ -32,7 +36,10 @@ type ServerConfig struct {
 
 // Config is the client config file.
 type Config struct {
-	Servers map[string]ServerConfig `json:"servers"`
+	// DefaultServer is the server of client commands that name none
+	// (no --server, no CORRAL_SERVER); "": DefaultServer.
+	DefaultServer string                  `json:"default_server,omitempty"`
+	Servers       map[string]ServerConfig `json:"servers"`
 }
 
 // ConfigPath is where the client config file is: $CORRAL_CONFIG, else
@@ -144,6 +151,16 @@ func SaveServer(server string, sc ServerConfig) (path string, err error) {
 	if err != nil {
 		return "", err
 	}
+	return UpdateConfig(func(c *Config) error {
+		c.Servers[base] = sc
+		return nil
+	})
+}
+
+// UpdateConfig changes the config file with fn, atomically and under a
+// lock (a concurrent update waits), keeping it mode 0600. An unreadable
+// file is started over.
+func UpdateConfig(fn func(*Config) error) (path string, err error) {
 	path, err = ConfigPath()
 	if err != nil {
 		return "", err
@@ -164,7 +181,9 @@ func SaveServer(server string, sc ServerConfig) (path string, err error) {
 	if err != nil {
 		c = Config{Servers: map[string]ServerConfig{}} // unreadable: start over
 	}
-	c.Servers[base] = sc
+	if err := fn(&c); err != nil {
+		return path, err
+	}
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return path, err
@@ -189,4 +208,61 @@ func SaveServer(server string, sc ServerConfig) (path string, err error) {
 		return path, fmt.Errorf("client config: %w", err)
 	}
 	return path, nil
+}
+
+// ConfigKey is the key under which the config file keeps server: the
+// spelling it has there already (localhost and 127.0.0.1 are one
+// server), else its normalized form.
+func (c Config) ConfigKey(server string) (string, error) {
+	base, err := NormalizeServerURL(server)
+	if err != nil {
+		return "", err
+	}
+	for _, k := range aliases(base) {
+		if _, ok := c.Servers[k]; ok {
+			return k, nil
+		}
+	}
+	return base, nil
+}
+
+// SaveLogin records a token `corral login` got for server, keeping what
+// the file knows of it otherwise (its data dir), and makes server the
+// default server when makeDefault is set.
+func SaveLogin(server, token string, makeDefault bool) (path string, err error) {
+	return UpdateConfig(func(c *Config) error {
+		key, err := c.ConfigKey(server)
+		if err != nil {
+			return err
+		}
+		sc := c.Servers[key]
+		sc.Token = token
+		c.Servers[key] = sc
+		if makeDefault {
+			c.DefaultServer = key
+		}
+		return nil
+	})
+}
+
+// ForgetToken removes the token the config file keeps for server (and
+// the server's entry when nothing else is kept of it); the default
+// server stays. It reports whether there was a token.
+func ForgetToken(server string) (path string, had bool, err error) {
+	path, err = UpdateConfig(func(c *Config) error {
+		key, err := c.ConfigKey(server)
+		if err != nil {
+			return err
+		}
+		sc, ok := c.Servers[key]
+		had = ok && sc.Token != ""
+		sc.Token = ""
+		if sc == (ServerConfig{}) {
+			delete(c.Servers, key)
+		} else if ok {
+			c.Servers[key] = sc
+		}
+		return nil
+	})
+	return path, had, err
 }

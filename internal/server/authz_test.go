@@ -252,6 +252,19 @@ func TestRoleMatrix(t *testing.T) {
 	matrix["GET /reservations/{name}"] = row{"", read}
 	matrix["PATCH /reservations/{name}"] = row{`{"duration":"2m"}`, [7]int{401, 401, 403, 200, 403, 403, 200}}
 	matrix["DELETE /reservations/{name}"] = row{"", [7]int{401, 401, 403, 200, 403, 403, 200}}
+	// The sign-in routes (login.go): public ones answer everyone (the
+	// codes are the credentials); an approval needs a signed-in caller.
+	for k, v := range map[string]row{
+		"POST /auth/device":         {"", [7]int{200, 200, 200, 200, 200, 200, 200}},
+		"POST /auth/device/token":   {`{"device_code":"corral_unknown"}`, [7]int{410, 410, 410, 410, 410, 410, 410}},
+		"POST /auth/device/approve": {`{"user_code":"{user_code}"}`, [7]int{401, 401, 200, 200, 200, 200, 200}},
+		"POST /auth/invites":        {`{"user":"dan"}`, adminOnly(201)},
+		"POST /auth/invites/redeem": {`{"code":"{invite}"}`, [7]int{201, 201, 201, 201, 201, 201, 201}},
+		"POST /auth/login/node":     {`{"node_id":"x","user":"ana","uid":1000}`, [7]int{401, 401, 401, 401, 401, 401, 401}},
+		"POST /auth/logout":         {`{"token":"{fresh_token}"}`, [7]int{200, 200, 200, 200, 200, 200, 200}},
+	} {
+		matrix[k] = v
+	}
 	s := New(nil, slog.New(slog.DiscardHandler))
 	for _, rt := range s.routes {
 		key := rt.method + " " + rt.path
@@ -287,6 +300,7 @@ func TestRoleMatrix(t *testing.T) {
 				body = strings.Replace(body, "{hold}", e.hold(), 1)
 			}
 			body = strings.Replace(body, "{caller}", e.tokens[caller], 1)
+			body = e.loginPlaceholders(body) // login_test.go
 			resp, b := e.do(caller, rt.method, path, body, nil)
 			if key == "POST /cluster/gpu-allocate" && resp.StatusCode == http.StatusCreated {
 				// Give the GPU back: the 8 GPUs must last the matrix.
@@ -354,6 +368,13 @@ func TestAuditEveryMutatingRoute(t *testing.T) {
 		{"admin", "PUT", "/budgets/project/vision", `{"dollars":1200}`, "budget.set"},
 		{"admin", "POST", "/budgets/project/vision/release", "", "budget.release"},
 		{"viewer", "DELETE", "/budgets/project/vision", "", "budget.unset"},
+		{"anon", "POST", "/auth/device", "", "login.device.start"},
+		{"anon", "POST", "/auth/device/token", `{"device_code":"corral_unknown"}`, "login.device"},
+		{"owner", "POST", "/auth/device/approve", e.loginPlaceholders(`{"user_code":"{user_code}"}`), "login.device.approve"},
+		{"admin", "POST", "/auth/invites", `{"user":"dan"}`, "invite.create"},
+		{"anon", "POST", "/auth/invites/redeem", e.loginPlaceholders(`{"code":"{invite}"}`), "login.invite"},
+		{"anon", "POST", "/auth/login/node", `{"node_id":"x","user":"ana","uid":1000}`, "login.node"},
+		{"anon", "POST", "/auth/logout", e.loginPlaceholders(`{"token":"{fresh_token}"}`), "login.logout"},
 	}
 	want := map[string]int{}
 	for _, c := range calls {

@@ -51,6 +51,8 @@ type Server struct {
 	tunnels       *tunnel.Hub      // nil: no shells or port streams (shell.go)
 	nb            *notebooks       // the notebook proxy (proxy.go)
 	leaderAddr    string           // WithLeaderAddress: /healthz says role leader, at this address
+	login         LoginConfig      // WithLogin (login.go)
+	devices       *auth.Devices    // pending device sign-ins (login.go)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -174,6 +176,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"DELETE", "/reservations/{name}", "Delete a booking, or release it once begun (its booker or an admin)", s.deleteReservation, user, "reservation.delete"},
 	}
 	s.routes = append(s.routes, s.usageRoutes()...) // usage.go
+	s.routes = append(s.routes, s.loginRoutes()...) // login.go: signing in
 	if s.publicMetrics {
 		for i := range s.routes {
 			if s.routes[i].path == "/metrics" {

@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_user ON audit(user, seq);
 CREATE INDEX IF NOT EXISTS audit_action ON audit(action, seq);
-`
+` + inviteSchema // invites.go
 
 // TokenRecord is a stored token: its public record and the hash of its
 // secret (hex SHA-256; the secret itself is never stored).
