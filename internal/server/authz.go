@@ -67,6 +67,8 @@ type callInfo struct {
 	action    string
 	requestID string
 	start     time.Time
+	// authed: the caller presented a valid token (Server.authenticated).
+	authed bool
 }
 
 // principal returns the caller of an authenticated request.
@@ -94,6 +96,7 @@ func (s *Server) authorize(rt route, r *http.Request, call *callInfo) error {
 	if err != nil {
 		return err
 	}
+	s.authenticated(r)
 	call.who = p
 	if p.Session && mutating(r.Method) {
 		if err := checkCSRF(r); err != nil {

@@ -51,6 +51,7 @@ type Server struct {
 	tunnels       *tunnel.Hub      // nil: no shells or port streams (shell.go)
 	nb            *notebooks       // the notebook proxy (proxy.go)
 	leaderAddr    string           // WithLeaderAddress: /healthz says role leader, at this address
+	conns         *Conns           // WithConns: the listener's connections; nil: none tracked
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -235,10 +236,11 @@ func (s *Server) wrap(rt route) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
-		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
-		r.Body = http.MaxBytesReader(rw, r.Body, MaxBodyBytes)
 		call := &callInfo{action: rt.action, requestID: id, start: start}
+		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK, call: call, stall: s.conns.writeStall()}
+		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
+		probe := &bodyProbe{ReadCloser: http.MaxBytesReader(rw, r.Body, MaxBodyBytes)}
+		r.Body = probe
 		r = r.WithContext(context.WithValue(r.Context(), callKey{}, call))
 		var errCode string
 		func() {
@@ -265,7 +267,11 @@ func (s *Server) wrap(rt route) http.Handler {
 					log.Error("request failed", "err", err)
 				}
 				if !rw.wrote {
+					// A refusal before the body was read (no token, say)
+					// neither waits for the body nor keeps the connection.
+					endRead := refuseUnread(rw, r, probe)
 					writeError(rw, e)
+					endRead()
 				}
 			}
 		}()
@@ -332,23 +338,39 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// call and stall: once call.authed, each write may stall at most
+	// stall (the server's WriteTimeout, then counted per write: streams
+	// and long polls last while they are read). 0: the server's own.
+	call  *callInfo
+	stall time.Duration
+}
+
+// extend moves the write deadline of an authenticated caller's answer to
+// stall from now.
+func (w *statusWriter) extend() {
+	if w.stall > 0 && w.call != nil && w.call.authed {
+		http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.stall))
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
 	}
+	w.extend()
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	w.wrote = true
+	w.extend()
 	return w.ResponseWriter.Write(b)
 }
 
 // Flush lets streaming handlers flush through the wrapper.
 func (w *statusWriter) Flush() {
 	w.wrote = true
+	w.extend()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
