@@ -378,7 +378,7 @@ func (s *Sender) deliver(ctx context.Context, t Target, rows []store.OutboxItem)
 		s.log.Error("notify: recording a delivery", "err", werr, "endpoint", t.ID)
 	}
 	if err != nil {
-		s.log.Warn("notify: delivery failed", "endpoint", t.ID, "kind", t.Kind, "event_id", m.EventID, "err", err, "attempt", rows[0].Attempts+1)
+		s.log.Warn("notify: delivery failed", "endpoint", t.ID, "kind", t.Kind, "event_id", m.EventID, "err", err, "cause", Cause(err), "attempt", rows[0].Attempts+1)
 	} else {
 		s.log.Debug("notify: delivered", "endpoint", t.ID, "event_id", m.EventID, "events", len(rows))
 	}
