@@ -160,9 +160,7 @@ func (s *Server) record(r *http.Request, rt route, call *callInfo, status int, e
 	e := auditEntry(r, rt.action, call.who, call.target, status, errCode, requestID, at)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	if err := s.auth.Record(ctx, e); err != nil {
-		s.log.Error("audit: could not record a call", "err", err, "action", e.Action, "user", e.User, "status", status)
-	}
+	s.audits.record(ctx, e) // while the store cannot write, kept in memory (auditspool.go)
 }
 
 // auditEntry is the audit entry of a call to the route whose action is

@@ -52,6 +52,7 @@ type Server struct {
 	nb            *notebooks       // the notebook proxy (proxy.go)
 	leaderAddr    string           // WithLeaderAddress: /healthz says role leader, at this address
 	conns         *Conns           // WithConns: the listener's connections; nil: none tracked
+	audits        *auditSpool      // the audit entries the store could not write yet (auditspool.go)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -114,6 +115,9 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 	}
 	if s.attach == nil {
 		s.attach = attach.New(nil)
+	}
+	if s.auth != nil {
+		s.audits = &auditSpool{write: s.auth.Record, log: logger}
 	}
 	s.metrics = newMetrics(o)
 	// Who may call each route (access) and what the audit trail calls it
@@ -242,7 +246,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		probe := &bodyProbe{ReadCloser: http.MaxBytesReader(rw, r.Body, MaxBodyBytes)}
 		r.Body = probe
 		r = r.WithContext(context.WithValue(r.Context(), callKey{}, call))
-		var errCode string
+		var errCode, errText string
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
@@ -263,7 +267,12 @@ func (s *Server) wrap(rt route) http.Handler {
 			if err != nil {
 				e := api.AsError(err)
 				errCode = e.Code
-				if e.Status >= 500 {
+				switch {
+				case e.Code == storeUnavailable:
+					// A refusal while the store cannot write: the
+					// request's own line says so, at warn (one line).
+					errText = e.Message
+				case e.Status >= 500:
 					log.Error("request failed", "err", err)
 				}
 				if !rw.wrote {
@@ -285,9 +294,17 @@ func (s *Server) wrap(rt route) http.Handler {
 			// What it acted on: a submission's one info line names its job.
 			attrs = append(attrs, "target", call.target)
 		}
-		log.Log(r.Context(), requestLevel(r.Method, rt.path, rw.status), "request", attrs...)
+		level := requestLevel(r.Method, rt.path, rw.status)
+		if errText != "" {
+			level, attrs = slog.LevelWarn, append(attrs, "code", errCode, "err", errText)
+		}
+		log.Log(r.Context(), level, "request", attrs...)
 	})
 }
+
+// storeUnavailable is the error code of a change refused because the
+// store cannot write (orchestrator/storedown.go).
+const storeUnavailable = "store_unavailable"
 
 // requestLevel is the level a request is logged at: info for changes and
 // failures, debug for reads and the agents' protocol (a steady stream).
