@@ -196,20 +196,23 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 }
 
 // noRoute answers 405 (with Allow) when the path exists for other methods,
-// else 404.
+// else 404. The path is matched as sent, escaped, as the mux matches it:
+// an escaped slash (/queue%2FID) is part of a segment, not a separator,
+// so such a path is no route's (404), not one for another method.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) error {
+	path := r.URL.EscapedPath()
 	var allow []string
 	for _, rt := range s.routes {
-		if pathMatches(rt.path, r.URL.Path) {
+		if pathMatches(rt.path, path) && rt.method != r.Method {
 			allow = append(allow, rt.method)
 		}
 	}
 	if len(allow) == 0 {
-		return api.NotFound("no route %s %s", r.Method, r.URL.Path)
+		return api.NotFound("no route %s %s", r.Method, truncate(path, 200))
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	return &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-		Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))}
+		Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, truncate(path, 200), strings.Join(allow, " or "))}
 }
 
 // pathMatches reports whether path fits a route pattern with {wildcards}.
