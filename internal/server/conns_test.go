@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +248,50 @@ func TestDefaultConnLimits(t *testing.T) {
 	if d.ReadHeaderTimeout <= 0 || d.ReadTimeout <= 0 || d.WriteTimeout <= 0 || d.IdleTimeout <= 0 || d.MaxUnauthenticated <= 0 {
 		t.Fatalf("a default leaves something unbounded: %+v", d)
 	}
+}
+
+// The dashboard's event stream, silent past the write timeout, still
+// carries the next change: its writes are bounded one by one.
+func TestEventsOutliveWriteTimeout(t *testing.T) {
+	const write = 300 * time.Millisecond
+	ts, _ := connServer(t, ConnLimits{ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute, WriteTimeout: write, IdleTimeout: time.Minute})
+	req, _ := http.NewRequest("GET", ts.URL+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	events := make(chan string, 16)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "event: ") {
+				events <- sc.Text()
+			}
+		}
+	}()
+	next := func(what string) {
+		t.Helper()
+		select {
+		case _, ok := <-events:
+			if !ok {
+				t.Fatalf("%s: the stream ended", what)
+			}
+		case <-time.After(waitBound):
+			t.Fatalf("%s: no event within %s", what, waitBound)
+		}
+	}
+	next("the first event")
+	time.Sleep(3 * write) // the stream stays silent past the write timeout
+	sreq, _ := http.NewRequest("POST", ts.URL+"/queue/submit", strings.NewReader(`{"command":"true","gpu_count":1}`))
+	sreq.Header.Set("Authorization", "Bearer "+testAdminToken)
+	sresp, err := http.DefaultClient.Do(sreq)
+	if err != nil || sresp.StatusCode != http.StatusCreated {
+		t.Fatalf("submit: %v %v", err, sresp)
+	}
+	sresp.Body.Close()
+	next("the event of a change after a silence of 3 write timeouts")
 }

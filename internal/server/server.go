@@ -245,6 +245,9 @@ func (s *Server) wrap(rt route) http.Handler {
 		w.Header().Set("X-Request-Id", id)
 		call := &callInfo{action: rt.action, requestID: id, start: start}
 		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK, call: call, stall: s.conns.writeStall()}
+		// What is still buffered (a stream's last chunk) is written once
+		// this returns, perhaps long after the handler's last write.
+		defer rw.extend()
 		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
 		probe := &bodyProbe{ReadCloser: http.MaxBytesReader(rw, r.Body, MaxBodyBytes)}
 		r.Body = probe
