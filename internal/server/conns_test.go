@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // These tests speak raw HTTP/1.1 over TCP, as a stalled or hostile client
@@ -294,4 +295,28 @@ func TestEventsOutliveWriteTimeout(t *testing.T) {
 	}
 	sresp.Body.Close()
 	next("the event of a change after a silence of 3 write timeouts")
+}
+
+// A follower sends a change to the leader (307, or 503 with no leader)
+// without waiting for the body it will never read.
+func TestFollowerAnswersBeforeTheBody(t *testing.T) {
+	st := &fakeLeaderStore{leader: store.LeaderInfo{Holder: "a", Address: "http://a:7450", Epoch: 3, Expires: time.Now().Add(time.Hour)}}
+	f := NewFollower(FollowerConfig{Store: st, Self: "http://b:7450"})
+	ts := httptest.NewUnstartedServer(f)
+	NewConns(ConnLimits{ReadHeaderTimeout: time.Minute, ReadTimeout: time.Minute, WriteTimeout: time.Minute, IdleTimeout: time.Minute}, nil).Configure(ts.Config)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	c := dial(t, ts)
+	io.WriteString(c, "POST /queue/submit HTTP/1.1\r\nHost: corral\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+	br := bufio.NewReader(c)
+	resp, err := readAnswer(t, c, br)
+	if err != nil {
+		t.Fatalf("no answer within %s while the body is not sent: %v", waitBound, err)
+	}
+	if resp.StatusCode != http.StatusTemporaryRedirect || !resp.Close {
+		t.Fatalf("status %d, close %v; want 307 closing the connection", resp.StatusCode, resp.Close)
+	}
+	if !closedWithin(c, br, waitBound) {
+		t.Fatalf("the connection is still open after the redirect")
+	}
 }
