@@ -180,16 +180,25 @@ func (s *Server) authenticated(r *http.Request) {
 }
 
 // stallReader extends the connection's read deadline before each read, so
-// that a long upload is bounded by its stalls rather than its length.
+// that a long upload is bounded by its stalls rather than its length. Once
+// the body has ended it sets no deadline: the server then reads the
+// connection in the background, with none, to see the client go away, and
+// a deadline would end the request when it passed.
 type stallReader struct {
 	io.ReadCloser
 	rc    *http.ResponseController
 	stall time.Duration
+	ended bool
 }
 
 func (b *stallReader) Read(p []byte) (int, error) {
+	if b.ended {
+		return b.ReadCloser.Read(p)
+	}
 	b.rc.SetReadDeadline(time.Now().Add(b.stall))
-	return b.ReadCloser.Read(p)
+	n, err := b.ReadCloser.Read(p)
+	b.ended = err != nil
+	return n, err
 }
 
 // streamBody returns r's body, bounded by each read's stall instead of

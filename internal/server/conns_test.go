@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -318,5 +320,69 @@ func TestFollowerAnswersBeforeTheBody(t *testing.T) {
 	}
 	if !closedWithin(c, br, waitBound) {
 		t.Fatalf("the connection is still open after the redirect")
+	}
+}
+
+// The notebook proxy, for the job's owner: an upload longer than the read
+// timeout whose stalls are each shorter goes through whole, and a
+// notebook that answers long after the upload ended is still heard (no
+// read deadline is left on the connection once the body has ended).
+func TestProxyUploadBoundedByStalls(t *testing.T) {
+	const read = 300 * time.Millisecond
+	nb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := io.Copy(io.Discard, r.Body)
+		time.Sleep(3 * read) // a notebook slow to answer
+		fmt.Fprintf(w, "got %d bytes", n)
+	}))
+	t.Cleanup(nb.Close)
+	cs := NewConns(ConnLimits{ReadHeaderTimeout: time.Minute, ReadTimeout: read, WriteTimeout: time.Minute, IdleTimeout: time.Minute}, nil)
+	re := &runExec{}
+	h, o, a := newHandler(t, re, slog.New(slog.DiscardHandler), WithConns(cs), WithNodeDialer(&fakeDialer{addr: nb.Listener.Addr().String()}))
+	re.o = o
+	ts := httptest.NewUnstartedServer(h)
+	cs.Configure(ts.Config)
+	ts.Start()
+	t.Cleanup(ts.Close)
+	nt, err := a.Create(context.Background(), api.TokenRequest{User: "alice", Role: api.RoleUser}, auth.Principal{User: "root", Role: api.RoleAdmin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, _, err := o.Submit(context.Background(), api.SubmitRequest{User: "alice", Command: "x", GPUCount: intp(1), Notebook: true}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.After(waitBound); ; {
+		changed := o.Changed()
+		if j, err := o.Job(job.ID); err == nil && j.State == api.StateRunning {
+			break
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("the notebook job did not start")
+		}
+	}
+
+	pr, pw := io.Pipe()
+	go func() {
+		chunk := strings.Repeat("x", 1000)
+		for range 10 {
+			time.Sleep(read / 3) // a slow uploader: 10 short stalls, 3 read timeouts in all
+			if _, err := io.WriteString(pw, chunk); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	req, _ := http.NewRequest("POST", ts.URL+api.NotebookPath(job.ID)+"api/contents/data.csv", pr)
+	req.Header.Set("Authorization", "Bearer "+nt.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("an upload of 3 read timeouts with short stalls: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "got 10000 bytes" {
+		t.Fatalf("an upload of 3 read timeouts with short stalls: %d %s", resp.StatusCode, b)
 	}
 }
