@@ -12,7 +12,7 @@ import (
 type connFlags struct{ server.ConnLimits }
 
 func (f *connFlags) register(fl *pflag.FlagSet) {
-	d := server.DefaultConnLimits
+	d := server.DefaultConnLimits()
 	f.ReadHeaderTimeout = d.ReadHeaderTimeout
 	fl.DurationVar(&f.ReadTimeout, "read-timeout", d.ReadTimeout, "the most time a request, headers and body, may take to arrive (0: no bound)")
 	fl.DurationVar(&f.WriteTimeout, "write-timeout", d.WriteTimeout, "the most time an answer may take to be written; for a caller with a valid token, the most each write of it may stall (streams, long polls) (0: no bound)")

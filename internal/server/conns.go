@@ -35,13 +35,15 @@ type ConnLimits struct {
 	MaxUnauthenticated int
 }
 
-// DefaultConnLimits are the flags' defaults.
-var DefaultConnLimits = ConnLimits{
-	ReadHeaderTimeout:  10 * time.Second,
-	ReadTimeout:        60 * time.Second,
-	WriteTimeout:       60 * time.Second,
-	IdleTimeout:        2 * time.Minute,
-	MaxUnauthenticated: 1024,
+// DefaultConnLimits returns the flags' defaults.
+func DefaultConnLimits() ConnLimits {
+	return ConnLimits{
+		ReadHeaderTimeout:  10 * time.Second,
+		ReadTimeout:        60 * time.Second,
+		WriteTimeout:       60 * time.Second,
+		IdleTimeout:        2 * time.Minute,
+		MaxUnauthenticated: 1024,
+	}
 }
 
 // Conns applies ConnLimits to an http.Server and keeps the list of its

@@ -247,7 +247,7 @@ func TestAuthenticatedStreamOutlivesWriteTimeout(t *testing.T) {
 
 // The flags' defaults bound everything.
 func TestDefaultConnLimits(t *testing.T) {
-	d := DefaultConnLimits
+	d := DefaultConnLimits()
 	if d.ReadHeaderTimeout <= 0 || d.ReadTimeout <= 0 || d.WriteTimeout <= 0 || d.IdleTimeout <= 0 || d.MaxUnauthenticated <= 0 {
 		t.Fatalf("a default leaves something unbounded: %+v", d)
 	}
