@@ -21,7 +21,7 @@ func TestNotifyDefaults(t *testing.T) {
 	const secret = "whsec-defaults-0123"
 	anaHook, bobHook := newReceiver(t, secret), newReceiver(t, secret)
 	dir, port := t.TempDir(), freePort(t)
-	args := []string{"up", "--simulate-gpus", "8", "--node-name", "e2e-node", "--notify-retry-backoff", "300ms"}
+	args := []string{"up", "--simulate-gpus", "8", "--node-name", "e2e-node", "--notify-retry-backoff", "300ms", "--notify-allow-local"} // receivers on 127.0.0.1
 	s := startControl(t, dir, port, nil, args...)
 	anaTok, bobTok := s.apiToken("ana", api.RoleUser).Secret, s.apiToken("bob", api.RoleUser).Secret
 	as := func(tok string, args ...string) (string, string, int) {

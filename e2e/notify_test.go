@@ -130,7 +130,8 @@ func TestNotifyWebhook(t *testing.T) {
 	hookURL := rcv.URL + "/hooks/pathsecret-7d1e"
 	dir, port := t.TempDir(), freePort(t)
 	args := []string{"up", "--simulate-gpus", "8", "--node-name", "e2e-node",
-		"--notify-digest-window", "10s", "--notify-retry-backoff", "300ms", "--public-url", "http://dash.example"}
+		"--notify-digest-window", "10s", "--notify-retry-backoff", "300ms", "--public-url", "http://dash.example",
+		"--notify-allow-local"} // the receiver is on 127.0.0.1
 	s := startControl(t, dir, port, nil, args...)
 	env := []string{"CORRAL_SERVER=" + s.URL}
 

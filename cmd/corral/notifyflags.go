@@ -39,6 +39,7 @@ type notifyFlags struct {
 	alertQueueP95 time.Duration
 	simFaults     string // up only: --simulate-faults
 	alertDiskFree float64
+	allowLocal    bool // --notify-allow-local
 }
 
 func (f *notifyFlags) register(fl *pflag.FlagSet) {
@@ -53,6 +54,7 @@ func (f *notifyFlags) register(fl *pflag.FlagSet) {
 	durationVar(fl, &f.retryBackoff, "notify-retry-backoff", 2*time.Second, "wait before a failed notification's first retry; it doubles per try, up to 15m, for 24h")
 	fl.IntVar(&f.alertGPUTemp, "alert-gpu-temp", orchestrator.DefaultAlertGPUTemp, "GPU temperature in Celsius that raises an admin alert")
 	durationVar(fl, &f.alertQueueP95, "alert-queue-wait", 0, "raise an admin alert when the queue wait p95 stays above this for 15 minutes (0: off)")
+	fl.BoolVar(&f.allowLocal, "notify-allow-local", false, "let webhook and Slack endpoints name loopback, link-local or unspecified addresses (a receiver on this machine); without it they are refused")
 	fl.Float64Var(&f.alertDiskFree, "alert-disk-free", 5, "raise an admin alert when the data dir's disk has less than this percent free (0: off)")
 }
 
@@ -123,7 +125,7 @@ func (f *notifyFlags) setUp(ctx context.Context, st *store.Store, dataDir string
 	if f.alertDiskFree < 0 || f.alertDiskFree >= 100 || f.alertDiskFree != f.alertDiskFree {
 		return nil, usagef("--alert-disk-free %g: want 0 (off) to under 100", f.alertDiskFree)
 	}
-	h := notify.NewHTTP()
+	h := notify.NewHTTP(f.allowLocal)
 	router := notify.Router{api.EndpointSlack: h, api.EndpointWebhook: h}
 	if f.smtp != "" {
 		m, err := f.mailer()
@@ -140,6 +142,7 @@ func (f *notifyFlags) setUp(ctx context.Context, st *store.Store, dataDir string
 	if err != nil {
 		return nil, err
 	}
+	reg.AllowLocal(f.allowLocal)
 	if n := reg.Broken(); n > 0 {
 		logger.Error("notification endpoints cannot be read: their secrets were sealed with another notify.key; they get nothing until removed and added again", "endpoints", n)
 	}

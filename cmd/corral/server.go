@@ -64,6 +64,7 @@ type controlFlags struct {
 	storeURL     string          // --store: "" (the SQLite file in the data dir), sqlite://PATH or postgres://...
 	advertise    string          // --advertise: the base URL others send clients to while this server leads (follower.go)
 	login        loginFlags      // loginflags.go: --login-socket, --login-token-ttl, --login-group
+	conns        connFlags       // --read-timeout, --write-timeout, --idle-timeout, --max-unauthenticated-conns (connflags.go)
 }
 
 func (f *controlFlags) register(cmd *cobra.Command) {
@@ -89,6 +90,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.executor.register(fl)
 	f.booking.register(fl)
 	f.cpuJobs.register(fl)
+	f.conns.register(fl)
 	registerBudgetAction(fl, &f.budgetAction) // usagecmd.go
 	fl.Var(&f.keepHistory, "keep-history", "how long ended jobs (with their events and logs) are kept after they end, e.g. 365d or 720h; older ones are deleted in the background (0: kept for ever)")
 }
@@ -177,6 +179,10 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	if err != nil {
 		return err
 	}
+	connLimits, err := f.conns.limits()
+	if err != nil {
+		return err
+	}
 	if f.maxGPUs < 1 || f.maxGPUs > agents.MaxGPUsLimit {
 		return usagef("--max-gpus-per-node %d: want 1 to %d", f.maxGPUs, agents.MaxGPUsLimit)
 	}
@@ -230,8 +236,11 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 	// does, so a shutdown does not wait for them.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{Handler: sw, ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	srv := &http.Server{Handler: sw, BaseContext: func(net.Listener) context.Context { return baseCtx }}
+	// Read, write and idle timeouts, and a cap on connections without a
+	// valid token (connflags.go).
+	conns := server.NewConns(connLimits, logger)
+	conns.Configure(srv)
 	srv.RegisterOnShutdown(endStreams)
 	defer srv.Close()
 	srvDone := make(chan error, 1)
@@ -350,7 +359,7 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		tunnels.SetLocal(local.id, localAgent)
 	}
 
-	opts := f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithAdvise(st), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL), f.login.option())
+	opts := f.access.serverOptions(server.WithAgents(pool, token), server.WithAuth(authSvc), server.WithNotify(notes.routes), server.WithAttach(attached), server.WithAdvise(st), server.WithTunnel(tunnels), localNodeOption(local), server.WithProxyPublicURL(f.notify.publicURL), f.login.option(), server.WithConns(conns))
 	if st.Postgres() {
 		opts = append(opts, server.WithLeaderAddress(self)) // /healthz says it leads, and where
 	}

@@ -400,10 +400,10 @@ func (s *Service) Revoke(ctx context.Context, id string) (api.Token, error) {
 	return c.Token, nil
 }
 
-// Record appends an entry to the audit trail; it returns once the entry is
-// durable.
-func (s *Service) Record(ctx context.Context, e api.AuditEntry) error {
-	return s.st.AppendAudit(ctx, e)
+// Record appends entries to the audit trail, in one write; it returns
+// once they are durable.
+func (s *Service) Record(ctx context.Context, e ...api.AuditEntry) error {
+	return s.st.AppendAudit(ctx, e...)
 }
 
 // Audit reads the audit trail, newest first.

@@ -56,35 +56,48 @@ const HTTPTimeout = 10 * time.Second
 
 // HTTP delivers to Slack incoming webhooks and generic webhooks.
 type HTTP struct {
-	Client *http.Client // nil: one with HTTPTimeout and no redirects
+	Client *http.Client // nil: NewClient(AllowLocal)
+	// AllowLocal lets deliveries reach loopback, link-local and
+	// unspecified addresses (--notify-allow-local: a receiver on the
+	// server's own machine). Without it they are refused.
+	AllowLocal bool
 }
 
-// NewHTTP returns an HTTP deliverer with its own client (NewClient).
-func NewHTTP() HTTP { return HTTP{Client: NewClient()} }
+// NewHTTP returns an HTTP deliverer with its own client
+// (NewClient(allowLocal)).
+func NewHTTP(allowLocal bool) HTTP {
+	return HTTP{Client: NewClient(allowLocal), AllowLocal: allowLocal}
+}
 
 func (h HTTP) client() *http.Client {
 	if h.Client != nil {
 		return h.Client
 	}
-	return NewClient()
+	return NewClient(h.AllowLocal)
 }
 
 // NewClient is the HTTP client of deliveries: HTTPTimeout, no proxy, no
-// redirects, and no connection to a link-local address (a cloud's
-// metadata service, 169.254.169.254, must not be reachable through an
-// endpoint a user registers).
-func NewClient() *http.Client {
+// redirects, and no connection to a loopback, link-local, multicast or
+// unspecified address unless allowLocal (a user who registers an
+// endpoint must not reach the server's own ports, nor a cloud's metadata
+// service at 169.254.169.254). The check is made on every address the
+// host resolves to, as it is dialed (a name that resolves to a public
+// address when registered and to a loopback one later is refused then).
+func NewClient(allowLocal bool) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	d := &net.Dialer{Timeout: HTTPTimeout, Control: refuseLinkLocal}
+	d := &net.Dialer{Timeout: HTTPTimeout, Control: func(network, address string, _ syscall.RawConn) error {
+		return refuseLocal(address, allowLocal)
+	}}
 	tr.DialContext = d.DialContext
 	tr.Proxy = nil
 	return &http.Client{Timeout: HTTPTimeout, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// refuseLinkLocal refuses a connection to a link-local or unspecified
-// address, checked on the address actually dialed (after DNS).
-func refuseLinkLocal(network, address string, _ syscall.RawConn) error {
+// refuseLocal refuses a connection to address (IP:port, as dialed) when
+// its IP is one notifications are not sent to. Multicast is refused even
+// with allowLocal.
+func refuseLocal(address string, allowLocal bool) error {
 	host, _, err := net.SplitHostPort(address)
 	if err != nil {
 		return err
@@ -93,11 +106,54 @@ func refuseLinkLocal(network, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return err
 	}
-	ip = ip.Unmap()
-	if ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() || ip.IsUnspecified() || ip.IsMulticast() {
-		return Permanent{fmt.Errorf("notifications are not sent to %s (a link-local, multicast or unspecified address)", ip)}
+	if why := localAddress(ip, allowLocal); why != "" {
+		return Permanent{fmt.Errorf("notifications are not sent to %s (%s)", ip.Unmap(), why)}
 	}
 	return nil
+}
+
+// localAddress says why notifications are not sent to ip, or "" when
+// they may be.
+func localAddress(ip netip.Addr, allowLocal bool) string {
+	ip = ip.Unmap()
+	switch {
+	case ip.IsMulticast() || ip.IsLinkLocalMulticast() || ip.IsInterfaceLocalMulticast():
+		return "a multicast address"
+	case allowLocal:
+		return ""
+	case ip.IsLoopback():
+		return "a loopback address; the server's --notify-allow-local allows it"
+	case ip.IsLinkLocalUnicast():
+		return "a link-local address; the server's --notify-allow-local allows it"
+	case ip.IsUnspecified():
+		return "an unspecified address; the server's --notify-allow-local allows it"
+	}
+	return ""
+}
+
+// errNoAnswer is every failure to get an HTTP answer from an endpoint
+// (refused, reset, timed out, not HTTP, a bad certificate): one text, so
+// that what a caller reads back (the delivery log, the endpoint test)
+// does not tell an open port from a closed one. The cause is logged.
+var errNoAnswer = errors.New("POST to the endpoint failed: no HTTP answer (the connection was refused, reset or timed out, or the other end does not speak HTTP or TLS as expected)")
+
+// noAnswer is errNoAnswer with its cause, which only the log shows.
+type noAnswer struct{ cause string }
+
+func (noAnswer) Error() string        { return errNoAnswer.Error() }
+func (noAnswer) Is(target error) bool { return target == errNoAnswer }
+
+// Cause is what the server's log shows of a delivery error: its cause
+// where the error itself is kept uniform.
+func Cause(err error) string {
+	var na noAnswer
+	if errors.As(err, &na) {
+		return na.cause
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // Deliver POSTs the message: a webhook gets WebhookBody, signed; Slack
@@ -134,9 +190,10 @@ func (h HTTP) Deliver(ctx context.Context, t Target, m Message) error {
 		return p
 	}
 	if err != nil {
-		// The error names the URL, which is a secret: say what failed
-		// without it.
-		return fmt.Errorf("POST to the endpoint failed: %s", httpErrorText(ctx, err))
+		// The error names the URL, which is a secret, and its text would
+		// tell an open port from a closed one: one text for all, the
+		// cause for the log.
+		return noAnswer{cause: httpErrorText(ctx, err)}
 	}
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -46,7 +46,7 @@ func TestHTTPWebhookSigned(t *testing.T) {
 		w.WriteHeader(status)
 	}))
 	defer srv.Close()
-	h := HTTP{}
+	h := HTTP{AllowLocal: true} // the receiver is on 127.0.0.1
 	tg := Target{ID: "ne_1", Kind: api.EndpointWebhook, URL: srv.URL + "/hook", Secret: secret}
 	m := Message{EventID: "n7", Items: []Item{{EventID: "n7", Event: failedJob()}}}
 	if err := h.Deliver(context.Background(), tg, m); err != nil {
@@ -101,7 +101,7 @@ func TestHTTPSlack(t *testing.T) {
 	}))
 	defer srv.Close()
 	m := Message{EventID: "n1", Items: []Item{{EventID: "n1", Event: failedJob()}}}
-	if err := (HTTP{}).Deliver(context.Background(), Target{Kind: api.EndpointSlack, URL: srv.URL}, m); err != nil {
+	if err := (HTTP{AllowLocal: true}).Deliver(context.Background(), Target{Kind: api.EndpointSlack, URL: srv.URL}, m); err != nil {
 		t.Fatal(err)
 	}
 	blocks, _ := body["blocks"].([]any)
@@ -122,7 +122,7 @@ func TestHTTPSlack(t *testing.T) {
 func TestHTTPRefusesLinkLocal(t *testing.T) {
 	m := Message{EventID: "n1", Items: []Item{{EventID: "n1", Event: failedJob()}}}
 	for _, u := range []string{"http://169.254.169.254/latest/meta-data", "http://[fe80::1]:80/x", "http://0.0.0.0:9/"} {
-		err := NewHTTP().Deliver(context.Background(), Target{Kind: api.EndpointWebhook, URL: u, Secret: "s3cret-key"}, m)
+		err := NewHTTP(false).Deliver(context.Background(), Target{Kind: api.EndpointWebhook, URL: u, Secret: "s3cret-key"}, m)
 		var p Permanent
 		if !errors.As(err, &p) || !strings.Contains(err.Error(), "not sent to") {
 			t.Errorf("%s: %v, want a permanent refusal", u, err)

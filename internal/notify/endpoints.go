@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -75,7 +76,15 @@ type Registry struct {
 	eps      map[string]*endpoint
 	byOwner  map[string][]string     // ownerKey -> endpoint ids, sorted: routing is a lookup
 	defaults map[string]userDefaults // user -> their own defaults (defaults.go)
+	// allowLocal: URLs naming a loopback, link-local or unspecified
+	// address are taken (AllowLocal; --notify-allow-local).
+	allowLocal bool
 }
+
+// AllowLocal makes Add take URLs whose host is a loopback, link-local or
+// unspecified address (or localhost), as HTTP{AllowLocal: true} delivers
+// to them. Call it before the registry is used.
+func (r *Registry) AllowLocal(allow bool) { r.allowLocal = allow }
 
 // ownerKey indexes endpoints by whose events they get.
 func ownerKey(scope, owner string) string { return scope + "/" + owner }
@@ -144,7 +153,7 @@ func (r *Registry) Add(ctx context.Context, req api.EndpointRequest, createdBy s
 	t := Target{Kind: strings.TrimSpace(req.Kind)}
 	switch t.Kind {
 	case api.EndpointSlack, api.EndpointWebhook:
-		u, err := checkURL(req.URL)
+		u, err := checkURL(req.URL, r.allowLocal)
 		if err != nil {
 			return api.Endpoint{}, api.Invalid("url", "%s", err.Error())
 		}
@@ -231,7 +240,12 @@ func (r *Registry) Add(ctx context.Context, req api.EndpointRequest, createdBy s
 	return shown, nil
 }
 
-func checkURL(raw string) (string, error) {
+// checkURL checks an endpoint's URL: http or https, a host, no user
+// info, and (unless allowLocal) a host that is not a loopback,
+// link-local or unspecified address nor localhost. A name is checked
+// again on every address it resolves to, as each delivery dials it
+// (NewClient).
+func checkURL(raw string, allowLocal bool) (string, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
 		return "", fmt.Errorf("is required")
@@ -242,6 +256,15 @@ func checkURL(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
 		return "", fmt.Errorf("must be an http or https URL with a host and no user info")
+	}
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if !allowLocal && (host == "localhost" || strings.HasSuffix(host, ".localhost")) {
+		return "", fmt.Errorf("names this server's own machine (%s); notifications are not sent there unless the server runs with --notify-allow-local", host)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if why := localAddress(ip, allowLocal); why != "" {
+			return "", fmt.Errorf("names %s, %s", ip.Unmap(), why)
+		}
 	}
 	return u.String(), nil
 }

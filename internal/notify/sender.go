@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -378,7 +379,7 @@ func (s *Sender) deliver(ctx context.Context, t Target, rows []store.OutboxItem)
 		s.log.Error("notify: recording a delivery", "err", werr, "endpoint", t.ID)
 	}
 	if err != nil {
-		s.log.Warn("notify: delivery failed", "endpoint", t.ID, "kind", t.Kind, "event_id", m.EventID, "err", err, "attempt", rows[0].Attempts+1)
+		s.log.Warn("notify: delivery failed", "endpoint", t.ID, "kind", t.Kind, "event_id", m.EventID, "err", err, "cause", Cause(err), "attempt", rows[0].Attempts+1)
 	} else {
 		s.log.Debug("notify: delivered", "endpoint", t.ID, "event_id", m.EventID, "events", len(rows))
 	}
@@ -440,7 +441,7 @@ func (s *Sender) enrich(ev *Event) {
 			if ev.Kind == JobFailed || ev.Kind == JobTimeLimit {
 				j.LogTail = s.cfg.Jobs.LogTail(j.ID, j.Attempt, logTailLines)
 			}
-			env := s.cfg.Jobs.JobEnv(j.ID)
+			env := secretsOf(s.cfg.Jobs.JobEnv(j.ID), j.Attempt)
 			j.Message = scrub(j.Message, env)
 			j.Name = scrub(j.Name, env)
 			for i, l := range j.LogTail {
@@ -459,6 +460,29 @@ const minScrub = 4
 
 // Redacted replaces env values in messages.
 const Redacted = "[redacted]"
+
+// maxNotebookAttempts bounds how many attempts' notebook secrets are
+// cut out of a message: the latest ones, the attempt's own first.
+const maxNotebookAttempts = 100
+
+// secretsOf is what is cut out of a job's messages: every env value, and
+// for a notebook job the per-attempt secret each attempt's task was given
+// instead of the job's own (api.NotebookSecret), which the notebook
+// server prints in its log (a ?token= link). env is not changed.
+func secretsOf(env map[string]string, attempt int) map[string]string {
+	jobSecret := env[api.NotebookTokenVar]
+	if jobSecret == "" {
+		return env
+	}
+	out := make(map[string]string, len(env)+min(attempt+1, maxNotebookAttempts))
+	for k, v := range env {
+		out[k] = v
+	}
+	for a := attempt; a >= 0 && a > attempt-maxNotebookAttempts; a-- {
+		out[fmt.Sprintf("%s#%d", api.NotebookTokenVar, a)] = api.NotebookSecret(jobSecret, a)
+	}
+	return out
+}
 
 // scrub replaces every env value (of minScrub or more bytes) in s.
 func scrub(s string, env map[string]string) string {

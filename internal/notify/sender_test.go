@@ -279,3 +279,41 @@ func mustJSON(v any) string {
 }
 
 var jsonMarshal = func(v any) ([]byte, error) { return json.Marshal(v) }
+
+// notebookJobs is a JobSource of a notebook job whose server printed its
+// attempt's secret in its log (as Jupyter prints its ?token= link).
+type notebookJobs struct{ jobSecret string }
+
+func (n notebookJobs) LogTail(id string, attempt, n2 int) []string {
+	return []string{
+		"[I ServerApp] http://127.0.0.1:20123/lab?token=" + api.NotebookSecret(n.jobSecret, attempt),
+		"previous attempt's token " + api.NotebookSecret(n.jobSecret, attempt-1),
+		"Traceback: boom",
+	}
+}
+func (n notebookJobs) JobEnv(id string) map[string]string {
+	return map[string]string{api.NotebookTokenVar: n.jobSecret}
+}
+
+// TestSenderCutsNotebookSecrets: a notebook job's per-attempt secret (not
+// in its env, which holds the job's own) is cut out of a failure's log
+// tail and message, as env values are.
+func TestSenderCutsNotebookSecrets(t *testing.T) {
+	const jobSecret = "nbsecret-0123456789abcdef"
+	for _, attempt := range []int{1, 3} {
+		e := newSenderEnv(t)
+		e.s.cfg.Jobs = notebookJobs{jobSecret}
+		ev := Event{Kind: JobFailed, At: e.clk.now(), Job: &JobInfo{ID: "j1", User: "ana", State: "failed", Attempt: attempt,
+			Message: "exit 1 after " + api.NotebookSecret(jobSecret, attempt)}}
+		e.s.enrich(&ev)
+		b, _ := json.Marshal(ev)
+		for a := range attempt + 1 {
+			if sec := api.NotebookSecret(jobSecret, a); strings.Contains(string(b), sec) {
+				t.Errorf("attempt %d: the secret of attempt %d is in the notification: %s", attempt, a, b)
+			}
+		}
+		if !strings.Contains(string(b), "lab?token=[redacted]") || !strings.Contains(string(b), "Traceback: boom") {
+			t.Errorf("attempt %d: the log tail is not kept around the cut: %s", attempt, b)
+		}
+	}
+}

@@ -25,6 +25,7 @@ func (s *Server) agentAuth(r *http.Request) error {
 		return &api.Error{Status: http.StatusUnauthorized, Code: "bad_join_token",
 			Message: "agents must present the server's join token (CORRAL_JOIN_TOKEN) as a bearer token"}
 	}
+	s.authenticated(r)
 	return nil
 }
 

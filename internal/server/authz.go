@@ -67,6 +67,8 @@ type callInfo struct {
 	action    string
 	requestID string
 	start     time.Time
+	// authed: the caller presented a valid token (Server.authenticated).
+	authed bool
 }
 
 // principal returns the caller of an authenticated request.
@@ -94,6 +96,7 @@ func (s *Server) authorize(rt route, r *http.Request, call *callInfo) error {
 	if err != nil {
 		return err
 	}
+	s.authenticated(r)
 	call.who = p
 	if p.Session && mutating(r.Method) {
 		if err := checkCSRF(r); err != nil {
@@ -157,9 +160,7 @@ func (s *Server) record(r *http.Request, rt route, call *callInfo, status int, e
 	e := auditEntry(r, rt.action, call.who, call.target, status, errCode, requestID, at)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	if err := s.auth.Record(ctx, e); err != nil {
-		s.log.Error("audit: could not record a call", "err", err, "action", e.Action, "user", e.User, "status", status)
-	}
+	s.audits.record(ctx, e) // while the store cannot write, kept in memory (auditspool.go)
 }
 
 // auditEntry is the audit entry of a call to the route whose action is

@@ -108,6 +108,9 @@ func (f *Follower) leaderInfo(ctx context.Context) (store.LeaderInfo, error) {
 // query there, or 503 while no server leads (or the leader recorded no
 // address).
 func (f *Follower) redirect(w http.ResponseWriter, r *http.Request) {
+	// The body is the leader's to read: answer without waiting for it.
+	endRead := refuseUnread(w, r, &bodyProbe{})
+	defer endRead()
 	l, err := f.leaderInfo(r.Context())
 	if err != nil {
 		f.cfg.Logger.Warn("follower: read the leader lease", "err", err)

@@ -94,7 +94,7 @@ func TestMemoryUnderAdversarialLoad(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			jobs, size, pages := list(t, e.url, e.tokens["owner"])
+			jobs, size, pages := listAllJobs(t, e.url, e.tokens["owner"])
 			fmt.Printf("listing %d: %d jobs, %s of JSON in %d pages, %.1f s\n", l, jobs, mb(uint64(size)), pages, time.Since(start).Seconds())
 		}()
 	}
@@ -125,9 +125,9 @@ func TestMemoryUnderAdversarialLoad(t *testing.T) {
 	report("after every job was canceled", heap())
 }
 
-// list reads GET /jobs page by page to the end as token's holder, without
+// listAllJobs reads GET /jobs page by page to the end as token's holder, without
 // keeping the pages: jobs listed, bytes read, pages.
-func list(t *testing.T, url, token string) (jobs int, size int64, pages int) {
+func listAllJobs(t *testing.T, url, token string) (jobs int, size int64, pages int) {
 	cursorRe := regexp.MustCompile(`"next_cursor": "([^"]+)"`)
 	cursor := ""
 	for {

@@ -162,6 +162,9 @@ func (s *Server) testEndpoint(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	if err := s.notify.Sender.Test(ctx, e.ID, principal(r).User); err != nil {
+		// The answer's text is the same whatever stands at the port
+		// (notify.HTTP); the log keeps the cause.
+		s.log.Info("notify: a test delivery failed", "endpoint", e.ID, "err", err, "cause", notify.Cause(err))
 		return &api.Error{Status: http.StatusBadGateway, Code: "delivery_failed", Message: "the test notification was not delivered: " + err.Error()}
 	}
 	return writeJSON(w, http.StatusOK, api.EndpointTest{Delivered: true})

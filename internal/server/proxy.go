@@ -139,6 +139,9 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	s.authenticated(r)
+	// An upload to the notebook is bounded by its stalls, not its length.
+	r.Body = s.streamBody(w, r)
 	call, _ := r.Context().Value(callKey{}).(*callInfo)
 	if call != nil {
 		call.who = p

@@ -53,6 +53,8 @@ type Server struct {
 	leaderAddr    string           // WithLeaderAddress: /healthz says role leader, at this address
 	login         LoginConfig      // WithLogin (login.go)
 	devices       *auth.Devices    // pending device sign-ins (login.go)
+	conns         *Conns           // WithConns: the listener's connections; nil: none tracked
+	audits        *auditSpool      // the audit entries the store could not write yet (auditspool.go)
 }
 
 // route is one API route; the table drives the mux, /openapi.json and the
@@ -115,6 +117,9 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 	}
 	if s.attach == nil {
 		s.attach = attach.New(nil)
+	}
+	if s.auth != nil {
+		s.audits = &auditSpool{write: s.auth.Record, log: logger}
 	}
 	s.metrics = newMetrics(o)
 	// Who may call each route (access) and what the audit trail calls it
@@ -194,20 +199,23 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 }
 
 // noRoute answers 405 (with Allow) when the path exists for other methods,
-// else 404.
+// else 404. The path is matched as sent, escaped, as the mux matches it:
+// an escaped slash (/queue%2FID) is part of a segment, not a separator,
+// so such a path is no route's (404), not one for another method.
 func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) error {
+	path := r.URL.EscapedPath()
 	var allow []string
 	for _, rt := range s.routes {
-		if pathMatches(rt.path, r.URL.Path) {
+		if pathMatches(rt.path, path) && rt.method != r.Method {
 			allow = append(allow, rt.method)
 		}
 	}
 	if len(allow) == 0 {
-		return api.NotFound("no route %s %s", r.Method, r.URL.Path)
+		return api.NotFound("no route %s %s", r.Method, truncate(path, 200))
 	}
 	w.Header().Set("Allow", strings.Join(allow, ", "))
 	return &api.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-		Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, r.URL.Path, strings.Join(allow, " or "))}
+		Message: fmt.Sprintf("%s %s is not allowed; use %s", r.Method, truncate(path, 200), strings.Join(allow, " or "))}
 }
 
 // pathMatches reports whether path fits a route pattern with {wildcards}.
@@ -238,12 +246,16 @@ func (s *Server) wrap(rt route) http.Handler {
 			id = newRequestID()
 		}
 		w.Header().Set("X-Request-Id", id)
-		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
-		r.Body = http.MaxBytesReader(rw, r.Body, MaxBodyBytes)
 		call := &callInfo{action: rt.action, requestID: id, start: start}
+		rw := &statusWriter{ResponseWriter: w, status: http.StatusOK, call: call, stall: s.conns.writeStall()}
+		// What is still buffered (a stream's last chunk) is written once
+		// this returns, perhaps long after the handler's last write.
+		defer rw.extend()
+		log := s.log.With("request_id", id, "method", r.Method, "path", r.URL.Path)
+		probe := &bodyProbe{ReadCloser: http.MaxBytesReader(rw, r.Body, MaxBodyBytes)}
+		r.Body = probe
 		r = r.WithContext(context.WithValue(r.Context(), callKey{}, call))
-		var errCode string
+		var errCode, errText string
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
@@ -264,11 +276,20 @@ func (s *Server) wrap(rt route) http.Handler {
 			if err != nil {
 				e := api.AsError(err)
 				errCode = e.Code
-				if e.Status >= 500 {
+				switch {
+				case e.Code == storeUnavailable:
+					// A refusal while the store cannot write: the
+					// request's own line says so, at warn (one line).
+					errText = e.Message
+				case e.Status >= 500:
 					log.Error("request failed", "err", err)
 				}
 				if !rw.wrote {
+					// A refusal before the body was read (no token, say)
+					// neither waits for the body nor keeps the connection.
+					endRead := refuseUnread(rw, r, probe)
 					writeError(rw, e)
+					endRead()
 				}
 			}
 		}()
@@ -282,9 +303,17 @@ func (s *Server) wrap(rt route) http.Handler {
 			// What it acted on: a submission's one info line names its job.
 			attrs = append(attrs, "target", call.target)
 		}
-		log.Log(r.Context(), requestLevel(r.Method, rt.path, rw.status), "request", attrs...)
+		level := requestLevel(r.Method, rt.path, rw.status)
+		if errText != "" {
+			level, attrs = slog.LevelWarn, append(attrs, "code", errCode, "err", errText)
+		}
+		log.Log(r.Context(), level, "request", attrs...)
 	})
 }
+
+// storeUnavailable is the error code of a change refused because the
+// store cannot write (orchestrator/storedown.go).
+const storeUnavailable = "store_unavailable"
 
 // requestLevel is the level a request is logged at: info for changes and
 // failures, debug for reads and the agents' protocol (a steady stream).
@@ -335,23 +364,39 @@ type statusWriter struct {
 	http.ResponseWriter
 	status int
 	wrote  bool
+	// call and stall: once call.authed, each write may stall at most
+	// stall (the server's WriteTimeout, then counted per write: streams
+	// and long polls last while they are read). 0: the server's own.
+	call  *callInfo
+	stall time.Duration
+}
+
+// extend moves the write deadline of an authenticated caller's answer to
+// stall from now.
+func (w *statusWriter) extend() {
+	if w.stall > 0 && w.call != nil && w.call.authed {
+		http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.stall))
+	}
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if !w.wrote {
 		w.status, w.wrote = code, true
 	}
+	w.extend()
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(b []byte) (int, error) {
 	w.wrote = true
+	w.extend()
 	return w.ResponseWriter.Write(b)
 }
 
 // Flush lets streaming handlers flush through the wrapper.
 func (w *statusWriter) Flush() {
 	w.wrote = true
+	w.extend()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
