@@ -168,6 +168,11 @@ type Job struct {
 	// Pool is the pool of nodes the job runs in (issue 16: "agents",
 	// "slurm", "ray"); empty: any.
 	Pool string `json:"pool,omitempty"`
+	// Policy is the scheduling policy that orders the job: the cluster's
+	// active one (fair_share, priority, fcfs or sjf) when the answer was
+	// made (the seed's orchestrationMetadata.schedulingPolicy; empty in
+	// a follower's answers, read from the store).
+	Policy string `json:"policy,omitempty"`
 }
 
 // SubmitRequest is the body of POST /queue/submit. Priority and
