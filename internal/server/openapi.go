@@ -54,6 +54,7 @@ func (s *Server) Document() (map[string]any, error) {
 		}
 		paths[rt.path][strings.ToLower(rt.method)] = op
 	}
+	ref.For(api.ErrorBody{}) // every error answer (errorResponses)
 	// The event stream's payloads (GET /events): typed for the clients.
 	ref.For(api.DashboardUpdate{})
 	ref.For(api.DashboardDelta{})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
 var updateOpenAPI = flag.Bool("update", false, "rewrite clients/openapi.json from the route table and the api types")
@@ -263,6 +265,9 @@ func (v docValidator) check(schema map[string]any, val any, at string) []string 
 	case map[string]any:
 		props, _ := schema["properties"].(map[string]any)
 		extra, _ := schema["additionalProperties"].(map[string]any)
+		if props == nil && extra == nil {
+			break // any object
+		}
 		for k, fv := range x {
 			ps, ok := props[k].(map[string]any)
 			switch {
@@ -397,5 +402,122 @@ func TestOpenAPIExperimentRun(t *testing.T) {
 		if _, ok := queued[f]; !ok {
 			t.Errorf("the QueuedJob schema lacks %s", f)
 		}
+	}
+}
+
+// TestOpenAPIAnswersLive: a live server's answers, success and error,
+// have a status the document lists for their route and fit its schema
+// there (so a routeDoc naming the wrong type fails here).
+func TestOpenAPIAnswersLive(t *testing.T) {
+	doc, _ := documentOf(t)
+	v := newDocValidator(doc)
+	paths := doc["paths"].(map[string]any)
+	responses := doc["components"].(map[string]any)["responses"].(map[string]any)
+	ts := busyServer(t)
+	jobs := ts.o.Jobs(orchestrator.JobFilter{})
+	job := jobs[0].ID
+	queued := ""
+	for _, j := range jobs {
+		if j.State == api.StateQueued {
+			queued = j.ID
+		}
+	}
+	vars := map[string]string{}
+	call := func(method, route, path, body string) {
+		t.Helper()
+		for k, val := range vars {
+			path = strings.ReplaceAll(path, "{"+k+"}", val)
+		}
+		req, _ := http.NewRequest(method, ts.url+path, strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got any
+		raw, _ := io.ReadAll(resp.Body)
+		op, ok := paths[route].(map[string]any)[strings.ToLower(method)].(map[string]any)
+		if !ok {
+			t.Fatalf("%s %s is not in the document", method, route)
+		}
+		r, ok := op["responses"].(map[string]any)[strconv.Itoa(resp.StatusCode)].(map[string]any)
+		if !ok {
+			t.Errorf("%s %s answered %d, which the document does not list: %s", method, path, resp.StatusCode, truncate(string(raw), 200))
+			return
+		}
+		if ref, ok := r["$ref"].(string); ok {
+			r = responses[strings.TrimPrefix(ref, "#/components/responses/")].(map[string]any)
+		}
+		content, _ := r["content"].(map[string]any)
+		mt, _ := content["application/json"].(map[string]any)
+		if mt == nil {
+			return
+		}
+		if err := json.Unmarshal(raw, &got); err != nil {
+			t.Errorf("%s %s: %v", method, path, err)
+			return
+		}
+		if m, ok := got.(map[string]any); ok {
+			if id, ok := m["id"].(string); ok && method == "POST" && route == "/auth/tokens" {
+				vars["token_id"] = id
+			}
+		}
+		for _, p := range v.check(mt["schema"].(map[string]any), got, method+" "+path) {
+			t.Error(p)
+		}
+	}
+	vars["job"], vars["queued"] = job, queued
+	var arr api.SubmitAnswer
+	resp, err := http.Post(ts.url+"/queue/submit", "application/json", strings.NewReader(`{"command":"x","gpu_count":1,"array":"0-3"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&arr)
+	resp.Body.Close()
+	vars["array"] = arr.ArrayJobID
+	for _, c := range []struct{ method, route, path, body string }{
+		{"GET", "/healthz", "/healthz", ""},
+		{"POST", "/queue/submit", "/queue/submit", `{"command":"x","gpu_count":1,"env":{"A":"b"},"priority":"high","time_limit":"1h"}`},
+		{"POST", "/queue/submit", "/queue/submit", `{"command":"x","gpu_count":1,"array":"0-1"}`},
+		{"POST", "/queue/submit", "/queue/submit", `{"command":"x","gpu_count":-1}`},
+		{"POST", "/queue/submit", "/queue/submit", `{"command":"x","bogus":1}`},
+		{"GET", "/queue", "/queue", ""},
+		{"GET", "/queue/statistics", "/queue/statistics", ""},
+		{"GET", "/jobs", "/jobs?limit=50", ""},
+		{"GET", "/jobs", "/jobs?state=bogus", ""},
+		{"GET", "/jobs/{job_id}", "/jobs/{job}", ""},
+		{"GET", "/jobs/{job_id}", "/jobs/nosuchjob", ""},
+		{"PATCH", "/queue/{job_id}/priority", "/queue/{queued}/priority", `{"priority":"low"}`},
+		{"PATCH", "/queue/{job_id}/dependency", "/queue/{queued}/dependency", `{"depends_on":""}`},
+		{"GET", "/arrays/{array_id}", "/arrays/{array}", ""},
+		{"PATCH", "/arrays/{array_id}", "/arrays/{array}", `{"throttle":2}`},
+		{"GET", "/cluster/gpu-status", "/cluster/gpu-status", ""},
+		{"GET", "/cluster/nodes", "/cluster/nodes", ""},
+		{"GET", "/cluster/nodes/{node_id}/history", "/cluster/nodes/n1/history", ""},
+		{"POST", "/cluster/gpu-allocate", "/cluster/gpu-allocate", `{"job_id":"ext1","gpu_count":1}`},
+		{"POST", "/cluster/gpu-release", "/cluster/gpu-release", `{"job_id":"ext1"}`},
+		{"GET", "/orchestrator/status", "/orchestrator/status", ""},
+		{"GET", "/orchestrator/policies", "/orchestrator/policies", ""},
+		{"PUT", "/orchestrator/policies", "/orchestrator/policies", `{"aging_interval":"2h"}`},
+		{"POST", "/auth/tokens", "/auth/tokens", `{"user":"dana","role":"user"}`},
+		{"GET", "/auth/tokens", "/auth/tokens", ""},
+		{"DELETE", "/auth/tokens/{id}", "/auth/tokens/{token_id}", ""},
+		{"GET", "/auth/whoami", "/auth/whoami", ""},
+		{"GET", "/audit", "/audit?limit=5", ""},
+		{"GET", "/history", "/history", ""},
+		{"GET", "/notify/endpoints", "/notify/endpoints", ""},
+		{"GET", "/notifications", "/notifications", ""},
+		{"GET", "/reservations", "/reservations", ""},
+		{"GET", "/usage", "/usage", ""},
+		{"GET", "/prices", "/prices", ""},
+		{"PUT", "/prices/{model}", "/prices/H100", `{"dollars_per_hour":2.5}`},
+		{"GET", "/budgets", "/budgets", ""},
+		{"PUT", "/budgets/{kind}/{name}", "/budgets/user/alice", `{"gpu_hours":100}`},
+		{"DELETE", "/queue/{job_id}", "/queue/{queued}", ""},
+		{"DELETE", "/queue/{job_id}", "/queue/{job}", ""},
+		{"DELETE", "/arrays/{array_id}", "/arrays/{array}", ""},
+		{"GET", "/openapi.json", "/openapi.json", ""},
+	} {
+		call(c.method, c.route, c.path, c.body)
 	}
 }
