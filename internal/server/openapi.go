@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -55,9 +56,6 @@ func (s *Server) Document() (map[string]any, error) {
 		paths[rt.path][strings.ToLower(rt.method)] = op
 	}
 	ref.For(api.ErrorBody{}) // every error answer (errorResponses)
-	// The event stream's payloads (GET /events): typed for the clients.
-	ref.For(api.DashboardUpdate{})
-	ref.For(api.DashboardDelta{})
 	if err := ref.Err(); err != nil {
 		return nil, err
 	}
@@ -161,7 +159,21 @@ func operation(ref *jsonschema.Reflector, rt route, d routeDoc) map[string]any {
 		switch {
 		case a.media == "-":
 		case a.media != "":
-			content[a.media] = map[string]any{"schema": map[string]any{"type": "string"}}
+			sch := map[string]any{"type": "string"}
+			mt := map[string]any{"schema": sch}
+			if len(a.events) > 0 {
+				// The data of each event, by name; contentSchema says that
+				// each event's data is one of them.
+				events := map[string]any{}
+				var alts []any
+				for _, name := range slices.Sorted(maps.Keys(a.events)) {
+					events[name] = ref.For(a.events[name])
+					alts = append(alts, events[name])
+				}
+				mt["x-corral-events"] = events
+				sch["contentSchema"] = map[string]any{"anyOf": alts}
+			}
+			content[a.media] = mt
 		case a.oneOf != nil:
 			var alts []any
 			for _, v := range a.oneOf {

@@ -33,6 +33,14 @@ type answer struct {
 	oneOf  []any  // instead of body: one of these types
 	media  string // "": application/json; "-": none (a protocol switch)
 	also   string // another media type the same answer may come in (a text form)
+	// events: a text/event-stream's events, by name: a zero value of each
+	// one's data (JSON).
+	events map[string]any
+}
+
+// eventsEnded is the data of GET /events' last event, ended.
+type eventsEnded struct {
+	Reason string `json:"reason"` // token_revoked or token_expired
 }
 
 // param is a query parameter or a header.
@@ -121,7 +129,7 @@ func routeDocs() map[string]routeDoc {
 		"GET /metrics":      {answers: []answer{{status: 200, desc: "Prometheus text exposition", media: "text/plain"}}, tag: "server"},
 		"GET /advise":       {query: []param{sinceParam("since", "the start of the period (30d, 720h or a time; default 30d)")}, answers: ok(api.LoadProfile{}), errors: []int{503}, tag: "cluster"},
 		"GET /history":      {query: []param{sinceParam("since", "from (default 1h)"), intParam("points", "at most this many points", 1, 5000), strParam("node", "a node's id, or all (default: the cluster)")}, answers: ok(api.History{}), tag: "cluster"},
-		"GET /events":       {answers: []answer{{status: 200, media: "text/event-stream", desc: "server-sent events: first `update` (data: DashboardUpdate), then `delta` (data: DashboardDelta) after every change; `ended` (data: {\"reason\": \"token_revoked\"|\"token_expired\"}) when the caller's token stops working"}}, tag: "server"},
+		"GET /events":       {answers: []answer{{status: 200, media: "text/event-stream", events: map[string]any{"update": api.DashboardUpdate{}, "delta": api.DashboardDelta{}, "ended": eventsEnded{}}, desc: "server-sent events: first `update` (data: DashboardUpdate), then `delta` (data: DashboardDelta) after every change; `ended` (data: {\"reason\": \"token_revoked\"|\"token_expired\"}) when the caller's token stops working"}}, tag: "server"},
 		"POST /queue/submit": {
 			body:    api.SubmitRequest{},
 			headers: []param{strParam("Idempotency-Key", "a retried submission with the same key (per user, up to 256 characters) answers the first's job instead of making another")},
