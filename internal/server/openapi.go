@@ -311,6 +311,7 @@ func newReflector() *jsonschema.Reflector {
 		"description": "a priority level (requests also accept 1-4; see PriorityInput)"})
 	r.Define(reflect.TypeFor[api.Seconds](), map[string]any{"type": "number", "minimum": 0, "description": "a duration in seconds"})
 	r.Name(reflect.TypeFor[healthAnswer](), "Health")
+	r.Name(reflect.TypeFor[eventsEnded](), "EventsEnded")
 	r.Name(reflect.TypeFor[nodeHistoryAnswer](), "NodeHistory")
 	r.Name(reflect.TypeFor[usage.Report](), "UsageReport")
 	r.Name(reflect.TypeFor[usage.Row](), "UsageRow")

@@ -624,6 +624,18 @@ class Event(Model):
 
 
 @_dataclass
+class EventsEnded(Model):
+    """The API's EventsEnded object."""
+
+    reason: str
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('reason', 'reason', 'str'),
+    )
+
+
+@_dataclass
 class ExecutorStatus(Model):
     """The API's ExecutorStatus object."""
 
@@ -2191,18 +2203,6 @@ class Whoami(Model):
     )
 
 
-@_dataclass
-class eventsEnded(Model):
-    """The API's eventsEnded object."""
-
-    reason: str
-    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
-
-    _FIELDS = (
-        ('reason', 'reason', 'str'),
-    )
-
-
 MODELS: Dict[str, type] = {
     'AgentConfig': AgentConfig,
     'AgentGPU': AgentGPU,
@@ -2233,6 +2233,7 @@ MODELS: Dict[str, type] = {
     'ErrorBody': ErrorBody,
     'ErrorDetail': ErrorDetail,
     'Event': Event,
+    'EventsEnded': EventsEnded,
     'ExecutorStatus': ExecutorStatus,
     'ForeignProcess': ForeignProcess,
     'GPU': GPU,
@@ -2290,5 +2291,4 @@ MODELS: Dict[str, type] = {
     'Weights': Weights,
     'WeightsUpdate': WeightsUpdate,
     'Whoami': Whoami,
-    'eventsEnded': eventsEnded,
 }

@@ -1107,6 +1107,9 @@ export interface components {
              */
             to: "queued" | "scheduled" | "allocating" | "running" | "completed" | "failed" | "canceled";
         };
+        EventsEnded: {
+            reason: string;
+        };
         ExecutorStatus: {
             address?: string;
             breaker?: string;
@@ -1865,9 +1868,6 @@ export interface components {
             session?: boolean;
             token_id: string;
             user: string;
-        };
-        eventsEnded: {
-            reason: string;
         };
     };
     responses: {
