@@ -12,8 +12,9 @@
 # and python3.
 set -euo pipefail
 cd "$(dirname "$0")"
-npm ci --no-audit --no-fund --loglevel=error
 bin=node_modules/.bin
+[ -x "$bin/redocly" ] && [ -x "$bin/openapi-typescript" ] && [ -x "$bin/tsc" ] ||
+  npm ci --no-audit --no-fund --loglevel=error
 
 echo "== lint openapi.json"
 "$bin/redocly" lint --config redocly.yaml --format stylish openapi.json

@@ -10,7 +10,10 @@ from datetime import timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+if os.environ.get("CORRAL_TEST_INSTALLED") == "1":
+    sys.path.append(os.path.dirname(HERE))  # gen_models only: corral is the installed one
+else:
+    sys.path.insert(0, os.path.dirname(HERE))
 
 import corral  # noqa: E402
 import gen_models  # noqa: E402
