@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -22,7 +23,9 @@ var pathParam = lazyre.New(`\{([a-z_]+)\}`)
 func (s *Server) openapi(w http.ResponseWriter, r *http.Request) error {
 	doc, err := s.Document()
 	if err != nil {
-		return err
+		// Still a document: what could not be described is left open
+		// (the openapi tests fail on it).
+		s.log.Warn("openapi: the document is incomplete", "err", err)
 	}
 	return writeJSON(w, http.StatusOK, doc)
 }
@@ -34,16 +37,22 @@ func (s *Server) openapi(w http.ResponseWriter, r *http.Request) error {
 // route may answer. It cannot list a route that does not exist or miss
 // one that does. clients/openapi.json is its copy for the clients
 // (docs/api.md); TestOpenAPIFileCurrent keeps it current.
+//
+// The error names what could not be described (a route without a
+// routeDoc, a type with its own JSON encoding and no schema); the
+// document is whole otherwise, and always returned.
 func (s *Server) Document() (map[string]any, error) {
 	docs := routeDocs()
 	ref := newReflector()
 	paths := map[string]map[string]any{}
 	tags := map[string]bool{}
+	var errs []error
 	for _, rt := range s.routes {
 		key := rt.method + " " + rt.path
 		d, ok := docs[key]
 		if !ok {
-			return nil, fmt.Errorf("openapi: route %s has no routeDoc (openapi_routes.go)", key)
+			errs = append(errs, fmt.Errorf("route %s has no routeDoc (openapi_routes.go)", key))
+			d = routeDoc{answers: []answer{{status: 200, desc: "not described yet"}}}
 		}
 		if paths[rt.path] == nil {
 			paths[rt.path] = map[string]any{}
@@ -57,7 +66,7 @@ func (s *Server) Document() (map[string]any, error) {
 	}
 	ref.For(api.ErrorBody{}) // every error answer (errorResponses)
 	if err := ref.Err(); err != nil {
-		return nil, err
+		errs = append(errs, err)
 	}
 	schemas := map[string]any{}
 	for name, sch := range ref.Components() {
@@ -96,7 +105,7 @@ func (s *Server) Document() (map[string]any, error) {
 			},
 		},
 		"security": []any{map[string][]string{"bearerToken": {}}, map[string][]string{"session": {}}},
-	}, nil
+	}, errors.Join(errs...)
 }
 
 func tagDescription(tag string) string {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,7 +35,7 @@ func documentOf(t *testing.T) (map[string]any, []byte) {
 	s, _, _ := newHandler(t, idleExec{}, slog.New(slog.DiscardHandler))
 	doc, err := s.Document()
 	if err != nil {
-		t.Fatal(err)
+		t.Error(err)
 	}
 	b, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
@@ -519,5 +520,46 @@ func TestOpenAPIAnswersLive(t *testing.T) {
 		{"GET", "/openapi.json", "/openapi.json", ""},
 	} {
 		call(c.method, c.route, c.path, c.body)
+	}
+}
+
+// TestOpenAPIQueryParamsDocumented: every query parameter the handlers
+// read (q.Get("x"), r.URL.Query().Get("x"), q["x"]) is documented on some
+// route, so a new parameter (a logs tail, an all-users switch) cannot be
+// left out of the document unnoticed.
+func TestOpenAPIQueryParamsDocumented(t *testing.T) {
+	documented := map[string]bool{}
+	for _, d := range routeDocs() {
+		for _, p := range d.query {
+			documented[p.name] = true
+		}
+	}
+	// Read by the dashboard's page (GET /, not an API route) and the
+	// shell's size loop (its names are map keys, documented as rows, cols).
+	notAPI := map[string]bool{"token": true}
+	read := regexp.MustCompile(`(?:\bq|Query\(\))\.(?:Get|Has)\("([a-z_]+)"\)|\bq\["([a-z_]+)"\]`)
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range read.FindAllStringSubmatch(string(src), -1) {
+			name := m[1] + m[2]
+			found++
+			if !documented[name] && !notAPI[name] {
+				t.Errorf("%s reads the query parameter %q, which no routeDoc documents (openapi_routes.go)", f, name)
+			}
+		}
+	}
+	if found < 20 {
+		t.Fatalf("found only %d query parameter reads: has the code's style changed?", found)
 	}
 }
