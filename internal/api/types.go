@@ -174,6 +174,11 @@ type Job struct {
 	Image       string   `json:"image,omitempty"`
 	Mounts      []string `json:"mounts,omitempty"`
 	ImageDigest string   `json:"image_digest,omitempty"`
+	// Policy is the scheduling policy that orders the job: the cluster's
+	// active one (fair_share, priority, fcfs or sjf) when the answer was
+	// made (the seed's orchestrationMetadata.schedulingPolicy; empty in
+	// a follower's answers, read from the store).
+	Policy string `json:"policy,omitempty"`
 	// Batch scripts and Slurm's names (issue 26, docs/jobs.md "Batch
 	// scripts"); see SubmitRequest.
 	JobIO

@@ -22,6 +22,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		v.Allocation = []api.Allocation{}
 	}
 	v.Events = nil
+	v.Policy = o.policy.Policy
 	if withEvents {
 		v.Events = slices.Clone(j.Events)
 	}
