@@ -2,7 +2,7 @@
 
 The server: the argument, else $CORRAL_SERVER (one address, or several
 separated by commas for servers sharing one database), else the config
-file's default server ("server"), else http://127.0.0.1:7450.
+file's default server ("default_server", as corral login writes it), else http://127.0.0.1:7450.
 
 The token: the argument, else $CORRAL_TOKEN, else the one the config file
 keeps for that server. The config file is $CORRAL_CONFIG, else

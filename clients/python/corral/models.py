@@ -494,6 +494,66 @@ class DependencyRequest(Model):
 
 
 @_dataclass
+class DeviceApproveRequest(Model):
+    """The API's DeviceApproveRequest object."""
+
+    user_code: str
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('user_code', 'user_code', 'str'),
+    )
+
+
+@_dataclass
+class DeviceApproved(Model):
+    """The API's DeviceApproved object."""
+
+    role: str
+    user: str
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('role', 'role', 'str'),
+        ('user', 'user', 'str'),
+    )
+
+
+@_dataclass
+class DeviceStart(Model):
+    """The API's DeviceStart object."""
+
+    device_code: str
+    expires_in: int
+    interval: int
+    user_code: str
+    verification_uri: str
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('device_code', 'device_code', 'str'),
+        ('expires_in', 'expires_in', 'int'),
+        ('interval', 'interval', 'int'),
+        ('user_code', 'user_code', 'str'),
+        ('verification_uri', 'verification_uri', 'str'),
+    )
+
+
+@_dataclass
+class DeviceTokenRequest(Model):
+    """The API's DeviceTokenRequest object."""
+
+    device_code: str
+    client: Optional[str] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('device_code', 'device_code', 'str'),
+        ('client', 'client', 'str'),
+    )
+
+
+@_dataclass
 class Endpoint(Model):
     """The API's Endpoint object."""
 
@@ -850,6 +910,70 @@ class Hold(Model):
 
 
 @_dataclass
+class Invite(Model):
+    """The API's Invite object."""
+
+    created_at: datetime
+    expires_at: datetime
+    id: str
+    role: str
+    user: str
+    code: Optional[str] = None
+    created_by: Optional[str] = None
+    project_admin: Optional[List[str]] = None
+    projects: Optional[List[str]] = None
+    used_at: Optional[datetime] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('created_at', 'created_at', 'datetime'),
+        ('expires_at', 'expires_at', 'datetime'),
+        ('id', 'id', 'str'),
+        ('role', 'role', 'str'),
+        ('user', 'user', 'str'),
+        ('code', 'code', 'str'),
+        ('created_by', 'created_by', 'str'),
+        ('project_admin', 'project_admin', 'list:str'),
+        ('projects', 'projects', 'list:str'),
+        ('used_at', 'used_at', 'opt:datetime'),
+    )
+
+
+@_dataclass
+class InviteRedeemRequest(Model):
+    """The API's InviteRedeemRequest object."""
+
+    code: str
+    client: Optional[str] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('code', 'code', 'str'),
+        ('client', 'client', 'str'),
+    )
+
+
+@_dataclass
+class InviteRequest(Model):
+    """The API's InviteRequest object."""
+
+    user: str
+    expires_in: Any = None
+    project_admin: Optional[List[str]] = None
+    projects: Optional[List[str]] = None
+    role: Optional[str] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('user', 'user', 'str'),
+        ('expires_in', 'expires_in', 'any'),
+        ('project_admin', 'project_admin', 'list:str'),
+        ('projects', 'projects', 'list:str'),
+        ('role', 'role', 'str'),
+    )
+
+
+@_dataclass
 class Job(Model):
     """The API's Job object."""
 
@@ -867,6 +991,7 @@ class Job(Model):
     user: str
     array_job_id: Optional[str] = None
     array_task_id: Optional[int] = None
+    begin: Optional[datetime] = None
     borrowed: Optional[bool] = None
     cancel_requested: Optional[bool] = None
     class_: Optional[str] = None
@@ -874,6 +999,8 @@ class Job(Model):
     depends_on: Optional[str] = None
     elastic_wait: Optional[float] = None
     env: Optional[Dict[str, str]] = None
+    error: Optional[str] = None
+    estimate_from: Optional[str] = None
     estimated_duration: Optional[float] = None
     estimated_start_time: Optional[datetime] = None
     events: Optional[List[Event]] = None
@@ -889,14 +1016,18 @@ class Job(Model):
     idle_ends_at: Optional[datetime] = None
     idle_reclaimed: Optional[bool] = None
     idle_since: Optional[datetime] = None
+    image: Optional[str] = None
+    image_digest: Optional[str] = None
     mem_mib: Optional[int] = None
     message: Optional[str] = None
+    mounts: Optional[List[str]] = None
     name: Optional[str] = None
     node_labels: Optional[Dict[str, str]] = None
     not_before: Optional[datetime] = None
     notebook: Optional[bool] = None
     notify: Optional[str] = None
     notify_tasks: Optional[bool] = None
+    output: Optional[str] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
     policy: Optional[str] = None
@@ -909,8 +1040,12 @@ class Job(Model):
     reason: Optional[str] = None
     reservation: Optional[str] = None
     reservation_ended: Optional[bool] = None
+    script: Optional[str] = None
+    script_name: Optional[str] = None
+    signal: Optional[str] = None
     started_at: Optional[datetime] = None
     time_limit: Optional[float] = None
+    time_limit_from: Optional[str] = None
     timed_out: Optional[bool] = None
     workdir: Optional[str] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
@@ -930,6 +1065,7 @@ class Job(Model):
         ('user', 'user', 'str'),
         ('array_job_id', 'array_job_id', 'str'),
         ('array_task_id', 'array_task_id', 'opt:int'),
+        ('begin', 'begin', 'opt:datetime'),
         ('borrowed', 'borrowed', 'bool'),
         ('cancel_requested', 'cancel_requested', 'bool'),
         ('class_', 'class', 'str'),
@@ -937,6 +1073,8 @@ class Job(Model):
         ('depends_on', 'depends_on', 'str'),
         ('elastic_wait', 'elastic_wait', 'opt:float'),
         ('env', 'env', 'map:str'),
+        ('error', 'error', 'str'),
+        ('estimate_from', 'estimate_from', 'str'),
         ('estimated_duration', 'estimated_duration', 'opt:float'),
         ('estimated_start_time', 'estimated_start_time', 'opt:datetime'),
         ('events', 'events', 'list:ref:Event'),
@@ -952,14 +1090,18 @@ class Job(Model):
         ('idle_ends_at', 'idle_ends_at', 'opt:datetime'),
         ('idle_reclaimed', 'idle_reclaimed', 'bool'),
         ('idle_since', 'idle_since', 'opt:datetime'),
+        ('image', 'image', 'str'),
+        ('image_digest', 'image_digest', 'str'),
         ('mem_mib', 'mem_mib', 'int'),
         ('message', 'message', 'str'),
+        ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
         ('node_labels', 'node_labels', 'map:str'),
         ('not_before', 'not_before', 'opt:datetime'),
         ('notebook', 'notebook', 'bool'),
         ('notify', 'notify', 'str'),
         ('notify_tasks', 'notify_tasks', 'bool'),
+        ('output', 'output', 'str'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
         ('policy', 'policy', 'str'),
@@ -972,8 +1114,12 @@ class Job(Model):
         ('reason', 'reason', 'str'),
         ('reservation', 'reservation', 'str'),
         ('reservation_ended', 'reservation_ended', 'bool'),
+        ('script', 'script', 'str'),
+        ('script_name', 'script_name', 'str'),
+        ('signal', 'signal', 'str'),
         ('started_at', 'started_at', 'opt:datetime'),
         ('time_limit', 'time_limit', 'opt:float'),
+        ('time_limit_from', 'time_limit_from', 'str'),
         ('timed_out', 'timed_out', 'bool'),
         ('workdir', 'workdir', 'str'),
     )
@@ -1114,6 +1260,42 @@ class LogChunk(Model):
 
 
 @_dataclass
+class LoginAnswer(Model):
+    """The API's LoginAnswer object."""
+
+    created_at: datetime
+    id: str
+    role: str
+    token: str
+    user: str
+    created_by: Optional[str] = None
+    description: Optional[str] = None
+    expires_at: Optional[datetime] = None
+    login: Optional[str] = None
+    project_admin: Optional[List[str]] = None
+    projects: Optional[List[str]] = None
+    revoked_at: Optional[datetime] = None
+    server: Optional[str] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('created_at', 'created_at', 'datetime'),
+        ('id', 'id', 'str'),
+        ('role', 'role', 'str'),
+        ('token', 'token', 'str'),
+        ('user', 'user', 'str'),
+        ('created_by', 'created_by', 'str'),
+        ('description', 'description', 'str'),
+        ('expires_at', 'expires_at', 'opt:datetime'),
+        ('login', 'login', 'str'),
+        ('project_admin', 'project_admin', 'list:str'),
+        ('projects', 'projects', 'list:str'),
+        ('revoked_at', 'revoked_at', 'opt:datetime'),
+        ('server', 'server', 'str'),
+    )
+
+
+@_dataclass
 class MIG(Model):
     """The API's MIG object."""
 
@@ -1163,6 +1345,7 @@ class NewToken(Model):
     created_by: Optional[str] = None
     description: Optional[str] = None
     expires_at: Optional[datetime] = None
+    login: Optional[str] = None
     project_admin: Optional[List[str]] = None
     projects: Optional[List[str]] = None
     revoked_at: Optional[datetime] = None
@@ -1177,6 +1360,7 @@ class NewToken(Model):
         ('created_by', 'created_by', 'str'),
         ('description', 'description', 'str'),
         ('expires_at', 'expires_at', 'opt:datetime'),
+        ('login', 'login', 'str'),
         ('project_admin', 'project_admin', 'list:str'),
         ('projects', 'projects', 'list:str'),
         ('revoked_at', 'revoked_at', 'opt:datetime'),
@@ -1244,6 +1428,22 @@ class NodeHistory(Model):
     _FIELDS = (
         ('node_id', 'node_id', 'str'),
         ('samples', 'samples', 'opt:list:ref:NodeSample'),
+    )
+
+
+@_dataclass
+class NodeLoginRequest(Model):
+    """The API's NodeLoginRequest object."""
+
+    node_id: str
+    uid: int
+    user: str
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('node_id', 'node_id', 'str'),
+        ('uid', 'uid', 'int'),
+        ('user', 'user', 'str'),
     )
 
 
@@ -1786,6 +1986,7 @@ class SubmitAnswer(Model):
     array: Optional[Array] = None
     array_job_id: Optional[str] = None
     array_task_id: Optional[int] = None
+    begin: Optional[datetime] = None
     borrowed: Optional[bool] = None
     cancel_requested: Optional[bool] = None
     class_: Optional[str] = None
@@ -1793,6 +1994,8 @@ class SubmitAnswer(Model):
     depends_on: Optional[str] = None
     elastic_wait: Optional[float] = None
     env: Optional[Dict[str, str]] = None
+    error: Optional[str] = None
+    estimate_from: Optional[str] = None
     estimated_duration: Optional[float] = None
     estimated_start_time: Optional[datetime] = None
     events: Optional[List[Event]] = None
@@ -1808,14 +2011,18 @@ class SubmitAnswer(Model):
     idle_ends_at: Optional[datetime] = None
     idle_reclaimed: Optional[bool] = None
     idle_since: Optional[datetime] = None
+    image: Optional[str] = None
+    image_digest: Optional[str] = None
     mem_mib: Optional[int] = None
     message: Optional[str] = None
+    mounts: Optional[List[str]] = None
     name: Optional[str] = None
     node_labels: Optional[Dict[str, str]] = None
     not_before: Optional[datetime] = None
     notebook: Optional[bool] = None
     notify: Optional[str] = None
     notify_tasks: Optional[bool] = None
+    output: Optional[str] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
     policy: Optional[str] = None
@@ -1828,8 +2035,12 @@ class SubmitAnswer(Model):
     reason: Optional[str] = None
     reservation: Optional[str] = None
     reservation_ended: Optional[bool] = None
+    script: Optional[str] = None
+    script_name: Optional[str] = None
+    signal: Optional[str] = None
     started_at: Optional[datetime] = None
     time_limit: Optional[float] = None
+    time_limit_from: Optional[str] = None
     timed_out: Optional[bool] = None
     workdir: Optional[str] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
@@ -1850,6 +2061,7 @@ class SubmitAnswer(Model):
         ('array', 'array', 'opt:ref:Array'),
         ('array_job_id', 'array_job_id', 'str'),
         ('array_task_id', 'array_task_id', 'opt:int'),
+        ('begin', 'begin', 'opt:datetime'),
         ('borrowed', 'borrowed', 'bool'),
         ('cancel_requested', 'cancel_requested', 'bool'),
         ('class_', 'class', 'str'),
@@ -1857,6 +2069,8 @@ class SubmitAnswer(Model):
         ('depends_on', 'depends_on', 'str'),
         ('elastic_wait', 'elastic_wait', 'opt:float'),
         ('env', 'env', 'map:str'),
+        ('error', 'error', 'str'),
+        ('estimate_from', 'estimate_from', 'str'),
         ('estimated_duration', 'estimated_duration', 'opt:float'),
         ('estimated_start_time', 'estimated_start_time', 'opt:datetime'),
         ('events', 'events', 'list:ref:Event'),
@@ -1872,14 +2086,18 @@ class SubmitAnswer(Model):
         ('idle_ends_at', 'idle_ends_at', 'opt:datetime'),
         ('idle_reclaimed', 'idle_reclaimed', 'bool'),
         ('idle_since', 'idle_since', 'opt:datetime'),
+        ('image', 'image', 'str'),
+        ('image_digest', 'image_digest', 'str'),
         ('mem_mib', 'mem_mib', 'int'),
         ('message', 'message', 'str'),
+        ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
         ('node_labels', 'node_labels', 'map:str'),
         ('not_before', 'not_before', 'opt:datetime'),
         ('notebook', 'notebook', 'bool'),
         ('notify', 'notify', 'str'),
         ('notify_tasks', 'notify_tasks', 'bool'),
+        ('output', 'output', 'str'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
         ('policy', 'policy', 'str'),
@@ -1892,8 +2110,12 @@ class SubmitAnswer(Model):
         ('reason', 'reason', 'str'),
         ('reservation', 'reservation', 'str'),
         ('reservation_ended', 'reservation_ended', 'bool'),
+        ('script', 'script', 'str'),
+        ('script_name', 'script_name', 'str'),
+        ('signal', 'signal', 'str'),
         ('started_at', 'started_at', 'opt:datetime'),
         ('time_limit', 'time_limit', 'opt:float'),
+        ('time_limit_from', 'time_limit_from', 'str'),
         ('timed_out', 'timed_out', 'bool'),
         ('workdir', 'workdir', 'str'),
     )
@@ -1905,30 +2127,40 @@ class SubmitRequest(Model):
 
     command: str
     array: Optional[str] = None
+    begin: Optional[str] = None
     class_: Optional[str] = None
     cpus: Optional[float] = None
     depends_on: Optional[str] = None
     elastic_wait: Any = None
     env: Optional[Dict[str, str]] = None
+    error: Optional[str] = None
+    estimate_from: Optional[str] = None
     estimated_duration: Any = None
     gpu_count: Optional[int] = None
     gpu_count_min: Optional[int] = None
     gpu_memory_gb: Optional[float] = None
     gpu_type: Optional[str] = None
+    image: Optional[str] = None
     max_retries: Optional[int] = None
     mem_mib: Optional[int] = None
+    mounts: Optional[List[str]] = None
     name: Optional[str] = None
     node_labels: Optional[Dict[str, str]] = None
     nodes: Optional[int] = None
     notebook: Optional[bool] = None
     notify: Optional[str] = None
     notify_tasks: Optional[bool] = None
+    output: Optional[str] = None
     pool: Optional[str] = None
     preempt_grace: Any = None
     priority: Any = None
     project: Optional[str] = None
     reservation: Optional[str] = None
+    script: Optional[str] = None
+    script_name: Optional[str] = None
+    signal: Optional[str] = None
     time_limit: Any = None
+    time_limit_from: Optional[str] = None
     user: Optional[str] = None
     workdir: Optional[str] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
@@ -1936,30 +2168,40 @@ class SubmitRequest(Model):
     _FIELDS = (
         ('command', 'command', 'str'),
         ('array', 'array', 'str'),
+        ('begin', 'begin', 'str'),
         ('class_', 'class', 'str'),
         ('cpus', 'cpus', 'opt:float'),
         ('depends_on', 'depends_on', 'str'),
         ('elastic_wait', 'elastic_wait', 'any'),
         ('env', 'env', 'map:str'),
+        ('error', 'error', 'str'),
+        ('estimate_from', 'estimate_from', 'str'),
         ('estimated_duration', 'estimated_duration', 'any'),
         ('gpu_count', 'gpu_count', 'opt:int'),
         ('gpu_count_min', 'gpu_count_min', 'opt:int'),
         ('gpu_memory_gb', 'gpu_memory_gb', 'float'),
         ('gpu_type', 'gpu_type', 'str'),
+        ('image', 'image', 'str'),
         ('max_retries', 'max_retries', 'int'),
         ('mem_mib', 'mem_mib', 'opt:int'),
+        ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
         ('node_labels', 'node_labels', 'map:str'),
         ('nodes', 'nodes', 'int'),
         ('notebook', 'notebook', 'bool'),
         ('notify', 'notify', 'str'),
         ('notify_tasks', 'notify_tasks', 'bool'),
+        ('output', 'output', 'str'),
         ('pool', 'pool', 'str'),
         ('preempt_grace', 'preempt_grace', 'any'),
         ('priority', 'priority', 'any'),
         ('project', 'project', 'str'),
         ('reservation', 'reservation', 'str'),
+        ('script', 'script', 'str'),
+        ('script_name', 'script_name', 'str'),
+        ('signal', 'signal', 'str'),
         ('time_limit', 'time_limit', 'any'),
+        ('time_limit_from', 'time_limit_from', 'str'),
         ('user', 'user', 'str'),
         ('workdir', 'workdir', 'str'),
     )
@@ -1979,9 +2221,16 @@ class TaskSpec(Model):
     rank: int
     cpus: Optional[float] = None
     env: Optional[Dict[str, str]] = None
+    error: Optional[str] = None
     gpu_uuids: Optional[List[str]] = None
+    image: Optional[str] = None
     mem_mib: Optional[int] = None
+    mounts: Optional[List[str]] = None
     notice: Optional[str] = None
+    output: Optional[str] = None
+    script: Optional[str] = None
+    signal: Optional[str] = None
+    signal_after: Optional[float] = None
     stop: Optional[bool] = None
     stop_grace: Optional[float] = None
     user: Optional[str] = None
@@ -1999,9 +2248,16 @@ class TaskSpec(Model):
         ('rank', 'rank', 'int'),
         ('cpus', 'cpus', 'float'),
         ('env', 'env', 'map:str'),
+        ('error', 'error', 'str'),
         ('gpu_uuids', 'gpu_uuids', 'list:str'),
+        ('image', 'image', 'str'),
         ('mem_mib', 'mem_mib', 'int'),
+        ('mounts', 'mounts', 'list:str'),
         ('notice', 'notice', 'str'),
+        ('output', 'output', 'str'),
+        ('script', 'script', 'str'),
+        ('signal', 'signal', 'str'),
+        ('signal_after', 'signal_after', 'float'),
         ('stop', 'stop', 'bool'),
         ('stop_grace', 'stop_grace', 'float'),
         ('user', 'user', 'str'),
@@ -2020,6 +2276,7 @@ class TaskStatus(Model):
     state: str
     error: Optional[str] = None
     finished_at: Optional[datetime] = None
+    image_digest: Optional[str] = None
     log_size: Optional[int] = None
     oom_killed: Optional[bool] = None
     pid: Optional[int] = None
@@ -2035,6 +2292,7 @@ class TaskStatus(Model):
         ('state', 'state', 'str'),
         ('error', 'error', 'str'),
         ('finished_at', 'finished_at', 'opt:datetime'),
+        ('image_digest', 'image_digest', 'str'),
         ('log_size', 'log_size', 'int'),
         ('oom_killed', 'oom_killed', 'bool'),
         ('pid', 'pid', 'int'),
@@ -2054,6 +2312,7 @@ class Token(Model):
     created_by: Optional[str] = None
     description: Optional[str] = None
     expires_at: Optional[datetime] = None
+    login: Optional[str] = None
     project_admin: Optional[List[str]] = None
     projects: Optional[List[str]] = None
     revoked_at: Optional[datetime] = None
@@ -2067,6 +2326,7 @@ class Token(Model):
         ('created_by', 'created_by', 'str'),
         ('description', 'description', 'str'),
         ('expires_at', 'expires_at', 'opt:datetime'),
+        ('login', 'login', 'str'),
         ('project_admin', 'project_admin', 'list:str'),
         ('projects', 'projects', 'list:str'),
         ('revoked_at', 'revoked_at', 'opt:datetime'),
@@ -2226,6 +2486,10 @@ MODELS: Dict[str, type] = {
     'DashboardDelta': DashboardDelta,
     'DashboardUpdate': DashboardUpdate,
     'DependencyRequest': DependencyRequest,
+    'DeviceApproveRequest': DeviceApproveRequest,
+    'DeviceApproved': DeviceApproved,
+    'DeviceStart': DeviceStart,
+    'DeviceTokenRequest': DeviceTokenRequest,
     'Endpoint': Endpoint,
     'EndpointList': EndpointList,
     'EndpointRequest': EndpointRequest,
@@ -2242,6 +2506,9 @@ MODELS: Dict[str, type] = {
     'History': History,
     'HistoryPoint': HistoryPoint,
     'Hold': Hold,
+    'Invite': Invite,
+    'InviteRedeemRequest': InviteRedeemRequest,
+    'InviteRequest': InviteRequest,
     'Job': Job,
     'JobList': JobList,
     'ListDelta_Job': ListDelta_Job,
@@ -2250,12 +2517,14 @@ MODELS: Dict[str, type] = {
     'LoadProfile': LoadProfile,
     'LoadShape': LoadShape,
     'LogChunk': LogChunk,
+    'LoginAnswer': LoginAnswer,
     'MIG': MIG,
     'MIGDevice': MIGDevice,
     'NewToken': NewToken,
     'Node': Node,
     'NodeAction': NodeAction,
     'NodeHistory': NodeHistory,
+    'NodeLoginRequest': NodeLoginRequest,
     'NodePoint': NodePoint,
     'NodeSample': NodeSample,
     'Notification': Notification,

@@ -125,6 +125,125 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/auth/device": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start a device sign-in: codes for corral login SERVER (no token) */
+        post: operations["post_auth_device"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/device/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Approve a device sign-in's user code: its CLI gets a token of the caller */
+        post: operations["post_auth_device_approve"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/device/token": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Poll a device sign-in: 409 until approved, then its token once (no token) */
+        post: operations["post_auth_device_token"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/invites": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Make a single-use, expiring invite for a user; its code is shown once (admin) */
+        post: operations["post_auth_invites"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/invites/redeem": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Redeem an invite's code for a token of its user (no token) */
+        post: operations["post_auth_invites_redeem"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/login/node": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Agent protocol: sign in a local user of the agent's node (join token and node session; --login-from-agents) */
+        post: operations["post_auth_login_node"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/auth/logout": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revoke a token its holder presents, in the body (token) or as the bearer token (corral logout) */
+        post: operations["post_auth_logout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/auth/session": {
         parameters: {
             query?: never;
@@ -1051,6 +1170,28 @@ export interface components {
         DependencyRequest: {
             depends_on: string | null;
         };
+        DeviceApproveRequest: {
+            user_code: string;
+        };
+        DeviceApproved: {
+            /**
+             * @description what a token may do
+             * @enum {string}
+             */
+            role: "viewer" | "user" | "admin";
+            user: string;
+        };
+        DeviceStart: {
+            device_code: string;
+            expires_in: number;
+            interval: number;
+            user_code: string;
+            verification_uri: string;
+        };
+        DeviceTokenRequest: {
+            client?: string;
+            device_code: string;
+        };
         /** @description a duration: a number of seconds, or a string of seconds or a Go duration such as "90s", "1h30m" (at most one year); null: unset */
         DurationInput: number | string | null;
         Endpoint: {
@@ -1203,10 +1344,46 @@ export interface components {
             released_at?: string | null;
             user?: string;
         };
+        Invite: {
+            code?: string;
+            /** Format: date-time */
+            created_at: string;
+            created_by?: string;
+            /** Format: date-time */
+            expires_at: string;
+            id: string;
+            project_admin?: string[];
+            projects?: string[];
+            /**
+             * @description what a token may do
+             * @enum {string}
+             */
+            role: "viewer" | "user" | "admin";
+            /** Format: date-time */
+            used_at?: string | null;
+            user: string;
+        };
+        InviteRedeemRequest: {
+            client?: string;
+            code: string;
+        };
+        InviteRequest: {
+            expires_in?: components["schemas"]["DurationInput"];
+            project_admin?: string[];
+            projects?: string[];
+            /**
+             * @description what a token may do
+             * @enum {string}
+             */
+            role?: "viewer" | "user" | "admin";
+            user: string;
+        };
         Job: {
             allocation: components["schemas"]["Allocation"][] | null;
             array_job_id?: string;
             array_task_id?: number | null;
+            /** Format: date-time */
+            begin?: string | null;
             borrowed?: boolean;
             cancel_requested?: boolean;
             class?: string;
@@ -1218,6 +1395,8 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            error?: string;
+            estimate_from?: string;
             /** @description a duration in seconds */
             estimated_duration?: number | null;
             /** Format: date-time */
@@ -1240,9 +1419,12 @@ export interface components {
             idle_reclaimed?: boolean;
             /** Format: date-time */
             idle_since?: string | null;
+            image?: string;
+            image_digest?: string;
             max_retries: number;
             mem_mib?: number;
             message?: string;
+            mounts?: string[];
             name?: string;
             node_labels?: {
                 [key: string]: string;
@@ -1253,6 +1435,7 @@ export interface components {
             notebook?: boolean;
             notify?: string;
             notify_tasks?: boolean;
+            output?: string;
             pending_message?: string;
             pending_reason?: string;
             policy?: string;
@@ -1273,6 +1456,9 @@ export interface components {
             reservation?: string;
             reservation_ended?: boolean;
             retry_count: number;
+            script?: string;
+            script_name?: string;
+            signal?: string;
             /** Format: date-time */
             started_at?: string | null;
             /**
@@ -1284,6 +1470,7 @@ export interface components {
             submitted_at: string;
             /** @description a duration in seconds */
             time_limit?: number | null;
+            time_limit_from?: string;
             timed_out?: boolean;
             user: string;
             workdir?: string;
@@ -1338,6 +1525,28 @@ export interface components {
             offset: number;
             rank: number;
         };
+        LoginAnswer: {
+            /** Format: date-time */
+            created_at: string;
+            created_by?: string;
+            description?: string;
+            /** Format: date-time */
+            expires_at?: string | null;
+            id: string;
+            login?: string;
+            project_admin?: string[];
+            projects?: string[];
+            /** Format: date-time */
+            revoked_at?: string | null;
+            /**
+             * @description what a token may do
+             * @enum {string}
+             */
+            role: "viewer" | "user" | "admin";
+            server?: string;
+            token: string;
+            user: string;
+        };
         MIG: {
             devices?: components["schemas"]["MIGDevice"][];
             mode: string;
@@ -1359,6 +1568,7 @@ export interface components {
             /** Format: date-time */
             expires_at?: string | null;
             id: string;
+            login?: string;
             project_admin?: string[];
             projects?: string[];
             /** Format: date-time */
@@ -1396,6 +1606,11 @@ export interface components {
         NodeHistory: {
             node_id: string;
             samples: components["schemas"]["NodeSample"][] | null;
+        };
+        NodeLoginRequest: {
+            node_id: string;
+            uid: number;
+            user: string;
         };
         NodePoint: {
             allocated_gpus: number;
@@ -1635,6 +1850,8 @@ export interface components {
             array?: components["schemas"]["Array"] | null;
             array_job_id?: string;
             array_task_id?: number | null;
+            /** Format: date-time */
+            begin?: string | null;
             borrowed?: boolean;
             cancel_requested?: boolean;
             class?: string;
@@ -1646,6 +1863,8 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            error?: string;
+            estimate_from?: string;
             /** @description a duration in seconds */
             estimated_duration?: number | null;
             /** Format: date-time */
@@ -1668,9 +1887,12 @@ export interface components {
             idle_reclaimed?: boolean;
             /** Format: date-time */
             idle_since?: string | null;
+            image?: string;
+            image_digest?: string;
             max_retries: number;
             mem_mib?: number;
             message?: string;
+            mounts?: string[];
             name?: string;
             node_labels?: {
                 [key: string]: string;
@@ -1681,6 +1903,7 @@ export interface components {
             notebook?: boolean;
             notify?: string;
             notify_tasks?: boolean;
+            output?: string;
             pending_message?: string;
             pending_reason?: string;
             policy?: string;
@@ -1701,6 +1924,9 @@ export interface components {
             reservation?: string;
             reservation_ended?: boolean;
             retry_count: number;
+            script?: string;
+            script_name?: string;
+            signal?: string;
             /** Format: date-time */
             started_at?: string | null;
             /**
@@ -1712,12 +1938,14 @@ export interface components {
             submitted_at: string;
             /** @description a duration in seconds */
             time_limit?: number | null;
+            time_limit_from?: string;
             timed_out?: boolean;
             user: string;
             workdir?: string;
         };
         SubmitRequest: {
             array?: string;
+            begin?: string;
             class?: string;
             command: string;
             cpus?: number | null;
@@ -1726,13 +1954,17 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            error?: string;
+            estimate_from?: string;
             estimated_duration?: components["schemas"]["DurationInput"];
             gpu_count?: number | null;
             gpu_count_min?: number | null;
             gpu_memory_gb?: number;
             gpu_type?: string;
+            image?: string;
             max_retries?: number;
             mem_mib?: number | null;
+            mounts?: string[];
             name?: string;
             node_labels?: {
                 [key: string]: string;
@@ -1741,12 +1973,17 @@ export interface components {
             notebook?: boolean;
             notify?: string;
             notify_tasks?: boolean;
+            output?: string;
             pool?: string;
             preempt_grace?: components["schemas"]["DurationInput"];
             priority?: components["schemas"]["PriorityInput"];
             project?: string;
             reservation?: string;
+            script?: string;
+            script_name?: string;
+            signal?: string;
             time_limit?: components["schemas"]["DurationInput"];
+            time_limit_from?: string;
             user?: string;
             workdir?: string;
         };
@@ -1757,15 +1994,23 @@ export interface components {
             env?: {
                 [key: string]: string;
             };
+            error?: string;
             gpu_uuids?: string[];
             gpus: number[] | null;
+            image?: string;
             job_id: string;
             master_addr: string;
             master_port: number;
             mem_mib?: number;
+            mounts?: string[];
             notice?: string;
             num_nodes: number;
+            output?: string;
             rank: number;
+            script?: string;
+            signal?: string;
+            /** @description a duration in seconds */
+            signal_after?: number;
             stop?: boolean;
             /** @description a duration in seconds */
             stop_grace?: number;
@@ -1778,6 +2023,7 @@ export interface components {
             exit_code: number;
             /** Format: date-time */
             finished_at?: string | null;
+            image_digest?: string;
             job_id: string;
             log_size?: number;
             oom_killed?: boolean;
@@ -1796,6 +2042,7 @@ export interface components {
             /** Format: date-time */
             expires_at?: string | null;
             id: string;
+            login?: string;
             project_admin?: string[];
             projects?: string[];
             /** Format: date-time */
@@ -2260,6 +2507,203 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            422: components["responses"]["Invalid"];
+            default: components["responses"]["Error"];
+        };
+    };
+    post_auth_device: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceStart"];
+                };
+            };
+            default: components["responses"]["Error"];
+        };
+    };
+    post_auth_device_approve: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeviceApproveRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeviceApproved"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Invalid"];
+            default: components["responses"]["Error"];
+        };
+    };
+    post_auth_device_token: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DeviceTokenRequest"];
+            };
+        };
+        responses: {
+            /** @description the approved sign-in's token, once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Invalid"];
+            default: components["responses"]["Error"];
+        };
+    };
+    post_auth_invites: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InviteRequest"];
+            };
+        };
+        responses: {
+            /** @description the invite, its code shown once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Invite"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Invalid"];
+            default: components["responses"]["Error"];
+        };
+    };
+    post_auth_invites_redeem: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["InviteRedeemRequest"];
+            };
+        };
+        responses: {
+            /** @description a token of the invite's user */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Invalid"];
+            default: components["responses"]["Error"];
+        };
+    };
+    post_auth_login_node: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["NodeLoginRequest"];
+            };
+        };
+        responses: {
+            /** @description a token of the node's local user */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LoginAnswer"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["TooLarge"];
+            422: components["responses"]["Invalid"];
+            default: components["responses"]["Error"];
+        };
+    };
+    post_auth_logout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["SessionRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Token"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["TooLarge"];
             422: components["responses"]["Invalid"];
             default: components["responses"]["Error"];
         };
