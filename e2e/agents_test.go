@@ -31,10 +31,10 @@ const (
 
 // startCluster starts `corral server` with a short node TTL and retry
 // backoff, so that node loss plays out within seconds.
-func startCluster(t *testing.T) *server {
+func startCluster(t *testing.T, extra ...string) *server {
 	t.Helper()
-	return startControl(t, t.TempDir(), freePort(t), []string{"CORRAL_JOIN_TOKEN=" + joinToken}, "server",
-		"--node-ttl", clusterTTL.String(), "--heartbeat", "300ms", "--retry-backoff", clusterBackoff.String())
+	args := append([]string{"server", "--node-ttl", clusterTTL.String(), "--heartbeat", "300ms", "--retry-backoff", clusterBackoff.String()}, extra...)
+	return startControl(t, t.TempDir(), freePort(t), []string{"CORRAL_JOIN_TOKEN=" + joinToken}, args...)
 }
 
 // agentProc is one `corral agent` process; start runs it (again) with the

@@ -349,7 +349,7 @@ func (r *receiver) hasKind(kind string) bool {
 func TestNotifyNodeLost(t *testing.T) {
 	const secret = "whsec-node-lost-42"
 	rcv := newReceiver(t, secret)
-	s := startCluster(t)
+	s := startCluster(t, "--notify-allow-local") // the receiver is on 127.0.0.1
 	env := []string{"CORRAL_SERVER=" + s.URL}
 	for _, scope := range []string{"user", "cluster"} {
 		if _, errOut, code := runCLI(t, env, "notify", "add", "webhook", rcv.URL+"/"+scope, "--secret", secret, "--scope", scope); code != 0 {

@@ -371,12 +371,16 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		scheme = "https"
 	}
 	url := scheme + "://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "Corral %s is up at %s\n%s", version, url, banner)
-	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> %s agent --server %s\n", dataDir, tokenSource, selfName(), url)
-	admin.announce(stdout, scheme, ln.Addr().String(), dataDir, local != nil, logger)
-	if err := f.login.serve(ctx, apiServer, dataDir, self, stdout, logger); err != nil { // loginflags.go
+	// The login socket is served before the banner is printed, and the
+	// banner says so: whoever waits for the banner may use it.
+	var login strings.Builder
+	if err := f.login.serve(ctx, apiServer, dataDir, self, &login, logger); err != nil { // loginflags.go
 		return err
 	}
+	fmt.Fprintf(stdout, "Corral %s is up at %s\n%s", version, url, banner)
+	fmt.Fprintf(stdout, "  data: %s\n  agents join with: CORRAL_JOIN_TOKEN=<the token in %s> %s agent --server %s\n", dataDir, tokenSource, selfName(), url)
+	io.WriteString(stdout, login.String())
+	admin.announce(stdout, scheme, ln.Addr().String(), dataDir, local != nil, logger)
 
 	var runErr error
 	select {
