@@ -37,7 +37,12 @@ import (
 // Config is what an Orchestrator needs. Store, Executor and Nodes are
 // required.
 type Config struct {
-	Store    *store.Store
+	Store *store.Store
+	// Log is what batches are committed to and the state is loaded from
+	// at start-up; nil: Store. A test wraps Store in it to see every
+	// batch the loop commits (golden_test.go); the other reads (ended
+	// jobs, usage, history) still go to Store.
+	Log      store.Log
 	Executor exec.Executor
 	Nodes    []Node
 	DataDir  string // logs go under DataDir/logs
@@ -111,6 +116,23 @@ type Config struct {
 	// MaxRunningCPUJobsPerUser caps the jobs without GPUs one user may
 	// have running at once (cpujobs.go). 0: no cap.
 	MaxRunningCPUJobsPerUser int
+
+	// Seams for tests that step the loop one event at a time under a fake
+	// clock (golden_test.go); the server leaves them nil.
+	//
+	// NewID makes the id of a new job or job array at now. Ids must sort
+	// after every id made before (the queue's order relies on it). Nil:
+	// "j" and a lowercase ULID of now with random entropy.
+	NewID func(now time.Time) string
+	// Ticks, when set, replaces the loop's ticker of period Tick: the loop
+	// does its tick's work (nodes' silence, holds, bookings, time limits,
+	// heartbeat, then a cycle) once per value received. Nil: a real ticker.
+	Ticks <-chan time.Time
+	// Idle, when set, is called by the loop each time it has done all it
+	// can (ops, reports, a due cycle, their executor calls) and is about
+	// to wait for its next event. It must not block or call the
+	// orchestrator. Nil: nothing is called.
+	Idle func()
 }
 
 // Orchestrator is the single writer of live state. Create it with New, run
@@ -241,6 +263,9 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Log == nil {
+		cfg.Log = cfg.Store
+	}
 	o := &Orchestrator{
 		cfg:         cfg,
 		log:         cfg.Logger,
@@ -293,8 +318,12 @@ func (o *Orchestrator) Sink(u exec.Update) { o.updates.push(u) }
 // retried until the store writes again (storedown.go): a full disk does
 // not stop it.
 func (o *Orchestrator) Run(ctx context.Context) error {
-	tick := time.NewTicker(o.cfg.Tick)
-	defer tick.Stop()
+	ticks := o.cfg.Ticks
+	if ticks == nil {
+		tick := time.NewTicker(o.cfg.Tick)
+		defer tick.Stop()
+		ticks = tick.C
+	}
 	o.looping = true
 	go o.recordHistory(ctx)
 	for {
@@ -302,6 +331,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			// Reports already waiting ride with the cycle: the GPUs of
 			// jobs that ended are its to hand out, in one commit.
 			o.cycle(ctx, o.updates.take())
+		}
+		if o.cfg.Idle != nil {
+			o.cfg.Idle()
 		}
 		select {
 		case <-ctx.Done():
@@ -320,7 +352,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			}
 		case <-o.nodeEvents.notify:
 			o.applyNodeEvents(ctx, o.nodeEvents.take())
-		case <-tick.C:
+		case <-ticks:
 			o.checkNodes(ctx)           // liveness.go
 			o.checkHolds(ctx)           // holds.go
 			o.checkBookings(ctx)        // bookings_tick.go
@@ -583,8 +615,12 @@ func (o *Orchestrator) isRunning() bool {
 	return o.running
 }
 
-// newID returns a new sortable job id (a lowercase ULID). Loop only.
+// newID returns a new sortable job id (a lowercase ULID, or Config.NewID's).
+// Loop only.
 func (o *Orchestrator) newID(now time.Time) string {
+	if o.cfg.NewID != nil {
+		return o.cfg.NewID(now)
+	}
 	id, err := ulid.New(ulid.Timestamp(now), o.entropy)
 	if err != nil {
 		// The monotonic entropy overflowed within one millisecond: use the

@@ -22,7 +22,7 @@ const settingScheduling = "scheduling"
 // killed (Reap), and each is requeued while retries remain, else failed
 // with reason "lost". Holds survive: they are for work outside Corral.
 func (o *Orchestrator) recover(ctx context.Context) error {
-	st, err := o.cfg.Store.Load(ctx)
+	st, err := o.cfg.Log.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}

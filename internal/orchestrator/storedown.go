@@ -43,7 +43,7 @@ const (
 // (commitWithout); the ops that made them are answered with an error.
 func (o *Orchestrator) commitRetrying(ctx context.Context, tx *txn) error {
 	b := &tx.batch
-	err := o.cfg.Store.Commit(ctx, b)
+	err := o.cfg.Log.Commit(ctx, b)
 	if err == nil {
 		return nil
 	}
@@ -68,7 +68,7 @@ func (o *Orchestrator) commitRetrying(ctx context.Context, tx *txn) error {
 		if !waited {
 			return fmt.Errorf("%w: %w", ErrStore, err)
 		}
-		err = o.cfg.Store.Commit(ctx, b)
+		err = o.cfg.Log.Commit(ctx, b)
 		if store.Permanent(err) {
 			err = o.commitWithout(ctx, tx, err)
 		}
@@ -104,7 +104,7 @@ func (o *Orchestrator) commitWithout(ctx context.Context, tx *txn, err error) er
 		o.log.Error("the store cannot write some rows of a batch, whatever it retries: they are left out and their changes refused",
 			"rows", len(bad), "part", bad[0].Part.String(), "key", bad[0].Key, "err", bad[0].Err)
 		tx.batch.Drop(bad)
-		if err = o.cfg.Store.Commit(ctx, &tx.batch); err == nil || !store.Permanent(err) {
+		if err = o.cfg.Log.Commit(ctx, &tx.batch); err == nil || !store.Permanent(err) {
 			return err
 		}
 	}

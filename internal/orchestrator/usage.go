@@ -213,7 +213,7 @@ func (o *Orchestrator) heartbeat(ctx context.Context) {
 		return
 	}
 	b := &store.Batch{Settings: map[string]string{settingAliveAt: now.Format(time.RFC3339Nano)}}
-	if err := o.cfg.Store.Commit(ctx, b); err != nil {
+	if err := o.cfg.Log.Commit(ctx, b); err != nil {
 		o.log.Debug("heartbeat not committed", "err", err)
 		return
 	}
