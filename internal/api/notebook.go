@@ -35,6 +35,16 @@ const (
 	notebookPorts   = 9000
 )
 
+// MasterPort is the port rank 0 of a gang listens on for its
+// rendezvous (MASTER_PORT): fixed per job and attempt, in 29500..31499,
+// so that every executor that places a gang (agents, Slurm, Ray) gives
+// its ranks the same one without asking the node.
+func MasterPort(jobID string, attempt int) int {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d", jobID, attempt)
+	return 29500 + int(h.Sum32()%2000)
+}
+
 // NotebookPort is the loopback port a notebook job's attempt listens on:
 // fixed per job and attempt, in 20000..28999, so the server knows it
 // without a report from the node.

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -16,7 +16,7 @@ import (
 // directly or through others, share a number. GPUs with no peers get
 // domains of their own. Without any NVLink information at all, every GPU is
 // put in one domain, so that topology does not steer placement.
-func nvlinkDomains(devs []gpu.Device) map[int]int {
+func nvlinkDomains(devs []gpuinfo.Device) map[int]int {
 	out := make(map[int]int, len(devs))
 	anyLinks := false
 	parent := map[int]int{}
@@ -97,7 +97,7 @@ func (o *Orchestrator) snapshotNodes() []sched.Node {
 	return out
 }
 
-func (o *Orchestrator) device(nodeID string, index int) (*Node, *gpu.Device) {
+func (o *Orchestrator) device(nodeID string, index int) (*Node, *gpuinfo.Device) {
 	n := o.node(nodeID)
 	if n == nil {
 		return nil, nil
@@ -246,12 +246,12 @@ func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, er
 // the latest reading.
 func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	o.mu.RLock()
-	sources := make([]gpu.Source, len(o.nodes))
+	sources := make([]gpuinfo.Source, len(o.nodes))
 	for i := range o.nodes {
 		sources[i] = o.nodes[i].Telemetry
 	}
 	o.mu.RUnlock()
-	direct := make([][]gpu.Telemetry, len(sources))
+	direct := make([][]gpuinfo.Telemetry, len(sources))
 	for i, src := range sources {
 		if src != nil {
 			if t, err := src.Telemetry(ctx); err == nil {

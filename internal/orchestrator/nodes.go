@@ -11,8 +11,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
@@ -36,8 +36,8 @@ type Node struct {
 	Hostname  string
 	Address   string // where other nodes reach it: a gang's CORRAL_MASTER_ADDR
 	Labels    map[string]string
-	Devices   []gpu.Device
-	Telemetry gpu.Source // readings taken by the server itself; nil: from the agent's reports
+	Devices   []gpuinfo.Device
+	Telemetry gpuinfo.Source // readings taken by the server itself; nil: from the agent's reports
 	Simulated bool
 	// Containment is how its agent holds jobs (api.Node's containment).
 	Containment string
@@ -96,7 +96,7 @@ func nodeFromRecord(r nodeRecord) Node {
 	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: withPool(r.Labels), Simulated: r.Simulated,
 		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent, Containment: r.Containment, down: r.Down}
 	for _, g := range r.GPUs {
-		n.Devices = append(n.Devices, gpu.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated, MIG: g.MIG})
+		n.Devices = append(n.Devices, gpuinfo.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated, MIG: g.MIG})
 	}
 	n.domain = nvlinkDomains(n.Devices)
 	return n

@@ -57,6 +57,7 @@ func (o *Orchestrator) jobAnywhere(id string, withEvents bool) (api.Job, bool) {
 		o.mu.RUnlock()
 		return v, true
 	}
+	policy := o.policy.Policy
 	o.mu.RUnlock()
 	o.beforeRead("job")
 	j, err := o.stored(id)
@@ -66,5 +67,7 @@ func (o *Orchestrator) jobAnywhere(id string, withEvents bool) (api.Job, bool) {
 		}
 		return api.Job{}, false
 	}
-	return endedView(&j, withEvents), true
+	v := endedView(&j, withEvents)
+	v.Policy = policy // as view gives it
+	return v, true
 }

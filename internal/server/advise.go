@@ -9,11 +9,12 @@ import (
 
 	"github.com/corral-sched/corral/internal/advise"
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // AdviseSource reads the history `corral advise` profiles (store.Store).
 type AdviseSource interface {
-	Runs(ctx context.Context, since, until time.Time) ([]advise.Run, error)
+	Runs(ctx context.Context, since, until time.Time) ([]store.Run, error)
 }
 
 // WithAdvise serves GET /advise from src.
@@ -42,9 +43,13 @@ func (s *Server) adviseProfile(w http.ResponseWriter, r *http.Request) error {
 	if !since.Before(now) {
 		return api.Invalid("since", "must be in the past")
 	}
-	runs, err := s.advise.Runs(r.Context(), since, now)
+	held, err := s.advise.Runs(r.Context(), since, now)
 	if err != nil {
 		return err
+	}
+	runs := make([]advise.Run, len(held))
+	for i, h := range held {
+		runs[i] = advise.Run(h)
 	}
 	cluster := map[string]int{}
 	for _, n := range s.o.Cluster(r.Context()).Nodes {

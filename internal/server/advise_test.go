@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/corral-sched/corral/internal/advise"
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // noHistory is an AdviseSource with nothing in it.
 type noHistory struct{}
 
-func (noHistory) Runs(context.Context, time.Time, time.Time) ([]advise.Run, error) { return nil, nil }
+func (noHistory) Runs(context.Context, time.Time, time.Time) ([]store.Run, error) { return nil, nil }

@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -180,14 +179,6 @@ func (n *node) bump() {
 	n.wake = make(chan struct{})
 }
 
-// MasterPort is the port rank 0 listens on for a gang's rendezvous: fixed
-// per job and attempt, in 29500..31499.
-func MasterPort(jobID string, attempt int) int {
-	h := fnv.New32a()
-	fmt.Fprintf(h, "%s/%d", jobID, attempt)
-	return 29500 + int(h.Sum32()%2000)
-}
-
 // Start puts every rank of the task in its node's desired state.
 func (p *Pool) Start(ctx context.Context, t exec.Task) error {
 	return p.place(t, false)
@@ -221,7 +212,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 		g.nodes = append(g.nodes, rk.NodeID)
 		n.tasks[taskKey{t.JobID, t.Attempt, r}] = &task{delivered: delivered, spec: api.TaskSpec{
 			JobID: t.JobID, Attempt: t.Attempt, Rank: r, NumNodes: len(ranks), MasterAddr: master,
-			MasterPort: MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env, User: t.User,
+			MasterPort: api.MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env, User: t.User,
 			GPUs: append([]int{}, rk.GPUs...), GPUUUIDs: rk.GPUUUIDs,
 			MemMiB: t.MemMiB, CPUs: t.CPUs, Image: t.Image, Mounts: t.Mounts,
 		}}

@@ -15,7 +15,6 @@ import (
 	"github.com/corral-sched/corral/internal/batchscript"
 	"github.com/corral-sched/corral/internal/breaker"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/exec/agents"
 )
 
 // key names an attempt.
@@ -125,7 +124,7 @@ func (e *Executor) request(t exec.Task, rank int, r exec.Rank, ip, masterIP stri
 	if env == nil {
 		env = map[string]string{}
 	}
-	port := strconv.Itoa(agents.MasterPort(t.JobID, t.Attempt))
+	port := strconv.Itoa(api.MasterPort(t.JobID, t.Attempt))
 	for k, v := range map[string]string{
 		"CORRAL_JOB_ID": t.JobID, "CORRAL_ATTEMPT": strconv.Itoa(t.Attempt), "CORRAL_NODE_ID": r.NodeID,
 		"CORRAL_NUM_GPUS": strconv.Itoa(len(r.GPUs)), "CORRAL_NODE_RANK": strconv.Itoa(rank), "CORRAL_NUM_NODES": strconv.Itoa(numNodes),

@@ -29,7 +29,6 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/exec/agents"
 )
 
 // NodeBook is the part of the orchestrator that keeps the node registry,
@@ -170,7 +169,7 @@ func (e *Executor) Start(ctx context.Context, t exec.Task) error {
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o700); err != nil {
 		return fmt.Errorf("slurm: log directory: %w", err)
 	}
-	body := script(scriptSpec{Task: t, Ranks: ranks, MasterAddr: master, MasterPort: agents.MasterPort(t.JobID, t.Attempt), ExitPath: exitPath})
+	body := script(scriptSpec{Task: t, Ranks: ranks, MasterAddr: master, MasterPort: api.MasterPort(t.JobID, t.Attempt), ExitPath: exitPath})
 	if err := os.WriteFile(scriptPath, []byte(body), 0o700); err != nil {
 		return fmt.Errorf("slurm: batch script: %w", err)
 	}
