@@ -22,7 +22,9 @@ type cancelFilter struct {
 	scope                      ownerScope // -A (mine.go)
 }
 
-func (f cancelFilter) empty() bool { return f.user == "" && f.name == "" && f.state == "" && f.project == "" }
+func (f cancelFilter) empty() bool {
+	return f.user == "" && f.name == "" && f.state == "" && f.project == ""
+}
 
 // cancelResult is corral cancel's -o json answer when it took several jobs
 // (or a filter): the jobs as the server answered, and the ids it refused.

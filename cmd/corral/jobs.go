@@ -382,7 +382,7 @@ func (c *cli) newJobsCmd() *cobra.Command {
 		state, usr, project, name, since string
 		limit                            int
 		expand                           bool
-		pg                               jobPaging // pages.go
+		pg                               jobPaging  // pages.go
 		scope                            ownerScope // mine.go
 	)
 	cmd := &cobra.Command{

@@ -163,7 +163,7 @@ func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, wo Wa
 		attempt = *o.Attempt // counted from 0, as $CORRAL_ATTEMPT
 	}
 	var written int64 // bytes of attempt already written to w (or skipped: o.Offset)
-	switch { // bytes already printed (a tail read first: LogTail)
+	switch {          // bytes already printed (a tail read first: LogTail)
 	case pinned:
 		written = o.Offset
 	case o.From != nil:
