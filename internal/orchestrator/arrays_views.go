@@ -108,7 +108,7 @@ func (o *Orchestrator) arrayNotJob(id string) error {
 		return nil
 	}
 	return &api.Error{Status: http.StatusNotFound, Code: "is_array",
-		Message: fmt.Sprintf("%s is a job array, not a job: see GET /arrays/%s, or name a task as %s_INDEX", aid, aid, aid)}
+		Message: fmt.Sprintf("%s is a job array, not a job: see corral array show %s, or name a task as %s_INDEX", aid, aid, aid)}
 }
 
 // Array returns the array that id names (exactly or by prefix), with its
