@@ -10,7 +10,8 @@ import (
 )
 
 // TestMineByDefault: two users, each with their own token, see only their
-// own jobs in corral queue and corral jobs, -A shows both users' jobs, and
+// own jobs in corral queue and corral jobs, -A shows both users' jobs (as
+// an admin's corral queue does), and
 // ana's corral cancel --name eval cancels her evals and leaves bo's.
 func TestMineByDefault(t *testing.T) {
 	s := startServer(t)
@@ -33,6 +34,9 @@ func TestMineByDefault(t *testing.T) {
 	}
 	owners := func(env []string, args ...string) map[string]int {
 		t.Helper()
+		if env == nil {
+			env = []string{"CORRAL_SERVER=" + s.URL} // the admin token
+		}
 		out, errOut, code := runCLI(t, env, append([]string{"-o", "json"}, args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d, %s", args, code, errOut)
@@ -61,6 +65,8 @@ func TestMineByDefault(t *testing.T) {
 		ana  int
 		bo   int
 	}{
+		{"admin", nil, []string{"queue"}, 2, 1}, // admins see everyone's, as with squeue
+		{"admin", nil, []string{"jobs"}, 2, 1},
 		{"ana", ana, []string{"queue"}, 2, 0},
 		{"bo", bo, []string{"queue"}, 0, 1},
 		{"ana", ana, []string{"queue", "-A"}, 2, 1},

@@ -144,7 +144,7 @@ counts toward the 10.`,
 	fl.StringVar(&f.state, "state", "", "cancel the jobs in this unfinished state (queued, scheduled, allocating, running)")
 	fl.StringVar(&f.project, "project", "", "cancel this project's unfinished jobs")
 	fl.BoolVarP(&yes, "yes", "y", false, "cancel even when more than 10 jobs match")
-	f.scope.register(fl, "filters select")
+	f.scope.register(fl, cancelAllUsage) // mine.go
 	return cmd
 }
 
@@ -175,7 +175,7 @@ func (c *cli) matchUnfinished(ctx context.Context, cl *client.Client, f cancelFi
 	}
 	var jobs []api.Job
 	for _, s := range states {
-		list, err := cl.Jobs(ctx, client.JobFilter{State: s, User: f.user, Project: f.project, Name: f.name, Limit: 100000, Mine: mine})
+		list, err := cl.Jobs(ctx, client.JobFilter{State: s, User: f.user, Project: f.project, Name: f.name, Limit: 100000, Mine: mineValue(mine)})
 		if err != nil {
 			return nil, err
 		}

@@ -394,7 +394,7 @@ func (c *cli) newJobsCmd() *cobra.Command {
   corral jobs --name sweep --state running`,
 		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := client.JobFilter{State: api.State(state), User: usr, Project: project, Name: name, Limit: limit, Mine: scope.mine(usr)}
+			f := client.JobFilter{State: api.State(state), User: usr, Project: project, Name: name, Limit: limit, Mine: scope.list(usr)}
 			if state != "" && !f.State.Valid() {
 				return usagef("--state %q: want one of %s", state, stateNames())
 			}
@@ -433,7 +433,7 @@ func (c *cli) newJobsCmd() *cobra.Command {
 	fl.StringVar(&since, "since", "", "only jobs submitted since: an age (1h, 2d) or a time (RFC 3339, 2006-01-02)")
 	fl.IntVar(&limit, "limit", 0, "at most this many jobs (a page; default: the server's, 1000)")
 	pg.flags(fl)
-	scope.register(fl, "list")
+	scope.register(fl, listAllUsage) // mine.go
 	fl.BoolVar(&expand, "expand", false, "list each task of a job array on its own row (default: one row per array, with its counts)")
 	return cmd
 }

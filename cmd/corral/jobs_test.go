@@ -194,7 +194,7 @@ func TestJobsTableAndFilters(t *testing.T) {
 	}
 
 	res = f.run("jobs", "--since", "90m")
-	if q := f.last().Query; res.code != 0 || !strings.HasPrefix(q, "mine=true&since=") {
+	if q := f.last().Query; res.code != 0 || !strings.HasPrefix(q, "mine=auto&since=") {
 		t.Errorf("--since 90m: exit %d, query %q", res.code, q)
 	}
 }

@@ -13,24 +13,38 @@ import (
 	"github.com/corral-sched/corral/internal/client"
 )
 
-// Mine by default (docs/jobs.md, "Whose jobs"): corral queue, corral jobs
-// and corral cancel's filters take the caller's own jobs unless
-// -A/--all-users (everyone's) or --user (that user's) says otherwise. The
-// server resolves "mine" from the token (mine=true), so no second call
-// learns who the caller is. It holds for every role alike: an admin's
-// corral queue is their own jobs too (Slurm's squeue --me), so that an
-// admin's corral cancel --name eval takes only their own evals; viewers,
-// who own no jobs, see an empty list with a hint to add -A.
+// Mine by default (README, "Your jobs by default"): for a user, corral
+// queue and corral jobs list their own jobs (mine=auto: the server resolves
+// the token's user and role, so no second call learns who the caller is);
+// admins and viewers see everyone's, as with Slurm's squeue (viewers own
+// no jobs; an admin adds --user or runs corral queue --user ME). corral
+// cancel's filters take the caller's own jobs whatever the role
+// (mine=true), so that an admin's corral cancel --name eval takes only
+// their own evals. -A/--all-users takes everyone's (that the caller may
+// cancel, for cancel); --user U that user's.
 
 // ownerScope is the -A/--all-users flag.
 type ownerScope struct{ allUsers bool }
 
-func (s *ownerScope) register(fl *pflag.FlagSet, what string) {
-	fl.BoolVarP(&s.allUsers, "all-users", "A", false, what+" everyone's jobs, as far as your role may see them (default: yours only)")
+func (s *ownerScope) register(fl *pflag.FlagSet, usage string) {
+	fl.BoolVarP(&s.allUsers, "all-users", "A", false, usage)
 }
 
-// mine reports whether to ask for the caller's own jobs: unless -A, or
-// --user names whose.
+const (
+	listAllUsage   = "everyone's jobs (default: a user's own; admins and viewers see everyone's)"
+	cancelAllUsage = "filters select everyone's jobs that you may cancel (default: your own, whatever your role)"
+)
+
+// list is the mine= of a listing: "auto" unless -A, or --user names whose.
+func (s ownerScope) list(user string) string {
+	if s.allUsers || user != "" {
+		return ""
+	}
+	return "auto"
+}
+
+// mine reports whether a filter takes the caller's own jobs (mine=true):
+// unless -A, or --user names whose.
 func (s ownerScope) mine(user string) bool { return !s.allUsers && user == "" }
 
 // queueStates are the states corral queue lists, in its --state grammar:
@@ -79,7 +93,7 @@ func (o *queueOpts) register(fl *pflag.FlagSet) {
 	fl.BoolVar(&o.expand, "expand", false, "list each task of a job array on its own row")
 	fl.StringVar(&o.user, "user", "", "this user's jobs")
 	fl.StringVar(&o.state, "state", "", "only jobs in these states, comma-separated: queued, scheduled, allocating, running (default: all four)")
-	o.scope.register(fl, "list")
+	o.scope.register(fl, listAllUsage)
 }
 
 // runQueue is corral queue [ARRAYID].
@@ -103,7 +117,10 @@ func (c *cli) runQueue(ctx context.Context, args []string, o queueOpts) error {
 		}
 		only = a.ID
 	}
-	mine := o.scope.mine(o.user) && only == "" // an array's tasks are listed whoever owns them
+	mine := o.scope.list(o.user) // mine.go
+	if only != "" {
+		mine = "" // an array's tasks are listed whoever owns them
+	}
 	out := queueOutput{QueueResponse: api.QueueResponse{QueuedJobs: []api.QueuedJob{}}, RunningJobs: []api.Job{}}
 	if slices.Contains(states, api.StateQueued) {
 		if out.QueueResponse, err = cl.QueueOf(ctx, client.QueueFilter{User: o.user, Mine: mine, Limit: o.limit, All: o.all || only != ""}); err != nil {
@@ -126,9 +143,10 @@ func (c *cli) runQueue(ctx context.Context, args []string, o queueOpts) error {
 	}
 	view := out.QueueResponse
 	view.QueuedJobs = collapseQueue(out.QueuedJobs, o.expand, only) // arrays.go
+	started := collapseStarted(out.RunningJobs, view.QueuedJobs, o.expand)
 	return c.emit(out, func(w io.Writer) error {
-		if len(out.RunningJobs) > 0 {
-			if err := c.printStarted(w, out.RunningJobs); err != nil {
+		if len(started) > 0 {
+			if err := c.printStarted(w, started); err != nil {
 				return err
 			}
 			if !slices.Contains(states, api.StateQueued) {
@@ -143,11 +161,45 @@ func (c *cli) runQueue(ctx context.Context, args []string, o queueOpts) error {
 		if err := c.printQueue(w, view, o.long); err != nil {
 			return err
 		}
-		if mine && len(view.QueuedJobs) == 0 && len(out.RunningJobs) == 0 {
-			fmt.Fprintln(w, "(your jobs only: corral queue -A lists everyone's)")
-		}
 		return queueFooter(w, out.QueueResponse)
 	})
+}
+
+// collapseStarted is collapseQueue for corral queue's started jobs: an
+// array whose row is in the queue (with its counts, running tasks too)
+// has no rows here; another array's started tasks are one row, with the
+// array's id and how many run.
+func collapseStarted(jobs []api.Job, queued []api.QueuedJob, expand bool) []api.Job {
+	if expand {
+		return jobs
+	}
+	inQueue := map[string]bool{}
+	for _, q := range queued {
+		if isArrayRow(q.ArrayJobID, q.ArrayTaskID) {
+			inQueue[q.ArrayJobID] = true
+		}
+	}
+	out := make([]api.Job, 0, len(jobs))
+	at := map[string]int{} // array id -> its row in out
+	for _, j := range jobs {
+		switch {
+		case j.ArrayJobID == "":
+			out = append(out, j)
+		case inQueue[j.ArrayJobID]:
+		default:
+			if i, ok := at[j.ArrayJobID]; ok {
+				out[i].GPUCount += j.GPUCount
+				out[i].GrantedGPUs += j.GrantedGPUs
+				out[i].Allocation = append(out[i].Allocation, j.Allocation...)
+				continue
+			}
+			at[j.ArrayJobID] = len(out)
+			j.ID, j.ArrayTaskID = j.ArrayJobID, nil
+			j.Allocation = slices.Clone(j.Allocation)
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // printStarted is corral queue's table of started jobs.
@@ -160,6 +212,9 @@ func (c *cli) printStarted(w io.Writer, jobs []api.Job) error {
 	}
 	short := shortIDs(ids, shortIDMin)
 	for i, j := range jobs {
+		if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+			short[i] = j.ID // an array's row shows its whole id (arrays.go)
+		}
 		t.row(short[i], j.User, jobState(j), fmtJobGPUs(j), jobNodes(j), jobRuntime(j, now), clip(j.Name, 32))
 	}
 	return t.flush()
@@ -197,4 +252,12 @@ func mayCancel(ctx context.Context, cl *client.Client) (func(api.Job) bool, erro
 		}
 		return false
 	}, nil
+}
+
+// mineValue is mine=true for a filter of the caller's own jobs.
+func mineValue(mine bool) string {
+	if mine {
+		return "true"
+	}
+	return ""
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// TestMineByDefault: corral jobs and corral queue ask for the caller's own
-// jobs (mine=true) unless -A or --user says whose; corral queue asks for
+// TestMineByDefault: corral jobs and corral queue ask for a user's own
+// jobs (mine=auto: everyone's for admins) unless -A or --user says whose; corral queue asks for
 // the started jobs too, and --state narrows which it asks for.
 func TestMineByDefault(t *testing.T) {
 	f := newFakeServer(t)
@@ -29,15 +29,15 @@ func TestMineByDefault(t *testing.T) {
 		args []string
 		want []string // each request, as path?query with mine and user (sorted keys)
 	}{
-		{[]string{"jobs"}, []string{"/jobs?mine=true"}},
-		{[]string{"jobs", "--name", "eval"}, []string{"/jobs?mine=true"}},
+		{[]string{"jobs"}, []string{"/jobs?mine=auto"}},
+		{[]string{"jobs", "--name", "eval"}, []string{"/jobs?mine=auto"}},
 		{[]string{"jobs", "-A"}, []string{"/jobs?"}},
 		{[]string{"jobs", "--all-users", "--name", "eval"}, []string{"/jobs?"}},
 		{[]string{"jobs", "--user", "bo"}, []string{"/jobs?user=bo"}},
-		{[]string{"queue"}, append([]string{"/queue?mine=true"}, mineQ(started)...)},
+		{[]string{"queue"}, append([]string{"/queue?mine=auto"}, mineQ(started)...)},
 		{[]string{"queue", "-A"}, append([]string{"/queue?"}, started...)},
 		{[]string{"queue", "--user", "bo"}, append([]string{"/queue?user=bo"}, userQ(started, "bo")...)},
-		{[]string{"queue", "--state", "queued"}, []string{"/queue?mine=true"}},
+		{[]string{"queue", "--state", "queued"}, []string{"/queue?mine=auto"}},
 		{[]string{"queue", "--state", "running,queued", "-A"}, []string{"/queue?", "/jobs?state=running"}},
 	}
 	for _, tc := range tests {
@@ -70,7 +70,7 @@ func TestMineByDefault(t *testing.T) {
 func mineQ(paths []string) []string {
 	out := make([]string, len(paths))
 	for i, p := range paths {
-		out[i] = strings.Replace(p, "?", "?mine=true&", 1)
+		out[i] = strings.Replace(p, "?", "?mine=auto&", 1)
 	}
 	return out
 }
@@ -273,5 +273,35 @@ func TestLogsSince(t *testing.T) {
 	res = runArgs("--server", plain.start(t).URL, "logs", "J1", "--since", "1h")
 	if res.code == 0 || !strings.Contains(res.stderr, "--tail") {
 		t.Errorf("--since without times: exit %d, %q", res.code, res.stderr)
+	}
+}
+
+// TestCollapseStarted: a started array task has no row of its own when
+// its array has a row in the queue; otherwise an array's started tasks
+// are one row; --expand keeps every task.
+func TestCollapseStarted(t *testing.T) {
+	task := func(id string, i int) api.Job {
+		return api.Job{ID: id + "_" + strconv.Itoa(i), ArrayJobID: id, ArrayTaskID: &i, GPUCount: 1, State: api.StateRunning}
+	}
+	jobs := []api.Job{{ID: "plain", State: api.StateRunning}, task("arrq", 0), task("arrq", 1), task("arrr", 0), task("arrr", 1)}
+	queued := []api.QueuedJob{{ID: "arrq", ArrayJobID: "arrq"}}
+	for _, tc := range []struct {
+		expand bool
+		ids    []string
+	}{
+		{false, []string{"plain", "arrr"}},
+		{true, []string{"plain", "arrq_0", "arrq_1", "arrr_0", "arrr_1"}},
+	} {
+		var ids []string
+		out := collapseStarted(jobs, queued, tc.expand)
+		for _, j := range out {
+			ids = append(ids, j.ID)
+		}
+		if !slices.Equal(ids, tc.ids) {
+			t.Errorf("expand %v: rows %v, want %v", tc.expand, ids, tc.ids)
+		}
+		if !tc.expand && out[1].GPUCount != 2 {
+			t.Errorf("the array's row counts %d GPUs, want 2", out[1].GPUCount)
+		}
 	}
 }

@@ -88,7 +88,10 @@ type JobFilter struct {
 	Until   time.Time // jobs submitted before
 	Cursor  string    // the page after this cursor (the last page's NextCursor)
 	Limit   int
-	Mine    bool // the caller's own jobs (mine=true: the server knows whose token it is)
+	// Mine is "true" for the caller's own jobs (the server knows whose
+	// token it is), "auto" for a user's own and everyone's for admins and
+	// viewers (corral jobs' default); "" does not filter.
+	Mine string
 }
 
 func (f JobFilter) values() url.Values {
@@ -117,8 +120,8 @@ func (f JobFilter) values() url.Values {
 	if f.Cursor != "" {
 		v.Set("cursor", f.Cursor)
 	}
-	if f.Mine {
-		v.Set("mine", "true")
+	if f.Mine != "" {
+		v.Set("mine", f.Mine)
 	}
 	return v
 }

@@ -10,10 +10,11 @@ import (
 )
 
 // QueueFilter narrows QueueOf: one user's rows (User), or the caller's
-// (Mine: the server resolves the token's user). Zero fields do not filter.
+// (Mine "true": the server resolves the token's user; "auto": a user's
+// own, everyone's for admins and viewers). Zero fields do not filter.
 type QueueFilter struct {
 	User  string
-	Mine  bool
+	Mine  string
 	Limit int  // jobs a page; 0: the server's default (500)
 	All   bool // every page
 }
@@ -48,8 +49,8 @@ func (c *Client) queueOfPage(ctx context.Context, f QueueFilter, limit int, curs
 	if f.User != "" {
 		v.Set("user", f.User)
 	}
-	if f.Mine {
-		v.Set("mine", "true")
+	if f.Mine != "" {
+		v.Set("mine", f.Mine)
 	}
 	var q api.QueueResponse
 	err := c.call(ctx, request{method: http.MethodGet, path: "/queue", query: v}, &q)

@@ -10,7 +10,8 @@ import (
 )
 
 // TestMineFilter: GET /jobs and GET /queue with mine=true list the
-// caller's own jobs, whoever the caller is; user= lists that user's;
+// caller's own jobs, whoever the caller is; mine=auto a user's own and
+// everyone's to admins and viewers; user= lists that user's;
 // neither lists everyone's; mine=true with another user= is a 422 that
 // names mine.
 func TestMineFilter(t *testing.T) {
@@ -57,6 +58,10 @@ func TestMineFilter(t *testing.T) {
 			{"viewer", "?mine=true", map[string]int{}},
 			{"admin", "?mine=1", map[string]int{}},
 			{"owner", "?mine=true&user=alice", map[string]int{"alice": 2}},
+			{"owner", "?mine=auto", map[string]int{"alice": 2}},
+			{"other", "?mine=auto", map[string]int{"bob": 1}},
+			{"admin", "?mine=auto", map[string]int{"alice": 2, "bob": 1}},
+			{"viewer", "?mine=auto", map[string]int{"alice": 2, "bob": 1}},
 			{"owner", "?user=bob", map[string]int{"bob": 1}},
 			{"owner", "", map[string]int{"alice": 2, "bob": 1}},
 			{"owner", "?mine=false", map[string]int{"alice": 2, "bob": 1}},
@@ -70,7 +75,7 @@ func TestMineFilter(t *testing.T) {
 				t.Errorf("%s %s%s: owners %v, want %v", tc.caller, base, tc.query, got, tc.want)
 			}
 		}
-		for _, q := range []string{"?mine=true&user=bob", "?mine=maybe"} {
+		for _, q := range []string{"?mine=true&user=bob", "?mine=maybe", "?mine=auto&user=alice"} {
 			resp, b := e.do("owner", "GET", base+q, "", nil)
 			var eb api.ErrorBody
 			_ = json.Unmarshal(b, &eb)
