@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
@@ -18,10 +19,10 @@ import (
 // and stops when the job leaves the queue.
 func TestReportWaiting(t *testing.T) {
 	answers := []api.Job{
-		{ID: "J", State: api.StateQueued, QueuePosition: 3, PendingMessage: "waiting for 2 free GPUs"},
-		{ID: "J", State: api.StateQueued, QueuePosition: 3, PendingMessage: "waiting for 2 free GPUs"},
-		{ID: "J", State: api.StateQueued, QueuePosition: 1, PendingMessage: "waiting for 1 free GPU"},
-		{ID: "J", State: api.StateRunning},
+		{ID: "J", Priority: api.PriorityNormal, State: api.StateQueued, QueuePosition: 3, PendingMessage: "waiting for 2 free GPUs"},
+		{ID: "J", Priority: api.PriorityNormal, State: api.StateQueued, QueuePosition: 3, PendingMessage: "waiting for 2 free GPUs"},
+		{ID: "J", Priority: api.PriorityNormal, State: api.StateQueued, QueuePosition: 1, PendingMessage: "waiting for 1 free GPU"},
+		{ID: "J", Priority: api.PriorityNormal, State: api.StateRunning},
 	}
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,7 +33,9 @@ func TestReportWaiting(t *testing.T) {
 	t.Cleanup(srv.Close)
 	var errb bytes.Buffer
 	c := &cli{stderr: &errb}
-	c.reportWaiting(context.Background(), client.New(srv.URL), api.Job{ID: "J", State: api.StateQueued, QueuePosition: 4}, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c.reportWaiting(ctx, client.New(srv.URL), api.Job{ID: "J", Priority: api.PriorityNormal, State: api.StateQueued, QueuePosition: 4}, 0)
 	want := "corral: job J queued, position 4\n" +
 		"corral: job J queued, position 3: waiting for 2 free GPUs\n" +
 		"corral: job J queued, position 1: waiting for 1 free GPU\n"
