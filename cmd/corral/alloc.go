@@ -120,13 +120,7 @@ func (c *cli) alloc(ctx context.Context, cl *client.Client, req api.SubmitReques
 			return exitCodeError{code: exitError, msg: fmt.Sprintf("allocation %s %s before it started", id, jobEnd(job))}
 		}
 		if job.State == api.StateQueued {
-			line := "queued"
-			if job.QueuePosition > 0 {
-				line += fmt.Sprintf(", position %d", job.QueuePosition)
-			}
-			if job.PendingMessage != "" {
-				line += ": " + job.PendingMessage
-			}
+			line := queuedLine(job) // waiting.go, shared with corral run
 			if line != last {
 				fmt.Fprintf(c.stderr, "corral: allocation %s %s (Ctrl-C cancels)\n", id, line)
 				last = line

@@ -29,6 +29,7 @@ func arrayQueue() api.QueueResponse {
 func TestQueueArrayRow(t *testing.T) {
 	f := newFakeServer(t)
 	f.on("GET", "/queue", 200, arrayQueue())
+	f.on("GET", "/jobs", 200, api.JobList{})
 	f.on("GET", "/arrays/j01karray", 200, api.Array{ID: testArrayID, Priority: api.PriorityNormal})
 	for _, tc := range []struct {
 		args  []string

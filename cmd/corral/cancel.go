@@ -19,9 +19,12 @@ const cancelConfirmAbove = 10
 // cancelFilter selects the jobs corral cancel takes when no ids are given.
 type cancelFilter struct {
 	user, name, state, project string
+	scope                      ownerScope // -A (mine.go)
 }
 
-func (f cancelFilter) empty() bool { return f == cancelFilter{} }
+func (f cancelFilter) empty() bool {
+	return f.user == "" && f.name == "" && f.state == "" && f.project == ""
+}
 
 // cancelResult is corral cancel's -o json answer when it took several jobs
 // (or a filter): the jobs as the server answered, and the ids it refused.
@@ -65,7 +68,9 @@ then SIGKILL once the grace period is over.
 
 Give job ids (or unique prefixes of 6 or more characters), or filters instead:
 --user, --name, --state and --project select the unfinished jobs (queued,
-scheduled, allocating, running) that match them all. More than 10 jobs are
+scheduled, allocating, running) that match them all: your own jobs only,
+unless --user names whose or -A/--all-users takes everyone's that you may
+cancel (yours, your administered projects', or all with an admin token). More than 10 jobs are
 canceled only with --yes; without it corral cancel says how many matched and
 cancels nothing. Each job is canceled through DELETE /queue/{id}, so each is
 authorized and audited on its own; one line is printed per job, then a
@@ -108,7 +113,7 @@ counts toward the 10.`,
 			}
 			ids := uniq(args)
 			if len(ids) == 0 {
-				if ids, err = matchUnfinished(cmd.Context(), cl, f); err != nil {
+				if ids, err = c.matchUnfinished(cmd.Context(), cl, f); err != nil {
 					return err
 				}
 				if len(ids) == 0 {
@@ -139,13 +144,25 @@ counts toward the 10.`,
 	fl.StringVar(&f.state, "state", "", "cancel the jobs in this unfinished state (queued, scheduled, allocating, running)")
 	fl.StringVar(&f.project, "project", "", "cancel this project's unfinished jobs")
 	fl.BoolVarP(&yes, "yes", "y", false, "cancel even when more than 10 jobs match")
+	f.scope.register(fl, cancelAllUsage) // mine.go
 	return cmd
 }
 
 // matchUnfinished lists the ids of the unfinished jobs f selects, oldest
 // first, asking the server once per unfinished state so that finished jobs
-// never crowd them out of a page.
-func matchUnfinished(ctx context.Context, cl *client.Client, f cancelFilter) ([]string, error) {
+// never crowd them out of a page. Without --user or -A they are the
+// caller's own (mine=true); with either, those the caller may not cancel
+// are left out, and said so on stderr.
+func (c *cli) matchUnfinished(ctx context.Context, cl *client.Client, f cancelFilter) ([]string, error) {
+	mine := f.scope.mine(f.user)
+	allowed := func(api.Job) bool { return true }
+	if !mine {
+		var err error
+		if allowed, err = mayCancel(ctx, cl); err != nil { // mine.go
+			return nil, err
+		}
+	}
+	var left []string // others' jobs the caller may not cancel
 	var states []api.State
 	if f.state != "" {
 		states = []api.State{api.State(f.state)}
@@ -158,7 +175,7 @@ func matchUnfinished(ctx context.Context, cl *client.Client, f cancelFilter) ([]
 	}
 	var jobs []api.Job
 	for _, s := range states {
-		list, err := cl.Jobs(ctx, client.JobFilter{State: s, User: f.user, Project: f.project, Name: f.name, Limit: 100000})
+		list, err := cl.Jobs(ctx, client.JobFilter{State: s, User: f.user, Project: f.project, Name: f.name, Limit: 100000, Mine: mineValue(mine)})
 		if err != nil {
 			return nil, err
 		}
@@ -172,7 +189,16 @@ func matchUnfinished(ctx context.Context, cl *client.Client, f cancelFilter) ([]
 			(f.project != "" && j.Project != f.project) || j.State.Terminal() {
 			continue
 		}
+		if !allowed(j) {
+			if !slices.Contains(left, j.ID) {
+				left = append(left, j.ID)
+			}
+			continue
+		}
 		ids = append(ids, j.ID)
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(c.stderr, "corral: %d matching jobs of others are left out: you may cancel only your own, your administered projects', or any with an admin token\n", len(left))
 	}
 	slices.Sort(ids) // ids begin with their submission time
 	return slices.Compact(ids), nil

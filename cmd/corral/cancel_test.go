@@ -28,6 +28,7 @@ func sweepJobs(f *fakeServer, n int) []string {
 		f.on("DELETE", "/queue/"+id, http.StatusOK, api.Job{ID: id, State: api.StateCanceled, Priority: api.PriorityNormal})
 	}
 	f.on("GET", "/jobs", http.StatusOK, api.JobList{Jobs: jobs})
+	f.on("GET", "/auth/whoami", http.StatusOK, api.Whoami{User: "ana", Role: api.RoleUser})
 	return ids
 }
 
@@ -59,6 +60,9 @@ func TestCancelByFilter(t *testing.T) {
 	}
 	var states []string
 	for _, r := range f.requests() {
+		if r.Path != "/jobs" {
+			continue
+		}
 		q, _ := url.ParseQuery(r.Query)
 		if q.Get("name") != "sweep" || q.Get("user") != "ana" {
 			t.Errorf("GET /jobs?%s lacks the filter", r.Query)

@@ -325,14 +325,21 @@ func shellQuote(s string) string {
 }
 
 func (c *cli) newQueueCmd() *cobra.Command {
-	var long, expand, qall bool
-	var qlimit int
+	var o queueOpts // mine.go
 	cmd := &cobra.Command{
 		Use:   "queue [ARRAYID]",
-		Short: "List queued jobs in scheduling order",
-		Long: `List queued jobs in scheduling order. A job array is one row, with its
-tasks' counts (queued, running, completed, failed); --expand lists every
-task, and corral queue ARRAYID lists that array's queued tasks.`,
+		Short: "List your queued and running jobs, the queue in scheduling order",
+		Long: `List your jobs that have not ended: those started (scheduled, allocating,
+running), then those queued, in scheduling order with each one's place in
+the whole queue. -A/--all-users lists everyone's, --user U one user's, and
+--state narrows to some states (--state queued: the queue alone).
+
+A job array is one row, with its tasks' counts (queued, running,
+completed, failed); --expand lists every task, and corral queue ARRAYID
+lists that array's queued tasks.`,
+		Example: `  corral queue              # your jobs: running, then queued
+  corral queue -A -l        # everyone's, with why each queued job waits
+  corral queue --state running --user ana`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return usagef("too many arguments: give at most one array ID")
@@ -340,39 +347,10 @@ task, and corral queue ARRAYID lists that array's queued tasks.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			only := ""
-			if len(args) == 1 {
-				a, err := cl.Array(cmd.Context(), args[0])
-				if err != nil {
-					return err
-				}
-				only = a.ID
-			}
-			if qlimit < 0 {
-				return usagef("--limit must not be negative")
-			}
-			q, err := queuePage(cmd.Context(), cl, qlimit, qall || only != "") // pages.go
-			if err != nil {
-				return err
-			}
-			view := q
-			view.QueuedJobs = collapseQueue(q.QueuedJobs, expand, only) // arrays.go
-			return c.emit(q, func(w io.Writer) error {
-				if err := c.printQueue(w, view, long); err != nil {
-					return err
-				}
-				return queueFooter(w, q)
-			})
+			return c.runQueue(cmd.Context(), args, o) // mine.go
 		},
 	}
-	cmd.Flags().IntVar(&qlimit, "limit", 0, "at most this many jobs, from the head of the queue (default: the server's, 500)")
-	cmd.Flags().BoolVar(&qall, "all", false, "the whole queue, page after page")
-	cmd.Flags().BoolVarP(&long, "long", "l", false, "show why each job is pending")
-	cmd.Flags().BoolVar(&expand, "expand", false, "list each task of a job array on its own row")
+	o.register(cmd.Flags())
 	return cmd
 }
 
@@ -440,17 +418,19 @@ func (c *cli) newJobsCmd() *cobra.Command {
 		state, usr, project, name, since string
 		limit                            int
 		expand                           bool
-		pg                               jobPaging // pages.go
+		pg                               jobPaging  // pages.go
+		scope                            ownerScope // mine.go
 	)
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs, newest first",
+		Short: "List your jobs, newest first (-A: everyone's)",
 		Example: `  corral jobs --state failed --since 24h
+  corral jobs -A --name sweep                # everyone's jobs of that name
   corral jobs --user alice --limit 20
   corral jobs --name sweep --state running`,
 		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := client.JobFilter{State: api.State(state), User: usr, Project: project, Name: name, Limit: limit}
+			f := client.JobFilter{State: api.State(state), User: usr, Project: project, Name: name, Limit: limit, Mine: scope.list(usr)}
 			if state != "" && !f.State.Valid() {
 				return usagef("--state %q: want one of %s", state, stateNames())
 			}
@@ -489,6 +469,7 @@ func (c *cli) newJobsCmd() *cobra.Command {
 	fl.StringVar(&since, "since", "", "only jobs submitted since: an age (1h, 2d) or a time (RFC 3339, 2006-01-02)")
 	fl.IntVar(&limit, "limit", 0, "at most this many jobs (a page; default: the server's, 1000)")
 	pg.flags(fl)
+	scope.register(fl, listAllUsage) // mine.go
 	fl.BoolVar(&expand, "expand", false, "list each task of a job array on its own row (default: one row per array, with its counts)")
 	return cmd
 }
@@ -558,11 +539,20 @@ func (c *cli) newLogsCmd() *cobra.Command {
 		follow        bool
 		attempt, rank int
 		retry         time.Duration
+		lw            logWindow // --tail, --since (logtail.go)
 	)
 	cmd := &cobra.Command{
-		Use:   "logs [-f] ID",
+		Use:   "logs [-f] [--tail N] [--since D] ID",
 		Short: "Print a job's output",
-		Args:  argsExactly(1, "the job ID"),
+		Long: `Print a job's output: all of it, or its last --tail N lines, or the lines
+stamped since --since D (lines that begin with a time). --tail and --since
+read the log from its end by byte ranges, a chunk at a time, so the tail of a
+long log comes at once. -f keeps printing until the job ends; with --tail
+it starts at the tail.`,
+		Example: `  corral logs JOB --tail 20
+  corral logs -f --tail 0 JOB     # only what comes from now on
+  corral logs JOB --since 10m     # lines stamped in the last 10 minutes`,
+		Args: argsExactly(1, "the job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := client.LogsOptions{Follow: follow, Rank: rank}
 			if cmd.Flags().Changed("attempt") {
@@ -581,6 +571,26 @@ func (c *cli) newLogsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("tail") {
+				lw.tail = -1
+			} else if lw.tail < 0 {
+				return usagef("--tail must not be negative")
+			}
+			if lw.set() {
+				j, err := cl.Job(cmd.Context(), args[0]) // the full id, for -f after
+				if err != nil {
+					return err
+				}
+				part, err := c.printLogWindow(cmd.Context(), cl, fullID(j, args[0]), o, lw)
+				if err != nil || !follow {
+					return err
+				}
+				if o.Attempt == nil {
+					o.From = &part.Attempt // go on to later attempts as -f does
+				}
+				o.Offset = part.Size
+				return c.followJob(cmd.Context(), cl, fullID(j, args[0]), o, retry)
+			}
 			if follow { // exits as the job did, riding out a server restart (wait.go)
 				return c.logsFollow(cmd.Context(), cl, args[0], o, retry)
 			}
@@ -591,6 +601,8 @@ func (c *cli) newLogsCmd() *cobra.Command {
 	addRetryFlag(cmd, &retry, " with -f")
 	cmd.Flags().IntVar(&attempt, "attempt", 0, "which run of a retried job, counted from 0 like $CORRAL_ATTEMPT (0 is the first; default: the latest)")
 	cmd.Flags().IntVar(&rank, "rank", 0, "which node of a multi-node gang (0 is the first)")
+	cmd.Flags().IntVar(&lw.tail, "tail", 0, "print only the last N lines (with -f: then follow)")
+	cmd.Flags().StringVar(&lw.since, "since", "", "print only the lines stamped since: an age (10m, 2h) or a time (RFC 3339); the log's lines must begin with a time")
 	return cmd
 }
 

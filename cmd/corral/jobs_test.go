@@ -145,6 +145,7 @@ func TestUsageErrors(t *testing.T) {
 func TestQueueTable(t *testing.T) {
 	f := newFakeServer(t)
 	f.on("GET", "/queue", 200, sampleQueue())
+	f.on("GET", "/jobs", 200, api.JobList{})
 	for _, long := range []bool{false, true} {
 		args := []string{"queue"}
 		if long {
@@ -204,7 +205,7 @@ func TestJobsTableAndFilters(t *testing.T) {
 	}
 
 	res = f.run("jobs", "--since", "90m")
-	if q := f.last().Query; res.code != 0 || !strings.HasPrefix(q, "since=") {
+	if q := f.last().Query; res.code != 0 || !strings.HasPrefix(q, "mine=auto&since=") {
 		t.Errorf("--since 90m: exit %d, query %q", res.code, q)
 	}
 }

@@ -65,6 +65,6 @@ func queueFooter(w io.Writer, q api.QueueResponse) error {
 	if q.NextCursor == "" {
 		return nil
 	}
-	_, err := fmt.Fprintf(w, "the first %d of %d queued jobs: corral queue --all lists them all\n", len(q.QueuedJobs), q.Statistics.TotalQueued)
+	_, err := fmt.Fprintf(w, "the first %d queued jobs of more (%d queued in all): corral queue --all lists them all\n", len(q.QueuedJobs), q.Statistics.TotalQueued)
 	return err
 }

@@ -245,7 +245,16 @@ it broke off, for up to --retry.`,
 				return err
 			}
 			fmt.Fprintf(c.stderr, "corral: job %s %s; Ctrl-C cancels it\n", job.ID, job.State)
-			return c.runFollow(cmd.Context(), cl, job.ID, f.retry)
+			wctx, stop := context.WithCancel(cmd.Context())
+			done := make(chan struct{})
+			go func() { // waiting.go: position and why, while queued
+				defer close(done)
+				c.reportWaiting(wctx, cl, job, allocPoll)
+			}()
+			err = c.runFollow(cmd.Context(), cl, job.ID, f.retry)
+			stop()
+			<-done
+			return err
 		},
 	}
 	f.register(cmd)

@@ -88,6 +88,10 @@ type JobFilter struct {
 	Until   time.Time // jobs submitted before
 	Cursor  string    // the page after this cursor (the last page's NextCursor)
 	Limit   int
+	// Mine is "true" for the caller's own jobs (the server knows whose
+	// token it is), "auto" for a user's own and everyone's for admins and
+	// viewers (corral jobs' default); "" does not filter.
+	Mine string
 }
 
 func (f JobFilter) values() url.Values {
@@ -116,6 +120,9 @@ func (f JobFilter) values() url.Values {
 	if f.Cursor != "" {
 		v.Set("cursor", f.Cursor)
 	}
+	if f.Mine != "" {
+		v.Set("mine", f.Mine)
+	}
 	return v
 }
 
@@ -142,6 +149,12 @@ type LogsOptions struct {
 	Follow  bool // keep streaming until the job ends
 	Attempt *int // which run of a retried job, counted from 0 like the API and $CORRAL_ATTEMPT; nil: the latest
 	Rank    int  // which node of a multi-node gang (0 is the first)
+	// Offset, when following, is the byte of the attempt's log to start
+	// at. FollowLogs starts at byte Offset of attempt From (when set; it
+	// then goes on to later attempts as without it), so that a follow
+	// picks up where a read of the log's tail (LogTail) ended.
+	Offset int64
+	From   *int
 }
 
 // Logs copies a job's output to w (GET /jobs/{id}/logs); with follow it
@@ -184,6 +197,9 @@ func logsRequest(p string, o LogsOptions) request {
 	}
 	if o.Rank > 0 {
 		q.Set("rank", strconv.Itoa(o.Rank))
+	}
+	if o.Follow && o.Offset > 0 {
+		q.Set("offset", strconv.FormatInt(o.Offset, 10))
 	}
 	return request{method: http.MethodGet, path: "/jobs/" + p + "/logs", query: q, stream: true,
 		header: http.Header{"Accept": {"text/plain"}}}

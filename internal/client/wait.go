@@ -162,9 +162,15 @@ func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, wo Wa
 	if pinned {
 		attempt = *o.Attempt // counted from 0, as $CORRAL_ATTEMPT
 	}
-	var written int64 // bytes of attempt already written to w
+	var written int64 // bytes of attempt already written to w (or skipped: o.Offset)
+	switch {          // bytes already printed (a tail read first: LogTail)
+	case pinned:
+		written = o.Offset
+	case o.From != nil:
+		attempt, written = *o.From, o.Offset
+	}
 	for {
-		lo := LogsOptions{Follow: true, Rank: o.Rank}
+		lo := LogsOptions{Follow: true, Rank: o.Rank, Offset: written}
 		if attempt >= 0 {
 			lo.Attempt = &attempt
 		}
@@ -179,12 +185,18 @@ func (c *Client) FollowLogs(ctx context.Context, id string, o LogsOptions, wo Wa
 		if got, err := strconv.Atoi(resp.Header.Get("X-Corral-Attempt")); err == nil && got != attempt {
 			attempt, written = got, 0
 		}
-		sw := &skipWriter{w: flushWriter{w}, skip: written}
+		// A server that honours offset says so; an older one sends the
+		// log from its start, and what was written is skipped.
+		from := int64(0)
+		if got, err := strconv.ParseInt(resp.Header.Get("X-Corral-Log-Offset"), 10, 64); err == nil && got == lo.Offset {
+			from = lo.Offset
+		}
+		sw := &skipWriter{w: flushWriter{w}, skip: max(written-from, 0)}
 		n, err := io.Copy(sw, resp.Body)
 		resp.Body.Close()
 		cancel()
-		if n > written {
-			written = n
+		if from+n > written {
+			written = from + n
 		}
 		if sw.err != nil {
 			return api.Job{}, fmt.Errorf("logs of job %s: writing the output: %w", id, sw.err)

@@ -228,7 +228,7 @@ func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, er
 		h, ok := o.holds[holdID]
 		if !ok {
 			if _, isJob := o.jobs[holdID]; isJob {
-				return nil, api.Conflict("not_a_hold", "%q is a Corral job, not a hold; cancel it with DELETE /queue/%s", holdID, holdID)
+				return nil, api.Conflict("not_a_hold", "%q is a Corral job, not a hold; cancel it with corral cancel %s", holdID, holdID)
 			}
 			return nil, api.NotFound("no GPUs are held for %q", holdID)
 		}

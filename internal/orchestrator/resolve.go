@@ -194,5 +194,5 @@ func (o *Orchestrator) ResolveJobID(id string) (string, error) {
 // routes take task ids.
 func isArray(aid string) error {
 	return &api.Error{Status: http.StatusNotFound, Code: "is_array",
-		Message: fmt.Sprintf("%s is a job array, not a job: see GET /arrays/%s, or name a task as %s_INDEX", aid, aid, aid)}
+		Message: fmt.Sprintf("%s is a job array, not a job: see corral array show %s, or name a task as %s_INDEX", aid, aid, aid)}
 }

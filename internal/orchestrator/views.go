@@ -39,7 +39,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		o.viewDeps(j, &v) // deps_cycle.go
 		o.holdNote(&v)    // holds.go
 		if !o.running {
-			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until POST /orchestrator/start"
+			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until an admin runs corral orchestrator start"
 		}
 	}
 	return v

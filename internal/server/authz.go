@@ -104,8 +104,7 @@ func (s *Server) authorize(rt route, r *http.Request, call *callInfo) error {
 		}
 	}
 	if !p.Role.AtLeast(rt.access.role()) {
-		return api.Forbidden("forbidden", fmt.Sprintf("%s %s needs the %s role; the token of %s has the %s role",
-			r.Method, rt.path, rt.access.role(), p.User, p.Role))
+		return api.Forbidden("forbidden", roleRefusal(rt, p.User, string(p.Role), string(rt.access.role()))) // commands.go
 	}
 	return nil
 }

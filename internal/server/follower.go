@@ -175,13 +175,16 @@ func (f *Follower) authenticate(r *http.Request) (auth.Principal, error) {
 func (f *Follower) jobs(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	jq := store.JobQuery{User: q.Get("user"), Project: q.Get("project"), Name: q.Get("name")}
+	var err error
+	if jq.User, err = ownerFilter(r); err != nil { // mine.go: mine=true
+		return err
+	}
 	if st := api.State(q.Get("state")); st != "" {
 		if !st.Valid() {
 			return api.Invalid("state", "%q is not a job state; use one of %v", st, api.States)
 		}
 		jq.States = []api.State{st}
 	}
-	var err error
 	if jq.Since, jq.Limit, err = sinceLimit(q); err != nil {
 		return err
 	}

@@ -90,7 +90,11 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q, err := s.o.QueuePage(limit, cursor)
+	user, err := ownerFilter(r) // mine.go: user=, mine=true
+	if err != nil {
+		return err
+	}
+	q, err := s.o.QueuePageOf(user, limit, cursor)
 	if err != nil {
 		return err
 	}
@@ -183,6 +187,9 @@ func (s *Server) jobs(w http.ResponseWriter, r *http.Request) error {
 	f := orchestrator.JobFilter{State: api.State(q.Get("state")), User: q.Get("user"), Project: q.Get("project"), Name: q.Get("name")}
 	if f.State != "" && !f.State.Valid() {
 		return api.Invalid("state", "%q is not a job state; use one of %v", f.State, api.States)
+	}
+	if err := mineJobs(r, &f); err != nil { // mine.go: mine=true
+		return err
 	}
 	var err error
 	if f.Since, f.Limit, err = sinceLimit(q); err != nil {

@@ -46,29 +46,24 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		rank = n
 	}
 	follow := q.Get("follow") == "true" || q.Get("follow") == "1"
+	offset, err := logOffset(q, follow) // logs_range.go
+	if err != nil {
+		return err
+	}
 	path := s.o.RankLogPath(id, attempt, rank)
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("X-Corral-Attempt", strconv.Itoa(attempt))
 	if !follow {
-		f, err := os.Open(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			w.WriteHeader(http.StatusOK) // no output yet
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		_, err = io.Copy(w, f)
-		return err
+		return serveLog(w, r, path) // logs_range.go: with byte ranges
 	}
-	return s.follow(w, r, id, attempt, path)
+	w.Header().Set(logOffsetHeader, strconv.FormatInt(offset, 10))
+	return s.follow(w, r, id, attempt, path, offset)
 }
 
-// follow streams the log until the attempt ends and its output is
-// drained, or the caller's token is revoked or expires (streamContext).
-func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attempt int, path string) error {
+// follow streams the log from byte offset until the attempt ends and its
+// output is drained, or the caller's token is revoked or expires (streamContext).
+func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attempt int, path string, offset int64) error {
 	ctx, stop := s.streamContext(r)
 	defer stop()
 	flusher, _ := w.(http.Flusher)
@@ -99,6 +94,11 @@ func (s *Server) follow(w http.ResponseWriter, r *http.Request, id string, attem
 			var err error
 			if f, err = os.Open(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
+			}
+			if f != nil {
+				if err := seekLog(f, offset); err != nil {
+					return err
+				}
 			}
 		}
 		if f != nil {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/usage"
@@ -113,6 +115,10 @@ func routeDocs() map[string]routeDoc {
 		intParam("limit", "at most this many jobs, newest first (default 1000)", 1, 100000),
 		strParam("cursor", "the next_cursor of the previous page (docs/history.md)"),
 	}
+	mine := param{name: "mine", desc: "true: the caller's own jobs only; auto: the caller's own for a user, everyone's for admins and viewers; false (default): as user= says",
+		schema: map[string]any{"type": "string", "enum": []any{"true", "false", "auto"}}}
+	jobFilters = append(jobFilters, mine)
+	queueFilters := append(slices.Clone(page), strParam("user", "only this user's queued jobs (each keeps its place in the whole queue)"), mine)
 	grace := durationParam("grace", "SIGTERM to SIGKILL for running tasks (default: the server's)")
 	shell := []param{
 		intParam("rank", "which node of a gang (0: the first)", 0, 4096),
@@ -136,7 +142,7 @@ func routeDocs() map[string]routeDoc {
 			answers: []answer{{status: 201, desc: "the job (for an array: its first task, with the array)", body: api.SubmitAnswer{}}},
 			errors:  []int{409, 429}, tag: "jobs",
 		},
-		"GET /queue":            {query: page, answers: ok(api.QueueResponse{}), tag: "jobs"},
+		"GET /queue":            {query: queueFilters, answers: ok(api.QueueResponse{}), tag: "jobs"},
 		"GET /queue/statistics": {answers: ok(api.QueueStatistics{}), tag: "jobs"},
 		"DELETE /queue/{job_id}": {query: []param{grace}, answers: []answer{
 			{status: 200, desc: "canceled (when {job_id} names a job array: the array)", oneOf: []any{api.Job{}, api.Array{}}},
@@ -150,7 +156,12 @@ func routeDocs() map[string]routeDoc {
 			intParam("attempt", "which run of a retried job, from 0 (default: the latest)", 0, 1<<30),
 			intParam("rank", "which node of a gang (0: the first)", 0, 4096),
 			boolParam("follow", "stream until the attempt ends (true or 1)"),
-		}, answers: []answer{{status: 200, media: "text/plain", desc: "the output (X-Corral-Attempt names the attempt)"}}, tag: "jobs"},
+			intParam("offset", "with follow: start the stream at this byte of the log (a reconnect resumes where it was)", 0, 1<<62),
+		}, headers: []param{strParam("Range", "bytes=N-M, bytes=N- or bytes=-N (the last N bytes: a tail); not with follow")},
+			answers: []answer{
+				{status: 200, media: "text/plain", desc: "the output (X-Corral-Attempt names the attempt)"},
+				{status: 206, media: "text/plain", desc: "the range of the output asked for (Content-Range)"},
+			}, errors: []int{416}, tag: "jobs"},
 		"GET /jobs/{job_id}/shell":               {query: shell, answers: websocket, errors: []int{409}, tag: "jobs"},
 		"GET /cluster/gpu-status":                {answers: ok(api.ClusterStatus{}), tag: "cluster"},
 		"GET /cluster/nodes":                     {answers: ok(api.ClusterStatus{}), tag: "cluster"},

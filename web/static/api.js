@@ -70,6 +70,20 @@ export async function getText(path) {
   return resp.text();
 }
 
+// getRange reads bytes of a plain-text resource (a job's log) with a Range
+// header, e.g. 'bytes=-65536' for its last 64 KiB. It returns the text, the
+// byte it starts at and the resource's whole size (from Content-Range; a
+// 200 answer is the whole of it).
+export async function getRange(path, range) {
+  const resp = await fetch(path, { headers: { ...authHeaders(), Range: range }, credentials: 'same-origin' });
+  if (!resp.ok) throw new ApiError(resp.status, 'http', await resp.text());
+  const buf = await resp.arrayBuffer();
+  const text = new TextDecoder().decode(buf);
+  const m = /^bytes (\d+)-\d+\/(\d+)$/.exec(resp.headers.get('Content-Range') || '');
+  if (resp.status === 206 && m) return { text, start: Number(m[1]), size: Number(m[2]) };
+  return { text, start: 0, size: buf.byteLength };
+}
+
 // stream reads a streaming text response (a followed log), calling onChunk
 // with each piece of text until it ends or signal aborts.
 export async function stream(path, onChunk, signal) {

@@ -674,6 +674,11 @@ function jobsPage(params) {
 }
 
 const PRIORITIES = ['low', 'normal', 'high', 'critical'];
+// A job's log is fetched LOG_PAGE bytes at a time from its end (a byte
+// range; "Load earlier" fetches the page before); at most LOG_KEEP
+// characters of a followed log are kept.
+const LOG_PAGE = 65536;
+const LOG_KEEP = 4 * 1024 * 1024;
 
 function jobPage(id) {
   const root = h(`<div>
@@ -691,12 +696,15 @@ function jobPage(id) {
         <section class="panel"><header><h2>Allocation</h2></header><div class="body flush"><table><thead><tr><th>Node</th><th class="num">GPU</th><th>UUID</th><th class="num">Memory</th></tr></thead><tbody data-role="alloc"></tbody></table></div></section>
       </div>
     </div>
-    <section class="panel"><header><h2 data-role="logtitle">Output</h2><select data-role="rank" hidden title="which node of the gang"></select><span class="right muted" data-role="logstate"></span></header><pre class="log" data-role="log"></pre></section>
+    <section class="panel"><header><h2 data-role="logtitle">Output</h2><select data-role="rank" hidden title="which node of the gang"></select><button data-role="earlier" hidden title="fetch the 64 KiB before what is shown">Load earlier</button><span class="right muted" data-role="logstate"></span></header><pre class="log" data-role="log"></pre></section>
   </div>`);
   let job = null;
   let logKey = '';
   let rank = 0; // the gang rank whose output is shown
   let logAbort = null;
+  let logSeq = 0; // the latest followLog: an older one's answers are dropped
+  let logStart = 0; // the first byte of the log shown
+  let logPath = '';
   let lastLoad = 0;
   let timer = null;
   const msg = (text, ok) => ($('[data-role=msg]', root).innerHTML = text ? `<div class="notice${ok ? ' ok' : ''}">${esc(text)}</div>` : '');
@@ -763,29 +771,60 @@ function jobPage(id) {
     const terminal = ['completed', 'failed', 'canceled'].includes(j.state);
     $('[data-role=logtitle]', root).textContent = `Output (attempt ${j.retry_count}${j.nodes > 1 ? ', node rank' : ''})`;
     if (j.state === 'queued') {
+      logSeq++;
       pre.textContent = '';
+      $('[data-role=earlier]', root).hidden = true;
       $('[data-role=logstate]', root).textContent = 'waiting to start';
       return;
     }
+    const earlier = $('[data-role=earlier]', root);
+    earlier.hidden = true;
     const append = (text) => {
       const stick = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
-      pre.textContent = (pre.textContent + text).slice(-65536);
+      pre.textContent = (pre.textContent + text).slice(-LOG_KEEP);
       if (stick) pre.scrollTop = pre.scrollHeight;
     };
     pre.textContent = '';
+    // Only the log's tail is fetched (a byte range); earlier parts on
+    // request; a job still running is followed from where the tail ended.
     const path = `/jobs/${enc(j.id)}/logs?attempt=${j.retry_count}${rank ? `&rank=${rank}` : ''}`;
-    if (terminal) {
-      $('[data-role=logstate]', root).textContent = 'ended';
-      api.getText(path).then(append, (e) => append(`[${e.message}]`));
-      return;
-    }
+    const seq = ++logSeq;
+    logPath = path;
     logAbort = new AbortController();
-    $('[data-role=logstate]', root).textContent = 'following';
-    api.stream(path + '&follow=true', append, logAbort.signal).then(
-      () => ($('[data-role=logstate]', root).textContent = 'ended'),
-      (e) => e.name !== 'AbortError' && ($('[data-role=logstate]', root).textContent = e.message),
-    );
+    const signal = logAbort.signal;
+    $('[data-role=logstate]', root).textContent = terminal ? 'ended' : 'following';
+    api.getRange(path, `bytes=-${LOG_PAGE}`).then(({ text, start, size }) => {
+      if (seq !== logSeq) return;
+      logStart = start;
+      earlier.hidden = start === 0;
+      append(text);
+      if (terminal) return;
+      return api.stream(`${path}&follow=true&offset=${size}`, append, signal).then(
+        () => seq === logSeq && ($('[data-role=logstate]', root).textContent = 'ended'),
+      );
+    }).catch((e) => e.name !== 'AbortError' && seq === logSeq && ($('[data-role=logstate]', root).textContent = e.message));
   }
+
+  // loadEarlier prepends the page of the log before what is shown.
+  async function loadEarlier() {
+    const pre = $('[data-role=log]', root);
+    const earlier = $('[data-role=earlier]', root);
+    const seq = logSeq;
+    if (logStart <= 0) return;
+    const from = Math.max(0, logStart - LOG_PAGE);
+    try {
+      const { text } = await api.getRange(logPath, `bytes=${from}-${logStart - 1}`);
+      if (seq !== logSeq) return;
+      const below = pre.scrollHeight - pre.scrollTop;
+      pre.textContent = text + pre.textContent;
+      pre.scrollTop = pre.scrollHeight - below; // keep the view where it was
+      logStart = from;
+      earlier.hidden = from === 0;
+    } catch (e) {
+      $('[data-role=logstate]', root).textContent = e.message;
+    }
+  }
+  $('[data-role=earlier]', root).addEventListener('click', loadEarlier);
 
   async function load() {
     lastLoad = Date.now();
