@@ -85,6 +85,7 @@ type Event struct {
 // Job is a job as the API shows it.
 type Job struct {
 	ID                 string            `json:"id"`
+	Number             int64             `json:"number,omitempty"` // short number, unique and increasing; a task carries its array's (ShortID: NUMBER_INDEX); 0: none
 	Name               string            `json:"name,omitempty"`
 	User               string            `json:"user"`
 	Project            string            `json:"project"`
@@ -276,6 +277,7 @@ type SubmitRequest struct {
 // QueuedJob is one row of GET /queue.
 type QueuedJob struct {
 	ID                 string     `json:"id"`
+	Number             int64      `json:"number,omitempty"` // as Job.Number
 	Name               string     `json:"name,omitempty"`
 	User               string     `json:"user"`
 	Project            string     `json:"project"`
