@@ -90,10 +90,10 @@ func TestResolveRef(t *testing.T) {
 	sub := func(user, name string) api.Job {
 		return h.submit(api.SubmitRequest{Command: "x", User: user, Name: name, GPUCount: big})
 	}
-	eval := sub("ana", "eval")                     // 1
-	sub("bo", "eval")                              // 2
-	sub("ana", "twice")                            // 3
-	sub("ana", "twice")                            // 4
+	eval := sub("ana", "eval")                      // 1
+	sub("bo", "eval")                               // 2
+	sub("ana", "twice")                             // 3
+	sub("ana", "twice")                             // 4
 	arr, _, err := h.o.Submit(context.Background(), // 5
 		api.SubmitRequest{Command: "x", User: "ana", Name: "sweep", GPUCount: big, Array: "0-3"}, "")
 	if err != nil {
