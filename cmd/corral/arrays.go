@@ -93,6 +93,7 @@ func throttleText(n int) string {
 // printArray writes corral array show's answer.
 func printArray(w io.Writer, a api.Array, now time.Time) error {
 	t := newTable(w)
+	t.row("Number:", arrayNumber(a)) // numbers.go
 	t.row("ID:", a.ID)
 	if a.Name != "" {
 		t.row("Name:", a.Name)

@@ -297,3 +297,38 @@ func ambiguousName(name string, named []store.Named) error {
 	return &api.Error{Status: http.StatusConflict, Code: "ambiguous_id", Field: "job_id",
 		Message: fmt.Sprintf("%q names %d%s of your jobs: %s; give a number", name, min(len(named), maxNamed), more, strings.Join(refs, ", "))}
 }
+
+// maxRefs bounds ActiveRefs' answer.
+const maxRefs = 500
+
+// ActiveRefs lists user's unfinished jobs and arrays (an array once),
+// newest first, at most maxRefs: what shell completion offers. Memory
+// only (every unfinished job is there), under the read lock.
+func (o *Orchestrator) ActiveRefs(user string) []api.JobRef {
+	o.mu.RLock()
+	byID := map[string]api.JobRef{}
+	for _, j := range o.jobs {
+		if j.User != user || j.State.Terminal() {
+			continue
+		}
+		if j.ArrayJobID == "" {
+			byID[j.ID] = api.JobRef{Number: j.Number, ID: j.ID, Name: j.Name, State: j.State}
+			continue
+		}
+		r, seen := byID[j.ArrayJobID]
+		if !seen {
+			r = api.JobRef{Number: j.Number, ID: j.ArrayJobID, Name: j.Name, State: api.StateQueued, Array: true}
+		}
+		if j.State.Active() {
+			r.State = api.StateRunning
+		}
+		byID[j.ArrayJobID] = r
+	}
+	o.mu.RUnlock()
+	out := make([]api.JobRef, 0, len(byID))
+	for _, r := range byID {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b api.JobRef) int { return strings.Compare(b.ID, a.ID) })
+	return out[:min(len(out), maxRefs)]
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -79,5 +80,39 @@ func TestRoutesTakeNumbersAndNames(t *testing.T) {
 		if c.status == 409 && !strings.Contains(string(b), "ambiguous_id") {
 			t.Errorf("%s %s: %s; want code ambiguous_id", c.method, c.path, b)
 		}
+	}
+}
+
+// TestCompleteJobs: GET /complete/jobs lists the caller's unfinished jobs
+// and arrays (an array once), newest first, with numbers and names;
+// nobody else's, nothing ended.
+func TestCompleteJobs(t *testing.T) {
+	e := newAuthEnv(t)
+	ctx := context.Background()
+	sub := func(user, name, array string) api.Job {
+		j, _, err := e.o.Submit(ctx, api.SubmitRequest{User: user, Project: "nlp", Name: name, Command: "true", GPUCount: intp(1), Array: array}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	a := sub("alice", "train", "")
+	sub("bob", "theirs", "")
+	arr := sub("alice", "sweep", "0-9")
+	ended := sub("alice", "gone", "")
+	if _, _, err := e.o.Cancel(ctx, ended.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	resp, b := e.do("owner", "GET", "/complete/jobs", "", nil)
+	var l api.JobRefList
+	if resp.StatusCode != 200 || json.Unmarshal(b, &l) != nil {
+		t.Fatalf("GET /complete/jobs: %d %s", resp.StatusCode, b)
+	}
+	want := []api.JobRef{
+		{Number: arr.Number, ID: arr.ArrayJobID, Name: "sweep", State: api.StateQueued, Array: true},
+		{Number: a.Number, ID: a.ID, Name: "train", State: api.StateQueued},
+	}
+	if fmt.Sprint(l.Jobs) != fmt.Sprint(want) {
+		t.Errorf("GET /complete/jobs = %+v; want %+v", l.Jobs, want)
 	}
 }
