@@ -85,7 +85,7 @@ options Corral does not share are named in a warning). See docs/jobs.md.`,
 				return c.arrayWait(cmd.Context(), cl, job.ArrayJobID, f.retry)
 			}
 			err = c.emit(job, func(w io.Writer) error {
-				detail := string(job.State)
+				detail := numberNote(job.Number) + string(job.State) // numbers.go
 				if job.QueuePosition > 0 {
 					detail += ", position " + strconv.Itoa(job.QueuePosition)
 				}

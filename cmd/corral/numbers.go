@@ -27,3 +27,13 @@ func arrayNumber(a api.Array) string {
 	}
 	return fmt.Sprintf("%d (tasks %d_%d to %d_%d)", a.Number, a.Number, a.TaskMin, a.Number, a.TaskMax)
 }
+
+// numberNote is "number 1234, " for a job or array that has one: what
+// the submission's line says first, so that the number is what people
+// see (and type) from the start.
+func numberNote(n int64) string {
+	if n <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("number %d, ", n)
+}
