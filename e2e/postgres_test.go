@@ -123,9 +123,13 @@ func TestPostgresTakeOver(t *testing.T) {
 	if out := b.out.String(); !strings.Contains(out, "standby") || !strings.Contains(out, "leading") {
 		t.Errorf("the second server did not wait for the lease, then lead; output:\n%s", out)
 	}
-	for _, id := range ids {
-		if j := b.job(id); j.ID != id {
-			t.Errorf("acknowledged job %s lost in the take-over", id)
+	for i, id := range ids {
+		if j := b.job(id); j.ID != id || j.Number != int64(i+1) {
+			t.Errorf("acknowledged job %s (number %d) lost in the take-over, or its number: %d", id, i+1, j.Number)
 		}
+	}
+	// Numbers go on after the take-over, never given twice (issue 27).
+	if j := b.submit(map[string]any{"command": "sleep 600", "gpu_count": 1}); j.Number != 6 {
+		t.Errorf("the first job after the take-over: number %d; want 6", j.Number)
 	}
 }

@@ -93,6 +93,7 @@ func throttleText(n int) string {
 // printArray writes corral array show's answer.
 func printArray(w io.Writer, a api.Array, now time.Time) error {
 	t := newTable(w)
+	t.row("Number:", arrayNumber(a)) // numbers.go
 	t.row("ID:", a.ID)
 	if a.Name != "" {
 		t.row("Name:", a.Name)
@@ -127,7 +128,12 @@ func (c *cli) arraySubmitted(ctx context.Context, cl *client.Client, job api.Job
 	}
 	a.Tasks = nil
 	return a, c.emit(api.SubmitAnswer{Job: job, ArraySummary: &a}, func(w io.Writer) error {
-		_, err := fmt.Fprintf(w, "submitted array %s: %d tasks %s_%d to %s_%d, %s\n", a.ID, a.TaskCount, a.ID, a.TaskMin, a.ID, a.TaskMax, throttleText(a.Throttle))
+		id, name := a.ID, a.ID // the tasks by number where the array has one (numbers.go)
+		if a.Number > 0 {
+			name = strconv.FormatInt(a.Number, 10)
+			id += " (number " + name + ")"
+		}
+		_, err := fmt.Fprintf(w, "submitted array %s: %d tasks %s_%d to %s_%d, %s\n", id, a.TaskCount, name, a.TaskMin, name, a.TaskMax, throttleText(a.Throttle))
 		return err
 	})
 }

@@ -93,6 +93,9 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 			to := ""
 			if g.AllocatedTo != nil {
 				to = *g.AllocatedTo
+				if g.AllocatedNumber != "" {
+					to = g.AllocatedNumber + " " + to // numbers.go: the job's number first
+				}
 			}
 			if g.Held && to != "" {
 				to = "hold:" + to

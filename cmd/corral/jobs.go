@@ -85,7 +85,7 @@ options Corral does not share are named in a warning). See docs/jobs.md.`,
 				return c.arrayWait(cmd.Context(), cl, job.ArrayJobID, f.retry)
 			}
 			err = c.emit(job, func(w io.Writer) error {
-				detail := string(job.State)
+				detail := numberNote(job.Number) + string(job.State) // numbers.go
 				if job.QueuePosition > 0 {
 					detail += ", position " + strconv.Itoa(job.QueuePosition)
 				}
@@ -359,7 +359,7 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 	if len(q.QueuedJobs) == 0 {
 		fmt.Fprintln(w, "no jobs queued")
 	} else {
-		headers := []string{"POS", "ID", "USER", "PRI", "GPUS", "WAITED", "EST.START", "NAME"}
+		headers := []string{"NUM", "POS", "ID", "USER", "PRI", "GPUS", "WAITED", "EST.START", "NAME"}
 		if long {
 			headers = append(headers, "REASON")
 		}
@@ -383,7 +383,7 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 			if waited == 0 && !j.QueuedAt.IsZero() {
 				waited = now.Sub(j.QueuedAt)
 			}
-			row := []string{strconv.Itoa(j.QueuePosition), short[i], j.User, j.Priority.String(),
+			row := []string{numCell(j.Number, j.ArrayTaskID), strconv.Itoa(j.QueuePosition), short[i], j.User, j.Priority.String(),
 				fmtGPURange(j.RequestedGPUsMin, perNodeGPUs(j.RequestedGPUs, j.Nodes), j.Nodes), fmtDuration(waited),
 				queueEstStart(j, now), clip(j.Name, 32)}
 			if long {
@@ -480,7 +480,7 @@ func (c *cli) printJobs(w io.Writer, jobs []api.Job, arrayList []api.Array) erro
 		return err
 	}
 	now := c.now()
-	headers := []string{"ID", "NAME", "USER", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "EXIT"}
+	headers := []string{"NUM", "ID", "NAME", "USER", "STATE", "GPUS", "SUBMITTED", "RUNTIME", "EXIT"}
 	arrays := anyArrayRow(jobs, func(j api.Job) (string, *int) { return j.ArrayJobID, j.ArrayTaskID })
 	if arrays {
 		headers = append(headers, "TASKS")
@@ -497,7 +497,7 @@ func (c *cli) printJobs(w io.Writer, jobs []api.Job, arrayList []api.Array) erro
 		}
 	}
 	for i, j := range jobs {
-		row := []string{short[i], clip(j.Name, 32), j.User, jobState(j), fmtJobGPUs(j),
+		row := []string{numCell(j.Number, j.ArrayTaskID), short[i], clip(j.Name, 32), j.User, jobState(j), fmtJobGPUs(j),
 			fmtTime(j.SubmittedAt, now), jobRuntime(j, now), exitCode(j)}
 		if arrays {
 			cell := "-"

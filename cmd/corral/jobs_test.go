@@ -159,14 +159,14 @@ func TestQueueTable(t *testing.T) {
 		if len(lines) != 4 {
 			t.Fatalf("got %d lines:\n%s", len(lines), res.stdout)
 		}
-		header := []string{"POS", "ID", "USER", "PRI", "GPUS", "WAITED", "EST.START", "NAME"}
+		header := []string{"NUM", "POS", "ID", "USER", "PRI", "GPUS", "WAITED", "EST.START", "NAME"}
 		if long {
 			header = append(header, "REASON")
 		}
 		want := columnStarts(lines[0], header...)
 		rows := [][]string{
-			{"1", "01JQUEUED1", "bob", "normal", "1", "3m12s", "in 4m10s", "short"},
-			{"2", "01JQUEUED2LO", "carol-the-long", "critical", "2x4", "5s", "-", "gang"},
+			{"-", "1", "01JQUEUED1", "bob", "normal", "1", "3m12s", "in 4m10s", "short"},
+			{"-", "2", "01JQUEUED2LO", "carol-the-long", "critical", "2x4", "5s", "-", "gang"},
 		}
 		if long {
 			rows[0] = append(rows[0], "waiting for 1 free GPU")
@@ -196,8 +196,8 @@ func TestJobsTableAndFilters(t *testing.T) {
 		t.Errorf("query = %s", q)
 	}
 	lines := strings.Split(strings.TrimRight(res.stdout, "\n"), "\n")
-	want := columnStarts(lines[0], "ID", "NAME", "USER", "STATE", "RUNTIME")
-	if got := columnStarts(lines[1], "01JAAAAAAAAA", "train-resnet", "alice", "completed", "3m0s"); !reflect.DeepEqual(got, want) {
+	want := columnStarts(lines[0], "NUM", "ID", "NAME", "USER", "STATE", "RUNTIME")
+	if got := columnStarts(lines[1], "-", "01JAAAAAAAAA", "train-resnet", "alice", "completed", "3m0s"); !reflect.DeepEqual(got, want) {
 		t.Errorf("row %q: columns at %v, header at %v", lines[1], got, want)
 	}
 	if !strings.Contains(lines[2], "running (canceling)") {

@@ -205,7 +205,7 @@ func collapseStarted(jobs []api.Job, queued []api.QueuedJob, expand bool) []api.
 // printStarted is corral queue's table of started jobs.
 func (c *cli) printStarted(w io.Writer, jobs []api.Job) error {
 	now := c.now()
-	t := newTable(w, "ID", "USER", "STATE", "GPUS", "NODES", "RUNTIME", "NAME")
+	t := newTable(w, "NUM", "ID", "USER", "STATE", "GPUS", "NODES", "RUNTIME", "NAME")
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
@@ -215,7 +215,11 @@ func (c *cli) printStarted(w io.Writer, jobs []api.Job) error {
 		if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
 			short[i] = j.ID // an array's row shows its whole id (arrays.go)
 		}
-		t.row(short[i], j.User, jobState(j), fmtJobGPUs(j), jobNodes(j), jobRuntime(j, now), clip(j.Name, 32))
+		task := j.ArrayTaskID
+		if isArrayRow(j.ArrayJobID, j.ArrayTaskID) {
+			task = nil // the array's row: its number alone
+		}
+		t.row(numCell(j.Number, task), short[i], j.User, jobState(j), fmtJobGPUs(j), jobNodes(j), jobRuntime(j, now), clip(j.Name, 32))
 	}
 	return t.flush()
 }

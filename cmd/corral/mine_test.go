@@ -97,7 +97,7 @@ func TestQueueShowsStarted(t *testing.T) {
 		t.Fatalf("exit %d: %s", res.code, res.stderr)
 	}
 	lines := strings.Split(res.stdout, "\n")
-	if !strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[0], "STATE") || !strings.Contains(lines[1], "01JRUNNING") ||
+	if !strings.HasPrefix(lines[0], "NUM  ID") || !strings.Contains(lines[0], "STATE") || !strings.Contains(lines[1], "01JRUNNING") ||
 		!strings.Contains(lines[1], "running") || !strings.Contains(lines[1], "node-a") || strings.Count(res.stdout, "01JRUNNING") != 1 ||
 		!strings.Contains(res.stdout, "POS") || !strings.Contains(res.stdout, "01JQUEUED1") {
 		t.Errorf("queue:\n%s", res.stdout)

@@ -107,6 +107,7 @@ saved for that server in the client config file ($CORRAL_CONFIG, else
 	}
 
 	root.AddCommand(c.subcommands(args)...)
+	c.addCompletions(root) // complete.go: job ids
 	c.markStarts(root)
 	return root
 }

@@ -45,6 +45,7 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 	now := c.now()
 	t := newTable(w)
 	kv := func(k, v string) { t.row(k+":", v) }
+	kv("Number", numCell(j.Number, j.ArrayTaskID)) // numbers.go
 	kv("ID", j.ID)
 	kv("Name", j.Name)
 	kv("State", jobState(j))

@@ -172,6 +172,7 @@ func (c ArrayCounts) Unfinished() int { return c.Queued + c.Active() }
 // tasks' counts by state. Its tasks are jobs ID_INDEX.
 type Array struct {
 	ID          string      `json:"id"`
+	Number      int64       `json:"number,omitempty"` // the array's short number; its tasks are NUMBER_INDEX
 	Name        string      `json:"name,omitempty"`
 	User        string      `json:"user"`
 	Project     string      `json:"project"`

@@ -85,6 +85,7 @@ type Event struct {
 // Job is a job as the API shows it.
 type Job struct {
 	ID                 string            `json:"id"`
+	Number             int64             `json:"number,omitempty"` // short number, unique and increasing; a task carries its array's (ShortID: NUMBER_INDEX); 0: none
 	Name               string            `json:"name,omitempty"`
 	User               string            `json:"user"`
 	Project            string            `json:"project"`
@@ -281,6 +282,7 @@ type SubmitRequest struct {
 // QueuedJob is one row of GET /queue.
 type QueuedJob struct {
 	ID                 string     `json:"id"`
+	Number             int64      `json:"number,omitempty"` // as Job.Number
 	Name               string     `json:"name,omitempty"`
 	User               string     `json:"user"`
 	Project            string     `json:"project"`
@@ -345,8 +347,11 @@ type GPU struct {
 	Temperature *int    `json:"temperature"`    // null when unknown
 	AllocatedTo *string `json:"allocated_to"`   // a job id, or a hold's id; null when free
 	Held        bool    `json:"held,omitempty"` // AllocatedTo names a hold, not a Corral job
-	NVLinkPeers []int   `json:"nvlink_peers,omitempty"`
-	Simulated   bool    `json:"simulated,omitempty"`
+	// AllocatedNumber is the short number of the job AllocatedTo names
+	// ("1234", "1234_7"); absent for a hold or a job without one.
+	AllocatedNumber string `json:"allocated_number,omitempty"`
+	NVLinkPeers     []int  `json:"nvlink_peers,omitempty"`
+	Simulated       bool   `json:"simulated,omitempty"`
 	// MIG is the GPU's Multi-Instance GPU state; absent where the GPU has
 	// no MIG support.
 	MIG *MIG `json:"mig,omitempty"`

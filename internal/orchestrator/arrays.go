@@ -183,9 +183,10 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	// sizes.go: the array counts once.
 	o.addLive(j.User, jobBytes(&j))
 	id := o.newID(tx.now)
+	j.Number = tx.takeNumber(id) // numbers.go: the array's, its tasks' too
 	j.SubmittedAt = tx.now
 	a := &array{odd: map[string]*api.Job{}, tasks: make([]*api.Job, n), tmpl: j, rec: api.Array{
-		ID: id, Name: j.Name, User: j.User, Project: j.Project, Array: strings.TrimSpace(req.Array), Throttle: spec.Throttle,
+		ID: id, Number: j.Number, Name: j.Name, User: j.User, Project: j.Project, Array: strings.TrimSpace(req.Array), Throttle: spec.Throttle,
 		TaskCount: n, TaskMin: spec.Indexes[0], TaskMax: spec.Indexes[n-1], GPUCount: j.GPUCount, Nodes: j.Nodes,
 		Priority: j.Priority, Command: j.Command, SubmittedAt: tx.now,
 	}}

@@ -295,6 +295,9 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 			case ok:
 				g.AllocatedTo = &holder
 				_, g.Held = o.holds[holder]
+				if j := o.jobs[holder]; j != nil {
+					g.AllocatedNumber = j.ShortID() // numbers.go
+				}
 				cs.AllocatedGPUs++
 				if g.Held {
 					cs.HeldGPUs++

@@ -138,6 +138,16 @@ func (o *Orchestrator) arrayTasks(id string) []*api.Job {
 // MinIDPrefix characters; a prefix of an array's id names the array, not
 // one of its tasks). Errors name depends_on. Lock held.
 func (o *Orchestrator) resolveDepID(id string) (string, error) {
+	if n, task, ok := parseNumberRef(id); ok { // numbers.go: 1234, 1234_7
+		full, err := o.storedNumberID(n)
+		if err != nil {
+			return "", api.Invalid("depends_on", "no job number %d", n)
+		}
+		if task != "" {
+			full += "_" + task
+		}
+		id = full
+	}
 	if _, ok := o.jobs[id]; ok || len(o.arrayTasks(id)) > 0 {
 		return id, nil
 	}

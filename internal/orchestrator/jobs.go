@@ -110,6 +110,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	}
 	o.budgetSubmit(&j) // budgets.go
 	j.ID = o.newID(tx.now)
+	j.Number = tx.takeNumber(j.ID) // numbers.go
 	j.SubmittedAt = tx.now
 	jp := &j
 	o.jobs[j.ID] = jp

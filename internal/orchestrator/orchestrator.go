@@ -218,6 +218,8 @@ type Orchestrator struct {
 	readHook func(what string)
 
 	liveBytes map[string]int64 // per user: bytes of jobs not ended and arrays in memory (sizes.go)
+
+	lastNumber int64 // the last short number given (numbers.go); loop only
 }
 
 type cycleStats struct {

@@ -53,7 +53,8 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
-	arrayTasks(st) // tasks with no row yet (arrays.go)
+	o.loadNumbers(st) // numbers.go
+	arrayTasks(st)    // tasks with no row yet (arrays.go)
 
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)

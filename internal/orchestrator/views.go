@@ -97,7 +97,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		v := o.view(j, false)
 		qa := queuedAt(j)
 		r.QueuedJobs = append(r.QueuedJobs, api.QueuedJob{
-			ID: j.ID, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
+			ID: j.ID, Number: j.Number, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
 			Nodes: j.Nodes, QueuedAt: qa, QueuePosition: v.QueuePosition, WaitedSeconds: now.Sub(qa).Seconds(),
 			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage, RequestedGPUsMin: j.GPUCountMin,
 			ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -15,7 +14,7 @@ import (
 // arrayID is the full id of the array the path's {array_id} names, made
 // the call's audit target.
 func (s *Server) arrayID(r *http.Request) (string, error) {
-	id, err := s.o.ResolveArrayID(r.PathValue("array_id"))
+	id, err := s.o.ResolveArrayRef(r.PathValue("array_id"), principal(r).User) // a number or a name too
 	if err != nil {
 		return "", err
 	}
@@ -113,22 +112,6 @@ func cancelGrace(r *http.Request) (time.Duration, error) {
 		return 0, api.Invalid("grace", "%s", err.Error())
 	}
 	return d.Duration(), nil
-}
-
-// cancelNamedArray serves DELETE /queue/{job_id} when {job_id} names a job
-// array rather than a job: the array is canceled as by DELETE
-// /arrays/{array_id}, and the answer is the array. ok is false when the
-// id names no array.
-func (s *Server) cancelNamedArray(w http.ResponseWriter, r *http.Request, grace time.Duration) (bool, error) {
-	id, err := s.o.ResolveArrayID(r.PathValue("job_id"))
-	if errors.Is(err, api.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return true, err
-	}
-	setTarget(r, id)
-	return true, s.cancelArrayID(w, r, id, grace)
 }
 
 // submittedArray answers a submission that made an array (or replayed

@@ -204,6 +204,7 @@ func TestRoleMatrix(t *testing.T) {
 		"GET /auth/tokens":                       {"", adminOnly(200)},
 		"DELETE /auth/tokens/{id}":               {"", adminOnly(200)},
 		"GET /auth/whoami":                       {"", read},
+		"GET /complete/jobs":                     {"", read},
 		"POST /auth/session":                     {`{"token":"{caller}"}`, [7]int{401, 401, 200, 200, 200, 200, 200}},
 		"DELETE /auth/session":                   {"", [7]int{401, 401, 204, 204, 204, 204, 204}},
 		"GET /audit":                             {"", adminOnly(200)},

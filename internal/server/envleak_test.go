@@ -119,6 +119,7 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"GET /metrics":                           "Prometheus counters",
 		"GET /auth/tokens":                       "tokens, without secrets",
 		"GET /auth/whoami":                       "the caller",
+		"GET /complete/jobs":                     "the caller's own jobs' numbers, ids, names and states",
 		"GET /audit":                             "the audit trail",
 		"GET /openapi.json":                      "the API description",
 		"GET /history":                           "cluster totals over time",

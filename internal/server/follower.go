@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +29,7 @@ type FollowerStore interface {
 	JobsPage(ctx context.Context, q store.JobQuery) ([]api.Job, bool, error)
 	Job(ctx context.Context, id string) (api.Job, error)
 	JobIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
+	NumberID(ctx context.Context, n int64) (string, bool, error) // a job's or array's number (store/numbers.go)
 }
 
 // FollowerConfig configures NewFollower.
@@ -212,9 +214,16 @@ func (f *Follower) jobs(w http.ResponseWriter, r *http.Request) error {
 }
 
 // job is GET /jobs/{job_id} from the database; a unique prefix of at
-// least 6 characters works, as on the leader.
+// least 6 characters works, as on the leader, and a number (1234, or a
+// task 1234_7).
 func (f *Follower) job(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("job_id")
+	if nid, err := f.numberID(r, id); err != nil || nid != "" {
+		if err != nil {
+			return err
+		}
+		id = nid
+	}
 	j, err := f.cfg.Store.Job(r.Context(), id)
 	if errors.Is(err, store.ErrNoJob) && len(id) >= 6 {
 		ids, perr := f.cfg.Store.JobIDsWithPrefix(r.Context(), id, 2)
@@ -236,4 +245,25 @@ func (f *Follower) job(w http.ResponseWriter, r *http.Request) error {
 	}
 	hideEnv(principal(r), &j)
 	return writeJSON(w, http.StatusOK, j)
+}
+
+// numberID is the id that ref names when it is a number (1234) or a
+// task's (1234_7), read from the database; "" when ref is neither.
+func (f *Follower) numberID(r *http.Request, ref string) (string, error) {
+	num, task, hasTask := strings.Cut(ref, "_")
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || num[0] == '+' || (hasTask && (task == "" || strings.Trim(task, "0123456789") != "")) {
+		return "", nil
+	}
+	id, found, err := f.cfg.Store.NumberID(r.Context(), n)
+	if err != nil {
+		return "", err
+	}
+	if !found {
+		return "", api.NotFound("no job number %d", n)
+	}
+	if hasTask {
+		id += "_" + task
+	}
+	return id, nil
 }

@@ -32,6 +32,9 @@ func (f *fakeLeaderStore) Job(context.Context, string) (api.Job, error) {
 func (f *fakeLeaderStore) JobIDsWithPrefix(context.Context, string, int) ([]string, error) {
 	return nil, nil
 }
+func (f *fakeLeaderStore) NumberID(context.Context, int64) (string, bool, error) {
+	return "", false, nil
+}
 
 func TestFollowerRedirectsToTheLeader(t *testing.T) {
 	now := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)

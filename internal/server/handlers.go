@@ -114,12 +114,13 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		}
 		grace = d.Duration()
 	}
-	if ok, err := s.cancelNamedArray(w, r, grace); ok {
-		return err // the id names a job array (arrays.go)
-	}
-	id, err := s.jobID(r)
+	id, array, err := s.o.ResolveRef(r.PathValue("job_id"), principal(r).User)
 	if err != nil {
 		return err
+	}
+	setTarget(r, id)
+	if array {
+		return s.cancelArrayID(w, r, id, grace) // the id names a job array (arrays.go)
 	}
 	if err := s.mayActOnJob(r, id); err != nil {
 		return err
@@ -161,10 +162,12 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) error {
 
 // jobID is the full id of the job the path's {job_id} names: the id
 // itself, or a unique prefix of at least orchestrator.MinIDPrefix
-// characters (404 when none matches, 409 ambiguous_id when several do).
-// The audit entry's target becomes the full id.
+// characters, its number (1234, a task 1234_7 or PREFIX_7), or a name
+// that names exactly one of the caller's jobs (404 when none matches,
+// 409 ambiguous_id when several do; orchestrator.ResolveRef). The audit
+// entry's target becomes the full id.
 func (s *Server) jobID(r *http.Request) (string, error) {
-	id, err := s.o.ResolveJobID(r.PathValue("job_id"))
+	id, err := s.o.ResolveJobRef(r.PathValue("job_id"), principal(r).User)
 	if err != nil {
 		return "", err
 	}

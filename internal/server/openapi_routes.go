@@ -152,6 +152,7 @@ func routeDocs() map[string]routeDoc {
 		"PATCH /queue/{job_id}/dependency": {body: api.DependencyRequest{}, answers: ok(api.Job{}), errors: []int{409}, tag: "jobs"},
 		"GET /jobs":                        {query: jobFilters, answers: ok(api.JobList{}), tag: "jobs"},
 		"GET /jobs/{job_id}":               {answers: ok(api.Job{}), tag: "jobs"},
+		"GET /complete/jobs":               {answers: ok(api.JobRefList{}), tag: "jobs"},
 		"GET /jobs/{job_id}/logs": {query: []param{
 			intParam("attempt", "which run of a retried job, from 0 (default: the latest)", 0, 1<<30),
 			intParam("rank", "which node of a gang (0: the first)", 0, 4096),
@@ -161,7 +162,8 @@ func routeDocs() map[string]routeDoc {
 			answers: []answer{
 				{status: 200, media: "text/plain", desc: "the output (X-Corral-Attempt names the attempt)"},
 				{status: 206, media: "text/plain", desc: "the range of the output asked for (Content-Range)"},
-			}, errors: []int{416}, tag: "jobs"},
+				{status: 416, media: "text/plain", desc: "the range lies outside the log (Content-Range: bytes */SIZE)"},
+			}, tag: "jobs"},
 		"GET /jobs/{job_id}/shell":               {query: shell, answers: websocket, errors: []int{409}, tag: "jobs"},
 		"GET /cluster/gpu-status":                {answers: ok(api.ClusterStatus{}), tag: "cluster"},
 		"GET /cluster/nodes":                     {answers: ok(api.ClusterStatus{}), tag: "cluster"},

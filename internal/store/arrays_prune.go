@@ -42,6 +42,9 @@ func (s *Store) PruneDoneArrays(ctx context.Context, before time.Time, limit int
 				return err
 			}
 		}
+		if err := pruneNumbers(ctx, tx, in, ids); err != nil { // numbers.go
+			return err
+		}
 		return unsummarize(ctx, tx, ended) // job_usage.go
 	})
 	if err != nil {

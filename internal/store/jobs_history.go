@@ -385,6 +385,9 @@ func (s *Store) PruneFinished(ctx context.Context, before time.Time, limit int, 
 				return err
 			}
 		}
+		if err := pruneNumbers(ctx, tx, ph, args); err != nil { // numbers.go
+			return err
+		}
 		return unsummarize(ctx, tx, ended) // job_usage.go
 	})
 	if err != nil {

@@ -199,7 +199,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // createTables runs every table's schema (each CREATE ... IF NOT EXISTS).
 // A part that adds a table adds its schema here.
 func createTables(ctx context.Context, db execer) error {
-	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, reservationSchema, usageSchema} {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, reservationSchema, usageSchema, numberSchema} {
 		if _, err := db.ExecContext(ctx, sc); err != nil {
 			return err
 		}
@@ -264,6 +264,9 @@ type Batch struct {
 	// Ended are the jobs (not array tasks) that the batch ends, for the
 	// summary of ended jobs (job_usage.go).
 	Ended []EndedJob
+	// Numbers are the short numbers the batch gives new jobs and arrays
+	// (numbers.go): each number and each id once, ever.
+	Numbers []NumberRow
 }
 
 // Empty reports whether the batch changes nothing.
@@ -271,7 +274,7 @@ func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
 		len(b.Outbox) == 0 && len(b.Arrays) == 0 &&
-		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0 && len(b.Usage) == 0 && len(b.Ended) == 0
+		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0 && len(b.Usage) == 0 && len(b.Ended) == 0 && len(b.Numbers) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -371,6 +374,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if err := writeEnded(ctx, tx, b.Ended); err != nil { // job_usage.go
 		return err
 	}
+	if err := writeNumbers(ctx, tx, b.Numbers); err != nil { // numbers.go
+		return err
+	}
 	return appendAudit(ctx, tx, ins, b.Audit)
 }
 
@@ -384,6 +390,9 @@ type State struct {
 	Arrays      []ArrayRecord     // the records of the job arrays not done, in id order (arrays.go)
 	// Reservations are the bookings, in name order (reservations.go).
 	Reservations []api.Reservation
+	// MaxNumber is the largest short number given so far (numbers.go);
+	// the next job's is the one after it.
+	MaxNumber int64
 }
 
 // Load reads what start-up needs: everything but finished jobs (and
@@ -437,6 +446,9 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 		return nil, err
 	}
 	if err := s.loadReservations(ctx, st); err != nil {
+		return nil, err
+	}
+	if st.MaxNumber, err = s.maxNumber(ctx); err != nil { // numbers.go
 		return nil, err
 	}
 	return st, nil

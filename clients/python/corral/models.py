@@ -193,6 +193,7 @@ class Array(Model):
     throttle: int
     user: str
     name: Optional[str] = None
+    number: Optional[int] = None
     tasks: Optional[List[int]] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -213,6 +214,7 @@ class Array(Model):
         ('throttle', 'throttle', 'int'),
         ('user', 'user', 'str'),
         ('name', 'name', 'str'),
+        ('number', 'number', 'int'),
         ('tasks', 'tasks', 'list:int'),
     )
 
@@ -753,6 +755,7 @@ class GPU(Model):
     temperature: Optional[int]
     utilization: int
     uuid: str
+    allocated_number: Optional[str] = None
     foreign: Optional[List[ForeignProcess]] = None
     held: Optional[bool] = None
     mig: Optional[MIG] = None
@@ -769,6 +772,7 @@ class GPU(Model):
         ('temperature', 'temperature', 'opt:int'),
         ('utilization', 'utilization', 'int'),
         ('uuid', 'uuid', 'str'),
+        ('allocated_number', 'allocated_number', 'str'),
         ('foreign', 'foreign', 'list:ref:ForeignProcess'),
         ('held', 'held', 'bool'),
         ('mig', 'mig', 'opt:ref:MIG'),
@@ -1027,6 +1031,7 @@ class Job(Model):
     notebook: Optional[bool] = None
     notify: Optional[str] = None
     notify_tasks: Optional[bool] = None
+    number: Optional[int] = None
     output: Optional[str] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
@@ -1101,6 +1106,7 @@ class Job(Model):
         ('notebook', 'notebook', 'bool'),
         ('notify', 'notify', 'str'),
         ('notify_tasks', 'notify_tasks', 'bool'),
+        ('number', 'number', 'int'),
         ('output', 'output', 'str'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
@@ -1138,6 +1144,38 @@ class JobList(Model):
         ('jobs', 'jobs', 'opt:list:ref:Job'),
         ('arrays', 'arrays', 'list:ref:Array'),
         ('next_cursor', 'next_cursor', 'str'),
+    )
+
+
+@_dataclass
+class JobRef(Model):
+    """The API's JobRef object."""
+
+    id: str
+    number: int
+    state: str
+    array: Optional[bool] = None
+    name: Optional[str] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('id', 'id', 'str'),
+        ('number', 'number', 'int'),
+        ('state', 'state', 'str'),
+        ('array', 'array', 'bool'),
+        ('name', 'name', 'str'),
+    )
+
+
+@_dataclass
+class JobRefList(Model):
+    """The API's JobRefList object."""
+
+    jobs: Optional[List[JobRef]]
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('jobs', 'jobs', 'opt:list:ref:JobRef'),
     )
 
 
@@ -1798,6 +1836,7 @@ class QueuedJob(Model):
     array_task_id: Optional[int] = None
     estimated_duration: Optional[float] = None
     name: Optional[str] = None
+    number: Optional[int] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
     requested_gpus_min: Optional[int] = None
@@ -1819,6 +1858,7 @@ class QueuedJob(Model):
         ('array_task_id', 'array_task_id', 'opt:int'),
         ('estimated_duration', 'estimated_duration', 'opt:float'),
         ('name', 'name', 'str'),
+        ('number', 'number', 'int'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
         ('requested_gpus_min', 'requested_gpus_min', 'int'),
@@ -2022,6 +2062,7 @@ class SubmitAnswer(Model):
     notebook: Optional[bool] = None
     notify: Optional[str] = None
     notify_tasks: Optional[bool] = None
+    number: Optional[int] = None
     output: Optional[str] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
@@ -2097,6 +2138,7 @@ class SubmitAnswer(Model):
         ('notebook', 'notebook', 'bool'),
         ('notify', 'notify', 'str'),
         ('notify_tasks', 'notify_tasks', 'bool'),
+        ('number', 'number', 'int'),
         ('output', 'output', 'str'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
@@ -2511,6 +2553,8 @@ MODELS: Dict[str, type] = {
     'InviteRequest': InviteRequest,
     'Job': Job,
     'JobList': JobList,
+    'JobRef': JobRef,
+    'JobRefList': JobRefList,
     'ListDelta_Job': ListDelta_Job,
     'ListDelta_Node': ListDelta_Node,
     'ListDelta_QueuedJob': ListDelta_QueuedJob,

@@ -468,6 +468,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/complete/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's unfinished jobs and arrays with their numbers, for shell completion */
+        get: operations["get_complete_jobs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/events": {
         parameters: {
             query?: never;
@@ -1045,6 +1062,7 @@ export interface components {
             id: string;
             name?: string;
             nodes: number;
+            number?: number;
             /**
              * @description a priority level (requests also accept 1-4; see PriorityInput)
              * @enum {string}
@@ -1271,6 +1289,7 @@ export interface components {
             user?: string;
         };
         GPU: {
+            allocated_number?: string;
             allocated_to: string | null;
             foreign?: components["schemas"]["ForeignProcess"][];
             held?: boolean;
@@ -1435,6 +1454,7 @@ export interface components {
             notebook?: boolean;
             notify?: string;
             notify_tasks?: boolean;
+            number?: number;
             output?: string;
             pending_message?: string;
             pending_reason?: string;
@@ -1479,6 +1499,20 @@ export interface components {
             arrays?: components["schemas"]["Array"][];
             jobs: components["schemas"]["Job"][] | null;
             next_cursor?: string;
+        };
+        JobRef: {
+            array?: boolean;
+            id: string;
+            name?: string;
+            number: number;
+            /**
+             * @description a job's state, in lifecycle order
+             * @enum {string}
+             */
+            state: "queued" | "scheduled" | "allocating" | "running" | "completed" | "failed" | "canceled";
+        };
+        JobRefList: {
+            jobs: components["schemas"]["JobRef"][] | null;
         };
         ListDelta_Job: {
             order?: string[];
@@ -1765,6 +1799,7 @@ export interface components {
             id: string;
             name?: string;
             nodes: number;
+            number?: number;
             pending_message?: string;
             pending_reason?: string;
             /**
@@ -1903,6 +1938,7 @@ export interface components {
             notebook?: boolean;
             notify?: string;
             notify_tasks?: boolean;
+            number?: number;
             output?: string;
             pending_message?: string;
             pending_reason?: string;
@@ -3155,6 +3191,29 @@ export interface operations {
             default: components["responses"]["Error"];
         };
     };
+    get_complete_jobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobRefList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            default: components["responses"]["Error"];
+        };
+    };
     get_events: {
         parameters: {
             query?: never;
@@ -3249,6 +3308,8 @@ export interface operations {
                 limit?: number;
                 /** @description the next_cursor of the previous page (docs/history.md) */
                 cursor?: string;
+                /** @description true: the caller's own jobs only; auto: the caller's own for a user, everyone's for admins and viewers; false (default): as user= says */
+                mine?: "true" | "false" | "auto";
             };
             header?: never;
             path?: never;
@@ -3308,8 +3369,13 @@ export interface operations {
                 rank?: number;
                 /** @description stream until the attempt ends (true or 1) */
                 follow?: boolean;
+                /** @description with follow: start the stream at this byte of the log (a reconnect resumes where it was) */
+                offset?: number;
             };
-            header?: never;
+            header?: {
+                /** @description bytes=N-M, bytes=N- or bytes=-N (the last N bytes: a tail); not with follow */
+                Range?: string;
+            };
             path: {
                 /** @description a job's id, or an unambiguous prefix of it */
                 job_id: string;
@@ -3327,9 +3393,27 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            /** @description the range of the output asked for (Content-Range) */
+            206: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            /** @description the range lies outside the log (Content-Range: bytes *\/SIZE) */
+            416: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
             422: components["responses"]["Invalid"];
             default: components["responses"]["Error"];
         };
@@ -3843,6 +3927,10 @@ export interface operations {
                 limit?: number;
                 /** @description the next_cursor of the previous page */
                 cursor?: string;
+                /** @description only this user's queued jobs (each keeps its place in the whole queue) */
+                user?: string;
+                /** @description true: the caller's own jobs only; auto: the caller's own for a user, everyone's for admins and viewers; false (default): as user= says */
+                mine?: "true" | "false" | "auto";
             };
             header?: never;
             path?: never;

@@ -88,6 +88,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"History", testHistory},
 		{"Arrays", testArrays},
 		{"Lease", testLease},
+		{"Numbers", testNumbers}, // numbers.go
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDB(t)) })
 	}
