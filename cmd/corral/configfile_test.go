@@ -228,22 +228,3 @@ func TestConfigFileCommand(t *testing.T) {
 		t.Errorf("a missing file: %v", err)
 	}
 }
-
-// TestDeployConfigs: the example config files of deploy/ load with the
-// real commands' flags.
-func TestDeployConfigs(t *testing.T) {
-	for file, mk := range map[string]func() *cobra.Command{
-		"server.json": newServerCmd, "agent.json": newAgentCmd, "up.json": newUpCmd,
-	} {
-		t.Run(file, func(t *testing.T) {
-			path := filepath.Join("..", "..", "deploy", file)
-			if _, err := os.Stat(path); err != nil {
-				t.Fatal(err)
-			}
-			cmd := mk()
-			if err := runConfigured(t, cmd, "--config", path); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-}
