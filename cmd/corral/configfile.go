@@ -55,7 +55,7 @@ func withConfigFile(cmd *cobra.Command) {
 				return name != configFlag && name != "help" && own.Lookup(name) != nil
 			}
 			if err := applyConfig(c.Flags(), settable, path, data); err != nil {
-				return usageError{fmt.Errorf("%w (see %s --help)", err, c.CommandPath())}
+				return usageError{err} // fail adds: Run 'corral server --help' for usage.
 			}
 		}
 		if pre != nil {
