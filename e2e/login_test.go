@@ -82,9 +82,10 @@ func TestLoginUnixAccounts(t *testing.T) {
 	sock := filepath.Join(shared, "login.sock")
 	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "login-node",
 		"--run-as", "user", "--login-socket", sock, "--login-group", group)
-	if !strings.Contains(s.out.String(), "login socket "+sock) {
-		t.Errorf("the banner does not name the login socket:\n%s", s.out.String())
-	}
+	// The banner's sign-in line comes once the socket is served, after
+	// /healthz first answers.
+	waitFor(t, 10*time.Second, func() string { return "the banner to name the login socket:\n" + s.out.String() },
+		func() bool { return strings.Contains(s.out.String(), "login socket "+sock) })
 
 	// as runs the CLI as a, in its home, with nothing of Corral in its
 	// environment but where the login socket is.

@@ -28,6 +28,7 @@ func newAgentCmd() *cobra.Command {
 		contain                                                         containFlags
 		simFaults                                                       string // notifyflags.go
 	)
+	var login agentLoginFlags // agentlogin.go
 	cmd := &cobra.Command{
 		Use:   "agent --server URL",
 		Short: "Run this node's agent: register its GPUs with a server and run the jobs placed here",
@@ -119,6 +120,7 @@ named by --join-token-file.`,
 			if err := contain.apply(&cfg); err != nil {
 				return err
 			}
+			login.apply(&cfg, dir) // agentlogin.go
 			a, err := agent.New(cfg)
 			if err != nil {
 				return err
@@ -145,6 +147,8 @@ named by --join-token-file.`,
 	host.registerLogSize(fl)
 	host.registerNode(fl)
 	contain.register(fl)
+	login.register(fl)  // agentlogin.go
+	withConfigFile(cmd) // configfile.go
 	return cmd
 }
 

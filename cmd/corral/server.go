@@ -122,6 +122,7 @@ $GOMEMLIMIT is set.`,
 		},
 	}
 	f.register(cmd)
+	withConfigFile(cmd) // configfile.go
 	return cmd
 }
 

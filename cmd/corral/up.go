@@ -71,6 +71,7 @@ collector runs at GOGC=400 (less CPU, more memory), with a soft memory limit of
 	f.host.registerNode(fl)
 	f.contain.register(fl)
 	fl.StringVar(&f.notify.simFaults, "simulate-faults", "", simFaultsHelp)
+	withConfigFile(cmd) // configfile.go
 	return cmd
 }
 

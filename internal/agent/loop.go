@@ -98,6 +98,8 @@ type Config struct {
 	// ContainerRuntime runs the jobs that name an image (container.go):
 	// RuntimePodman (default, "") or RuntimeNone (such jobs fail to start).
 	ContainerRuntime string
+	// Login is the node's login socket (login.go); zero: none.
+	Login LoginSocketConfig
 	// Shim is the command that runs `corral shim`; default: this binary.
 	Shim   []string
 	Logger *slog.Logger
@@ -189,6 +191,9 @@ func (a *Agent) poke() {
 // Run adopts what a previous agent left, registers, then syncs until ctx
 // ends. Transient errors are retried with a capped backoff.
 func (a *Agent) Run(ctx context.Context) error {
+	if err := a.serveLogin(ctx); err != nil { // login.go
+		return fmt.Errorf("agent: %w", err)
+	}
 	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
