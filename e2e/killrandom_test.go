@@ -84,6 +84,10 @@ func TestKillNineAtRandomInstants(t *testing.T) {
 				mu.Lock()
 				acked[j.ID] = want{code, retries}
 				mu.Unlock()
+				// Paced: about 160 submissions a second in all keep the
+				// server busy at every kill, and the test short (what
+				// is submitted must also run and settle).
+				time.Sleep(25 * time.Millisecond)
 			}
 		}()
 	}
