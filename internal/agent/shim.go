@@ -96,8 +96,10 @@ func RunShim(args []string) int {
 			env = strings.Split(string(b), "\x00")
 		}
 	}
+	reaper := newSubreaper() // subreaper.go: what the job leaves behind is reaped here
 	shimJob{State: *state, Log: *logPath, Workdir: *workdir, Alive: *alive, Fence: *fence, UID: *uid, GID: *gid,
-		Groups: *groups, MaxLog: *maxLog, Cgroup: *cgroupPath, CgroupSpec: *cgroupSpec, Env: env, Argv: fs.Args()}.run(stop)
+		Groups: *groups, MaxLog: *maxLog, Cgroup: *cgroupPath, CgroupSpec: *cgroupSpec, Env: env, Argv: fs.Args(), reaper: reaper}.run(stop)
+	reaper.drain(orphanDrain)
 	return 0
 }
 
@@ -118,7 +120,8 @@ type shimJob struct {
 	Env        []string      `json:"env,omitempty"` // nil: the shim's own environment
 	Argv       []string      `json:"argv"`
 
-	trees *shimTrees // the shim host's cgroup trees; nil: a shim of one job
+	trees  *shimTrees // the shim host's cgroup trees; nil: a shim of one job
+	reaper *subreaper // starts the job, reaps what it leaves (subreaper.go); nil: none
 	// ended, where set, is called once the exit status is in the record
 	// and no process of the job is left, before its cgroup is removed:
 	// the shim host tells its agent there, so that the job's GPUs go to
@@ -147,10 +150,11 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	}
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	if err == nil {
-		if err = cmd.Start(); err != nil {
+		if err = j.reaper.start(cmd); err != nil {
 			jcg.abort()
 		} else if err = jcg.admit(cmd.Process.Pid); err != nil {
 			cmd.Wait()
+			j.reaper.forget(cmd.Process.Pid)
 			jcg.abort()
 		}
 	}
@@ -172,7 +176,11 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	appendRecord(j.State, record{PID: pid}) // record.go
 
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		j.reaper.forget(pid)
+		done <- err
+	}()
 	var fenceTick <-chan time.Time
 	if j.Fence > 0 && j.Alive != "" {
 		t := time.NewTicker(fencePoll)
@@ -215,6 +223,10 @@ wait:
 
 // fencePoll is how often a fenced shim looks at its agent's liveness file.
 const fencePoll = 250 * time.Millisecond
+
+// orphanDrain bounds how long a one-job shim waits, before it exits, for
+// the orphans its job left (killed with it) to end, so as to reap them.
+const orphanDrain = 500 * time.Millisecond
 
 // writeExit appends the job's exit status to its record, and returns
 // once it is on disk: the end is told (to the shim host's agent) only
