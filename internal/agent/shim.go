@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -161,7 +162,7 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	if err != nil {
 		out.printf("corral: %v\n", err)
 		out.finish()
-		writeExit(j.State, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
+		shimWriteExit(j.State, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
 		if j.ended != nil {
 			j.ended()
 		}
@@ -214,7 +215,7 @@ wait:
 		st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 	}
 	out.finish() // the log is whole before the end is told
-	writeExit(j.State, st)
+	shimWriteExit(j.State, st)
 	if j.ended != nil {
 		j.ended()
 	}
@@ -228,12 +229,40 @@ const fencePoll = 250 * time.Millisecond
 // the orphans its job left (killed with it) to end, so as to reap them.
 const orphanDrain = 500 * time.Millisecond
 
-// writeExit appends the job's exit status to its record, and returns
-// once it is on disk: the end is told (to the shim host's agent) only
-// after.
-func writeExit(path string, st exitStatus) error {
-	return appendRecordSync(path, record{Exit: &st})
+// shimWriteExit is the shim's writeExit: the end is told (to the shim
+// host's agent, or by the shim's own exit) only once it returns. A record
+// has room kept for the line (reserveRecord); where the file system could
+// not keep it and the disk is full, the shim tries again every exitRetry
+// until the line is written: the job is seen running until then, and is
+// not lost for a full disk.
+func shimWriteExit(path string, st exitStatus) error {
+	line, err := json.Marshal(record{Exit: &st})
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	said := false
+	for {
+		err := writeRecordLine(path, line, os.O_SYNC)
+		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+			return err
+		}
+		if line[0] != '\n' {
+			// What the failed write wrote of the line ends as a line of
+			// its own, which readers skip (readRecord).
+			line = append([]byte{'\n'}, line...)
+		}
+		if !said {
+			fmt.Fprintf(os.Stderr, "corral shim: the exit status of %s waits for room on its disk: %v\n", path, err)
+			said = true
+		}
+		time.Sleep(exitRetry)
+	}
 }
+
+// exitRetry is how often a shim tries again to write an exit status its
+// full disk refused.
+const exitRetry = time.Second
 
 // writeFileAtomic writes a file so that readers see all of it or none;
 // only its owner may read it (a task's spec holds the job's env).
