@@ -3,12 +3,15 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -63,12 +66,48 @@ func recordPath(stateDir string, k taskKey) string {
 }
 
 // createRecord writes a task's first line, replacing any record the path
-// held. The tasks directory is made if need be.
+// held, and reserves the disk room of the lines that follow it (below).
+// The tasks directory is made if need be.
 func createRecord(path string, r record) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeRecord(path, r, os.O_CREATE|os.O_TRUNC)
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	if err == nil {
+		reserveRecord(f, int64(len(line)+1))
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// recordReserve is the disk room a record keeps past its first line for
+// the lines that follow (shim_pid, pid, exit: a few hundred bytes).
+const recordReserve = 8 << 10
+
+// reserveRecord allocates recordReserve bytes of disk past the record's
+// end without changing its size (fallocate FALLOC_FL_KEEP_SIZE), so that
+// its later lines, its exit above all, are written even once the data
+// dir's disk is full: a job that ends then is settled with its real exit
+// status, not lost for want of a page. Best effort: a file system without
+// fallocate has the shim retry the exit line until there is room
+// (writeExit).
+func reserveRecord(f *os.File, size int64) {
+	for {
+		err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, size, recordReserve)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
 }
 
 // appendRecord appends one line to a task's record.
@@ -83,16 +122,28 @@ func appendRecordSync(path string, r record) error {
 	return writeRecord(path, r, os.O_SYNC)
 }
 
+// writeExit appends the job's exit status to its record, and returns
+// once it is on disk: the end is told only after.
+func writeExit(path string, st exitStatus) error {
+	return appendRecordSync(path, record{Exit: &st})
+}
+
 func writeRecord(path string, r record, flags int) error {
 	line, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
+	return writeRecordLine(path, append(line, '\n'), flags)
+}
+
+// writeRecordLine appends line (newline included) to a record by one
+// write.
+func writeRecordLine(path string, line []byte, flags int) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|flags, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(append(line, '\n')) // one write: readers see all of the line or none
+	_, err = f.Write(line) // one write: readers see all of the line or none
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -96,8 +97,10 @@ func RunShim(args []string) int {
 			env = strings.Split(string(b), "\x00")
 		}
 	}
+	reaper := newSubreaper() // subreaper.go: what the job leaves behind is reaped here
 	shimJob{State: *state, Log: *logPath, Workdir: *workdir, Alive: *alive, Fence: *fence, UID: *uid, GID: *gid,
-		Groups: *groups, MaxLog: *maxLog, Cgroup: *cgroupPath, CgroupSpec: *cgroupSpec, Env: env, Argv: fs.Args()}.run(stop)
+		Groups: *groups, MaxLog: *maxLog, Cgroup: *cgroupPath, CgroupSpec: *cgroupSpec, Env: env, Argv: fs.Args(), reaper: reaper}.run(stop)
+	reaper.drain(orphanDrain)
 	return 0
 }
 
@@ -118,7 +121,8 @@ type shimJob struct {
 	Env        []string      `json:"env,omitempty"` // nil: the shim's own environment
 	Argv       []string      `json:"argv"`
 
-	trees *shimTrees // the shim host's cgroup trees; nil: a shim of one job
+	trees  *shimTrees // the shim host's cgroup trees; nil: a shim of one job
+	reaper *subreaper // starts the job, reaps what it leaves (subreaper.go); nil: none
 	// ended, where set, is called once the exit status is in the record
 	// and no process of the job is left, before its cgroup is removed:
 	// the shim host tells its agent there, so that the job's GPUs go to
@@ -147,17 +151,18 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	}
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	if err == nil {
-		if err = cmd.Start(); err != nil {
+		if err = j.reaper.start(cmd); err != nil {
 			jcg.abort()
 		} else if err = jcg.admit(cmd.Process.Pid); err != nil {
 			cmd.Wait()
+			j.reaper.forget(cmd.Process.Pid)
 			jcg.abort()
 		}
 	}
 	if err != nil {
 		out.printf("corral: %v\n", err)
 		out.finish()
-		writeExit(j.State, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
+		shimWriteExit(j.State, exitStatus{ExitCode: -1, Error: err.Error(), FinishedAt: time.Now().UTC()})
 		if j.ended != nil {
 			j.ended()
 		}
@@ -172,7 +177,11 @@ func (j shimJob) run(stop <-chan os.Signal) {
 	appendRecord(j.State, record{PID: pid}) // record.go
 
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		j.reaper.forget(pid)
+		done <- err
+	}()
 	var fenceTick <-chan time.Time
 	if j.Fence > 0 && j.Alive != "" {
 		t := time.NewTicker(fencePoll)
@@ -206,7 +215,7 @@ wait:
 		st.ExitCode, st.Signal = 128+int(ws.Signal()), ws.Signal().String()
 	}
 	out.finish() // the log is whole before the end is told
-	writeExit(j.State, st)
+	shimWriteExit(j.State, st)
 	if j.ended != nil {
 		j.ended()
 	}
@@ -216,12 +225,44 @@ wait:
 // fencePoll is how often a fenced shim looks at its agent's liveness file.
 const fencePoll = 250 * time.Millisecond
 
-// writeExit appends the job's exit status to its record, and returns
-// once it is on disk: the end is told (to the shim host's agent) only
-// after.
-func writeExit(path string, st exitStatus) error {
-	return appendRecordSync(path, record{Exit: &st})
+// orphanDrain bounds how long a one-job shim waits, before it exits, for
+// the orphans its job left (killed with it) to end, so as to reap them.
+const orphanDrain = 500 * time.Millisecond
+
+// shimWriteExit is the shim's writeExit: the end is told (to the shim
+// host's agent, or by the shim's own exit) only once it returns. A record
+// has room kept for the line (reserveRecord); where the file system could
+// not keep it and the disk is full, the shim tries again every exitRetry
+// until the line is written: the job is seen running until then, and is
+// not lost for a full disk.
+func shimWriteExit(path string, st exitStatus) error {
+	line, err := json.Marshal(record{Exit: &st})
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	said := false
+	for {
+		err := writeRecordLine(path, line, os.O_SYNC)
+		if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EDQUOT) {
+			return err
+		}
+		if line[0] != '\n' {
+			// What the failed write wrote of the line ends as a line of
+			// its own, which readers skip (readRecord).
+			line = append([]byte{'\n'}, line...)
+		}
+		if !said {
+			fmt.Fprintf(os.Stderr, "corral shim: the exit status of %s waits for room on its disk: %v\n", path, err)
+			said = true
+		}
+		time.Sleep(exitRetry)
+	}
 }
+
+// exitRetry is how often a shim tries again to write an exit status its
+// full disk refused.
+const exitRetry = time.Second
 
 // writeFileAtomic writes a file so that readers see all of it or none;
 // only its owner may read it (a task's spec holds the job's env).

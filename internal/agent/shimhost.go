@@ -46,10 +46,12 @@ func runShimHost(in io.Reader, reports *os.File) int {
 		running int
 		closed  bool
 	)
-	trees := &shimTrees{}  // one prepared cgroup tree per parent, for every job (containment.go)
-	exitIfDone := func() { // mu held
+	trees := &shimTrees{}    // one prepared cgroup tree per parent, for every job (containment.go)
+	reaper := newSubreaper() // subreaper.go: what jobs leave behind is reaped here
+	exitIfDone := func() {   // mu held
 		if closed && running == 0 {
 			trees.release() // its agent is gone, and so are its jobs
+			reaper.drain(0)
 			os.Exit(0)
 		}
 	}
@@ -81,7 +83,7 @@ func runShimHost(in io.Reader, reports *os.File) int {
 		running++
 		mu.Unlock()
 		go func() {
-			j.trees = trees
+			j.trees, j.reaper = trees, reaper
 			j.ended = func() {
 				mu.Lock()
 				defer mu.Unlock()

@@ -133,7 +133,12 @@ type Job struct {
 	// "afterok:ID:ID,afterany:ID"), as submitted; empty: none.
 	DependsOn  string       `json:"depends_on,omitempty"`
 	Allocation []Allocation `json:"allocation"`
-	Events     []Event      `json:"events,omitempty"`
+	// NodeID is the node its current or last attempt was placed on (rank
+	// 0's, for a job on several nodes); empty while it waits in the
+	// queue. It is a job of no GPUs' only record of its node: its
+	// allocation names none (a restarted server adopts it there).
+	NodeID string  `json:"node_id,omitempty"`
+	Events []Event `json:"events,omitempty"`
 
 	// Elastic GPU count (issue 11): with GPUCountMin > 0 the job takes
 	// from GPUCountMin to GPUCount GPUs on one node, after waiting up to

@@ -207,6 +207,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		j := o.startTarget(s.JobID, groups) // an array's group stands for its tasks
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
 		j.Allocation = o.allocate(j.ID, s.Placements)
+		j.NodeID = placedNode(s.Placements) // recover.go: a job of no GPUs has no other record of it
 		j.GrantedGPUs = len(j.Allocation)
 		j.Borrowed = s.Borrowed
 		o.startedInBooking(tx, j, s.Reservation) // bookings_sched.go

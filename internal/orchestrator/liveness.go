@@ -127,13 +127,9 @@ func (o *Orchestrator) markDown(n *Node, at time.Time) {
 func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 	var us []exec.Update
 	for id := range o.active {
-		j := o.jobs[id]
-		for _, a := range j.Allocation {
-			if a.NodeID == nodeID {
-				us = append(us, exec.Update{JobID: id, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
-					Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
-				break
-			}
+		if j := o.jobs[id]; placedOn(j, nodeID) { // recover.go: a job of no GPUs too
+			us = append(us, exec.Update{JobID: id, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
+				Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
 		}
 	}
 	return us
@@ -147,8 +143,12 @@ func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 func (o *Orchestrator) reviveBusyDownNodes() {
 	busy := map[string]bool{}
 	for id := range o.active {
-		for _, a := range o.jobs[id].Allocation {
+		j := o.jobs[id]
+		for _, a := range j.Allocation {
 			busy[a.NodeID] = true
+		}
+		if j.NodeID != "" {
+			busy[j.NodeID] = true // a job of no GPUs
 		}
 	}
 	for i := range o.nodes {

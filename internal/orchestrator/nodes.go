@@ -148,15 +148,13 @@ func (o *Orchestrator) state(n *Node) string {
 // schedulable reports whether new jobs may start on the node.
 func (n *Node) schedulable() bool { return !n.down && !n.cordoned && !n.draining }
 
-// activeOn counts the jobs holding GPUs on a node. Lock held.
+// activeOn counts the jobs placed on a node, jobs of no GPUs included.
+// Lock held.
 func (o *Orchestrator) activeOn(nodeID string) int {
 	c := 0
 	for id := range o.active {
-		for _, a := range o.jobs[id].Allocation {
-			if a.NodeID == nodeID {
-				c++
-				break
-			}
+		if placedOn(o.jobs[id], nodeID) {
+			c++
 		}
 	}
 	return c

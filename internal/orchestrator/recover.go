@@ -59,7 +59,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
 	var adopt []*api.Job
-	only := o.onlyNode() // where a job of no GPUs runs, when that is certain
+	only := o.onlyNode() // where a job of no GPUs stored without its node runs, when that is certain
 	for i := range st.Jobs {
 		j := &st.Jobs[i]
 		if j.Allocation == nil {
@@ -70,7 +70,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		switch {
 		case j.State == api.StateQueued:
 			o.setQueued(j, true)
-		case j.State.Active() && canAdopt && (len(j.Allocation) > 0 || j.GPUCount == 0 && only != ""):
+		case j.State.Active() && canAdopt && (len(j.Allocation) > 0 || j.GPUCount == 0 && (j.NodeID != "" || only != "")):
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)
 			o.active[j.ID] = true
@@ -93,8 +93,12 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	for _, j := range adopt {
 		id, attempt := j.ID, j.RetryCount
 		ps := placements(j.Allocation)
-		if len(ps) == 0 {
-			ps = []sched.Placement{{NodeID: only, GPUs: []int{}}} // a job of no GPUs
+		if len(ps) == 0 { // a job of no GPUs: on the node it was placed on
+			node := j.NodeID
+			if node == "" {
+				node = only // stored by a server that did not record it
+			}
+			ps = []sched.Placement{{NodeID: node, GPUs: []int{}}}
 		}
 		t := o.task(j, ps)
 		t.Placed = lastEvent(j, api.StateScheduled) // its start may have come before this restart
@@ -192,10 +196,36 @@ func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
 	return true
 }
 
-// onlyNode is the cluster's one node, where a job of no GPUs (always on one
-// node, and with no allocation to name it) that was active when the server
-// stopped runs: `corral up`'s own machine. "" where there are several:
-// such a job's node is not recorded, and it is settled as lost.
+// placedNode is the node a job placed on ps runs on: rank 0's. A job of no
+// GPUs (always on one node) has no allocation to name it, so the job
+// records it (api.Job.NodeID), for a restarted server to adopt it there
+// and for a node's loss to settle it.
+func placedNode(ps []sched.Placement) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	return ps[0].NodeID
+}
+
+// placedOn reports whether the job's attempt was placed on node id: one of
+// its GPUs is there, or it is its node (a job of no GPUs has no GPUs to
+// say so). Lock held.
+func placedOn(j *api.Job, id string) bool {
+	if j.NodeID == id {
+		return true
+	}
+	for _, a := range j.Allocation {
+		if a.NodeID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// onlyNode is the cluster's one node, where a job of no GPUs that was
+// active when the server stopped, stored by a version that did not record
+// its node (api.Job.NodeID), runs: `corral up`'s own machine. "" where
+// there are several: such a job is settled as lost.
 func (o *Orchestrator) onlyNode() string {
 	if len(o.nodes) != 1 {
 		return ""
@@ -207,7 +237,7 @@ func (o *Orchestrator) onlyNode() string {
 // back to the queue (or ends without it).
 func resetAttempt(j *api.Job) {
 	j.StartedAt, j.ExitCode = nil, nil
-	j.Allocation = []api.Allocation{}
+	j.Allocation, j.NodeID = []api.Allocation{}, ""
 	j.Borrowed, j.Preempting, j.PreemptMessage = false, false, ""
 	j.Idle, j.IdleSince = false, nil
 }
