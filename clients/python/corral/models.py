@@ -1026,6 +1026,7 @@ class Job(Model):
     message: Optional[str] = None
     mounts: Optional[List[str]] = None
     name: Optional[str] = None
+    node_id: Optional[str] = None
     node_labels: Optional[Dict[str, str]] = None
     not_before: Optional[datetime] = None
     notebook: Optional[bool] = None
@@ -1101,6 +1102,7 @@ class Job(Model):
         ('message', 'message', 'str'),
         ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
+        ('node_id', 'node_id', 'str'),
         ('node_labels', 'node_labels', 'map:str'),
         ('not_before', 'not_before', 'opt:datetime'),
         ('notebook', 'notebook', 'bool'),
@@ -2057,6 +2059,7 @@ class SubmitAnswer(Model):
     message: Optional[str] = None
     mounts: Optional[List[str]] = None
     name: Optional[str] = None
+    node_id: Optional[str] = None
     node_labels: Optional[Dict[str, str]] = None
     not_before: Optional[datetime] = None
     notebook: Optional[bool] = None
@@ -2133,6 +2136,7 @@ class SubmitAnswer(Model):
         ('message', 'message', 'str'),
         ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
+        ('node_id', 'node_id', 'str'),
         ('node_labels', 'node_labels', 'map:str'),
         ('not_before', 'not_before', 'opt:datetime'),
         ('notebook', 'notebook', 'bool'),

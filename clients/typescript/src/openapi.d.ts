@@ -1445,6 +1445,7 @@ export interface components {
             message?: string;
             mounts?: string[];
             name?: string;
+            node_id?: string;
             node_labels?: {
                 [key: string]: string;
             };
@@ -1929,6 +1930,7 @@ export interface components {
             message?: string;
             mounts?: string[];
             name?: string;
+            node_id?: string;
             node_labels?: {
                 [key: string]: string;
             };
