@@ -175,7 +175,10 @@ func (im *images) run(ctx context.Context, log io.Writer, args ...string) ([]byt
 	cmd.Env = podmanEnv
 	var out bytes.Buffer
 	if log != nil {
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, log), io.MultiWriter(&out, log)
+		// One writer for both: os/exec then copies them in one goroutine
+		// (two would write out and log at once).
+		w := io.MultiWriter(&out, log)
+		cmd.Stdout, cmd.Stderr = w, w
 	} else {
 		cmd.Stdout, cmd.Stderr = &out, &out
 	}
