@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -228,6 +229,31 @@ func (b *bodyProbe) Read(p []byte) (int, error) {
 // drained after the answer is sent, before its connection closes: enough
 // for the caller to read the answer before a reset can reach it.
 const refuseGrace = 500 * time.Millisecond
+
+// Bounds on what drainOversized reads of a body too large to take.
+const (
+	oversizedDrain     = 8 << 20
+	oversizedDrainTime = 2 * time.Second
+)
+
+// drainOversized reads and drops (into io.Discard: nothing is kept) up
+// to oversizedDrain bytes of an authenticated caller's body that is too
+// large to take, for at most oversizedDrainTime, before its 413 is
+// written. A client that sends its whole body before it reads (most do,
+// unless they ask "Expect: 100-continue") then gets the 413 rather than
+// a reset of its connection mid-write. The refusal was decided from the
+// Content-Length alone; a caller who asked to continue sends nothing, and
+// nothing is read.
+func drainOversized(w http.ResponseWriter, r *http.Request) {
+	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") || r.ProtoMajor != 1 {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(oversizedDrainTime)) != nil {
+		return
+	}
+	io.CopyN(io.Discard, r.Body, oversizedDrain)
+}
 
 // refuseUnread prepares the error answer of a request whose body the
 // handler never read (a refusal before it, such as a missing token): the

@@ -286,6 +286,9 @@ func (s *Server) wrap(rt route) http.Handler {
 					log.Error("request failed", "err", err)
 				}
 				if !rw.wrote {
+					if e.Status == http.StatusRequestEntityTooLarge {
+						drainOversized(rw, r) // conns.go: the caller may read its 413
+					}
 					// A refusal before the body was read (no token, say)
 					// neither waits for the body nor keeps the connection.
 					endRead := refuseUnread(rw, r, probe)
