@@ -23,7 +23,7 @@
 #     result, finding server and token as the CLI does;
 #   - the TypeScript client and its sweep example (clients/typescript,
 #     typed by the generated openapi.d.ts) compiled with tsc and run with
-#     node against the server with ana's token.
+#     node against the server with ana's token (corral token show).
 #
 # Prints PASS or FAIL per check and a summary; exits 1 on any FAIL. Needs
 # root, go, python3 (with venv), node and npm (npm ci needs the registry
@@ -273,13 +273,14 @@ else
 $out"
 fi
 
-# ---- the API contract (any signed-in caller may read it: docs/api.md)
+# ---- the API contract (any signed-in caller may read it: docs/api.md),
+# fetched by ana with the token her corral login saved (corral token show)
 home_ana=$(getent passwd ana | cut -d: -f6)
-token=$("$py" -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["servers"][c["default_server"]]["token"])' "$home_ana/.config/corral/config.json" 2>/dev/null)
-if curl -fsS -H "Authorization: Bearer $token" "$url/openapi.json" -o "$tmp/openapi.json" 2>"$tmp/curl.err"; then
+out=$(as ana "curl -fsS -H \"Authorization: Bearer \$(corral token show)\" $url/openapi.json" 2>&1 >"$tmp/openapi.json")
+if [ $? -eq 0 ]; then
   ok "GET /openapi.json"
 else
-  bad "GET /openapi.json" "$(cat "$tmp/curl.err")"
+  bad "GET /openapi.json" "$out"
 fi
 if cmp -s "$tmp/openapi.json" "$root/clients/openapi.json"; then
   ok "/openapi.json is clients/openapi.json"
@@ -336,7 +337,7 @@ out=$("$tools/tsc" -p "$root/clients/typescript" --outDir "$tsout" 2>&1)
 if [ $? -eq 0 ]; then ok "tsc: clients/typescript and examples/sweep.ts compile"; else bad "tsc: clients/typescript compiles" "$out"; fi
 echo '{"type": "module"}' >"$tsout/package.json"
 chmod -R a+rX "$tsout"
-out=$(as ana "CORRAL_SERVER=$url CORRAL_TOKEN=$token SWEEP_GPUS=1 node $tsout/examples/sweep.js" 2>&1)
+out=$(as ana "CORRAL_SERVER=$url CORRAL_TOKEN=\$(corral token show) SWEEP_GPUS=1 node $tsout/examples/sweep.js" 2>&1)
 if [ $? -eq 0 ] && grep -q '^best: lr=0.001' <<<"$out"; then
   ok "ana: TypeScript sweep.js with ana's token: $out"
 else
