@@ -165,6 +165,9 @@ for u in ana bo; do
   else
     bad "$u: corral whoami says $u" "$out"
   fi
+  # A login shell (su -) finds the same config: HOME as the account's.
+  out=$(su - "$u" -c "$bindir/corral whoami" 2>&1)
+  if [ $? -eq 0 ] && grep -q "^$u (user" <<<"$out"; then ok "$u: su - $u -c 'corral whoami' says $u"; else bad "$u: su - $u -c 'corral whoami' says $u" "$out"; fi
   mode=$(stat -c %a "$(getent passwd "$u" | cut -d: -f6)/.config/corral/config.json" 2>/dev/null)
   if [ "$mode" = 600 ]; then ok "$u: config file saved, mode 0600"; else bad "$u: config file saved, mode 0600" "mode: ${mode:-none}"; fi
 done
@@ -258,6 +261,15 @@ fi
 out=$(as bo 'corral show ana-train' 2>&1)
 if [ $? -ne 0 ]; then ok "bo: corral show ana-train finds none of his"; else bad "bo: corral show ana-train finds none of his" "$out"; fi
 
+# Shell completion offers the caller's unfinished jobs, by number.
+out=$(as bo 'corral __complete cancel ""' 2>&1)
+nums=$(grep -E '^[0-9]' <<<"$out" | cut -f1 | sort -n | tr '\n' ' ')
+if [ "$nums" = "$b_eval $b_plain " ]; then
+  ok "bo: completion of corral cancel offers his unfinished jobs ($nums)"
+else
+  bad "bo: completion of corral cancel offers his unfinished jobs ($b_eval $b_plain)" "$out"
+fi
+
 # ---- a large log
 out=$(as ana 'corral submit --gpus 0 -J biglog --wait -- seq 1 200000' 2>&1)
 if [ $? -eq 0 ]; then ok "ana: a job printing 200,000 lines completes"; else bad "ana: a job printing 200,000 lines completes" "$out"; fi
@@ -331,13 +343,21 @@ else
   bad "ana: Python 20-point sweep, best lr 0.001" "$out"
 fi
 
+# A name several of ana's jobs have: refused, naming their numbers.
+out=$(as ana 'corral show py-sweep' 2>&1)
+if [ $? -ne 0 ] && grep -q 'ambiguous\|[0-9], [0-9]' <<<"$out"; then
+  ok "ana: corral show py-sweep (20 jobs of that name) is refused, naming them"
+else
+  bad "ana: corral show py-sweep (20 jobs of that name) is refused, naming them" "$out"
+fi
+
 # ---- the TypeScript client, compiled from the generated types
 tsout=$tmp/ts
 out=$("$tools/tsc" -p "$root/clients/typescript" --outDir "$tsout" 2>&1)
 if [ $? -eq 0 ]; then ok "tsc: clients/typescript and examples/sweep.ts compile"; else bad "tsc: clients/typescript compiles" "$out"; fi
 echo '{"type": "module"}' >"$tsout/package.json"
 chmod -R a+rX "$tsout"
-out=$(as ana "CORRAL_SERVER=$url CORRAL_TOKEN=\$(corral token show) SWEEP_GPUS=1 node $tsout/examples/sweep.js" 2>&1)
+out=$(as ana "CORRAL_SERVER=$url CORRAL_TOKEN=\$(corral token show) node $tsout/examples/sweep.js" 2>&1)
 if [ $? -eq 0 ] && grep -q '^best: lr=0.001' <<<"$out"; then
   ok "ana: TypeScript sweep.js with ana's token: $out"
 else
@@ -345,6 +365,12 @@ else
 fi
 n=$(admin jobs -A --name lr-sweep --state completed -o json 2>/dev/null | jq_ 'len([x for x in j["jobs"] if x.get("user") == "ana"])' 2>/dev/null)
 if [ "$n" = 20 ]; then ok "the TypeScript sweep's 20 jobs are ana's and completed"; else bad "the TypeScript sweep's 20 jobs are ana's and completed" "found ${n:-none}"; fi
+
+# ---- signing out
+out=$(as bo 'corral logout && ! corral whoami' 2>&1)
+if [ $? -eq 0 ]; then ok "bo: corral logout, then corral whoami fails"; else bad "bo: corral logout, then corral whoami fails" "$out"; fi
+out=$(as ana 'corral version' 2>&1)
+if [ $? -eq 0 ] && grep -q '^server: ' <<<"$out"; then ok "ana: corral version (client and server)"; else bad "ana: corral version (client and server)" "$out"; fi
 
 echo
 echo "summary: $pass passed, $fail failed"
