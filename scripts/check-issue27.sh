@@ -7,12 +7,14 @@
 #     simulated GPUs on a free loopback port and a data dir of its own;
 #   - makes the Unix accounts ana and bo (when absent; removed again at exit);
 #   - each signs in with `corral login` through the login socket, with no
-#     token handed over, and `corral whoami` says who they are;
+#     token handed over, and `corral whoami` says who they are (also from
+#     a login shell, su -);
 #   - each submits jobs (a plain one, an array --array 0-3, named ones) and
 #     `corral queue` / `corral jobs` list only their own; `corral cancel
 #     --name eval` by ana cancels only hers; bo cannot cancel ana's job;
 #   - jobs addressed by number (`corral cancel 12`), by array task
-#     (`corral show 13_2`) and by name (`corral show NAME`);
+#     (`corral show 13_2`) and by name (`corral show NAME`; a name several
+#     jobs share is refused); completion offers one's own jobs;
 #   - a job printing 200,000 lines, then `corral logs --tail 5` returns its
 #     last 5 at once;
 #   - /openapi.json from the live server validated with the pinned Redocly
@@ -23,11 +25,12 @@
 #     result, finding server and token as the CLI does;
 #   - the TypeScript client and its sweep example (clients/typescript,
 #     typed by the generated openapi.d.ts) compiled with tsc and run with
-#     node against the server with ana's token (corral token show).
+#     node against the server with ana's token (corral token show);
+#   - corral logout, then corral whoami fails; corral version.
 #
 # Prints PASS or FAIL per check and a summary; exits 1 on any FAIL. Needs
 # root, go, python3 (with venv), node and npm (npm ci needs the registry
-# once, or clients/node_modules already there). About a minute and a half.
+# once, or clients/node_modules already there). About 30 seconds.
 #
 #   scripts/check-issue27.sh [-k]     # -k: keep the temp dir (logs) at exit
 #
