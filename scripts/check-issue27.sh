@@ -67,12 +67,6 @@ bad() {
   [ -n "${2:-}" ] && printf '%s\n' "$2" | head -20 | sed 's/^/      /'
   return 0
 }
-# check NAME CMD...: PASS when CMD exits 0, else FAIL with its output.
-check() {
-  local name=$1 out
-  shift
-  if out=$("$@" 2>&1); then ok "$name"; else bad "$name" "$out"; fi
-}
 
 # The admin's commands (root): the token corral up saved, in a config file
 # of this run's own rather than root's.
@@ -162,11 +156,11 @@ for u in ana bo; do
   out=$(as "$u" 'corral login' 2>&1)
   if [ $? -eq 0 ]; then ok "$u: corral login (the socket, no token handed over)"; else bad "$u: corral login" "$out"; fi
   out=$(as "$u" 'corral whoami -o json' 2>&1)
-  who=$(printf '%s' "$out" | jq_ 'j.get("user"), j.get("server")' 2>/dev/null)
-  if [ "$who" = "$u $url" ] || [ "$(printf '%s' "$out" | jq_ 'j.get("user")' 2>/dev/null)" = "$u" ]; then
-    ok "$u: corral whoami says $u"
+  who=$(printf '%s' "$out" | jq_ '"%s %s %s" % (j.get("user"), j.get("role"), j.get("server"))' 2>/dev/null)
+  if [ "$who" = "$u user $url" ]; then
+    ok "$u: corral whoami says $u (user) at $url"
   else
-    bad "$u: corral whoami says $u" "$out"
+    bad "$u: corral whoami says $u (user) at $url" "$out"
   fi
   # A login shell (su -) finds the same config: HOME as the account's.
   out=$(su - "$u" -c "$bindir/corral whoami" 2>&1)
