@@ -207,10 +207,20 @@ out=$(as ana 'corral queue -A -o json' 2>&1)
 users=$(printf '%s' "$out" | jq_ '",".join(sorted({x["user"] for x in (j.get("queued_jobs") or []) + (j.get("running_jobs") or [])}))' 2>&1)
 if [ "$users" = ana,bo ]; then ok "ana: corral queue -A lists everyone's (ana,bo)"; else bad "ana: corral queue -A lists everyone's" "got: $users"; fi
 
-state_of() { admin show "$1" -o json | jq_ 'j.get("state") or j.get("job", {}).get("state")'; }
+# state_of JOB: its state, "canceling" while a cancel is under way.
+state_of() { admin show "$1" -o json | jq_ '"canceling" if j.get("cancel_requested") and j["state"] != "canceled" else j["state"]'; }
+# ended_state JOB: its state once canceled (a running job's cancel takes
+# its SIGTERM's time), or as it is after 10 s.
+ended_state() {
+  local s deadline=$((SECONDS + 10))
+  while s=$(state_of "$1") && [ "$s" != canceled ] && [ $SECONDS -lt $deadline ]; do sleep 0.1; done
+  echo "$s"
+}
+# unfinished STATE: true for a state nobody has canceled and that has not ended.
+unfinished() { case "$1" in queued | scheduled | allocating | running) true ;; *) false ;; esac; }
 
 out=$(as bo "corral cancel $a_plain" 2>&1)
-if [ $? -ne 0 ] && [ "$(state_of "$a_plain")" != canceled ]; then
+if [ $? -ne 0 ] && unfinished "$(state_of "$a_plain")"; then
   ok "bo cannot cancel ana's job $a_plain"
 else
   bad "bo cannot cancel ana's job $a_plain" "$out"
@@ -218,9 +228,9 @@ fi
 
 out=$(as ana 'corral cancel --name eval' 2>&1)
 rc=$?
-sa=$(state_of "$a_eval")
+sa=$(ended_state "$a_eval")
 sb=$(state_of "$b_eval")
-if [ $rc -eq 0 ] && [ "$sa" = canceled ] && [ "$sb" != canceled ]; then
+if [ $rc -eq 0 ] && [ "$sa" = canceled ] && unfinished "$sb"; then
   ok "ana: corral cancel --name eval cancels hers only (hers $sa, bo's $sb)"
 else
   bad "ana: corral cancel --name eval cancels hers only" "exit $rc, hers $sa, bo's $sb
@@ -228,7 +238,7 @@ $out"
 fi
 
 out=$(as ana "corral cancel $a_plain" 2>&1)
-if [ $? -eq 0 ] && [ "$(state_of "$a_plain")" = canceled ]; then
+if [ $? -eq 0 ] && [ "$(ended_state "$a_plain")" = canceled ]; then
   ok "ana: corral cancel $a_plain (a number)"
 else
   bad "ana: corral cancel $a_plain (a number)" "$out"
