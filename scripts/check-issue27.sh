@@ -33,6 +33,10 @@
 # once, or clients/node_modules already there). About 30 seconds.
 #
 #   scripts/check-issue27.sh [-k]     # -k: keep the temp dir (logs) at exit
+#   CHECK27_USERS="ana2 bo2" scripts/check-issue27.sh   # other account names
+#
+# Runs of this script on one machine take turns (flock on
+# /tmp/corral-check27.lock): they would share the accounts' config files.
 #
 # The login socket is the default /run/corral/login.sock unless a live
 # server already holds it (then one in the temp dir, named to the accounts
@@ -43,6 +47,16 @@ keep=0
 [ "${1:-}" = "-k" ] && keep=1
 if [ "$(id -u)" != 0 ]; then
   echo "check-issue27: run as root (it makes Unix accounts and runs corral up as root)" >&2
+  exit 2
+fi
+read -r A B <<<"${CHECK27_USERS:-ana bo}"
+if [ -z "$A" ] || [ -z "$B" ] || [ "$A" = "$B" ]; then
+  echo "check-issue27: CHECK27_USERS names two different accounts" >&2
+  exit 2
+fi
+exec 9>/tmp/corral-check27.lock
+if ! flock -w 600 9; then
+  echo "check-issue27: another run holds /tmp/corral-check27.lock" >&2
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -135,7 +149,7 @@ done
 ok "corral up starts (as root, no --run-as agent)"
 
 # ---- the accounts
-for u in ana bo; do
+for u in "$A" "$B"; do
   if ! id "$u" >/dev/null 2>&1; then
     useradd -m -s /bin/bash "$u" && made_users+=("$u")
   fi
@@ -152,7 +166,7 @@ as() {
 }
 
 # ---- sign-in
-for u in ana bo; do
+for u in "$A" "$B"; do
   out=$(as "$u" 'corral login' 2>&1)
   if [ $? -eq 0 ]; then ok "$u: corral login (the socket, no token handed over)"; else bad "$u: corral login" "$out"; fi
   out=$(as "$u" 'corral whoami -o json' 2>&1)
@@ -175,13 +189,13 @@ submit() { # submit USER ARGS...: prints the job's number
   shift
   as "$u" "corral submit --json $*" | jq_ 'j["number"]'
 }
-a_plain=$(submit ana --gpus 0 -- sleep 600)
-a_arr=$(submit ana --gpus 0 --array 0-3 -- sleep 600)
-a_eval=$(submit ana --gpus 0 -J eval -- sleep 600)
-a_named=$(submit ana --gpus 0 -J ana-train -- sleep 600)
-b_eval=$(submit bo --gpus 0 -J eval -- sleep 600)
-b_plain=$(submit bo --gpus 0 -- sleep 600)
-echo "   ana: plain $a_plain, array $a_arr, eval $a_eval, ana-train $a_named; bo: eval $b_eval, plain $b_plain"
+a_plain=$(submit "$A" --gpus 0 -- sleep 600)
+a_arr=$(submit "$A" --gpus 0 --array 0-3 -- sleep 600)
+a_eval=$(submit "$A" --gpus 0 -J eval -- sleep 600)
+a_named=$(submit "$A" --gpus 0 -J "$A-train" -- sleep 600)
+b_eval=$(submit "$B" --gpus 0 -J eval -- sleep 600)
+b_plain=$(submit "$B" --gpus 0 -- sleep 600)
+echo "   $A: plain $a_plain, array $a_arr, eval $a_eval, $A-train $a_named; $B: eval $b_eval, plain $b_plain"
 if [ -n "$a_plain" ] && [ -n "$a_arr" ] && [ -n "$a_eval" ] && [ -n "$b_eval" ] && [ -n "$b_plain" ]; then
   ok "submissions print job numbers"
 else
@@ -199,13 +213,13 @@ only_own() {
     bad "$u: $cmd lists only their jobs" "got: $res"
   fi
 }
-for u in ana bo; do
+for u in "$A" "$B"; do
   only_own "$u" "corral queue"
   only_own "$u" "corral jobs"
 done
-out=$(as ana 'corral queue -A -o json' 2>&1)
+out=$(as "$A" 'corral queue -A -o json' 2>&1)
 users=$(printf '%s' "$out" | jq_ '",".join(sorted({x["user"] for x in (j.get("queued_jobs") or []) + (j.get("running_jobs") or [])}))' 2>&1)
-if [ "$users" = ana,bo ]; then ok "ana: corral queue -A lists everyone's (ana,bo)"; else bad "ana: corral queue -A lists everyone's" "got: $users"; fi
+if [ "$users" = "$(printf '%s\n' "$A" "$B" | sort | paste -sd,)" ]; then ok "$A: corral queue -A lists everyone's ($users)"; else bad "$A: corral queue -A lists everyone's" "got: $users"; fi
 
 # state_of JOB: its state, "canceling" while a cancel is under way.
 state_of() { admin show "$1" -o json | jq_ '"canceling" if j.get("cancel_requested") and j["state"] != "canceled" else j["state"]'; }
@@ -219,83 +233,83 @@ ended_state() {
 # unfinished STATE: true for a state nobody has canceled and that has not ended.
 unfinished() { case "$1" in queued | scheduled | allocating | running) true ;; *) false ;; esac; }
 
-out=$(as bo "corral cancel $a_plain" 2>&1)
+out=$(as "$B" "corral cancel $a_plain" 2>&1)
 if [ $? -ne 0 ] && unfinished "$(state_of "$a_plain")"; then
-  ok "bo cannot cancel ana's job $a_plain"
+  ok "$B cannot cancel $A's job $a_plain"
 else
-  bad "bo cannot cancel ana's job $a_plain" "$out"
+  bad "$B cannot cancel $A's job $a_plain" "$out"
 fi
 
-out=$(as ana 'corral cancel --name eval' 2>&1)
+out=$(as "$A" 'corral cancel --name eval' 2>&1)
 rc=$?
 sa=$(ended_state "$a_eval")
 sb=$(state_of "$b_eval")
 if [ $rc -eq 0 ] && [ "$sa" = canceled ] && unfinished "$sb"; then
-  ok "ana: corral cancel --name eval cancels hers only (hers $sa, bo's $sb)"
+  ok "$A: corral cancel --name eval cancels hers only (hers $sa, $B's $sb)"
 else
-  bad "ana: corral cancel --name eval cancels hers only" "exit $rc, hers $sa, bo's $sb
+  bad "$A: corral cancel --name eval cancels hers only" "exit $rc, hers $sa, $B's $sb
 $out"
 fi
 
-out=$(as ana "corral cancel $a_plain" 2>&1)
+out=$(as "$A" "corral cancel $a_plain" 2>&1)
 if [ $? -eq 0 ] && [ "$(ended_state "$a_plain")" = canceled ]; then
-  ok "ana: corral cancel $a_plain (a number)"
+  ok "$A: corral cancel $a_plain (a number)"
 else
-  bad "ana: corral cancel $a_plain (a number)" "$out"
+  bad "$A: corral cancel $a_plain (a number)" "$out"
 fi
 
-out=$(as ana "corral show ${a_arr}_2 -o json" 2>&1)
+out=$(as "$A" "corral show ${a_arr}_2 -o json" 2>&1)
 idx=$(printf '%s' "$out" | jq_ 'j.get("array_task_id", j.get("array_index"))' 2>/dev/null)
 num=$(printf '%s' "$out" | jq_ 'j.get("number")' 2>/dev/null)
 if [ "$idx" = 2 ]; then
-  ok "ana: corral show ${a_arr}_2 (an array task) is task 2 ($num)"
+  ok "$A: corral show ${a_arr}_2 (an array task) is task 2 ($num)"
 else
-  bad "ana: corral show ${a_arr}_2 (an array task)" "$out"
+  bad "$A: corral show ${a_arr}_2 (an array task)" "$out"
 fi
-out=$(as ana "corral show ${a_arr}_2" 2>&1)
+out=$(as "$A" "corral show ${a_arr}_2" 2>&1)
 if [ $? -eq 0 ] && grep -q "${a_arr}_2" <<<"$out"; then
-  ok "ana: corral show ${a_arr}_2 prints the task's number"
+  ok "$A: corral show ${a_arr}_2 prints the task's number"
 else
-  bad "ana: corral show ${a_arr}_2 prints the task's number" "$out"
+  bad "$A: corral show ${a_arr}_2 prints the task's number" "$out"
 fi
 
-out=$(as ana 'corral show ana-train -o json' 2>&1)
+out=$(as "$A" "corral show $A-train -o json" 2>&1)
 if [ "$(printf '%s' "$out" | jq_ 'j.get("number")' 2>/dev/null)" = "$a_named" ]; then
-  ok "ana: corral show ana-train (a name) is job $a_named"
+  ok "$A: corral show $A-train (a name) is job $a_named"
 else
-  bad "ana: corral show ana-train (a name)" "$out"
+  bad "$A: corral show $A-train (a name)" "$out"
 fi
-out=$(as bo 'corral show ana-train' 2>&1)
-if [ $? -ne 0 ]; then ok "bo: corral show ana-train finds none of his"; else bad "bo: corral show ana-train finds none of his" "$out"; fi
+out=$(as "$B" "corral show $A-train" 2>&1)
+if [ $? -ne 0 ]; then ok "$B: corral show $A-train finds none of his"; else bad "$B: corral show $A-train finds none of his" "$out"; fi
 
 # Shell completion offers the caller's unfinished jobs, by number.
-out=$(as bo 'corral __complete cancel ""' 2>&1)
+out=$(as "$B" 'corral __complete cancel ""' 2>&1)
 nums=$(grep -E '^[0-9]' <<<"$out" | cut -f1 | sort -n | tr '\n' ' ')
 if [ "$nums" = "$b_eval $b_plain " ]; then
-  ok "bo: completion of corral cancel offers his unfinished jobs ($nums)"
+  ok "$B: completion of corral cancel offers his unfinished jobs ($nums)"
 else
-  bad "bo: completion of corral cancel offers his unfinished jobs ($b_eval $b_plain)" "$out"
+  bad "$B: completion of corral cancel offers his unfinished jobs ($b_eval $b_plain)" "$out"
 fi
 
 # ---- a large log
-out=$(as ana 'corral submit --gpus 0 -J biglog --wait -- seq 1 200000' 2>&1)
-if [ $? -eq 0 ]; then ok "ana: a job printing 200,000 lines completes"; else bad "ana: a job printing 200,000 lines completes" "$out"; fi
+out=$(as "$A" 'corral submit --gpus 0 -J biglog --wait -- seq 1 200000' 2>&1)
+if [ $? -eq 0 ]; then ok "$A: a job printing 200,000 lines completes"; else bad "$A: a job printing 200,000 lines completes" "$out"; fi
 t0=$(date +%s%N)
-out=$(as ana 'corral logs --tail 5 biglog' 2>&1)
+out=$(as "$A" 'corral logs --tail 5 biglog' 2>&1)
 rc=$?
 ms=$((($(date +%s%N) - t0) / 1000000))
 want=$(seq 199996 200000)
 if [ $rc -eq 0 ] && [ "$out" = "$want" ] && [ $ms -lt 2000 ]; then
-  ok "ana: corral logs --tail 5 biglog: the last 5 lines in ${ms} ms"
+  ok "$A: corral logs --tail 5 biglog: the last 5 lines in ${ms} ms"
 else
-  bad "ana: corral logs --tail 5 biglog: the last 5 lines, quickly" "exit $rc, ${ms} ms:
+  bad "$A: corral logs --tail 5 biglog: the last 5 lines, quickly" "exit $rc, ${ms} ms:
 $out"
 fi
 
 # ---- the API contract (any signed-in caller may read it: docs/api.md),
 # fetched by ana with the token her corral login saved (corral token show)
-home_ana=$(getent passwd ana | cut -d: -f6)
-out=$(as ana "curl -fsS -H \"Authorization: Bearer \$(corral token show)\" $url/openapi.json" 2>&1 >"$tmp/openapi.json")
+home_ana=$(getent passwd "$A" | cut -d: -f6)
+out=$(as "$A" "curl -fsS -H \"Authorization: Bearer \$(corral token show)\" $url/openapi.json" 2>&1 >"$tmp/openapi.json")
 if [ $? -eq 0 ]; then
   ok "GET /openapi.json"
 else
@@ -322,7 +336,7 @@ fi
 # ---- the Python client, as ana, from her own copy of clients/python
 rm -rf "$home_ana/corral-python"
 cp -r "$root/clients/python" "$home_ana/corral-python"
-chown -R ana: "$home_ana/corral-python"
+chown -R "$A": "$home_ana/corral-python"
 cat >"$home_ana/sweep.py" <<'EOF'
 import corral
 
@@ -340,22 +354,22 @@ done = [j for j in ended if j.state == "completed"]
 best = min(done, key=final_loss)
 print(len(done), "completed; best lr:", best.env["LR"], "loss:", final_loss(best), "user:", best.user)
 EOF
-chown ana: "$home_ana/sweep.py"
-out=$(as ana "$py -m venv venv && venv/bin/python -m pip install --no-index --quiet ./corral-python" 2>&1)
-if [ $? -eq 0 ]; then ok "ana: pip install ./clients/python into a venv (offline)"; else bad "ana: pip install ./clients/python into a venv (offline)" "$out"; fi
-out=$(as ana 'venv/bin/python sweep.py' 2>&1)
-if [ $? -eq 0 ] && grep -q '^20 completed; best lr: 0.001 ' <<<"$out" && grep -q 'user: ana$' <<<"$out"; then
-  ok "ana: Python 20-point sweep, best lr 0.001"
+chown "$A": "$home_ana/sweep.py"
+out=$(as "$A" "$py -m venv venv && venv/bin/python -m pip install --no-index --quiet ./corral-python" 2>&1)
+if [ $? -eq 0 ]; then ok "$A: pip install ./clients/python into a venv (offline)"; else bad "$A: pip install ./clients/python into a venv (offline)" "$out"; fi
+out=$(as "$A" 'venv/bin/python sweep.py' 2>&1)
+if [ $? -eq 0 ] && grep -q '^20 completed; best lr: 0.001 ' <<<"$out" && grep -q "user: $A\$" <<<"$out"; then
+  ok "$A: Python 20-point sweep, best lr 0.001"
 else
-  bad "ana: Python 20-point sweep, best lr 0.001" "$out"
+  bad "$A: Python 20-point sweep, best lr 0.001" "$out"
 fi
 
 # A name several of ana's jobs have: refused, naming their numbers.
-out=$(as ana 'corral show py-sweep' 2>&1)
+out=$(as "$A" 'corral show py-sweep' 2>&1)
 if [ $? -ne 0 ] && grep -q 'ambiguous\|[0-9], [0-9]' <<<"$out"; then
-  ok "ana: corral show py-sweep (20 jobs of that name) is refused, naming them"
+  ok "$A: corral show py-sweep (20 jobs of that name) is refused, naming them"
 else
-  bad "ana: corral show py-sweep (20 jobs of that name) is refused, naming them" "$out"
+  bad "$A: corral show py-sweep (20 jobs of that name) is refused, naming them" "$out"
 fi
 
 # ---- the TypeScript client, compiled from the generated types
@@ -364,20 +378,20 @@ out=$("$tools/tsc" -p "$root/clients/typescript" --outDir "$tsout" 2>&1)
 if [ $? -eq 0 ]; then ok "tsc: clients/typescript and examples/sweep.ts compile"; else bad "tsc: clients/typescript compiles" "$out"; fi
 echo '{"type": "module"}' >"$tsout/package.json"
 chmod -R a+rX "$tsout"
-out=$(as ana "CORRAL_SERVER=$url CORRAL_TOKEN=\$(corral token show) node $tsout/examples/sweep.js" 2>&1)
+out=$(as "$A" "CORRAL_SERVER=$url CORRAL_TOKEN=\$(corral token show) node $tsout/examples/sweep.js" 2>&1)
 if [ $? -eq 0 ] && grep -q '^best: lr=0.001' <<<"$out"; then
-  ok "ana: TypeScript sweep.js with ana's token: $out"
+  ok "$A: TypeScript sweep.js with $A's token: $out"
 else
-  bad "ana: TypeScript sweep.js, best lr 0.001" "$out"
+  bad "$A: TypeScript sweep.js, best lr 0.001" "$out"
 fi
-n=$(admin jobs -A --name lr-sweep --state completed -o json 2>/dev/null | jq_ 'len([x for x in j["jobs"] if x.get("user") == "ana"])' 2>/dev/null)
-if [ "$n" = 20 ]; then ok "the TypeScript sweep's 20 jobs are ana's and completed"; else bad "the TypeScript sweep's 20 jobs are ana's and completed" "found ${n:-none}"; fi
+n=$(admin jobs -A --name lr-sweep --state completed -o json 2>/dev/null | jq_ 'len([x for x in j["jobs"] if x.get("user") == "'"$A"'"])' 2>/dev/null)
+if [ "$n" = 20 ]; then ok "the TypeScript sweep's 20 jobs are $A's and completed"; else bad "the TypeScript sweep's 20 jobs are $A's and completed" "found ${n:-none}"; fi
 
 # ---- signing out
-out=$(as bo 'corral logout && ! corral whoami' 2>&1)
-if [ $? -eq 0 ]; then ok "bo: corral logout, then corral whoami fails"; else bad "bo: corral logout, then corral whoami fails" "$out"; fi
-out=$(as ana 'corral version' 2>&1)
-if [ $? -eq 0 ] && grep -q '^server: ' <<<"$out"; then ok "ana: corral version (client and server)"; else bad "ana: corral version (client and server)" "$out"; fi
+out=$(as "$B" 'corral logout && ! corral whoami' 2>&1)
+if [ $? -eq 0 ]; then ok "$B: corral logout, then corral whoami fails"; else bad "$B: corral logout, then corral whoami fails" "$out"; fi
+out=$(as "$A" 'corral version' 2>&1)
+if [ $? -eq 0 ] && grep -q '^server: ' <<<"$out"; then ok "$A: corral version (client and server)"; else bad "$A: corral version (client and server)" "$out"; fi
 
 echo
 echo "summary: $pass passed, $fail failed"
