@@ -66,7 +66,8 @@ func (c *cli) newCancelCmd() *cobra.Command {
 		Long: `Cancel jobs. A queued job is canceled at once; a running one gets SIGTERM,
 then SIGKILL once the grace period is over.
 
-Give job ids (or unique prefixes of 6 or more characters), or filters instead:
+Give jobs by number (1234; an array task 1234_7), name (one of your jobs),
+id or unique id prefix of 6 or more characters, or filters instead:
 --user, --name, --state and --project select the unfinished jobs (queued,
 scheduled, allocating, running) that match them all: your own jobs only,
 unless --user names whose or -A/--all-users takes everyone's that you may
@@ -77,7 +78,7 @@ authorized and audited on its own; one line is printed per job, then a
 summary, and the exit code is 1 if any cancel failed. A job array's id
 cancels every unfinished task of the array (DELETE /arrays/{id}); each task
 counts toward the 10.`,
-		Example: `  corral cancel 01jq3x7k2m
+		Example: `  corral cancel 1234 1235_7
   corral cancel --name sweep --yes
   corral cancel --user alice --state queued`,
 		RunE: func(cmd *cobra.Command, args []string) error {

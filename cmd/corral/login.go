@@ -176,7 +176,9 @@ forgets (and revokes) it.`,
 			}
 			path, err := client.SaveLogin(server, ans.Secret, true)
 			if err != nil {
-				return fmt.Errorf("signed in as %s, but the token could not be saved: %w", ans.User, err)
+				// Signing in again the same way replaces this token.
+				return fmt.Errorf("signed in as %s, but the token could not be saved: %w; "+
+					"set CORRAL_CONFIG to a file you may write (or HOME to your home), then run corral login again", ans.User, err)
 			}
 			out := loginResult{Server: server, User: ans.User, Role: ans.Role, TokenID: ans.ID, ExpiresAt: ans.ExpiresAt, Via: how, Config: path}
 			return c.emit(out, func(w io.Writer) error {

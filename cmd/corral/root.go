@@ -83,7 +83,12 @@ $CORRAL_SERVER (else the default server "corral login" saved, else
 ` + client.DefaultServer + `) with $CORRAL_TOKEN; --server and --token override
 them. Without a token, the CLI uses the one "corral login" (or "corral up")
 saved for that server in the client config file ($CORRAL_CONFIG, else
-~/.config/corral/config.json).`,
+~/.config/corral/config.json).
+
+Wherever a command takes a job ID, give the job's number (1234, the first
+column of corral queue and corral jobs), an array task's (1234_7), the
+job's name when it names one of your jobs, or its id (or a unique prefix of
+6 or more characters).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

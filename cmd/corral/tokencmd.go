@@ -14,18 +14,23 @@ import (
 	"github.com/corral-sched/corral/internal/timespec"
 )
 
-// newTokenCmd is `corral token create|list|revoke` (admin tokens only).
+// newTokenCmd is `corral token create|list|revoke` (admin tokens only)
+// and `corral token show` (anyone: the token this CLI sends).
 func (c *cli) newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
-		Short: "Create, list and revoke API tokens (admin)",
+		Short: "Create, list and revoke API tokens (admin); show the one you use",
 		Long: `Tokens identify callers of the API. Each carries a user and a role:
 viewer (reads everything), user (also submits jobs and acts on its own jobs and
 holds, and on every job of the projects it administers) or admin (everything:
 policies, quotas, nodes, tokens, the audit trail, other users' jobs).
 
 A token's secret is shown once, when it is made; the server keeps only its
-hash. Give it to its user, who sets CORRAL_TOKEN (or passes --token).`,
+hash. Give it to its user, who sets CORRAL_TOKEN (or passes --token), or
+let people sign themselves in with "corral login" instead.
+
+"corral token show" prints the token this CLI sends, for clients that do
+not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 		Args: cobra.NoArgs,
 	}
 	var req api.TokenRequest
@@ -136,7 +141,34 @@ hash. Give it to its user, who sets CORRAL_TOKEN (or passes --token).`,
 			})
 		},
 	}
-	cmd.AddCommand(create, list, revoke)
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the token this CLI sends (yours, from corral login), for other clients",
+		Long: `Print the token this CLI sends to the server: --token, else $CORRAL_TOKEN,
+else the one "corral login" (or "corral up") saved for the server in the
+client config file. For clients that do not read that file (the TypeScript
+client, curl, the dashboard's sign-in): export CORRAL_TOKEN=$(corral token show).
+It asks the server nothing; "corral whoami" says whose token it is.`,
+		Example: `  export CORRAL_TOKEN=$(corral token show)
+  curl -H "Authorization: Bearer $(corral token show)" http://127.0.0.1:7450/openapi.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := c.target() // login.go
+			if err != nil {
+				return err
+			}
+			if t.token == "" {
+				return exitCodeError{code: exitError, msg: fmt.Sprintf(
+					"no token for %s: sign in with corral login (or set CORRAL_TOKEN)", t.server)}
+			}
+			out := tokenShowResult{Server: t.server, Token: t.token, TokenSource: t.tokenFrom}
+			return c.emit(out, func(w io.Writer) error {
+				_, err := fmt.Fprintln(w, t.token)
+				return err
+			})
+		},
+	}
+	cmd.AddCommand(create, list, revoke, show)
 	return cmd
 }
 
@@ -175,6 +207,13 @@ func (c *cli) newWhoamiCmd() *cobra.Command {
 			})
 		},
 	}
+}
+
+// tokenShowResult is what corral token show -o json prints.
+type tokenShowResult struct {
+	Server      string `json:"server"`
+	Token       string `json:"token"`
+	TokenSource string `json:"token_source"` // --token, CORRAL_TOKEN or the config file's path
 }
 
 // whoamiResult is what corral whoami -o json prints: GET /auth/whoami's

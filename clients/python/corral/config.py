@@ -6,28 +6,43 @@ file's default server ("default_server", as corral login writes it), else http:/
 
 The token: the argument, else $CORRAL_TOKEN, else the one the config file
 keeps for that server. The config file is $CORRAL_CONFIG, else
-~/.config/corral/config.json ($XDG_CONFIG_HOME/corral/config.json):
+~/.config/corral/config.json ($XDG_CONFIG_HOME/corral/config.json; on macOS
+~/Library/Application Support/corral/config.json), the CLI's:
 
-    {"servers": {"http://127.0.0.1:7450": {"token": "corral_..."}}}
+    {"default_server": "http://head:7450",
+     "servers": {"http://head:7450": {"token": "corral_..."}}}
 
-(``corral up`` writes its admin token there for its own address.)
+(``corral login`` writes it; ``corral up`` its admin token for its own address.)
 """
 from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional
+import sys
+from typing import Any, Dict, List, Mapping, Optional
 from urllib.parse import urlsplit, urlunsplit
 
 DEFAULT_SERVER = "http://127.0.0.1:7450"
 
 
-def config_path() -> str:
-    """$CORRAL_CONFIG, else the user config dir's corral/config.json."""
-    p = os.environ.get("CORRAL_CONFIG")
+def config_path(platform: Optional[str] = None, environ: Optional[Mapping[str, str]] = None,
+                home: Optional[str] = None) -> str:
+    """$CORRAL_CONFIG, else the user config dir's corral/config.json: the
+    CLI's file, whose directory is Go's os.UserConfigDir() ($XDG_CONFIG_HOME
+    or ~/.config on Linux, ~/Library/Application Support on macOS, %APPDATA%
+    on Windows). The arguments are for tests: sys.platform, os.environ, ~."""
+    platform = platform or sys.platform
+    env = os.environ if environ is None else environ
+    p = env.get("CORRAL_CONFIG")
     if p:
         return p
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    home = home or os.path.expanduser("~")
+    if platform == "darwin":
+        base = os.path.join(home, "Library", "Application Support")
+    elif platform == "win32":
+        base = env.get("APPDATA") or os.path.join(home, "AppData", "Roaming")
+    else:
+        base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     return os.path.join(base, "corral", "config.json")
 
 

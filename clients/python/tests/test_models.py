@@ -103,6 +103,10 @@ class Config(unittest.TestCase):
              ["https://y"], "t-arg"),
             ({}, {"server": "http://head:7450", "servers": {"http://head:7450": {"token": "t-head"}}}, {},
              ["http://head:7450"], "t-head"),
+            # as corral login writes it
+            ({}, {"default_server": "https://head:7450", "servers": {"https://head:7450": {"token": "t-login"},
+                                                                     "http://127.0.0.1:7450": {"token": "t-up"}}}, {},
+             ["https://head:7450"], "t-login"),
         ]
         for env, cfg, args, want_servers, want_token in cases:
             with self.subTest(env=env, cfg=cfg, args=args):
@@ -117,6 +121,22 @@ class Config(unittest.TestCase):
                 c = corral.Client(**args)
                 self.assertEqual(c.servers, want_servers)
                 self.assertEqual(c.token, want_token)
+
+    def test_config_path_is_the_clis(self):
+        # The CLI's is Go's os.UserConfigDir()/corral/config.json: a laptop's
+        # corral login saves it there, and Client() must find it.
+        cases = [
+            ("linux", {}, "/home/ana/.config/corral/config.json"),
+            ("linux", {"XDG_CONFIG_HOME": "/xdg"}, "/xdg/corral/config.json"),
+            ("darwin", {}, "/home/ana/Library/Application Support/corral/config.json"),
+            ("darwin", {"XDG_CONFIG_HOME": "/xdg"}, "/home/ana/Library/Application Support/corral/config.json"),
+            ("win32", {"APPDATA": r"C:\Users\ana\AppData\Roaming"},
+             os.path.join(r"C:\Users\ana\AppData\Roaming", "corral", "config.json")),
+            ("linux", {"CORRAL_CONFIG": "/etc/c.json"}, "/etc/c.json"),
+        ]
+        for platform, env, want in cases:
+            with self.subTest(platform=platform, env=env):
+                self.assertEqual(config.config_path(platform=platform, environ=env, home="/home/ana"), want)
 
     def test_bad_server(self):
         with self.assertRaises(ValueError):
