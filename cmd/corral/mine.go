@@ -232,6 +232,9 @@ func jobNodes(j api.Job) string {
 			nodes = append(nodes, a.NodeID)
 		}
 	}
+	if len(nodes) == 0 && j.NodeID != "" {
+		nodes = append(nodes, j.NodeID) // a job of no GPUs: placed on a node all the same
+	}
 	if len(nodes) == 0 {
 		return "-"
 	}
