@@ -1,17 +1,13 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,60 +20,11 @@ import (
 // their account. A third account, outside --login-group, is refused.
 // Runs only as root (it makes accounts with useradd).
 func TestLoginUnixAccounts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes Unix accounts and runs the CLI as them")
-	}
-	for _, tool := range []string{"useradd", "userdel", "groupadd", "groupdel"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s on this machine", tool)
-		}
-	}
 	// A directory every account may reach: the login socket, the
 	// binary, the accounts' homes.
-	shared, err := os.MkdirTemp("", "corral-login-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(shared) })
-	if err := os.Chmod(shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(shared, "corral")
-	copyFile(t, corralBin, bin, 0o755)
-
-	suffix := strconv.Itoa(os.Getpid() % 100000)
-	group := "crlteam" + suffix
-	mustRun(t, "groupadd", group)
-	t.Cleanup(func() { exec.Command("groupdel", group).Run() })
-	type account struct {
-		name, home string
-		uid, gid   uint32
-	}
-	mkUser := func(short string, inGroup bool) account {
-		t.Helper()
-		a := account{name: "crl" + short + suffix, home: filepath.Join(shared, short)}
-		args := []string{"--no-create-home", "--home-dir", a.home, "--shell", "/bin/sh", "--user-group"}
-		if inGroup {
-			args = append(args, "--groups", group)
-		}
-		mustRun(t, "useradd", append(args, a.name)...)
-		t.Cleanup(func() { exec.Command("userdel", a.name).Run() })
-		u, err := user.Lookup(a.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		a.uid, a.gid = uint32(uid), uint32(gid)
-		if err := os.Mkdir(a.home, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(a.home, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
-	ana, bo, eve := mkUser("ana", true), mkUser("bo", true), mkUser("eve", false)
+	accts := newAccounts(t, "crl")
+	shared, group := accts.shared, accts.group
+	ana, bo, eve := accts.add("ana", true), accts.add("bo", true), accts.add("eve", false)
 
 	sock := filepath.Join(shared, "login.sock")
 	s := startControl(t, t.TempDir(), freePort(t), nil, "up", "--simulate-gpus", "2", "--node-name", "login-node",
@@ -91,25 +38,7 @@ func TestLoginUnixAccounts(t *testing.T) {
 	// environment but where the login socket is.
 	as := func(a account, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = a.home
-		cmd.Env = []string{"HOME=" + a.home, "USER=" + a.name, "PATH=/usr/local/bin:/usr/bin:/bin", "CORRAL_LOGIN_SOCKET=" + sock}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: a.uid, Gid: a.gid}}
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("corral %v as %s: %v", args, a.name, err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("corral %v as %s did not finish within 30s; stderr: %s", args, a.name, e.String())
-		}
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+		return accts.run(a, []string{"CORRAL_LOGIN_SOCKET=" + sock}, args...)
 	}
 
 	for _, a := range []account{ana, bo} {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -16,11 +15,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,26 +31,10 @@ import (
 // and its job run as that account; an account outside the agent's
 // --login-group refused. Runs only as root (it makes accounts).
 func TestTeamTLSConfigAgentLogin(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: makes Unix accounts, and the agent runs jobs as them")
-	}
-	for _, tool := range []string{"useradd", "userdel", "groupadd", "groupdel"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s on this machine", tool)
-		}
-	}
 	// A directory every account may reach: the binary, the CA, the login
 	// socket and the accounts' homes (the shared filesystem of two nodes).
-	shared, err := os.MkdirTemp("", "corral-team-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(shared) })
-	if err := os.Chmod(shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(shared, "corral")
-	copyFile(t, corralBin, bin, 0o755)
+	accts := newAccounts(t, "crlt")
+	shared := accts.shared
 	cert, key := selfSignedCert(t, shared)
 
 	// Step 2 of docs/team.md: the server, from its config file, over TLS.
@@ -76,10 +56,7 @@ func TestTeamTLSConfigAgentLogin(t *testing.T) {
 
 	// Step 4: the agent of the second node, from its config file, the join
 	// token in its environment (EnvironmentFile=), the CA as --ca-file.
-	suffix := strconv.Itoa(os.Getpid() % 100000)
-	group := "crlt" + suffix
-	mustRun(t, "groupadd", group)
-	t.Cleanup(func() { exec.Command("groupdel", group).Run() })
+	group := accts.group
 	sock := filepath.Join(shared, "login.sock")
 	agentDir := t.TempDir()
 	agentCfg := writeJSON(t, filepath.Join(t.TempDir(), "agent.json"), map[string]any{
@@ -102,59 +79,12 @@ func TestTeamTLSConfigAgentLogin(t *testing.T) {
 	}
 
 	// Step 3: Unix accounts; step 5: signing in on the node.
-	type account struct {
-		name, home string
-		uid, gid   uint32
-	}
-	mkUser := func(short string, inGroup bool) account {
-		t.Helper()
-		ac := account{name: "crlt" + short + suffix, home: filepath.Join(shared, short)}
-		args := []string{"--no-create-home", "--home-dir", ac.home, "--shell", "/bin/sh", "--user-group"}
-		if inGroup {
-			args = append(args, "--groups", group)
-		}
-		mustRun(t, "useradd", append(args, ac.name)...)
-		t.Cleanup(func() { exec.Command("userdel", ac.name).Run() })
-		u, err := user.Lookup(ac.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		ac.uid, ac.gid = uint32(uid), uint32(gid)
-		if err := os.Mkdir(ac.home, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chown(ac.home, uid, gid); err != nil {
-			t.Fatal(err)
-		}
-		return ac
-	}
-	ana, eve := mkUser("ana", true), mkUser("eve", false)
+	ana, eve := accts.add("ana", true), accts.add("eve", false)
 	as := func(ac account, args ...string) (string, string, int) {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Dir = ac.home
 		// The CA as the machine's trust store would hold it (SSL_CERT_FILE
 		// stands in for update-ca-certificates).
-		cmd.Env = []string{"HOME=" + ac.home, "USER=" + ac.name, "PATH=/usr/local/bin:/usr/bin:/bin",
-			"CORRAL_LOGIN_SOCKET=" + sock, "SSL_CERT_FILE=" + cert}
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ac.uid, Gid: ac.gid}}
-		var o, e bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &o, &e
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("corral %v as %s: %v", args, ac.name, err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("corral %v as %s did not finish within 30s; stderr: %s", args, ac.name, e.String())
-		}
-		return o.String(), e.String(), cmd.ProcessState.ExitCode()
+		return accts.run(ac, []string{"CORRAL_LOGIN_SOCKET=" + sock, "SSL_CERT_FILE=" + cert}, args...)
 	}
 
 	out, errOut, code := as(ana, "login")
