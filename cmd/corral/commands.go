@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/bench"
 )
 
 // command is one of corral's top-level commands: its name (the first word
@@ -68,9 +70,14 @@ var commands = [...]command{
 	// Notifications: endpoints and the delivery log (notifycmd.go).
 	{"notify", (*cli).newNotifyCmd},
 
-	// Trace replay and load tools (sim.go, bench.go).
+	// Trace replay (sim.go) and load tools (internal/bench).
 	{"sim", (*cli).newSimCmd},
-	{"bench", (*cli).newBenchCmd},
+	{"bench", func(c *cli) *cobra.Command { return bench.NewCmd(c.benchCLI()) }},
+}
+
+// benchCLI is what the bench tools take from this command line.
+func (c *cli) benchCLI() bench.CLI {
+	return bench.CLI{Stdout: c.stdout, Stderr: c.stderr, Client: c.client, Emit: c.emit, Describe: describe}
 }
 
 // subcommands builds the top-level commands that running args needs. A

@@ -7,8 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 // emit prints v as indented JSON with -o json, and with table otherwise;
@@ -36,51 +37,21 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
-// table writes tab-separated rows as aligned columns.
-type table struct {
-	tw *tabwriter.Writer
-}
+// table writes tab-separated rows as aligned columns (cmdkit.Table, with
+// the names the CLI's commands use).
+type table struct{ t *cmdkit.Table }
 
 // newTable starts a table on w with the given column headers (none: no
 // header row).
 func newTable(w io.Writer, headers ...string) *table {
-	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
-	if len(headers) > 0 {
-		t.row(headers...)
-	}
-	return t
+	return &table{cmdkit.NewTable(w, headers...)}
 }
 
 // row adds one row; cells are cleaned of tabs and newlines.
-func (t *table) row(cells ...string) {
-	for i, s := range cells {
-		cells[i] = cell(s)
-	}
-	fmt.Fprintln(t.tw, strings.Join(cells, "\t"))
-}
+func (t *table) row(cells ...string) { t.t.Row(cells...) }
 
 // flush writes the table out.
-func (t *table) flush() error {
-	if err := t.tw.Flush(); err != nil {
-		return fmt.Errorf("writing table: %w", err)
-	}
-	return nil
-}
-
-// cell makes s safe for one table cell: no tabs or line breaks, "-" when
-// empty.
-func cell(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\t' || r == '\n' || r == '\r' {
-			return ' '
-		}
-		return r
-	}, s)
-	if strings.TrimSpace(s) == "" {
-		return "-"
-	}
-	return s
-}
+func (t *table) flush() error { return t.t.Flush() }
 
 // clip shortens s to at most n runes, marking the cut.
 func clip(s string, n int) string {

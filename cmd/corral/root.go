@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 // Exit codes of the corral command.
@@ -138,14 +139,16 @@ func (c *cli) markStarts(cmd *cobra.Command) {
 }
 
 // usageError marks an error in the command line: exit code 2 and a hint.
+// cmdkit.UsageError is the same mark for the commands built outside this
+// package (the daemons, the bench tools); fail reads both.
 type usageError struct{ err error }
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// usagef returns a usageError with a formatted message.
+// usagef returns a usage error with a formatted message.
 func usagef(format string, args ...any) error {
-	return usageError{fmt.Errorf(format, args...)}
+	return cmdkit.Usagef(format, args...)
 }
 
 // fail prints err as "corral: <message>" and returns the exit code.
@@ -158,7 +161,7 @@ func (c *cli) fail(cmd *cobra.Command, err error) int {
 		return ec.code
 	}
 	var ue usageError
-	usage := errors.As(err, &ue) || !c.started
+	usage := errors.As(err, &ue) || cmdkit.IsUsage(err) || !c.started
 	fmt.Fprintf(c.stderr, "corral: %s\n", describe(err))
 	if usage {
 		if cmd != nil {
@@ -191,17 +194,7 @@ func describe(err error) string {
 }
 
 // argsExactly is cobra.ExactArgs with a message naming what is missing.
-func argsExactly(n int, what string) cobra.PositionalArgs {
-	return func(_ *cobra.Command, args []string) error {
-		switch {
-		case len(args) < n:
-			return usagef("missing %s", what)
-		case len(args) > n:
-			return usagef("too many arguments: want only %s, got %q", what, args)
-		}
-		return nil
-	}
-}
+func argsExactly(n int, what string) cobra.PositionalArgs { return cmdkit.ArgsExactly(n, what) }
 
 // client checks the global flags and returns a client for the server they
 // name; extra options (a transport, a user agent) apply after the CLI's.

@@ -1,4 +1,4 @@
-package main
+package bench
 
 // corral bench: load tools that measure a running server from outside,
 // over its HTTP API, as any client sees it. The figures they print are
@@ -28,6 +28,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 // benchMaxStartJobs bounds bench start's --n: the jobs are read back with
@@ -46,26 +47,26 @@ func (f *benchFlags) register(cmd *cobra.Command, n int) {
 	fl := cmd.Flags()
 	fl.IntVar(&f.n, "n", n, "how many jobs to submit")
 	fl.IntVar(&f.concurrency, "concurrency", 64, "how many submissions are in flight at once (workers, each on its own keep-alive connection)")
-	durationVar(fl, &f.progress, "progress", time.Second, "how often to print a progress line on stderr (0: never)")
+	cmdkit.DurationVar(fl, &f.progress, "progress", time.Second, "how often to print a progress line on stderr (0: never)")
 }
 
 func (f *benchFlags) check() error {
 	if f.n < 1 {
-		return usagef("--n must be at least 1, not %d", f.n)
+		return cmdkit.Usagef("--n must be at least 1, not %d", f.n)
 	}
 	if f.concurrency < 1 || f.concurrency > 10000 {
-		return usagef("--concurrency must be between 1 and 10000, not %d", f.concurrency)
+		return cmdkit.Usagef("--concurrency must be between 1 and 10000, not %d", f.concurrency)
 	}
 	if f.progress < 0 {
-		return usagef("--progress must not be negative")
+		return cmdkit.Usagef("--progress must not be negative")
 	}
 	if f.timeout < 0 {
-		return usagef("--timeout must not be negative")
+		return cmdkit.Usagef("--timeout must not be negative")
 	}
 	return nil
 }
 
-func (c *cli) newBenchCmd() *cobra.Command {
+func (c *cmds) newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench [submit|start|fill|query|failover]",
 		Short: "Measure a server: durable submissions per second, job starts per second",
@@ -80,7 +81,7 @@ See docs/benchmarks.md for figures and how to reproduce them.`,
 	return cmd
 }
 
-func (c *cli) newBenchSubmitCmd() *cobra.Command {
+func (c *cmds) newBenchSubmitCmd() *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "submit [--n N] [--concurrency C] [--hold] [--cleanup]",
@@ -105,7 +106,7 @@ errors_by_status, wall_s, submissions_per_s, latency_p50_ms, latency_p95_ms,
 latency_p99_ms, latency_max_ms, latency_mean_ms, canceled.`,
 		Example: `  corral bench submit --server 127.0.0.1:7450 --n 100000 --concurrency 64
   corral bench submit --n 10000 -o json`,
-		Args: argsExactly(0, "no arguments"),
+		Args: cmdkit.ArgsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
 				return err
@@ -120,7 +121,7 @@ latency_p99_ms, latency_max_ms, latency_mean_ms, canceled.`,
 			if err != nil {
 				return err
 			}
-			return c.emit(res, res.table)
+			return c.Emit(res, res.table)
 		},
 	}
 	f.register(cmd, 10000)
@@ -129,7 +130,7 @@ latency_p99_ms, latency_max_ms, latency_mean_ms, canceled.`,
 	return cmd
 }
 
-func (c *cli) newBenchStartCmd() *cobra.Command {
+func (c *cmds) newBenchStartCmd() *cobra.Command {
 	f := &benchFlags{}
 	cmd := &cobra.Command{
 		Use:   "start [--n N] [--concurrency C] [--timeout D]",
@@ -153,13 +154,13 @@ completed, failed, first_start_s, last_start_s, last_finish_s, starts_per_s,
 completions_per_s, wall_s, baseline_spawns_per_s.`,
 		Example: `  corral up --simulate-gpus 8 &
   corral bench start --n 10000`,
-		Args: argsExactly(0, "no arguments"),
+		Args: cmdkit.ArgsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
 				return err
 			}
 			if f.n > benchMaxStartJobs {
-				return usagef("--n must be at most %d for bench start, not %d", benchMaxStartJobs, f.n)
+				return cmdkit.Usagef("--n must be at most %d for bench start, not %d", benchMaxStartJobs, f.n)
 			}
 			cl, err := c.benchClient(f.concurrency)
 			if err != nil {
@@ -171,17 +172,17 @@ completions_per_s, wall_s, baseline_spawns_per_s.`,
 			if err != nil {
 				return err
 			}
-			return c.emit(res, res.table)
+			return c.Emit(res, res.table)
 		},
 	}
 	f.register(cmd, 1000)
-	durationVar(cmd.Flags(), &f.timeout, "timeout", 10*time.Minute, "give up when the jobs have not all ended after this long")
+	cmdkit.DurationVar(cmd.Flags(), &f.timeout, "timeout", 10*time.Minute, "give up when the jobs have not all ended after this long")
 	return cmd
 }
 
 // benchClient is the CLI's client (same server and token resolution) with a
 // transport that keeps a connection per worker alive.
-func (c *cli) benchClient(concurrency int) (*client.Client, error) {
+func (c *cmds) benchClient(concurrency int) (*client.Client, error) {
 	tr := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -189,7 +190,7 @@ func (c *cli) benchClient(concurrency int) (*client.Client, error) {
 		MaxIdleConnsPerHost: concurrency + 8,
 		IdleConnTimeout:     90 * time.Second,
 	}
-	return c.client(client.WithHTTPClient(&http.Client{Transport: tr}), client.WithUserAgent("corral-bench"))
+	return c.Client(client.WithHTTPClient(&http.Client{Transport: tr}), client.WithUserAgent("corral-bench"))
 }
 
 // submitRun is the outcome of submitting N jobs.
@@ -249,7 +250,7 @@ func newRunID() string {
 
 // submitAll submits n jobs from concurrency workers. It returns early, with
 // the error, when the server refuses the token or the route.
-func (c *cli) submitAll(ctx context.Context, cl *client.Client, f *benchFlags, label string) (*submitRun, error) {
+func (c *cmds) submitAll(ctx context.Context, cl *client.Client, f *benchFlags, label string) (*submitRun, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	runID := newRunID()
@@ -315,7 +316,7 @@ func (c *cli) submitAll(ctx context.Context, cl *client.Client, f *benchFlags, l
 // progress prints line(elapsed since the last line, last count, count) on
 // stderr every interval until the returned function is called, which
 // prints a last line.
-func (c *cli) progress(interval time.Duration, line func(time.Duration, int64, int64) string, count *atomic.Int64) func() {
+func (c *cmds) progress(interval time.Duration, line func(time.Duration, int64, int64) string, count *atomic.Int64) func() {
 	if interval <= 0 {
 		return func() {}
 	}
@@ -332,7 +333,7 @@ func (c *cli) progress(interval time.Duration, line func(time.Duration, int64, i
 				return
 			case now := <-tick.C:
 				n := count.Load()
-				fmt.Fprintln(c.stderr, line(now.Sub(last), prev, n))
+				fmt.Fprintln(c.Stderr, line(now.Sub(last), prev, n))
 				last, prev = now, n
 			}
 		}
@@ -353,7 +354,7 @@ func rate(n int64, d time.Duration) float64 {
 // holdOrchestrator stops the scheduling loop when it runs and returns a
 // function that starts it again. When it was stopped already, there is
 // nothing to undo.
-func (c *cli) holdOrchestrator(ctx context.Context, cl *client.Client, why string) (wasRunning bool, resume func(), err error) {
+func (c *cmds) holdOrchestrator(ctx context.Context, cl *client.Client, why string) (wasRunning bool, resume func(), err error) {
 	st, err := cl.OrchestratorStatus(ctx)
 	if err != nil {
 		return false, nil, err
@@ -363,13 +364,13 @@ func (c *cli) holdOrchestrator(ctx context.Context, cl *client.Client, why strin
 	}
 	if _, err := cl.StopOrchestrator(ctx); err != nil {
 		// describe keeps only an API error's own message: name the flag here.
-		return true, nil, fmt.Errorf("%s: stopping the orchestrator: %s", why, describe(err))
+		return true, nil, fmt.Errorf("%s: stopping the orchestrator: %s", why, c.Describe(err))
 	}
 	return true, func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if _, err := cl.StartOrchestrator(ctx); err != nil {
-			fmt.Fprintf(c.stderr, "corral: warning: the orchestrator could not be started again (run: corral orchestrator start): %s\n", describe(err))
+			fmt.Fprintf(c.Stderr, "corral: warning: the orchestrator could not be started again (run: corral orchestrator start): %s\n", c.Describe(err))
 		}
 	}, nil
 }
@@ -393,7 +394,7 @@ type submitResult struct {
 	Canceled       int            `json:"canceled"`
 }
 
-func (c *cli) benchSubmit(ctx context.Context, cl *client.Client, f *benchFlags) (*submitResult, error) {
+func (c *cmds) benchSubmit(ctx context.Context, cl *client.Client, f *benchFlags) (*submitResult, error) {
 	resume := func() {}
 	if f.hold {
 		_, r, err := c.holdOrchestrator(ctx, cl, "--hold (pass --hold=false to submit with scheduling on)")
@@ -422,7 +423,7 @@ func (c *cli) benchSubmit(ctx context.Context, cl *client.Client, f *benchFlags)
 
 // cancelAll cancels the given jobs that are still queued and returns how
 // many it canceled. Jobs that already ended (409) are left alone.
-func (c *cli) cancelAll(ctx context.Context, cl *client.Client, ids []string, concurrency int) int {
+func (c *cmds) cancelAll(ctx context.Context, cl *client.Client, ids []string, concurrency int) int {
 	var next, canceled atomic.Int64
 	var wg sync.WaitGroup
 	for w := 0; w < concurrency; w++ {
@@ -472,16 +473,16 @@ func (r *submitResult) table(w io.Writer) error {
 		held = "orchestrator held"
 	}
 	fmt.Fprintf(w, "bench submit: %d jobs from %d workers to %s (%s)\n", r.N, r.Concurrency, r.Server, held)
-	t := newTable(w)
-	t.row("submitted", strconv.Itoa(r.Submitted))
-	t.row("errors", fmtErrors(r.Errors, r.ErrorsByStatus))
-	t.row("wall", fmt.Sprintf("%.2fs", r.WallS))
-	t.row("throughput", fmt.Sprintf("%.0f submissions/s", r.PerS))
-	t.row("latency", fmt.Sprintf("p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms  mean %.2fms", r.P50MS, r.P95MS, r.P99MS, r.MaxMS, r.MeanMS))
+	t := cmdkit.NewTable(w)
+	t.Row("submitted", strconv.Itoa(r.Submitted))
+	t.Row("errors", fmtErrors(r.Errors, r.ErrorsByStatus))
+	t.Row("wall", fmt.Sprintf("%.2fs", r.WallS))
+	t.Row("throughput", fmt.Sprintf("%.0f submissions/s", r.PerS))
+	t.Row("latency", fmt.Sprintf("p50 %.2fms  p95 %.2fms  p99 %.2fms  max %.2fms  mean %.2fms", r.P50MS, r.P95MS, r.P99MS, r.MaxMS, r.MeanMS))
 	if r.Canceled > 0 {
-		t.row("cleanup", fmt.Sprintf("%d queued jobs canceled", r.Canceled))
+		t.Row("cleanup", fmt.Sprintf("%d queued jobs canceled", r.Canceled))
 	}
-	return t.flush()
+	return t.Flush()
 }
 
 // fmtErrors writes an error count with its breakdown: "3 (503: 2, unreachable: 1)".

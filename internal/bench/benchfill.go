@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/cmdkit"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -42,7 +43,7 @@ func (r fillResult) table(w io.Writer) error {
 	return err
 }
 
-func (c *cli) newBenchFillCmd() *cobra.Command {
+func (c *cmds) newBenchFillCmd() *cobra.Command {
 	f := &fillFlags{}
 	cmd := &cobra.Command{
 		Use:   "fill --data-dir D [--finished N] [--queued N]",
@@ -56,23 +57,23 @@ submission event. Jobs belong to --users users (user0, user1, ...) in ten
 projects, and were submitted over the last --days days, oldest first.`,
 		Example: `  corral bench fill --data-dir /tmp/corral-big --finished 1000000
   corral server --data-dir /tmp/corral-big`,
-		Args: argsExactly(0, "no arguments"),
+		Args: cmdkit.ArgsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch {
 			case f.dataDir == "":
-				return usagef("--data-dir is required")
+				return cmdkit.Usagef("--data-dir is required")
 			case f.finished < 0 || f.queued < 0:
-				return usagef("--finished and --queued must not be negative")
+				return cmdkit.Usagef("--finished and --queued must not be negative")
 			case f.users < 1:
-				return usagef("--users must be at least 1")
+				return cmdkit.Usagef("--users must be at least 1")
 			case f.days < 1:
-				return usagef("--days must be at least 1")
+				return cmdkit.Usagef("--days must be at least 1")
 			}
 			res, err := benchFill(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
-			return c.emit(res, res.table)
+			return c.Emit(res, res.table)
 		},
 	}
 	fl := cmd.Flags()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 type queryResult struct {
@@ -28,7 +29,7 @@ func (r queryResult) table(w io.Writer) error {
 	return err
 }
 
-func (c *cli) newBenchQueryCmd() *cobra.Command {
+func (c *cmds) newBenchQueryCmd() *cobra.Command {
 	var (
 		n         int
 		what, usr string
@@ -44,10 +45,10 @@ indexes when they ended); --what queue sends GET /queue?limit=L. Each user
 gets a different one of user0..user99 in turn when --user is "each".`,
 		Example: `  corral bench query --what jobs --user user7 --limit 100 --n 500
   corral bench query --what queue --n 100`,
-		Args: argsExactly(0, "no arguments"),
+		Args: cmdkit.ArgsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if n < 1 || limit < 0 || (what != "jobs" && what != "queue") {
-				return usagef("--n must be at least 1, --limit not negative, --what jobs or queue")
+				return cmdkit.Usagef("--n must be at least 1, --limit not negative, --what jobs or queue")
 			}
 			cl, err := c.benchClient(1)
 			if err != nil {
@@ -77,7 +78,7 @@ gets a different one of user0..user99 in turn when --user is "each".`,
 				lat = append(lat, time.Since(t0))
 			}
 			res.P50MS, res.P95MS, res.P99MS, res.MaxMS, res.MeanMS = latencyMS(lat)
-			return c.emit(res, res.table)
+			return c.Emit(res, res.table)
 		},
 	}
 	fl := cmd.Flags()

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -26,6 +26,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 // failoverFlags are bench failover's.
@@ -77,11 +78,11 @@ func (r *failoverResult) ok() bool {
 }
 
 func (r *failoverResult) table(w io.Writer) error {
-	t := newTable(w, "KILL", "KILLED", "NEW LEADER", "LEADER AFTER", "FIRST ACK AFTER", "ACKED")
+	t := cmdkit.NewTable(w, "KILL", "KILLED", "NEW LEADER", "LEADER AFTER", "FIRST ACK AFTER", "ACKED")
 	for i, k := range r.Kills {
-		t.row(strconv.Itoa(i+1), k.Killed, k.NewLeader, fmt.Sprintf("%.2fs", k.LeaderS), fmt.Sprintf("%.2fs", k.FirstAckS), strconv.Itoa(k.AckedDuring))
+		t.Row(strconv.Itoa(i+1), k.Killed, k.NewLeader, fmt.Sprintf("%.2fs", k.LeaderS), fmt.Sprintf("%.2fs", k.FirstAckS), strconv.Itoa(k.AckedDuring))
 	}
-	if err := t.flush(); err != nil {
+	if err := t.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "submissions: target %.0f/s, %.0f/s before the first kill (baseline), %.0f/s over the run; %d acknowledged, %d not\n",
@@ -96,7 +97,7 @@ func (r *failoverResult) table(w io.Writer) error {
 	return nil
 }
 
-func (c *cli) newBenchFailoverCmd() *cobra.Command {
+func (c *cmds) newBenchFailoverCmd() *cobra.Command {
 	f := &failoverFlags{}
 	cmd := &cobra.Command{
 		Use:   "failover --store postgres://... [--servers 3] [--kills 10] [--rate 1000]",
@@ -121,16 +122,16 @@ Use a database of its own: it is written to (and left as it is at the end).`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !strings.HasPrefix(f.store, "postgres://") && !strings.HasPrefix(f.store, "postgresql://") {
-				return usagef("--store: want a postgres:// URL (fail-over needs a shared database)")
+				return cmdkit.Usagef("--store: want a postgres:// URL (fail-over needs a shared database)")
 			}
 			if f.servers < 2 || f.kills < 1 || f.rate <= 0 || f.concurrency < 1 || f.gpus < 1 || f.pause <= 0 || f.warmup <= 0 {
-				return usagef("--servers must be at least 2; --kills, --rate, --concurrency, --gpus, --pause and --warmup positive")
+				return cmdkit.Usagef("--servers must be at least 2; --kills, --rate, --concurrency, --gpus, --pause and --warmup positive")
 			}
 			res, err := c.benchFailover(cmd.Context(), f)
 			if err != nil {
 				return err
 			}
-			if err := c.emit(res, res.table); err != nil {
+			if err := c.Emit(res, res.table); err != nil {
 				return err
 			}
 			if !res.ok() {
@@ -145,10 +146,10 @@ Use a database of its own: it is written to (and left as it is at the end).`,
 	fl.IntVar(&f.kills, "kills", 10, "how many times the leader is killed")
 	fl.Float64Var(&f.rate, "rate", 1000, "submissions per second to aim at")
 	fl.IntVar(&f.concurrency, "concurrency", 64, "concurrent submitting workers")
-	durationVar(fl, &f.pause, "pause", 15*time.Second, "time from a new leader to the next kill")
-	durationVar(fl, &f.warmup, "warmup", 5*time.Second, "submitting before the first kill (the baseline rate)")
+	cmdkit.DurationVar(fl, &f.pause, "pause", 15*time.Second, "time from a new leader to the next kill")
+	cmdkit.DurationVar(fl, &f.warmup, "warmup", 5*time.Second, "submitting before the first kill (the baseline rate)")
 	fl.IntVar(&f.gpus, "gpus", 8, "simulated GPUs of the agent")
-	durationVar(fl, &f.runFor, "job-time", 200*time.Millisecond, "how long each job runs")
+	cmdkit.DurationVar(fl, &f.runFor, "job-time", 200*time.Millisecond, "how long each job runs")
 	fl.StringVar(&f.dir, "dir", "", "where the servers' data dirs and logs go (default: a new temporary directory)")
 	return cmd
 }
@@ -248,7 +249,7 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-func (c *cli) benchFailover(ctx context.Context, f *failoverFlags) (*failoverResult, error) {
+func (c *cmds) benchFailover(ctx context.Context, f *failoverFlags) (*failoverResult, error) {
 	dir := f.dir
 	if dir == "" {
 		var err error
@@ -294,7 +295,7 @@ func (c *cli) benchFailover(ctx context.Context, f *failoverFlags) (*failoverRes
 		return nil, err
 	}
 	defer agent.stop()
-	fmt.Fprintf(c.stderr, "bench failover: %d servers in %s, %s leads\n", len(servers), dir, leader.url)
+	fmt.Fprintf(c.Stderr, "bench failover: %d servers in %s, %s leads\n", len(servers), dir, leader.url)
 
 	cl := client.New(all, client.WithToken(admin), client.WithUserAgent("corral-bench"), client.WithFailoverWait(60*time.Second),
 		client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: f.concurrency + 8, DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext}}))
@@ -419,7 +420,7 @@ func (c *cli) benchFailover(ctx context.Context, f *failoverFlags) (*failoverRes
 			wg.Wait()
 			return nil, err
 		}
-		fmt.Fprintf(c.stderr, "kill %d: %s killed, %s leads after %.2fs\n", k+1, leader.name, next.name, round.LeaderS)
+		fmt.Fprintf(c.Stderr, "kill %d: %s killed, %s leads after %.2fs\n", k+1, leader.name, next.name, round.LeaderS)
 		leader = next
 		time.Sleep(f.pause)
 		if at, ok := firstAckAfter(t0); ok {

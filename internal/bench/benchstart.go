@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 // benchPoll is how often bench start asks the server how far it got.
@@ -49,7 +50,7 @@ type startResult struct {
 //  3. Start the orchestrator; poll its counts until the jobs seem done.
 //  4. Read the jobs back and measure from their started_at and finished_at.
 //  5. Leave the orchestrator as it was found.
-func (c *cli) benchStart(ctx context.Context, cl *client.Client, f *benchFlags) (*startResult, error) {
+func (c *cmds) benchStart(ctx context.Context, cl *client.Client, f *benchFlags) (*startResult, error) {
 	// 1.
 	cs, err := cl.Cluster(ctx)
 	if err != nil {
@@ -71,7 +72,7 @@ func (c *cli) benchStart(ctx context.Context, cl *client.Client, f *benchFlags) 
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
 			if _, err := cl.StopOrchestrator(ctx); err != nil {
-				fmt.Fprintf(c.stderr, "corral: warning: the orchestrator could not be stopped again as it was: %s\n", describe(err))
+				fmt.Fprintf(c.Stderr, "corral: warning: the orchestrator could not be stopped again as it was: %s\n", c.Describe(err))
 			}
 		}
 	}()
@@ -151,7 +152,7 @@ func (c *cli) benchStart(ctx context.Context, cl *client.Client, f *benchFlags) 
 // awaitJobs waits until every job in mine has ended, printing progress, and
 // returns them. The server's counts tell when they seem done (the jobs
 // queued before are left out); the job list confirms it.
-func (c *cli) awaitJobs(ctx context.Context, cl *client.Client, f *benchFlags, before api.OrchestratorStatus, mine map[string]bool, since, t0 time.Time) ([]api.Job, error) {
+func (c *cmds) awaitJobs(ctx context.Context, cl *client.Client, f *benchFlags, before api.OrchestratorStatus, mine map[string]bool, since, t0 time.Time) ([]api.Job, error) {
 	if f.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.timeout)
@@ -190,7 +191,7 @@ func (c *cli) awaitJobs(ctx context.Context, cl *client.Client, f *benchFlags, b
 	}
 }
 
-func (c *cli) awaitError(ctx context.Context, f *benchFlags, mine map[string]bool, err error) error {
+func (c *cmds) awaitError(ctx context.Context, f *benchFlags, mine map[string]bool, err error) error {
 	if ctx.Err() == context.DeadlineExceeded {
 		return fmt.Errorf("the %d jobs had not all ended after --timeout %s", len(mine), f.timeout)
 	}
@@ -198,7 +199,7 @@ func (c *cli) awaitError(ctx context.Context, f *benchFlags, mine map[string]boo
 }
 
 // readJobs reads this run's jobs back and reports whether all have ended.
-func (c *cli) readJobs(ctx context.Context, cl *client.Client, mine map[string]bool, since time.Time) ([]api.Job, bool, error) {
+func (c *cmds) readJobs(ctx context.Context, cl *client.Client, mine map[string]bool, since time.Time) ([]api.Job, bool, error) {
 	list, err := cl.Jobs(ctx, client.JobFilter{Since: since, Limit: benchMaxStartJobs})
 	if err != nil {
 		return nil, false, err
@@ -225,14 +226,14 @@ func (r *startResult) table(w io.Writer) error {
 		kind = "simulated GPUs"
 	}
 	fmt.Fprintf(w, "bench start: %d jobs (command true, 1 GPU each) on %d %s at %s\n", r.N, r.GPUs, kind, r.Server)
-	t := newTable(w)
-	t.row("submitted", fmt.Sprintf("%d in %.2fs (%.0f/s, %d workers)", r.Submitted, r.SubmitWallS, r.SubmissionsPerS, r.Concurrency))
-	t.row("errors", fmtErrors(r.Errors, r.ErrorsByStatus))
-	t.row("started", fmt.Sprintf("%d, first after %.3fs, last after %.3fs", r.Started, r.FirstStartS, r.LastStartS))
-	t.row("ended", fmt.Sprintf("%d completed, %d otherwise, last after %.3fs", r.Completed, r.Failed, r.LastFinishS))
-	t.row("starts", fmt.Sprintf("%.0f jobs/s", r.StartsPerS))
-	t.row("completions", fmt.Sprintf("%.0f jobs/s", r.CompletionsPerS))
-	t.row("wall", strconv.FormatFloat(r.WallS, 'f', 2, 64)+"s")
-	t.row("baseline", fmt.Sprintf("%.0f bare fork+exec+wait of /bin/sh -c true per s, %d at a time (this run)", r.BaselineSpawnsPerS, r.GPUs))
-	return t.flush()
+	t := cmdkit.NewTable(w)
+	t.Row("submitted", fmt.Sprintf("%d in %.2fs (%.0f/s, %d workers)", r.Submitted, r.SubmitWallS, r.SubmissionsPerS, r.Concurrency))
+	t.Row("errors", fmtErrors(r.Errors, r.ErrorsByStatus))
+	t.Row("started", fmt.Sprintf("%d, first after %.3fs, last after %.3fs", r.Started, r.FirstStartS, r.LastStartS))
+	t.Row("ended", fmt.Sprintf("%d completed, %d otherwise, last after %.3fs", r.Completed, r.Failed, r.LastFinishS))
+	t.Row("starts", fmt.Sprintf("%.0f jobs/s", r.StartsPerS))
+	t.Row("completions", fmt.Sprintf("%.0f jobs/s", r.CompletionsPerS))
+	t.Row("wall", strconv.FormatFloat(r.WallS, 'f', 2, 64)+"s")
+	t.Row("baseline", fmt.Sprintf("%.0f bare fork+exec+wait of /bin/sh -c true per s, %d at a time (this run)", r.BaselineSpawnsPerS, r.GPUs))
+	return t.Flush()
 }
