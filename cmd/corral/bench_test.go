@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/daemon"
 )
 
 // TestMain lets this test binary stand in for `corral shim`: the agent of
@@ -36,7 +37,7 @@ func startUp(t *testing.T, gpus string) string {
 	t.Setenv("CORRAL_CONFIG", filepath.Join(t.TempDir(), "client.json"))
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	cmd := newUpCmd()
+	cmd := daemon.NewUpCmd()
 	cmd.SetArgs([]string{"--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--simulate-gpus", gpus, "--heartbeat", "200ms", "--log-level", "error", "--run-as", "agent"})
 	cmd.SetOut(pw)
 	cmd.SetErr(io.Discard)

@@ -297,3 +297,16 @@ func foreignList(ps []api.ForeignProcess) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// printDiskFull adds to `corral nodes` a line for each node that takes no
+// new jobs because its log disk is full (api.Node.DiskFull).
+func printDiskFull(w io.Writer, s api.ClusterStatus) error {
+	for _, n := range s.Nodes {
+		if n.DiskFull != "" {
+			if _, err := fmt.Fprintf(w, "node %s takes no new jobs: %s\n", n.NodeID, n.DiskFull); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -297,3 +297,11 @@ func TestHelp(t *testing.T) {
 		t.Errorf("submit --help: exit %d\n%s", res.code, res.stdout)
 	}
 }
+
+func TestPrintDiskFull(t *testing.T) {
+	var b strings.Builder
+	s := api.ClusterStatus{Nodes: []api.Node{{NodeID: "a"}, {NodeID: "b", DiskFull: "its log disk (/d) has 1.0% free, under --min-free-disk 5%"}}}
+	if err := printDiskFull(&b, s); err != nil || b.String() != "node b takes no new jobs: its log disk (/d) has 1.0% free, under --min-free-disk 5%\n" {
+		t.Errorf("printDiskFull: %q %v", b.String(), err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/bench"
+	"github.com/corral-sched/corral/internal/daemon"
 )
 
 // command is one of corral's top-level commands: its name (the first word
@@ -18,12 +19,12 @@ type command struct {
 // commands is every top-level command, in the order help lists them. Every
 // command is registered here, in one list.
 var commands = [...]command{
-	// Daemons (up.go, server.go, agentd.go).
-	{"up", func(*cli) *cobra.Command { return newUpCmd() }},
-	{"server", func(*cli) *cobra.Command { return newServerCmd() }},
-	{"store", func(*cli) *cobra.Command { return newStoreCmd() }}, // storecmd.go
-	{"agent", func(*cli) *cobra.Command { return newAgentCmd() }},
-	{"shim", func(*cli) *cobra.Command { return newShimCmd() }},
+	// Daemons and the store's offline tools (internal/daemon).
+	{"up", func(*cli) *cobra.Command { return daemon.NewUpCmd() }},
+	{"server", func(*cli) *cobra.Command { return daemon.NewServerCmd() }},
+	{"store", func(*cli) *cobra.Command { return daemon.NewStoreCmd() }},
+	{"agent", func(*cli) *cobra.Command { return daemon.NewAgentCmd() }},
+	{"shim", func(*cli) *cobra.Command { return daemon.NewShimCmd() }},
 
 	// Jobs (jobs.go).
 	{"submit", (*cli).newSubmitCmd},

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/corral-sched/corral/internal/agent"
 	"github.com/corral-sched/corral/internal/api"
 )
 
@@ -45,12 +44,6 @@ func (f imageFlags) apply(req *api.SubmitRequest) error {
 		req.Mounts = append(req.Mounts, m)
 	}
 	return nil
-}
-
-// registerRuntime adds an agent's --container-runtime (corral agent,
-// corral up).
-func registerRuntime(fl *pflag.FlagSet, runtime *string) {
-	fl.StringVar(runtime, "container-runtime", agent.RuntimePodman, "what runs the jobs that name an image (--image): podman, or none (such jobs fail to start)")
 }
 
 // showImage adds a job's image, its digest and its mounts to corral

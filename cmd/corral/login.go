@@ -18,6 +18,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 // Signing in: corral login, corral logout, corral user add (docs/team.md,
@@ -352,7 +353,7 @@ func (c *cli) newUserCmd() *cobra.Command {
 					fmt.Fprintf(w, ", projects %s", strings.Join(inv.Projects, ", "))
 				}
 				fmt.Fprintf(w, ", single use, expires %s\n\n  %s login %s --invite %s\n\nThis is the only time the code is shown; give that line to %s.\n",
-					inv.ExpiresAt.Local().Format("2006-01-02 15:04"), selfName(), strings.Split(t.server, ",")[0], inv.Code, inv.User)
+					inv.ExpiresAt.Local().Format("2006-01-02 15:04"), cmdkit.SelfName(), strings.Split(t.server, ",")[0], inv.Code, inv.User)
 				return nil
 			})
 		},

@@ -14,7 +14,6 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
-	"github.com/corral-sched/corral/internal/server"
 )
 
 // notebookPoll is how often corral notebook looks at its job while it
@@ -196,13 +195,4 @@ func isJupyter(cmd string) bool {
 		return len(words) > 1 && (words[1] == "lab" || words[1] == "notebook" || words[1] == "server")
 	}
 	return false
-}
-
-// localNodeOption tells the API server which node runs on its own
-// machine (corral up), so the notebook proxy dials its jobs directly.
-func localNodeOption(local *localNode) server.Option {
-	if local == nil {
-		return func(*server.Server) {}
-	}
-	return server.WithLocalNode(local.id)
 }

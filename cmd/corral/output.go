@@ -202,3 +202,7 @@ func commonPrefix(a, b string) int {
 	}
 	return n
 }
+
+// parseMemMiB reads a memory size in MiB as Slurm's --mem does
+// (cmdkit.ParseMemMiB).
+func parseMemMiB(s string) (int64, error) { return cmdkit.ParseMemMiB(s) }

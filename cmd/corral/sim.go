@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corral-sched/corral/internal/daemon"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/sim"
 )
@@ -195,7 +196,7 @@ func (f *simFlags) prepare() (jobs []sim.Job, cfg sim.Config, stop func(), err e
 // shared trace replays in about 200 MB at GOGC=400). GOGC in the
 // environment wins. stop ends the profile.
 func (f *simFlags) startProfile() (stop func(), err error) {
-	setControlGC()
+	daemon.SetControlGC()
 	if f.cpuProfile == "" {
 		return func() {}, nil
 	}

@@ -10,7 +10,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
+
+// version is this binary's version.
+const version = cmdkit.Version
 
 // versionInfo is what corral version prints: this binary's version and
 // build, and the server's version when one answers.
