@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"io"
 	"strconv"
 
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
 )
 
 // newQuotaCmd is `corral quota`: guaranteed GPUs per user and project.
@@ -84,26 +86,14 @@ func (c *cli) limitCmd(use, valueName, short, long, example string,
 	update func(kind, name string, value *string) api.PoliciesUpdate,
 	print func(io.Writer, api.Policies) error) *cobra.Command {
 	show := func(cmd *cobra.Command, _ []string) error {
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		p, err := cl.Policies(cmd.Context())
-		if err != nil {
-			return err
-		}
-		return c.emit(p, func(w io.Writer) error { return print(w, p) })
+		return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Policies, error) {
+			return cl.Policies(ctx)
+		}, print)
 	}
 	apply := func(cmd *cobra.Command, u api.PoliciesUpdate) error {
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		p, err := cl.SetPolicies(cmd.Context(), u)
-		if err != nil {
-			return err
-		}
-		return c.emit(p, func(w io.Writer) error { return print(w, p) })
+		return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Policies, error) {
+			return cl.SetPolicies(ctx, u)
+		}, print)
 	}
 	kindOK := func(kind string) error {
 		if kind != "user" && kind != "project" {
