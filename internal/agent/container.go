@@ -681,6 +681,17 @@ func (t *tasks) prepareImage(ctx context.Context, tk *task, cred *credential) (*
 	if err := t.prepareNotice(tk, cred); err != nil {
 		return nil, err
 	}
+	// A batch script is written now, where the container sees it (the
+	// notice's directory, bound read-only below), and the container runs
+	// `exec SCRIPT ARGS`. -o/-e files are not: their tee is the agent's
+	// binary, which the image does not have (the server refuses them).
+	if spec.Output != "" || spec.Error != "" {
+		return nil, errors.New("output files (-o/--output, -e/--error) are not written for a job in a container image: read its log (corral logs)")
+	}
+	if err := t.prepareJobIO(tk, cred); err != nil { // jobio.go
+		return nil, err
+	}
+	spec.Command = tk.spec.Command
 	env := t.env(spec, cred)
 	workdir := spec.Workdir
 	if workdir == "" && cred != nil {
