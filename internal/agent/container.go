@@ -175,7 +175,11 @@ func (im *images) run(ctx context.Context, log io.Writer, args ...string) ([]byt
 	cmd.Env = podmanEnv
 	var out bytes.Buffer
 	if log != nil {
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, log), io.MultiWriter(&out, log)
+		// One writer for both: os/exec then gives podman one pipe, copied
+		// by one goroutine (two would write out at once, and a line could
+		// be lost: the pull's error, its reason).
+		w := io.MultiWriter(&out, log)
+		cmd.Stdout, cmd.Stderr = w, w
 	} else {
 		cmd.Stdout, cmd.Stderr = &out, &out
 	}
