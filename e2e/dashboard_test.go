@@ -74,6 +74,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	gate := filepath.Join(t.TempDir(), "gate")
 	train := s.submit(map[string]any{"name": "train-llama", "user": "alice", "project": "nlp", "gpu_count": 2, "estimated_duration": "1h",
+		"time_limit": "2:00:00", "time_limit_from": "#SBATCH", // as corral submit sends a script's #SBATCH -t
 		"command": "echo epoch 1 loss 0.91; while [ ! -e " + shellQuote(gate) + " ]; do sleep 0.05; done; echo done"})
 	eval := s.submit(map[string]any{"name": "eval-sweep", "user": "bob", "project": "vision", "gpu_count": 8, "priority": "low",
 		"command": "sleep 60"})
@@ -185,6 +186,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[data-role=actions]').hidden`)); err != nil || hidden {
 		t.Errorf("the admin does not see the running job's actions (hidden %v, %v)", hidden, err)
+	}
+	// The time limit and the estimate, each with where it came from
+	// (issue 26: time_limit_from, estimate_from).
+	if v := text(`[data-role=time-limit]`); v != "2h 00m (#SBATCH)" {
+		t.Errorf("job page: time limit %q, want \"2h 00m (#SBATCH)\"", v)
+	}
+	if v := text(`[data-role=estimate]`); v != "1h 00m (API)" {
+		t.Errorf("job page: estimate %q, want \"1h 00m (API)\"", v)
 	}
 	if err := os.WriteFile(gate, nil, 0o644); err != nil {
 		t.Fatal(err)

@@ -104,7 +104,7 @@ func TestSecurityEnvHiddenFromOthers(t *testing.T) {
 				}
 				bodies["GET "+path] = string(r.Body)
 			}
-			stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL, "CORRAL_TOKEN=" + tc.token}, "show", run.ID)
+			stdout, stderr, code := runCLI(t, []string{"CORRAL_SERVER=" + s.URL, "CORRAL_TOKEN=" + tc.token}, "show", "--env", run.ID)
 			if code != 0 {
 				t.Fatalf("corral show: exit %d %s", code, stderr)
 			}

@@ -46,6 +46,12 @@ request. It takes corral submit's flags (--gpus, --gpu-type, --mem, ...).`,
 			if f.array != "" || f.wait {
 				return usagef("corral alloc holds one allocation; --array does not apply")
 			}
+			if f.image.image != "" || len(f.image.mounts) > 0 {
+				// The shell of an allocation runs on the node (as corral
+				// shell does), not in a container: an image would hold
+				// the GPUs with a shell outside it.
+				return usagef("corral alloc does not take --image: its shell runs on the node, not in a container; run the work in the image with corral submit --image or corral run --image")
+			}
 			req, err := allocRequest(cmd, &f)
 			if err != nil {
 				return err

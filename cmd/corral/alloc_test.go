@@ -62,3 +62,22 @@ func TestShellRefused(t *testing.T) {
 		t.Fatalf("--rank -1: exit %d, want %d", res.code, exitUsage)
 	}
 }
+
+// TestAllocRefusesImage: an allocation's shell runs on the node, not in
+// an image, so corral alloc refuses --image (and --mount) before
+// submitting anything, saying what to do instead.
+func TestAllocRefusesImage(t *testing.T) {
+	for _, args := range [][]string{
+		{"alloc", "--gpus", "1", "--image", "localhost/x:1"},
+		{"alloc", "--image", "localhost/x:1", "--mount", "/data:/data", "--", "python"},
+	} {
+		f := newFakeServer(t)
+		res := f.run(args...)
+		if res.code != exitUsage || !strings.Contains(res.stderr, "--image") || !strings.Contains(res.stderr, "corral submit --image") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming --image and what to do", args, res.code, res.stderr)
+		}
+		if len(f.requests()) != 0 {
+			t.Errorf("%v: %d requests were sent", args, len(f.requests()))
+		}
+	}
+}

@@ -219,7 +219,7 @@ func TestShow(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ID:", "01JAAAAAAAAAAAAAAAAAAAAAAA", "State:", "completed", "User:", "alice", "Project:", "vision",
-		"Command:", "python train.py --lr 3e-4", "Env:", "SEED=1", "GPUs:", "Priority:", "high",
+		"Command:", "python train.py --lr 3e-4", "Env:", "1 variable (values: --env): SEED", "GPUs:", "Priority:", "high",
 		"Runtime:", "3m0s", "Exit code:", "Allocation:", "node-a", "GPU-2222 (simulated)", "80 GB",
 		"Events:", "* -> queued", "running -> completed", "exit code 0",
 	} {

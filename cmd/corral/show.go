@@ -14,10 +14,15 @@ import (
 )
 
 func (c *cli) newShowCmd() *cobra.Command {
-	return &cobra.Command{
+	var values bool
+	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one job: its request, allocation and events",
-		Args:  argsExactly(1, "the job ID"),
+		Long: `Show one job: its request, allocation and events. Its environment is
+listed by name (a job submitted with --export ALL carries the whole shell's);
+--env (-v) prints the values too, for those who may act on the job (others
+see (hidden)). -o json prints the API's answer, values included.`,
+		Args: argsExactly(1, "the job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := c.client()
 			if err != nil {
@@ -34,14 +39,16 @@ func (c *cli) newShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return c.emit(job, func(w io.Writer) error { return c.printJob(w, job) })
+			return c.emit(job, func(w io.Writer) error { return c.printJob(w, job, values) })
 		},
 	}
+	cmd.Flags().BoolVarP(&values, "env", "v", false, "print the values of the job's environment, not only its names")
+	return cmd
 }
 
 // printJob writes a job as "Key: value" lines, then its allocation and its
-// events.
-func (c *cli) printJob(w io.Writer, j api.Job) error {
+// events; its environment by name, with values when values is set.
+func (c *cli) printJob(w io.Writer, j api.Job, values bool) error {
 	now := c.now()
 	t := newTable(w)
 	kv := func(k, v string) { t.row(k+":", v) }
@@ -71,8 +78,10 @@ func (c *cli) printJob(w io.Writer, j api.Job) error {
 		kv("Error file", j.Error)
 	}
 	showImage(kv, j) // imageflags.go
-	if len(j.Env) > 0 {
+	if len(j.Env) > 0 && values {
 		kv("Env", fmtEnv(j.Env))
+	} else if len(j.Env) > 0 {
+		kv("Env", fmtEnvNames(j.Env))
 	}
 	kv("GPUs", fmtRequest(j))
 	if e := fmtElastic(j); e != "" {
@@ -226,6 +235,21 @@ func fmtEnv(env map[string]string) string {
 		parts[i] = k + "=" + shellQuote(env[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// fmtEnvNames writes an environment's size and its sorted names, without
+// the values (corral show --env prints them).
+func fmtEnvNames(env map[string]string) string {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	word := "variables"
+	if len(keys) == 1 {
+		word = "variable"
+	}
+	return fmt.Sprintf("%d %s (values: --env): %s", len(keys), word, strings.Join(keys, " "))
 }
 
 // jobState is the state, noting a pending cancel.

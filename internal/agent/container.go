@@ -175,8 +175,9 @@ func (im *images) run(ctx context.Context, log io.Writer, args ...string) ([]byt
 	cmd.Env = podmanEnv
 	var out bytes.Buffer
 	if log != nil {
-		// One writer for both: os/exec then copies them in one goroutine
-		// (two would write out and log at once).
+		// One writer for both: os/exec then gives podman one pipe, copied
+		// by one goroutine (two would write out at once, and a line could
+		// be lost: the pull's error, its reason).
 		w := io.MultiWriter(&out, log)
 		cmd.Stdout, cmd.Stderr = w, w
 	} else {
@@ -684,6 +685,17 @@ func (t *tasks) prepareImage(ctx context.Context, tk *task, cred *credential) (*
 	if err := t.prepareNotice(tk, cred); err != nil {
 		return nil, err
 	}
+	// A batch script is written now, where the container sees it (the
+	// notice's directory, bound read-only below), and the container runs
+	// `exec SCRIPT ARGS`. -o/-e files are not: their tee is the agent's
+	// binary, which the image does not have (the server refuses them).
+	if spec.Output != "" || spec.Error != "" {
+		return nil, errors.New("output files (-o/--output, -e/--error) are not written for a job in a container image: read its log (corral logs)")
+	}
+	if err := t.prepareJobIO(tk, cred); err != nil { // jobio.go
+		return nil, err
+	}
+	spec.Command = tk.spec.Command
 	env := t.env(spec, cred)
 	workdir := spec.Workdir
 	if workdir == "" && cred != nil {

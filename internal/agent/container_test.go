@@ -271,3 +271,41 @@ func TestImageTaskStoppedOrFailedWhilePreparing(t *testing.T) {
 		})
 	}
 }
+
+// A batch script in an image (issue 26): the container runs the script,
+// written where the container sees it (the notice's directory, bound
+// read-only), with the job's arguments, not the arguments alone.
+func TestImageTaskRunsItsScript(t *testing.T) {
+	fake := fakePodman(t)
+	os.WriteFile(filepath.Join(fake, "go"), nil, 0o644)
+	ts := newTasks(t, t.TempDir(), 0)
+	ts.detach = false // as TestImageTaskPreparesThenRuns
+	ts.images = &images{stateDir: ts.stateDir, devDir: t.TempDir()}
+	os.MkdirAll(ts.stateDir, 0o755)
+	ts.start(api.TaskSpec{JobID: "j1", Image: "docker.io/fake:1", Script: "#!/bin/sh\necho \"script-ran $# $1\"\n", Command: "'a b'"})
+	st := waitTask(t, ts, "the task to end", func(s api.TaskStatus) bool { return s.State == api.TaskExited })
+	b, _ := os.ReadFile(ts.logPath(taskKey{"j1", 0, 0}))
+	if st.ExitCode != 0 || !strings.Contains(string(b), "script-ran 1 a b\n") {
+		t.Errorf("status %+v, log:\n%s\nwant the script run with its argument", st, b)
+	}
+	var args []string
+	ts.mu.Lock()
+	if tk := ts.byKey[taskKey{"j1", 0, 0}]; tk != nil && tk.image != nil {
+		args = tk.image.argv
+	}
+	ts.mu.Unlock()
+	cmd := ""
+	if len(args) > 0 {
+		cmd = args[len(args)-1]
+	}
+	script, _, _ := strings.Cut(strings.TrimPrefix(cmd, "exec '"), "'")
+	bound := false
+	for i, a := range args {
+		if a == "--volume" && i+1 < len(args) && strings.HasPrefix(args[i+1], filepath.Dir(script)+":"+filepath.Dir(script)+":ro") {
+			bound = true
+		}
+	}
+	if !strings.HasPrefix(cmd, "exec '/") || !bound {
+		t.Errorf("the container's command %q: want exec SCRIPT in a directory bound into the container; podman %q", cmd, args)
+	}
+}

@@ -221,8 +221,10 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if err := t.makeScratch(k, cred); err != nil { // jobenv.go
 		return err
 	}
-	if err := t.prepareJobIO(tk, cred); err != nil { // jobio.go: script, -o/-e
-		return err
+	if tk.image == nil { // an image's task had its own (prepareImage)
+		if err := t.prepareJobIO(tk, cred); err != nil { // jobio.go: script, -o/-e
+			return err
+		}
 	}
 	spec = tk.spec
 	if !t.detach {

@@ -356,6 +356,9 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 				continue
 			}
 			j.StartedAt = &at
+			if j.TimeLimit != nil {
+				o.limits.arm(at.Add(j.TimeLimit.Duration()), o.cfg.Now()) // limits.go
+			}
 			if u.ImageDigest != "" {
 				j.ImageDigest = u.ImageDigest
 			}

@@ -37,6 +37,13 @@ func validateImage(req *api.SubmitRequest, j *api.Job) error {
 	if j.Pool == api.PoolSlurm || j.Pool == api.PoolRay {
 		return api.Invalid("image", "the %s pool cannot run container images: only Corral's agents run them (leave pool empty or use %q)", j.Pool, api.PoolAgents)
 	}
+	// -o/-e files are written by the agent's tee, which an image lacks.
+	if req.Output != "" {
+		return api.Invalid("output", "output files are not written for a job in a container image (image): read its log (corral logs), or write the file from the command")
+	}
+	if req.Error != "" {
+		return api.Invalid("error", "error files are not written for a job in a container image (image): read its log (corral logs), or write the file from the command")
+	}
 	if len(req.Mounts) > maxMounts {
 		return api.Invalid("mounts", "has %d mounts; at most %d are allowed", len(req.Mounts), maxMounts)
 	}

@@ -62,6 +62,8 @@ func TestImageValidation(t *testing.T) {
 		{"over root", "mounts", api.SubmitRequest{Command: "x", Image: "i", Mounts: []string{"/a:/"}}},
 		{"slurm pool", "image", api.SubmitRequest{Command: "x", Image: "i", Pool: api.PoolSlurm}},
 		{"ray pool", "image", api.SubmitRequest{Command: "x", Image: "i", Pool: api.PoolRay}},
+		{"output file", "output", api.SubmitRequest{Command: "x", Image: "i", Output: "/tmp/out-%j.log"}},
+		{"error file", "error", api.SubmitRequest{Command: "x", Image: "i", Error: "/tmp/err-%j.log"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			before := len(h.o.Jobs(JobFilter{}))

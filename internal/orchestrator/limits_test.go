@@ -197,3 +197,23 @@ func checkQueuedBy(t *testing.T, o *Orchestrator, want map[string]int) {
 		t.Errorf("queued per user %v, want %v (the queue holds %v)", got, want, counted)
 	}
 }
+
+// TestTimeLimitOnTime: a job is stopped at its time limit, not at the
+// next tick after it (issue 26: "kills happen on time"): with a tick of an
+// hour, a 300ms limit still stops the job within a few hundred ms of it.
+func TestTimeLimitOnTime(t *testing.T) {
+	h := startConfig(t, filepath.Join(t.TempDir(), "corral.db"), Config{Nodes: []Node{simNode("n1", 2)}, Tick: time.Hour, CancelGrace: time.Second})
+	j := h.submit(api.SubmitRequest{Command: "sleep 100", GPUCount: gpus(1), TimeLimit: api.RawValue(`"300ms"`)})
+	h.nextStart()
+	started := time.Now()
+	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: started, PID: 42})
+	select {
+	case s := <-h.ex.stops:
+		d := time.Since(started)
+		if s.jobID != j.ID || d < 300*time.Millisecond || d > 1500*time.Millisecond {
+			t.Fatalf("stop %+v after %v; want it at the 300ms limit", s, d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the job was not stopped at its time limit (only at the next tick)")
+	}
+}

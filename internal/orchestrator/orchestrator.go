@@ -181,8 +181,9 @@ type Orchestrator struct {
 	arr         arrayBooks    // job arrays (arrays.go)
 	deps        depState      // job dependencies (deps.go)
 
-	dirty bool // loop-only: a cycle is due
-	fatal chan error
+	dirty  bool       // loop-only: a cycle is due
+	limits limitTimer // loop-only: the next time limit due (limits.go)
+	fatal  chan error
 
 	att time.Time // Config.Clock at the loop's last look at its nodes (liveness.go)
 
@@ -354,6 +355,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			}
 		case <-o.nodeEvents.notify:
 			o.applyNodeEvents(ctx, o.nodeEvents.take())
+		case <-o.limits.c():
+			o.limits.fired()
+			o.checkTimeLimits(ctx) // at the limit itself, not the next tick
 		case <-ticks:
 			o.checkNodes(ctx)           // liveness.go
 			o.checkHolds(ctx)           // holds.go

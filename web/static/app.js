@@ -26,6 +26,13 @@ function dur(sec) {
   return `${Math.floor(h / 24)}d ${h % 24}h`;
 }
 
+// fromWhere is where a job's time limit or estimate came from, as corral
+// show writes it: " (#SBATCH)", " (API)", " (server default)".
+function fromWhere(from) {
+  if (!from) return '';
+  return ` (${esc({ api: 'API', default: 'server default' }[from] || from)})`;
+}
+
 function clock(iso) {
   if (!iso) return '—';
   const d = new Date(iso);
@@ -729,7 +736,10 @@ function jobPage(id) {
       ['Priority', prio(j.priority)],
       // depends_on, e.g. "afterok:ID:ID,singleton": each job id a link.
       j.depends_on ? ['Depends on', `<span class="mono">${j.depends_on.split(/([,?:])/).map((p, i, a) => a[i - 1] === ':' ? jobLink(p) : esc(p)).join('')}</span>`] : null,
-      ['Estimated duration', j.estimated_duration ? dur(j.estimated_duration) : '—'],
+      // The time limit and the estimate, each with where it came from
+      // (time_limit_from, estimate_from: flag, #CORRAL, #SBATCH, api, default).
+      ['Time limit', `<span data-role="time-limit">${j.time_limit ? dur(j.time_limit) + fromWhere(j.time_limit_from) : 'none'}</span>`],
+      ['Estimate', `<span data-role="estimate">${j.estimated_duration ? dur(j.estimated_duration) + fromWhere(j.estimate_from) : 'none given'}</span>`],
       ['Submitted', clock(j.submitted_at)],
       j.state === 'queued' ? ['Queue position', j.queue_position || '—'] : null,
       j.state === 'queued' ? ['Estimated start', j.estimated_start_time ? `${until(j.estimated_start_time)} (${clock(j.estimated_start_time)})` : 'unknown'] : null,

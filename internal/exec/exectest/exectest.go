@@ -41,7 +41,17 @@ type Harness struct {
 	Restart func(t *testing.T) exec.Executor
 	// Timeout bounds each wait for an update; default 60s.
 	Timeout time.Duration
+	// OwnEnvReaches, when not empty, says why a variable of the
+	// executor's own process environment reaches its jobs (Ray: the
+	// worker's environment is the base of the entrypoint's): the env case
+	// then checks only that the job's own environment arrives.
+	OwnEnvReaches string
 }
+
+// ownSecret is a variable the env case sets in the executor's own
+// process environment (the server's, an in-process agent's): as an
+// admin's AWS_SECRET_ACCESS_KEY, it must not reach a job.
+const ownSecret = "EXECTEST_OWN_SECRET"
 
 // Updates collects a sink's updates; Sink is the exec.Sink to give the
 // executor.
@@ -229,6 +239,32 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		}
 		if !strings.Contains(h.log(tk), "script 2 a b yes") {
 			t.Errorf("log %q: want the script's output, its arguments as given", h.log(tk))
+		}
+	})
+	t.Run("env", func(t *testing.T) {
+		// The job's environment reaches it (issue 26), values verbatim
+		// (quotes, $, a newline); the executor's own environment does
+		// not, except where the engine cannot keep it out (a reason).
+		h := newHarness(t)
+		t.Setenv(ownSecret, "the-executors-own-value")
+		tricky := "it's \"q\" $HOME `x` \\ a\nb"
+		tk := h.task(t, jobID("env"), `printf 'job=%s tricky=[%s] own=%s home=%s\n' "$CONFORMANCE" "$TRICKY" "${`+ownSecret+`:-unset}" "${HOME:+set}"`, 1)
+		tk.Env["TRICKY"] = tricky
+		if err := h.Exec.Start(ctx, tk); err != nil {
+			t.Fatal(err)
+		}
+		if u := h.exited(t, tk); u.ExitCode != 0 || u.Err != nil {
+			t.Fatalf("Exited %+v, log %q", u, h.log(tk))
+		}
+		log := h.log(tk)
+		if !strings.Contains(log, "job=yes tricky=["+tricky+"]") {
+			t.Errorf("log %q: want the job's env, TRICKY verbatim", log)
+		}
+		if h.OwnEnvReaches != "" {
+			t.Skipf("the executor's own environment reaches its jobs: %s", h.OwnEnvReaches)
+		}
+		if !strings.Contains(log, "own=unset home=set") {
+			t.Errorf("log %q: want the executor's own %s unset and the account's HOME set", log, ownSecret)
 		}
 	})
 	t.Run("time limit passes to the engine", func(t *testing.T) {

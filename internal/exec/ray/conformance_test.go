@@ -16,7 +16,8 @@ import (
 // here: docs/ray.md). A restart is a second executor on the same emulated
 // head, as a restarted server builds. The preemption notice is skipped:
 // the Ray executor is not an exec.Noticer (the notice file lives on the
-// Corral server, not on Ray's nodes).
+// Corral server, not on Ray's nodes), and so is the env case's check that
+// the executor's own environment stays out (Ray cannot promise it).
 func TestConformance(t *testing.T) {
 	exectest.Run(t, func(t *testing.T) *exectest.Harness {
 		c := raytest.New(raytest.Options{Nodes: []raytest.Node{{IP: "10.0.0.1", GPUs: 2, Head: true}, {IP: "10.0.0.2", GPUs: 2}}})
@@ -50,6 +51,9 @@ func TestConformance(t *testing.T) {
 				return rs, true
 			},
 			Restart: start,
+			// docs/jobs.md "Other executors": the job's env goes in
+			// runtime_env.env_vars, over the Ray worker's own.
+			OwnEnvReaches: "the Ray worker that starts the entrypoint passes its own environment on; runtime_env.env_vars only add to it",
 		}
 	})
 }

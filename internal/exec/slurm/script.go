@@ -59,9 +59,13 @@ func script(s scriptSpec) string {
 	var b strings.Builder
 	b.WriteString("#!/bin/sh\n")
 	fmt.Fprintf(&b, "# Corral job %s, attempt %d: the batch script of Corral's Slurm executor.\n", t.JobID, t.Attempt)
+	// The job's env over the base sbatch passes on (slurmEnv: the
+	// account's HOME, USER, LOGNAME, SHELL and a system PATH), less
+	// Slurm's own variables: those of the submitter's shell (a
+	// submission from inside a Slurm job) would mislead srun and the job.
 	env := map[string]string{}
 	for k, v := range t.Env {
-		if validEnvName(k) {
+		if validEnvName(k) && !strings.HasPrefix(k, "SLURM_") && !strings.HasPrefix(k, "SLURMD_") {
 			env[k] = v
 		}
 	}
@@ -176,6 +180,7 @@ func sbatchArgs(c Config, t exec.Task, ranks []exec.Rank, logPath string) []stri
 		gpus = max(gpus, len(r.GPUs))
 	}
 	args := []string{"--parsable",
+		"--export=ALL", // of sbatch's environment: Slurm's settings and the account's base (slurmEnv), whatever SBATCH_EXPORT says
 		"--job-name=" + JobName(t.JobID, t.Attempt),
 		fmt.Sprintf("--comment=corral job %s attempt %d", t.JobID, t.Attempt),
 		fmt.Sprintf("--nodes=%d", len(ranks)),
