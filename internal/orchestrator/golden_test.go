@@ -490,7 +490,8 @@ func (d *day) running() []string {
 }
 
 // view writes down what the API shows of the jobs: state, reason, and
-// why a queued job waits.
+// why a queued job waits (its pending_cause, in brackets, where it is not
+// its pending_reason).
 func (d *day) view(ids ...string) {
 	d.t.Helper()
 	for _, id := range ids {
@@ -500,7 +501,11 @@ func (d *day) view(ids ...string) {
 		}
 		s := fmt.Sprintf("   ? %s %s %s (%s)", j.ID, j.Name, j.State, j.Reason)
 		if j.PendingReason != "" {
-			s += fmt.Sprintf(" pending %s: %s", j.PendingReason, j.PendingMessage)
+			s += " pending " + j.PendingReason
+			if j.PendingCause != j.PendingReason {
+				s += " (" + j.PendingCause + ")"
+			}
+			s += ": " + j.PendingMessage
 		}
 		d.rec.line(d.rec.clean(s))
 	}

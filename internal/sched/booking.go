@@ -17,10 +17,10 @@ import (
 //     to end by the window's start (its TimeLimit when it has one, else its
 //     Estimate); so backfill plans around bookings. Preemptible work (class
 //     batch or interactive-preemptible) may start there anyway when nothing
-//     else fits, and is told to stop (a Preemption with ReasonBooked) at the
+//     else fits, and is told to stop (a Preemption with ReasonBookingPreemption) at the
 //     window's start minus its Grace.
 //   - A job with a Reservation runs only on its booking's GPUs, in its
-//     window; before it, it waits with reason ReasonReservation.
+//     window; before it, it waits with reason ReasonBooking.
 //   - When the window ends, the jobs running in it (naming it, or, under
 //     Magnetic, its users' jobs that named no booking) are listed in
 //     Result.Expired (the time-limit treatment) unless the booking is Flex.
@@ -51,8 +51,12 @@ type Expiry struct {
 
 // Reasons of the bookings' decisions.
 const (
-	ReasonBooked       = "reservation"       // preemption: a booking's window starts on the job's GPUs
-	ReasonBookingEnded = "reservation_ended" // expiry: the job's booking ended (not flex)
+	// ReasonBooking: a booking keeps the job out: it waits for the window
+	// of the booking it named, may not use that booking, or would fit now
+	// but for a booking's GPUs.
+	ReasonBooking           = "booking"
+	ReasonBookingPreemption = "booking_preemption" // preemption: a booking's window starts on the job's GPUs
+	ReasonBookingEnded      = "reservation_ended"  // expiry: the job's booking ended (not flex)
 )
 
 // bookGPU is a booked GPU: node and GPU positions in the index.
@@ -277,20 +281,20 @@ func (c *cycle) startBooked(j *Job) bool {
 		i, ok = c.bk.byName[j.Reservation]
 	}
 	if !ok {
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation,
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking,
 			note: textNote(fmt.Sprintf("booking %s is not in effect: it ended, was released or does not exist", j.Reservation))})
 		return false
 	}
 	b := c.bk.list[i]
 	switch {
 	case b.Maint:
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation, note: textNote(fmt.Sprintf("booking %s is for maintenance: no job runs in it", b.Name))})
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking, note: textNote(fmt.Sprintf("booking %s is for maintenance: no job runs in it", b.Name))})
 		return false
 	case !slices.Contains(b.Users, j.User):
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation, note: textNote(fmt.Sprintf("user %s is not one of booking %s's users", j.User, b.Name))})
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking, note: textNote(fmt.Sprintf("user %s is not one of booking %s's users", j.User, b.Name))})
 		return false
 	case c.now.Before(b.Start):
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation, EstimatedStart: b.Start,
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking, EstimatedStart: b.Start,
 			note: textNote(fmt.Sprintf("waiting for booking %s, which starts at %s", b.Name, clock(b.Start, c.now)))})
 		return false
 	}
@@ -376,7 +380,7 @@ func (c *cycle) startInto(j *Job, sh *shapeState, borrowed bool) bool {
 }
 
 // explainBooked turns the last pending entry, the job's, from "not enough
-// GPUs" into "reservation" with the sentence naming the booking, when the
+// GPUs" into ReasonBooking with the sentence naming the booking, when the
 // job would fit but for the bookings that keep it out.
 func (c *cycle) explainBooked(j *Job, sh *shapeState) {
 	if c.bk == nil || len(c.out.Pending) == 0 {
@@ -387,7 +391,7 @@ func (c *cycle) explainBooked(j *Job, sh *shapeState) {
 		return
 	}
 	if n := c.whyBooked(j, sh); n != nil {
-		last.Reason, last.note = ReasonReservation, note{kind: noteText, src: n}
+		last.Reason, last.note = ReasonBooking, note{kind: noteText, src: n}
 	}
 }
 
@@ -556,7 +560,7 @@ func (c *cycle) bookingStops() {
 						done = true
 					}
 				case !c.now.Before(b.Start.Add(-r.Grace)) && !member(b, r.User, r.Reservation):
-					c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, Reason: ReasonBooked,
+					c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, Reason: ReasonBookingPreemption,
 						Message: BookedText(b, c.now)})
 					done = true
 				}

@@ -85,13 +85,13 @@ func TestBookings(t *testing.T) {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("long", "bo", 8, 3*time.Hour, ofClass(ClassInteractive)), bjob("short", "bo", 4, 30*time.Minute, ofClass(ClassInteractive))},
 			starts:  map[string][]int{"short": {0, 1, 2, 3}},
-			reasons: map[string]string{"long": ReasonReservation},
+			reasons: map[string]string{"long": ReasonBooking},
 			message: map[string]string{"long": "GPUs 0-3 on n1 are booked by vision 10:00-18:00 UTC"},
 		},
 		"a time limit, not the estimate, is weighed when the job has one": {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("limited", "bo", 8, 10*time.Minute, ofClass(ClassInteractive), limit(2*time.Hour))},
-			reasons: map[string]string{"limited": ReasonReservation},
+			reasons: map[string]string{"limited": ReasonBooking},
 		},
 		"a long job takes the unbooked GPUs first": {
 			now: t0, bookings: []Booking{vis()},
@@ -106,24 +106,24 @@ func TestBookings(t *testing.T) {
 		"plain batch work is kept off a booking it would run into": {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassBatch))},
-			reasons: map[string]string{"batch": ReasonReservation},
+			reasons: map[string]string{"batch": ReasonBooking},
 		},
 		"preemptible work does not start where its notice would be due already": {
 			now: t0.Add(time.Hour - time.Minute), bookings: []Booking{vis()},
 			queue:   []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassPreemptible), func(j *Job) { j.Grace = 2 * time.Minute })},
-			reasons: map[string]string{"batch": ReasonReservation},
+			reasons: map[string]string{"batch": ReasonBooking},
 		},
 		"in the window only the booking's jobs use its GPUs": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis()},
 			queue:   []Job{bjob("bo6", "bo", 6, time.Hour, func(j *Job) { j.SubmittedAt = t0.Add(-time.Minute) }), bjob("bo4", "bo", 4, time.Hour), bjob("ana", "ana", 4, time.Hour, inRes("vis"))},
 			starts:  map[string][]int{"bo4": {4, 5, 6, 7}, "ana": {0, 1, 2, 3}},
 			inBook:  map[string]string{"ana": "vis", "bo4": ""},
-			reasons: map[string]string{"bo6": ReasonReservation},
+			reasons: map[string]string{"bo6": ReasonBooking},
 		},
 		"a job of the booking waits for its window": {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("ana", "ana", 2, time.Hour, inRes("vis"))},
-			reasons: map[string]string{"ana": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking},
 			message: map[string]string{"ana": "waiting for booking vis, which starts at 10:00 UTC"},
 			estAt:   map[string]time.Time{"ana": t0.Add(time.Hour)},
 		},
@@ -135,17 +135,17 @@ func TestBookings(t *testing.T) {
 		"someone else naming the booking waits": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis()},
 			queue:   []Job{bjob("bo", "bo", 2, time.Hour, inRes("vis"))},
-			reasons: map[string]string{"bo": ReasonReservation},
+			reasons: map[string]string{"bo": ReasonBooking},
 			message: map[string]string{"bo": "user bo is not one of booking vis's users"},
 		},
 		"a booking that is gone": {
 			now: t0, queue: []Job{bjob("ana", "ana", 2, time.Hour, inRes("nope"))},
-			reasons: map[string]string{"ana": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking},
 		},
 		"without magnetic the booked user's plain job stays off": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis()},
 			queue:   []Job{bjob("ana", "ana", 6, time.Hour)},
-			reasons: map[string]string{"ana": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking},
 		},
 		"magnetic: the booked user's plain job lands in it": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis(func(b *Booking) { b.Magnetic = true })},
@@ -156,7 +156,7 @@ func TestBookings(t *testing.T) {
 		"maint: nobody's jobs": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis(func(b *Booking) { b.Maint = true })},
 			queue:   []Job{bjob("ana", "ana", 2, time.Hour, inRes("vis")), bjob("bo", "bo", 6, time.Hour)},
-			reasons: map[string]string{"ana": ReasonReservation, "bo": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking, "bo": ReasonBooking},
 		},
 		"after the window the GPUs are everyone's": {
 			now: t0.Add(9 * time.Hour), bookings: []Booking{vis()},
@@ -241,7 +241,7 @@ func TestBookingStops(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := Schedule(Snapshot{Now: tc.now, Nodes: []Node{n1}, Running: []Running{tc.running}, Bookings: []Booking{tc.booking},
 				Policy: Policy{Name: PolicyFCFS, Backfill: true, Preemption: true}})
-			preempted := len(r.Preemptions) == 1 && r.Preemptions[0].JobID == "r" && r.Preemptions[0].Reason == ReasonBooked
+			preempted := len(r.Preemptions) == 1 && r.Preemptions[0].JobID == "r" && r.Preemptions[0].Reason == ReasonBookingPreemption
 			if preempted != tc.preempt || len(r.Preemptions) > 1 {
 				t.Fatalf("preemptions %+v, want preempted %v", r.Preemptions, tc.preempt)
 			}
@@ -326,7 +326,7 @@ func TestBookingProperties(t *testing.T) {
 				t.Fatalf("iteration %d: %s preempted twice: %+v", iter, p.JobID, r.Preemptions)
 			}
 			seen[p.JobID] = true
-			if p.Reason != ReasonBooked {
+			if p.Reason != ReasonBookingPreemption {
 				continue
 			}
 			v := running[p.JobID]

@@ -180,7 +180,6 @@ type Pending struct {
 const (
 	ReasonResources     = "insufficient_gpus"   // not enough free GPUs that match it right now
 	ReasonBehindHead    = "waiting_for_head"    // backfill off: an earlier job waits, nothing passes it
-	ReasonReservation   = "reservation"         // it would delay the head job's reservation
 	ReasonQuota         = "over_quota"          // over its quota, and no idle GPUs to borrow
 	ReasonPreempting    = "preempting"          // GPUs are being freed for it
 	ReasonUnsatisfiable = "unsatisfiable"       // no node could ever run it as asked
@@ -195,6 +194,13 @@ const (
 	// such jobs running as Snapshot.CPUJobsPerUser allows (cpujobs.go).
 	ReasonUserCPUJobLimit = "user_cpu_job_limit"
 )
+
+// ReasonBackfillReserved: the job would fit now on GPUs held for the head
+// job's reservation (backfill) and could delay it. It and ReasonBooking
+// (booking.go) were one reason, "reservation", until they were told
+// apart; the API's pending_reason still says "reservation" for both
+// (api.PendingReasonOf).
+const ReasonBackfillReserved = "backfill_reserved"
 
 // Result is the outcome of one cycle.
 type Result struct {

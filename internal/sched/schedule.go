@@ -457,7 +457,7 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 		if c.resNote == nil {
 			c.resNote = &noteSrc{now: c.now, head: c.res.jobID, at: c.res.at, backfill: c.p.Backfill}
 		}
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation,
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBackfillReserved,
 			note: note{kind: noteReservation, given: j.EstimateGiven, est: j.Estimate, src: c.resNote}})
 		return false
 	}
