@@ -22,7 +22,7 @@ import (
 
 // bookingView sets the booking part of the core's view of queued job j.
 func bookingView(sj *sched.Job, j *api.Job) {
-	sj.Reservation = j.Reservation
+	sj.Booking = j.Reservation
 	if j.TimeLimit != nil {
 		sj.TimeLimit = j.TimeLimit.Duration()
 	}
@@ -67,7 +67,7 @@ func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
 	for i := range snap.Running {
 		r := &snap.Running[i]
 		if j := o.jobs[r.ID]; j != nil { // nil: a hold outside the queue
-			r.Reservation, r.Grace = j.Reservation, o.preemptGrace(j)
+			r.Booking, r.Grace = j.Reservation, o.preemptGrace(j)
 		}
 	}
 	def := o.policy.PreemptGrace.Duration()

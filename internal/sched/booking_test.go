@@ -28,7 +28,7 @@ func bjob(id, user string, gpus int, est time.Duration, mod ...func(*Job)) Job {
 	return j
 }
 
-func inRes(name string) func(*Job)     { return func(j *Job) { j.Reservation = name } }
+func inRes(name string) func(*Job)     { return func(j *Job) { j.Booking = name } }
 func ofClass(c string) func(*Job)      { return func(j *Job) { j.Class = c } }
 func limit(d time.Duration) func(*Job) { return func(j *Job) { j.TimeLimit = d } }
 
@@ -40,7 +40,7 @@ func blocks(b *Booking, j *Job, now time.Time, into bool) bool {
 	switch {
 	case !now.Before(b.End):
 		return false
-	case member(b, j.User, j.Reservation):
+	case member(b, j.User, j.Booking):
 		return false
 	case !now.Before(b.Start): // in its window
 		return true
@@ -179,8 +179,8 @@ func TestBookings(t *testing.T) {
 				if started && !slices.Equal(st.Placements[0].GPUs, want) {
 					t.Errorf("%s on GPUs %v, want %v", j.ID, st.Placements[0].GPUs, want)
 				}
-				if b, ok := tc.inBook[j.ID]; ok && st.Reservation != b {
-					t.Errorf("%s started in booking %q, want %q", j.ID, st.Reservation, b)
+				if b, ok := tc.inBook[j.ID]; ok && st.Booking != b {
+					t.Errorf("%s started in booking %q, want %q", j.ID, st.Booking, b)
 				}
 			}
 			for id, want := range tc.reasons {
@@ -211,7 +211,7 @@ func TestBookingStops(t *testing.T) {
 	n1 := node("n1", 8, "H100", 80, 0, 1, 2, 3)
 	run := func(id, user, res string) Running {
 		return Running{ID: id, User: user, Priority: 2, StartedAt: t0.Add(-time.Hour), Estimate: 10 * time.Hour,
-			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1, 2, 3}}}, Reservation: res, Grace: 5 * time.Minute}
+			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1, 2, 3}}}, Booking: res, Grace: 5 * time.Minute}
 	}
 	tests := map[string]struct {
 		now     time.Time
@@ -298,7 +298,7 @@ func TestBookingProperties(t *testing.T) {
 		for i := range s.Queue {
 			j := &s.Queue[i]
 			if len(names) > 0 && rng.IntN(4) == 0 {
-				j.Reservation = names[rng.IntN(len(names))]
+				j.Booking = names[rng.IntN(len(names))]
 			}
 			j.Class = []string{"", ClassBatch, ClassPreemptible, ClassInteractive, ClassInteractivePreemptible}[rng.IntN(5)]
 			if rng.IntN(3) == 0 {
@@ -308,7 +308,7 @@ func TestBookingProperties(t *testing.T) {
 		}
 		for i := range s.Running {
 			if len(names) > 0 && rng.IntN(3) == 0 {
-				s.Running[i].Reservation = names[rng.IntN(len(names))]
+				s.Running[i].Booking = names[rng.IntN(len(names))]
 			}
 			s.Running[i].Grace = time.Duration(rng.IntN(10)) * time.Minute
 		}
@@ -334,7 +334,7 @@ func TestBookingProperties(t *testing.T) {
 			for bi := range s.Bookings {
 				b := &s.Bookings[bi]
 				for _, pl := range v.Placements {
-					if overlapsOn(b, pl) && s.Now.Before(b.End) && !s.Now.Before(b.Start.Add(-v.Grace)) && !member(b, v.User, v.Reservation) {
+					if overlapsOn(b, pl) && s.Now.Before(b.End) && !s.Now.Before(b.Start.Add(-v.Grace)) && !member(b, v.User, v.Booking) {
 						ok = true
 					}
 				}
@@ -348,7 +348,7 @@ func TestBookingProperties(t *testing.T) {
 			ok := false
 			for bi := range s.Bookings {
 				b := &s.Bookings[bi]
-				in := b.Name == v.Reservation || v.Reservation == "" && b.Magnetic && member(b, v.User, "")
+				in := b.Name == v.Booking || v.Booking == "" && b.Magnetic && member(b, v.User, "")
 				ok = ok || in && v.StartedAt.Before(b.End) && b.Name == e.Booking && !b.Flex && !s.Now.Before(b.End)
 			}
 			if !ok {
@@ -372,13 +372,13 @@ func TestBookingProperties(t *testing.T) {
 					}
 				}
 			}
-			if j.Reservation != "" {
-				if st.Reservation != j.Reservation {
-					t.Fatalf("iteration %d: job %s of booking %s started as %q", iter, j.ID, j.Reservation, st.Reservation)
+			if j.Booking != "" {
+				if st.Booking != j.Booking {
+					t.Fatalf("iteration %d: job %s of booking %s started as %q", iter, j.ID, j.Booking, st.Booking)
 				}
 				var b *Booking
 				for bi := range s.Bookings {
-					if s.Bookings[bi].Name == j.Reservation {
+					if s.Bookings[bi].Name == j.Booking {
 						b = &s.Bookings[bi]
 					}
 				}
@@ -416,7 +416,7 @@ func bookedSnapshot(n int, p Policy) Snapshot {
 	for i := range s.Queue {
 		s.Queue[i].Estimate = time.Duration(1+i%240) * time.Minute
 		if n > 0 && i%10 == 0 {
-			s.Queue[i].Reservation = s.Bookings[i%n].Name
+			s.Queue[i].Booking = s.Bookings[i%n].Name
 		}
 	}
 	return s
@@ -462,7 +462,7 @@ func TestBookingEstimates(t *testing.T) {
 	n1 := node("n1", 8, "H100", 80, 0, 1)
 	s := Snapshot{Now: now, Nodes: []Node{n1}, Bookings: []Booking{vis()}, Policy: Policy{Name: PolicyFCFS, Backfill: true},
 		Running: []Running{{ID: "r", User: "ana", Priority: 2, StartedAt: now.Add(-30 * time.Minute), Estimate: 90 * time.Minute,
-			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1}}}, Reservation: "vis"}},
+			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1}}}, Booking: "vis"}},
 		Queue: []Job{bjob("ana", "ana", 4, time.Hour, inRes("vis")), bjob("bo", "bo", 6, time.Hour, func(j *Job) { j.SubmittedAt = t0.Add(time.Minute) })}}
 	r := Schedule(s)
 	plan := EstimateStarts(s, r, DefaultPlanDepth)

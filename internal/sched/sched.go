@@ -84,13 +84,13 @@ type Job struct {
 	Count int
 	// Class is the job's class (class.go); empty: batch.
 	Class string
-	// Reservation names the booking the job runs in (booking.go); empty:
+	// Booking names the booking the job runs in (booking.go); empty:
 	// none. TimeLimit, when set, is the most it runs (else Estimate is
 	// what a booking ahead is weighed against); Grace is its SIGTERM to
 	// SIGKILL time when preempted.
-	Reservation string
-	TimeLimit   time.Duration
-	Grace       time.Duration
+	Booking   string
+	TimeLimit time.Duration
+	Grace     time.Duration
 	// Held, when set, makes the job not eligible: it waits with this
 	// pending reason and HeldNote as its sentence (a budget's hold:
 	// "budget_exhausted").
@@ -115,7 +115,7 @@ type Running struct {
 	Preempting  bool          // it has been told to stop; its GPUs are about to be free
 	Idle        bool          // flagged idle: its GPUs sat unused
 	Class       string        // the job's class (class.go): ClassInteractive is never a victim
-	Reservation string        // the booking it runs in (booking.go); empty: none
+	Booking     string        // the booking it runs in (booking.go); empty: none
 	Grace       time.Duration // SIGTERM to SIGKILL when preempted: its notice comes this long before a booking
 }
 
@@ -153,9 +153,9 @@ type Start struct {
 	JobID      string
 	Placements []Placement
 	Borrowed   bool // over its user's or project's quota, on idle GPUs
-	// Reservation is the booking whose window it starts in (its own, or
+	// Booking is the booking whose window it starts in (its own, or
 	// a magnetic one it landed in); empty: none.
-	Reservation string
+	Booking string
 }
 
 // Preemption is a decision to stop a running job so that another can start.
