@@ -27,7 +27,7 @@ func startBooked(t *testing.T, flags ...string) (*harness, *clock, *api.Reservat
 		r.Allocation = append(r.Allocation, api.Allocation{NodeID: "n1", GPUID: g})
 	}
 	h.o.mu.Lock()
-	h.o.resv[r.Name] = r
+	h.o.bookings[r.Name] = r
 	h.o.mu.Unlock()
 	return h, clk, r
 }
@@ -120,7 +120,7 @@ func TestBookingMagnetic(t *testing.T) {
 		t.Fatalf("ana's plain job on %v naming %q, want it on the booked GPUs naming none", gpuIDs(got), got.Reservation)
 	}
 	h.o.mu.RLock()
-	used := h.o.resv["vis"].UsedAt
+	used := h.o.bookings["vis"].UsedAt
 	h.o.mu.RUnlock()
 	if used == nil {
 		t.Fatal("the magnetic booking's used_at is not set")

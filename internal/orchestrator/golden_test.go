@@ -121,7 +121,7 @@ func (d *day) play() {
 	d.settle()
 
 	d.step("an admin books 4 GPUs for dave from 10:00 to 11:00")
-	d.must(d.o.CreateReservation(ctx, api.ReservationRequest{Name: "dave-demo", GPUs: ptr(4),
+	d.must(d.o.CreateBooking(ctx, api.ReservationRequest{Name: "dave-demo", GPUs: ptr(4),
 		Start: ptr(dayStart.Add(2 * time.Hour).Format(time.RFC3339)), End: ptr(dayStart.Add(3 * time.Hour).Format(time.RFC3339)),
 		Users: &[]string{"dave"}}, orchestrator.Booker{User: "admin", Admin: true}))
 	d.settle()
