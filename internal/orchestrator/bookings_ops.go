@@ -136,7 +136,7 @@ func (o *Orchestrator) DeleteBooking(ctx context.Context, name string, who Booke
 		}
 		delete(o.bookings, name)
 		delete(o.bookLive, name)
-		tx.batch.DeleteReservations = append(tx.batch.DeleteReservations, name)
+		tx.batch.DeleteBookings = append(tx.batch.DeleteBookings, name)
 		o.dirty = true
 		o.log.Info("booking deleted", "booking", name, "by", who.User)
 		return cloneBooking(r), nil
@@ -181,7 +181,7 @@ func (o *Orchestrator) admitBooking(r *api.Reservation, who Booker) error {
 // saveBooking writes r's record in tx and asks for a cycle (the plan
 // sees bookings). Loop only.
 func (o *Orchestrator) saveBooking(tx *txn, r *api.Reservation) {
-	tx.batch.Reservations = append(tx.batch.Reservations, cloneBooking(r))
+	tx.batch.Bookings = append(tx.batch.Bookings, cloneBooking(r))
 	o.dirty = true
 }
 

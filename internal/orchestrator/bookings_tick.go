@@ -29,8 +29,8 @@ type bookingJob struct {
 
 // loadBookings puts the store's bookings in memory (recover).
 func (o *Orchestrator) loadBookings(st *store.State) {
-	for i := range st.Reservations {
-		r := st.Reservations[i]
+	for i := range st.Bookings {
+		r := st.Bookings[i]
 		o.bookings[r.Name] = &r
 	}
 }

@@ -638,8 +638,8 @@ func (r *recorder) batch(b *store.Batch) {
 		return fmt.Sprintf("%s to %s at %s: %s", o.Kind, o.EndpointID, r.rel(o.CreatedAt), o.Data)
 	}), true)
 	add("array", rows(len(b.Arrays), func(i int) string { return js(b.Arrays[i]) }), true)
-	add("booking", rows(len(b.Reservations), func(i int) string { return js(b.Reservations[i]) }), true)
-	add("delete-booking", slices.Clone(b.DeleteReservations), true)
+	add("booking", rows(len(b.Bookings), func(i int) string { return js(b.Bookings[i]) }), true)
+	add("delete-booking", slices.Clone(b.DeleteBookings), true)
 	add("usage", rows(len(b.Usage), func(i int) string { return js(b.Usage[i]) }), true)
 	add("ended", rows(len(b.Ended), func(i int) string { return js(b.Ended[i]) }), true)
 
