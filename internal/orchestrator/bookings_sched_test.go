@@ -15,7 +15,7 @@ import (
 
 // startBooked runs an orchestrator on one 8-GPU node with a fake clock at
 // 09:00 UTC and a booking "vis" of GPUs 0-3 from 10:00 to 18:00 for ana
-// (project vision) with the given flags, put straight into o.resv.
+// (project vision) with the given flags, put straight into o.bookings.
 func startBooked(t *testing.T, flags ...string) (*harness, *clock, *api.Reservation) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
