@@ -111,7 +111,8 @@ type Job struct {
 	RetryCount         int               `json:"retry_count"`
 	QueuePosition      int               `json:"queue_position,omitempty"`
 	EstimatedStartTime *time.Time        `json:"estimated_start_time,omitempty"`
-	PendingReason      string            `json:"pending_reason,omitempty"`  // machine-readable, queued jobs only
+	PendingReason      string            `json:"pending_reason,omitempty"`  // machine-readable, queued jobs only; see PendingCause
+	PendingCause       string            `json:"pending_cause,omitempty"`   // the precise reason: PendingReason, told apart where that says "reservation" (PendingReasonOf)
 	PendingMessage     string            `json:"pending_message,omitempty"` // the "why pending" sentence
 	CancelRequested    bool              `json:"cancel_requested,omitempty"`
 	PreemptGrace       *Seconds          `json:"preempt_grace,omitempty"` // SIGTERM to SIGKILL when preempted; default: the policy's
@@ -301,6 +302,7 @@ type QueuedJob struct {
 	EstimatedDuration  *Seconds   `json:"estimated_duration,omitempty"`
 	WaitedSeconds      float64    `json:"waited_seconds"`
 	PendingReason      string     `json:"pending_reason,omitempty"`
+	PendingCause       string     `json:"pending_cause,omitempty"` // as Job's
 	PendingMessage     string     `json:"pending_message,omitempty"`
 
 	RequestedGPUsMin int    `json:"requested_gpus_min,omitempty"` // elastic: the fewest GPUs it may start with

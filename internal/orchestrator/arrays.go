@@ -172,7 +172,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	if err := o.checkLimits(&j, exempt); err != nil {
 		return submitResult{}, err
 	}
-	if err := o.checkReservation(&j, req, tx.now); err != nil { // bookings_sched.go
+	if err := o.checkJobBooking(&j, req, tx.now); err != nil { // bookings_sched.go
 		return submitResult{}, err
 	}
 	n := len(spec.Indexes)

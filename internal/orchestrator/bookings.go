@@ -6,14 +6,14 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// reservationList returns every booking that has not ended by now, with
+// bookingList returns every booking that has not ended by now, with
 // the occurrences of repeating bookings expanded over the planning horizon
 // (each occurrence its own Reservation with its own Start and End). The
 // scheduling cycle turns them into blocked intervals. The caller holds
 // o.mu (or is the loop).
-func (o *Orchestrator) reservationList(now time.Time) []*api.Reservation {
+func (o *Orchestrator) bookingList(now time.Time) []*api.Reservation {
 	var out []*api.Reservation
-	for _, r := range o.resv {
+	for _, r := range o.bookings {
 		if !live(r) || !r.End.After(now) {
 			continue
 		}

@@ -11,7 +11,7 @@ import (
 // benchBookings fills an orchestrator's books with n one-GPU bookings on
 // 8-GPU nodes, a day apart per GPU, every repeat-th one daily (0: none).
 func benchBookings(n, repeat int) *Orchestrator {
-	o := &Orchestrator{resv: map[string]*api.Reservation{}, nodeIndex: map[string]int{}, active: map[string]bool{}, holds: map[string]*api.Hold{},
+	o := &Orchestrator{bookings: map[string]*api.Reservation{}, nodeIndex: map[string]int{}, active: map[string]bool{}, holds: map[string]*api.Hold{},
 		cfg: Config{Now: time.Now}}
 	for i := range 16 {
 		nd := simNode(fmt.Sprintf("n%02d", i), 8)
@@ -27,7 +27,7 @@ func benchBookings(n, repeat int) *Orchestrator {
 		if repeat > 0 && i%repeat == 0 {
 			r.Flags = []string{api.BookingDaily}
 		}
-		o.resv[r.Name] = r
+		o.bookings[r.Name] = r
 	}
 	return o
 }
@@ -43,7 +43,7 @@ func BenchmarkReservationList(b *testing.B) {
 		o := benchBookings(c.n, c.repeat)
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				o.reservationList(now)
+				o.bookingList(now)
 			}
 		})
 	}

@@ -14,13 +14,13 @@ import (
 // against the rules (bookings_rules.go) and committed with its record
 // before it is answered.
 
-// Reservations returns every booking (released and ended ones too), by
+// Bookings returns every booking (released and ended ones too), by
 // start then name.
-func (o *Orchestrator) Reservations() []api.Reservation {
+func (o *Orchestrator) Bookings() []api.Reservation {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	out := make([]api.Reservation, 0, len(o.resv))
-	for _, r := range o.resv {
+	out := make([]api.Reservation, 0, len(o.bookings))
+	for _, r := range o.bookings {
 		out = append(out, cloneBooking(r))
 	}
 	slices.SortFunc(out, func(a, b api.Reservation) int {
@@ -32,27 +32,27 @@ func (o *Orchestrator) Reservations() []api.Reservation {
 	return out
 }
 
-// Reservation returns the booking named name.
-func (o *Orchestrator) Reservation(name string) (api.Reservation, error) {
+// Booking returns the booking named name.
+func (o *Orchestrator) Booking(name string) (api.Reservation, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	r, ok := o.resv[name]
+	r, ok := o.bookings[name]
 	if !ok {
 		return api.Reservation{}, api.NotFound("no booking %q", name)
 	}
 	return cloneBooking(r), nil
 }
 
-// CreateReservation checks and makes a booking for who: its owner is
+// CreateBooking checks and makes a booking for who: its owner is
 // who; its users default to who. A name in use by a live booking is a
 // 409; one of a released or ended booking is taken over.
-func (o *Orchestrator) CreateReservation(ctx context.Context, req api.ReservationRequest, who Booker) (api.Reservation, error) {
+func (o *Orchestrator) CreateBooking(ctx context.Context, req api.ReservationRequest, who Booker) (api.Reservation, error) {
 	req.Name = strings.TrimSpace(req.Name)
 	if !bookingName.MatchString(req.Name) {
 		return api.Reservation{}, api.Invalid("name", "%q is not a booking name: letters, digits, '.', '_' and '-', at most 63, starting with a letter or digit", req.Name)
 	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		if old, ok := o.resv[req.Name]; ok && live(old) {
+		if old, ok := o.bookings[req.Name]; ok && live(old) {
 			return nil, api.Conflict("reservation_exists", "a booking named %q exists (%s); pick another name or change it with PATCH", req.Name, old.State)
 		}
 		r := &api.Reservation{Name: req.Name, Owner: who.User, CreatedAt: tx.now, State: api.BookingScheduled}
@@ -68,7 +68,7 @@ func (o *Orchestrator) CreateReservation(ctx context.Context, req api.Reservatio
 		if !r.Start.After(tx.now) {
 			r.State = api.BookingActive
 		}
-		o.resv[r.Name] = r
+		o.bookings[r.Name] = r
 		o.saveBooking(tx, r)
 		o.log.Info("booking created", "booking", r.Name, "owner", r.Owner, "gpus", r.GPUs, "start", r.Start, "end", r.End)
 		return cloneBooking(r), nil
@@ -79,10 +79,10 @@ func (o *Orchestrator) CreateReservation(ctx context.Context, req api.Reservatio
 	return v.(api.Reservation), nil
 }
 
-// UpdateReservation changes the fields req gives of a live booking (its
+// UpdateBooking changes the fields req gives of a live booking (its
 // owner's or, for admins, anyone's), checked as a new one would be; its
 // GPUs stay where they still fit.
-func (o *Orchestrator) UpdateReservation(ctx context.Context, name string, req api.ReservationRequest, who Booker) (api.Reservation, error) {
+func (o *Orchestrator) UpdateBooking(ctx context.Context, name string, req api.ReservationRequest, who Booker) (api.Reservation, error) {
 	if req.Name != "" && req.Name != name {
 		return api.Reservation{}, api.Invalid("name", "a booking cannot be renamed")
 	}
@@ -109,7 +109,7 @@ func (o *Orchestrator) UpdateReservation(ctx context.Context, name string, req a
 		} else if r.State == api.BookingActive && r.Start.After(tx.now) {
 			r.State = api.BookingScheduled
 		}
-		o.resv[name] = r
+		o.bookings[name] = r
 		o.saveBooking(tx, r)
 		o.log.Info("booking changed", "booking", name, "by", who.User)
 		return cloneBooking(r), nil
@@ -120,11 +120,11 @@ func (o *Orchestrator) UpdateReservation(ctx context.Context, name string, req a
 	return v.(api.Reservation), nil
 }
 
-// DeleteReservation cancels a booking: one whose window has not begun is
+// DeleteBooking cancels a booking: one whose window has not begun is
 // forgotten; one in its window is released, its idle GPU time so far
 // charged to its booker (bookings_tick.go). It returns the booking as it
 // was left.
-func (o *Orchestrator) DeleteReservation(ctx context.Context, name string, who Booker) (api.Reservation, error) {
+func (o *Orchestrator) DeleteBooking(ctx context.Context, name string, who Booker) (api.Reservation, error) {
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		r, err := o.ownBooking(name, who)
 		if err != nil {
@@ -134,9 +134,9 @@ func (o *Orchestrator) DeleteReservation(ctx context.Context, name string, who B
 			o.closeBooking(tx, r, api.BookingReleased, tx.now, false)
 			return cloneBooking(r), nil
 		}
-		delete(o.resv, name)
+		delete(o.bookings, name)
 		delete(o.bookLive, name)
-		tx.batch.DeleteReservations = append(tx.batch.DeleteReservations, name)
+		tx.batch.DeleteBookings = append(tx.batch.DeleteBookings, name)
 		o.dirty = true
 		o.log.Info("booking deleted", "booking", name, "by", who.User)
 		return cloneBooking(r), nil
@@ -150,7 +150,7 @@ func (o *Orchestrator) DeleteReservation(ctx context.Context, name string, who B
 // ownBooking returns the booking named name if who may change it: its
 // owner or an admin. Loop only.
 func (o *Orchestrator) ownBooking(name string, who Booker) (*api.Reservation, error) {
-	r, ok := o.resv[name]
+	r, ok := o.bookings[name]
 	if !ok {
 		return nil, api.NotFound("no booking %q", name)
 	}
@@ -181,7 +181,7 @@ func (o *Orchestrator) admitBooking(r *api.Reservation, who Booker) error {
 // saveBooking writes r's record in tx and asks for a cycle (the plan
 // sees bookings). Loop only.
 func (o *Orchestrator) saveBooking(tx *txn, r *api.Reservation) {
-	tx.batch.Reservations = append(tx.batch.Reservations, cloneBooking(r))
+	tx.batch.Bookings = append(tx.batch.Bookings, cloneBooking(r))
 	o.dirty = true
 }
 

@@ -31,7 +31,7 @@ const DefaultBookingAllowance = 64.0
 // released (--purge-after).
 const DefaultPurgeAfter = 30 * time.Minute
 
-// bookingHorizon is how far ahead reservationList expands the occurrences
+// bookingHorizon is how far ahead bookingList expands the occurrences
 // of repeating bookings.
 const bookingHorizon = 7 * 24 * time.Hour
 
@@ -286,7 +286,7 @@ func (o *Orchestrator) checkAllowance(r *api.Reservation, who Booker) error {
 			}
 			seen[week.start] = true
 			var have float64
-			for _, b := range o.resv {
+			for _, b := range o.bookings {
 				if b.Name != r.Name && b.Owner == r.Owner && live(b) {
 					have += gpuHoursIn(b, week)
 				}
@@ -371,13 +371,13 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 			why = append(why, blocker{what, mine})
 		}
 	}
-	names := make([]string, 0, len(o.resv))
-	for name := range o.resv {
+	names := make([]string, 0, len(o.bookings))
+	for name := range o.bookings {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
-		b := o.resv[name]
+		b := o.bookings[name]
 		if name == r.Name || !live(b) {
 			continue
 		}

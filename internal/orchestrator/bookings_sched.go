@@ -18,11 +18,11 @@ import (
 // leave booked GPUs before a window (preemptions, handled as any), jobs of
 // a booking stopped when its window ends (expiries: the time-limit
 // treatment, reason reservation_ended), starts in a booking (the booking's
-// UsedAt, the job's reservation).
+// UsedAt, the job's Reservation field: the API's name for its booking).
 
 // bookingView sets the booking part of the core's view of queued job j.
 func bookingView(sj *sched.Job, j *api.Job) {
-	sj.Reservation = j.Reservation
+	sj.Booking = j.Reservation
 	if j.TimeLimit != nil {
 		sj.TimeLimit = j.TimeLimit.Duration()
 	}
@@ -45,21 +45,21 @@ func (o *Orchestrator) preemptGrace(j *api.Job) time.Duration {
 const endedLookback = 24 * time.Hour
 
 // snapshotBookings adds the bookings to snap: every booking not yet ended
-// (o.reservationList), and those that ended within endedLookback (so that
+// (o.bookingList), and those that ended within endedLookback (so that
 // the core expires the jobs still in them; not those released, whose
 // jobs run on); it fills in the running jobs'
 // bookings and grace, and the queued jobs' default grace. Loop only, or
 // with a lock held.
 func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
-	if len(o.resv) == 0 {
+	if len(o.bookings) == 0 {
 		return
 	}
-	list := o.reservationList(now)
+	list := o.bookingList(now)
 	listed := make(map[string]bool, len(list))
 	for _, r := range list {
 		listed[r.Name] = true
 	}
-	for _, b := range o.resv {
+	for _, b := range o.bookings {
 		if !listed[b.Name] && !b.End.After(now) && now.Sub(b.End) < endedLookback && b.State != "released" {
 			list = append(list, b) // ended: the jobs still in it are to stop
 		}
@@ -67,7 +67,7 @@ func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
 	for i := range snap.Running {
 		r := &snap.Running[i]
 		if j := o.jobs[r.ID]; j != nil { // nil: a hold outside the queue
-			r.Reservation, r.Grace = j.Reservation, o.preemptGrace(j)
+			r.Booking, r.Grace = j.Reservation, o.preemptGrace(j)
 		}
 	}
 	def := o.policy.PreemptGrace.Duration()
@@ -86,7 +86,7 @@ func (o *Orchestrator) snapshotBookings(snap *sched.Snapshot, now time.Time) {
 // lock held, or the loop.
 func (o *Orchestrator) bookingsAt(now time.Time) []sched.Booking {
 	var bs []sched.Booking
-	for _, r := range o.reservationList(now) {
+	for _, r := range o.bookingList(now) {
 		bs = append(bs, schedBooking(r))
 	}
 	return bs
@@ -110,7 +110,7 @@ func (o *Orchestrator) startedInBooking(tx *txn, j *api.Job, name string) {
 	if name == "" {
 		return
 	}
-	if r := o.resv[name]; r != nil && r.UsedAt == nil {
+	if r := o.bookings[name]; r != nil && r.UsedAt == nil {
 		at := tx.now
 		r.UsedAt = &at
 		o.saveBooking(tx, r)
@@ -135,7 +135,7 @@ func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
 				o.log.Error("stop job at its booking's end", "job_id", id, "err", err)
 			}
 		})
-		o.log.Info("job's booking ended; stopping it", "job_id", id, "reservation", e.Booking)
+		o.log.Info("job's booking ended; stopping it", "job_id", id, "booking", e.Booking)
 	}
 }
 
@@ -145,15 +145,16 @@ func bookingOutcome(j *api.Job, code int) (api.State, string, string) {
 		fmt.Sprintf("its booking %s ended and it was stopped (exit code %d)", j.Reservation, code)
 }
 
-// checkReservation checks a submission's reservation: the booking must be
+// checkJobBooking checks the booking a submission names (its reservation
+// field, the API's word for a booking): the booking must be
 // in effect (not ended, released or for maintenance) and the job's user
 // one of its users. Loop only.
-func (o *Orchestrator) checkReservation(j *api.Job, req *api.SubmitRequest, now time.Time) error {
+func (o *Orchestrator) checkJobBooking(j *api.Job, req *api.SubmitRequest, now time.Time) error {
 	name := strings.TrimSpace(req.Reservation)
 	if name == "" {
 		return nil
 	}
-	r, ok := o.resv[name]
+	r, ok := o.bookings[name]
 	switch {
 	case !ok:
 		return api.Invalid("reservation", "no booking named %q (corral reserve list shows them)", name)

@@ -29,9 +29,9 @@ type bookingJob struct {
 
 // loadBookings puts the store's bookings in memory (recover).
 func (o *Orchestrator) loadBookings(st *store.State) {
-	for i := range st.Reservations {
-		r := st.Reservations[i]
-		o.resv[r.Name] = &r
+	for i := range st.Bookings {
+		r := st.Bookings[i]
+		o.bookings[r.Name] = &r
 	}
 }
 
@@ -50,7 +50,7 @@ func (o *Orchestrator) purgeAfter() time.Duration {
 // checkBookings moves bookings along their windows. Loop only.
 func (o *Orchestrator) checkBookings(ctx context.Context) {
 	o.mu.Lock()
-	if len(o.resv) == 0 {
+	if len(o.bookings) == 0 {
 		o.mu.Unlock()
 		return
 	}
@@ -82,7 +82,7 @@ func (o *Orchestrator) stepBookings(tx *txn) {
 		if j == nil || j.Reservation == "" || j.State != api.StateRunning || j.StartedAt == nil {
 			continue
 		}
-		r := o.resv[j.Reservation]
+		r := o.bookings[j.Reservation]
 		if r == nil || !live(r) {
 			continue
 		}
@@ -103,19 +103,19 @@ func (o *Orchestrator) stepBookings(tx *txn) {
 			end = *j.FinishedAt
 		}
 		delete(o.bookLive, id)
-		if r := o.resv[bj.booking]; r != nil && live(r) {
+		if r := o.bookings[bj.booking]; r != nil && live(r) {
 			r.UsedGPUSeconds += bj.used(r, end)
 			changed[r.Name] = true
 		}
 	}
-	names := make([]string, 0, len(o.resv))
-	for name := range o.resv {
+	names := make([]string, 0, len(o.bookings))
+	for name := range o.bookings {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	purge := o.purgeAfter()
 	for _, name := range names {
-		r := o.resv[name]
+		r := o.bookings[name]
 		if !live(r) {
 			continue
 		}
@@ -132,7 +132,7 @@ func (o *Orchestrator) stepBookings(tx *txn) {
 		}
 	}
 	for name := range changed {
-		o.saveBooking(tx, o.resv[name])
+		o.saveBooking(tx, o.bookings[name])
 	}
 }
 

@@ -210,7 +210,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		j.NodeID = placedNode(s.Placements) // recover.go: a job of no GPUs has no other record of it
 		j.GrantedGPUs = len(j.Allocation)
 		j.Borrowed = s.Borrowed
-		o.startedInBooking(tx, j, s.Reservation) // bookings_sched.go
+		o.startedInBooking(tx, j, s.Booking) // bookings_sched.go
 		msg := ""
 		if s.Borrowed {
 			msg = "on idle GPUs borrowed beyond its quota; they are the first taken back"

@@ -121,7 +121,7 @@ func (d *day) play() {
 	d.settle()
 
 	d.step("an admin books 4 GPUs for dave from 10:00 to 11:00")
-	d.must(d.o.CreateReservation(ctx, api.ReservationRequest{Name: "dave-demo", GPUs: ptr(4),
+	d.must(d.o.CreateBooking(ctx, api.ReservationRequest{Name: "dave-demo", GPUs: ptr(4),
 		Start: ptr(dayStart.Add(2 * time.Hour).Format(time.RFC3339)), End: ptr(dayStart.Add(3 * time.Hour).Format(time.RFC3339)),
 		Users: &[]string{"dave"}}, orchestrator.Booker{User: "admin", Admin: true}))
 	d.settle()
@@ -490,7 +490,8 @@ func (d *day) running() []string {
 }
 
 // view writes down what the API shows of the jobs: state, reason, and
-// why a queued job waits.
+// why a queued job waits (its pending_cause, in brackets, where it is not
+// its pending_reason).
 func (d *day) view(ids ...string) {
 	d.t.Helper()
 	for _, id := range ids {
@@ -500,7 +501,11 @@ func (d *day) view(ids ...string) {
 		}
 		s := fmt.Sprintf("   ? %s %s %s (%s)", j.ID, j.Name, j.State, j.Reason)
 		if j.PendingReason != "" {
-			s += fmt.Sprintf(" pending %s: %s", j.PendingReason, j.PendingMessage)
+			s += " pending " + j.PendingReason
+			if j.PendingCause != j.PendingReason {
+				s += " (" + j.PendingCause + ")"
+			}
+			s += ": " + j.PendingMessage
 		}
 		d.rec.line(d.rec.clean(s))
 	}
@@ -633,8 +638,8 @@ func (r *recorder) batch(b *store.Batch) {
 		return fmt.Sprintf("%s to %s at %s: %s", o.Kind, o.EndpointID, r.rel(o.CreatedAt), o.Data)
 	}), true)
 	add("array", rows(len(b.Arrays), func(i int) string { return js(b.Arrays[i]) }), true)
-	add("booking", rows(len(b.Reservations), func(i int) string { return js(b.Reservations[i]) }), true)
-	add("delete-booking", slices.Clone(b.DeleteReservations), true)
+	add("booking", rows(len(b.Bookings), func(i int) string { return js(b.Bookings[i]) }), true)
+	add("delete-booking", slices.Clone(b.DeleteBookings), true)
 	add("usage", rows(len(b.Usage), func(i int) string { return js(b.Usage[i]) }), true)
 	add("ended", rows(len(b.Ended), func(i int) string { return js(b.Ended[i]) }), true)
 

@@ -199,7 +199,7 @@ func (o *Orchestrator) holdNote(v *api.Job) {
 		return
 	}
 	switch v.PendingReason {
-	case sched.ReasonResources, sched.ReasonReservation, sched.ReasonBehindHead:
+	case sched.ReasonResources, sched.ReasonBackfillReserved, sched.ReasonBooking, sched.ReasonBehindHead:
 	default:
 		return
 	}

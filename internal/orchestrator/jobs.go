@@ -105,7 +105,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err := o.checkLimits(&j, exempt); err != nil {
 		return submitResult{}, err
 	}
-	if err := o.checkReservation(&j, req, tx.now); err != nil { // bookings_sched.go
+	if err := o.checkJobBooking(&j, req, tx.now); err != nil { // bookings_sched.go
 		return submitResult{}, err
 	}
 	o.budgetSubmit(&j) // budgets.go

@@ -196,7 +196,7 @@ type Orchestrator struct {
 
 	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
 
-	resv     map[string]*api.Reservation // bookings by name (bookings.go)
+	bookings map[string]*api.Reservation // bookings by name (bookings.go)
 	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
 
 	use     usageBooks        // the usage ledger, prices and budgets (usage.go, budgets.go)
@@ -279,7 +279,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		queuedBy:    map[string]int{},
 		queueSorted: true,
 		active:      map[string]bool{},
-		resv:        map[string]*api.Reservation{},
+		bookings:    map[string]*api.Reservation{},
 		holds:       map[string]*api.Hold{},
 		idem:        map[string]string{},
 		owner:       map[gpuKey]string{},

@@ -33,11 +33,11 @@ func TestUnstorableOpRefusedAlone(t *testing.T) {
 	fns := []func(tx *txn) (any, error){
 		func(tx *txn) (any, error) { tx.batch.Settings = map[string]string{"door-a": "1"}; return "a", nil },
 		func(tx *txn) (any, error) {
-			tx.batch.Reservations = append(tx.batch.Reservations, api.Reservation{Name: "x3", GPUs: 1, Start: far, End: farEnd})
+			tx.batch.Bookings = append(tx.batch.Bookings, api.Reservation{Name: "x3", GPUs: 1, Start: far, End: farEnd})
 			return "bad booking", nil
 		},
 		func(tx *txn) (any, error) {
-			tx.batch.Reservations = append(tx.batch.Reservations, api.Reservation{Name: "ok", GPUs: 1, Start: time.Now(), End: time.Now().Add(time.Hour)})
+			tx.batch.Bookings = append(tx.batch.Bookings, api.Reservation{Name: "ok", GPUs: 1, Start: time.Now(), End: time.Now().Add(time.Hour)})
 			return "b", nil
 		},
 		func(tx *txn) (any, error) {
@@ -85,7 +85,7 @@ func TestUnstorableOpRefusedAlone(t *testing.T) {
 		t.Errorf("op a's setting was not stored: %v", st.Settings)
 	}
 	names := map[string]bool{}
-	for _, r := range st.Reservations {
+	for _, r := range st.Bookings {
 		names[r.Name] = true
 	}
 	if !names["ok"] || names["x3"] {

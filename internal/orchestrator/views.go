@@ -41,6 +41,8 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		if !o.running {
 			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until an admin runs corral orchestrator start"
 		}
+		// The precise reason, and the one clients before the split read.
+		v.PendingCause, v.PendingReason = v.PendingReason, api.PendingReasonOf(v.PendingReason)
 	}
 	return v
 }
@@ -99,7 +101,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		r.QueuedJobs = append(r.QueuedJobs, api.QueuedJob{
 			ID: j.ID, Number: j.Number, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
 			Nodes: j.Nodes, QueuedAt: qa, QueuePosition: v.QueuePosition, WaitedSeconds: now.Sub(qa).Seconds(),
-			PendingReason: v.PendingReason, PendingMessage: v.PendingMessage, RequestedGPUsMin: j.GPUCountMin,
+			PendingReason: v.PendingReason, PendingCause: v.PendingCause, PendingMessage: v.PendingMessage, RequestedGPUsMin: j.GPUCountMin,
 			ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
 		})
 	}

@@ -7,20 +7,20 @@ import (
 	"time"
 )
 
-// Bookings (issue 14: reservations, with Slurm's semantics) as the core
+// Bookings (Slurm's reservations, with Slurm's semantics) as the core
 // sees them: specific GPUs blocked over an interval [Start, End).
 //
 //   - In its window a booked GPU serves only the booking's jobs: those
-//     submitted with Reservation == Name by one of its Users, or, under
+//     submitted with Booking == Name by one of its Users, or, under
 //     Magnetic, its users' jobs that named no booking. Under Maint nobody's.
 //   - Before its window a job starts on a booked GPU only if it is expected
 //     to end by the window's start (its TimeLimit when it has one, else its
 //     Estimate); so backfill plans around bookings. Preemptible work (class
 //     batch or interactive-preemptible) may start there anyway when nothing
-//     else fits, and is told to stop (a Preemption with ReasonBooked) at the
+//     else fits, and is told to stop (a Preemption with ReasonBookingPreemption) at the
 //     window's start minus its Grace.
-//   - A job with a Reservation runs only on its booking's GPUs, in its
-//     window; before it, it waits with reason ReasonReservation.
+//   - A job with a Booking runs only on its booking's GPUs, in its
+//     window; before it, it waits with reason ReasonBooking.
 //   - When the window ends, the jobs running in it (naming it, or, under
 //     Magnetic, its users' jobs that named no booking) are listed in
 //     Result.Expired (the time-limit treatment) unless the booking is Flex.
@@ -51,8 +51,12 @@ type Expiry struct {
 
 // Reasons of the bookings' decisions.
 const (
-	ReasonBooked       = "reservation"       // preemption: a booking's window starts on the job's GPUs
-	ReasonBookingEnded = "reservation_ended" // expiry: the job's booking ended (not flex)
+	// ReasonBooking: a booking keeps the job out: it waits for the window
+	// of the booking it named, may not use that booking, or would fit now
+	// but for a booking's GPUs.
+	ReasonBooking           = "booking"
+	ReasonBookingPreemption = "booking_preemption" // preemption: a booking's window starts on the job's GPUs
+	ReasonBookingEnded      = "reservation_ended"  // expiry: the job's booking ended (not flex)
 )
 
 // bookGPU is a booked GPU: node and GPU positions in the index.
@@ -76,7 +80,7 @@ type bookings struct {
 	endAt   []int64             // by booking: its end, likewise
 	ahead   []int               // the bookings ahead, by start
 	aheadAt []int64             // their starts on the timeline
-	members map[[2]string][]int // (user, reservation) -> the bookings it is a member of
+	members map[[2]string][]int // (user, booking it names) -> the bookings it is a member of
 	curMem  []int               // the members of the mask at hand
 	inMem   []bool              // by booking: in curMem
 	curP    int                 // its p
@@ -173,7 +177,7 @@ func runFor(j *Job) time.Duration {
 // preempted at the window's start minus its grace): work that declared
 // itself preemptible (class preemptible or interactive-preemptible).
 // Plain batch work is kept off such GPUs, as Slurm keeps jobs off a
-// reservation they would run into.
+// reservation (its word for a booking) they would run into.
 func mayRunInto(class string) bool {
 	return class == ClassPreemptible || class == ClassInteractivePreemptible
 }
@@ -192,7 +196,7 @@ func member(b *Booking, user, res string) bool {
 // the mask at hand: the bookings ahead between the two prefixes, and
 // those either job is a member of.
 func (bk *bookings) apply(ix *index, j *Job, now time.Time, into bool) {
-	mem := bk.memberOf(j.User, j.Reservation)
+	mem := bk.memberOf(j.User, j.Booking)
 	// The bookings ahead it would run into are the first p by start.
 	p, _ := slices.BinarySearch(bk.aheadAt, addRel(0, runFor(j)))
 	if into && mayRunInto(j.Class) {
@@ -274,23 +278,23 @@ func (c *cycle) prepare(j *Job) {
 func (c *cycle) startBooked(j *Job) bool {
 	i, ok := -1, false
 	if c.bk != nil {
-		i, ok = c.bk.byName[j.Reservation]
+		i, ok = c.bk.byName[j.Booking]
 	}
 	if !ok {
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation,
-			note: textNote(fmt.Sprintf("booking %s is not in effect: it ended, was released or does not exist", j.Reservation))})
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking,
+			note: textNote(fmt.Sprintf("booking %s is not in effect: it ended, was released or does not exist", j.Booking))})
 		return false
 	}
 	b := c.bk.list[i]
 	switch {
 	case b.Maint:
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation, note: textNote(fmt.Sprintf("booking %s is for maintenance: no job runs in it", b.Name))})
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking, note: textNote(fmt.Sprintf("booking %s is for maintenance: no job runs in it", b.Name))})
 		return false
 	case !slices.Contains(b.Users, j.User):
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation, note: textNote(fmt.Sprintf("user %s is not one of booking %s's users", j.User, b.Name))})
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking, note: textNote(fmt.Sprintf("user %s is not one of booking %s's users", j.User, b.Name))})
 		return false
 	case c.now.Before(b.Start):
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation, EstimatedStart: b.Start,
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBooking, EstimatedStart: b.Start,
 			note: textNote(fmt.Sprintf("waiting for booking %s, which starts at %s", b.Name, clock(b.Start, c.now)))})
 		return false
 	}
@@ -335,7 +339,7 @@ func (c *cycle) startIn(j *Job, i int) bool {
 	}
 	c.ix.take(ps)
 	c.record(j, ps, false)
-	c.out.Starts[len(c.out.Starts)-1].Reservation = c.bk.list[i].Name
+	c.out.Starts[len(c.out.Starts)-1].Booking = c.bk.list[i].Name
 	return true
 }
 
@@ -346,7 +350,7 @@ func (c *cycle) placedIn(ps []Placement, node string) bool {
 // landMagnetic starts a job of a magnetic booking's user, that named no
 // booking, in that booking's window when it fits there.
 func (c *cycle) landMagnetic(j *Job) bool {
-	if c.bk == nil || j.Reservation != "" {
+	if c.bk == nil || j.Booking != "" {
 		return false
 	}
 	if len(c.bk.magnet) == 0 {
@@ -376,7 +380,7 @@ func (c *cycle) startInto(j *Job, sh *shapeState, borrowed bool) bool {
 }
 
 // explainBooked turns the last pending entry, the job's, from "not enough
-// GPUs" into "reservation" with the sentence naming the booking, when the
+// GPUs" into ReasonBooking with the sentence naming the booking, when the
 // job would fit but for the bookings that keep it out.
 func (c *cycle) explainBooked(j *Job, sh *shapeState) {
 	if c.bk == nil || len(c.out.Pending) == 0 {
@@ -387,7 +391,7 @@ func (c *cycle) explainBooked(j *Job, sh *shapeState) {
 		return
 	}
 	if n := c.whyBooked(j, sh); n != nil {
-		last.Reason, last.note = ReasonReservation, note{kind: noteText, src: n}
+		last.Reason, last.note = ReasonBooking, note{kind: noteText, src: n}
 	}
 }
 
@@ -549,14 +553,14 @@ func (c *cycle) bookingStops() {
 				switch {
 				case !c.now.Before(b.End):
 					// Its own booking's, or a magnetic one's it is a member of.
-					in := r.Reservation == b.Name || r.Reservation == "" && b.Magnetic && member(b, r.User, "")
+					in := r.Booking == b.Name || r.Booking == "" && b.Magnetic && member(b, r.User, "")
 					if in && !b.Flex && r.StartedAt.Before(b.End) {
 						c.out.Expired = append(c.out.Expired, Expiry{JobID: r.ID, Booking: b.Name,
 							Message: fmt.Sprintf("its booking %s ended at %s", b.Name, clock(b.End, c.now))})
 						done = true
 					}
-				case !c.now.Before(b.Start.Add(-r.Grace)) && !member(b, r.User, r.Reservation):
-					c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, Reason: ReasonBooked,
+				case !c.now.Before(b.Start.Add(-r.Grace)) && !member(b, r.User, r.Booking):
+					c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, Reason: ReasonBookingPreemption,
 						Message: BookedText(b, c.now)})
 					done = true
 				}

@@ -27,7 +27,7 @@ func (tl *timeline) usable(ix *index, n, g int, j *Job, t int64) bool {
 	}
 	end := max(addRel(t, runFor(j)), t+1)
 	for _, i := range tl.bk.onPos[n][g] {
-		if tl.bk.startAt[i] < end && tl.bk.endAt[i] > t && !member(tl.bk.list[i], j.User, j.Reservation) {
+		if tl.bk.startAt[i] < end && tl.bk.endAt[i] > t && !member(tl.bk.list[i], j.User, j.Booking) {
 			return false
 		}
 	}
@@ -76,7 +76,7 @@ func (tl *timeline) bookedEarliest(ix *index, j *Job) (time.Time, []Placement, b
 	if bk == nil {
 		return time.Time{}, nil, false
 	}
-	i, ok := bk.byName[j.Reservation]
+	i, ok := bk.byName[j.Booking]
 	if !ok {
 		return time.Time{}, nil, false
 	}

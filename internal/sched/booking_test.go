@@ -28,7 +28,7 @@ func bjob(id, user string, gpus int, est time.Duration, mod ...func(*Job)) Job {
 	return j
 }
 
-func inRes(name string) func(*Job)     { return func(j *Job) { j.Reservation = name } }
+func inRes(name string) func(*Job)     { return func(j *Job) { j.Booking = name } }
 func ofClass(c string) func(*Job)      { return func(j *Job) { j.Class = c } }
 func limit(d time.Duration) func(*Job) { return func(j *Job) { j.TimeLimit = d } }
 
@@ -40,7 +40,7 @@ func blocks(b *Booking, j *Job, now time.Time, into bool) bool {
 	switch {
 	case !now.Before(b.End):
 		return false
-	case member(b, j.User, j.Reservation):
+	case member(b, j.User, j.Booking):
 		return false
 	case !now.Before(b.Start): // in its window
 		return true
@@ -85,13 +85,13 @@ func TestBookings(t *testing.T) {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("long", "bo", 8, 3*time.Hour, ofClass(ClassInteractive)), bjob("short", "bo", 4, 30*time.Minute, ofClass(ClassInteractive))},
 			starts:  map[string][]int{"short": {0, 1, 2, 3}},
-			reasons: map[string]string{"long": ReasonReservation},
+			reasons: map[string]string{"long": ReasonBooking},
 			message: map[string]string{"long": "GPUs 0-3 on n1 are booked by vision 10:00-18:00 UTC"},
 		},
 		"a time limit, not the estimate, is weighed when the job has one": {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("limited", "bo", 8, 10*time.Minute, ofClass(ClassInteractive), limit(2*time.Hour))},
-			reasons: map[string]string{"limited": ReasonReservation},
+			reasons: map[string]string{"limited": ReasonBooking},
 		},
 		"a long job takes the unbooked GPUs first": {
 			now: t0, bookings: []Booking{vis()},
@@ -106,24 +106,24 @@ func TestBookings(t *testing.T) {
 		"plain batch work is kept off a booking it would run into": {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassBatch))},
-			reasons: map[string]string{"batch": ReasonReservation},
+			reasons: map[string]string{"batch": ReasonBooking},
 		},
 		"preemptible work does not start where its notice would be due already": {
 			now: t0.Add(time.Hour - time.Minute), bookings: []Booking{vis()},
 			queue:   []Job{bjob("batch", "bo", 8, 3*time.Hour, ofClass(ClassPreemptible), func(j *Job) { j.Grace = 2 * time.Minute })},
-			reasons: map[string]string{"batch": ReasonReservation},
+			reasons: map[string]string{"batch": ReasonBooking},
 		},
 		"in the window only the booking's jobs use its GPUs": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis()},
 			queue:   []Job{bjob("bo6", "bo", 6, time.Hour, func(j *Job) { j.SubmittedAt = t0.Add(-time.Minute) }), bjob("bo4", "bo", 4, time.Hour), bjob("ana", "ana", 4, time.Hour, inRes("vis"))},
 			starts:  map[string][]int{"bo4": {4, 5, 6, 7}, "ana": {0, 1, 2, 3}},
 			inBook:  map[string]string{"ana": "vis", "bo4": ""},
-			reasons: map[string]string{"bo6": ReasonReservation},
+			reasons: map[string]string{"bo6": ReasonBooking},
 		},
 		"a job of the booking waits for its window": {
 			now: t0, bookings: []Booking{vis()},
 			queue:   []Job{bjob("ana", "ana", 2, time.Hour, inRes("vis"))},
-			reasons: map[string]string{"ana": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking},
 			message: map[string]string{"ana": "waiting for booking vis, which starts at 10:00 UTC"},
 			estAt:   map[string]time.Time{"ana": t0.Add(time.Hour)},
 		},
@@ -135,17 +135,17 @@ func TestBookings(t *testing.T) {
 		"someone else naming the booking waits": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis()},
 			queue:   []Job{bjob("bo", "bo", 2, time.Hour, inRes("vis"))},
-			reasons: map[string]string{"bo": ReasonReservation},
+			reasons: map[string]string{"bo": ReasonBooking},
 			message: map[string]string{"bo": "user bo is not one of booking vis's users"},
 		},
 		"a booking that is gone": {
 			now: t0, queue: []Job{bjob("ana", "ana", 2, time.Hour, inRes("nope"))},
-			reasons: map[string]string{"ana": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking},
 		},
 		"without magnetic the booked user's plain job stays off": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis()},
 			queue:   []Job{bjob("ana", "ana", 6, time.Hour)},
-			reasons: map[string]string{"ana": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking},
 		},
 		"magnetic: the booked user's plain job lands in it": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis(func(b *Booking) { b.Magnetic = true })},
@@ -156,7 +156,7 @@ func TestBookings(t *testing.T) {
 		"maint: nobody's jobs": {
 			now: t0.Add(2 * time.Hour), bookings: []Booking{vis(func(b *Booking) { b.Maint = true })},
 			queue:   []Job{bjob("ana", "ana", 2, time.Hour, inRes("vis")), bjob("bo", "bo", 6, time.Hour)},
-			reasons: map[string]string{"ana": ReasonReservation, "bo": ReasonReservation},
+			reasons: map[string]string{"ana": ReasonBooking, "bo": ReasonBooking},
 		},
 		"after the window the GPUs are everyone's": {
 			now: t0.Add(9 * time.Hour), bookings: []Booking{vis()},
@@ -179,8 +179,8 @@ func TestBookings(t *testing.T) {
 				if started && !slices.Equal(st.Placements[0].GPUs, want) {
 					t.Errorf("%s on GPUs %v, want %v", j.ID, st.Placements[0].GPUs, want)
 				}
-				if b, ok := tc.inBook[j.ID]; ok && st.Reservation != b {
-					t.Errorf("%s started in booking %q, want %q", j.ID, st.Reservation, b)
+				if b, ok := tc.inBook[j.ID]; ok && st.Booking != b {
+					t.Errorf("%s started in booking %q, want %q", j.ID, st.Booking, b)
 				}
 			}
 			for id, want := range tc.reasons {
@@ -211,7 +211,7 @@ func TestBookingStops(t *testing.T) {
 	n1 := node("n1", 8, "H100", 80, 0, 1, 2, 3)
 	run := func(id, user, res string) Running {
 		return Running{ID: id, User: user, Priority: 2, StartedAt: t0.Add(-time.Hour), Estimate: 10 * time.Hour,
-			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1, 2, 3}}}, Reservation: res, Grace: 5 * time.Minute}
+			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1, 2, 3}}}, Booking: res, Grace: 5 * time.Minute}
 	}
 	tests := map[string]struct {
 		now     time.Time
@@ -241,7 +241,7 @@ func TestBookingStops(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := Schedule(Snapshot{Now: tc.now, Nodes: []Node{n1}, Running: []Running{tc.running}, Bookings: []Booking{tc.booking},
 				Policy: Policy{Name: PolicyFCFS, Backfill: true, Preemption: true}})
-			preempted := len(r.Preemptions) == 1 && r.Preemptions[0].JobID == "r" && r.Preemptions[0].Reason == ReasonBooked
+			preempted := len(r.Preemptions) == 1 && r.Preemptions[0].JobID == "r" && r.Preemptions[0].Reason == ReasonBookingPreemption
 			if preempted != tc.preempt || len(r.Preemptions) > 1 {
 				t.Fatalf("preemptions %+v, want preempted %v", r.Preemptions, tc.preempt)
 			}
@@ -298,7 +298,7 @@ func TestBookingProperties(t *testing.T) {
 		for i := range s.Queue {
 			j := &s.Queue[i]
 			if len(names) > 0 && rng.IntN(4) == 0 {
-				j.Reservation = names[rng.IntN(len(names))]
+				j.Booking = names[rng.IntN(len(names))]
 			}
 			j.Class = []string{"", ClassBatch, ClassPreemptible, ClassInteractive, ClassInteractivePreemptible}[rng.IntN(5)]
 			if rng.IntN(3) == 0 {
@@ -308,7 +308,7 @@ func TestBookingProperties(t *testing.T) {
 		}
 		for i := range s.Running {
 			if len(names) > 0 && rng.IntN(3) == 0 {
-				s.Running[i].Reservation = names[rng.IntN(len(names))]
+				s.Running[i].Booking = names[rng.IntN(len(names))]
 			}
 			s.Running[i].Grace = time.Duration(rng.IntN(10)) * time.Minute
 		}
@@ -326,7 +326,7 @@ func TestBookingProperties(t *testing.T) {
 				t.Fatalf("iteration %d: %s preempted twice: %+v", iter, p.JobID, r.Preemptions)
 			}
 			seen[p.JobID] = true
-			if p.Reason != ReasonBooked {
+			if p.Reason != ReasonBookingPreemption {
 				continue
 			}
 			v := running[p.JobID]
@@ -334,7 +334,7 @@ func TestBookingProperties(t *testing.T) {
 			for bi := range s.Bookings {
 				b := &s.Bookings[bi]
 				for _, pl := range v.Placements {
-					if overlapsOn(b, pl) && s.Now.Before(b.End) && !s.Now.Before(b.Start.Add(-v.Grace)) && !member(b, v.User, v.Reservation) {
+					if overlapsOn(b, pl) && s.Now.Before(b.End) && !s.Now.Before(b.Start.Add(-v.Grace)) && !member(b, v.User, v.Booking) {
 						ok = true
 					}
 				}
@@ -348,7 +348,7 @@ func TestBookingProperties(t *testing.T) {
 			ok := false
 			for bi := range s.Bookings {
 				b := &s.Bookings[bi]
-				in := b.Name == v.Reservation || v.Reservation == "" && b.Magnetic && member(b, v.User, "")
+				in := b.Name == v.Booking || v.Booking == "" && b.Magnetic && member(b, v.User, "")
 				ok = ok || in && v.StartedAt.Before(b.End) && b.Name == e.Booking && !b.Flex && !s.Now.Before(b.End)
 			}
 			if !ok {
@@ -372,13 +372,13 @@ func TestBookingProperties(t *testing.T) {
 					}
 				}
 			}
-			if j.Reservation != "" {
-				if st.Reservation != j.Reservation {
-					t.Fatalf("iteration %d: job %s of booking %s started as %q", iter, j.ID, j.Reservation, st.Reservation)
+			if j.Booking != "" {
+				if st.Booking != j.Booking {
+					t.Fatalf("iteration %d: job %s of booking %s started as %q", iter, j.ID, j.Booking, st.Booking)
 				}
 				var b *Booking
 				for bi := range s.Bookings {
-					if s.Bookings[bi].Name == j.Reservation {
+					if s.Bookings[bi].Name == j.Booking {
 						b = &s.Bookings[bi]
 					}
 				}
@@ -416,7 +416,7 @@ func bookedSnapshot(n int, p Policy) Snapshot {
 	for i := range s.Queue {
 		s.Queue[i].Estimate = time.Duration(1+i%240) * time.Minute
 		if n > 0 && i%10 == 0 {
-			s.Queue[i].Reservation = s.Bookings[i%n].Name
+			s.Queue[i].Booking = s.Bookings[i%n].Name
 		}
 	}
 	return s
@@ -462,7 +462,7 @@ func TestBookingEstimates(t *testing.T) {
 	n1 := node("n1", 8, "H100", 80, 0, 1)
 	s := Snapshot{Now: now, Nodes: []Node{n1}, Bookings: []Booking{vis()}, Policy: Policy{Name: PolicyFCFS, Backfill: true},
 		Running: []Running{{ID: "r", User: "ana", Priority: 2, StartedAt: now.Add(-30 * time.Minute), Estimate: 90 * time.Minute,
-			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1}}}, Reservation: "vis"}},
+			Placements: []Placement{{NodeID: "n1", GPUs: []int{0, 1}}}, Booking: "vis"}},
 		Queue: []Job{bjob("ana", "ana", 4, time.Hour, inRes("vis")), bjob("bo", "bo", 6, time.Hour, func(j *Job) { j.SubmittedAt = t0.Add(time.Minute) })}}
 	r := Schedule(s)
 	plan := EstimateStarts(s, r, DefaultPlanDepth)

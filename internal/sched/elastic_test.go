@@ -94,7 +94,7 @@ func TestElasticStarts(t *testing.T) {
 				mk("short").gpus(4).elastic(2, 0).at(2*time.Minute).est(30*time.Minute)),
 			policy:  Policy{Name: PolicyFCFS, Backfill: true},
 			want:    map[string]int{"short": 4},
-			pending: map[string]string{"head": ReasonResources, "long": ReasonReservation},
+			pending: map[string]string{"head": ReasonResources, "long": ReasonBackfillReserved},
 		},
 		"backfill off: nothing passes the head": {
 			nodes:   []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3)},

@@ -55,7 +55,7 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 			pd.Reason == ReasonUserCPUJobLimit { // it starts when one of its user's ends: not known
 			continue
 		}
-		if j.Reservation != "" { // a job of a booking: its GPUs, in its window (booking_plan.go)
+		if j.Booking != "" { // a job of a booking: its GPUs, in its window (booking_plan.go)
 			if at, ps, ok := tl.bookedEarliest(ix, j); ok {
 				out[j.ID] = at
 				tl.mark(ix, ps, at.Add(j.Estimate))

@@ -333,7 +333,7 @@ func TestBackfill(t *testing.T) {
 		if r.Head != "head" || !r.ReservedAt.Equal(t0.Add(4*time.Hour)) {
 			t.Fatalf("reservation = %s at %v", r.Head, r.ReservedAt)
 		}
-		want := map[string]string{"head": ReasonResources, "long": ReasonReservation, "unknown": ReasonReservation}
+		want := map[string]string{"head": ReasonResources, "long": ReasonBackfillReserved, "unknown": ReasonBackfillReserved}
 		for _, p := range r.Pending {
 			if p.Reason != want[p.JobID] {
 				t.Errorf("%s: %s (%s), want %s", p.JobID, p.Reason, p.Message(), want[p.JobID])

@@ -258,8 +258,8 @@ func (tl *timeline) nowOf(n int) int64 {
 	return t
 }
 
-// reservation is the head job's claim on future GPUs: at At, on GPUs.
-type reservation struct {
+// headReservation is the head job's claim on future GPUs: at At, on GPUs.
+type headReservation struct {
 	jobID string
 	at    time.Time
 	gpus  []Placement
@@ -269,12 +269,12 @@ type reservation struct {
 // reserve computes the head job's reservation and takes its currently free
 // GPUs out of the index, so that later jobs cannot use them unless they
 // are sure to end by then.
-func reserve(ix *index, tl *timeline, j *Job) (*reservation, bool) {
+func reserve(ix *index, tl *timeline, j *Job) (*headReservation, bool) {
 	at, ps, ok := tl.earliest(ix, j)
 	if !ok {
 		return nil, false
 	}
-	r := &reservation{jobID: j.ID, at: at, gpus: ps}
+	r := &headReservation{jobID: j.ID, at: at, gpus: ps}
 	for _, p := range ps {
 		n := ix.byID[p.NodeID]
 		held := Placement{NodeID: p.NodeID}
@@ -292,7 +292,7 @@ func reserve(ix *index, tl *timeline, j *Job) (*reservation, bool) {
 }
 
 // overlaps reports whether a placement uses any reserved GPU.
-func (r *reservation) overlaps(ps []Placement) bool {
+func (r *headReservation) overlaps(ps []Placement) bool {
 	for _, p := range ps {
 		for _, q := range r.gpus {
 			if p.NodeID != q.NodeID {
@@ -309,7 +309,7 @@ func (r *reservation) overlaps(ps []Placement) bool {
 }
 
 // takeBack removes from the held GPUs those a short job now uses.
-func (r *reservation) takeBack(ix *index, used []Placement) {
+func (r *headReservation) takeBack(ix *index, used []Placement) {
 	var still []Placement
 	for _, h := range r.held {
 		keep := Placement{NodeID: h.NodeID}

@@ -84,13 +84,13 @@ type Job struct {
 	Count int
 	// Class is the job's class (class.go); empty: batch.
 	Class string
-	// Reservation names the booking the job runs in (booking.go); empty:
+	// Booking names the booking the job runs in (booking.go); empty:
 	// none. TimeLimit, when set, is the most it runs (else Estimate is
 	// what a booking ahead is weighed against); Grace is its SIGTERM to
 	// SIGKILL time when preempted.
-	Reservation string
-	TimeLimit   time.Duration
-	Grace       time.Duration
+	Booking   string
+	TimeLimit time.Duration
+	Grace     time.Duration
 	// Held, when set, makes the job not eligible: it waits with this
 	// pending reason and HeldNote as its sentence (a budget's hold:
 	// "budget_exhausted").
@@ -115,7 +115,7 @@ type Running struct {
 	Preempting  bool          // it has been told to stop; its GPUs are about to be free
 	Idle        bool          // flagged idle: its GPUs sat unused
 	Class       string        // the job's class (class.go): ClassInteractive is never a victim
-	Reservation string        // the booking it runs in (booking.go); empty: none
+	Booking     string        // the booking it runs in (booking.go); empty: none
 	Grace       time.Duration // SIGTERM to SIGKILL when preempted: its notice comes this long before a booking
 }
 
@@ -153,9 +153,9 @@ type Start struct {
 	JobID      string
 	Placements []Placement
 	Borrowed   bool // over its user's or project's quota, on idle GPUs
-	// Reservation is the booking whose window it starts in (its own, or
+	// Booking is the booking whose window it starts in (its own, or
 	// a magnetic one it landed in); empty: none.
-	Reservation string
+	Booking string
 }
 
 // Preemption is a decision to stop a running job so that another can start.
@@ -180,7 +180,6 @@ type Pending struct {
 const (
 	ReasonResources     = "insufficient_gpus"   // not enough free GPUs that match it right now
 	ReasonBehindHead    = "waiting_for_head"    // backfill off: an earlier job waits, nothing passes it
-	ReasonReservation   = "reservation"         // it would delay the head job's reservation
 	ReasonQuota         = "over_quota"          // over its quota, and no idle GPUs to borrow
 	ReasonPreempting    = "preempting"          // GPUs are being freed for it
 	ReasonUnsatisfiable = "unsatisfiable"       // no node could ever run it as asked
@@ -195,6 +194,13 @@ const (
 	// such jobs running as Snapshot.CPUJobsPerUser allows (cpujobs.go).
 	ReasonUserCPUJobLimit = "user_cpu_job_limit"
 )
+
+// ReasonBackfillReserved: the job would fit now on GPUs held for the head
+// job's reservation (backfill) and could delay it. It and ReasonBooking
+// (booking.go) were one reason, "reservation", until they were told
+// apart; the API's pending_reason still says "reservation" for both
+// (api.PendingReasonOf).
+const ReasonBackfillReserved = "backfill_reserved"
 
 // Result is the outcome of one cycle.
 type Result struct {

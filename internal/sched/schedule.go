@@ -15,7 +15,7 @@ type cycle struct {
 	now time.Time
 	ix  *index
 	tl  *timeline // built when first needed
-	res *reservation
+	res *headReservation
 	out Result
 
 	userGPUs, projectGPUs   map[string]int // GPUs held, this cycle's starts included (quotas)
@@ -261,7 +261,7 @@ func Schedule(s Snapshot) Result {
 		case j.NotBefore.After(c.now):
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
 				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})
-		case j.Reservation != "":
+		case j.Booking != "":
 			if c.startBooked(j) { // booking.go: its GPUs, in its window
 				w.placed(j)
 				c.again(w, j)
@@ -449,7 +449,7 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 		}
 		// No estimate frees enough: the first waiting job still blocks
 		// others when backfill is off.
-		c.res = &reservation{jobID: j.ID, at: never}
+		c.res = &headReservation{jobID: j.ID, at: never}
 		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why})
 		return false
 	}
@@ -457,7 +457,7 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 		if c.resNote == nil {
 			c.resNote = &noteSrc{now: c.now, head: c.res.jobID, at: c.res.at, backfill: c.p.Backfill}
 		}
-		c.pend(Pending{JobID: j.ID, Reason: ReasonReservation,
+		c.pend(Pending{JobID: j.ID, Reason: ReasonBackfillReserved,
 			note: note{kind: noteReservation, given: j.EstimateGiven, est: j.Estimate, src: c.resNote}})
 		return false
 	}

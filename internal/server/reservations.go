@@ -21,12 +21,12 @@ func booker(r *http.Request) orchestrator.Booker {
 
 // listReservations is GET /reservations: every booking, by start.
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, http.StatusOK, api.ReservationList{Reservations: s.o.Reservations()})
+	return writeJSON(w, http.StatusOK, api.ReservationList{Reservations: s.o.Bookings()})
 }
 
 // reservation is GET /reservations/{name}.
 func (s *Server) reservation(w http.ResponseWriter, r *http.Request) error {
-	res, err := s.o.Reservation(r.PathValue("name"))
+	res, err := s.o.Booking(r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	setTarget(r, req.Name)
-	res, err := s.o.CreateReservation(r.Context(), req, booker(r))
+	res, err := s.o.CreateBooking(r.Context(), req, booker(r))
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (s *Server) updateReservation(w http.ResponseWriter, r *http.Request) error
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	res, err := s.o.UpdateReservation(r.Context(), name, req, booker(r))
+	res, err := s.o.UpdateBooking(r.Context(), name, req, booker(r))
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (s *Server) updateReservation(w http.ResponseWriter, r *http.Request) error
 func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	setTarget(r, name)
-	res, err := s.o.DeleteReservation(r.Context(), name, booker(r))
+	res, err := s.o.DeleteBooking(r.Context(), name, booker(r))
 	if err != nil {
 		return err
 	}

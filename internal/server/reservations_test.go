@@ -23,7 +23,7 @@ func (e *authEnv) booking() string {
 	e.t.Helper()
 	n := e.seq.Add(1)
 	name, start, g, d := fmt.Sprintf("alice-%d", n), bookingStart(n), 1, api.RawValue(`"1m"`)
-	if _, err := e.o.CreateReservation(context.Background(), api.ReservationRequest{Name: name, GPUs: &g, Start: &start, Duration: d},
+	if _, err := e.o.CreateBooking(context.Background(), api.ReservationRequest{Name: name, GPUs: &g, Start: &start, Duration: d},
 		orchestrator.Booker{User: "alice"}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -180,7 +180,7 @@ func (s *sim) triesUsedAt(res sched.Result) int {
 	n := 0
 	for k, p := range res.Pending {
 		switch p.Reason {
-		case sched.ReasonResources, sched.ReasonReservation, sched.ReasonPreempting:
+		case sched.ReasonResources, sched.ReasonBackfillReserved, sched.ReasonBooking, sched.ReasonPreempting:
 			n++
 		}
 		if n == 4 {

@@ -128,7 +128,7 @@ const (
 	PartAudit
 	PartOutbox
 	PartArrays
-	PartReservations
+	PartBookings
 	PartUsage
 	PartEnded
 	numParts
@@ -145,7 +145,7 @@ type Lens [numParts]int
 // Lens returns the batch's row counts by part.
 func (b *Batch) Lens() Lens {
 	return Lens{len(b.Jobs), len(b.Events), len(b.Holds), len(b.Audit), len(b.Outbox), len(b.Arrays),
-		len(b.Reservations), len(b.Usage), len(b.Ended)}
+		len(b.Bookings), len(b.Usage), len(b.Ended)}
 }
 
 // BadRow is a row of a batch that the store cannot write.
@@ -216,12 +216,12 @@ func (b *Batch) Unstorable() []BadRow {
 		}
 		add(PartArrays, i, r.Array.ID, err)
 	}
-	for i, r := range b.Reservations {
+	for i, r := range b.Bookings {
 		err := checkText("booking "+r.Name, r.Name)
 		if err == nil {
 			err = checkJSON("booking "+r.Name, r)
 		}
-		add(PartReservations, i, r.Name, err)
+		add(PartBookings, i, r.Name, err)
 	}
 	for i, r := range b.Usage {
 		err := checkNanos("usage of "+r.ID, r.Start, r.End)
@@ -255,7 +255,7 @@ func (b *Batch) Drop(bad []BadRow) {
 	b.Audit = without(b.Audit, drop[PartAudit])
 	b.Outbox = without(b.Outbox, drop[PartOutbox])
 	b.Arrays = without(b.Arrays, drop[PartArrays])
-	b.Reservations = without(b.Reservations, drop[PartReservations])
+	b.Bookings = without(b.Bookings, drop[PartBookings])
 	b.Usage = without(b.Usage, drop[PartUsage])
 	b.Ended = without(b.Ended, drop[PartEnded])
 }

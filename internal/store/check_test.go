@@ -61,9 +61,9 @@ func TestUnstorableRows(t *testing.T) {
 			{ID: "j2", User: "u", Project: "p", State: api.StateQueued, Priority: api.PriorityNormal, SubmittedAt: y3000},
 			{ID: "j3", User: "u\x00", Project: "p", State: api.StateQueued, Priority: api.PriorityNormal, SubmittedAt: now},
 		},
-		Reservations: []api.Reservation{{Name: "ok", Start: now, End: now.Add(time.Hour)}, {Name: "x3", Start: now, End: y10000}},
-		Usage:        []usage.Record{{Kind: "job", ID: "j1", Start: now, End: y3000}},
-		Settings:     map[string]string{"k": "v"},
+		Bookings: []api.Reservation{{Name: "ok", Start: now, End: now.Add(time.Hour)}, {Name: "x3", Start: now, End: y10000}},
+		Usage:    []usage.Record{{Kind: "job", ID: "j1", Start: now, End: y3000}},
+		Settings: map[string]string{"k": "v"},
 	}
 	if err := s.Commit(ctx, b); !Permanent(err) {
 		t.Fatalf("commit with unstorable rows: %v, want a permanent error", err)
@@ -72,7 +72,7 @@ func TestUnstorableRows(t *testing.T) {
 	want := []struct {
 		part Part
 		key  string
-	}{{PartJobs, "j2"}, {PartJobs, "j3"}, {PartReservations, "x3"}, {PartUsage, "j1"}}
+	}{{PartJobs, "j2"}, {PartJobs, "j3"}, {PartBookings, "x3"}, {PartUsage, "j1"}}
 	if len(bad) != len(want) {
 		t.Fatalf("Unstorable: %v, want %v", bad, want)
 	}
@@ -89,7 +89,7 @@ func TestUnstorableRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(st.Jobs) != 1 || st.Jobs[0].ID != "j1" || len(st.Reservations) != 1 || st.Reservations[0].Name != "ok" || st.Settings["k"] != "v" {
-		t.Fatalf("stored: jobs %v bookings %v settings %v", st.Jobs, st.Reservations, st.Settings)
+	if len(st.Jobs) != 1 || st.Jobs[0].ID != "j1" || len(st.Bookings) != 1 || st.Bookings[0].Name != "ok" || st.Settings["k"] != "v" {
+		t.Fatalf("stored: jobs %v bookings %v settings %v", st.Jobs, st.Bookings, st.Settings)
 	}
 }

@@ -199,7 +199,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // createTables runs every table's schema (each CREATE ... IF NOT EXISTS).
 // A part that adds a table adds its schema here.
 func createTables(ctx context.Context, db execer) error {
-	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, reservationSchema, usageSchema, numberSchema} {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, bookingSchema, usageSchema, numberSchema} {
 		if _, err := db.ExecContext(ctx, sc); err != nil {
 			return err
 		}
@@ -254,10 +254,10 @@ type Batch struct {
 	Outbox []OutboxItem
 	// Arrays are job arrays' records (upserts; arrays.go).
 	Arrays []ArrayRecord
-	// Reservations are bookings' records (upserts) and DeleteReservations
-	// the names of bookings removed (reservations.go).
-	Reservations       []api.Reservation
-	DeleteReservations []string
+	// Bookings are bookings' records (upserts) and DeleteBookings
+	// the names of bookings removed (bookings.go; table reservations).
+	Bookings       []api.Reservation
+	DeleteBookings []string
 	// Usage are usage-ledger rows (upserts; usage.go), written with the
 	// change that ends the attempts they charge.
 	Usage []usage.Record
@@ -274,7 +274,7 @@ func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
 		len(b.Outbox) == 0 && len(b.Arrays) == 0 &&
-		len(b.Reservations) == 0 && len(b.DeleteReservations) == 0 && len(b.Usage) == 0 && len(b.Ended) == 0 && len(b.Numbers) == 0
+		len(b.Bookings) == 0 && len(b.DeleteBookings) == 0 && len(b.Usage) == 0 && len(b.Ended) == 0 && len(b.Numbers) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -365,7 +365,7 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if err := writeArrays(ctx, tx, b.Arrays); err != nil {
 		return err
 	}
-	if err := writeReservations(ctx, tx, b.Reservations, b.DeleteReservations); err != nil {
+	if err := writeBookings(ctx, tx, b.Bookings, b.DeleteBookings); err != nil {
 		return err
 	}
 	if err := writeUsage(ctx, tx, ins, b.Usage); err != nil {
@@ -388,8 +388,8 @@ type State struct {
 	Settings    map[string]string
 	Nodes       map[string]string // node id -> record (JSON)
 	Arrays      []ArrayRecord     // the records of the job arrays not done, in id order (arrays.go)
-	// Reservations are the bookings, in name order (reservations.go).
-	Reservations []api.Reservation
+	// Bookings are the bookings, in name order (bookings.go).
+	Bookings []api.Reservation
 	// MaxNumber is the largest short number given so far (numbers.go);
 	// the next job's is the one after it.
 	MaxNumber int64
@@ -445,7 +445,7 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 	if err := s.loadArrays(ctx, st); err != nil {
 		return nil, err
 	}
-	if err := s.loadReservations(ctx, st); err != nil {
+	if err := s.loadBookings(ctx, st); err != nil {
 		return nil, err
 	}
 	if st.MaxNumber, err = s.maxNumber(ctx); err != nil { // numbers.go

@@ -569,7 +569,7 @@ function queuePage(params) {
             <td class="num">${q.requested_gpus}${q.nodes > 1 ? `<div class="sub">${q.nodes} nodes</div>` : ''}</td>
             <td>${since(q.queued_at)}</td>
             <td>${q.estimated_start_time ? until(q.estimated_start_time) + `<div class="sub">${clock(q.estimated_start_time)}</div>` : '<span class="muted">unknown</span>'}</td>
-            <td class="why">${esc(q.pending_message || q.pending_reason || '')}</td></tr>`).join('')
+            <td class="why">${esc(q.pending_message || q.pending_cause || q.pending_reason || '')}</td></tr>`).join('')
         : '<tr class="empty-row"><td colspan="8">Nothing is waiting.</td></tr>';
       const running = d.active.filter(match);
       $('[data-role=rtitle]', root).textContent = `Running (${running.length})`;
@@ -743,7 +743,7 @@ function jobPage(id) {
       ['Submitted', clock(j.submitted_at)],
       j.state === 'queued' ? ['Queue position', j.queue_position || '—'] : null,
       j.state === 'queued' ? ['Estimated start', j.estimated_start_time ? `${until(j.estimated_start_time)} (${clock(j.estimated_start_time)})` : 'unknown'] : null,
-      j.state === 'queued' && (j.pending_message || j.pending_reason) ? ['Why pending', `<span class="why">${esc(j.pending_message || j.pending_reason)}</span>`] : null,
+      j.state === 'queued' && (j.pending_message || j.pending_cause || j.pending_reason) ? ['Why pending', `<span class="why">${esc(j.pending_message || j.pending_cause || j.pending_reason)}</span>`] : null,
       ['Started', j.started_at ? clock(j.started_at) + (terminal ? '' : ` (${since(j.started_at)} ago)`) : '—'],
       ['Finished', j.finished_at ? clock(j.finished_at) : '—'],
       j.exit_code !== undefined && j.exit_code !== null ? ['Exit code', esc(j.exit_code)] : null,

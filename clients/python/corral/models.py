@@ -1034,6 +1034,7 @@ class Job(Model):
     notify_tasks: Optional[bool] = None
     number: Optional[int] = None
     output: Optional[str] = None
+    pending_cause: Optional[str] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
     policy: Optional[str] = None
@@ -1110,6 +1111,7 @@ class Job(Model):
         ('notify_tasks', 'notify_tasks', 'bool'),
         ('number', 'number', 'int'),
         ('output', 'output', 'str'),
+        ('pending_cause', 'pending_cause', 'str'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
         ('policy', 'policy', 'str'),
@@ -1839,6 +1841,7 @@ class QueuedJob(Model):
     estimated_duration: Optional[float] = None
     name: Optional[str] = None
     number: Optional[int] = None
+    pending_cause: Optional[str] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
     requested_gpus_min: Optional[int] = None
@@ -1861,6 +1864,7 @@ class QueuedJob(Model):
         ('estimated_duration', 'estimated_duration', 'opt:float'),
         ('name', 'name', 'str'),
         ('number', 'number', 'int'),
+        ('pending_cause', 'pending_cause', 'str'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
         ('requested_gpus_min', 'requested_gpus_min', 'int'),
@@ -2067,6 +2071,7 @@ class SubmitAnswer(Model):
     notify_tasks: Optional[bool] = None
     number: Optional[int] = None
     output: Optional[str] = None
+    pending_cause: Optional[str] = None
     pending_message: Optional[str] = None
     pending_reason: Optional[str] = None
     policy: Optional[str] = None
@@ -2144,6 +2149,7 @@ class SubmitAnswer(Model):
         ('notify_tasks', 'notify_tasks', 'bool'),
         ('number', 'number', 'int'),
         ('output', 'output', 'str'),
+        ('pending_cause', 'pending_cause', 'str'),
         ('pending_message', 'pending_message', 'str'),
         ('pending_reason', 'pending_reason', 'str'),
         ('policy', 'policy', 'str'),

@@ -1457,6 +1457,7 @@ export interface components {
             notify_tasks?: boolean;
             number?: number;
             output?: string;
+            pending_cause?: string;
             pending_message?: string;
             pending_reason?: string;
             policy?: string;
@@ -1801,6 +1802,7 @@ export interface components {
             name?: string;
             nodes: number;
             number?: number;
+            pending_cause?: string;
             pending_message?: string;
             pending_reason?: string;
             /**
@@ -1942,6 +1944,7 @@ export interface components {
             notify_tasks?: boolean;
             number?: number;
             output?: string;
+            pending_cause?: string;
             pending_message?: string;
             pending_reason?: string;
             policy?: string;

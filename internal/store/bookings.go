@@ -9,18 +9,19 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// reservationSchema holds bookings (issue 14; docs/bookings.md), one row
+// bookingSchema holds bookings (docs/bookings.md) in the table
+// reservations (the API's word; the name stays with the data), one row
 // per booking, keyed by its name.
-const reservationSchema = `
+const bookingSchema = `
 CREATE TABLE IF NOT EXISTS reservations (
 	name TEXT PRIMARY KEY,
 	data TEXT NOT NULL
 );
 `
 
-// writeReservations upserts the batch's bookings and deletes the named
+// writeBookings upserts the batch's bookings and deletes the named
 // ones, in tx.
-func writeReservations(ctx context.Context, tx *sql.Tx, upserts []api.Reservation, deletes []string) error {
+func writeBookings(ctx context.Context, tx *sql.Tx, upserts []api.Reservation, deletes []string) error {
 	for _, r := range upserts {
 		data, err := json.Marshal(r)
 		if err != nil {
@@ -28,19 +29,19 @@ func writeReservations(ctx context.Context, tx *sql.Tx, upserts []api.Reservatio
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO reservations(name, data) VALUES(?,?)
 			ON CONFLICT(name) DO UPDATE SET data=excluded.data`, r.Name, string(data)); err != nil {
-			return fmt.Errorf("reservation %s: %w", r.Name, err)
+			return fmt.Errorf("booking %s: %w", r.Name, err)
 		}
 	}
 	for _, name := range deletes {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM reservations WHERE name = ?`, name); err != nil {
-			return fmt.Errorf("reservation %s: %w", name, err)
+			return fmt.Errorf("booking %s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// loadReservations reads every booking, in name order.
-func (s *Store) loadReservations(ctx context.Context, st *State) error {
+// loadBookings reads every booking, in name order.
+func (s *Store) loadBookings(ctx context.Context, st *State) error {
 	return s.each(ctx, `SELECT data FROM reservations ORDER BY name`, func(r *sql.Rows) error {
 		var data string
 		var v api.Reservation
@@ -48,9 +49,9 @@ func (s *Store) loadReservations(ctx context.Context, st *State) error {
 			return err
 		}
 		if err := json.Unmarshal([]byte(data), &v); err != nil {
-			return fmt.Errorf("reservation row: %w", err)
+			return fmt.Errorf("booking row: %w", err)
 		}
-		st.Reservations = append(st.Reservations, v)
+		st.Bookings = append(st.Bookings, v)
 		return nil
 	})
 }
