@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -389,7 +390,7 @@ func (c *cli) printQueue(w io.Writer, q api.QueueResponse, long bool) error {
 			if long {
 				reason := j.PendingMessage
 				if reason == "" {
-					reason = j.PendingReason
+					reason = cmp.Or(j.PendingCause, j.PendingReason)
 				}
 				row = append(row, reason)
 			}

@@ -111,12 +111,16 @@ func (c *cli) printJob(w io.Writer, j api.Job, values bool) error {
 			kv("Queue position", strconv.Itoa(j.QueuePosition))
 		}
 		kv("Est. start", fmtIn(nil, j.EstimatedStartTime, now))
+		reason := j.PendingCause // the precise one, where pending_reason says reservation
+		if reason == "" {
+			reason = j.PendingReason
+		}
 		pending := j.PendingMessage
 		if pending == "" {
-			pending = j.PendingReason
+			pending = reason
 		}
-		if j.PendingReason != "" && j.PendingMessage != "" {
-			pending = j.PendingReason + ": " + j.PendingMessage
+		if reason != "" && j.PendingMessage != "" {
+			pending = reason + ": " + j.PendingMessage
 		}
 		kv("Pending", pending)
 		if j.NotBefore != nil {
