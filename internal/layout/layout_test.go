@@ -1,0 +1,45 @@
+package layout
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestImportsPointOneWay fails when a package depends, directly or not, on
+// one it must not: the control plane on the agent's NVML code, the store
+// on a feature that reads it, one engine on another, the pure core on
+// anything with I/O.
+func TestImportsPointOneWay(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go command to list the packages' dependencies")
+	}
+	const mod = "github.com/corral-sched/corral/internal/"
+	for _, c := range []struct {
+		pkg       string
+		forbidden []string
+	}{
+		{"orchestrator", []string{"agent", "agent/gpu", "agent/contain", "server", "daemon"}},
+		{"server", []string{"agent/gpu", "agent/contain", "daemon"}},
+		{"store", []string{"advise", "orchestrator", "server", "agent"}},
+		{"sched", []string{"store", "orchestrator", "server", "agent", "exec"}},
+		{"exec/slurm", []string{"exec/agents", "exec/ray", "agent"}},
+		{"exec/ray", []string{"exec/agents", "exec/slurm", "agent"}},
+		{"gpuinfo", []string{"agent/gpu"}},
+		{"cmdkit", []string{"orchestrator", "server", "store", "agent", "daemon"}},
+	} {
+		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v", c.pkg, err)
+		}
+		deps := map[string]bool{}
+		for _, d := range strings.Fields(string(out)) {
+			deps[strings.TrimPrefix(d, mod)] = true
+		}
+		for _, f := range c.forbidden {
+			if deps[f] {
+				t.Errorf("internal/%s depends on internal/%s", c.pkg, f)
+			}
+		}
+	}
+}
