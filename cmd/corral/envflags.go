@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/corral-sched/corral/internal/cmdkit"
 	"github.com/corral-sched/corral/internal/lazyre"
 )
 
@@ -114,7 +115,7 @@ func (e *envFlags) build(environ []string, warn io.Writer) (map[string]string, e
 			return nil, err
 		}
 	}
-	flags, err := parseEnv("--env", e.env)
+	flags, err := cmdkit.ParseEnv("--env", e.env)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/client"
+	"github.com/corral-sched/corral/internal/cmdkit"
 	"github.com/corral-sched/corral/internal/lazyre"
 	"github.com/corral-sched/corral/internal/timespec"
 )
@@ -262,7 +263,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		return req, err
 	}
 	req.Env = env
-	if req.NodeLabels, err = parseEnv("--label", f.labels); err != nil {
+	if req.NodeLabels, err = cmdkit.ParseEnv("--label", f.labels); err != nil {
 		return req, err
 	}
 	wd := f.workdir
@@ -275,23 +276,6 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	}
 	req.Workdir = wd
 	return req, nil
-}
-
-// parseEnv reads the K=V pairs of flag (--env, --label), naming it when
-// one is not.
-func parseEnv(flag string, pairs []string) (map[string]string, error) {
-	if len(pairs) == 0 {
-		return nil, nil
-	}
-	env := make(map[string]string, len(pairs))
-	for _, p := range pairs {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" || strings.ContainsAny(k, " \t\n") {
-			return nil, usagef("%s %q: want KEY=VALUE", flag, p)
-		}
-		env[k] = v
-	}
-	return env, nil
 }
 
 // rawString encodes s as a JSON string.
