@@ -163,23 +163,12 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	if err != nil {
 		return submitResult{}, err
 	}
-	if err := validateJobIO(req, &j, tx.now); err != nil { // jobio.go
-		return submitResult{}, err
-	}
-	if err := o.setDependsOn(&j, req.DependsOn, true); err != nil { // deps.go: every task gets it
-		return submitResult{}, err
-	}
-	if err := o.checkLimits(&j, exempt); err != nil {
-		return submitResult{}, err
-	}
-	if err := o.checkJobBooking(&j, req, tx.now); err != nil { // bookings_sched.go
-		return submitResult{}, err
-	}
 	n := len(spec.Indexes)
-	if err := o.checkArrayLimits(j.User, n, exempt); err != nil {
+	// The same checks as a job's (features.go); every task gets what
+	// they fill in (its dependencies, a budget's hold).
+	if err := o.on.admit(&Submission{Job: &j, Request: req, Array: true, Tasks: n, Exempt: exempt, Now: tx.now}); err != nil {
 		return submitResult{}, err
 	}
-	o.budgetSubmit(&j) // budgets.go: every task gets it
 	// sizes.go: the array counts once.
 	o.addLive(j.User, jobBytes(&j))
 	id := o.newID(tx.now)

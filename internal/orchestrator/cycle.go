@@ -38,9 +38,6 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 			Placements: placements(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
 			Idle: j.Idle, Class: j.Class})
 	}
-	snap.Running = o.holdsRunning(snap.Running, now) // holds.go
-	// The running attempts' GPU time counts toward fair share now.
-	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	snap.Queue = slices.Grow(buf[:0], len(queue))
 	admit := o.arrayAdmit()
 	for _, j := range queue {
@@ -49,8 +46,12 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 		}
 		snap.Queue = append(snap.Queue, schedJob(j, est))
 	}
-	o.snapshotBookings(&snap, now) // bookings_sched.go
-	o.snapshotCPUJobs(&snap)       // cpujobs.go
+	for _, p := range o.on.snapshot { // features.go: holds, bookings, caps
+		p.AddToSnapshot(&snap, now)
+	}
+	// The running attempts' GPU time (and holds') counts toward fair
+	// share now.
+	sched.ChargeRunning(snap.Usage, snap.Running, now)
 	return snap
 }
 

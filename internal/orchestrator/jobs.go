@@ -96,19 +96,9 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err != nil {
 		return submitResult{}, err
 	}
-	if err := validateJobIO(req, &j, tx.now); err != nil { // jobio.go
+	if err := o.on.admit(&Submission{Job: &j, Request: req, Tasks: 1, Exempt: exempt, Now: tx.now}); err != nil { // features.go
 		return submitResult{}, err
 	}
-	if err := o.setDependsOn(&j, req.DependsOn, req.Array != ""); err != nil { // deps.go
-		return submitResult{}, err
-	}
-	if err := o.checkLimits(&j, exempt); err != nil {
-		return submitResult{}, err
-	}
-	if err := o.checkJobBooking(&j, req, tx.now); err != nil { // bookings_sched.go
-		return submitResult{}, err
-	}
-	o.budgetSubmit(&j) // budgets.go
 	j.ID = o.newID(tx.now)
 	j.Number = tx.takeNumber(j.ID) // numbers.go
 	j.SubmittedAt = tx.now

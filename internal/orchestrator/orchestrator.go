@@ -168,6 +168,7 @@ type Orchestrator struct {
 	nodes       []Node
 	nodeIndex   map[string]int       // node id -> position in nodes
 	pending     pendingBook          // why each queued job waits, from the last cycle (cycle.go)
+	on          moments              // the features, by the moments they serve (features.go)
 	plan        map[string]time.Time // estimated starts, from the last plan
 	planAt      time.Time            // when the plan was made
 	ledger      *sched.Ledger        // decayed GPU usage per user and project
@@ -292,6 +293,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		changed:     make(chan struct{}),
 		fatal:       make(chan error, 1),
 	}
+	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
 	o.use.init()
@@ -359,13 +361,10 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.limits.fired()
 			o.checkTimeLimits(ctx) // at the limit itself, not the next tick
 		case <-ticks:
-			o.checkNodes(ctx)           // liveness.go
-			o.checkHolds(ctx)           // holds.go
-			o.checkBookings(ctx)        // bookings_tick.go
-			o.checkInteractiveIdle(ctx) // reclaim.go
-			o.checkTimeLimits(ctx)
-			o.flushNotes(ctx) // notify.go
-			o.heartbeat(ctx)  // usage.go
+			o.checkNodes(ctx) // liveness.go
+			for _, t := range o.on.tick {
+				t.Tick(ctx) // features.go: expiries, idle reclaim, time limits, heartbeats
+			}
 			o.dirty = true
 		}
 	}
@@ -482,12 +481,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	j.State, j.Reason, j.Message = to, reason, message
 	tx.batch.Events = append(tx.batch.Events, store.JobEvent{JobID: j.ID, Event: e})
 	tx.touch(j)
-	tx.settleUsage(j, reason) // usage.go: how a charged attempt ended
-	if j.ArrayJobID != "" {
-		tx.o.arrayMoved(j, e.From, to)
-	}
 	tx.o.setQueued(j, to == api.StateQueued)
-	tx.o.countLive(j, e.From, to) // sizes.go
 	if to.Active() {
 		tx.o.active[j.ID] = true
 	} else {
@@ -496,8 +490,8 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	if to.Terminal() || to == api.StateQueued {
 		tx.o.releaseJob(j)
 	}
-	if to.Terminal() && tx.o.cfg.Attach != nil {
-		tx.o.cfg.Attach.Forget(j.ID) // what idle reclaim kept of its connections
+	for _, m := range tx.o.on.movers { // features.go
+		m.Moved(tx, j, e)
 	}
 	// A job that starts running frees no GPU and queues nothing: no cycle
 	// could decide anything new because of it (the next one, on the next
@@ -542,19 +536,20 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 	for _, j := range tx.dirty {
 		tx.batch.Jobs = append(tx.batch.Jobs, *j)
 	}
-	// The outbox rows of the changes ride with them (notify.go).
-	o.planNotifications(tx)
-	o.noteEnded(tx)                                   // finished.go: the summary of ended jobs
-	o.noteArraysDone(tx)                              // arrays_evict.go: arrays whose last task ends
+	// What follows from the changes rides with them (features.go): the
+	// outbox rows of their events, the summaries of ended jobs and arrays.
+	for _, c := range o.on.commit {
+		c.BeforeCommit(tx)
+	}
 	if err := o.commitRetrying(ctx, tx); err != nil { // storedown.go
 		return &api.Error{Status: 503, Code: "store_unavailable", Message: err.Error()}
 	}
-	o.kickNotifier(tx)
 	for _, f := range tx.durable {
 		f()
 	}
-	o.evictFinished(tx) // finished.go: ended jobs leave memory
-	o.evictArrays(tx)   // arrays_evict.go: and done arrays
+	for _, c := range o.on.commit {
+		c.Committed(tx) // the sender woken; ended jobs and done arrays leave memory
+	}
 	if !tx.batch.Empty() {
 		o.notify()
 	}

@@ -1,0 +1,132 @@
+package orchestrator
+
+import (
+	"context"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
+)
+
+// features are Corral's features in the one order the loop calls them,
+// at each moment each of them serves (moments.go). A new feature is a
+// type that implements the moments it needs, and one line here.
+//
+// The order is behaviour where two features serve one moment: at submit
+// the first refusal is the answer; each ticker commits its own batch;
+// the snapshot's holds must be in it before bookings give running work
+// its grace. The golden day test (golden_test.go) records it.
+func (o *Orchestrator) features() []any {
+	return []any{
+		jobIO{},          // scripts, output paths and images checked at submit (jobio.go)
+		dependencies{o},  // depends_on parsed and checked at submit (deps.go)
+		queueLimits{o},   // what one user and the cluster may queue (limits.go)
+		holds{o},         // GPUs held outside the queue, and their expiry (holds.go)
+		bookings{o},      // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
+		cpuJobs{o},       // the cap on each user's running jobs without GPUs (cpujobs.go)
+		idleReclaim{o},   // interactive jobs idle too long are reclaimed (reclaim.go)
+		timeLimits{o},    // running attempts past their time limit are stopped (limits.go)
+		notifications{o}, // the outbox rows of each batch, warnings and alerts (notify.go)
+		endedJobs{o},     // ended jobs summarised, then out of memory (finished.go)
+		usageLedger{o},   // GPU time charged, utilization heartbeats (usage.go)
+		arrays{o},        // job arrays' books, limits and eviction (arrays*.go)
+		budgets{o},       // what an exhausted budget does to a new job (budgets.go)
+		sizes{o},         // bytes of live jobs per user (sizes.go)
+	}
+}
+
+// The rooms below still live in this package and reach into the shared
+// books through o; each is the seam along which its feature moves out.
+
+type jobIO struct{}
+
+func (jobIO) CheckSubmit(s *Submission) error { return validateJobIO(s.Request, s.Job, s.Now) }
+
+type dependencies struct{ o *Orchestrator }
+
+func (f dependencies) CheckSubmit(s *Submission) error {
+	return f.o.setDependsOn(s.Job, s.Request.DependsOn, s.Array) // an array's tasks each get it
+}
+
+type queueLimits struct{ o *Orchestrator }
+
+func (f queueLimits) CheckSubmit(s *Submission) error { return f.o.checkLimits(s.Job, s.Exempt) }
+
+type holds struct{ o *Orchestrator }
+
+func (f holds) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
+	snap.Running = f.o.holdsRunning(snap.Running, now)
+}
+func (f holds) Tick(ctx context.Context) { f.o.checkHolds(ctx) }
+
+type bookings struct{ o *Orchestrator }
+
+func (f bookings) CheckSubmit(s *Submission) error {
+	return f.o.checkJobBooking(s.Job, s.Request, s.Now)
+}
+func (f bookings) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
+	f.o.snapshotBookings(snap, now)
+}
+func (f bookings) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
+
+type cpuJobs struct{ o *Orchestrator }
+
+func (f cpuJobs) AddToSnapshot(snap *sched.Snapshot, _ time.Time) { f.o.snapshotCPUJobs(snap) }
+
+type idleReclaim struct{ o *Orchestrator }
+
+func (f idleReclaim) Tick(ctx context.Context) { f.o.checkInteractiveIdle(ctx) }
+func (f idleReclaim) Moved(_ Tx, j *api.Job, e api.Event) {
+	if e.To.Terminal() && f.o.cfg.Attach != nil {
+		f.o.cfg.Attach.Forget(j.ID) // what idle reclaim kept of its connections
+	}
+}
+
+type timeLimits struct{ o *Orchestrator }
+
+func (f timeLimits) Tick(ctx context.Context) { f.o.checkTimeLimits(ctx) }
+
+type notifications struct{ o *Orchestrator }
+
+func (f notifications) BeforeCommit(tx Tx)       { f.o.planNotifications(ownTxn(tx)) }
+func (f notifications) Committed(tx Tx)          { f.o.kickNotifier(ownTxn(tx)) }
+func (f notifications) Tick(ctx context.Context) { f.o.flushNotes(ctx) }
+
+type endedJobs struct{ o *Orchestrator }
+
+func (f endedJobs) BeforeCommit(tx Tx) { f.o.noteEnded(ownTxn(tx)) }
+func (f endedJobs) Committed(tx Tx)    { f.o.evictFinished(ownTxn(tx)) }
+
+type usageLedger struct{ o *Orchestrator }
+
+func (f usageLedger) Moved(tx Tx, j *api.Job, e api.Event) {
+	ownTxn(tx).settleUsage(j, e.Reason) // how a charged attempt ended
+}
+func (f usageLedger) Tick(ctx context.Context) { f.o.heartbeat(ctx) }
+
+type arrays struct{ o *Orchestrator }
+
+func (f arrays) CheckSubmit(s *Submission) error {
+	if !s.Array {
+		return nil
+	}
+	return f.o.checkArrayLimits(s.Job.User, s.Tasks, s.Exempt) // the queue limits checked one task
+}
+func (f arrays) Moved(_ Tx, j *api.Job, e api.Event) {
+	if j.ArrayJobID != "" {
+		f.o.arrayMoved(j, e.From, e.To)
+	}
+}
+func (f arrays) BeforeCommit(tx Tx) { f.o.noteArraysDone(ownTxn(tx)) }
+func (f arrays) Committed(tx Tx)    { f.o.evictArrays(ownTxn(tx)) }
+
+type budgets struct{ o *Orchestrator }
+
+func (f budgets) CheckSubmit(s *Submission) error {
+	f.o.budgetSubmit(s.Job) // never refuses: an exhausted budget holds the job, or marks it preemptible
+	return nil
+}
+
+type sizes struct{ o *Orchestrator }
+
+func (f sizes) Moved(_ Tx, j *api.Job, e api.Event) { f.o.countLive(j, e.From, e.To) }
