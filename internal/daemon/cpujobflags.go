@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corral-sched/corral/internal/cmdkit"
+	"github.com/corral-sched/corral/internal/feature/cpujobs"
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
@@ -13,7 +14,7 @@ import (
 type cpuJobFlags struct{ perUser int }
 
 func (f *cpuJobFlags) register(fl *pflag.FlagSet) {
-	fl.IntVar(&f.perUser, "max-running-cpu-jobs-per-user", orchestrator.DefaultMaxRunningCPUJobsPerUser,
+	fl.IntVar(&f.perUser, "max-running-cpu-jobs-per-user", cpujobs.DefaultMaxPerUser,
 		"jobs without GPUs (gpu_count 0) one user may have running at once; more wait, pending reason user_cpu_job_limit (0: no limit)")
 }
 

@@ -27,6 +27,11 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"exec/ray", []string{"exec/agents", "exec/slurm", "agent"}},
 		{"gpuinfo", []string{"agent/gpu"}},
 		{"cmdkit", []string{"orchestrator", "server", "store", "agent", "daemon"}},
+		// A feature plugs into the loop through package feature's
+		// interfaces: it never reaches back into the orchestrator.
+		{"feature", []string{"orchestrator", "server", "exec", "agent"}},
+		{"feature/jobio", []string{"orchestrator", "server", "agent"}},
+		{"feature/cpujobs", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

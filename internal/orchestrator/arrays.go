@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -166,7 +167,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	n := len(spec.Indexes)
 	// The same checks as a job's (features.go); every task gets what
 	// they fill in (its dependencies, a budget's hold).
-	if err := o.on.admit(&Submission{Job: &j, Request: req, Array: true, Tasks: n, Exempt: exempt, Now: tx.now}); err != nil {
+	if err := o.on.admit(&feature.Submission{Job: &j, Request: req, Array: true, Tasks: n, Exempt: exempt, Now: tx.now}); err != nil {
 		return submitResult{}, err
 	}
 	// sizes.go: the array counts once.

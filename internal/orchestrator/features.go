@@ -5,12 +5,16 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature"
+	"github.com/corral-sched/corral/internal/feature/cpujobs"
+	"github.com/corral-sched/corral/internal/feature/jobio"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
 // features are Corral's features in the one order the loop calls them,
-// at each moment each of them serves (moments.go). A new feature is a
-// type that implements the moments it needs, and one line here.
+// at each moment each of them serves (package feature names the
+// moments). A new feature is a package whose type implements the moments
+// it needs, and one line here.
 //
 // The order is behaviour where two features serve one moment: at submit
 // the first refusal is the answer; each ticker commits its own batch;
@@ -18,12 +22,12 @@ import (
 // its grace. The golden day test (golden_test.go) records it.
 func (o *Orchestrator) features() []any {
 	return []any{
-		jobIO{},          // scripts, output paths and images checked at submit (jobio.go)
-		dependencies{o},  // depends_on parsed and checked at submit (deps.go)
-		queueLimits{o},   // what one user and the cluster may queue (limits.go)
-		holds{o},         // GPUs held outside the queue, and their expiry (holds.go)
-		bookings{o},      // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
-		cpuJobs{o},       // the cap on each user's running jobs without GPUs (cpujobs.go)
+		jobio.Check{},   // scripts, output paths and images checked at submit
+		dependencies{o}, // depends_on parsed and checked at submit (deps.go)
+		queueLimits{o},  // what one user and the cluster may queue (limits.go)
+		holds{o},        // GPUs held outside the queue, and their expiry (holds.go)
+		bookings{o},     // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
+		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		idleReclaim{o},   // interactive jobs idle too long are reclaimed (reclaim.go)
 		timeLimits{o},    // running attempts past their time limit are stopped (limits.go)
 		notifications{o}, // the outbox rows of each batch, warnings and alerts (notify.go)
@@ -38,19 +42,17 @@ func (o *Orchestrator) features() []any {
 // The rooms below still live in this package and reach into the shared
 // books through o; each is the seam along which its feature moves out.
 
-type jobIO struct{}
-
-func (jobIO) CheckSubmit(s *Submission) error { return validateJobIO(s.Request, s.Job, s.Now) }
-
 type dependencies struct{ o *Orchestrator }
 
-func (f dependencies) CheckSubmit(s *Submission) error {
+func (f dependencies) CheckSubmit(s *feature.Submission) error {
 	return f.o.setDependsOn(s.Job, s.Request.DependsOn, s.Array) // an array's tasks each get it
 }
 
 type queueLimits struct{ o *Orchestrator }
 
-func (f queueLimits) CheckSubmit(s *Submission) error { return f.o.checkLimits(s.Job, s.Exempt) }
+func (f queueLimits) CheckSubmit(s *feature.Submission) error {
+	return f.o.checkLimits(s.Job, s.Exempt)
+}
 
 type holds struct{ o *Orchestrator }
 
@@ -61,7 +63,7 @@ func (f holds) Tick(ctx context.Context) { f.o.checkHolds(ctx) }
 
 type bookings struct{ o *Orchestrator }
 
-func (f bookings) CheckSubmit(s *Submission) error {
+func (f bookings) CheckSubmit(s *feature.Submission) error {
 	return f.o.checkJobBooking(s.Job, s.Request, s.Now)
 }
 func (f bookings) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
@@ -69,14 +71,10 @@ func (f bookings) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
 }
 func (f bookings) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
 
-type cpuJobs struct{ o *Orchestrator }
-
-func (f cpuJobs) AddToSnapshot(snap *sched.Snapshot, _ time.Time) { f.o.snapshotCPUJobs(snap) }
-
 type idleReclaim struct{ o *Orchestrator }
 
 func (f idleReclaim) Tick(ctx context.Context) { f.o.checkInteractiveIdle(ctx) }
-func (f idleReclaim) Moved(_ Tx, j *api.Job, e api.Event) {
+func (f idleReclaim) Moved(_ feature.Tx, j *api.Job, e api.Event) {
 	if e.To.Terminal() && f.o.cfg.Attach != nil {
 		f.o.cfg.Attach.Forget(j.ID) // what idle reclaim kept of its connections
 	}
@@ -88,45 +86,45 @@ func (f timeLimits) Tick(ctx context.Context) { f.o.checkTimeLimits(ctx) }
 
 type notifications struct{ o *Orchestrator }
 
-func (f notifications) BeforeCommit(tx Tx)       { f.o.planNotifications(ownTxn(tx)) }
-func (f notifications) Committed(tx Tx)          { f.o.kickNotifier(ownTxn(tx)) }
-func (f notifications) Tick(ctx context.Context) { f.o.flushNotes(ctx) }
+func (f notifications) BeforeCommit(tx feature.Tx) { f.o.planNotifications(ownTxn(tx)) }
+func (f notifications) Committed(tx feature.Tx)    { f.o.kickNotifier(ownTxn(tx)) }
+func (f notifications) Tick(ctx context.Context)   { f.o.flushNotes(ctx) }
 
 type endedJobs struct{ o *Orchestrator }
 
-func (f endedJobs) BeforeCommit(tx Tx) { f.o.noteEnded(ownTxn(tx)) }
-func (f endedJobs) Committed(tx Tx)    { f.o.evictFinished(ownTxn(tx)) }
+func (f endedJobs) BeforeCommit(tx feature.Tx) { f.o.noteEnded(ownTxn(tx)) }
+func (f endedJobs) Committed(tx feature.Tx)    { f.o.evictFinished(ownTxn(tx)) }
 
 type usageLedger struct{ o *Orchestrator }
 
-func (f usageLedger) Moved(tx Tx, j *api.Job, e api.Event) {
+func (f usageLedger) Moved(tx feature.Tx, j *api.Job, e api.Event) {
 	ownTxn(tx).settleUsage(j, e.Reason) // how a charged attempt ended
 }
 func (f usageLedger) Tick(ctx context.Context) { f.o.heartbeat(ctx) }
 
 type arrays struct{ o *Orchestrator }
 
-func (f arrays) CheckSubmit(s *Submission) error {
+func (f arrays) CheckSubmit(s *feature.Submission) error {
 	if !s.Array {
 		return nil
 	}
 	return f.o.checkArrayLimits(s.Job.User, s.Tasks, s.Exempt) // the queue limits checked one task
 }
-func (f arrays) Moved(_ Tx, j *api.Job, e api.Event) {
+func (f arrays) Moved(_ feature.Tx, j *api.Job, e api.Event) {
 	if j.ArrayJobID != "" {
 		f.o.arrayMoved(j, e.From, e.To)
 	}
 }
-func (f arrays) BeforeCommit(tx Tx) { f.o.noteArraysDone(ownTxn(tx)) }
-func (f arrays) Committed(tx Tx)    { f.o.evictArrays(ownTxn(tx)) }
+func (f arrays) BeforeCommit(tx feature.Tx) { f.o.noteArraysDone(ownTxn(tx)) }
+func (f arrays) Committed(tx feature.Tx)    { f.o.evictArrays(ownTxn(tx)) }
 
 type budgets struct{ o *Orchestrator }
 
-func (f budgets) CheckSubmit(s *Submission) error {
+func (f budgets) CheckSubmit(s *feature.Submission) error {
 	f.o.budgetSubmit(s.Job) // never refuses: an exhausted budget holds the job, or marks it preemptible
 	return nil
 }
 
 type sizes struct{ o *Orchestrator }
 
-func (f sizes) Moved(_ Tx, j *api.Job, e api.Event) { f.o.countLive(j, e.From, e.To) }
+func (f sizes) Moved(_ feature.Tx, j *api.Job, e api.Event) { f.o.countLive(j, e.From, e.To) }

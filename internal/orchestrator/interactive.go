@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/jobio"
 )
 
 // Defaults of the interactive limits (the server's --max-interactive-gpus
@@ -58,7 +59,7 @@ func (o *Orchestrator) checkInteractive(j *api.Job) error {
 		max := api.Seconds(def.Seconds())
 		switch {
 		case j.TimeLimit == nil:
-			j.TimeLimit, j.TimeLimitFrom = &max, fromDefault
+			j.TimeLimit, j.TimeLimitFrom = &max, jobio.FromDefault
 		case j.TimeLimit.Duration() > l.MaxInteractiveTime:
 			return api.Invalid("time_limit", "is %s; an interactive job may run at most %s on this server (--max-interactive-time)",
 				j.TimeLimit.Duration(), l.MaxInteractiveTime)

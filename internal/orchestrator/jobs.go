@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature"
 )
 
 // Submit validates and queues a job; it returns once the job is durable.
@@ -96,7 +97,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err != nil {
 		return submitResult{}, err
 	}
-	if err := o.on.admit(&Submission{Job: &j, Request: req, Tasks: 1, Exempt: exempt, Now: tx.now}); err != nil { // features.go
+	if err := o.on.admit(&feature.Submission{Job: &j, Request: req, Tasks: 1, Exempt: exempt, Now: tx.now}); err != nil { // features.go
 		return submitResult{}, err
 	}
 	j.ID = o.newID(tx.now)

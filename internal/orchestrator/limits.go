@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/jobio"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
@@ -46,7 +47,7 @@ func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
 		max := api.Seconds(l.MaxRunTime.Seconds())
 		switch {
 		case j.TimeLimit == nil:
-			j.TimeLimit, j.TimeLimitFrom = &max, fromDefault
+			j.TimeLimit, j.TimeLimitFrom = &max, jobio.FromDefault
 		case j.TimeLimit.Duration() > l.MaxRunTime:
 			return api.Invalid("time_limit", "is %s; this server allows at most %s", j.TimeLimit.Duration(), l.MaxRunTime)
 		}

@@ -1,4 +1,8 @@
-package orchestrator
+// Package jobio is the submit check of what a job carries for its run
+// beyond its command: a batch script, output and error paths, --begin,
+// --signal, and where its time limit and estimate came from. It is a
+// feature of the orchestrator's loop (feature.SubmitCheck).
+package jobio
 
 import (
 	"path/filepath"
@@ -8,22 +12,33 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/batchscript"
+	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/timespec"
 )
 
 // Where a job's time limit or estimate came from (api.JobIO).
 const (
-	fromFlag    = "flag"
-	fromCorral  = "#CORRAL"
-	fromSbatch  = "#SBATCH"
-	fromAPI     = "api"
-	fromDefault = "default"
+	FromFlag    = "flag"
+	FromCorral  = "#CORRAL"
+	FromSbatch  = "#SBATCH"
+	FromAPI     = "api"
+	FromDefault = "default" // a server's default or cap, set after the checks
 )
 
-// validateJobIO checks and copies a submission's batch script, output
+// maxNameLen bounds a script's file name.
+const maxNameLen = 256
+
+// Check is the submit check (feature.SubmitCheck).
+type Check struct{}
+
+// CheckSubmit checks and copies the submission's script, paths and
+// sources into its job.
+func (Check) CheckSubmit(s *feature.Submission) error { return Validate(s.Request, s.Job, s.Now) }
+
+// Validate checks and copies a submission's batch script, output
 // files, --begin, --signal and the sources of its time limit and estimate
 // (issue 26) into j. Every error names its field.
-func validateJobIO(req *api.SubmitRequest, j *api.Job, now time.Time) error {
+func Validate(req *api.SubmitRequest, j *api.Job, now time.Time) error {
 	if len(req.Script) > batchscript.MaxScriptSize {
 		return api.Invalid("script", "is %d bytes; at most %d are allowed", len(req.Script), batchscript.MaxScriptSize)
 	}
@@ -93,9 +108,17 @@ func source(field, from string, given bool) (string, error) {
 	case !given:
 		return "", nil
 	case from == "":
-		return fromAPI, nil
-	case from == fromFlag || from == fromCorral || from == fromSbatch:
+		return FromAPI, nil
+	case from == FromFlag || from == FromCorral || from == FromSbatch:
 		return from, nil
 	}
-	return "", api.Invalid(field, "%q: want flag, #CORRAL or #SBATCH", truncate(from, 40))
+	return "", api.Invalid(field, "%q: want flag, #CORRAL or #SBATCH", cut(from, 40))
+}
+
+// cut shortens s to n bytes for an error message.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

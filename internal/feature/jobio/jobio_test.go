@@ -1,4 +1,4 @@
-package orchestrator
+package jobio
 
 import (
 	"errors"
@@ -55,10 +55,20 @@ func TestValidateJobIO(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			j, err := validateSubmit(&tc.req, Capacity{Nodes: 1, MaxGPUs: 8, MaxMemoryGB: 80, Models: []string{"H100"}, LargestNode: "n1"})
-			if err == nil {
-				err = validateJobIO(&tc.req, &j, now)
+			j := api.Job{Workdir: tc.req.Workdir} // as the orchestrator's validation leaves it
+			for _, d := range []struct {
+				raw api.RawValue
+				dst **api.Seconds
+			}{{tc.req.TimeLimit, &j.TimeLimit}, {tc.req.EstimatedDuration, &j.EstimatedDuration}} {
+				if !api.IsNull(d.raw) {
+					s, err := api.ParseSecondsJSON(d.raw)
+					if err != nil {
+						t.Fatal(err)
+					}
+					*d.dst = &s
+				}
 			}
+			err := Validate(&tc.req, &j, now)
 			var ae *api.Error
 			switch {
 			case tc.wantField != "":

@@ -1,0 +1,89 @@
+// Package feature names the moments of the orchestrator's loop that a
+// feature of the scheduler can serve, in the manner of the Kubernetes
+// scheduler framework's extension points. A feature (arrays, bookings,
+// budgets, notifications, ...) implements the interfaces of the moments
+// it cares about; the orchestrator's features.go lists every feature in
+// one order, and the loop calls them at each moment in that order. A
+// feature is handed a transaction (Tx) or the snapshot, never the
+// orchestrator's lock, and changes only its own state.
+//
+// Where the loop is at each moment:
+//
+//	submit:     validate ─▶ SubmitCheck... ─▶ queued
+//	transition: event, queue and GPU books ─▶ Mover...
+//	commit:     Committer.BeforeCommit... ─▶ store ─▶ Committer.Committed...
+//	cycle:      eligible jobs ─▶ snapshot + SnapshotPart... ─▶ sched.Schedule ─▶ starts
+//	tick:       nodes' silence ─▶ Ticker...
+//
+// This package holds only the interfaces and the values they pass, so
+// that a feature's package and the orchestrator both import it and
+// neither imports the other.
+package feature
+
+import (
+	"context"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// Tx is the loop's open transaction as a feature sees it: the batch its
+// rows join, and the time of the batch.
+type Tx interface {
+	// Now is the transaction's time (the clock read once per batch).
+	Now() time.Time
+	// Batch is what the commit will write: a feature adds its rows.
+	Batch() *store.Batch
+}
+
+// Submission is a job being admitted: validated, with no id yet.
+type Submission struct {
+	Job     *api.Job // checks may fill in what they own of it (a budget's hold, say)
+	Request *api.SubmitRequest
+	// Array is set when the submission makes a job array of Tasks tasks;
+	// Job is then the template every task is made from.
+	Array bool
+	Tasks int
+	// Exempt: an admin's submission, outside the per-user limits.
+	Exempt bool
+	Now    time.Time
+}
+
+// A SubmitCheck admits or refuses a new job. A refusal changes nothing:
+// the checks run before the job exists anywhere but in the Submission.
+type SubmitCheck interface {
+	CheckSubmit(s *Submission) error
+}
+
+// A Mover follows jobs from state to state: it is called once per
+// transition, after the queue and GPU books have moved, with the
+// transition's event (e.From is "" for a new job). It must be quick: a
+// busy cluster makes thousands of transitions a second.
+type Mover interface {
+	Moved(tx Tx, j *api.Job, e api.Event)
+}
+
+// A Committer writes rows that follow from the batch's changes inside
+// the same commit (BeforeCommit: an outbox row for each event, say), and
+// acts once they are durable (Committed: wake a sender, drop what memory
+// need not keep).
+type Committer interface {
+	BeforeCommit(tx Tx)
+	Committed(tx Tx)
+}
+
+// A SnapshotPart adds its data to the core's snapshot: blocked intervals,
+// caps, GPUs held outside the queue. The core sees constraints only as
+// data.
+type SnapshotPart interface {
+	AddToSnapshot(snap *sched.Snapshot, now time.Time)
+}
+
+// A Ticker does a feature's timed work once per tick (expiries, idle
+// reclaim, heartbeats); it makes its own transaction when it changes
+// anything.
+type Ticker interface {
+	Tick(ctx context.Context)
+}
