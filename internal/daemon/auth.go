@@ -22,6 +22,7 @@ import (
 	"github.com/corral-sched/corral/internal/auth"
 	"github.com/corral-sched/corral/internal/client"
 	"github.com/corral-sched/corral/internal/cmdkit"
+	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/server"
 	"github.com/corral-sched/corral/internal/store"
@@ -69,9 +70,9 @@ func (f *accessFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.maxArraySize, "max-array-size", api.DefaultMaxArraySize, "tasks one job array may have (--array); each task also counts toward --max-queued-per-user and --max-queue-size")
 	fl.IntVar(&f.maxInteractiveGPUs, "max-interactive-gpus", orchestrator.DefaultMaxInteractiveGPUs, "GPUs of interactive jobs (classes interactive and interactive-preemptible) and holds one user may have queued, running or held; more are refused at submission (0: no limit)")
 	cmdkit.DurationVar(fl, &f.maxInteractiveTime, "max-interactive-time", orchestrator.DefaultMaxInteractiveTime, "the longest an interactive job or hold may last: its default time_limit (or duration) and the largest it may ask (0: no limit)")
-	fl.Int64Var(&f.maxCommandBytes, "max-command-bytes", orchestrator.DefaultMaxCommandBytes, "bytes one job's command may have (0: no limit but the 1 MiB body)")
-	fl.Int64Var(&f.maxEnvBytes, "max-env-bytes", orchestrator.DefaultMaxEnvBytes, "bytes one job's env may have, names and values together (0: no limit but the 1 MiB body)")
-	fl.Int64Var(&f.maxUserBytes, "max-queued-bytes-per-user", orchestrator.DefaultMaxUserQueuedBytes, "bytes of commands, env and names one user's jobs that have not ended may hold in all (0: no limit; admins are exempt)")
+	fl.Int64Var(&f.maxCommandBytes, "max-command-bytes", sizes.DefaultMaxCommandBytes, "bytes one job's command may have (0: no limit but the 1 MiB body)")
+	fl.Int64Var(&f.maxEnvBytes, "max-env-bytes", sizes.DefaultMaxEnvBytes, "bytes one job's env may have, names and values together (0: no limit but the 1 MiB body)")
+	fl.Int64Var(&f.maxUserBytes, "max-queued-bytes-per-user", sizes.DefaultMaxUserQueuedBytes, "bytes of commands, env and names one user's jobs that have not ended may hold in all (0: no limit; admins are exempt)")
 	cmdkit.DurationVar(fl, &f.auditRetention, "audit-retention", 0, "how long audit entries are kept, e.g. 2160h for 90 days; older ones are deleted hourly (0: kept for ever)")
 }
 

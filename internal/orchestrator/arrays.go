@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
+	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -171,7 +172,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 		return submitResult{}, err
 	}
 	// sizes.go: the array counts once.
-	o.addLive(j.User, jobBytes(&j))
+	o.sizes.Add(j.User, sizes.JobBytes(&j))
 	id := o.newID(tx.now)
 	j.Number = tx.takeNumber(id) // numbers.go: the array's, its tasks' too
 	j.SubmittedAt = tx.now

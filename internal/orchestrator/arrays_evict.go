@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/sizes"
 )
 
 // Done job arrays out of memory (issue 15). An array is done when none
@@ -73,7 +74,7 @@ func (o *Orchestrator) evictArrays(tx *txn) {
 			continue
 		}
 		delete(o.arr.byID, id)
-		o.addLive(a.rec.User, -jobBytes(&a.tmpl)) // sizes.go
+		o.sizes.Add(a.rec.User, -sizes.JobBytes(&a.tmpl))
 		delete(o.arr.waiting, id)
 		delete(o.arr.pend, id)
 		o.forgetDepsOn(id)

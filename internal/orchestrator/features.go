@@ -24,6 +24,7 @@ func (o *Orchestrator) features() []any {
 	return []any{
 		jobio.Check{},   // scripts, output paths and images checked at submit
 		dependencies{o}, // depends_on parsed and checked at submit (deps.go)
+		o.sizes,         // a job's command and env, and each user's live jobs, bounded in bytes
 		queueLimits{o},  // what one user and the cluster may queue (limits.go)
 		holds{o},        // GPUs held outside the queue, and their expiry (holds.go)
 		bookings{o},     // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
@@ -35,7 +36,6 @@ func (o *Orchestrator) features() []any {
 		usageLedger{o},   // GPU time charged, utilization heartbeats (usage.go)
 		arrays{o},        // job arrays' books, limits and eviction (arrays*.go)
 		budgets{o},       // what an exhausted budget does to a new job (budgets.go)
-		sizes{o},         // bytes of live jobs per user (sizes.go)
 	}
 }
 
@@ -124,7 +124,3 @@ func (f budgets) CheckSubmit(s *feature.Submission) error {
 	f.o.budgetSubmit(s.Job) // never refuses: an exhausted budget holds the job, or marks it preemptible
 	return nil
 }
-
-type sizes struct{ o *Orchestrator }
-
-func (f sizes) Moved(_ feature.Tx, j *api.Job, e api.Event) { f.o.countLive(j, e.From, e.To) }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -74,7 +75,7 @@ const PageBytes = 8 << 20
 
 // viewBytes estimates a job's JSON: its own text (sizes.go) and about a
 // kilobyte of the rest.
-func viewBytes(j *api.Job) int64 { return jobBytes(j) + 1024 }
+func viewBytes(j *api.Job) int64 { return sizes.JobBytes(j) + 1024 }
 
 // mergePage merges a page of jobs from memory (views, newest first) with
 // one from the store (old, newest first), at most limit of them and about

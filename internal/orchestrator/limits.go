@@ -22,7 +22,7 @@ type Limits struct {
 	// jobs and holds, and the longest time limit of an interactive job.
 	MaxInteractiveGPUs int
 	MaxInteractiveTime time.Duration
-	// Sizes (sizes.go): bytes of one job's command, of its env (names
+	// Sizes (package sizes): bytes of one job's command, of its env (names
 	// and values), and of one user's jobs not ended (admins are exempt).
 	// 0: the default; negative: no limit.
 	MaxCommandBytes    int64
@@ -34,9 +34,6 @@ type Limits struct {
 // the default time limit. Loop only (it reads the queue).
 func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
 	l := o.cfg.Limits
-	if err := o.checkJobSize(j, exempt); err != nil { // sizes.go
-		return err
-	}
 	if err := o.checkInteractive(j); err != nil { // interactive.go
 		return err
 	}

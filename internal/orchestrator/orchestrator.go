@@ -30,6 +30,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -219,7 +220,7 @@ type Orchestrator struct {
 	// read that an API reader makes without the lock (reads.go).
 	readHook func(what string)
 
-	liveBytes map[string]int64 // per user: bytes of jobs not ended and arrays in memory (sizes.go)
+	sizes *sizes.Books // per user: bytes of jobs not ended and arrays in memory (package sizes)
 
 	lastNumber int64 // the last short number given (numbers.go); loop only
 }
@@ -293,6 +294,8 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		changed:     make(chan struct{}),
 		fatal:       make(chan error, 1),
 	}
+	o.sizes = sizes.New(sizes.Limits{MaxCommandBytes: cfg.Limits.MaxCommandBytes, MaxEnvBytes: cfg.Limits.MaxEnvBytes,
+		MaxUserQueuedBytes: cfg.Limits.MaxUserQueuedBytes})
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
@@ -307,7 +310,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	if err := o.recover(ctx); err != nil {
 		return nil, err
 	}
-	o.recountLive() // sizes.go
+	o.recountLive()
 	if err := o.loadHistory(ctx); err != nil {
 		return nil, err
 	}
