@@ -229,7 +229,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.stats.count++
 	o.stats.last = now
 	o.stats.lastMS = float64(time.Since(began).Microseconds()) / 1000
-	o.observeCycle(time.Since(began))
+	o.hist.ObserveCycle(time.Since(began))
 	err := o.commit(ctx, tx)
 	if err == nil && tx.batch.Empty() {
 		o.notify() // the pending reasons changed even when no job started

@@ -97,9 +97,7 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	if o.ended == nil {
 		o.ended = map[api.State]int{}
 	}
-	o.hist.mu.Lock()
-	o.hist.countGone(gone, now)
-	o.hist.mu.Unlock()
+	o.hist.Gone(gone, now) // their events not yet counted
 	for _, j := range gone {
 		delete(o.jobs, j.ID)
 		o.pending.drop(j.ID)
@@ -119,22 +117,6 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 			}
 		}
 	}
-}
-
-// countGone counts the events of jobs about to leave memory that the
-// tally has not seen yet, into the next sample, and forgets them.
-// History lock held (and the orchestrator's write lock).
-func (h *history) countGone(jobs []*api.Job, now time.Time) {
-	since := h.last
-	if since.IsZero() {
-		since = now.Add(-HistoryInterval)
-	}
-	var iv interval
-	for _, j := range jobs {
-		h.tally.job(j, since, &iv)
-		delete(h.tally.seen, j.ID)
-	}
-	h.pending.merge(iv)
 }
 
 // lookup returns a job from memory: a live one, or one of the recently

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/ring"
 )
 
 // Node states as the API shows them.
@@ -55,7 +56,7 @@ type Node struct {
 	grace    time.Time
 	readings []api.GPUReading
 	foreign  []api.ForeignProcess
-	history  ring[Sample]
+	history  ring.Ring[Sample]
 	diskFull string // the agent says its log disk is full (disk.go); "": it is not
 }
 
@@ -331,7 +332,7 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 
 // recordSample adds a telemetry sample to the node's history.
 func (n *Node) recordSample(s Sample) {
-	n.history.push(s, historyLen)
+	n.history.Push(s, historyLen)
 }
 
 // SetNodeState cordons, drains or uncordons a node; persisted.
@@ -371,7 +372,7 @@ func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error)
 		return nil, api.NotFound("no node %q", nodeID)
 	}
 	out := []Sample{}
-	for s := range n.history.all() {
+	for s := range n.history.All() {
 		if !s.At.Before(since) {
 			out = append(out, *s)
 		}

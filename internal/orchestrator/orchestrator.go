@@ -30,6 +30,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -179,7 +180,7 @@ type Orchestrator struct {
 	stats       cycleStats
 	startedAt   time.Time
 	changed     chan struct{} // closed and replaced after every commit
-	hist        history       // the cluster over time, for graphs (history.go)
+	hist        history.Books // the cluster over time, for graphs (package history)
 	arr         arrayBooks    // job arrays (arrays.go)
 	deps        depState      // job dependencies (deps.go)
 
@@ -311,7 +312,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		return nil, err
 	}
 	o.recountLive()
-	if err := o.loadHistory(ctx); err != nil {
+	if err := o.hist.Load(ctx, o.cfg.Store, o.cfg.Now()); err != nil {
 		return nil, err
 	}
 	o.dirty = true

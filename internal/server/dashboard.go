@@ -9,7 +9,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/auth"
-	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/web"
 )
 
@@ -70,7 +70,7 @@ func dashboardHeaders(w http.ResponseWriter) {
 func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	now := time.Now()
-	hq := orchestrator.HistoryQuery{Since: now.Add(-time.Hour), Node: q.Get("node")}
+	hq := history.Query{Since: now.Add(-time.Hour), Node: q.Get("node")}
 	if v := q.Get("since"); v != "" {
 		t, err := parseSince(v, now)
 		if err != nil {

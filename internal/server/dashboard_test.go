@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/web"
 )
@@ -156,7 +157,7 @@ func TestHistory(t *testing.T) {
 	if len(p.Nodes) != 1 || p.Nodes[0].NodeID != "n1" || p.Nodes[0].AllocatedGPUs <= 0 || p.Nodes[0].GPUs != 8 {
 		t.Fatalf("node points %+v", p.Nodes)
 	}
-	if h.Interval != api.Seconds(orchestrator.HistoryInterval.Seconds()) {
+	if h.Interval != api.Seconds(history.Interval.Seconds()) {
 		t.Fatalf("interval %v", h.Interval)
 	}
 	// Without node=, no per-node series.

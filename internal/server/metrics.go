@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
@@ -126,14 +127,14 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descCycles, prometheus.CounterValue, float64(st.Cycles))
 	gauge(descCycle, st.LastCycleMS/1000)
 	cyc := c.o.CycleDurations()
-	ch <- prometheus.MustNewConstHistogram(descCycleHist, cyc.Count, cyc.Sum, buckets(orchestrator.CycleBuckets, cyc.Counts))
+	ch <- prometheus.MustNewConstHistogram(descCycleHist, cyc.Count, cyc.Sum, buckets(history.CycleBuckets, cyc.Counts))
 
 	jc := c.o.JobCounters()
 	ch <- prometheus.MustNewConstMetric(descStarts, prometheus.CounterValue, float64(jc.Starts))
 	for _, s := range []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled} {
 		ch <- prometheus.MustNewConstMetric(descEnded, prometheus.CounterValue, float64(jc.Ended[s]), string(s))
 	}
-	ch <- prometheus.MustNewConstHistogram(descWait, jc.WaitCount, jc.WaitSum, buckets(orchestrator.WaitBuckets, jc.WaitCounts))
+	ch <- prometheus.MustNewConstHistogram(descWait, jc.WaitCount, jc.WaitSum, buckets(history.WaitBuckets, jc.WaitCounts))
 }
 
 func buckets(bounds []float64, counts []uint64) map[float64]uint64 {

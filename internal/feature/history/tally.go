@@ -1,6 +1,7 @@
-package orchestrator
+package history
 
 import (
+	"iter"
 	"maps"
 	"slices"
 	"time"
@@ -36,19 +37,13 @@ type interval struct {
 	waitSum, waitMax           float64
 }
 
-// advance counts the events added since the last call. Events after since
-// also go into the returned interval. Read lock and history lock held.
-func (t *tally) advance(o *Orchestrator, since time.Time) interval {
-	if t.seen == nil {
-		t.seen = map[string]int{}
-		t.c.Ended = map[api.State]uint64{}
-		t.c.WaitCounts = make([]uint64, len(WaitBuckets))
-	}
+// advance counts the events added since the last call to the jobs (ended
+// jobs were counted as they left memory: Gone). Events after since also
+// go into the returned interval. History lock held.
+func (t *tally) advance(jobs iter.Seq[*api.Job], since time.Time) interval {
 	var iv interval
-	for _, id := range o.order {
-		if j, ok := o.jobs[id]; ok { // ended jobs were counted as they left (finished.go)
-			t.job(j, since, &iv)
-		}
+	for j := range jobs {
+		t.job(j, since, &iv)
 	}
 	return iv
 }
@@ -118,31 +113,38 @@ func (iv *interval) merge(o interval) {
 	iv.waitMax = max(iv.waitMax, o.waitMax)
 }
 
-// JobCounters brings the counts up to date and returns a copy.
-func (o *Orchestrator) JobCounters() JobCounters {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	o.hist.mu.Lock()
-	defer o.hist.mu.Unlock()
-	o.hist.catchUp(o, o.cfg.Now().UTC())
-	c := o.hist.tally.c
+// JobCounters brings the counts up to date with jobs (as Take) and
+// returns a copy.
+func (h *Books) JobCounters(jobs iter.Seq[*api.Job], now time.Time) JobCounters {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.catchUp(jobs, now.UTC())
+	c := h.tally.c
 	c.Ended = maps.Clone(c.Ended)
 	c.WaitCounts = slices.Clone(c.WaitCounts)
+	if c.Ended == nil {
+		c.Ended = map[api.State]uint64{}
+		c.WaitCounts = make([]uint64, len(WaitBuckets))
+	}
 	return c
 }
 
-// JobStateCounts counts the jobs in each state.
-func (o *Orchestrator) JobStateCounts() map[api.State]int {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	out := make(map[api.State]int, len(api.States))
-	for _, j := range o.jobs {
-		out[j.State]++
+// Gone counts the events of jobs about to leave the orchestrator's
+// memory that the tally has not seen yet, into the next sample, and
+// forgets them.
+func (h *Books) Gone(jobs []*api.Job, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	since := h.last
+	if since.IsZero() {
+		since = now.Add(-Interval)
 	}
-	for s, n := range o.ended { // finished.go: those that left memory
-		out[s] += n
+	var iv interval
+	for _, j := range jobs {
+		h.tally.job(j, since, &iv)
+		delete(h.tally.seen, j.ID)
 	}
-	return out
+	h.pending.merge(iv)
 }
 
 // CycleBuckets are the upper bounds, in seconds, of the histogram of
@@ -169,18 +171,18 @@ func (h *Histogram) observe(bounds []float64, v float64) {
 	h.Count++
 }
 
-// observeCycle records a scheduling cycle's duration. Loop only.
-func (o *Orchestrator) observeCycle(d time.Duration) {
-	o.hist.mu.Lock()
-	o.hist.cycles.observe(CycleBuckets, d.Seconds())
-	o.hist.mu.Unlock()
+// ObserveCycle records a scheduling cycle's duration.
+func (h *Books) ObserveCycle(d time.Duration) {
+	h.mu.Lock()
+	h.cycles.observe(CycleBuckets, d.Seconds())
+	h.mu.Unlock()
 }
 
 // CycleDurations returns the histogram of scheduling-cycle durations.
-func (o *Orchestrator) CycleDurations() Histogram {
-	o.hist.mu.Lock()
-	defer o.hist.mu.Unlock()
-	h := o.hist.cycles
+func (b *Books) CycleDurations() Histogram {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	h := b.cycles
 	h.Counts = slices.Clone(h.Counts)
 	if h.Counts == nil {
 		h.Counts = make([]uint64, len(CycleBuckets))

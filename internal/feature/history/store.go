@@ -1,18 +1,20 @@
-package orchestrator
+package history
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/corral-sched/corral/internal/store"
 )
 
 // The history is kept in the store as well as in memory, so that the
 // dashboard's graphs span a restart: each sample is written as it is
-// taken, samples older than HistoryRetention are dropped, and New loads
+// taken, samples older than Retention are dropped, and New loads
 // what is left.
 
-// histRecord is a histSample as the store keeps it.
+// histRecord is a sample as the store keeps it.
 type histRecord struct {
 	Total     int32            `json:"t"`
 	Allocated int32            `json:"a"`
@@ -41,7 +43,7 @@ type histNodeRecord struct {
 	Down      bool   `json:"d,omitempty"`
 }
 
-func (s *histSample) record() histRecord {
+func (s *sample) record() histRecord {
 	r := histRecord{Total: s.total, Allocated: s.allocated, Held: s.held, Foreign: s.foreign, Down: s.down,
 		UtilSum: s.utilSum, MemUsed: s.memUsed, MemTotal: s.memTotal, Queued: s.queued, Running: s.running,
 		Started: s.started, Completed: s.completed, Failed: s.failed, WaitSum: s.waitSum, WaitMax: s.waitMax}
@@ -51,8 +53,8 @@ func (s *histSample) record() histRecord {
 	return r
 }
 
-func (r histRecord) sample(at time.Time) histSample {
-	s := histSample{at: at, total: r.Total, allocated: r.Allocated, held: r.Held, foreign: r.Foreign, down: r.Down,
+func (r histRecord) sample(at time.Time) sample {
+	s := sample{at: at, total: r.Total, allocated: r.Allocated, held: r.Held, foreign: r.Foreign, down: r.Down,
 		utilSum: r.UtilSum, memUsed: r.MemUsed, memTotal: r.MemTotal, queued: r.Queued, running: r.Running,
 		started: r.Started, completed: r.Completed, failed: r.Failed, waitSum: r.WaitSum, waitMax: r.WaitMax}
 	for _, n := range r.Nodes {
@@ -61,36 +63,44 @@ func (r histRecord) sample(at time.Time) histSample {
 	return s
 }
 
-// persistSample writes a sample to the store and drops expired ones. A
-// failure costs a point of the graphs, nothing else: it is logged.
-func (o *Orchestrator) persistSample(ctx context.Context, s *histSample) {
-	data, err := json.Marshal(s.record())
-	if err == nil {
-		err = o.cfg.Store.PutHistory(ctx, s.at, data, s.at.Add(-HistoryRetention))
-	}
-	if err != nil && ctx.Err() == nil {
-		o.log.Warn("history sample not stored", "err", err)
-	}
+// Store is where samples are kept across restarts (*store.Store).
+type Store interface {
+	// PutHistory stores a sample taken at at and drops those taken
+	// before dropBefore.
+	PutHistory(ctx context.Context, at time.Time, data []byte, dropBefore time.Time) error
+	// History returns the samples taken since since, oldest first.
+	History(ctx context.Context, since time.Time) ([]store.HistoryRow, error)
 }
 
-// loadHistory fills the ring from the store's samples of the last
-// HistoryRetention, and counts job events from the newest one on, so that
-// the first sample after a restart covers the time the server was down.
-func (o *Orchestrator) loadHistory(ctx context.Context) error {
-	now := o.cfg.Now().UTC()
-	rows, err := o.cfg.Store.History(ctx, now.Add(-HistoryRetention))
+// persist writes a sample to the store and drops expired ones.
+func (h *Books) persist(ctx context.Context, st Store, s *sample) error {
+	data, err := json.Marshal(s.record())
+	if err != nil {
+		return fmt.Errorf("history sample: %w", err)
+	}
+	if err := st.PutHistory(ctx, s.at, data, s.at.Add(-Retention)); err != nil {
+		return fmt.Errorf("history sample not stored: %w", err)
+	}
+	return nil
+}
+
+// Load fills the ring from the store's samples of the last Retention
+// before now, and counts job events from the newest one on, so that the
+// first sample after a restart covers the time the server was down.
+func (h *Books) Load(ctx context.Context, st Store, now time.Time) error {
+	rows, err := st.History(ctx, now.UTC().Add(-Retention))
 	if err != nil {
 		return fmt.Errorf("load history: %w", err)
 	}
-	o.hist.mu.Lock()
-	defer o.hist.mu.Unlock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, row := range rows {
 		var r histRecord
 		if err := json.Unmarshal(row.Data, &r); err != nil {
 			continue // a sample this version cannot read: a gap in the graphs
 		}
-		o.hist.add(r.sample(row.At))
-		o.hist.last = row.At
+		h.add(r.sample(row.At))
+		h.last = row.At
 	}
 	return nil
 }
