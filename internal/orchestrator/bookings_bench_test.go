@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/holds"
 )
 
 // benchBookings fills an orchestrator's books with n one-GPU bookings on
 // 8-GPU nodes, a day apart per GPU, every repeat-th one daily (0: none).
 func benchBookings(n, repeat int) *Orchestrator {
-	o := &Orchestrator{bookings: map[string]*api.Reservation{}, nodeIndex: map[string]int{}, active: map[string]bool{}, holds: map[string]*api.Hold{},
+	o := &Orchestrator{bookings: map[string]*api.Reservation{}, nodeIndex: map[string]int{}, active: map[string]bool{}, holds: holds.New(0),
 		cfg: Config{Now: time.Now}}
 	for i := range 16 {
 		nd := simNode(fmt.Sprintf("n%02d", i), 8)

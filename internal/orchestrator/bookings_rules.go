@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/lazyre"
 )
 
@@ -495,14 +496,8 @@ func (o *Orchestrator) blockRunning(name string, start time.Time, block func(str
 		}
 		block(what, ks)
 	}
-	hids := make([]string, 0, len(o.holds))
-	for id := range o.holds {
-		hids = append(hids, id)
-	}
-	slices.Sort(hids)
-	for _, id := range hids {
-		h := o.holds[id]
-		end := o.holdExpiry(h)
+	for _, h := range o.holds.Sorted() {
+		end := o.holds.Expiry(h)
 		what := "held by hold " + h.JobID
 		if !end.IsZero() {
 			if !end.After(start) {
@@ -524,7 +519,7 @@ func keysText(ks []gpuKey) string {
 	for i, k := range ks {
 		as[i] = api.Allocation{NodeID: k.node, GPUID: k.index}
 	}
-	return holdGPUs(as) // holds.go
+	return holds.GPUs(as)
 }
 
 // stamp writes a time for people: "2026-12-01 09:00 UTC".

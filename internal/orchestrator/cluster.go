@@ -174,7 +174,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 	if req.GPUCount == 0 {
 		return api.Hold{}, api.Invalid("gpu_count", "must be 1 or more: a hold of no GPUs holds nothing")
 	}
-	d, err := o.holdDuration(req.Duration) // holds.go
+	d, err := o.holds.Duration(req.Duration)
 	if err != nil {
 		return api.Hold{}, err
 	}
@@ -183,7 +183,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		if err := checkGPURequest(c, "gpu_count", req.GPUCount, 1, "memory_gb", req.MemoryGB, req.GPUType); err != nil {
 			return nil, err
 		}
-		if _, ok := o.holds[req.JobID]; ok {
+		if _, ok := o.holds.Get(req.JobID); ok {
 			return nil, api.Conflict("hold_exists", "GPUs are already held for %q; release them first", req.JobID)
 		}
 		if _, ok := o.jobs[req.JobID]; ok {
@@ -204,7 +204,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		}
 		expires := tx.now.Add(d)
 		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: tx.now, Allocation: o.allocate(req.JobID, r.Starts[0].Placements), ExpiresAt: &expires}
-		o.holds[h.JobID] = h
+		o.holds.Add(h)
 		tx.batch.Holds = append(tx.batch.Holds, *h)
 		o.log.Info("GPUs held", "hold", h.JobID, "gpus", len(h.Allocation))
 		return *h, nil
@@ -225,7 +225,7 @@ func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, er
 		return o.releaseHoldJob(ctx, holdID)
 	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		h, ok := o.holds[holdID]
+		h, ok := o.holds.Get(holdID)
 		if !ok {
 			if _, isJob := o.jobs[holdID]; isJob {
 				return nil, api.Conflict("not_a_hold", "%q is a Corral job, not a hold; cancel it with corral cancel %s", holdID, holdID)
@@ -294,7 +294,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 			switch holder, ok := o.owner[gpuKey{n.ID, d.Index}]; {
 			case ok:
 				g.AllocatedTo = &holder
-				_, g.Held = o.holds[holder]
+				_, g.Held = o.holds.Get(holder)
 				if j := o.jobs[holder]; j != nil {
 					g.AllocatedNumber = j.ShortID() // numbers.go
 				}

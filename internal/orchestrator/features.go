@@ -26,7 +26,8 @@ func (o *Orchestrator) features() []any {
 		dependencies{o}, // depends_on parsed and checked at submit (deps.go)
 		o.sizes,         // a job's command and env, and each user's live jobs, bounded in bytes
 		queueLimits{o},  // what one user and the cluster may queue (limits.go)
-		holds{o},        // GPUs held outside the queue, and their expiry (holds.go)
+		o.holds,         // GPUs held outside the queue: their share of the snapshot
+		holdExpiry{o},   // holds past their expiry release their GPUs (holds.go)
 		bookings{o},     // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		idleReclaim{o},   // interactive jobs idle too long are reclaimed (reclaim.go)
@@ -54,12 +55,9 @@ func (f queueLimits) CheckSubmit(s *feature.Submission) error {
 	return f.o.checkLimits(s.Job, s.Exempt)
 }
 
-type holds struct{ o *Orchestrator }
+type holdExpiry struct{ o *Orchestrator }
 
-func (f holds) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
-	snap.Running = f.o.holdsRunning(snap.Running, now)
-}
-func (f holds) Tick(ctx context.Context) { f.o.checkHolds(ctx) }
+func (f holdExpiry) Tick(ctx context.Context) { f.o.checkHolds(ctx) }
 
 type bookings struct{ o *Orchestrator }
 

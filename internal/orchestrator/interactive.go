@@ -3,9 +3,9 @@ package orchestrator
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/jobio"
 )
 
@@ -13,7 +13,7 @@ import (
 // and --max-interactive-time).
 const (
 	DefaultMaxInteractiveGPUs = 2
-	DefaultMaxInteractiveTime = 8 * time.Hour
+	DefaultMaxInteractiveTime = holds.DefaultTime // a hold's default duration too
 )
 
 // Interactive reports whether a job's class is one of the interactive
@@ -90,7 +90,7 @@ func (o *Orchestrator) interactiveGPUs(user string) int {
 	}
 	count(o.queued)
 	count(o.active)
-	for _, h := range o.holds {
+	for h := range o.holds.All() {
 		if h.User == user {
 			n += len(h.Allocation)
 		}

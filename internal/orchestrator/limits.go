@@ -112,7 +112,7 @@ func (o *Orchestrator) JobOwner(id string) (user, project string, ok bool) {
 func (o *Orchestrator) HoldOwner(id string) (user string, ok bool) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	h, ok := o.holds[id]
+	h, ok := o.holds.Get(id)
 	if !ok {
 		if j := o.holdJob(id); j != nil { // a hold queued as a job (holds.go)
 			return j.User, true

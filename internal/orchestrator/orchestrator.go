@@ -31,6 +31,7 @@ import (
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/history"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -164,7 +165,7 @@ type Orchestrator struct {
 	queueSorted bool            // queueJobs is in order, without repeats
 	queueBuf    []sched.Job     // the cycle snapshot's queue, reused (loop only)
 	active      map[string]bool // jobs holding GPUs: scheduled, allocating, running
-	holds       map[string]*api.Hold
+	holds       *holds.Books    // GPUs held outside the queue (package holds)
 	idem        map[string]string
 	owner       map[gpuKey]string // GPU -> job id or hold id
 	nodes       []Node
@@ -196,8 +197,6 @@ type Orchestrator struct {
 
 	notes notifyState // notifications noted, arrays indexed (notify.go)
 	inter idleBook    // idle reclaim of interactive jobs (reclaim.go)
-
-	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
 
 	bookings map[string]*api.Reservation // bookings by name (bookings.go)
 	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
@@ -283,7 +282,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		queueSorted: true,
 		active:      map[string]bool{},
 		bookings:    map[string]*api.Reservation{},
-		holds:       map[string]*api.Hold{},
+		holds:       holds.New(cfg.Limits.MaxInteractiveTime),
 		idem:        map[string]string{},
 		owner:       map[gpuKey]string{},
 		nodeIndex:   map[string]int{},

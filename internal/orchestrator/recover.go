@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -27,8 +28,10 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	o.policy = loadPolicies(st.Settings)
-	o.classDefaults(&o.policy)                                 // reclaim.go
-	o.readHoldUsage(st.Settings)                               // holdusage.go
+	o.classDefaults(&o.policy) // reclaim.go
+	if err := o.holds.LoadUsage(st.Settings); err != nil {
+		o.log.Warn("holds' past usage is forgotten", "err", err)
+	}
 	if err := o.readUsageState(ctx, st.Settings); err != nil { // usage.go
 		return fmt.Errorf("recover: %w", err)
 	}
@@ -85,7 +88,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	o.loadBookings(st) // bookings_tick.go
 	for i := range st.Holds {
 		h := &st.Holds[i]
-		o.holds[h.JobID] = h
+		o.holds.Add(h)
 		for _, a := range h.Allocation {
 			o.owner[gpuKey{a.NodeID, a.GPUID}] = h.JobID
 		}
@@ -264,7 +267,9 @@ func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	if err := o.rebuildFinished(context.Background()); err != nil {
 		o.log.Error("rebuild the fair-share ledger from the store's ended jobs", "err", err)
 	}
-	o.addHoldUsage() // holdusage.go
+	for user, u := range o.holds.Usage() { // each user's at its time: the ledger decays it from there
+		o.ledger.Add(user, holds.Project, u.GPUSeconds, u.At)
+	}
 }
 
 // lastEvent is when the job last entered state to; zero when it never did.

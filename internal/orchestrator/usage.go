@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/store"
 	"github.com/corral-sched/corral/internal/usage"
 )
@@ -181,7 +182,7 @@ func (o *Orchestrator) chargeHoldUsage(tx *txn, h *api.Hold, ended string) {
 	if !tx.now.After(h.HeldAt) {
 		return
 	}
-	for _, r := range o.attemptRecords(usage.KindHold, h.JobID, 0, h.User, holdProject, h.Allocation, h.HeldAt, tx.now) {
+	for _, r := range o.attemptRecords(usage.KindHold, h.JobID, 0, h.User, holds.Project, h.Allocation, h.HeldAt, tx.now) {
 		r.Ended = ended
 		o.chargeUsage(tx, r)
 	}

@@ -37,7 +37,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 			v.EstimatedStartTime = &t
 		}
 		o.viewDeps(j, &v) // deps_cycle.go
-		o.holdNote(&v)    // holds.go
+		o.holds.Note(&v)
 		if !o.running {
 			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until an admin runs corral orchestrator start"
 		}

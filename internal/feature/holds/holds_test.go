@@ -1,0 +1,145 @@
+package holds
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
+	"github.com/corral-sched/corral/internal/store"
+)
+
+// fakeTx is a feature.Tx: a batch at a time.
+type fakeTx struct {
+	now   time.Time
+	batch store.Batch
+}
+
+func (t *fakeTx) Now() time.Time      { return t.now }
+func (t *fakeTx) Batch() *store.Batch { return &t.batch }
+
+// A hold's duration is the server's maximum by default and at most; the
+// errors name the field.
+func TestDuration(t *testing.T) {
+	raw := func(s string) api.RawValue { return api.RawValue(`"` + s + `"`) }
+	for name, c := range map[string]struct {
+		max  time.Duration
+		raw  api.RawValue
+		want time.Duration
+		bad  bool
+	}{
+		"default is the maximum": {max: 2 * time.Hour, want: 2 * time.Hour},
+		"no maximum":             {want: DefaultTime},
+		"asked":                  {max: 2 * time.Hour, raw: raw("30m"), want: 30 * time.Minute},
+		"past the maximum":       {max: 2 * time.Hour, raw: raw("3h"), bad: true},
+		"under a second":         {raw: raw("0.5s"), bad: true},
+		"not a duration":         {raw: raw("soon"), bad: true},
+		"long without a maximum": {raw: raw("48h"), want: 48 * time.Hour},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d, err := New(c.max).Duration(c.raw)
+			var ae *api.Error
+			switch {
+			case c.bad && (!errors.As(err, &ae) || ae.Field != "duration"):
+				t.Fatalf("err %v; want one naming duration", err)
+			case !c.bad && (err != nil || d != c.want):
+				t.Fatalf("%v, %v; want %v", d, err, c.want)
+			}
+		})
+	}
+}
+
+// Holds expire at their ExpiresAt, or the server's maximum after they
+// were taken; an ended hold leaves the books, its row is deleted and its
+// GPU time joins its user's decayed usage, stored in the same batch and
+// read back at start-up.
+func TestExpiryAndUsage(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	b := New(time.Hour)
+	exp := t0.Add(30 * time.Minute)
+	a := &api.Hold{JobID: "a", User: "ana", HeldAt: t0, ExpiresAt: &exp,
+		Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}, {NodeID: "n1", GPUID: 1}}}
+	old := &api.Hold{JobID: "old", User: "bo", HeldAt: t0, Allocation: []api.Allocation{{NodeID: "n2", GPUID: 3}}}
+	b.Add(a)
+	b.Add(old)
+	if due := b.Due(t0.Add(29 * time.Minute)); len(due) != 0 {
+		t.Fatalf("due before any expiry: %v", due)
+	}
+	if due := b.Due(t0.Add(30 * time.Minute)); len(due) != 1 || due[0] != a {
+		t.Fatalf("due at 30m: %v; want a", due)
+	}
+	if due := b.Due(t0.Add(time.Hour)); len(due) != 2 {
+		t.Fatalf("due at 1h: %d; want both (old expires at the maximum)", len(due))
+	}
+
+	tx := &fakeTx{now: t0.Add(30 * time.Minute)}
+	gs, err := b.Ended(tx, a, time.Hour)
+	if err != nil || gs != 2*1800 {
+		t.Fatalf("ended: %v GPU-seconds, %v; want 3600", gs, err)
+	}
+	if _, ok := b.Get("a"); ok || len(tx.batch.DeleteHolds) != 1 || tx.batch.DeleteHolds[0] != "a" {
+		t.Fatalf("a still kept, or its row not deleted: %v", tx.batch.DeleteHolds)
+	}
+	// An hour (one half-life) later, ana's second hold adds to half of
+	// the first.
+	again := &api.Hold{JobID: "a2", User: "ana", HeldAt: t0.Add(80 * time.Minute), Allocation: a.Allocation[:1]}
+	b.Add(again)
+	tx = &fakeTx{now: t0.Add(90 * time.Minute)}
+	if _, err := b.Ended(tx, again, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var stored map[string]Used
+	if err := json.Unmarshal([]byte(tx.batch.Settings[settingUsage]), &stored); err != nil {
+		t.Fatalf("stored usage %q: %v", tx.batch.Settings[settingUsage], err)
+	}
+	if u := stored["ana"]; u.GPUSeconds != 3600/2+600 || !u.At.Equal(tx.now) {
+		t.Fatalf("ana's usage %+v; want 2400 GPU-seconds as of %v", u, tx.now)
+	}
+	r := New(time.Hour)
+	if err := r.LoadUsage(tx.batch.Settings); err != nil {
+		t.Fatal(err)
+	}
+	for user, u := range r.Usage() {
+		if user != "ana" || u.GPUSeconds != 2400 {
+			t.Fatalf("loaded %s: %+v", user, u)
+		}
+	}
+	if err := r.LoadUsage(map[string]string{settingUsage: "{"}); err == nil {
+		t.Fatal("an unreadable setting loaded without an error")
+	}
+}
+
+// Holds are running work in the snapshot, one placement per node, their
+// estimate their expiry; the why-pending of a job waiting for GPUs names
+// at most three of them.
+func TestSnapshotAndNote(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	b := New(0)
+	exp := t0.Add(2 * time.Hour)
+	for _, id := range []string{"d", "c", "b", "a"} {
+		b.Add(&api.Hold{JobID: id, User: "ana", HeldAt: t0, ExpiresAt: &exp,
+			Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}, {NodeID: "n1", GPUID: 1}, {NodeID: "n2", GPUID: 4}}})
+	}
+	var snap sched.Snapshot
+	b.AddToSnapshot(&snap, t0.Add(time.Hour))
+	if len(snap.Running) != 4 {
+		t.Fatalf("%d running; want 4", len(snap.Running))
+	}
+	r := snap.Running[0]
+	if len(r.Placements) != 2 || len(r.Placements[0].GPUs) != 2 || r.Estimate != 2*time.Hour || r.Project != Project || r.Class != sched.ClassInteractive {
+		t.Fatalf("running %+v", r)
+	}
+	v := api.Job{State: api.StateQueued, PendingReason: sched.ReasonResources, PendingMessage: "needs 8 GPUs"}
+	b.Note(&v)
+	want := "needs 8 GPUs; GPUs 0-1 on n1, GPU 4 on n2 held by ana's hold a until 11:00 UTC; "
+	if !strings.HasPrefix(v.PendingMessage, want) || !strings.HasSuffix(v.PendingMessage, "; and 1 more holds") {
+		t.Fatalf("note %q", v.PendingMessage)
+	}
+	other := api.Job{State: api.StateQueued, PendingReason: "dependency", PendingMessage: "waits"}
+	if b.Note(&other); other.PendingMessage != "waits" {
+		t.Fatalf("a job waiting for no GPU got a note: %q", other.PendingMessage)
+	}
+}
