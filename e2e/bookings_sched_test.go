@@ -10,8 +10,8 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// These tests drive the scheduler's side of bookings (issue 14,
-// docs/bookings-scheduling.md) on a live `corral up --simulate-gpus 8`.
+// These tests drive the scheduler's side of bookings
+// (docs/bookings-scheduling.md) on a live `corral up --simulate-gpus 8`.
 // Bookings themselves are made through /reservations (docs/bookings.md);
 // here, the submission of a job that names a booking.
 
@@ -39,7 +39,7 @@ func TestReservationSubmitChecked(t *testing.T) {
 
 // book makes a booking through POST /reservations (docs/bookings.md) as
 // the admin, or skips the test when this build has no such route (the
-// bookings' API is another part of issue 14).
+// bookings' API is built apart from their scheduling).
 func book(t *testing.T, s *server, body map[string]any) api.Reservation {
 	t.Helper()
 	r := s.do("POST", "/reservations", body, nil)

@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// These tests drive the job classes, holds and idle reclaim of issue 13
+// These tests drive the job classes, holds and idle reclaim
 // (docs/interactive.md) on a live `corral up --simulate-gpus 8`.
 
 // TestInteractiveNeverPreempted: under the priority policy with

@@ -188,7 +188,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the admin does not see the running job's actions (hidden %v, %v)", hidden, err)
 	}
 	// The time limit and the estimate, each with where it came from
-	// (issue 26: time_limit_from, estimate_from).
+	// (time_limit_from, estimate_from).
 	if v := text(`[data-role=time-limit]`); v != "2h 00m (#SBATCH)" {
 		t.Errorf("job page: time limit %q, want \"2h 00m (#SBATCH)\"", v)
 	}

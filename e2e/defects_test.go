@@ -10,7 +10,7 @@ import (
 
 // A job of no GPUs placed on a standalone agent holds no GPU, so its
 // allocation names no node; its output must still reach the server from
-// the node it ran on (issue 11: it was refused, "runs no job", and lost),
+// the node it ran on (once it was refused, "runs no job", and lost),
 // and only from it.
 func TestZeroGPUJobOnAgentKeepsItsOutput(t *testing.T) {
 	s := startCluster(t)

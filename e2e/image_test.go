@@ -15,7 +15,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Jobs in container images (issue 26), run by `corral up` as root
+// Jobs in container images, run by `corral up` as root
 // through the node's Podman. Registries are unreachable here, so the
 // test builds its image: busybox-static from Debian's archive, imported
 // with podman import.

@@ -90,7 +90,7 @@ func TestNotebookProxy(t *testing.T) {
 	url := s.URL + "/proxy/" + id + "/"
 	job := s.job(id)
 	// (corral notebook asks for class interactive: TestNotebookRequest;
-	// the class's part of issue 13 keeps it in the job.)
+	// the job's class keeps it.)
 	if job.State != api.StateRunning || !job.Notebook || job.User != "ana" || len(job.Allocation) != 1 {
 		t.Fatalf("the notebook's job: state %s notebook %v user %s allocation %v", job.State, job.Notebook, job.User, job.Allocation)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Notifications (issue 12), black-box: a real webhook receiver in the test
+// Notifications, black-box: a real webhook receiver in the test
 // process checks each POST's X-Corral-Signature, answers 503 while told
 // to fail, and records every event it accepts (a digest's one by one).
 

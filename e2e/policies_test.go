@@ -16,7 +16,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// These tests drive the scheduling policies of issue 3 on a live
+// These tests drive the scheduling policies on a live
 // `corral up --simulate-gpus 8`: fair share, priority preemption with
 // notices and grace, EASY backfill around a blocked gang, quota borrowing
 // and reclaim, and the policies API itself.

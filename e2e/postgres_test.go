@@ -128,7 +128,7 @@ func TestPostgresTakeOver(t *testing.T) {
 			t.Errorf("acknowledged job %s (number %d) lost in the take-over, or its number: %d", id, i+1, j.Number)
 		}
 	}
-	// Numbers go on after the take-over, never given twice (issue 27).
+	// Numbers go on after the take-over, never given twice.
 	if j := b.submit(map[string]any{"command": "sleep 600", "gpu_count": 1}); j.Number != 6 {
 		t.Errorf("the first job after the take-over: number %d; want 6", j.Number)
 	}

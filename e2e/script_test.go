@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// TestBatchScriptSbatchHeaders (issue 26): `corral submit SCRIPT ARG`
+// TestBatchScriptSbatchHeaders: `corral submit SCRIPT ARG`
 // with "#SBATCH --gres=gpu:2 -J sweep -t 0:05" runs the script as sent
 // (editing it afterwards changes nothing) by its own #! line, on 2 GPUs,
 // named sweep, stopped at its 5-second limit (Slurm's MM:SS), after its

@@ -15,7 +15,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Containment (issue 10, defect 5): every attempt runs in a cgroup of its
+// Containment: every attempt runs in a cgroup of its
 // own, so nothing it forks outlives it, and the device controller keeps it
 // off other jobs' GPUs. These tests need a writable cgroup hierarchy (root):
 // elsewhere they skip, saying why.
@@ -394,7 +394,7 @@ func countProcs(cmdline string) int {
 }
 
 // TestSecurityContainNodePids: --max-pids-per-node holds all of a node's
-// jobs together (issue 24: five zero-GPU jobs, each within
+// jobs together (once, five zero-GPU jobs, each within
 // --max-pids-per-job, filled the node's pid space). With no cap per job,
 // a first job forks 80 processes and keeps them; a second that tries 80
 // more has its forks fail at the node's cap of 100 (its forking shell

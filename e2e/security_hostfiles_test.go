@@ -16,7 +16,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// The host-side holes of issue 10: runaway logs (defect 6), secrets
+// The host-side holes an audit found: runaway logs (defect 6), secrets
 // readable by every local account, and jobs run as root (defect 4).
 
 // floodCmd writes far more than any test cap (8 MiB of "y"), then a line

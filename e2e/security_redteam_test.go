@@ -15,7 +15,7 @@ import (
 )
 
 // These tests repeat, as black-box regressions, the holes an adversarial
-// pass over the real binary found after issue 10's fixes were merged.
+// pass over the real binary found after the first security fixes were merged.
 
 // TestSecurityTerminalEscapesInTables: a job name or command that any user
 // chooses, and a hostname or GPU model that any holder of the join token

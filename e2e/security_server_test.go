@@ -16,7 +16,7 @@ import (
 
 // The black-box tests of what the API lets leak or linger: env values
 // over every route, streams past their token, bodies encoding/json would
-// rewrite, and sign-in links (issue 10, defects 2, 3 and 8).
+// rewrite, and sign-in links.
 
 // envSecret is the env value the tests plant in a job of alice's.
 const envSecret = "hf_e2e_s3cret_4b1d"

@@ -12,7 +12,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Shell completion of job ids (issue 27): the commands that take a job
+// Shell completion of job ids: the commands that take a job
 // offer the caller's unfinished jobs by number, with their names and
 // states as descriptions, from one call (GET /complete/jobs). It is
 // quick and silent: on any error (no server, no token) it offers nothing,

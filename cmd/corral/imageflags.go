@@ -10,7 +10,7 @@ import (
 )
 
 // imageFlags are the container flags of corral submit and corral run
-// (issue 26; docs/jobs.md, "Container images"): the image the job runs
+// (docs/jobs.md, "Container images"): the image the job runs
 // in, and the host directories bound into it.
 type imageFlags struct {
 	image  string

@@ -6,7 +6,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Short numbers (issue 27): every table that lists jobs shows a job's
+// Short numbers: every table that lists jobs shows a job's
 // number first (NUM), and every command that takes a job id takes it, or
 // a task's NUMBER_INDEX, or a name that names exactly one of the caller's
 // jobs: the server resolves them (README "Job ids").

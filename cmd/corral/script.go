@@ -16,7 +16,7 @@ import (
 )
 
 // slurmOpts are corral submit's (and run's) Slurm-named options and its
-// batch script (issue 26, docs/jobs.md "Batch scripts").
+// batch script (docs/jobs.md, "Batch scripts").
 type slurmOpts struct {
 	output, errorPath string // -o/--output, -e/--error: files on the node, Slurm's patterns
 	begin             string // --begin, resolved against the clock by prepareSlurm

@@ -1,5 +1,5 @@
 // Package advise compares running a cluster's recorded load on the cluster
-// itself with running it on cloud GPU instances (issue 14, seed 000:
+// itself with running it on cloud GPU instances (seed 000:
 // right-sizing and instance selection). It is pure: a profile of the load
 // and a price table in, recommendations out; no network calls.
 package advise

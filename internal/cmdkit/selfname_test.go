@@ -9,7 +9,7 @@ import (
 )
 
 // The banners suggest "corral" only where that runs this binary; else the
-// path it was run as (issue 11: the README's ./corral up printed commands
+// path it was run as (the README's ./corral up once printed commands
 // that no shell could find).
 func TestCliName(t *testing.T) {
 	dir := t.TempDir()

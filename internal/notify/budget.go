@@ -1,6 +1,6 @@
 package notify
 
-// Budget kinds (issue 14): a budget of a user or project reached 50%, 80%
+// Budget kinds: a budget of a user or project reached 50%, 80%
 // or 100% of its month; each is sent once per period and budget, to the
 // budget's owner's endpoints (the user's, or the project's) and to the
 // cluster's.

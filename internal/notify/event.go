@@ -1,5 +1,5 @@
 // Package notify tells people what happened to their jobs and admins what
-// needs them (issue 12). It has three parts:
+// needs them. It has three parts:
 //
 //	orchestrator commit ──Events──▶ Planner ──OutboxItems──▶ store (same transaction as the change)
 //	                                                              │

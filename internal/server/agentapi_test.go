@@ -81,7 +81,7 @@ func registerHolder(t *testing.T, ts *httptest.Server) string {
 	return cfg.Session
 }
 
-// The take-over of issue 10, over HTTP: a registration of a live node
+// The take-over of a node, over HTTP: a registration of a live node
 // without an agent id is 422 agent_id, with another agent id 409
 // node_in_use; neither gets a session, and the holder's session still
 // works.

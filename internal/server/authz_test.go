@@ -750,7 +750,7 @@ func TestEnvHiddenFromOthers(t *testing.T) {
 
 // TestOversizedBodiesAreCheap: a body whose Content-Length passes
 // MaxBodyBytes is refused 413 before a byte of it is read, and oversized
-// submissions count in the submission rate (issue 24: 11,816 of them,
+// submissions count in the submission rate (11,816 of them once,
 // not rate-limited and each read to the limit, added 200 MB).
 func TestOversizedBodiesAreCheap(t *testing.T) {
 	r := httptest.NewRequest("POST", "/queue/submit", unreadable{t})

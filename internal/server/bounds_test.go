@@ -9,7 +9,7 @@ import (
 )
 
 // TestFarBookingRefused: a booking whose end falls past what the store
-// can write (issue 24: year 10000) is refused with 422 naming the field,
+// can write (year 10000) is refused with 422 naming the field,
 // changes nothing, and the server goes on taking changes and answering
 // reads.
 func TestFarBookingRefused(t *testing.T) {

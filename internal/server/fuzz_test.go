@@ -76,7 +76,7 @@ func FuzzSubmit(f *testing.F) {
 }
 
 // FuzzReservation: no booking, however far or odd its times, makes a
-// commit fail (issue 24: a booking ending in year 10000 wedged the loop,
+// commit fail (a booking ending in year 10000 once wedged the loop,
 // and every later input answered 503).
 func FuzzReservation(f *testing.F) {
 	fuzzRoute(f, "POST", "/reservations", false,

@@ -21,7 +21,7 @@ import (
 	"github.com/corral-sched/corral/internal/orchestrator"
 )
 
-// TestMemoryUnderAdversarialLoad is issue 24's memory attack, measured
+// TestMemoryUnderAdversarialLoad is an adversarial test's memory attack, measured
 // (CORRAL_MEMORY_BENCH=1; docs/benchmarks.md, "Memory under adversarial
 // load"): one user submits 400 jobs of about 1 MB (command and env), then
 // jobs at the size limits until refused, and three listings of every job

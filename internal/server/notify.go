@@ -15,7 +15,7 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// Notifications is what the notification routes need (issue 12).
+// Notifications is what the notification routes need.
 type Notifications struct {
 	Endpoints *notify.Registry
 	Sender    *notify.Sender // for POST /notify/endpoints/{id}/test

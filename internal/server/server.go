@@ -428,7 +428,7 @@ func writeError(w http.ResponseWriter, e *api.Error) {
 // MaxBodyBytes. Its errors name the field where there is one.
 //
 // A body that says it is larger (Content-Length) is refused before any of
-// it is read or any buffer is made for it (issue 24: 11,816 oversized
+// it is read or any buffer is made for it (11,816 oversized
 // bodies, each read to the limit, added 200 MB).
 func decode(r *http.Request, v any) error {
 	if r.ContentLength > MaxBodyBytes {

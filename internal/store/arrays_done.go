@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Done job arrays out of memory (issue 15). An array is done when every
+// Done job arrays out of memory. An array is done when every
 // task of it has ended. The batch that ends its last task writes the
 // array's record with finished set (arrays.go) and adds its tasks to the
 // summary of ended jobs (job_usage.go); the orchestrator then drops the

@@ -14,7 +14,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Errors a retry cannot fix (issue 24). A commit fails either for a
+// Errors a retry cannot fix. A commit fails either for a
 // reason of the moment (a full disk, an I/O error, a busy or lost
 // database: the orchestrator writes the batch again until it succeeds)
 // or because of what the batch holds (a row the store cannot encode, a

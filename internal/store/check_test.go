@@ -18,7 +18,7 @@ import (
 )
 
 // TestPermanent: errors a retry cannot fix are told from those of the
-// moment, which the orchestrator retries (issue 24).
+// moment, which the orchestrator retries.
 func TestPermanent(t *testing.T) {
 	_, jsonErr := json.Marshal(api.Reservation{Name: "x", End: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)})
 	for _, c := range []struct {

@@ -13,7 +13,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Finished jobs live here, not in the orchestrator's memory (issue 15):
+// Finished jobs live here, not in the orchestrator's memory:
 // start-up reads only the jobs that are not finished (and the ended tasks
 // of arrays that are not done, which their arrays' books keep), and the
 // API reads the past with the indexed, keyset-paginated queries below.
@@ -213,7 +213,7 @@ func (s *Store) JobsPage(ctx context.Context, q JobQuery) ([]api.Job, bool, erro
 
 // jobsQuery is the SQL of Jobs and its arguments (for PostgreSQL when pg).
 //
-// Ended jobs are most of a store (57,000 of them in 505 MB in issue 24),
+// Ended jobs are most of a store (57,000 of them in 505 MB in one test),
 // so a page of them must walk an index in id order and stop at the
 // limit: jobs_ended, the ended jobs' ids with the columns the filters
 // test, so rows that do not match are skipped without reading their JSON.

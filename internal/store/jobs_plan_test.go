@@ -14,7 +14,7 @@ import (
 // TestJobsQueryPlans: every page of ended jobs GET /jobs asks walks an
 // index in id order and stops at its limit. It used to search
 // jobs_by_state and sort every ended job in a temporary B-tree, reading
-// each one's JSON: ?limit=10 took 5 s over 57,000 ended jobs (issue 24).
+// each one's JSON: ?limit=10 took 5 s over 57,000 ended jobs.
 func TestJobsQueryPlans(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(ctx, filepath.Join(t.TempDir(), "c.db"))

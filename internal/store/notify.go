@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// notifySchema holds notification endpoints and the outbox (issue 12).
+// notifySchema holds notification endpoints and the outbox.
 //
 // Endpoints are written directly (like tokens): they are not live
 // scheduling state. Their data is JSON whose URL, secret and address

@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// Short numbers (issue 27). Each job and each job array gets a number,
+// Short numbers. Each job and each job array gets a number,
 // unique in the cluster and increasing, that people type instead of its
 // id ("1234"; a task of array 1234 is "1234_7"). The orchestrator's loop,
 // the store's one writer, takes the next number as it submits and adds

@@ -9,7 +9,7 @@ import (
 	"github.com/corral-sched/corral/internal/usage"
 )
 
-// usageSchema is the usage ledger (issue 14): one row per attempt and
+// usageSchema is the usage ledger: one row per attempt and
 // node (and per hold, and per booked-but-idle occurrence), written in the
 // orchestrator's Batch with the change that ends the attempt. Times are
 // nanoseconds since the epoch. (kind, id, attempt, node) is a row's

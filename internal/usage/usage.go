@@ -1,4 +1,4 @@
-// Package usage is the pure side of Corral's usage ledger (issue 14): the
+// Package usage is the pure side of Corral's usage ledger: the
 // record of every GPU-second of every attempt (jobs, interactive sessions,
 // holds, booked-but-idle time), its aggregation by user, project, GPU
 // model, node or week over a window [since, until) with clipping, its cost

@@ -37,7 +37,7 @@ func (Check) CheckSubmit(s *feature.Submission) error { return Validate(s.Reques
 
 // Validate checks and copies a submission's batch script, output
 // files, --begin, --signal and the sources of its time limit and estimate
-// (issue 26) into j. Every error names its field.
+// into j. Every error names its field.
 func Validate(req *api.SubmitRequest, j *api.Job, now time.Time) error {
 	if len(req.Script) > batchscript.MaxScriptSize {
 		return api.Invalid("script", "is %d bytes; at most %d are allowed", len(req.Script), batchscript.MaxScriptSize)

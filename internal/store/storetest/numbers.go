@@ -10,7 +10,7 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// testNumbers: short numbers (issue 27) commit with their jobs, each
+// testNumbers: short numbers commit with their jobs, each
 // number and each id once (a batch giving either again fails whole and
 // changes nothing), survive a reopen, name jobs and arrays, and the
 // largest survives pruning, so that numbers keep growing.
