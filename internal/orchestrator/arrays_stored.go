@@ -35,7 +35,7 @@ func (o *Orchestrator) storedArray(id string) (store.ArrayRecord, error) {
 // storedArrayIDs returns up to limit ids of arrays in the store (done or
 // not) that start with prefix. Lock held or not.
 func (o *Orchestrator) storedArrayIDs(prefix string, limit int) []string {
-	return o.storedIDs("array ids", prefix, limit, (*store.Store).ArrayIDsWithPrefix) // finished.go
+	return o.storedIDs("array ids", prefix, limit, Store.ArrayIDsWithPrefix) // finished.go
 }
 
 // isArray reports whether id is the id of an array, in memory or done.

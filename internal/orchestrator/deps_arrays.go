@@ -68,5 +68,5 @@ func (o *Orchestrator) predecessorOf(j *api.Job, k depend.Kind, id string) *api.
 // dependency naming prefix may mean: arrays, and jobs that are not tasks
 // of those arrays. Lock held.
 func (o *Orchestrator) storedDependencyIDs(prefix string, limit int) []string {
-	return o.storedIDs("dependency ids", prefix, limit, (*store.Store).DependencyIDs) // finished.go
+	return o.storedIDs("dependency ids", prefix, limit, Store.DependencyIDs) // finished.go
 }

@@ -169,7 +169,7 @@ func (o *Orchestrator) endedError(id string) error {
 // mean, read by read (store.Store's JobIDsWithPrefix, ArrayIDsWithPrefix,
 // DependencyIDs); what names them in the warning a failed read logs.
 // None without a store. Lock held or not.
-func (o *Orchestrator) storedIDs(what, prefix string, limit int, read func(*store.Store, context.Context, string, int) ([]string, error)) []string {
+func (o *Orchestrator) storedIDs(what, prefix string, limit int, read func(Store, context.Context, string, int) ([]string, error)) []string {
 	if o.cfg.Store == nil {
 		return nil
 	}

@@ -40,7 +40,7 @@ import (
 // Config is what an Orchestrator needs. Store, Executor and Nodes are
 // required.
 type Config struct {
-	Store *store.Store
+	Store Store
 	// Log is what batches are committed to and the state is loaded from
 	// at start-up; nil: Store. A test wraps Store in it to see every
 	// batch the loop commits (golden_test.go); the other reads (ended

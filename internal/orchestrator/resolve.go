@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/store"
 )
 
 // MinIDPrefix is the fewest characters of a job id that may name the job
@@ -174,7 +173,7 @@ func (o *Orchestrator) ResolveJobID(id string) (string, error) {
 	}
 	// Ended jobs are in the store only (finished.go).
 	o.beforeRead("job ids")
-	for _, cand := range o.storedIDs("job ids", id, n+2, (*store.Store).JobIDsWithPrefix) {
+	for _, cand := range o.storedIDs("job ids", id, n+2, Store.JobIDsWithPrefix) {
 		if _, live := m.jobs[cand]; !live {
 			found = cand
 			n++
