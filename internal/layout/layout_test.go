@@ -32,6 +32,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature", []string{"orchestrator", "server", "exec", "agent"}},
 		{"feature/jobio", []string{"orchestrator", "server", "agent"}},
 		{"feature/cpujobs", []string{"orchestrator", "server", "agent"}},
+		{"feature/notes", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

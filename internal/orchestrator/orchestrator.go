@@ -30,6 +30,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/notes"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -192,8 +193,8 @@ type Orchestrator struct {
 	downSig   atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
 	looping   bool                          // Run has begun: failed commits are retried (loop only)
 
-	notes notifyState // notifications noted, arrays indexed (notify.go)
-	inter idleBook    // idle reclaim of interactive jobs (reclaim.go)
+	notes *notes.Notes // notifications: what was noted, alerts told (feature/notes)
+	inter idleBook     // idle reclaim of interactive jobs (reclaim.go)
 
 	holdUse map[string]holdUse // ended holds' usage per user (holdusage.go)
 
@@ -293,6 +294,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		changed:     make(chan struct{}),
 		fatal:       make(chan error, 1),
 	}
+	o.notes = notes.New(notesBooks{o}, notes.Config{Notify: cfg.Notify, GPUTemp: cfg.AlertGPUTemp, QueueWait: cfg.AlertQueueWait})
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
