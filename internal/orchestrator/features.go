@@ -85,6 +85,9 @@ type timeLimits struct{ o *Orchestrator }
 
 func (f timeLimits) Tick(ctx context.Context) { f.o.checkTimeLimits(ctx) }
 
+// noteFlush is the part of notifications that stays with the loop: what
+// was noted (feature/notes) must be committed even when nothing else
+// commits, and only the loop makes a transaction.
 type noteFlush struct{ o *Orchestrator }
 
 func (f noteFlush) Tick(ctx context.Context) { f.o.flushNotes(ctx) }
