@@ -128,7 +128,7 @@ func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
 		}
 		j.TimedOut, j.ReservationEnded = true, true
 		tx.touch(j)
-		o.noteJob(j, notify.JobTimeLimit, tx.now)
+		o.notes.Job(j, notify.JobTimeLimit, tx.now)
 		id, attempt, grace := j.ID, j.RetryCount, o.cfg.CancelGrace
 		tx.after = append(tx.after, func() {
 			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {

@@ -56,7 +56,7 @@ func (o *Orchestrator) checkBookings(ctx context.Context) {
 	}
 	tx := o.begin()
 	o.stepBookings(tx)
-	if tx.batch.Empty() && len(o.notes.pending) == 0 {
+	if tx.batch.Empty() && !o.notes.Pending() {
 		o.mu.Unlock()
 		return
 	}
@@ -198,11 +198,11 @@ func (o *Orchestrator) closeBooking(tx *txn, r *api.Reservation, state string, a
 
 // noteBookingReleased notes the reservation.released notification of r.
 func (o *Orchestrator) noteBookingReleased(r *api.Reservation, idle float64, at time.Time) {
-	if o.cfg.Notify == nil {
+	if !o.notes.On() {
 		return
 	}
 	text := fmt.Sprintf("Booking %s (%d GPUs, %s, for %s) was released: no job of it ran within %s of its start; %.2f idle GPU-hours are charged to %s",
 		r.Name, r.GPUs, window(span{r.Start, r.End}), strings.Join(r.Users, ","), o.purgeAfter(), idle/3600, r.Owner)
-	o.notes.pending = append(o.notes.pending, notify.Event{Kind: notify.ReservationReleased, At: at.UTC(), Text: text,
+	o.notes.Note(notify.Event{Kind: notify.ReservationReleased, At: at.UTC(), Text: text,
 		Booking: &notify.BookingInfo{Name: r.Name, Owner: r.Owner, Users: slices.Clone(r.Users), Project: r.Project, GPUs: r.GPUs, IdleGPUSeconds: idle}})
 }

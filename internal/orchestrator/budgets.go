@@ -241,7 +241,7 @@ func (o *Orchestrator) evalBudget(tx *txn, b usage.Budget, live *liveSpend) {
 // noteBudget notes a budget notification (kinds budget_50, budget_80,
 // budget_100).
 func (o *Orchestrator) noteBudget(at time.Time, st usage.BudgetStatus, th int) {
-	if o.cfg.Notify == nil {
+	if !o.notes.On() {
 		return
 	}
 	kind := map[int]notify.Kind{50: notify.Budget50, 80: notify.Budget80, 100: notify.Budget100}[th]
@@ -253,7 +253,7 @@ func (o *Orchestrator) noteBudget(at time.Time, st usage.BudgetStatus, th int) {
 	if th == 100 && st.EffectiveAction != usage.ActionNotify {
 		msg += fmt.Sprintf("; action: %s", st.EffectiveAction)
 	}
-	o.notes.pending = append(o.notes.pending, notify.Event{Kind: kind, At: at.UTC(), Text: "Budget: " + msg,
+	o.notes.Note(notify.Event{Kind: kind, At: at.UTC(), Text: "Budget: " + msg,
 		Budget: &notify.BudgetInfo{Kind: st.Kind, Name: st.Name, Period: st.Period, Percent: th, Used: used, Limit: limit,
 			Unit: unit, Action: st.EffectiveAction, Message: msg}})
 }

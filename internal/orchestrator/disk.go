@@ -40,7 +40,7 @@ func (o *Orchestrator) setDiskFull(n *Node, full string) {
 	switch {
 	case full != "" && n.diskFull == "":
 		o.log.Warn("node takes no new jobs: its log disk is full", "node", n.ID, "why", full)
-		o.noteAlert(notify.AlertDiskFull, o.cfg.Now(), n.ID, nil, "node %s's log disk is nearly full (%s): it takes no new jobs", n.ID, full)
+		o.notes.Alert(notify.AlertDiskFull, o.cfg.Now(), n.ID, nil, "node %s's log disk is nearly full (%s): it takes no new jobs", n.ID, full)
 	case full == "":
 		o.log.Info("node takes new jobs again: its log disk has room", "node", n.ID)
 	}

@@ -30,13 +30,14 @@ func (o *Orchestrator) features() []any {
 		holdExpiry{o},   // holds past their expiry release their GPUs (holds.go)
 		bookings{o},     // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
-		idleReclaim{o},   // interactive jobs idle too long are reclaimed (reclaim.go)
-		timeLimits{o},    // running attempts past their time limit are stopped (limits.go)
-		notifications{o}, // the outbox rows of each batch, warnings and alerts (notify.go)
-		endedJobs{o},     // ended jobs summarised, then out of memory (finished.go)
-		usageLedger{o},   // GPU time charged, utilization heartbeats (usage.go)
-		arrays{o},        // job arrays' books, limits and eviction (arrays*.go)
-		budgets{o},       // what an exhausted budget does to a new job (budgets.go)
+		idleReclaim{o}, // interactive jobs idle too long are reclaimed (reclaim.go)
+		timeLimits{o},  // running attempts past their time limit are stopped (limits.go)
+		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
+		noteFlush{o},   // what was noted, committed when nothing else commits (notify.go)
+		endedJobs{o},   // ended jobs summarised, then out of memory (finished.go)
+		usageLedger{o}, // GPU time charged, utilization heartbeats (usage.go)
+		arrays{o},      // job arrays' books, limits and eviction (arrays*.go)
+		budgets{o},     // what an exhausted budget does to a new job (budgets.go)
 	}
 }
 
@@ -82,11 +83,12 @@ type timeLimits struct{ o *Orchestrator }
 
 func (f timeLimits) Tick(ctx context.Context) { f.o.checkTimeLimits(ctx) }
 
-type notifications struct{ o *Orchestrator }
+// noteFlush is the part of notifications that stays with the loop: what
+// was noted (feature/notes) must be committed even when nothing else
+// commits, and only the loop makes a transaction.
+type noteFlush struct{ o *Orchestrator }
 
-func (f notifications) BeforeCommit(tx feature.Tx) { f.o.planNotifications(ownTxn(tx)) }
-func (f notifications) Committed(tx feature.Tx)    { f.o.kickNotifier(ownTxn(tx)) }
-func (f notifications) Tick(ctx context.Context)   { f.o.flushNotes(ctx) }
+func (f noteFlush) Tick(ctx context.Context) { f.o.flushNotes(ctx) }
 
 type endedJobs struct{ o *Orchestrator }
 

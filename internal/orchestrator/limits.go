@@ -74,14 +74,14 @@ func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
 		if j.TimeLimit == nil || j.StartedAt == nil || j.TimedOut || j.CancelRequested || j.State != api.StateRunning {
 			continue
 		}
-		o.noteTimeWarning(j, now) // notify.go
+		o.notes.TimeWarning(j, now)
 		if now.Sub(*j.StartedAt) <= j.TimeLimit.Duration() {
 			o.limits.arm(j.StartedAt.Add(j.TimeLimit.Duration()), now)
 			continue
 		}
 		j.TimedOut = true
 		tx.touch(j)
-		o.noteJob(j, notify.JobTimeLimit, now)
+		o.notes.Job(j, notify.JobTimeLimit, now)
 		attempt, grace := j.RetryCount, o.cfg.CancelGrace
 		tx.after = append(tx.after, func() {
 			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {

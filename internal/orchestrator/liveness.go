@@ -119,7 +119,7 @@ func (o *Orchestrator) markDown(n *Node, at time.Time) {
 	o.dirty = true
 	since := n.silentSince() // its last report, or the server's start if it has not reported since
 	o.log.Warn("node down", "node", n.ID, "last_seen", n.lastSeen, "silent_since", since)
-	o.noteAlert(notify.AlertNodeDown, at, n.ID, nil, "node %s is down: silent since %s", n.ID, since.UTC().Format(time.RFC3339))
+	o.notes.Alert(notify.AlertNodeDown, at, n.ID, nil, "node %s is down: silent since %s", n.ID, since.UTC().Format(time.RFC3339))
 }
 
 // lostUpdates ends the current attempt of every job on a down node. Lock

@@ -204,7 +204,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 			o.log.Info("node registered", "node", reg.NodeID, "gpus", len(reg.GPUs), "hostname", reg.Hostname)
 		} else if n.down {
 			o.log.Info("node is back", "node", reg.NodeID)
-			o.noteAlert(notify.AlertNodeUp, tx.now, n.ID, nil, "node %s is back up (its agent registered again)", n.ID)
+			o.notes.Alert(notify.AlertNodeUp, tx.now, n.ID, nil, "node %s is back up (its agent registered again)", n.ID)
 		}
 		rec := n.record()
 		rec.Hostname, rec.Labels, rec.Simulated = reg.Hostname, maps.Clone(reg.Labels), reg.Simulated
@@ -299,9 +299,9 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 			flipped = append(flipped, n)
 			o.dirty = true
 			o.log.Info("node up", "node", n.ID)
-			o.noteAlert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
+			o.notes.Alert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
 		}
-		o.noteNodeReadings(n, ev.readings, ev.foreign, ev.at) // notify.go
+		o.notes.NodeReadings(n.ID, ev.readings, ev.foreign, ev.at)
 		if ev.at.After(n.lastSeen) {
 			n.lastSeen = ev.at
 		}
@@ -414,7 +414,7 @@ func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
 			j.IdleSince = &t
 		case !j.Idle && at.Sub(*j.IdleSince) >= o.policy.IdleWindow.Duration():
 			j.Idle = true
-			o.noteJob(j, notify.JobIdle, at)
+			o.notes.Job(j, notify.JobIdle, at)
 			if o.policy.IdleAction == IdlePreempt {
 				o.dirty = true
 			}

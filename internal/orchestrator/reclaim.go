@@ -197,7 +197,7 @@ func (o *Orchestrator) checkInteractiveIdle(ctx context.Context) {
 		if j.IdleEndsAt == nil && !now.Before(ends.Add(-c.IdleWarn.Duration())) {
 			j.IdleEndsAt = &ends
 			tx.touch(j)
-			o.noteJob(j, notify.JobIdleWarning, now)
+			o.notes.Job(j, notify.JobIdleWarning, now)
 			o.log.Warn("interactive job idle: it ends unless used", "job_id", id, "user", j.User, "ends_at", ends)
 		}
 		if now.Before(ends) {

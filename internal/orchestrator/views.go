@@ -229,7 +229,7 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 			tx.batch.Settings[settingScheduling] = v // a batch's other settings stay (holdusage.go)
 			o.log.Info("scheduling switched", "on", on)
 			if !on {
-				o.noteAlert(notify.AlertSchedulerStopped, tx.now, "", nil, "scheduling was stopped: no queued job starts until it is started again (corral orchestrator start)")
+				o.notes.Alert(notify.AlertSchedulerStopped, tx.now, "", nil, "scheduling was stopped: no queued job starts until it is started again (corral orchestrator start)")
 			}
 		}
 		return nil, nil
