@@ -35,6 +35,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/sizes", []string{"orchestrator", "server", "agent"}},
 		{"feature/history", []string{"orchestrator", "server", "agent"}},
 		{"feature/holds", []string{"orchestrator", "server", "agent"}},
+		{"feature/reclaim", []string{"orchestrator", "server", "agent"}},
 		{"feature/notes", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()

@@ -30,6 +30,7 @@ func (o *Orchestrator) features() []any {
 		holdExpiry{o},   // holds past their expiry release their GPUs (holds.go)
 		bookings{o},     // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
+		o.reclaim,      // what idle reclaim kept of an ended job's connections
 		idleReclaim{o}, // interactive jobs idle too long are reclaimed (reclaim.go)
 		timeLimits{o},  // running attempts past their time limit are stopped (limits.go)
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
@@ -73,11 +74,6 @@ func (f bookings) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
 type idleReclaim struct{ o *Orchestrator }
 
 func (f idleReclaim) Tick(ctx context.Context) { f.o.checkInteractiveIdle(ctx) }
-func (f idleReclaim) Moved(_ feature.Tx, j *api.Job, e api.Event) {
-	if e.To.Terminal() && f.o.cfg.Attach != nil {
-		f.o.cfg.Attach.Forget(j.ID) // what idle reclaim kept of its connections
-	}
-}
 
 type timeLimits struct{ o *Orchestrator }
 

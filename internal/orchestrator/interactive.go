@@ -7,6 +7,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/jobio"
+	"github.com/corral-sched/corral/internal/feature/reclaim"
 )
 
 // Defaults of the interactive limits (the server's --max-interactive-gpus
@@ -18,9 +19,7 @@ const (
 
 // Interactive reports whether a job's class is one of the interactive
 // classes (interactive, interactive-preemptible).
-func Interactive(class string) bool {
-	return class == api.ClassInteractive || class == api.ClassInteractivePreemptible
-}
+func Interactive(class string) bool { return reclaim.Interactive(class) }
 
 // parseClass checks a submission's class: empty or batch is batch (stored
 // empty), the interactive classes as given. An array may not be

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
+	"github.com/corral-sched/corral/internal/feature/reclaim"
 )
 
 // Submit validates and queues a job; it returns once the job is durable.
@@ -207,7 +208,7 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 	case j.TimedOut:
 		return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
 	case j.IdleReclaimed:
-		return idleOutcome(j, code) // reclaim.go
+		return reclaim.Outcome(code)
 	case j.CancelRequested:
 		return api.StateCanceled, api.ReasonCanceled, fmt.Sprintf("canceled while running (exit code %d)", code)
 	case startErr != nil:

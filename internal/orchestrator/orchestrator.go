@@ -33,6 +33,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/notes"
+	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -196,8 +197,8 @@ type Orchestrator struct {
 	downSig   atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
 	looping   bool                          // Run has begun: failed commits are retried (loop only)
 
-	notes *notes.Notes // notifications: what was noted, alerts told (feature/notes)
-	inter idleBook     // idle reclaim of interactive jobs (reclaim.go)
+	notes   *notes.Notes   // notifications: what was noted, alerts told (feature/notes)
+	reclaim *reclaim.Books // idle reclaim of interactive jobs (package reclaim)
 
 	bookings map[string]*api.Reservation // bookings by name (bookings.go)
 	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
@@ -298,6 +299,11 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.sizes = sizes.New(sizes.Limits{MaxCommandBytes: cfg.Limits.MaxCommandBytes, MaxEnvBytes: cfg.Limits.MaxEnvBytes,
 		MaxUserQueuedBytes: cfg.Limits.MaxUserQueuedBytes})
 	o.notes = notes.New(notesBooks{o}, notes.Config{Notify: cfg.Notify, GPUTemp: cfg.AlertGPUTemp, QueueWait: cfg.AlertQueueWait})
+	var att reclaim.Attachments
+	if cfg.Attach != nil {
+		att = cfg.Attach
+	}
+	o.reclaim = reclaim.New(cfg.Limits.MaxInteractiveTime, att)
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()

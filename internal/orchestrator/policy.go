@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -143,7 +144,7 @@ func applyUpdate(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
 		}
 		p.IdleAction = *u.IdleAction
 	}
-	if err := applyClasses(&p, u.Classes); err != nil { // reclaim.go
+	if err := reclaim.Apply(&p, u.Classes); err != nil {
 		return p, err
 	}
 	if w := u.Weights; w != nil {
@@ -210,7 +211,7 @@ func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (a
 		if err != nil {
 			return nil, err
 		}
-		if err := o.checkClasses(p); err != nil { // reclaim.go
+		if err := o.reclaim.Check(p); err != nil {
 			return nil, err
 		}
 		raw, err := json.Marshal(p)

@@ -28,14 +28,14 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	o.policy = loadPolicies(st.Settings)
-	o.classDefaults(&o.policy) // reclaim.go
+	o.reclaim.Defaults(&o.policy)
 	if err := o.holds.LoadUsage(st.Settings); err != nil {
 		o.log.Warn("holds' past usage is forgotten", "err", err)
 	}
 	if err := o.readUsageState(ctx, st.Settings); err != nil { // usage.go
 		return fmt.Errorf("recover: %w", err)
 	}
-	if err := o.checkClasses(o.policy); err != nil {
+	if err := o.reclaim.Check(o.policy); err != nil {
 		return fmt.Errorf("recover: the stored policies: %w", err)
 	}
 	for id, raw := range st.Nodes {
