@@ -11,6 +11,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/sizes"
+	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -161,7 +162,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	if err != nil {
 		return submitResult{}, api.Invalid("array", "%s", err.Error())
 	}
-	j, err := validateSubmit(req, o.capacity())
+	j, err := jobspec.Parse(req, o.capacity())
 	if err != nil {
 		return submitResult{}, err
 	}

@@ -3,12 +3,12 @@ package orchestrator
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/gpuinfo"
+	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -131,15 +131,7 @@ func (o *Orchestrator) allocate(id string, ps []sched.Placement) []api.Allocatio
 	return out
 }
 
-// Capacity is what the largest node offers, for validating requests.
-type Capacity struct {
-	Nodes       int
-	MaxGPUs     int     // GPUs on the largest node
-	MaxMemoryGB float64 // memory of the largest GPU
-	Models      []string
-	LargestNode string
-	Pools       []string // Config.Pools
-}
+type Capacity = jobspec.Capacity
 
 // capacity reads the cluster's capacity. Read lock held.
 func (o *Orchestrator) capacity() Capacity {
@@ -180,7 +172,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		c := o.capacity()
-		if err := checkGPURequest(c, "gpu_count", req.GPUCount, 1, "memory_gb", req.MemoryGB, req.GPUType); err != nil {
+		if err := jobspec.CheckGPURequest(c, "gpu_count", req.GPUCount, 1, "memory_gb", req.MemoryGB, req.GPUType); err != nil {
 			return nil, err
 		}
 		if _, ok := o.holds.Get(req.JobID); ok {
@@ -348,36 +340,4 @@ func digits(s string) int {
 		n++
 	}
 	return n
-}
-
-// checkGPURequest validates a GPU request against the cluster's capacity.
-func checkGPURequest(c Capacity, countField string, count, nodes int, memField string, memGB float64, gpuType string) error {
-	if count < 0 {
-		return api.Invalid(countField, "must be 0 or more, not %d", count)
-	}
-	if count > c.MaxGPUs {
-		if c.MaxGPUs == 0 {
-			return api.Invalid(countField, "asks for %d GPUs, but no node has any GPU (start corral with --simulate-gpus to try it without GPUs)", count)
-		}
-		return api.Invalid(countField, "asks for %d GPUs on one node; the largest possible is %d (node %s)", count, c.MaxGPUs, c.LargestNode)
-	}
-	if nodes > c.Nodes {
-		return api.Invalid("nodes", "asks for %d nodes; the cluster has %d", nodes, c.Nodes)
-	}
-	if memGB < 0 || memGB != memGB {
-		return api.Invalid(memField, "must be 0 or more")
-	}
-	if memGB > c.MaxMemoryGB && count > 0 {
-		return api.Invalid(memField, "asks for %g GB per GPU; the largest GPU has %g GB", memGB, c.MaxMemoryGB)
-	}
-	if gpuType != "" {
-		ok := false
-		for _, m := range c.Models {
-			ok = ok || strings.Contains(strings.ToLower(m), strings.ToLower(gpuType))
-		}
-		if !ok {
-			return api.Invalid("gpu_type", "no node has GPUs of type %q; the cluster has %s", gpuType, fmt.Sprint(c.Models))
-		}
-	}
-	return nil
 }

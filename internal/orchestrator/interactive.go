@@ -21,24 +21,6 @@ const (
 // classes (interactive, interactive-preemptible).
 func Interactive(class string) bool { return reclaim.Interactive(class) }
 
-// parseClass checks a submission's class: empty or batch is batch (stored
-// empty), the interactive classes as given. An array may not be
-// interactive.
-func parseClass(req *api.SubmitRequest) (string, error) {
-	switch req.Class {
-	case "", api.ClassBatch:
-		return "", nil
-	case api.ClassPreemptible:
-		return req.Class, nil
-	case api.ClassInteractive, api.ClassInteractivePreemptible:
-		if req.Array != "" {
-			return "", api.Invalid("class", "%s is for one job; a job array must be batch", req.Class)
-		}
-		return req.Class, nil
-	}
-	return "", api.Invalid("class", "%q is not batch, preemptible, interactive or interactive-preemptible", truncate(req.Class, 40))
-}
-
 // checkInteractive applies the interactive limits to a valid interactive
 // submission: its time limit defaults to, and may not exceed,
 // MaxInteractiveTime (a longer one is refused, not cut: 422 naming

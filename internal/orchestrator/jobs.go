@@ -9,6 +9,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
+	"github.com/corral-sched/corral/internal/jobspec"
 )
 
 // Submit validates and queues a job; it returns once the job is durable.
@@ -94,7 +95,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if req.Array != "" {
 		return o.submitArray(tx, req, idemKey, exempt) // arrays.go
 	}
-	j, err := validateSubmit(req, o.capacity())
+	j, err := jobspec.Parse(req, o.capacity())
 	if err != nil {
 		return submitResult{}, err
 	}
@@ -216,7 +217,7 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 	case code == 0:
 		return api.StateCompleted, api.ReasonExited, "exit code 0"
 	case oomKilled:
-		return api.StateFailed, api.ReasonOutOfMemory, fmt.Sprintf("ran out of memory: the kernel killed it at its memory limit of %s (exit code %d)", memText(j.MemMiB), code)
+		return api.StateFailed, api.ReasonOutOfMemory, fmt.Sprintf("ran out of memory: the kernel killed it at its memory limit of %s (exit code %d)", jobspec.MemText(j.MemMiB), code)
 	case signal != "":
 		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("killed by signal (%s), exit code %d", signal, code)
 	default:

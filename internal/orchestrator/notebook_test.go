@@ -49,9 +49,4 @@ func TestNotebookSubmission(t *testing.T) {
 			t.Errorf("%s: %v, want 422 naming notebook", name, err)
 		}
 	}
-	// On a cluster of several nodes, a gang notebook is refused too.
-	err := validateNotebook(&api.SubmitRequest{Notebook: true}, &api.Job{Nodes: 2})
-	if e, ok := err.(*api.Error); !ok || e.Field != "notebook" {
-		t.Errorf("a notebook on 2 nodes: %v", err)
-	}
 }

@@ -2,12 +2,10 @@ package orchestrator
 
 import (
 	"maps"
-	"slices"
-	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/lazyre"
+	"github.com/corral-sched/corral/internal/jobspec"
 )
 
 // A node's pool is its label "pool" (issue 16): the executor that
@@ -16,10 +14,7 @@ import (
 // placement, backfill and preemption need nothing new.
 
 // poolLabel is the node label that names a node's pool.
-const poolLabel = "pool"
-
-// poolName is what a pool may be called.
-var poolName = lazyre.New(`^[a-z][a-z0-9_-]{0,31}$`)
+const poolLabel = jobspec.PoolLabel
 
 // withPool returns labels with the pool label set: as they are when they
 // name a pool, else a copy naming agents' pool. Every node carries its
@@ -44,32 +39,6 @@ func poolOf(n *Node) string {
 		return p
 	}
 	return api.PoolAgents
-}
-
-// validatePool checks the submission's pool and makes it the job's node
-// label requirement pool=NAME. pools are the server's pools (Config.Pools);
-// empty: any well-formed name. It changes nothing on error.
-func validatePool(req *api.SubmitRequest, j *api.Job, pools []string) error {
-	p := req.Pool
-	if p == "" {
-		return nil
-	}
-	if !poolName.MatchString(p) {
-		return api.Invalid("pool", "%q is not a pool name (lower-case letters, digits, '_' and '-', at most 32)", truncate(p, 40))
-	}
-	if len(pools) > 0 && !slices.Contains(pools, p) {
-		return api.Invalid("pool", "no pool %q on this server; its pools: %s", p, strings.Join(pools, ", "))
-	}
-	if v, ok := req.NodeLabels[poolLabel]; ok && v != p {
-		return api.Invalid("pool", "pool %q and node label pool=%s disagree", p, v)
-	}
-	labels := maps.Clone(j.NodeLabels)
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	labels[poolLabel] = p
-	j.Pool, j.NodeLabels = p, labels
-	return nil
 }
 
 // executorStatus lists the executors, for GET /orchestrator/status: the
