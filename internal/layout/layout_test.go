@@ -30,6 +30,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		// A feature plugs into the loop through package feature's
 		// interfaces: it never reaches back into the orchestrator.
 		{"jobspec", []string{"orchestrator", "store", "server", "exec", "agent"}},
+		{"policy", []string{"orchestrator", "server", "exec", "agent"}},
 		{"feature", []string{"orchestrator", "server", "exec", "agent"}},
 		{"feature/jobio", []string{"orchestrator", "server", "agent"}},
 		{"feature/cpujobs", []string{"orchestrator", "server", "agent"}},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -24,7 +25,7 @@ const (
 // queue, in that order; its Queue is appended to buf[:0]. The caller holds
 // a lock, or is the loop (the only writer).
 func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job) sched.Snapshot {
-	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: schedPolicy(o.policy), Usage: o.ledger.Usage(now)}
+	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: policy.Sched(o.policy), Usage: o.ledger.Usage(now)}
 	est := o.estimates()
 	snap.Running = make([]sched.Running, 0, len(o.active))
 	for id := range o.active {

@@ -35,6 +35,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/notes"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/feature/sizes"
+	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -291,7 +292,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		plan:        map[string]time.Time{},
 		ledger:      sched.NewLedger(0),
 		estimator:   sched.NewEstimator(),
-		policy:      defaultPolicies(),
+		policy:      policy.Defaults(),
 		running:     true,
 		changed:     make(chan struct{}),
 		fatal:       make(chan error, 1),

@@ -4,193 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature/reclaim"
+	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
-// settingPolicies is the store key of the policies, as JSON.
-const settingPolicies = "policies"
+// The policies themselves (defaults, stored form, updates) are package
+// policy's; the orchestrator holds the live one (o.policy).
 
-// Idle actions: what happens to a job flagged idle.
+// Idle actions and the preemption grace, as package policy names them.
 const (
-	IdleNotify  = "notify"  // it is flagged in the API, the CLI and the log
-	IdlePreempt = "preempt" // flagged, and it may be preempted for waiting work
+	IdleNotify          = policy.IdleNotify
+	IdlePreempt         = policy.IdlePreempt
+	DefaultPreemptGrace = policy.DefaultPreemptGrace
 )
-
-// DefaultPreemptGrace is how long a preempted job has between SIGTERM and
-// SIGKILL unless it or the policy says otherwise.
-const DefaultPreemptGrace = 30 * time.Second
-
-// defaultPolicies is what a new server starts with: fair share, backfill
-// on, preemption off.
-func defaultPolicies() api.Policies {
-	return api.Policies{
-		Policy: sched.PolicyFairShare, Backfill: true, Gang: true,
-		AgingInterval:   api.Seconds(sched.DefaultAgingInterval.Seconds()),
-		HalfLife:        api.Seconds(sched.DefaultHalfLife.Seconds()),
-		DefaultEstimate: api.Seconds(sched.DefaultEstimate.Seconds()),
-		MinRunTime:      api.Seconds(sched.DefaultMinRunTime.Seconds()),
-		PreemptGrace:    api.Seconds(DefaultPreemptGrace.Seconds()),
-		IdleThreshold:   5,
-		IdleWindow:      api.Seconds((30 * time.Minute).Seconds()),
-		IdleAction:      IdleNotify,
-		Weights:         api.Weights{Users: map[string]float64{}, Projects: map[string]float64{}},
-		Quotas:          api.Quotas{Users: map[string]int{}, Projects: map[string]int{}},
-	}
-}
-
-// loadPolicies reads the stored policies over the defaults.
-func loadPolicies(settings map[string]string) api.Policies {
-	p := defaultPolicies()
-	if raw := settings[settingPolicies]; raw != "" {
-		json.Unmarshal([]byte(raw), &p)
-	} else if name := settings["policy"]; sched.ValidPolicy(name) {
-		p.Policy = name // written by an earlier version
-	}
-	if !sched.ValidPolicy(p.Policy) {
-		p.Policy = sched.PolicyFairShare
-	}
-	if p.IdleAction == "" {
-		p.IdleAction, p.IdleThreshold, p.IdleWindow = IdleNotify, 5, api.Seconds((30 * time.Minute).Seconds())
-	}
-	p.Gang = true
-	for _, m := range []*map[string]float64{&p.Weights.Users, &p.Weights.Projects} {
-		if *m == nil {
-			*m = map[string]float64{}
-		}
-	}
-	for _, m := range []*map[string]int{&p.Quotas.Users, &p.Quotas.Projects} {
-		if *m == nil {
-			*m = map[string]int{}
-		}
-	}
-	return p
-}
-
-// schedPolicy converts the API's policies to the core's.
-func schedPolicy(p api.Policies) sched.Policy {
-	return sched.Policy{
-		Name: p.Policy, Backfill: p.Backfill, Preemption: p.Preemption, Spread: p.Spread,
-		AgingInterval: p.AgingInterval.Duration(), HalfLife: p.HalfLife.Duration(),
-		DefaultEstimate: p.DefaultEstimate.Duration(), MinRunTime: p.MinRunTime.Duration(),
-		UserWeights: p.Weights.Users, ProjectWeights: p.Weights.Projects,
-		UserQuotas: p.Quotas.Users, ProjectQuotas: p.Quotas.Projects,
-		PreemptIdle: p.IdleAction == IdlePreempt,
-	}
-}
-
-// knob bounds: below or above these a value is a typo.
-var knobs = []struct {
-	field    string
-	min, max time.Duration
-	get      func(*api.PoliciesUpdate) api.RawValue
-	set      func(*api.Policies, api.Seconds)
-}{
-	{"aging_interval", time.Minute, 30 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.AgingInterval }, func(p *api.Policies, v api.Seconds) { p.AgingInterval = v }},
-	{"half_life", time.Hour, 365 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.HalfLife }, func(p *api.Policies, v api.Seconds) { p.HalfLife = v }},
-	{"default_estimate", time.Minute, 30 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.DefaultEstimate }, func(p *api.Policies, v api.Seconds) { p.DefaultEstimate = v }},
-	{"min_run_time", 0, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.MinRunTime }, func(p *api.Policies, v api.Seconds) { p.MinRunTime = v }},
-	{"preempt_grace", 0, 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.PreemptGrace }, func(p *api.Policies, v api.Seconds) { p.PreemptGrace = v }},
-	{"idle_window", time.Second, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.IdleWindow }, func(p *api.Policies, v api.Seconds) { p.IdleWindow = v }},
-}
-
-// applyUpdate returns p changed by u, or an error naming the first bad field.
-func applyUpdate(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
-	p.Weights.Users, p.Weights.Projects = maps.Clone(p.Weights.Users), maps.Clone(p.Weights.Projects)
-	p.Quotas.Users, p.Quotas.Projects = maps.Clone(p.Quotas.Users), maps.Clone(p.Quotas.Projects)
-	if u.Policy != nil {
-		if !sched.ValidPolicy(*u.Policy) {
-			return p, api.Invalid("policy", "%q is not a policy; choose one of %v", *u.Policy, sched.Policies())
-		}
-		p.Policy = *u.Policy
-	}
-	if u.Gang != nil && !*u.Gang {
-		return p, api.Invalid("gang", "gang placement is always on: a multi-GPU job starts on all its GPUs at once or not at all")
-	}
-	for _, b := range []struct {
-		v   *bool
-		dst *bool
-	}{{u.Backfill, &p.Backfill}, {u.Preemption, &p.Preemption}, {u.Spread, &p.Spread}} {
-		if b.v != nil {
-			*b.dst = *b.v
-		}
-	}
-	for _, k := range knobs {
-		raw := k.get(&u)
-		if api.IsNull(raw) {
-			continue
-		}
-		v, err := api.ParseSecondsJSON(raw)
-		if err != nil {
-			return p, api.Invalid(k.field, "%s", err.Error())
-		}
-		if d := v.Duration(); d < k.min || d > k.max {
-			return p, api.Invalid(k.field, "must be between %s and %s", k.min, k.max)
-		}
-		k.set(&p, v)
-	}
-	if u.IdleThreshold != nil {
-		if *u.IdleThreshold < 0 || *u.IdleThreshold > 100 {
-			return p, api.Invalid("idle_threshold", "must be a percentage between 0 and 100")
-		}
-		p.IdleThreshold = *u.IdleThreshold
-	}
-	if u.IdleAction != nil {
-		if *u.IdleAction != IdleNotify && *u.IdleAction != IdlePreempt {
-			return p, api.Invalid("idle_action", "%q is not notify or preempt", *u.IdleAction)
-		}
-		p.IdleAction = *u.IdleAction
-	}
-	if err := reclaim.Apply(&p, u.Classes); err != nil {
-		return p, err
-	}
-	if w := u.Weights; w != nil {
-		for _, set := range []struct {
-			field string
-			in    map[string]*float64
-			out   map[string]float64
-		}{{"weights.users", w.Users, p.Weights.Users}, {"weights.projects", w.Projects, p.Weights.Projects}} {
-			for name, v := range set.in {
-				if !userName.MatchString(name) || len(name) > maxUserLen {
-					return p, api.Invalid(set.field, "%q is not a valid name", truncate(name, 40))
-				}
-				switch {
-				case v == nil:
-					delete(set.out, name)
-				case *v <= 0 || *v > 1e6 || *v != *v:
-					return p, api.Invalid(set.field, "the weight of %s must be above 0 and at most 1e6", name)
-				default:
-					set.out[name] = *v
-				}
-			}
-		}
-	}
-	if q := u.Quotas; q != nil {
-		for _, set := range []struct {
-			field string
-			in    map[string]*int
-			out   map[string]int
-		}{{"quotas.users", q.Users, p.Quotas.Users}, {"quotas.projects", q.Projects, p.Quotas.Projects}} {
-			for name, v := range set.in {
-				if !userName.MatchString(name) || len(name) > maxUserLen {
-					return p, api.Invalid(set.field, "%q is not a valid name", truncate(name, 40))
-				}
-				switch {
-				case v == nil:
-					delete(set.out, name)
-				case *v < 0 || *v > 1e6:
-					return p, api.Invalid(set.field, "the quota of %s must be between 0 and 1000000 GPUs", name)
-				default:
-					set.out[name] = *v
-				}
-			}
-		}
-	}
-	return p, nil
-}
 
 // Policies is GET /orchestrator/policies.
 func (o *Orchestrator) Policies() api.Policies {
@@ -207,7 +35,7 @@ func (o *Orchestrator) Policies() api.Policies {
 // are persisted. A bad field changes nothing.
 func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (api.Policies, error) {
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
-		p, err := applyUpdate(o.policy, u)
+		p, err := policy.Apply(o.policy, u)
 		if err != nil {
 			return nil, err
 		}
@@ -225,7 +53,7 @@ func (o *Orchestrator) SetPolicies(ctx context.Context, u api.PoliciesUpdate) (a
 		if tx.batch.Settings == nil {
 			tx.batch.Settings = map[string]string{}
 		}
-		tx.batch.Settings[settingPolicies] = string(raw) // a batch's other settings stay (holdusage.go)
+		tx.batch.Settings[policy.Setting] = string(raw) // a batch's other settings stay
 		o.dirty = true
 		o.log.Info("policies changed", "policy", p.Policy, "backfill", p.Backfill, "preemption", p.Preemption)
 		return nil, nil

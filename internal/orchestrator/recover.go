@@ -9,6 +9,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/holds"
+	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -27,7 +28,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	o.policy = loadPolicies(st.Settings)
+	o.policy = policy.Load(st.Settings)
 	o.reclaim.Defaults(&o.policy)
 	if err := o.holds.LoadUsage(st.Settings); err != nil {
 		o.log.Warn("holds' past usage is forgotten", "err", err)
