@@ -179,7 +179,7 @@ func TestShimHostReleasesItsParent(t *testing.T) {
 func containTasks(t *testing.T, ts *tasks, dir string) string {
 	t.Helper()
 	parent := contain.Parent("n1", dir)
-	tree, err := contain.NewTree(parent)
+	tree, err := contain.NewTree(parent, contain.NodeDevices{})
 	if err != nil {
 		t.Skipf("cgroups cannot be resolved here: %v", err)
 	}

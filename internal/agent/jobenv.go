@@ -257,8 +257,11 @@ func (t *tasks) env(s api.TaskSpec, cred *credential) []string {
 	if t.server != "" {
 		set(serverVar, t.server)
 	}
-	if mig := t.migOf(s.GPUs); mig != "" {
+	if mig := t.migOf(s); mig != "" {
 		set("CORRAL_MIG_DEVICES", mig)
+		if len(s.MIGDevices) > 0 { // slices placed as units: CUDA sees those alone
+			set("CUDA_VISIBLE_DEVICES", mig)
+		}
 	}
 	env := make([]string, len(order))
 	for i, k := range order {

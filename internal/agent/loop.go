@@ -76,6 +76,13 @@ type Config struct {
 	// Containment is "auto" or "" (cgroups where they can be written,
 	// process groups otherwise) or "process-group" (never cgroups).
 	Containment string
+	// AllowDevices are character devices every job may open besides the
+	// closed list (contain/devices.go): --allow-device, e.g. InfiniBand.
+	AllowDevices []contain.Device
+	// ProcDevices and MIGMinorsFile are where the kernel lists its device
+	// majors and the NVIDIA driver its MIG capability minors; empty: the
+	// real ones (contain.ProcDevices, contain.MIGMinorsFile). For tests.
+	ProcDevices, MIGMinorsFile string
 	// DefaultMemPerGPU (MiB) and DefaultCPUsPerGPU limit a job that names
 	// no mem_mib or cpus: the default times its GPUs. 0: no limit.
 	DefaultMemPerGPU  int64
@@ -339,16 +346,14 @@ func (a *Agent) register(ctx context.Context) error {
 			return fmt.Errorf("list GPUs: %w", err)
 		}
 		minors := make(map[int]int, len(devs))
-		var mig map[int][]string
+		var mig map[int][]api.MIGDevice
 		for _, d := range devs {
 			minors[d.Index] = d.Minor
 			if d.MIG != nil && d.MIG.Mode == api.MIGEnabled {
 				if mig == nil {
-					mig = map[int][]string{}
+					mig = map[int][]api.MIGDevice{}
 				}
-				for _, m := range d.MIG.Devices {
-					mig[d.Index] = append(mig[d.Index], m.UUID)
-				}
+				mig[d.Index] = append(mig[d.Index], d.MIG.Devices...)
 			}
 			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
 				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG})
@@ -356,7 +361,7 @@ func (a *Agent) register(ctx context.Context) error {
 		}
 		a.tasks.mu.Lock()
 		a.tasks.minors = minors
-		a.tasks.migUUIDs = mig
+		a.tasks.migs = mig
 		a.tasks.mu.Unlock()
 	}
 	cfg, err := a.cfg.Link.Register(ctx, reg)

@@ -170,6 +170,11 @@ type TaskSpec struct {
 	User       string            `json:"user,omitempty"` // the job's owner: an agent running as root runs it as this account
 	GPUs       []int             `json:"gpus"`
 	GPUUUIDs   []string          `json:"gpu_uuids,omitempty"`
+	// MIGDevices are the UUIDs ("MIG-…") of the MIG devices the task
+	// holds, each on one of GPUs (a slice placed as a unit): the task sees
+	// those alone (CUDA_VISIBLE_DEVICES) and its cgroup opens their
+	// capabilities alone. Empty: its GPUs whole.
+	MIGDevices []string `json:"mig_devices,omitempty"`
 	// Stop, when set, asks the task to end: SIGTERM now (after writing
 	// Notice to the task's notice file, if any), SIGKILL after StopGrace.
 	Stop      bool    `json:"stop,omitempty"`
