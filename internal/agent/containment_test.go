@@ -209,3 +209,38 @@ func ownCgroupDir(t *testing.T, path string) string {
 	}
 	return filepath.Join(own, path)
 }
+
+// A task's cgroup opens the capabilities of its own MIG devices: those it
+// names, or, given a whole GPU with MIG on, every one of that GPU's; a
+// GPU without MIG, or a MIG device the driver lists no capability for,
+// adds none.
+func TestContainSpecMIGCaps(t *testing.T) {
+	ts := &tasks{log: slog.New(slog.DiscardHandler), minors: map[int]int{0: 4, 1: 5},
+		devices: contain.NodeDevices{UVMMajor: 237, CapsMajor: 236},
+		migCaps: contain.MIGCaps{"config": 1, "monitor": 2,
+			"gpu4/gi1/access": 10, "gpu4/gi1/ci0/access": 11, "gpu4/gi2/access": 20, "gpu4/gi2/ci0/access": 21},
+		migs: map[int][]api.MIGDevice{0: {
+			{UUID: "MIG-a", GPUInstance: 1, ComputeInstance: 0},
+			{UUID: "MIG-b", GPUInstance: 2, ComputeInstance: 0},
+			{UUID: "MIG-c", GPUInstance: 9, ComputeInstance: 0}, // not in the driver's list
+		}}}
+	for _, tc := range []struct {
+		name string
+		spec api.TaskSpec
+		caps []int64
+	}{
+		{"one slice", api.TaskSpec{GPUs: []int{0}, MIGDevices: []string{"MIG-b"}}, []int64{20, 21}},
+		{"whole GPU with MIG on", api.TaskSpec{GPUs: []int{0}}, []int64{10, 11, 20, 21}},
+		{"GPU without MIG", api.TaskSpec{GPUs: []int{1}}, nil},
+		{"slice of another GPU", api.TaskSpec{GPUs: []int{1}, MIGDevices: []string{"MIG-a"}}, nil},
+	} {
+		got := ts.containSpec(tc.spec)
+		if !slices.Equal(got.CapMinors, tc.caps) || got.Devices.CapsMajor != 236 || got.Devices.UVMMajor != 237 {
+			t.Errorf("%s: caps %v devices %+v, want caps %v", tc.name, got.CapMinors, got.Devices, tc.caps)
+		}
+	}
+	env := "\n" + strings.Join(ts.env(api.TaskSpec{JobID: "j", GPUs: []int{0}, MIGDevices: []string{"MIG-b"}}, nil), "\n") + "\n"
+	if !strings.Contains(env, "\nCUDA_VISIBLE_DEVICES=MIG-b\n") || !strings.Contains(env, "\nCORRAL_MIG_DEVICES=MIG-b\n") {
+		t.Errorf("a slice's task sees its slice alone; env:\n%s", env)
+	}
+}
