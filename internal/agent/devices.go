@@ -56,9 +56,12 @@ func (t *tasks) containSpec(s api.TaskSpec) contain.Spec {
 			m = g
 		}
 		spec.GPUMinors = append(spec.GPUMinors, m)
+		if spec.Devices.CapsMajor == 0 {
+			continue // no nvidia-caps on this node (simulated MIG devices): nothing to open
+		}
 		for _, d := range t.slicesOf(s, g) {
 			caps, err := t.migCaps.SliceMinors(m, d.GPUInstance, d.ComputeInstance)
-			if err != nil || spec.Devices.CapsMajor == 0 {
+			if err != nil {
 				t.log.Warn("the job cannot open its MIG device: the driver lists no capability for it",
 					"job_id", s.JobID, "mig_device", d.UUID, "err", err)
 				continue

@@ -1342,12 +1342,14 @@ class MIG(Model):
     """The API's MIG object."""
 
     mode: str
+    compute_slices: Optional[int] = None
     devices: Optional[List[MIGDevice]] = None
     pending_mode: Optional[str] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
     _FIELDS = (
         ('mode', 'mode', 'str'),
+        ('compute_slices', 'compute_slices', 'int'),
         ('devices', 'devices', 'list:ref:MIGDevice'),
         ('pending_mode', 'pending_mode', 'str'),
     )
@@ -1363,6 +1365,7 @@ class MIGDevice(Model):
     memory_total: int
     profile: str
     uuid: str
+    compute_slices: Optional[int] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
     _FIELDS = (
@@ -1372,6 +1375,7 @@ class MIGDevice(Model):
         ('memory_total', 'memory_total', 'int'),
         ('profile', 'profile', 'str'),
         ('uuid', 'uuid', 'str'),
+        ('compute_slices', 'compute_slices', 'int'),
     )
 
 
@@ -2277,6 +2281,7 @@ class TaskSpec(Model):
     gpu_uuids: Optional[List[str]] = None
     image: Optional[str] = None
     mem_mib: Optional[int] = None
+    mig_devices: Optional[List[str]] = None
     mounts: Optional[List[str]] = None
     notice: Optional[str] = None
     output: Optional[str] = None
@@ -2304,6 +2309,7 @@ class TaskSpec(Model):
         ('gpu_uuids', 'gpu_uuids', 'list:str'),
         ('image', 'image', 'str'),
         ('mem_mib', 'mem_mib', 'int'),
+        ('mig_devices', 'mig_devices', 'list:str'),
         ('mounts', 'mounts', 'list:str'),
         ('notice', 'notice', 'str'),
         ('output', 'output', 'str'),

@@ -1584,12 +1584,14 @@ export interface components {
             user: string;
         };
         MIG: {
+            compute_slices?: number;
             devices?: components["schemas"]["MIGDevice"][];
             mode: string;
             pending_mode?: string;
         };
         MIGDevice: {
             compute_instance: number;
+            compute_slices?: number;
             gpu_instance: number;
             index: number;
             memory_total: number;
@@ -2043,6 +2045,7 @@ export interface components {
             master_addr: string;
             master_port: number;
             mem_mib?: number;
+            mig_devices?: string[];
             mounts?: string[];
             notice?: string;
             num_nodes: number;
