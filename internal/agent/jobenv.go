@@ -257,6 +257,9 @@ func (t *tasks) env(s api.TaskSpec, cred *credential) []string {
 	if t.server != "" {
 		set(serverVar, t.server)
 	}
+	for _, kv := range t.mps.shareEnv(s, uidOf(cred)) { // an MPS share (mps.go)
+		set(kv[0], kv[1])
+	}
 	if mig := t.migOf(s); mig != "" {
 		set("CORRAL_MIG_DEVICES", mig)
 		if len(s.MIGDevices) > 0 { // slices placed as units: CUDA sees those alone

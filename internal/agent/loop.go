@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -83,6 +84,13 @@ type Config struct {
 	// majors and the NVIDIA driver its MIG capability minors; empty: the
 	// real ones (contain.ProcDevices, contain.MIGMinorsFile). For tests.
 	ProcDevices, MIGMinorsFile string
+	// SharedGPUs take MPS shares (--shared-gpus; mps.go): each runs an
+	// MPS control daemon (MPSControl, default nvidia-cuda-mps-control,
+	// found in PATH) while shares run on it, its directories under MPSDir
+	// (default: corral-mps-<hash> in the system's temporary directory).
+	SharedGPUs []int
+	MPSControl string
+	MPSDir     string
 	// DefaultMemPerGPU (MiB) and DefaultCPUsPerGPU limit a job that names
 	// no mem_mib or cpus: the default times its GPUs. 0: no limit.
 	DefaultMemPerGPU  int64
@@ -180,10 +188,15 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
+	shares, err := newMPS(cfg.MPSControl, mpsDirOf(cfg), cfg.SharedGPUs, a.log) // mps.go
+	if err != nil {
+		return nil, err
+	}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, unfenced: cfg.Unfenced, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup, shells: &shellSet{},
 		images: &images{runtime: cfg.ContainerRuntime, stateDir: cfg.StateDir, devDir: "/dev", cdiDirs: defaultCDIDirs},
-		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}, jobEnv: je}
+		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}, jobEnv: je,
+		mps: shares}
 	return a, nil
 }
 
@@ -345,10 +358,10 @@ func (a *Agent) register(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("list GPUs: %w", err)
 		}
-		minors := make(map[int]int, len(devs))
+		minors, uuids := make(map[int]int, len(devs)), make(map[int]string, len(devs))
 		var mig map[int][]api.MIGDevice
 		for _, d := range devs {
-			minors[d.Index] = d.Minor
+			minors[d.Index], uuids[d.Index] = d.Minor, d.UUID
 			if d.MIG != nil && d.MIG.Mode == api.MIGEnabled {
 				if mig == nil {
 					mig = map[int][]api.MIGDevice{}
@@ -356,11 +369,11 @@ func (a *Agent) register(ctx context.Context) error {
 				mig[d.Index] = append(mig[d.Index], d.MIG.Devices...)
 			}
 			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
-				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG})
+				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG, Shared: slices.Contains(a.cfg.SharedGPUs, d.Index)})
 			reg.Simulated = reg.Simulated || d.Simulated
 		}
 		a.tasks.mu.Lock()
-		a.tasks.minors = minors
+		a.tasks.minors, a.tasks.uuids = minors, uuids
 		a.tasks.migs = mig
 		a.tasks.mu.Unlock()
 	}
@@ -467,6 +480,7 @@ func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 		if bt, ok := a.cfg.GPUs.(gpu.BusyTracker); ok {
 			bt.SetBusy(a.tasks.busyGPUs())
 		}
+		a.tasks.releaseShares(ctx) // mps.go
 		if ts, err := a.cfg.GPUs.Telemetry(ctx); err == nil {
 			for _, t := range ts {
 				rep.Telemetry = append(rep.Telemetry, api.GPUReading{Index: t.Index, Utilization: t.Utilization, MemoryUsedMiB: t.MemoryUsedMiB, Temperature: t.Temperature, ECCErrors: t.ECCErrors})

@@ -46,6 +46,8 @@ type tasks struct {
 	migs         map[int][]api.MIGDevice // GPU index -> its MIG devices, while MIG is on
 	devices      contain.NodeDevices     // the node's run-time device majors and its admin's extra devices (devices.go)
 	migCaps      contain.MIGCaps         // the driver's MIG capability minors (devices.go)
+	uuids        map[int]string          // GPU index -> its UUID
+	mps          *mps                    // the shared GPUs' MPS daemons (mps.go); nil: no GPU is shared
 
 	mu    sync.Mutex
 	byKey map[taskKey]*task
@@ -221,6 +223,9 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 		return err
 	}
 	if err := t.makeScratch(k, cred); err != nil { // jobenv.go
+		return err
+	}
+	if err := t.prepareShare(context.Background(), spec, cred); err != nil { // mps.go
 		return err
 	}
 	if tk.image == nil { // an image's task had its own (prepareImage)

@@ -43,6 +43,7 @@ class AgentGPU(Model):
     uuid: str
     mig: Optional[MIG] = None
     nvlink_peers: Optional[List[int]] = None
+    shared: Optional[bool] = None
     simulated: Optional[bool] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -53,6 +54,7 @@ class AgentGPU(Model):
         ('uuid', 'uuid', 'str'),
         ('mig', 'mig', 'opt:ref:MIG'),
         ('nvlink_peers', 'nvlink_peers', 'list:int'),
+        ('shared', 'shared', 'bool'),
         ('simulated', 'simulated', 'bool'),
     )
 
@@ -2278,6 +2280,8 @@ class TaskSpec(Model):
     cpus: Optional[float] = None
     env: Optional[Dict[str, str]] = None
     error: Optional[str] = None
+    gpu_compute: Optional[int] = None
+    gpu_share_mib: Optional[int] = None
     gpu_uuids: Optional[List[str]] = None
     image: Optional[str] = None
     mem_mib: Optional[int] = None
@@ -2306,6 +2310,8 @@ class TaskSpec(Model):
         ('cpus', 'cpus', 'float'),
         ('env', 'env', 'map:str'),
         ('error', 'error', 'str'),
+        ('gpu_compute', 'gpu_compute', 'int'),
+        ('gpu_share_mib', 'gpu_share_mib', 'int'),
         ('gpu_uuids', 'gpu_uuids', 'list:str'),
         ('image', 'image', 'str'),
         ('mem_mib', 'mem_mib', 'int'),

@@ -1003,6 +1003,7 @@ export interface components {
             mig?: components["schemas"]["MIG"] | null;
             model: string;
             nvlink_peers?: number[];
+            shared?: boolean;
             simulated?: boolean;
             uuid: string;
         };
@@ -2038,6 +2039,8 @@ export interface components {
                 [key: string]: string;
             };
             error?: string;
+            gpu_compute?: number;
+            gpu_share_mib?: number;
             gpu_uuids?: string[];
             gpus: number[] | null;
             image?: string;
