@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -254,8 +255,15 @@ func (t *tasks) prepareShare(ctx context.Context, s api.TaskSpec, cred *credenti
 	t.mu.Lock()
 	uuid := t.uuids[s.GPUs[0]]
 	t.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, mpsStartTimeout)
+	defer cancel()
 	return t.mps.acquire(ctx, s.GPUs[0], uuid, uid, gid)
 }
+
+// mpsStartTimeout bounds the start of a shared GPU's MPS daemon (the
+// control binary forks the daemon and returns at once): past it the
+// share fails to start rather than hold up the node's other starts.
+const mpsStartTimeout = 30 * time.Second
 
 // releaseShares stops the MPS daemons of shared GPUs no running share
 // uses.
