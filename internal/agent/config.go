@@ -59,6 +59,9 @@ type Config struct {
 	// majors and the NVIDIA driver its MIG capability minors; empty: the
 	// real ones (contain.ProcDevices, contain.MIGMinorsFile). For tests.
 	ProcDevices, MIGMinorsFile string
+	// NvidiaModprobe loads nvidia-uvm where the driver is loaded but it
+	// is not yet (devices.go); empty: nvidia-modprobe. For tests.
+	NvidiaModprobe string
 	// SharedGPUs take MPS shares (--shared-gpus; mps.go): each runs an
 	// MPS control daemon (MPSControl, default nvidia-cuda-mps-control,
 	// found in PATH) while shares run on it, its directories under MPSDir

@@ -244,3 +244,40 @@ func TestContainSpecMIGCaps(t *testing.T) {
 		t.Errorf("a slice's task sees its slice alone; env:\n%s", env)
 	}
 }
+
+// Where the NVIDIA driver is loaded but nvidia-uvm is not yet (the CUDA
+// driver loads it on first use, which a job cannot), the agent loads it
+// (nvidia-modprobe -u) before the first job, so that the jobs' filter
+// names its major; where that fails it says so and opens nothing more.
+func TestReadNodeDevicesLoadsUVM(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		devices  string
+		modprobe string // the stand-in's script; "": none found
+		uvm      int64
+		warn     bool
+	}{
+		{"loaded already", "Character devices:\n195 nvidia\n237 nvidia-uvm\n", "exit 1", 237, false},
+		{"loaded by modprobe", "Character devices:\n195 nvidia\n", `[ "$*" = "-u -c=0" ] && echo "238 nvidia-uvm" >>"$DEVICES"`, 238, false},
+		{"modprobe fails", "Character devices:\n195 nvidia\n", "exit 1", 0, true},
+		{"no NVIDIA driver: nothing to load", "Character devices:\n1 mem\n", `echo "238 nvidia-uvm" >>"$DEVICES"`, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			devices := filepath.Join(dir, "devices")
+			os.WriteFile(devices, []byte(tc.devices), 0o644)
+			modprobe := filepath.Join(dir, "nvidia-modprobe")
+			os.WriteFile(modprobe, []byte("#!/bin/sh\nDEVICES="+devices+"\n"+tc.modprobe+"\n"), 0o755)
+			var logs strings.Builder
+			a := &Agent{cfg: Config{ProcDevices: devices, MIGMinorsFile: filepath.Join(dir, "none"), NvidiaModprobe: modprobe},
+				log: slog.New(slog.NewTextHandler(&logs, nil)), tasks: &tasks{}}
+			a.readNodeDevices()
+			if a.tasks.devices.UVMMajor != tc.uvm {
+				t.Errorf("nvidia-uvm major %d, want %d", a.tasks.devices.UVMMajor, tc.uvm)
+			}
+			if warned := strings.Contains(logs.String(), "nvidia-uvm is not loaded"); warned != tc.warn {
+				t.Errorf("warned %v, want %v: %s", warned, tc.warn, logs.String())
+			}
+		})
+	}
+}

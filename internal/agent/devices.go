@@ -2,7 +2,11 @@ package agent
 
 import (
 	"cmp"
+	"context"
+	"errors"
+	osexec "os/exec"
 	"strings"
+	"time"
 
 	"github.com/corral-sched/corral/internal/agent/contain"
 	"github.com/corral-sched/corral/internal/api"
@@ -22,9 +26,16 @@ import (
 // rules out: a job then cannot open nvidia-uvm or its MIG slices, and
 // says so in its own error; nothing is opened wider.
 func (a *Agent) readNodeDevices() {
-	devs, err := contain.ReadNodeDevices(cmp.Or(a.cfg.ProcDevices, contain.ProcDevices))
+	procDevices := cmp.Or(a.cfg.ProcDevices, contain.ProcDevices)
+	devs, err := contain.ReadNodeDevices(procDevices)
 	if err != nil {
 		a.log.Warn("could not read the node's device majors: jobs get no nvidia-uvm", "err", err)
+	}
+	if devs.Nvidia && devs.UVMMajor == 0 {
+		// The driver loads nvidia-uvm when a process first uses CUDA
+		// (through nvidia-modprobe); a job cannot, and its filter names
+		// the major it has now: load it before the first job.
+		devs = a.loadUVM(procDevices, devs)
 	}
 	devs.Extra = a.cfg.AllowDevices
 	caps, err := contain.ReadMIGCaps(cmp.Or(a.cfg.MIGMinorsFile, contain.MIGMinorsFile))
@@ -34,6 +45,24 @@ func (a *Agent) readNodeDevices() {
 	a.tasks.mu.Lock()
 	defer a.tasks.mu.Unlock()
 	a.tasks.devices, a.tasks.migCaps = devs, caps
+}
+
+// loadUVM loads the nvidia-uvm module and makes its device nodes
+// (nvidia-modprobe -u -c=0, as the CUDA driver does on first use), then
+// reads the majors again; where that fails, jobs cannot use CUDA, and the
+// agent says so.
+func (a *Agent) loadUVM(procDevices string, devs contain.NodeDevices) contain.NodeDevices {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := osexec.CommandContext(ctx, cmp.Or(a.cfg.NvidiaModprobe, "nvidia-modprobe"), "-u", "-c=0").CombinedOutput()
+	again, rerr := contain.ReadNodeDevices(procDevices)
+	if err != nil || rerr != nil || again.UVMMajor == 0 {
+		a.log.Warn("nvidia-uvm is not loaded and could not be: jobs' CUDA will fail until it is (modprobe nvidia-uvm, then restart the agent)",
+			"err", errors.Join(err, rerr), "output", strings.TrimSpace(string(out)))
+		return devs
+	}
+	a.log.Info("loaded nvidia-uvm for the jobs' device filter", "major", again.UVMMajor)
+	return again
 }
 
 // containSpec is the task's cgroup limits: the job's own, else the node's

@@ -60,6 +60,9 @@ type NodeDevices struct {
 	// besides (corral agent --allow-device, e.g. InfiniBand's
 	// 231:* or /dev/fuse 10:229).
 	Extra []Device `json:"extra,omitempty"`
+	// Nvidia: the kernel lists NVIDIA's driver (major 195), so that a
+	// missing nvidia-uvm is a module not loaded yet (ReadNodeDevices).
+	Nvidia bool `json:"-"`
 }
 
 // Device is one character device rule: Major:Minor, Minor -1 for all of
@@ -139,6 +142,8 @@ func ReadNodeDevices(procDevices string) (NodeDevices, error) {
 			continue
 		}
 		switch strings.TrimSpace(name) {
+		case "nvidia":
+			n.Nvidia = major == NvidiaMajor
 		case uvmDriver:
 			n.UVMMajor = major
 		case capsDriver:
