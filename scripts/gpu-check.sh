@@ -13,7 +13,9 @@
 #      its memory used while it runs;
 #   3. device isolation: a job given no GPU cannot open /dev/nvidiaN, even
 #      with CUDA_VISIBLE_DEVICES unset (the device cgroup, not the
-#      environment, keeps it out), while the GPU job beside it runs;
+#      environment, keeps it out), nor /dev/mem, a disk or a MIG
+#      capability (the closed device filter), while the GPU job beside it
+#      runs (and so opens nvidiactl and nvidia-uvm);
 #   4. foreign processes: a CUDA process Corral did not start is listed with
 #      its pid, and its GPU is not handed out until it ends;
 #   5. restarts: kill -9 of `corral up` while a PyTorch job runs; the
@@ -151,6 +153,12 @@ for d in /dev/nvidia[0-9]*; do
   if ( exec 3<>"$d" ) 2>/dev/null; then echo "OPENED $d"; else echo "denied $d"; fi
 done
 [ -c /dev/nvidiactl ] && { ( exec 3<>/dev/nvidiactl ) 2>/dev/null && echo "nvidiactl opens" || echo "nvidiactl denied"; }
+# The closed device filter: /dev/mem (the job runs as root here), the MIG
+# capabilities and a disk stay closed; opened read-only, nothing is read.
+for d in /dev/mem /dev/nvidia-caps/* $(ls /dev/sd? /dev/nvme?n? /dev/vd? 2>/dev/null | head -1); do
+  [ -c "$d" ] || [ -b "$d" ] || continue
+  if ( exec 3<"$d" ) 2>/dev/null; then echo "OPENED $d"; else echo "denied $d"; fi
+done
 env -u CUDA_VISIBLE_DEVICES -u NVIDIA_VISIBLE_DEVICES python3 -c 'import torch; print("torch sees", torch.cuda.device_count(), "GPUs without CUDA_VISIBLE_DEVICES")' 2>&1 | tail -1
 nvidia-smi -L 2>&1 | head -3
 EOF
@@ -169,7 +177,7 @@ if [ "$SIM" = 1 ]; then
 elif grep -q OPENED "$W/iso.log" || grep -q "torch sees [1-9]" "$W/iso.log"; then
   bad "a job given no GPU reached one"
 elif grep -q "denied /dev/nvidia" "$W/iso.log"; then
-  ok "a job given no GPU cannot open the GPU's device node, nor see it in torch without CUDA_VISIBLE_DEVICES"
+  ok "a job given no GPU cannot open the GPU's device node, nor see it in torch without CUDA_VISIBLE_DEVICES; /dev/mem, a disk and the MIG capabilities stay closed to it"
 else
   bad "no GPU device node was tried (is there none?)"
 fi
