@@ -41,7 +41,8 @@
 # GPU_CHECK_SIMULATE=1 runs the same steps on a machine without a GPU
 # (simulated GPUs, sh for python, a simulated MIG layout, the stand-in MPS
 # control binary of the agent's tests), to try the script itself.
-# GPU_CHECK_ONLY=mig-mps runs steps 0, 7 and 8 alone.
+# GPU_CHECK_ONLY=mig-mps runs steps 0, 7 and 8 alone; GPU_CHECK_ONLY=no-bench
+# all but step 6.
 set -u
 BIN=$(readlink -f "${1:-./corral}")
 OUT=$(readlink -f "${2:-./gpu-check-out}")
@@ -377,7 +378,7 @@ EOF
   fi
 fi
 
-if [ "$ONLY" != mig-mps ]; then
+if [ "$ONLY" != mig-mps ] && [ "$ONLY" != no-bench ]; then
 step "6. corral bench start on 8 simulated GPUs"
 rm -rf "$W/data"
 if start_up up3 --simulate-gpus 8; then
