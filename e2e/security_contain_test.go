@@ -486,3 +486,46 @@ func nodePidsMax(t *testing.T, cmdline string) string {
 	t.Fatalf("no process %q", cmdline)
 	return ""
 }
+
+// TestSecurityContainClosedDevices: through `corral up`, a job's cgroup
+// opens only the closed list (docs/security.md): fake nodes of /dev/mem,
+// a disk, /dev/fuse, another driver's device and a MIG capability (any
+// nvidia-caps minor: this node's jobs hold none) give EPERM, while null,
+// zero, full, urandom and ptmx work.
+func TestSecurityContainClosedDevices(t *testing.T) {
+	s := startContained(t, t.TempDir(), freePort(t))
+	devDir := t.TempDir()
+	nodes := []struct {
+		name        string
+		kind        uint32
+		major, minr int
+		open        bool
+	}{
+		{"null", syscall.S_IFCHR, 1, 3, true}, {"zero", syscall.S_IFCHR, 1, 5, true}, {"full", syscall.S_IFCHR, 1, 7, true},
+		{"urandom", syscall.S_IFCHR, 1, 9, true}, {"ptmx", syscall.S_IFCHR, 5, 2, true},
+		{"mem", syscall.S_IFCHR, 1, 1, false}, {"fuse", syscall.S_IFCHR, 10, 229, false},
+		{"loop0", syscall.S_IFBLK, 7, 0, false}, {"cap-config", syscall.S_IFCHR, 509, 1, false},
+		{"input", syscall.S_IFCHR, 13, 64, false},
+	}
+	for _, n := range nodes {
+		if err := syscall.Mknod(filepath.Join(devDir, n.name), n.kind|0o666, n.major<<8|n.minr); err != nil {
+			t.Skipf("mknod of a fake device: %v", err)
+		}
+	}
+	cmd := fmt.Sprintf(`for f in %s/*; do err=$( (: <>"$f") 2>&1 ); case "$err" in *"not permitted"*) echo "${f##*/} EPERM";; *) echo "${f##*/} ok";; esac; done`, shellQuote(devDir))
+	j := s.submit(map[string]any{"command": cmd, "gpu_count": 1})
+	got := s.waitTerminal(j.ID, 30*time.Second)
+	out := s.logs(j.ID)
+	if got.State != api.StateCompleted {
+		t.Fatalf("job ended %s (%s); log:\n%s", got.State, got.Message, out)
+	}
+	for _, n := range nodes {
+		want := n.name + " EPERM"
+		if n.open {
+			want = n.name + " ok"
+		}
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("%s (%d:%d): want %q; log:\n%s", n.name, n.major, n.minr, want, out)
+		}
+	}
+}

@@ -13,18 +13,36 @@
 #      its memory used while it runs;
 #   3. device isolation: a job given no GPU cannot open /dev/nvidiaN, even
 #      with CUDA_VISIBLE_DEVICES unset (the device cgroup, not the
-#      environment, keeps it out), while the GPU job beside it runs;
+#      environment, keeps it out), nor /dev/mem, a disk or a MIG
+#      capability (the closed device filter), while the GPU job beside it
+#      runs (and so opens nvidiactl and nvidia-uvm);
 #   4. foreign processes: a CUDA process Corral did not start is listed with
 #      its pid, and its GPU is not handed out until it ends;
 #   5. restarts: kill -9 of `corral up` while a PyTorch job runs; the
 #      restarted `corral up` adopts it and it ends with its real exit code;
 #   6. `corral bench start` on 8 simulated GPUs beside the bare spawn rate of
-#      the same machine.
+#      the same machine;
+#   7. MIG, read-only: the MIG devices nvidia-smi lists (nvidia-smi -L,
+#      nvidia-smi mig -lgi/-lci) are the ones `corral nodes` shows (UUID,
+#      profile, compute slices), and the driver's capability minors are
+#      there for the device filter; skipped where no GPU has MIG on;
+#   8. MPS shares: `corral up --shared-gpus 0` starts (it finds the MPS
+#      control binary); then two PyTorch processes on GPU 0, clients of one
+#      private MPS control daemon, each with the environment the agent
+#      gives a share (pipe directory, pinned memory limit 4 GiB, 50% of the
+#      threads): the one allocating 6 GiB fails, its neighbour allocating
+#      2 GiB runs on and completes. Skipped where GPU 0 has MIG on.
+# It never changes a GPU's MIG mode or compute mode (steps 7 and 8 only
+# read them; MPS works in the default compute mode; the check's daemon has
+# a pipe directory of its own and is told to quit at the end).
 # Files: OUTDIR/report.txt (everything printed), gpu-status.json, the
 # server logs.
 #
 # GPU_CHECK_SIMULATE=1 runs the same steps on a machine without a GPU
-# (simulated GPUs, sh for python), to try the script itself.
+# (simulated GPUs, sh for python, a simulated MIG layout, the stand-in MPS
+# control binary of the agent's tests), to try the script itself.
+# GPU_CHECK_ONLY=mig-mps runs steps 0, 7 and 8 alone; GPU_CHECK_ONLY=no-bench
+# all but step 6.
 set -u
 BIN=$(readlink -f "${1:-./corral}")
 OUT=$(readlink -f "${2:-./gpu-check-out}")
@@ -58,6 +76,7 @@ field() { # field JOB PYTHON-EXPRESSION-OF-j: a value of the job (corral show -o
 }
 cleanup() {
   stop_up
+  [ -n "${MPSUP:-}" ] && echo quit | env -i PATH="$PATH" CUDA_MPS_PIPE_DIRECTORY="$W/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$W/mps/log" "$MPSBIN"
   [ -n "${FOREIGN:-}" ] && kill "$FOREIGN" 2>/dev/null
   pkill -f "corral shim --host" 2>/dev/null
   rm -rf "$W"
@@ -84,6 +103,8 @@ if [ "$SIM" != 1 ]; then
   }
 fi
 
+ONLY=${GPU_CHECK_ONLY:-}
+if [ "$ONLY" != mig-mps ]; then
 step "1. discovery through NVML"
 start_up up1 "${SIMFLAG[@]}" || { bad "corral up did not start"; exit 1; }
 "$BIN" nodes
@@ -133,6 +154,12 @@ for d in /dev/nvidia[0-9]*; do
   if ( exec 3<>"$d" ) 2>/dev/null; then echo "OPENED $d"; else echo "denied $d"; fi
 done
 [ -c /dev/nvidiactl ] && { ( exec 3<>/dev/nvidiactl ) 2>/dev/null && echo "nvidiactl opens" || echo "nvidiactl denied"; }
+# The closed device filter: /dev/mem (the job runs as root here), the MIG
+# capabilities and a disk stay closed; opened read-only, nothing is read.
+for d in /dev/mem /dev/nvidia-caps/* $(ls /dev/sd? /dev/nvme?n? /dev/vd? 2>/dev/null | head -1); do
+  [ -c "$d" ] || [ -b "$d" ] || continue
+  if ( exec 3<"$d" ) 2>/dev/null; then echo "OPENED $d"; else echo "denied $d"; fi
+done
 env -u CUDA_VISIBLE_DEVICES -u NVIDIA_VISIBLE_DEVICES python3 -c 'import torch; print("torch sees", torch.cuda.device_count(), "GPUs without CUDA_VISIBLE_DEVICES")' 2>&1 | tail -1
 nvidia-smi -L 2>&1 | head -3
 EOF
@@ -151,7 +178,7 @@ if [ "$SIM" = 1 ]; then
 elif grep -q OPENED "$W/iso.log" || grep -q "torch sees [1-9]" "$W/iso.log"; then
   bad "a job given no GPU reached one"
 elif grep -q "denied /dev/nvidia" "$W/iso.log"; then
-  ok "a job given no GPU cannot open the GPU's device node, nor see it in torch without CUDA_VISIBLE_DEVICES"
+  ok "a job given no GPU cannot open the GPU's device node, nor see it in torch without CUDA_VISIBLE_DEVICES; /dev/mem, a disk and the MIG capabilities stay closed to it"
 else
   bad "no GPU device node was tried (is there none?)"
 fi
@@ -216,7 +243,142 @@ else
 fi
 stop_up
 pkill -f "corral shim --host" 2>/dev/null
+fi
 
+step "7. MIG devices, read-only"
+rm -rf "$W/data"
+if [ "$SIM" = 1 ]; then
+  start_up up7 --simulate-gpus 2:H100:80:mig=0:3g.40gb+2g.20gb+1g.10gb*2 || bad "corral up with a simulated MIG layout did not start"
+  h=$(hostname) # what nvidia-smi -L would print for that layout
+  printf '%s\n' "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-sim-$h-0)" \
+    "  MIG 3g.40gb     Device  0: (UUID: MIG-sim-$h-0-0)" "  MIG 2g.20gb     Device  1: (UUID: MIG-sim-$h-0-1)" \
+    "  MIG 1g.10gb     Device  2: (UUID: MIG-sim-$h-0-2)" "  MIG 1g.10gb     Device  3: (UUID: MIG-sim-$h-0-3)" \
+    "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-sim-$h-1)" >"$W/smi-L.txt"
+else
+  start_up up7 || bad "corral up did not start"
+  nvidia-smi -L | tee "$W/smi-L.txt"
+  nvidia-smi --query-gpu=index,mig.mode.current,compute_mode --format=csv,noheader
+  if grep -q "MIG-" "$W/smi-L.txt"; then
+    nvidia-smi mig -lgi 2>&1 | head -40 # listings only: nothing is created or destroyed
+    nvidia-smi mig -lci 2>&1 | head -40
+    echo "--- /proc/driver/nvidia-caps/mig-minors (first lines), /dev/nvidia-caps, majors:"
+    head -5 /proc/driver/nvidia-caps/mig-minors 2>&1; ls -l /dev/nvidia-caps 2>&1 | head -5
+    grep -E "nvidia-(caps|uvm)" /proc/devices
+  fi
+fi
+"$BIN" nodes
+"$BIN" nodes -o json >"$OUT/gpu-status-mig.json"
+if ! grep -q "MIG-" "$W/smi-L.txt"; then
+  echo "SKIP: no GPU has MIG on here (nvidia-smi -L lists no MIG device); the check changes no GPU's mode"
+else
+  python3 - "$OUT/gpu-status-mig.json" "$W/smi-L.txt" <<'EOF' && ok "corral's MIG devices are nvidia-smi's (UUID, profile, per GPU)" || bad "corral's MIG devices differ from nvidia-smi's"
+import json, re, sys
+smi, gpu = {}, None
+for line in open(sys.argv[2]):
+    m = re.match(r"GPU (\d+): .*\(UUID: (GPU-[^)]+)\)", line)
+    if m:
+        gpu = int(m.group(1)); smi[gpu] = []
+    m = re.match(r"\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[^)]+)\)", line)
+    if m:
+        smi[gpu].append((m.group(3), m.group(1)))
+good = True
+for n in json.load(open(sys.argv[1]))["nodes"]:
+    for g in n["gpus"]:
+        m = g.get("mig") or {}
+        mine = sorted((d["uuid"], d["profile"]) for d in m.get("devices", []))
+        theirs = sorted(smi.get(g["id"], []))
+        print(f"  GPU {g['id']}: corral {m.get('mode', 'n/a')} {mine}; nvidia-smi {theirs}")
+        if mine:
+            slices = [d.get("compute_slices", 0) for d in m["devices"]]
+            print(f"    compute slices {slices} of {m.get('compute_slices')}")
+            good &= all(s > 0 for s in slices) and m.get("compute_slices", 0) > 0
+        good &= mine == theirs
+sys.exit(0 if good else 1)
+EOF
+fi
+stop_up
+
+step "8. MPS shares: two PyTorch processes on one GPU, each held to its memory"
+rm -rf "$W/data"
+MPSBIN=nvidia-cuda-mps-control
+[ "$SIM" = 1 ] && MPSBIN=$(readlink -f "$(dirname "$0")/../internal/agent/testdata/fake-mps-control")
+mig0=$(awk '/^GPU 0:/{p=1;next} /^GPU /{p=0} p && /^  MIG/' "$W/smi-L.txt" | wc -l)
+if ! command -v "$MPSBIN" >/dev/null; then
+  bad "no MPS control binary ($MPSBIN) on this machine"
+elif [ "$SIM" != 1 ] && [ "$mig0" -gt 0 ]; then
+  echo "SKIP: GPU 0 has MIG on; MPS shares are of whole GPUs, and the check changes no GPU's mode"
+else
+  if start_up up8 "${SIMFLAG[@]}" --shared-gpus 0 --mps-control "$MPSBIN"; then
+    ok "corral up takes --shared-gpus 0 (its MPS control binary found)"
+  else
+    bad "corral up --shared-gpus 0 did not start"
+  fi
+  stop_up
+  # The agent's arrangement for a share (internal/agent/mps.go,
+  # docs/cluster.md#mps-shares), made here directly, as the scheduler does
+  # not place shares yet: one daemon for GPU 0 alone, a private pipe
+  # directory, each client with its own limits.
+  MPSD=$W/mps
+  mkdir -p -m 0700 "$MPSD" "$MPSD/pipe" "$MPSD/log"
+  uuid0=$(grep -o "GPU-[^)]*" "$W/smi-L.txt" | head -1)
+  if env -i PATH="$PATH" CUDA_VISIBLE_DEVICES="$uuid0" CUDA_MPS_PIPE_DIRECTORY="$MPSD/pipe" CUDA_MPS_LOG_DIRECTORY="$MPSD/log" "$MPSBIN" -d; then
+    MPSUP=1
+    cat >"$W/share.py" <<'EOF'
+import os, sys, time
+import torch
+want_gib, secs = float(sys.argv[1]), float(sys.argv[2])
+print("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"), "limit", os.environ.get("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"),
+      "threads", os.environ.get("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "devices", torch.cuda.device_count(), flush=True)
+a = torch.randn(4096, 4096, device="cuda")
+try:
+    keep = torch.empty(int(want_gib * (1 << 30)), dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+except RuntimeError as e:  # torch.cuda.OutOfMemoryError is one
+    print(f"OOM allocating {want_gib} GiB: {str(e).splitlines()[0]}", flush=True)
+    sys.exit(3)
+print(f"ALLOCATED {want_gib} GiB", flush=True)
+end, n = time.time() + secs, 0
+while time.time() < end:
+    b = a @ a
+    torch.cuda.synchronize()
+    n += 1
+print(f"WORKED {n} matmuls, finite {bool(torch.isfinite(b).all())}", flush=True)
+EOF
+    share() { # share NAME WANT_GIB SECONDS: one share's process, with the agent's environment for it
+      local run=("$PY" "$W/share.py" "$2" "$3")
+      if [ "$SIM" = 1 ]; then
+        run=(sh -c '[ -p "$CUDA_MPS_PIPE_DIRECTORY/control" ] || exit 9; if [ "$0" -gt 4 ]; then echo OOM; exit 3; fi; echo "ALLOCATED $0 GiB"; sleep "$1"; echo WORKED' "$2" "$3")
+      fi
+      env CUDA_VISIBLE_DEVICES=0 CUDA_MPS_PIPE_DIRECTORY="$MPSD/pipe" CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4096M \
+        CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50 "${run[@]}" >"$W/$1.out" 2>&1
+    }
+    share calm 2 20 &
+    CALM=$!
+    for _ in $(seq 300); do grep -q ALLOCATED "$W/calm.out" 2>/dev/null && break; sleep 0.1; done
+    share greedy 6 5
+    grc=$?
+    calm_alive=0
+    kill -0 $CALM 2>/dev/null && calm_alive=1
+    [ "$SIM" = 1 ] || nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv
+    wait $CALM
+    crc=$?
+    echo "--- greedy (6 GiB under a 4 GiB limit), exit $grc:"; cat "$W/greedy.out"
+    echo "--- calm (2 GiB under a 4 GiB limit), exit $crc, still running when greedy failed: $calm_alive:"; cat "$W/calm.out"
+    if [ $grc = 3 ] && grep -q OOM "$W/greedy.out"; then ok "the share allocating past its pinned limit failed"; else bad "the share allocating past its limit did not fail (exit $grc)"; fi
+    if [ $crc = 0 ] && [ $calm_alive = 1 ] && grep -q WORKED "$W/calm.out"; then
+      ok "its neighbour on the same GPU ran on and completed"
+    else
+      bad "the neighbour share: exit $crc, running when the other failed: $calm_alive"
+    fi
+    echo quit | env -i PATH="$PATH" CUDA_MPS_PIPE_DIRECTORY="$MPSD/pipe" CUDA_MPS_LOG_DIRECTORY="$MPSD/log" "$MPSBIN"
+    MPSUP=
+    tail -5 "$MPSD/log/control.log" 2>/dev/null
+  else
+    bad "the MPS control daemon did not start"
+  fi
+fi
+
+if [ "$ONLY" != mig-mps ] && [ "$ONLY" != no-bench ]; then
 step "6. corral bench start on 8 simulated GPUs"
 rm -rf "$W/data"
 if start_up up3 --simulate-gpus 8; then
@@ -225,6 +387,7 @@ if start_up up3 --simulate-gpus 8; then
     python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("bench start: %d jobs, %.0f starts/s, %.0f completions/s, baseline %.0f spawns/s, %d completed" % (d["n"], d["starts_per_s"], d["completions_per_s"], d["baseline_spawns_per_s"], d["completed"]))' "$W/bench.json"
   done
   stop_up
+fi
 fi
 
 echo

@@ -43,13 +43,14 @@ func (a *Agent) setupContainment() {
 		}
 	}
 	parent := contain.Parent(a.cfg.NodeID, owner)
+	a.readNodeDevices()
 	mode, err := contain.ProcessGroup, fmt.Errorf("--containment %s", contain.ProcessGroup)
 	var tree *contain.Tree
 	if a.cfg.Containment != contain.ProcessGroup {
 		// The parent's device allow-list first: v1 refuses it once a
 		// cgroup (the probe's) has been made under the parent.
 		var terr, prepErr error
-		if tree, terr = contain.NewTree(parent); terr == nil {
+		if tree, terr = contain.NewTree(parent, a.tasks.devices); terr == nil {
 			prepErr = tree.Prepare()
 		}
 		mode, err = contain.Probe(parent)
@@ -135,43 +136,6 @@ func (t *tasks) cgroupPath(s api.TaskSpec) string {
 		return ""
 	}
 	return filepath.Join(t.cgroupParent, contain.NameOf(s.JobID, s.Attempt, s.Rank))
-}
-
-// containSpec is the task's cgroup limits: the job's own, else the node's
-// per-GPU defaults times its GPUs; and its GPUs' device minors.
-func (t *tasks) containSpec(s api.TaskSpec) contain.Spec {
-	spec := contain.Spec{MemMiB: s.MemMiB, CPUs: s.CPUs, Pids: t.limits.pids, NodePids: t.limits.nodePids}
-	if spec.MemMiB == 0 {
-		spec.MemMiB = t.limits.memPerGPU * int64(len(s.GPUs))
-	}
-	if spec.CPUs == 0 {
-		spec.CPUs = t.limits.cpusPerGPU * float64(len(s.GPUs))
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, g := range s.GPUs {
-		m, ok := t.minors[g]
-		if !ok {
-			m = g
-		}
-		spec.GPUMinors = append(spec.GPUMinors, m)
-	}
-	return spec
-}
-
-// migOf is the UUIDs of the MIG devices of the GPUs given (those with MIG
-// on), comma-separated, for CORRAL_MIG_DEVICES; "" when none has MIG on.
-// CUDA uses one MIG device per process, the first it sees where the GPU
-// itself is visible: a job picks its own by UUID
-// (CUDA_VISIBLE_DEVICES=MIG-…), one process per device.
-func (t *tasks) migOf(gpus []int) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var uuids []string
-	for _, g := range gpus {
-		uuids = append(uuids, t.migUUIDs[g]...)
-	}
-	return strings.Join(uuids, ",")
 }
 
 // removeCgroup kills and removes a task's cgroup (one whose shim died
@@ -356,7 +320,7 @@ func (c *shimTrees) open(path, rawSpec string) (*jobCgroup, error) {
 	c.mu.Lock()
 	t := c.trees[dir]
 	if t == nil {
-		nt, err := contain.NewTree(dir)
+		nt, err := contain.NewTree(dir, spec.Devices)
 		if err != nil {
 			c.mu.Unlock()
 			return openJobCgroup(path, spec)

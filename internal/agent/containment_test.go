@@ -179,7 +179,7 @@ func TestShimHostReleasesItsParent(t *testing.T) {
 func containTasks(t *testing.T, ts *tasks, dir string) string {
 	t.Helper()
 	parent := contain.Parent("n1", dir)
-	tree, err := contain.NewTree(parent)
+	tree, err := contain.NewTree(parent, contain.NodeDevices{})
 	if err != nil {
 		t.Skipf("cgroups cannot be resolved here: %v", err)
 	}
@@ -208,4 +208,76 @@ func ownCgroupDir(t *testing.T, path string) string {
 		t.Skipf("own cgroup: %v", err)
 	}
 	return filepath.Join(own, path)
+}
+
+// A task's cgroup opens the capabilities of its own MIG devices: those it
+// names, or, given a whole GPU with MIG on, every one of that GPU's; a
+// GPU without MIG, or a MIG device the driver lists no capability for,
+// adds none.
+func TestContainSpecMIGCaps(t *testing.T) {
+	ts := &tasks{log: slog.New(slog.DiscardHandler), minors: map[int]int{0: 4, 1: 5},
+		devices: contain.NodeDevices{UVMMajor: 237, CapsMajor: 236},
+		migCaps: contain.MIGCaps{"config": 1, "monitor": 2,
+			"gpu4/gi1/access": 10, "gpu4/gi1/ci0/access": 11, "gpu4/gi2/access": 20, "gpu4/gi2/ci0/access": 21},
+		migs: map[int][]api.MIGDevice{0: {
+			{UUID: "MIG-a", GPUInstance: 1, ComputeInstance: 0},
+			{UUID: "MIG-b", GPUInstance: 2, ComputeInstance: 0},
+			{UUID: "MIG-c", GPUInstance: 9, ComputeInstance: 0}, // not in the driver's list
+		}}}
+	for _, tc := range []struct {
+		name string
+		spec api.TaskSpec
+		caps []int64
+	}{
+		{"one slice", api.TaskSpec{GPUs: []int{0}, MIGDevices: []string{"MIG-b"}}, []int64{20, 21}},
+		{"whole GPU with MIG on", api.TaskSpec{GPUs: []int{0}}, []int64{10, 11, 20, 21}},
+		{"GPU without MIG", api.TaskSpec{GPUs: []int{1}}, nil},
+		{"slice of another GPU", api.TaskSpec{GPUs: []int{1}, MIGDevices: []string{"MIG-a"}}, nil},
+	} {
+		got := ts.containSpec(tc.spec)
+		if !slices.Equal(got.CapMinors, tc.caps) || got.Devices.CapsMajor != 236 || got.Devices.UVMMajor != 237 {
+			t.Errorf("%s: caps %v devices %+v, want caps %v", tc.name, got.CapMinors, got.Devices, tc.caps)
+		}
+	}
+	env := "\n" + strings.Join(ts.env(api.TaskSpec{JobID: "j", GPUs: []int{0}, MIGDevices: []string{"MIG-b"}}, nil), "\n") + "\n"
+	if !strings.Contains(env, "\nCUDA_VISIBLE_DEVICES=MIG-b\n") || !strings.Contains(env, "\nCORRAL_MIG_DEVICES=MIG-b\n") {
+		t.Errorf("a slice's task sees its slice alone; env:\n%s", env)
+	}
+}
+
+// Where the NVIDIA driver is loaded but nvidia-uvm is not yet (the CUDA
+// driver loads it on first use, which a job cannot), the agent loads it
+// (nvidia-modprobe -u) before the first job, so that the jobs' filter
+// names its major; where that fails it says so and opens nothing more.
+func TestReadNodeDevicesLoadsUVM(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		devices  string
+		modprobe string // the stand-in's script; "": none found
+		uvm      int64
+		warn     bool
+	}{
+		{"loaded already", "Character devices:\n195 nvidia\n237 nvidia-uvm\n", "exit 1", 237, false},
+		{"loaded by modprobe", "Character devices:\n195 nvidia\n", `[ "$*" = "-u -c=0" ] && echo "238 nvidia-uvm" >>"$DEVICES"`, 238, false},
+		{"modprobe fails", "Character devices:\n195 nvidia\n", "exit 1", 0, true},
+		{"no NVIDIA driver: nothing to load", "Character devices:\n1 mem\n", `echo "238 nvidia-uvm" >>"$DEVICES"`, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			devices := filepath.Join(dir, "devices")
+			os.WriteFile(devices, []byte(tc.devices), 0o644)
+			modprobe := filepath.Join(dir, "nvidia-modprobe")
+			os.WriteFile(modprobe, []byte("#!/bin/sh\nDEVICES="+devices+"\n"+tc.modprobe+"\n"), 0o755)
+			var logs strings.Builder
+			a := &Agent{cfg: Config{ProcDevices: devices, MIGMinorsFile: filepath.Join(dir, "none"), NvidiaModprobe: modprobe},
+				log: slog.New(slog.NewTextHandler(&logs, nil)), tasks: &tasks{}}
+			a.readNodeDevices()
+			if a.tasks.devices.UVMMajor != tc.uvm {
+				t.Errorf("nvidia-uvm major %d, want %d", a.tasks.devices.UVMMajor, tc.uvm)
+			}
+			if warned := strings.Contains(logs.String(), "nvidia-uvm is not loaded"); warned != tc.warn {
+				t.Errorf("warned %v, want %v: %s", warned, tc.warn, logs.String())
+			}
+		})
+	}
 }

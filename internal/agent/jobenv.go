@@ -257,8 +257,14 @@ func (t *tasks) env(s api.TaskSpec, cred *credential) []string {
 	if t.server != "" {
 		set(serverVar, t.server)
 	}
-	if mig := t.migOf(s.GPUs); mig != "" {
+	for _, kv := range t.mps.shareEnv(s, uidOf(cred)) { // an MPS share (mps.go)
+		set(kv[0], kv[1])
+	}
+	if mig := t.migOf(s); mig != "" {
 		set("CORRAL_MIG_DEVICES", mig)
+		if len(s.MIGDevices) > 0 { // slices placed as units: CUDA sees those alone
+			set("CUDA_VISIBLE_DEVICES", mig)
+		}
 	}
 	env := make([]string, len(order))
 	for i, k := range order {

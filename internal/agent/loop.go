@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -31,79 +32,6 @@ type Link interface {
 // ErrUnknownNode is what a Link returns (wrapped) when the server does not
 // know the node: the agent registers again.
 var ErrUnknownNode = errors.New("the server does not know this node")
-
-// Config is what an Agent needs.
-type Config struct {
-	NodeID   string
-	Hostname string
-	Address  string // what other nodes use as CORRAL_MASTER_ADDR; empty: the server decides
-	Labels   map[string]string
-	GPUs     gpu.Source // nil: a node without GPUs
-	StateDir string     // task state, for adoption after a restart
-	LogDir   string     // job output: LogDir/JOB/ATTEMPT[.rankN].log
-	Link     Link
-	// Detach lets jobs outlive the agent: they run under shims in their
-	// own sessions, and the next agent on the same StateDir adopts them
-	// (standalone `corral agent`, and the in-process agent of `corral up`).
-	Detach bool
-	// Unfenced (with Detach) starts jobs without a fence, through one
-	// shim host (shimhost.go) rather than a shim each: they run on however
-	// long the agent is gone. For the in-process agent of
-	// `corral up`, whose server cannot move a job elsewhere while the
-	// agent is down (they are one process), so a restart, however slow,
-	// finds its jobs still running.
-	Unfenced bool
-	// ShipLogs sends job output to the server (remote agents).
-	ShipLogs bool
-	// Server names the control plane (its URL) in the jobs' environment,
-	// so that a later agent of this node can tell its predecessors'
-	// orphans from other clusters' jobs. Standalone agents set it.
-	Server   string
-	Interval time.Duration // report at least this often; default 5s
-	// RunAs is whose account jobs run under: RunAsUser (default: the
-	// job's owner when the agent is root) or RunAsAgent (runas.go).
-	RunAs string
-	// RunAsFallback, when set, is the account (not root) that a root
-	// agent in RunAsUser mode runs the jobs of owners without a Unix
-	// account under; empty: such jobs fail to start (runas.go).
-	RunAsFallback string
-	// MaxLogSize is how many bytes of output an attempt's log keeps; the
-	// rest is dropped behind one marker line (logcap.go). 0: no cap.
-	MaxLogSize int64
-	// MinFreeDisk is the free share of LogDir's disk, in percent, below
-	// which the node takes no new jobs (diskfree.go). 0: no check.
-	MinFreeDisk float64
-	// Containment is "auto" or "" (cgroups where they can be written,
-	// process groups otherwise) or "process-group" (never cgroups).
-	Containment string
-	// DefaultMemPerGPU (MiB) and DefaultCPUsPerGPU limit a job that names
-	// no mem_mib or cpus: the default times its GPUs. 0: no limit.
-	DefaultMemPerGPU  int64
-	DefaultCPUsPerGPU float64
-	// MaxPidsPerJob caps the processes and threads alive at once in one
-	// attempt's cgroup (a fork bomb ends its own job, not the node). 0:
-	// no limit.
-	MaxPidsPerJob int64
-	// MaxPidsPerNode caps the tasks of all the node's attempts together
-	// (its parent cgroup's pids.max), so that its jobs leave the rest of
-	// the machine pids to fork with. 0: no limit.
-	MaxPidsPerNode int64
-	// JobEnvFromAgent names the agent's own environment variables that
-	// jobs get (--job-env-from-agent LANG,TZ); nothing else of the
-	// agent's environment reaches a job (jobenv.go).
-	JobEnvFromAgent []string
-	// ScratchDir holds each attempt's private $TMPDIR (jobenv.go);
-	// empty: DefaultScratchDir.
-	ScratchDir string
-	// ContainerRuntime runs the jobs that name an image (container.go):
-	// RuntimePodman (default, "") or RuntimeNone (such jobs fail to start).
-	ContainerRuntime string
-	// Login is the node's login socket (login.go); zero: none.
-	Login LoginSocketConfig
-	// Shim is the command that runs `corral shim`; default: this binary.
-	Shim   []string
-	Logger *slog.Logger
-}
 
 // Agent runs the jobs the server places on its node.
 type Agent struct {
@@ -173,10 +101,15 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), wake: make(chan struct{}, 1), registered: make(chan struct{})}
+	shares, err := newMPS(cfg.MPSControl, mpsDirOf(cfg), cfg.SharedGPUs, a.log) // mps.go
+	if err != nil {
+		return nil, err
+	}
 	a.tasks = &tasks{stateDir: cfg.StateDir, logDir: cfg.LogDir, nodeID: cfg.NodeID, server: cfg.Server, detach: cfg.Detach, unfenced: cfg.Unfenced, shim: cfg.Shim, runAs: cfg.RunAs, runAsFallback: cfg.RunAsFallback, maxLogSize: cfg.MaxLogSize,
 		log: a.log, changed: a.poke, byKey: map[taskKey]*task{}, mode: contain.ProcessGroup, shells: &shellSet{},
 		images: &images{runtime: cfg.ContainerRuntime, stateDir: cfg.StateDir, devDir: "/dev", cdiDirs: defaultCDIDirs},
-		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}, jobEnv: je}
+		limits: limits{memPerGPU: cfg.DefaultMemPerGPU, cpusPerGPU: cfg.DefaultCPUsPerGPU, pids: cfg.MaxPidsPerJob, nodePids: cfg.MaxPidsPerNode}, jobEnv: je,
+		mps: shares}
 	return a, nil
 }
 
@@ -338,25 +271,23 @@ func (a *Agent) register(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("list GPUs: %w", err)
 		}
-		minors := make(map[int]int, len(devs))
-		var mig map[int][]string
+		minors, uuids := make(map[int]int, len(devs)), make(map[int]string, len(devs))
+		var mig map[int][]api.MIGDevice
 		for _, d := range devs {
-			minors[d.Index] = d.Minor
+			minors[d.Index], uuids[d.Index] = d.Minor, d.UUID
 			if d.MIG != nil && d.MIG.Mode == api.MIGEnabled {
 				if mig == nil {
-					mig = map[int][]string{}
+					mig = map[int][]api.MIGDevice{}
 				}
-				for _, m := range d.MIG.Devices {
-					mig[d.Index] = append(mig[d.Index], m.UUID)
-				}
+				mig[d.Index] = append(mig[d.Index], d.MIG.Devices...)
 			}
 			reg.GPUs = append(reg.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB,
-				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG})
+				NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG, Shared: slices.Contains(a.cfg.SharedGPUs, d.Index)})
 			reg.Simulated = reg.Simulated || d.Simulated
 		}
 		a.tasks.mu.Lock()
-		a.tasks.minors = minors
-		a.tasks.migUUIDs = mig
+		a.tasks.minors, a.tasks.uuids = minors, uuids
+		a.tasks.migs = mig
 		a.tasks.mu.Unlock()
 	}
 	cfg, err := a.cfg.Link.Register(ctx, reg)
@@ -462,6 +393,7 @@ func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 		if bt, ok := a.cfg.GPUs.(gpu.BusyTracker); ok {
 			bt.SetBusy(a.tasks.busyGPUs())
 		}
+		a.tasks.releaseShares(ctx) // mps.go
 		if ts, err := a.cfg.GPUs.Telemetry(ctx); err == nil {
 			for _, t := range ts {
 				rep.Telemetry = append(rep.Telemetry, api.GPUReading{Index: t.Index, Utilization: t.Utilization, MemoryUsedMiB: t.MemoryUsedMiB, Temperature: t.Temperature, ECCErrors: t.ECCErrors})

@@ -38,12 +38,16 @@ type tasks struct {
 	log              *slog.Logger
 	changed          func() // called when a task starts or ends
 	// Containment (containment.go), set before the first task starts.
-	mode         string           // contain.CgroupV1, CgroupV2 or ProcessGroup
-	cgroupParent string           // "": process groups
-	cgroupTree   *contain.Tree    // cgroupParent resolved once; nil: resolved per start
-	limits       limits           // per-GPU defaults
-	minors       map[int]int      // GPU index -> device minor (195:N); absent: the index
-	migUUIDs     map[int][]string // GPU index -> its MIG devices' UUIDs, while MIG is on
+	mode         string                  // contain.CgroupV1, CgroupV2 or ProcessGroup
+	cgroupParent string                  // "": process groups
+	cgroupTree   *contain.Tree           // cgroupParent resolved once; nil: resolved per start
+	limits       limits                  // per-GPU defaults
+	minors       map[int]int             // GPU index -> device minor (195:N); absent: the index
+	migs         map[int][]api.MIGDevice // GPU index -> its MIG devices, while MIG is on
+	devices      contain.NodeDevices     // the node's run-time device majors and its admin's extra devices (devices.go)
+	migCaps      contain.MIGCaps         // the driver's MIG capability minors (devices.go)
+	uuids        map[int]string          // GPU index -> its UUID
+	mps          *mps                    // the shared GPUs' MPS daemons (mps.go); nil: no GPU is shared
 
 	mu    sync.Mutex
 	byKey map[taskKey]*task
@@ -219,6 +223,9 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 		return err
 	}
 	if err := t.makeScratch(k, cred); err != nil { // jobenv.go
+		return err
+	}
+	if err := t.prepareShare(context.Background(), spec, cred); err != nil { // mps.go
 		return err
 	}
 	if tk.image == nil { // an image's task had its own (prepareImage)

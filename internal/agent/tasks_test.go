@@ -144,7 +144,7 @@ func TestAdoptRunningTask(t *testing.T) {
 // gets no such variable.
 func TestJobEnvNamesMIGDevices(t *testing.T) {
 	ts := &tasks{nodeID: "n1", stateDir: t.TempDir(),
-		migUUIDs: map[int][]string{1: {"MIG-1a", "MIG-1b"}, 3: {"MIG-3a"}}}
+		migs: map[int][]api.MIGDevice{1: {{UUID: "MIG-1a"}, {UUID: "MIG-1b"}}, 3: {{UUID: "MIG-3a"}}}}
 	for _, tc := range []struct {
 		gpus []int
 		want string

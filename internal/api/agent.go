@@ -60,6 +60,9 @@ type AgentGPU struct {
 	NVLinkPeers []int  `json:"nvlink_peers,omitempty"`
 	Simulated   bool   `json:"simulated,omitempty"`
 	MIG         *MIG   `json:"mig,omitempty"`
+	// Shared: the node runs MPS shares on this GPU (corral agent
+	// --shared-gpus); it takes jobs that ask for a share of it.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // AgentConfig is the server's answer to a registration.
@@ -170,6 +173,18 @@ type TaskSpec struct {
 	User       string            `json:"user,omitempty"` // the job's owner: an agent running as root runs it as this account
 	GPUs       []int             `json:"gpus"`
 	GPUUUIDs   []string          `json:"gpu_uuids,omitempty"`
+	// MIGDevices are the UUIDs ("MIG-…") of the MIG devices the task
+	// holds, each on one of GPUs (a slice placed as a unit): the task sees
+	// those alone (CUDA_VISIBLE_DEVICES) and its cgroup opens their
+	// capabilities alone. Empty: its GPUs whole.
+	MIGDevices []string `json:"mig_devices,omitempty"`
+	// GPUShareMiB, when set, makes the task an MPS share of its one GPU
+	// (a GPU its node marks shared): its memory on the GPU, pinned by MPS
+	// (CUDA_MPS_PINNED_DEVICE_MEM_LIMIT). GPUCompute is its share of the
+	// GPU's compute, in percent (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; 0:
+	// 100). The job asks for them as gpu_share and gpu_compute.
+	GPUShareMiB int64 `json:"gpu_share_mib,omitempty"`
+	GPUCompute  int   `json:"gpu_compute,omitempty"`
 	// Stop, when set, asks the task to end: SIGTERM now (after writing
 	// Notice to the task's notice file, if any), SIGKILL after StopGrace.
 	Stop      bool    `json:"stop,omitempty"`

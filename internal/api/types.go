@@ -367,8 +367,9 @@ type GPU struct {
 	Foreign []ForeignProcess `json:"foreign,omitempty"`
 }
 
-// MIG is a GPU's Multi-Instance GPU state as NVML reports it. A GPU with MIG
-// on is still handed out whole: its job sees the MIG devices listed here.
+// MIG is a GPU's Multi-Instance GPU state as NVML reports it (or a
+// simulated layout: --simulate-gpus 8:H100:80:mig=…). Each MIG device's
+// parent GPU is the GPU it is listed under.
 type MIG struct {
 	// Mode is "enabled" or "disabled": the mode in force.
 	Mode string `json:"mode"`
@@ -377,6 +378,10 @@ type MIG struct {
 	// Devices are the MIG devices (one compute instance of one GPU
 	// instance each) that CUDA sees; empty while the mode is disabled.
 	Devices []MIGDevice `json:"devices,omitempty"`
+	// ComputeSlices is how many compute slices the whole GPU has (7 on an
+	// A100 or H100): a MIG device's share of the GPU is its own
+	// ComputeSlices over this. 0: unknown.
+	ComputeSlices int `json:"compute_slices,omitempty"`
 }
 
 // MIG modes.
@@ -393,6 +398,9 @@ type MIGDevice struct {
 	MemoryTotal     int64  `json:"memory_total"`
 	GPUInstance     int    `json:"gpu_instance"`
 	ComputeInstance int    `json:"compute_instance"`
+	// ComputeSlices is how many of its GPU's compute slices the MIG
+	// device has: 3 for a 3g.40gb (and for a 1c.3g.40gb, 1). 0: unknown.
+	ComputeSlices int `json:"compute_slices,omitempty"`
 }
 
 // Holder returns the job or hold the GPU is allocated to, "" when free.

@@ -134,7 +134,7 @@ named by --join-token-file.`,
 	fl.StringVar(&server, "server", "", "the corral server's URL (default $CORRAL_SERVER)")
 	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.StringVar(&dataDir, "data-dir", ".corral-agent", "directory for task state and job logs")
-	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs: N[:MODEL[:MEMGB[:TOPOLOGY]]]")
+	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs: N[:MODEL[:MEMGB[:TOPOLOGY]]][:mig=LAYOUT], e.g. 8:H100:80:mig=0-3:1g.10gb*7,4:3g.40gb+4g.40gb (docs/cluster.md#mig)")
 	fl.StringVar(&simFaults, "simulate-faults", "", simFaultsHelp)
 	fl.StringVar(&simForeign, "simulate-foreign", "", `with --simulate-gpus: a JSON file of made-up foreign processes, [{"gpu":0,"pid":123,"user":"bob"}], read at each report (for demos and tests of what NVML shows on real GPUs)`)
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")

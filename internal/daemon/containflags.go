@@ -24,6 +24,10 @@ type containFlags struct {
 	pids       int64
 	nodePids   string // --max-pids-per-node: "auto", N, or 0
 	runtime    string // --container-runtime (registerRuntime)
+	devices    []string
+	shared     string // --shared-gpus: GPU indexes, comma-separated
+	mpsControl string
+	mpsDir     string
 }
 
 // defaultMaxPids is --max-pids-per-job's default: room for any training
@@ -36,6 +40,10 @@ func (c *containFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&c.memPerGPU, "default-mem-per-gpu", "", "memory limit per GPU of a job that names no --mem, e.g. 64G (a job gets this times its GPUs); empty or 0: no limit")
 	fl.Float64Var(&c.cpusPerGPU, "default-cpus-per-gpu", 0, "CPU limit per GPU of a job that names no --cpus (a job gets this times its GPUs); 0: no limit")
 	registerRuntime(fl, &c.runtime)
+	fl.StringVar(&c.shared, "shared-gpus", "", "GPUs (indexes, comma-separated, e.g. 0,1) that take MPS shares: jobs asking for a share of a GPU run as clients of its own MPS control daemon, one Unix account at a time (docs/cluster.md#mps-shares)")
+	fl.StringVar(&c.mpsControl, "mps-control", "nvidia-cuda-mps-control", "with --shared-gpus: the MPS control binary")
+	fl.StringVar(&c.mpsDir, "mps-dir", "", "with --shared-gpus: where each shared GPU's MPS daemon keeps its pipe and log directories (default: corral-mps-<hash> in the system's temporary directory)")
+	fl.StringArrayVar(&c.devices, "allow-device", nil, "a character device every job may open besides the closed list (docs/security.md), MAJOR:MINOR or MAJOR:* (repeatable), e.g. 231:* for InfiniBand verbs or 10:229 for /dev/fuse")
 	fl.Int64Var(&c.pids, "max-pids-per-job", defaultMaxPids, "the most processes and threads one job attempt may have alive at once on this node (in its cgroup: a fork bomb fails its own forks, the node keeps its pids); 0: no limit")
 	fl.StringVar(&c.nodePids, "max-pids-per-node", "auto", "the most processes and threads all jobs on this node together may have alive at once (their parent cgroup's pids.max: past it their forks fail, the rest of the machine keeps the rest); auto: 75% of what the machine can still make at start (the lower of kernel.pid_max and kernel.threads-max, less the tasks alive), at least 1024; 0: no limit")
 }
@@ -62,6 +70,27 @@ func (c containFlags) apply(cfg *agent.Config) error {
 		return cmdkit.Usagef("%v", err)
 	}
 	cfg.ContainerRuntime = c.runtime
+	for _, d := range c.devices {
+		dev, err := contain.ParseDevice(d)
+		if err != nil {
+			return cmdkit.Usagef("--allow-device: %v", err)
+		}
+		if dev.Major == contain.NvidiaMajor {
+			return cmdkit.Usagef("--allow-device %s: NVIDIA's GPUs are each job's own, not every job's", d)
+		}
+		cfg.AllowDevices = append(cfg.AllowDevices, dev)
+	}
+	for f := range strings.SplitSeq(c.shared, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		g, err := strconv.Atoi(f)
+		if err != nil || g < 0 {
+			return cmdkit.Usagef("--shared-gpus %q: want GPU indexes, comma-separated, e.g. 0,1", c.shared)
+		}
+		cfg.SharedGPUs = append(cfg.SharedGPUs, g)
+	}
+	cfg.MPSControl, cfg.MPSDir = c.mpsControl, c.mpsDir
 	return nil
 }
 

@@ -65,7 +65,7 @@ collector runs at GOGC=400 (less CPU, more memory), with a soft memory limit of
 	}
 	f.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs instead of real ones: N[:MODEL[:MEMGB[:TOPOLOGY]]], e.g. 8, 8:H100:80 or 8:A100:40:pairs (TOPOLOGY: nvlink, pairs, quads, none)")
+	fl.StringVar(&simulate, "simulate-gpus", "", "offer simulated GPUs instead of real ones: N[:MODEL[:MEMGB[:TOPOLOGY]]], e.g. 8, 8:H100:80 or 8:A100:40:pairs (TOPOLOGY: nvlink, pairs, quads, none); a MIG layout last, e.g. 8:H100:80:mig=0-3:1g.10gb*7,4:3g.40gb+4g.40gb (docs/cluster.md#mig)")
 	fl.StringVar(&nodeName, "node-name", "", "this node's id (default: the hostname)")
 	fl.StringArrayVar(&labels, "label", nil, "a label of this node, K=V (repeatable); jobs can ask for it")
 	runAsFlag(fl, &f.runAs)

@@ -43,6 +43,7 @@ class AgentGPU(Model):
     uuid: str
     mig: Optional[MIG] = None
     nvlink_peers: Optional[List[int]] = None
+    shared: Optional[bool] = None
     simulated: Optional[bool] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -53,6 +54,7 @@ class AgentGPU(Model):
         ('uuid', 'uuid', 'str'),
         ('mig', 'mig', 'opt:ref:MIG'),
         ('nvlink_peers', 'nvlink_peers', 'list:int'),
+        ('shared', 'shared', 'bool'),
         ('simulated', 'simulated', 'bool'),
     )
 
@@ -1342,12 +1344,14 @@ class MIG(Model):
     """The API's MIG object."""
 
     mode: str
+    compute_slices: Optional[int] = None
     devices: Optional[List[MIGDevice]] = None
     pending_mode: Optional[str] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
     _FIELDS = (
         ('mode', 'mode', 'str'),
+        ('compute_slices', 'compute_slices', 'int'),
         ('devices', 'devices', 'list:ref:MIGDevice'),
         ('pending_mode', 'pending_mode', 'str'),
     )
@@ -1363,6 +1367,7 @@ class MIGDevice(Model):
     memory_total: int
     profile: str
     uuid: str
+    compute_slices: Optional[int] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
     _FIELDS = (
@@ -1372,6 +1377,7 @@ class MIGDevice(Model):
         ('memory_total', 'memory_total', 'int'),
         ('profile', 'profile', 'str'),
         ('uuid', 'uuid', 'str'),
+        ('compute_slices', 'compute_slices', 'int'),
     )
 
 
@@ -2274,9 +2280,12 @@ class TaskSpec(Model):
     cpus: Optional[float] = None
     env: Optional[Dict[str, str]] = None
     error: Optional[str] = None
+    gpu_compute: Optional[int] = None
+    gpu_share_mib: Optional[int] = None
     gpu_uuids: Optional[List[str]] = None
     image: Optional[str] = None
     mem_mib: Optional[int] = None
+    mig_devices: Optional[List[str]] = None
     mounts: Optional[List[str]] = None
     notice: Optional[str] = None
     output: Optional[str] = None
@@ -2301,9 +2310,12 @@ class TaskSpec(Model):
         ('cpus', 'cpus', 'float'),
         ('env', 'env', 'map:str'),
         ('error', 'error', 'str'),
+        ('gpu_compute', 'gpu_compute', 'int'),
+        ('gpu_share_mib', 'gpu_share_mib', 'int'),
         ('gpu_uuids', 'gpu_uuids', 'list:str'),
         ('image', 'image', 'str'),
         ('mem_mib', 'mem_mib', 'int'),
+        ('mig_devices', 'mig_devices', 'list:str'),
         ('mounts', 'mounts', 'list:str'),
         ('notice', 'notice', 'str'),
         ('output', 'output', 'str'),

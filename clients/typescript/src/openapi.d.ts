@@ -1003,6 +1003,7 @@ export interface components {
             mig?: components["schemas"]["MIG"] | null;
             model: string;
             nvlink_peers?: number[];
+            shared?: boolean;
             simulated?: boolean;
             uuid: string;
         };
@@ -1584,12 +1585,14 @@ export interface components {
             user: string;
         };
         MIG: {
+            compute_slices?: number;
             devices?: components["schemas"]["MIGDevice"][];
             mode: string;
             pending_mode?: string;
         };
         MIGDevice: {
             compute_instance: number;
+            compute_slices?: number;
             gpu_instance: number;
             index: number;
             memory_total: number;
@@ -2036,6 +2039,8 @@ export interface components {
                 [key: string]: string;
             };
             error?: string;
+            gpu_compute?: number;
+            gpu_share_mib?: number;
             gpu_uuids?: string[];
             gpus: number[] | null;
             image?: string;
@@ -2043,6 +2048,7 @@ export interface components {
             master_addr: string;
             master_port: number;
             mem_mib?: number;
+            mig_devices?: string[];
             mounts?: string[];
             notice?: string;
             num_nodes: number;

@@ -61,7 +61,7 @@ func BenchmarkStart(b *testing.B) {
 func benchTree(b *testing.B) *Tree {
 	b.Helper()
 	parent := Parent("bench-node", strconv.Itoa(os.Getpid()))
-	tree, err := NewTree(parent)
+	tree, err := NewTree(parent, NodeDevices{})
 	if err != nil {
 		b.Skipf("no cgroups here: %v", err)
 	}

@@ -1,8 +1,9 @@
 // Package contain holds each job attempt in a cgroup of its own, as Slurm's
 // proctrack/cgroup and ConstrainDevices do: whatever the job forks (setsid,
 // a double fork, nohup, a daemon) stays in the cgroup and is killed with it;
-// its memory and CPU are limited; and the device controller denies it every
-// NVIDIA GPU device but its own. All kernel writes go through runc's
+// its memory and CPU are limited; and the device controller lets it open
+// only the devices a job needs: its own GPUs and MIG slices, not another's
+// (a closed list: devices.go). All kernel writes go through runc's
 // github.com/opencontainers/cgroups (v2 where the unified hierarchy is the
 // hierarchy, v1 otherwise), but for the device rules under v2: one eBPF
 // program of Corral's own (devfilter.go).
@@ -65,9 +66,15 @@ type Spec struct {
 	// CPUs caps its CPU time, in CPUs (1.5: one and a half). 0: no limit.
 	CPUs float64 `json:"cpus,omitempty"`
 	// GPUMinors are the minor numbers of the job's own GPUs' device nodes
-	// (195:N). Every other NVIDIA GPU minor (0-253) is denied; all other
-	// devices stay allowed.
+	// (195:N). Every other GPU is denied, as is every device not in the
+	// closed list (devices.go).
 	GPUMinors []int `json:"gpu_minors,omitempty"`
+	// CapMinors are the nvidia-caps minors of the job's MIG slices (two
+	// each: MIGCaps.SliceMinors); needs Devices.CapsMajor.
+	CapMinors []int64 `json:"cap_minors,omitempty"`
+	// Devices are the node's run-time device majors and its admin's extra
+	// devices (ReadNodeDevices).
+	Devices NodeDevices `json:"devices"`
 	// Pids caps the tasks (processes and threads) alive in the cgroup at
 	// once, so that a fork bomb takes its own job down, not the node. 0:
 	// no limit.
@@ -97,7 +104,7 @@ func (s Spec) Validate() error {
 			return fmt.Errorf("gpu minor %d: want 0-%d", m, lastGPUMinor)
 		}
 	}
-	return nil
+	return s.validateCaps()
 }
 
 // MaxPids bounds Spec.Pids: the kernel's own ceiling on pid numbers
@@ -193,7 +200,7 @@ type Cgroup struct {
 // with the spec's limits, or takes it over as it is where it exists. It is
 // Tree.Open with the tree resolved for this one cgroup.
 func Open(path string, spec Spec) (*Cgroup, error) {
-	t, err := NewTree(filepath.Dir(path))
+	t, err := NewTree(filepath.Dir(path), spec.Devices)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +237,7 @@ func openV2(path string, spec Spec) (*Cgroup, error) {
 		cg.m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: set limits: %w", path, err)
 	}
-	if err := attachDeviceFilter(cg.m.Path(""), spec.GPUMinors); err != nil {
+	if err := attachDeviceFilter(cg.m.Path(""), spec); err != nil {
 		cg.m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: %w", path, err)
 	}

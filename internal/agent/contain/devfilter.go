@@ -13,37 +13,49 @@ import (
 // Under cgroup v2 a cgroup's device rules are an eBPF program of type
 // BPF_PROG_TYPE_CGROUP_DEVICE attached to it. The library (runc's) builds
 // one from a v1-style rule list through its v1 emulator, a block of
-// instructions per rule: an attempt's 254 rules ("allow everything, deny
-// each GPU minor but its own") made some 1,300 instructions, and building,
-// loading and verifying them took about 6 ms per attempt, more than all
-// the rest of a start (measured on an H100 machine's kernel 6.18, where
-// bench start ran at 600 starts/s with cgroups and 1,300 with process
-// groups). deviceFilter states the same rules as a range test, in a dozen
-// instructions whatever the number of GPUs.
+// instructions per rule, and building, loading and verifying the 1,300
+// instructions of the earlier open filter took about 6 ms per attempt,
+// more than all the rest of a start (measured on an H100 machine's kernel
+// 6.18). deviceFilter states the closed list (jobRules) in two
+// instructions a rule, some 50 for a job.
 
-// deviceFilter returns the program of an attempt's device rules: every
-// device is allowed (read, write, mknod) but NVIDIA's GPU nodes, character
-// devices 195:0 to 195:lastGPUMinor, of which only the minors in own;
-// nvidia-modeset and nvidiactl (195:254, 195:255) stay allowed. These are
-// deviceRules' rules.
-func deviceFilter(own []int) asm.Instructions {
-	const allow = "allow"
+// deviceFilter returns the program of an attempt's device rules: mknod of
+// any device (which opens nothing), and read and write of jobRules' closed
+// list of character devices; everything else, block devices included, is
+// denied (EPERM).
+func deviceFilter(spec Spec) asm.Instructions {
+	const allow, deny = "allow", "deny"
 	insns := asm.Instructions{
 		// struct bpf_cgroup_dev_ctx { u32 access_type; u32 major; u32 minor; }
 		// access_type is (access << 16) | type.
 		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word),
+		asm.Mov.Reg(asm.R5, asm.R2),
+		asm.RSh.Imm(asm.R5, 16),
+		asm.JEq.Imm(asm.R5, unix.BPF_DEVCG_ACC_MKNOD, allow), // mknod alone
 		asm.And.Imm(asm.R2, 0xffff),
-		asm.JNE.Imm(asm.R2, unix.BPF_DEVCG_DEV_CHAR, allow),
+		asm.JNE.Imm(asm.R2, unix.BPF_DEVCG_DEV_CHAR, deny),
 		asm.LoadMem(asm.R3, asm.R1, 4, asm.Word),
-		asm.JNE.Imm(asm.R3, NvidiaMajor, allow),
 		asm.LoadMem(asm.R4, asm.R1, 8, asm.Word),
-		asm.JGT.Imm(asm.R4, lastGPUMinor, allow), // unsigned
 	}
-	for _, m := range own {
-		insns = append(insns, asm.JEq.Imm(asm.R4, int32(m), allow))
+	rules := jobRules(spec, false)
+	for i, d := range rules {
+		next := deny
+		if i+1 < len(rules) {
+			next = fmt.Sprintf("rule%d", i+1)
+		}
+		skip := asm.JNE.Imm(asm.R3, int32(d.Major), next)
+		if i > 0 {
+			skip = skip.WithSymbol(fmt.Sprintf("rule%d", i))
+		}
+		insns = append(insns, skip)
+		if d.Minor == anyMinor {
+			insns = append(insns, asm.Ja.Label(allow))
+		} else {
+			insns = append(insns, asm.JEq.Imm(asm.R4, int32(d.Minor), allow))
+		}
 	}
 	return append(insns,
-		asm.Mov.Imm(asm.R0, 0), // another GPU: denied (EPERM)
+		asm.Mov.Imm(asm.R0, 0).WithSymbol(deny), // EPERM
 		asm.Return(),
 		asm.Mov.Imm(asm.R0, 1).WithSymbol(allow),
 		asm.Return(),
@@ -51,11 +63,11 @@ func deviceFilter(own []int) asm.Instructions {
 }
 
 // attachDeviceFilter gives the v2 cgroup at dir the device rules of an
-// attempt holding the GPU minors own, in place of any device programs it
+// attempt of spec, in place of any device programs it
 // has (a cgroup taken over from an earlier agent): the new program is
 // attached before the old ones are detached, so the cgroup is never
 // without rules.
-func attachDeviceFilter(dir string, own []int) error {
+func attachDeviceFilter(dir string, spec Spec) error {
 	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("device filter: %w", err)
@@ -69,7 +81,7 @@ func attachDeviceFilter(dir string, own []int) error {
 	}
 	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
 		Type:         ebpf.CGroupDevice,
-		Instructions: deviceFilter(own),
+		Instructions: deviceFilter(spec),
 		License:      "Apache",
 	}, ebpf.ProgramOptions{})
 	if err != nil {

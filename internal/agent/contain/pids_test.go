@@ -28,7 +28,7 @@ func TestNodePidsV2(t *testing.T) {
 		t.Skipf("no pids controller in this cgroup v2 hierarchy (%q): a v1 hierarchy holds it", strings.TrimSpace(string(b)))
 	}
 	parent := Parent("test-node-pids", t.TempDir())
-	tree, err := NewTree(parent)
+	tree, err := NewTree(parent, NodeDevices{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,11 @@
 package contain
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
+	"slices"
 	"sync/atomic"
 
 	"github.com/opencontainers/cgroups"
@@ -25,18 +23,19 @@ import (
 // pids (its task limit, or the node's: not made without either; the
 // node's cap is the parent's own pids.max, LimitPids). The parent holds the node's
 // device allow-list (Prepare), which a child cgroup inherits when it is
-// made: every block device, mknod of any device, every character major but
-// NVIDIA's, and all of NVIDIA's 195:*. An attempt's cgroup then needs one
-// write to take 195:* away and one to give each of its own GPUs back
-// (nvidiactl 195:255 and nvidia-modeset 195:254 the parent lists on their
-// own). A v1 cgroup can only ever be narrower than its parent, so nothing
-// a job's cgroup is allowed has to be granted above what the parent has.
+// made: the closed list of devices.go with all of NVIDIA's 195:* and all
+// of nvidia-caps' minors. An attempt's cgroup then needs one write to take
+// 195:* away and one to give each of its own GPUs back (nvidiactl 195:255
+// and nvidia-modeset 195:254 the parent lists on their own), and the same
+// for nvidia-caps and its MIG slices' capabilities. A v1 cgroup can only
+// ever be narrower than its parent, so nothing a job's cgroup is allowed
+// has to be granted above what the parent has.
 // Under v2 Tree.Open is Open: the device filter is one eBPF program of a
-// dozen instructions (deviceFilter) whatever the GPUs.
+// few dozen instructions (deviceFilter) whatever the GPUs.
 type Tree struct {
 	parent string            // relative to the agent's own cgroups
 	paths  map[string]string // v1: hierarchy -> the parent's directory; nil under v2
-	majors []int64           // v1: the character majors allowed whole (all but NVIDIA's)
+	devs   NodeDevices       // the node's device majors the parent's list names
 	// prepared: Prepare gave the parent its allow-list, so Open may write
 	// a new attempt's device rules itself (set) rather than through the
 	// library, which reads and parses the whole inherited list twice.
@@ -48,15 +47,14 @@ type Tree struct {
 // v1Controllers are the v1 hierarchies an attempt's cgroup is made in.
 func v1Controllers() []string { return []string{"devices", "memory", "cpu", "freezer", "pids"} }
 
-// maxCharMajor bounds the character majors the allow-list names: Linux
-// (since 4.14) registers none at or above 512 (CHRDEV_MAJOR_MAX); any
-// listed in /proc/devices above it are added too.
-const maxCharMajor = 511
-
 // NewTree resolves the node's parent cgroup, relative to this process's
-// own cgroups in each hierarchy. It touches nothing.
-func NewTree(parent string) (*Tree, error) {
-	t := &Tree{parent: parent}
+// own cgroups in each hierarchy, for attempts on a node of devices devs
+// (ReadNodeDevices). It touches nothing.
+func NewTree(parent string, devs NodeDevices) (*Tree, error) {
+	if err := devs.validate(); err != nil {
+		return nil, fmt.Errorf("cgroup %s: %w", parent, err)
+	}
+	t := &Tree{parent: parent, devs: devs}
 	if Mode() == CgroupV2 {
 		return t, nil
 	}
@@ -71,11 +69,6 @@ func NewTree(parent string) (*Tree, error) {
 		}
 		t.paths[c] = filepath.Join(own, parent)
 	}
-	majors, err := charMajors("/proc/devices")
-	if err != nil {
-		return nil, err
-	}
-	t.majors = majors
 	return t, nil
 }
 
@@ -91,15 +84,16 @@ func (t *Tree) Prepare() error {
 	if t.paths == nil {
 		return nil
 	}
+	list := allowRules(Spec{Devices: t.devs}, true)
 	m, err := manager.NewWithPaths(&cgroups.Cgroup{Path: t.parent,
-		Resources: &cgroups.Resources{Devices: allowRules(t.majors, nil, true)}}, t.cloned(""))
+		Resources: &cgroups.Resources{Devices: list}}, t.cloned(""))
 	if err != nil {
 		return fmt.Errorf("cgroup %s: %w", t.parent, err)
 	}
 	if err := m.Apply(-1); err != nil {
 		return fmt.Errorf("cgroup %s: create: %w", t.parent, err)
 	}
-	if err := m.Set(&cgroups.Resources{Devices: allowRules(t.majors, nil, true)}); err != nil {
+	if err := m.Set(&cgroups.Resources{Devices: list}); err != nil {
 		return fmt.Errorf("cgroup %s: device allow-list: %w", t.parent, err)
 	}
 	t.prepared.Store(true)
@@ -144,7 +138,9 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 	fresh, parentGone := false, false
 	switch err := os.Mkdir(m.Path("devices"), 0o755); {
 	case err == nil:
-		fresh = t.prepared.Load()
+		// The fast path writes only what differs from the parent's
+		// list, which names the tree's devices.
+		fresh = t.prepared.Load() && sameDevices(spec.Devices, t.devs)
 	case errors.Is(err, os.ErrNotExist):
 		t.prepared.Store(false)
 		parentGone = true
@@ -161,7 +157,7 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 			return nil, err
 		}
 	}
-	if err := t.set(m, r, spec.GPUMinors, fresh); err != nil {
+	if err := t.set(m, r, spec, fresh); err != nil {
 		m.Destroy()
 		return nil, fmt.Errorf("cgroup %s: set limits: %w", path, err)
 	}
@@ -169,15 +165,16 @@ func (t *Tree) Open(name string, spec Spec) (*Cgroup, error) {
 }
 
 // set gives an attempt's cgroup its limits. Its device rules are the
-// parent's allow-list less 195:* plus its own GPUs: a fresh cgroup under
-// the prepared parent holds that list, so they are written directly (one
-// write for 195:*, one per GPU); anything else (an unprepared parent, a
+// parent's allow-list less 195:* and nvidia-caps' *, plus its own GPUs
+// and MIG capabilities: a fresh cgroup under the prepared parent holds
+// that list, so they are written directly (one write for 195:*, one per
+// GPU; the same for nvidia-caps); anything else (an unprepared parent, a
 // cgroup taken over) goes through the library, which writes what differs
 // and checks the result.
-func (t *Tree) set(m cgroups.Manager, r *cgroups.Resources, own []int, fresh bool) error {
+func (t *Tree) set(m cgroups.Manager, r *cgroups.Resources, spec Spec, fresh bool) error {
 	dir := m.Path("devices")
 	if !fresh {
-		r.Devices = allowRules(t.majors, own, false)
+		r.Devices = allowRules(spec, false)
 		return m.Set(r)
 	}
 	rest := *r
@@ -188,70 +185,49 @@ func (t *Tree) set(m cgroups.Manager, r *cgroups.Resources, own []int, fresh boo
 	if err := cgroups.WriteFile(dir, "devices.deny", fmt.Sprintf("c %d:* rwm", NvidiaMajor)); err != nil {
 		return err
 	}
-	for _, g := range own {
+	for _, g := range spec.GPUMinors {
 		if err := cgroups.WriteFile(dir, "devices.allow", fmt.Sprintf("c %d:%d rwm", NvidiaMajor, g)); err != nil {
+			return err
+		}
+	}
+	caps := spec.Devices.CapsMajor
+	if caps == 0 {
+		return nil
+	}
+	if err := cgroups.WriteFile(dir, "devices.deny", fmt.Sprintf("c %d:* rwm", caps)); err != nil {
+		return err
+	}
+	for _, c := range spec.CapMinors {
+		if err := cgroups.WriteFile(dir, "devices.allow", fmt.Sprintf("c %d:%d rwm", caps, c)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// sameDevices: a and b name the same device numbers.
+func sameDevices(a, b NodeDevices) bool {
+	return a.UVMMajor == b.UVMMajor && a.CapsMajor == b.CapsMajor && slices.Equal(a.Extra, b.Extra)
+}
+
 // allowRules is the v1 device allow-list (the cgroup denies what it does
-// not list): every block device, mknod of anything, every character major
-// in majors, nvidiactl and nvidia-modeset, and of NVIDIA's GPUs the minors
-// in own; allGPUs (the node's parent) allows every NVIDIA minor instead.
-func allowRules(majors []int64, own []int, allGPUs bool) []*devconfig.Rule {
+// not list): mknod of any device (which opens nothing), and read and
+// write of jobRules' closed list; parent (the node's) allows every NVIDIA
+// GPU minor and every MIG capability instead of the attempt's own.
+func allowRules(spec Spec, parent bool) []*devconfig.Rule {
 	rule := func(t devconfig.Type, major, minor int64, perms string) *devconfig.Rule {
 		return &devconfig.Rule{Type: t, Major: major, Minor: minor, Permissions: devconfig.Permissions(perms), Allow: true}
 	}
 	rules := []*devconfig.Rule{
-		rule(devconfig.BlockDevice, devconfig.Wildcard, devconfig.Wildcard, "rwm"),
+		rule(devconfig.BlockDevice, devconfig.Wildcard, devconfig.Wildcard, "m"),
 		rule(devconfig.CharDevice, devconfig.Wildcard, devconfig.Wildcard, "m"),
-		rule(devconfig.CharDevice, NvidiaMajor, lastGPUMinor+1, "rwm"), // nvidia-modeset
-		rule(devconfig.CharDevice, NvidiaMajor, lastGPUMinor+2, "rwm"), // nvidiactl
 	}
-	for _, m := range majors {
-		if m != NvidiaMajor {
-			rules = append(rules, rule(devconfig.CharDevice, m, devconfig.Wildcard, "rwm"))
+	for _, d := range jobRules(spec, parent) {
+		minor := d.Minor
+		if minor == anyMinor {
+			minor = devconfig.Wildcard
 		}
-	}
-	if allGPUs {
-		return append(rules, rule(devconfig.CharDevice, NvidiaMajor, devconfig.Wildcard, "rwm"))
-	}
-	for _, m := range own {
-		rules = append(rules, rule(devconfig.CharDevice, NvidiaMajor, int64(m), "rwm"))
+		rules = append(rules, rule(devconfig.CharDevice, d.Major, minor, "rwm"))
 	}
 	return rules
-}
-
-// charMajors is every character major up to maxCharMajor, and any above it
-// that the kernel's device list (/proc/devices) names.
-func charMajors(procDevices string) ([]int64, error) {
-	majors := make([]int64, 0, maxCharMajor+1)
-	for m := range int64(maxCharMajor + 1) {
-		majors = append(majors, m)
-	}
-	f, err := os.Open(procDevices)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return majors, nil
-		}
-		return nil, fmt.Errorf("device majors: %w", err)
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		line := s.Text()
-		if strings.HasPrefix(line, "Block devices") {
-			break
-		}
-		field, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		if m, err := strconv.ParseInt(field, 10, 64); err == nil && m > maxCharMajor {
-			majors = append(majors, m)
-		}
-	}
-	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("device majors: %w", err)
-	}
-	return majors, nil
 }

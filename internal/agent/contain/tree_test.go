@@ -16,11 +16,17 @@ import (
 // does: v1 refuses to change a cgroup's default while it has children.
 func needTree(t *testing.T) *Tree {
 	t.Helper()
+	return needTreeWith(t, NodeDevices{})
+}
+
+// needTreeWith is needTree on a node of devices devs.
+func needTreeWith(t *testing.T, devs NodeDevices) *Tree {
+	t.Helper()
 	if Mode() != CgroupV1 {
 		t.Skip("the device allow-list is v1's")
 	}
 	parent := Parent("test-tree", t.TempDir())
-	tree, err := NewTree(parent)
+	tree, err := NewTree(parent, devs)
 	if err != nil {
 		t.Skipf("cgroups cannot be resolved here: %v", err)
 	}
@@ -110,29 +116,21 @@ exec 4<>/dev/ptmx && echo ptmx-ok
 }
 
 // TestAllowRulesDifferFromParentByOwnGPUs proves an attempt's rules
-// differ from its parent's by 195:* and its own GPUs alone, so that the
-// library (which writes only the difference from the inherited list)
-// makes 1 + GPUs writes per attempt instead of one per denied minor.
+// differ from its parent's by 195:* and nvidia-caps' * and its own GPUs
+// and MIG capabilities alone, so that the library (which writes only the
+// difference from the inherited list) makes 2 + GPUs + capabilities
+// writes per attempt instead of one per denied minor.
 func TestAllowRulesDifferFromParentByOwnGPUs(t *testing.T) {
-	majors, err := charMajors("/nonexistent")
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := func(rules []string) map[string]bool {
+	nd := NodeDevices{UVMMajor: 510, CapsMajor: 509}
+	key := func(spec Spec, parent bool) map[string]bool {
 		m := map[string]bool{}
-		for _, r := range rules {
-			m[r] = true
+		for _, r := range allowRules(spec, parent) {
+			m[r.CgroupString()] = true
 		}
 		return m
 	}
-	str := func(own []int, all bool) []string {
-		var s []string
-		for _, r := range allowRules(majors, own, all) {
-			s = append(s, r.CgroupString())
-		}
-		return s
-	}
-	parent, child := key(str(nil, true)), key(str([]int{2, 5}, false))
+	parent := key(Spec{Devices: nd}, true)
+	child := key(Spec{Devices: nd, GPUMinors: []int{2, 5}, CapMinors: []int64{30, 31}}, false)
 	var gone, added []string
 	for r := range parent {
 		if !child[r] {
@@ -144,31 +142,22 @@ func TestAllowRulesDifferFromParentByOwnGPUs(t *testing.T) {
 			added = append(added, r)
 		}
 	}
+	slices.Sort(gone)
 	slices.Sort(added)
-	if !slices.Equal(gone, []string{"c 195:* rwm"}) || !slices.Equal(added, []string{"c 195:2 rwm", "c 195:5 rwm"}) {
+	if !slices.Equal(gone, []string{"c 195:* rwm", "c 509:* rwm"}) ||
+		!slices.Equal(added, []string{"c 195:2 rwm", "c 195:5 rwm", "c 509:30 rwm", "c 509:31 rwm"}) {
 		t.Fatalf("child differs from parent by -%v +%v", gone, added)
 	}
-	for _, want := range []string{"b *:* rwm", "c *:* m", "c 1:* rwm", "c 136:* rwm", "c 511:* rwm", "c 195:254 rwm", "c 195:255 rwm"} {
+	for _, want := range []string{"b *:* m", "c *:* m", "c 1:3 rwm", "c 5:2 rwm", "c 136:* rwm", "c 143:* rwm",
+		"c 195:254 rwm", "c 195:255 rwm", "c 510:0 rwm", "c 510:1 rwm"} {
 		if !child[want] {
 			t.Errorf("child lacks %q", want)
 		}
 	}
-	if child["c 195:* rwm"] || child["c 195:0 rwm"] || child["a *:* rwm"] {
-		t.Error("child allows GPUs not its own")
-	}
-}
-
-// TestCharMajors: every major up to 511, and those above it that
-// /proc/devices lists (its block majors are not character majors).
-func TestCharMajors(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "devices")
-	os.WriteFile(f, []byte("Character devices:\n  1 mem\n195 nvidia\n600 big\n\nBlock devices:\n700 blk\n"), 0o644)
-	m, err := charMajors(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(m) != maxCharMajor+2 || m[0] != 0 || m[maxCharMajor] != maxCharMajor || m[len(m)-1] != 600 {
-		t.Fatalf("majors: %d, last %d", len(m), m[len(m)-1])
+	for _, no := range []string{"c 195:* rwm", "c 195:0 rwm", "a *:* rwm", "b *:* rwm", "c 1:1 rwm", "c 1:* rwm", "c 10:* rwm", "c 509:* rwm"} {
+		if child[no] {
+			t.Errorf("child allows %q", no)
+		}
 	}
 }
 

@@ -31,12 +31,15 @@ func canonicalBusID(id string) string {
 	return strings.ToUpper(id)
 }
 
-// cString returns the NUL-terminated string at the start of b.
-func cString(b []uint8) string {
-	for i, c := range b {
+// cString returns the NUL-terminated string at the start of b (NVML's
+// char arrays, int8 or uint8 as go-nvml's version has them).
+func cString[T int8 | uint8](b []T) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
 		if c == 0 {
-			return string(b[:i])
+			break
 		}
+		out = append(out, byte(c))
 	}
-	return string(b)
+	return string(out)
 }

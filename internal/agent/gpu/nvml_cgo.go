@@ -181,6 +181,14 @@ func (s *nvmlSource) mig(h nvml.Device) *api.MIG {
 	if current != nvml.DEVICE_MIG_ENABLE {
 		return m
 	}
+	// The whole GPU's compute slices: its largest GPU instance profile's
+	// (7 on an A100 or H100, 4 on an A30).
+	for _, p := range []int{nvml.GPU_INSTANCE_PROFILE_7_SLICE, nvml.GPU_INSTANCE_PROFILE_4_SLICE} {
+		if info, ret := h.GetGpuInstanceProfileInfo(p); ret == nvml.SUCCESS && info.SliceCount > 0 {
+			m.ComputeSlices = int(info.SliceCount)
+			break
+		}
+	}
 	n, ret := h.GetMaxMigDeviceCount()
 	if ret != nvml.SUCCESS {
 		return m
@@ -196,6 +204,7 @@ func (s *nvmlSource) mig(h nvml.Device) *api.MIG {
 		}
 		if name, ret := md.GetName(); ret == nvml.SUCCESS {
 			d.Profile = migProfile(name)
+			d.ComputeSlices = MIGComputeSlicesOf(d.Profile)
 		}
 		if mem, ret := md.GetMemoryInfo(); ret == nvml.SUCCESS {
 			d.MemoryTotal = int64(mem.Total / (1 << 20))

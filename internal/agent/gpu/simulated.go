@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"slices"
 	"sync"
 )
 
@@ -34,6 +35,12 @@ func NewSimulated(nodeID string, spec SimSpec) Source {
 		spec.MemoryGB = DefaultSimMemoryGB
 	}
 	n := max(spec.Count, 0)
+	var layout map[int][]string
+	if spec.MIG != "" {
+		// NewSimulated takes a spec ParseSimulateSpec made; one it did not
+		// (a bad layout) gets no MIG state.
+		layout, _ = parseSimMIG(spec.MIG, n, spec.MemoryGB)
+	}
 	devs := make([]Device, n)
 	group := topologies[spec.Topology]
 	if group <= 0 {
@@ -56,6 +63,9 @@ func NewSimulated(nodeID string, spec SimSpec) Source {
 			NVLinkPeers: peers,
 			Simulated:   true,
 		}
+		if layout != nil {
+			devs[i].MIG = simMIG(nodeID, i, layout[i], devs[i].MemoryMiB)
+		}
 	}
 	return &simulated{devices: devs}
 }
@@ -68,6 +78,11 @@ func (s *simulated) Devices(ctx context.Context) ([]Device, error) {
 	out := make([]Device, len(s.devices))
 	for i, d := range s.devices {
 		d.NVLinkPeers = append([]int(nil), d.NVLinkPeers...)
+		if d.MIG != nil {
+			m := *d.MIG
+			m.Devices = slices.Clone(m.Devices)
+			d.MIG = &m
+		}
 		out[i] = d
 	}
 	return out, nil

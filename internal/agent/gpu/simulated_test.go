@@ -3,9 +3,12 @@ package gpu
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 func TestSimulatedDevices(t *testing.T) {
@@ -136,5 +139,48 @@ func TestSimulatedTopologies(t *testing.T) {
 				t.Errorf("%s: device %d peers %v, want %v", topo, i, d.NVLinkPeers, want[i])
 			}
 		}
+	}
+}
+
+// A simulated MIG layout is reported as NVML reports a real one: the GPUs
+// it names have MIG on and list one MIG device per profile, in slot order,
+// with its memory (its eighths of the GPU's), compute slices, GPU and
+// compute instance and a MIG- UUID of its own; the others have MIG off.
+func TestSimulatedMIGLayout(t *testing.T) {
+	spec, err := ParseSimulateSpec("3:H100:80:mig=0:1g.10gb*2+2g.20gb,2:3g.40gb+4g.40gb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewSimulated("n1", spec)
+	devs, err := src.Devices(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []*api.MIG{
+		{Mode: api.MIGEnabled, ComputeSlices: 7, Devices: []api.MIGDevice{
+			{Index: 0, UUID: "MIG-sim-n1-0-0", Profile: "1g.10gb", MemoryTotal: 10240, GPUInstance: 1, ComputeSlices: 1},
+			{Index: 1, UUID: "MIG-sim-n1-0-1", Profile: "1g.10gb", MemoryTotal: 10240, GPUInstance: 2, ComputeSlices: 1},
+			{Index: 2, UUID: "MIG-sim-n1-0-2", Profile: "2g.20gb", MemoryTotal: 20480, GPUInstance: 3, ComputeSlices: 2},
+		}},
+		{Mode: api.MIGDisabled},
+		{Mode: api.MIGEnabled, ComputeSlices: 7, Devices: []api.MIGDevice{
+			{Index: 0, UUID: "MIG-sim-n1-2-0", Profile: "3g.40gb", MemoryTotal: 40960, GPUInstance: 1, ComputeSlices: 3},
+			{Index: 1, UUID: "MIG-sim-n1-2-1", Profile: "4g.40gb", MemoryTotal: 40960, GPUInstance: 2, ComputeSlices: 4},
+		}},
+	}
+	for i, w := range want {
+		if !reflect.DeepEqual(devs[i].MIG, w) {
+			t.Errorf("GPU %d: MIG %+v, want %+v", i, devs[i].MIG, w)
+		}
+	}
+	// The caller's copy is its own.
+	devs[0].MIG.Devices[0].UUID = "changed"
+	again, _ := src.Devices(context.Background())
+	if again[0].MIG.Devices[0].UUID != "MIG-sim-n1-0-0" {
+		t.Error("Devices shares its MIG devices with the caller")
+	}
+	plain, _ := NewSimulated("n1", SimSpec{Count: 1}).Devices(context.Background())
+	if plain[0].MIG != nil {
+		t.Errorf("without a layout, simulated GPUs have no MIG state: %+v", plain[0].MIG)
 	}
 }

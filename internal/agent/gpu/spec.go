@@ -25,6 +25,10 @@ type SimSpec struct {
 	// board; the default), "pairs" (bridges joining 0-1, 2-3, ...), "quads"
 	// or "none" (PCIe only).
 	Topology string
+	// MIG is the simulated MIG layout (simmig.go), in the flag's form
+	// after "mig=", one group per GPU ("0:1g.10gb+1g.10gb,4:3g.40gb");
+	// "": no GPU has MIG state.
+	MIG string
 }
 
 // Topologies lists the simulated NVLink layouts and their group sizes (0:
@@ -37,14 +41,33 @@ func (s SimSpec) String() string {
 	if s.Topology != "" && s.Topology != "nvlink" {
 		out += ":" + s.Topology
 	}
+	if s.MIG != "" {
+		out += ":mig=" + s.MIG
+	}
 	return out
 }
 
 // ParseSimulateSpec parses the value of --simulate-gpus
-// N[:MODEL[:MEMGB[:TOPOLOGY]]], for example "8", "8:H100", "4:A100:40" or
-// "8:A100:40:pairs". MODEL defaults to "H100", MEMGB to 80 and TOPOLOGY to
-// nvlink; N must be 1..64 and MEMGB 1..1024 (fractions allowed).
+// N[:MODEL[:MEMGB[:TOPOLOGY]]][:mig=LAYOUT], for example "8", "8:H100",
+// "4:A100:40", "8:A100:40:pairs" or "8:H100:80:mig=0-3:1g.10gb*7" (the
+// layout: simmig.go). MODEL defaults to "H100", MEMGB to 80 and TOPOLOGY
+// to nvlink; N must be 1..64 and MEMGB 1..1024 (fractions allowed).
 func ParseSimulateSpec(s string) (SimSpec, error) {
+	base, layout, hasMIG := strings.Cut(s, ":mig=")
+	spec, err := parseSimBase(base)
+	if err != nil || !hasMIG {
+		return spec, err
+	}
+	m, err := parseSimMIG(layout, spec.Count, spec.MemoryGB)
+	if err != nil {
+		return SimSpec{}, fmt.Errorf("--simulate-gpus %q: %w (want mig=GPUS:PROFILES[,...], e.g. mig=0-3:1g.10gb*7,4:3g.40gb+4g.40gb)", s, err)
+	}
+	spec.MIG = formatSimMIG(m)
+	return spec, nil
+}
+
+// parseSimBase parses --simulate-gpus up to its MIG layout.
+func parseSimBase(s string) (SimSpec, error) {
 	spec := SimSpec{Model: DefaultSimModel, MemoryGB: DefaultSimMemoryGB}
 	bad := func(format string, args ...any) (SimSpec, error) {
 		return SimSpec{}, fmt.Errorf("--simulate-gpus %q: %s (want N[:MODEL[:MEMGB[:TOPOLOGY]]], e.g. 8 or 4:A100:40 or 8:H100:80:pairs)",
