@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/depend"
+	"github.com/corral-sched/corral/internal/feature/deps"
 )
 
 // Job dependencies (issue 11): a queued job whose depends_on is not met
@@ -41,7 +41,7 @@ type depState struct {
 
 // depEntry is what a pass keeps about one job.
 type depEntry struct {
-	expr depend.Expr
+	expr deps.Expr
 	// preds[i][k] is the job that term i's k-th id names, looked up
 	// once (a job that ended is read from the store: finished.go); nil
 	// where the id is the id of an array in memory; for a done array, the
@@ -87,7 +87,7 @@ type depEval struct {
 }
 
 type memoKey struct {
-	kind depend.Kind
+	kind deps.Kind
 	id   string
 }
 
@@ -105,7 +105,7 @@ const (
 // its term.
 type depCheck struct {
 	verdict depVerdict
-	kind    depend.Kind
+	kind    deps.Kind
 	culprit *api.Job
 	more    int       // depWait: further jobs it waits for
 	since   time.Time // depNever: when it became unmeetable
@@ -195,16 +195,16 @@ func (o *Orchestrator) resolveDepID(id string) (string, error) {
 // aftercorr on what is not an array, singleton without a name, and a
 // cycle. Write lock held.
 func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
-	e, err := depend.Parse(raw)
+	e, err := deps.Parse(raw)
 	if err != nil {
 		return api.Invalid("depends_on", "%v", err)
 	}
 	for ti := range e.Terms {
 		t := &e.Terms[ti]
 		switch {
-		case t.Kind == depend.Singleton && j.Name == "":
+		case t.Kind == deps.Singleton && j.Name == "":
 			return api.Invalid("depends_on", "singleton needs the job to have a name (name, --name)")
-		case t.Kind == depend.AfterCorr && !array && j.ArrayJobID == "":
+		case t.Kind == deps.AfterCorr && !array && j.ArrayJobID == "":
 			return api.Invalid("depends_on", "aftercorr is for job arrays, and this job is not one")
 		}
 		for i, id := range t.IDs {
@@ -215,7 +215,7 @@ func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
 			if full == j.ID || (j.ArrayJobID != "" && full == j.ArrayJobID) {
 				return api.Invalid("depends_on", "%s refers to the job itself", id)
 			}
-			if t.Kind == depend.AfterCorr && !o.isArray(full) {
+			if t.Kind == deps.AfterCorr && !o.isArray(full) {
 				return api.Invalid("depends_on", "aftercorr needs an array's id; %s is a job", full)
 			}
 			t.IDs[i] = full
@@ -233,7 +233,7 @@ func (o *Orchestrator) setDependsOn(j *api.Job, raw string, array bool) error {
 
 // depCycle returns a path of ids by which the expression e, given to j,
 // would lead back to j (or to j's array), or nil. Lock held.
-func (o *Orchestrator) depCycle(j *api.Job, e depend.Expr) []string {
+func (o *Orchestrator) depCycle(j *api.Job, e deps.Expr) []string {
 	self := func(id string) bool { return id == j.ID || (j.ArrayJobID != "" && id == j.ArrayJobID) }
 	seen := map[string]bool{}
 	var walk func(id string, path []string) []string
@@ -280,11 +280,11 @@ func (o *Orchestrator) depCycle(j *api.Job, e depend.Expr) []string {
 // expr returns j's parsed dependency expression. A stored expression
 // that no longer parses (it was checked when set) counts as none. Lock
 // held.
-func (o *Orchestrator) expr(j *api.Job) depend.Expr {
+func (o *Orchestrator) expr(j *api.Job) deps.Expr {
 	if d := o.deps.jobs[j.ID]; d != nil {
 		return d.expr
 	}
-	e, err := depend.Parse(j.DependsOn)
+	e, err := deps.Parse(j.DependsOn)
 	if err != nil {
 		o.log.Warn("stored dependency does not parse; ignored", "job_id", j.ID, "err", err)
 	}
@@ -320,9 +320,9 @@ func (o *Orchestrator) checkDeps(j *api.Job, d *depEntry, ev *depEval) depCheck 
 
 // checkTerm is the verdict of one term: all its ids' jobs must meet it.
 // preds are the jobs its ids name (nil for arrays).
-func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, preds []*api.Job, ev *depEval) depCheck {
+func (o *Orchestrator) checkTerm(j *api.Job, t deps.Term, preds []*api.Job, ev *depEval) depCheck {
 	out := depCheck{verdict: depMet, kind: t.Kind}
-	if t.Kind == depend.Singleton {
+	if t.Kind == deps.Singleton {
 		var holder *api.Job
 		if ev.running != nil {
 			holder = ev.running[singletonKey{j.User, j.Name}]
@@ -344,7 +344,7 @@ func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, preds []*api.Job, ev
 			out = allOf(out, predecessor(t.Kind, p))
 			continue
 		}
-		if t.Kind == depend.AfterCorr && j.ArrayTaskID != nil {
+		if t.Kind == deps.AfterCorr && j.ArrayTaskID != nil {
 			// Task i waits for task i of the other array, if it has one.
 			if p, ok := o.jobs[id+"_"+strconv.Itoa(*j.ArrayTaskID)]; ok && p.ArrayJobID == id {
 				out = allOf(out, predecessor(t.Kind, p))
@@ -368,7 +368,7 @@ func (o *Orchestrator) checkTerm(j *api.Job, t depend.Term, preds []*api.Job, ev
 }
 
 // predecessor is the verdict of one predecessor p for a term of kind k.
-func predecessor(k depend.Kind, p *api.Job) depCheck {
+func predecessor(k deps.Kind, p *api.Job) depCheck {
 	c := depCheck{verdict: verdictOf(k, p.State), kind: k}
 	if c.verdict != depMet {
 		c.culprit = p
@@ -380,27 +380,27 @@ func predecessor(k depend.Kind, p *api.Job) depCheck {
 }
 
 // verdictOf says whether a predecessor in state s meets a term of kind k.
-func verdictOf(k depend.Kind, s api.State) depVerdict {
+func verdictOf(k deps.Kind, s api.State) depVerdict {
 	if s == statePruned {
 		return prunedVerdict(k) // deps_pruned.go
 	}
 	switch k {
-	case depend.After: // started, or ended (canceled before it started, as in Slurm)
+	case deps.After: // started, or ended (canceled before it started, as in Slurm)
 		if s == api.StateRunning || s.Terminal() {
 			return depMet
 		}
-	case depend.AfterAny:
+	case deps.AfterAny:
 		if s.Terminal() {
 			return depMet
 		}
-	case depend.AfterOK, depend.AfterCorr:
+	case deps.AfterOK, deps.AfterCorr:
 		switch s {
 		case api.StateCompleted:
 			return depMet
 		case api.StateFailed, api.StateCanceled:
 			return depNever
 		}
-	case depend.AfterNotOK:
+	case deps.AfterNotOK:
 		switch s {
 		case api.StateFailed, api.StateCanceled:
 			return depMet
@@ -496,7 +496,7 @@ func (c depCheck) message(timeout time.Duration) string {
 		return fmt.Sprintf("%s on job %s can never be met: %s; the job will be canceled %s (--dependency-timeout %s)",
 			c.kind, id, what, when, shortDuration(timeout))
 	}
-	if c.kind == depend.Singleton {
+	if c.kind == deps.Singleton {
 		return fmt.Sprintf("waits for job %s of the same user and name (singleton) to end; it is %s", id, state)
 	}
 	more := ""
@@ -519,13 +519,13 @@ func shortDuration(d time.Duration) string {
 }
 
 // goal is what a predecessor must do for a kind of term.
-func goal(k depend.Kind) string {
+func goal(k deps.Kind) string {
 	switch k {
-	case depend.After:
+	case deps.After:
 		return "start"
-	case depend.AfterOK, depend.AfterCorr:
+	case deps.AfterOK, deps.AfterCorr:
 		return "complete"
-	case depend.AfterNotOK:
+	case deps.AfterNotOK:
 		return "fail"
 	}
 	return "end"

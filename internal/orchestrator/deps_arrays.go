@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/depend"
+	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -26,14 +26,14 @@ import (
 // waits on, when id is neither a job in memory nor an array in memory:
 // a done array's deciding task or stand-in, else the job that ended (or
 // a placeholder: predecessorJob). Lock held.
-func (o *Orchestrator) predecessorOf(j *api.Job, k depend.Kind, id string) *api.Job {
+func (o *Orchestrator) predecessorOf(j *api.Job, k deps.Kind, id string) *api.Job {
 	if p, ok := o.lookup(id); ok {
 		return p
 	}
 	if strings.Contains(id, "_") || !o.isArray(id) {
 		return o.predecessorJob(id) // deps_pruned.go
 	}
-	if k == depend.AfterCorr && j.ArrayTaskID != nil {
+	if k == deps.AfterCorr && j.ArrayTaskID != nil {
 		p := o.predecessorJob(id + "_" + strconv.Itoa(*j.ArrayTaskID))
 		if p.State == statePruned { // the array has no such index: nothing to wait for
 			return &api.Job{ID: id, State: api.StateCompleted}
@@ -43,9 +43,9 @@ func (o *Orchestrator) predecessorOf(j *api.Job, k depend.Kind, id string) *api.
 	var fails []api.State // the states of tasks that fail the term
 	meets := api.StateCompleted
 	switch k {
-	case depend.AfterOK, depend.AfterCorr:
+	case deps.AfterOK, deps.AfterCorr:
 		fails = []api.State{api.StateFailed, api.StateCanceled}
-	case depend.AfterNotOK:
+	case deps.AfterNotOK:
 		fails, meets = []api.State{api.StateCompleted}, api.StateFailed
 	default: // after, afterany: every task has ended
 		return &api.Job{ID: id, State: api.StateCompleted}

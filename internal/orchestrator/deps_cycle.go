@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/depend"
+	"github.com/corral-sched/corral/internal/feature/deps"
 )
 
 // eligible returns the jobs of queue (in its order) whose dependencies
@@ -139,9 +139,9 @@ func (o *Orchestrator) cancelNeverSatisfied(tx *txn, j *api.Job, c depCheck, tim
 }
 
 // singleton reports whether e has a singleton term.
-func singleton(e depend.Expr) bool {
+func singleton(e deps.Expr) bool {
 	for _, t := range e.Terms {
-		if t.Kind == depend.Singleton {
+		if t.Kind == deps.Singleton {
 			return true
 		}
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/depend"
+	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -42,8 +42,8 @@ func (o *Orchestrator) predecessorJob(id string) *api.Job {
 }
 
 // prunedVerdict is the verdict of a term of kind k on a pruned job.
-func prunedVerdict(k depend.Kind) depVerdict {
-	if k == depend.After || k == depend.AfterAny {
+func prunedVerdict(k deps.Kind) depVerdict {
+	if k == deps.After || k == deps.AfterAny {
 		return depMet
 	}
 	return depNever

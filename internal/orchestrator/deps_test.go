@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/depend"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/deps"
 )
 
 // startDeps runs an orchestrator over the store at path (fresh when
@@ -349,14 +349,14 @@ func TestDependencyMessages(t *testing.T) {
 		timeout time.Duration
 		want    string
 	}{
-		"afterok":    {depCheck{verdict: depWait, kind: depend.AfterOK, culprit: running}, time.Hour, "waits for job jrun (afterok) to complete; it is running"},
-		"after more": {depCheck{verdict: depWait, kind: depend.After, culprit: running, more: 2}, time.Hour, "waits for job jrun (after) to start; it is running (and for 2 more jobs)"},
-		"afternotok": {depCheck{verdict: depWait, kind: depend.AfterNotOK, culprit: running}, time.Hour, "waits for job jrun (afternotok) to fail; it is running"},
-		"afterany":   {depCheck{verdict: depWait, kind: depend.AfterAny, culprit: running}, time.Hour, "waits for job jrun (afterany) to end; it is running"},
-		"singleton":  {depCheck{verdict: depWait, kind: depend.Singleton, culprit: running}, time.Hour, "waits for job jrun of the same user and name (singleton) to end; it is running"},
-		"never":      {depCheck{verdict: depNever, kind: depend.AfterOK, culprit: failed, since: at}, 24 * time.Hour, "afterok on job jfail can never be met: it failed; the job will be canceled at 2026-11-24 09:00:00 UTC (--dependency-timeout 24h)"},
-		"never 90m":  {depCheck{verdict: depNever, kind: depend.AfterOK, culprit: failed, since: at}, 90 * time.Minute, "afterok on job jfail can never be met: it failed; the job will be canceled at 2026-11-23 10:30:00 UTC (--dependency-timeout 1h30m)"},
-		"never 0":    {depCheck{verdict: depNever, kind: depend.AfterOK, culprit: failed, since: at}, 0, "afterok on job jfail can never be met: it failed; the job will be canceled at the next scheduling cycle (--dependency-timeout 0s)"},
+		"afterok":    {depCheck{verdict: depWait, kind: deps.AfterOK, culprit: running}, time.Hour, "waits for job jrun (afterok) to complete; it is running"},
+		"after more": {depCheck{verdict: depWait, kind: deps.After, culprit: running, more: 2}, time.Hour, "waits for job jrun (after) to start; it is running (and for 2 more jobs)"},
+		"afternotok": {depCheck{verdict: depWait, kind: deps.AfterNotOK, culprit: running}, time.Hour, "waits for job jrun (afternotok) to fail; it is running"},
+		"afterany":   {depCheck{verdict: depWait, kind: deps.AfterAny, culprit: running}, time.Hour, "waits for job jrun (afterany) to end; it is running"},
+		"singleton":  {depCheck{verdict: depWait, kind: deps.Singleton, culprit: running}, time.Hour, "waits for job jrun of the same user and name (singleton) to end; it is running"},
+		"never":      {depCheck{verdict: depNever, kind: deps.AfterOK, culprit: failed, since: at}, 24 * time.Hour, "afterok on job jfail can never be met: it failed; the job will be canceled at 2026-11-24 09:00:00 UTC (--dependency-timeout 24h)"},
+		"never 90m":  {depCheck{verdict: depNever, kind: deps.AfterOK, culprit: failed, since: at}, 90 * time.Minute, "afterok on job jfail can never be met: it failed; the job will be canceled at 2026-11-23 10:30:00 UTC (--dependency-timeout 1h30m)"},
+		"never 0":    {depCheck{verdict: depNever, kind: deps.AfterOK, culprit: failed, since: at}, 0, "afterok on job jfail can never be met: it failed; the job will be canceled at the next scheduling cycle (--dependency-timeout 0s)"},
 	}
 	for name, c := range cases {
 		if got := c.c.message(c.timeout); got != c.want {
