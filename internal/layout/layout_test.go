@@ -33,6 +33,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/jobio", []string{"orchestrator", "server", "agent"}},
 		{"feature/cpujobs", []string{"orchestrator", "server", "agent"}},
 		{"feature/sizes", []string{"orchestrator", "server", "agent"}},
+		{"feature/deps", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

@@ -49,7 +49,7 @@ func BenchmarkDependencyPass(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				o.eligible(o.begin(), o.queueOrder())
+				o.on.eligibleQueue(o.begin(), o.queueOrder())
 			}
 		})
 	}
@@ -105,7 +105,7 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 	}
 	o.dirty = true
 	o.cycle(ctx, nil)
-	if n := o.deps.held; (mode == "chain") != (n == queued) {
+	if n := o.deps.Held(); (mode == "chain") != (n == queued) {
 		b.Fatalf("%d jobs held back by dependencies", n)
 	}
 	return o

@@ -30,6 +30,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -181,7 +182,7 @@ type Orchestrator struct {
 	changed     chan struct{} // closed and replaced after every commit
 	hist        history       // the cluster over time, for graphs (history.go)
 	arr         arrayBooks    // job arrays (arrays.go)
-	deps        depState      // job dependencies (deps.go)
+	deps        *deps.Tracker // job dependencies (package deps)
 
 	dirty  bool       // loop-only: a cycle is due
 	limits limitTimer // loop-only: the next time limit due (limits.go)
@@ -296,6 +297,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	}
 	o.sizes = sizes.New(sizes.Limits{MaxCommandBytes: cfg.Limits.MaxCommandBytes, MaxEnvBytes: cfg.Limits.MaxEnvBytes,
 		MaxUserQueuedBytes: cfg.Limits.MaxUserQueuedBytes})
+	o.deps = newDeps(o) // deps.go
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
@@ -500,7 +502,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	// could decide anything new because of it (the next one, on the next
 	// change or tick, sees its start time).
 	// Unless a job waits on dependencies: "after" waits for a start.
-	if to != api.StateRunning || tx.o.deps.held > 0 {
+	if to != api.StateRunning || tx.o.deps.Held() > 0 {
 		tx.o.dirty = true
 	}
 }
