@@ -79,7 +79,7 @@ type Config struct {
 	Version string
 
 	// DependencyTimeout is how long a queued job whose depends_on can no
-	// longer be met waits before it is canceled (deps.go). 0: the default,
+	// longer be met waits before it is canceled (package deps). 0: the default,
 	// DefaultDependencyTimeout (24h); negative: at once.
 	DependencyTimeout time.Duration
 
