@@ -71,10 +71,7 @@ func (tr *Tracker) Eligible(tx feature.Tx, queue []*api.Job) []*api.Job {
 			// Singleton: each user-and-name key is held by an active
 			// job, or by the first queued singleton job let through in
 			// this pass (none before this one).
-			ev.running = map[singletonKey]*api.Job{}
-			for a := range tr.jobs.Active() {
-				ev.running[singletonKey{a.User, a.Name}] = a
-			}
+			ev.running = tr.activeKeys()
 		}
 		d.check, d.pass = tr.checkJob(j, d, ev), tr.pass
 		if place(j, d) {
@@ -108,6 +105,16 @@ func (tr *Tracker) Eligible(tx feature.Tx, queue []*api.Job) []*api.Job {
 	tr.held = len(held)
 	tr.heldBuf = held
 	return out
+}
+
+// activeKeys maps each user-and-name key of the active jobs to one of
+// them. (In a function of its own, as activeNamed.)
+func (tr *Tracker) activeKeys() map[singletonKey]*api.Job {
+	m := map[singletonKey]*api.Job{}
+	for a := range tr.jobs.Active() {
+		m[singletonKey{a.User, a.Name}] = a
+	}
+	return m
 }
 
 // prune returns tr.entries without the entries of jobs no longer

@@ -123,12 +123,7 @@ func (tr *Tracker) checkTerm(j *api.Job, t Term, preds []*api.Job, ev *eval) che
 		if ev.running != nil {
 			holder = ev.running[singletonKey{j.User, j.Name}]
 		} else {
-			for a := range tr.jobs.Active() {
-				if a.User == j.User && a.Name == j.Name {
-					holder = a
-					break
-				}
-			}
+			holder = tr.activeNamed(j.User, j.Name)
 		}
 		if holder != nil && holder.ID != j.ID {
 			out.verdict, out.culprit = waiting, holder
@@ -161,6 +156,18 @@ func (tr *Tracker) checkTerm(j *api.Job, t Term, preds []*api.Job, ev *eval) che
 		out = allOf(out, c)
 	}
 	return out
+}
+
+// activeNamed returns an active job of user named name, or nil. (Ranging
+// over Active in a function of its own keeps the caller's variables off
+// the heap: the loop's body is a closure passed through an interface.)
+func (tr *Tracker) activeNamed(user, name string) *api.Job {
+	for a := range tr.jobs.Active() {
+		if a.User == user && a.Name == name {
+			return a
+		}
+	}
+	return nil
 }
 
 // predecessor is the verdict of one predecessor p for a term of kind k.
