@@ -12,7 +12,7 @@
 //	submit:     validate ─▶ SubmitCheck... ─▶ queued
 //	transition: event, queue and GPU books ─▶ Mover...
 //	commit:     Committer.BeforeCommit... ─▶ store ─▶ Committer.Committed...
-//	cycle:      eligible jobs ─▶ snapshot + SnapshotPart... ─▶ sched.Schedule ─▶ starts
+//	cycle:      queue ─▶ Eligibility... ─▶ snapshot + SnapshotPart... ─▶ sched.Schedule ─▶ starts
 //	tick:       nodes' silence ─▶ Ticker...
 //
 // This package holds only the interfaces and the values they pass, so
@@ -72,6 +72,16 @@ type Mover interface {
 type Committer interface {
 	BeforeCommit(tx Tx)
 	Committed(tx Tx)
+}
+
+// An Eligibility keeps queued jobs out of the cycle until they may run
+// (their dependencies not met, say): before the snapshot is taken,
+// Eligible returns the jobs of queue that may be scheduled, in queue's
+// order; the next Eligibility sees only those. It may end in tx a job
+// that never will run. The slice it returns may be queue itself, or one
+// it reuses at its next call.
+type Eligibility interface {
+	Eligible(tx Tx, queue []*api.Job) []*api.Job
 }
 
 // A SnapshotPart adds its data to the core's snapshot: blocked intervals,

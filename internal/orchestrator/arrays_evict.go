@@ -18,7 +18,7 @@ import (
 // (evictArrays) as plain ended jobs do (evictFinished), counted the same
 // way. Start-up loads only the arrays that are not done. Reads of a done
 // array come from the store (arrays_stored.go), and so do dependencies on
-// it (deps_arrays.go).
+// it (package deps).
 //
 // Until it is done, an array keeps its ended tasks in memory: they are
 // counted from there (o.jobs), not from the summary, so that no task is
@@ -77,7 +77,7 @@ func (o *Orchestrator) evictArrays(tx *txn) {
 		o.sizes.Add(a.rec.User, -sizes.JobBytes(&a.tmpl))
 		delete(o.arr.waiting, id)
 		delete(o.arr.pend, id)
-		o.forgetDepsOn(id)
+		o.deps.ForgetArray(id) // their dependents read its outcome from the store now
 		for _, t := range a.tasks {
 			if o.jobs[t.ID] == t {
 				gone = append(gone, t)
@@ -86,19 +86,4 @@ func (o *Orchestrator) evictArrays(tx *txn) {
 		o.log.Debug("job array done; it leaves memory", "array_id", id, "tasks", len(a.tasks))
 	}
 	o.dropEnded(gone, tx.now) // finished.go
-}
-
-// forgetDepsOn drops the dependency entries that name the array id, so
-// that the next pass makes them again, reading the array's outcome from
-// the store (deps_arrays.go) rather than from its tasks in memory. Write
-// lock held.
-func (o *Orchestrator) forgetDepsOn(id string) {
-	for jid, d := range o.deps.jobs {
-		for _, t := range d.expr.Terms {
-			if slices.Contains(t.IDs, id) {
-				delete(o.deps.jobs, jid)
-				break
-			}
-		}
-	}
 }

@@ -166,8 +166,8 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.applyUpdatesTx(tx, us)
 	began := time.Now()
 	now := o.cfg.Now()
-	snap, groups := o.snapshotGroups(now, o.eligible(tx, o.queueOrder()), o.queueBuf) // deps_cycle.go: unmet dependencies wait outside
-	var reports *txn                                                                  // committed before the decision (split)
+	snap, groups := o.snapshotGroups(now, o.on.eligibleQueue(tx, o.queueOrder()), o.queueBuf) // features.go: jobs with unmet dependencies wait outside
+	var reports *txn                                                                          // committed before the decision (split)
 	splitMax, deciding := splitQueue, o.deciding
 	if o.splitMax > 0 {
 		splitMax = o.splitMax
@@ -465,6 +465,14 @@ func queuedAt(j *api.Job) time.Time {
 		return t
 	}
 	return j.SubmittedAt
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // pendingBook is why each queued job waits, as the last cycle said: its

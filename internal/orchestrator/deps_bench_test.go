@@ -49,7 +49,7 @@ func BenchmarkDependencyPass(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				o.eligible(o.begin(), o.queueOrder())
+				o.on.eligibleQueue(o.begin(), o.queueOrder())
 			}
 		})
 	}
@@ -85,10 +85,13 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 	o.active[blocker.ID] = true
 	done := add("jdone", api.StateCompleted)
 	done.FinishedAt = &now
+	arr := &array{rec: api.Array{ID: "jarr", User: "ana", Project: "default"}} // in memory: its tasks decide
 	for i := range 100 {
 		t := add(fmt.Sprintf("jarr_%d", i), api.StateCompleted)
-		t.ArrayJobID, t.FinishedAt = "jarr", &now
+		t.ArrayJobID, t.ArrayTaskID, t.FinishedAt = "jarr", new(i), &now
+		arr.tasks = append(arr.tasks, t)
 	}
+	o.arr.byID[arr.rec.ID] = arr
 	prev := blocker.ID
 	for i := range queued {
 		j := add(fmt.Sprintf("jq%06d", i), api.StateQueued)
@@ -105,7 +108,7 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 	}
 	o.dirty = true
 	o.cycle(ctx, nil)
-	if n := o.deps.held; (mode == "chain") != (n == queued) {
+	if n := o.deps.Held(); (mode == "chain") != (n == queued) {
 		b.Fatalf("%d jobs held back by dependencies", n)
 	}
 	return o

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/depend"
 	"github.com/corral-sched/corral/internal/exec"
 )
 
@@ -335,33 +334,6 @@ func TestDependencySurvivesRestart(t *testing.T) {
 	h2.run(first.ID, 0, clk.now())
 	if task := h2.nextStart(); task.JobID != next.ID {
 		t.Fatalf("started %s, want next", task.JobID)
-	}
-}
-
-// TestDependencyMessages: what a held job's why-pending says, for each
-// kind of term and outcome.
-func TestDependencyMessages(t *testing.T) {
-	at := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	running := &api.Job{ID: "jrun", State: api.StateRunning}
-	failed := &api.Job{ID: "jfail", State: api.StateFailed}
-	cases := map[string]struct {
-		c       depCheck
-		timeout time.Duration
-		want    string
-	}{
-		"afterok":    {depCheck{verdict: depWait, kind: depend.AfterOK, culprit: running}, time.Hour, "waits for job jrun (afterok) to complete; it is running"},
-		"after more": {depCheck{verdict: depWait, kind: depend.After, culprit: running, more: 2}, time.Hour, "waits for job jrun (after) to start; it is running (and for 2 more jobs)"},
-		"afternotok": {depCheck{verdict: depWait, kind: depend.AfterNotOK, culprit: running}, time.Hour, "waits for job jrun (afternotok) to fail; it is running"},
-		"afterany":   {depCheck{verdict: depWait, kind: depend.AfterAny, culprit: running}, time.Hour, "waits for job jrun (afterany) to end; it is running"},
-		"singleton":  {depCheck{verdict: depWait, kind: depend.Singleton, culprit: running}, time.Hour, "waits for job jrun of the same user and name (singleton) to end; it is running"},
-		"never":      {depCheck{verdict: depNever, kind: depend.AfterOK, culprit: failed, since: at}, 24 * time.Hour, "afterok on job jfail can never be met: it failed; the job will be canceled at 2026-11-24 09:00:00 UTC (--dependency-timeout 24h)"},
-		"never 90m":  {depCheck{verdict: depNever, kind: depend.AfterOK, culprit: failed, since: at}, 90 * time.Minute, "afterok on job jfail can never be met: it failed; the job will be canceled at 2026-11-23 10:30:00 UTC (--dependency-timeout 1h30m)"},
-		"never 0":    {depCheck{verdict: depNever, kind: depend.AfterOK, culprit: failed, since: at}, 0, "afterok on job jfail can never be met: it failed; the job will be canceled at the next scheduling cycle (--dependency-timeout 0s)"},
-	}
-	for name, c := range cases {
-		if got := c.c.message(c.timeout); got != c.want {
-			t.Errorf("%s: %q, want %q", name, got, c.want)
-		}
 	}
 }
 

@@ -22,13 +22,13 @@ import (
 // its grace. The golden day test (golden_test.go) records it.
 func (o *Orchestrator) features() []any {
 	return []any{
-		jobio.Check{},   // scripts, output paths and images checked at submit
-		dependencies{o}, // depends_on parsed and checked at submit (deps.go)
-		o.sizes,         // a job's command and env, and each user's live jobs, bounded in bytes
-		queueLimits{o},  // what one user and the cluster may queue (limits.go)
-		o.holds,         // GPUs held outside the queue: their share of the snapshot
-		holdExpiry{o},   // holds past their expiry release their GPUs (holds.go)
-		bookings{o},     // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
+		jobio.Check{},  // scripts, output paths and images checked at submit
+		o.deps,         // depends_on checked at submit, held jobs kept out of the cycle (package deps)
+		o.sizes,        // a job's command and env, and each user's live jobs, bounded in bytes
+		queueLimits{o}, // what one user and the cluster may queue (limits.go)
+		o.holds,        // GPUs held outside the queue: their share of the snapshot
+		holdExpiry{o},  // holds past their expiry release their GPUs (holds.go)
+		bookings{o},    // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim,      // what idle reclaim kept of an ended job's connections
 		idleReclaim{o}, // interactive jobs idle too long are reclaimed (reclaim.go)
@@ -44,12 +44,6 @@ func (o *Orchestrator) features() []any {
 
 // The rooms below still live in this package and reach into the shared
 // books through o; each is the seam along which its feature moves out.
-
-type dependencies struct{ o *Orchestrator }
-
-func (f dependencies) CheckSubmit(s *feature.Submission) error {
-	return f.o.setDependsOn(s.Job, s.Request.DependsOn, s.Array) // an array's tasks each get it
-}
 
 type queueLimits struct{ o *Orchestrator }
 

@@ -102,7 +102,6 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 		delete(o.jobs, j.ID)
 		o.pending.drop(j.ID)
 		delete(o.plan, j.ID)
-		delete(o.deps.jobs, j.ID)
 		o.ended[j.State]++
 	}
 	o.evicted += len(gone)

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"time"
 
+	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -25,6 +26,7 @@ type moments struct {
 	submit   []feature.SubmitCheck
 	movers   []feature.Mover
 	commit   []feature.Committer
+	eligible []feature.Eligibility
 	snapshot []feature.SnapshotPart
 	tick     []feature.Ticker
 }
@@ -40,6 +42,9 @@ func (m *moments) register(features []any) {
 		}
 		if c, ok := f.(feature.Committer); ok {
 			m.commit = append(m.commit, c)
+		}
+		if c, ok := f.(feature.Eligibility); ok {
+			m.eligible = append(m.eligible, c)
 		}
 		if c, ok := f.(feature.SnapshotPart); ok {
 			m.snapshot = append(m.snapshot, c)
@@ -59,4 +64,13 @@ func (m *moments) admit(s *feature.Submission) error {
 		}
 	}
 	return nil
+}
+
+// eligibleQueue passes the queue through every Eligibility, in order:
+// the jobs the cycle's snapshot may hold.
+func (m *moments) eligibleQueue(tx feature.Tx, queue []*api.Job) []*api.Job {
+	for _, f := range m.eligible {
+		queue = f.Eligible(tx, queue)
+	}
+	return queue
 }

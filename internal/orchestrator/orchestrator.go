@@ -30,6 +30,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/notes"
@@ -83,7 +84,7 @@ type Config struct {
 	Version string
 
 	// DependencyTimeout is how long a queued job whose depends_on can no
-	// longer be met waits before it is canceled (deps.go). 0: the default,
+	// longer be met waits before it is canceled (package deps). 0: the default,
 	// DefaultDependencyTimeout (24h); negative: at once.
 	DependencyTimeout time.Duration
 
@@ -186,7 +187,7 @@ type Orchestrator struct {
 	changed     chan struct{} // closed and replaced after every commit
 	hist        history.Books // the cluster over time, for graphs (package history)
 	arr         arrayBooks    // job arrays (arrays.go)
-	deps        depState      // job dependencies (deps.go)
+	deps        *deps.Tracker // job dependencies (package deps)
 
 	dirty  bool       // loop-only: a cycle is due
 	limits limitTimer // loop-only: the next time limit due (limits.go)
@@ -305,6 +306,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		att = cfg.Attach
 	}
 	o.reclaim = reclaim.New(cfg.Limits.MaxInteractiveTime, att)
+	o.deps = newDeps(o) // deps.go
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
@@ -509,7 +511,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	// could decide anything new because of it (the next one, on the next
 	// change or tick, sees its start time).
 	// Unless a job waits on dependencies: "after" waits for a start.
-	if to != api.StateRunning || tx.o.deps.held > 0 {
+	if to != api.StateRunning || tx.o.deps.Held() > 0 {
 		tx.o.dirty = true
 	}
 }

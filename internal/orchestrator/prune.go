@@ -60,7 +60,7 @@ func (o *Orchestrator) PruneOnce(ctx context.Context, before time.Time) (int, er
 	for _, arrays := range []bool{false, true} {
 		for ctx.Err() == nil {
 			o.mu.RLock()
-			keep := o.dependedOn() // deps_pruned.go: ended jobs and arrays that waiting jobs name
+			keep := o.deps.DependedOn() // ended jobs and arrays that waiting jobs name
 			o.mu.RUnlock()
 			if len(keep) > maxPruneKeep {
 				return total, fmt.Errorf("%d ended jobs are named by waiting jobs' depends_on, more than pruning can leave out (%d): pruning waits", len(keep), maxPruneKeep)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -36,7 +37,9 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 			t = t.UTC()
 			v.EstimatedStartTime = &t
 		}
-		o.viewDeps(j, &v) // deps_cycle.go
+		if reason, msg, held := o.deps.Pending(j); held {
+			v.QueuePosition, v.PendingReason, v.PendingMessage = 0, reason, msg
+		}
 		o.holds.Note(&v)
 		if !o.running {
 			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until an admin runs corral orchestrator start"
@@ -110,7 +113,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	// over the queue as it is now gives them all.
 	fresh := false
 	for _, q := range r.QueuedJobs {
-		fresh = fresh || (q.QueuePosition == 0 && q.ArrayJobID == "" && !heldReason(q.PendingReason)) || !o.running
+		fresh = fresh || (q.QueuePosition == 0 && q.ArrayJobID == "" && !deps.HeldReason(q.PendingReason)) || !o.running
 	}
 	if fresh {
 		pos := map[string]int{}
@@ -121,7 +124,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
 		}
 	}
-	positionHeld(r.QueuedJobs)                // deps_cycle.go: jobs held by dependencies last
+	deps.PositionHeld(r.QueuedJobs)           // jobs held by dependencies last
 	r.Arrays = o.arrayPositions(r.QueuedJobs) // arrays_views.go
 	for i := range r.QueuedJobs {
 		q := &r.QueuedJobs[i]

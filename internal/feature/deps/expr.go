@@ -1,5 +1,6 @@
-// Package depend reads job dependency expressions in Slurm's --dependency
-// grammar:
+package deps
+
+// Dependency expressions in Slurm's --dependency grammar:
 //
 //	afterok:ID[:ID...]     after each job completed (exit code 0)
 //	afternotok:ID[:ID...]  after each job ended otherwise (failed, canceled)
@@ -9,10 +10,9 @@
 //	singleton              when no other job of the same user and name runs
 //
 // Terms joined by ',' must all be met; terms joined by '?' need only one.
-// One expression uses one of the two, as in Slurm. The package is pure: it
-// reads and writes the text; what an id names, and whether a term is met,
-// is the orchestrator's to say.
-package depend
+// One expression uses one of the two, as in Slurm. Parse and String
+// read and write the text only; what an id names, and whether a term is
+// met, is the Tracker's to say.
 
 import (
 	"fmt"
@@ -32,8 +32,8 @@ const (
 	Singleton  Kind = "singleton"
 )
 
-// kinds are the known kinds, for parsing and for error messages.
-var kinds = []Kind{AfterOK, AfterNotOK, AfterAny, After, AfterCorr, Singleton}
+// kindList names the known kinds, for error messages.
+const kindList = "afterok, afternotok, afterany, after, aftercorr, singleton"
 
 // Limits on one expression, so that evaluating it stays cheap.
 const (
@@ -60,14 +60,14 @@ type Expr struct {
 // Empty reports whether e has no terms.
 func (e Expr) Empty() bool { return len(e.Terms) == 0 }
 
-// Error is a syntax error, saying where: Term is the 1-based term it is
-// in (0: the whole expression).
-type Error struct {
+// SyntaxError is an expression Parse refuses, saying where: Term is the
+// 1-based term it is in (0: the whole expression).
+type SyntaxError struct {
 	Term int
 	Msg  string
 }
 
-func (e *Error) Error() string {
+func (e *SyntaxError) Error() string {
 	if e.Term == 0 {
 		return e.Msg
 	}
@@ -82,11 +82,11 @@ func Parse(s string) (Expr, error) {
 		return Expr{}, nil
 	}
 	if len(s) > MaxLen {
-		return Expr{}, &Error{Msg: fmt.Sprintf("is longer than %d bytes", MaxLen)}
+		return Expr{}, &SyntaxError{Msg: fmt.Sprintf("is longer than %d bytes", MaxLen)}
 	}
 	all, anyOf := strings.Contains(s, ","), strings.Contains(s, "?")
 	if all && anyOf {
-		return Expr{}, &Error{Msg: "mixes ',' (all of) and '?' (any of); use one of them"}
+		return Expr{}, &SyntaxError{Msg: "mixes ',' (all of) and '?' (any of); use one of them"}
 	}
 	sep := ","
 	if anyOf {
@@ -98,10 +98,10 @@ func Parse(s string) (Expr, error) {
 	for i, raw := range strings.Split(s, sep) {
 		t, err := parseTerm(strings.TrimSpace(raw))
 		if err != nil {
-			return Expr{}, &Error{Term: i + 1, Msg: err.Error()}
+			return Expr{}, &SyntaxError{Term: i + 1, Msg: err.Error()}
 		}
 		if nIDs += len(t.IDs); nIDs > MaxIDs {
-			return Expr{}, &Error{Msg: fmt.Sprintf("names more than %d job ids", MaxIDs)}
+			return Expr{}, &SyntaxError{Msg: fmt.Sprintf("names more than %d job ids", MaxIDs)}
 		}
 		e.Terms = append(e.Terms, t)
 	}
@@ -116,7 +116,7 @@ func parseTerm(s string) (Term, error) {
 	name, rest, hasIDs := strings.Cut(s, ":")
 	k, ok := kindOf(strings.TrimSpace(name))
 	if !ok {
-		return Term{}, fmt.Errorf("%q is not a dependency type (want one of %s)", clip(name), kindList())
+		return Term{}, fmt.Errorf("%q is not a dependency type (want one of %s)", clip(name), kindList)
 	}
 	if k == Singleton {
 		if hasIDs {
@@ -138,21 +138,13 @@ func parseTerm(s string) (Term, error) {
 	return t, nil
 }
 
+// kindOf returns the kind s names.
 func kindOf(s string) (Kind, bool) {
-	for _, k := range kinds {
-		if string(k) == s {
-			return k, true
-		}
+	switch k := Kind(s); k {
+	case AfterOK, AfterNotOK, AfterAny, After, AfterCorr, Singleton:
+		return k, true
 	}
 	return "", false
-}
-
-func kindList() string {
-	names := make([]string, len(kinds))
-	for i, k := range kinds {
-		names[i] = string(k)
-	}
-	return strings.Join(names, ", ")
 }
 
 // checkID accepts what a job or array id, or a prefix of one, may hold.
