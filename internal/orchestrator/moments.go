@@ -26,6 +26,7 @@ type moments struct {
 	movers   []feature.Mover
 	commit   []feature.Committer
 	snapshot []feature.SnapshotPart
+	gate     []feature.QueueGate
 	tick     []feature.Ticker
 }
 
@@ -43,6 +44,9 @@ func (m *moments) register(features []any) {
 		}
 		if c, ok := f.(feature.SnapshotPart); ok {
 			m.snapshot = append(m.snapshot, c)
+		}
+		if c, ok := f.(feature.QueueGate); ok {
+			m.gate = append(m.gate, c)
 		}
 		if c, ok := f.(feature.Ticker); ok {
 			m.tick = append(m.tick, c)
