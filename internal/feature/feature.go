@@ -12,7 +12,7 @@
 //	submit:     validate ─▶ SubmitCheck... ─▶ queued
 //	transition: event, queue and GPU books ─▶ Mover...
 //	commit:     Committer.BeforeCommit... ─▶ store ─▶ Committer.Committed...
-//	cycle:      queue ─▶ Eligibility... ─▶ snapshot + SnapshotPart... ─▶ sched.Schedule ─▶ starts
+//	cycle:      queue ─▶ Eligibility... ─▶ snapshot + SnapshotPart... ─▶ QueueGate... ─▶ sched.Schedule ─▶ starts
 //	tick:       nodes' silence ─▶ Ticker...
 //
 // This package holds only the interfaces and the values they pass, so
@@ -89,6 +89,14 @@ type Eligibility interface {
 // data.
 type SnapshotPart interface {
 	AddToSnapshot(snap *sched.Snapshot, now time.Time)
+}
+
+// A QueueGate marks queued jobs of the whole snapshot (arrays' waiting
+// tasks included) that must not start now, setting their Held reason and
+// HeldNote: a budget that ran out holds its user's work, say. The jobs
+// stay in the queue, in their order; the core skips them and says why.
+type QueueGate interface {
+	GateQueue(queue []sched.Job, now time.Time)
 }
 
 // A Ticker does a feature's timed work once per tick (expiries, idle

@@ -40,6 +40,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/reclaim", []string{"orchestrator", "server", "agent"}},
 		{"feature/notes", []string{"orchestrator", "server", "agent"}},
 		{"feature/deps", []string{"orchestrator", "server", "agent"}},
+		{"feature/spend", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

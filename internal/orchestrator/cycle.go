@@ -57,11 +57,14 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 }
 
 // snapshotGroups is snapshot with the arrays' waiting tasks added (see
-// snapshotArrays), and the arrays by their group entry's id.
+// snapshotArrays), then gated (features.go: budgets hold what they must),
+// and the arrays by their group entry's id.
 func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sched.Job) (sched.Snapshot, map[string]*array) {
 	snap := o.snapshot(now, queue, buf)
 	groups := o.snapshotArrays(&snap, o.estimates())
-	o.budgetHolds(now, snap.Queue) // budgets.go
+	for _, g := range o.on.gate {
+		g.GateQueue(snap.Queue, now)
+	}
 	return snap, groups
 }
 
@@ -455,7 +458,7 @@ func (o *Orchestrator) endAttempt(tx *txn, j *api.Job, at time.Time) {
 	gs := float64(len(j.Allocation)) * at.Sub(*j.StartedAt).Seconds()
 	j.GPUSeconds += gs
 	o.ledger.Add(j.User, j.Project, gs, at)
-	o.chargeAttempt(tx, j, at) // usage.go: the ledger's rows, in the same transaction
+	o.spend.ChargeAttempt(tx, j, at) // feature/spend: the ledger's rows, in the same transaction
 }
 
 // queuedAt is when the job last entered the queue (its submission, or its

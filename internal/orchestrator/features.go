@@ -36,9 +36,9 @@ func (o *Orchestrator) features() []any {
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
 		noteFlush{o},   // what was noted, committed when nothing else commits (notify.go)
 		endedJobs{o},   // ended jobs summarised, then out of memory (finished.go)
-		usageLedger{o}, // GPU time charged, utilization heartbeats (usage.go)
+		usageTick{o},   // the heartbeat, and budgets' look at running attempts (usage.go)
 		arrays{o},      // job arrays' books, limits and eviction (arrays*.go)
-		budgets{o},     // what an exhausted budget does to a new job (budgets.go)
+		o.spend,        // GPU time charged; exhausted budgets at submit and in the queue (feature/spend)
 	}
 }
 
@@ -85,12 +85,12 @@ type endedJobs struct{ o *Orchestrator }
 func (f endedJobs) BeforeCommit(tx feature.Tx) { f.o.noteEnded(ownTxn(tx)) }
 func (f endedJobs) Committed(tx feature.Tx)    { f.o.evictFinished(ownTxn(tx)) }
 
-type usageLedger struct{ o *Orchestrator }
+// usageTick is the part of usage that stays with the loop: budgets'
+// look at the running attempts and the heartbeat each commit, and only
+// the loop makes a transaction.
+type usageTick struct{ o *Orchestrator }
 
-func (f usageLedger) Moved(tx feature.Tx, j *api.Job, e api.Event) {
-	ownTxn(tx).settleUsage(j, e.Reason) // how a charged attempt ended
-}
-func (f usageLedger) Tick(ctx context.Context) { f.o.heartbeat(ctx) }
+func (f usageTick) Tick(ctx context.Context) { f.o.heartbeat(ctx) }
 
 type arrays struct{ o *Orchestrator }
 
@@ -107,10 +107,3 @@ func (f arrays) Moved(_ feature.Tx, j *api.Job, e api.Event) {
 }
 func (f arrays) BeforeCommit(tx feature.Tx) { f.o.noteArraysDone(ownTxn(tx)) }
 func (f arrays) Committed(tx feature.Tx)    { f.o.evictArrays(ownTxn(tx)) }
-
-type budgets struct{ o *Orchestrator }
-
-func (f budgets) CheckSubmit(s *feature.Submission) error {
-	f.o.budgetSubmit(s.Job) // never refuses: an exhausted budget holds the job, or marks it preemptible
-	return nil
-}

@@ -92,7 +92,7 @@ func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
 	}
 	if gs > 0 {
 		o.ledger.Add(h.User, holds.Project, gs, tx.now)
-		o.chargeHoldUsage(tx, h, "released") // usage.go
+		o.spend.ChargeHold(tx, h, holds.Project, "released") // feature/spend: the ledger's rows
 	}
 	out := *h
 	now := tx.now

@@ -28,6 +28,7 @@ type moments struct {
 	commit   []feature.Committer
 	eligible []feature.Eligibility
 	snapshot []feature.SnapshotPart
+	gate     []feature.QueueGate
 	tick     []feature.Ticker
 }
 
@@ -48,6 +49,9 @@ func (m *moments) register(features []any) {
 		}
 		if c, ok := f.(feature.SnapshotPart); ok {
 			m.snapshot = append(m.snapshot, c)
+		}
+		if c, ok := f.(feature.QueueGate); ok {
+			m.gate = append(m.gate, c)
 		}
 		if c, ok := f.(feature.Ticker); ok {
 			m.tick = append(m.tick, c)

@@ -307,7 +307,7 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 		}
 		n.foreign = ev.foreign
 		if ev.readings != nil {
-			o.integrateReadings(n, ev.readings, ev.at) // usage.go
+			o.spend.IntegrateReadings(n.ID, ev.readings, ev.at) // feature/spend: used GPU time
 			n.readings = ev.readings
 			n.recordSample(Sample{At: ev.at, Readings: ev.readings})
 			o.checkIdle(n, ev.at)

@@ -36,6 +36,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/notes"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/feature/sizes"
+	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -205,7 +206,7 @@ type Orchestrator struct {
 	bookings map[string]*api.Reservation // bookings by name (bookings.go)
 	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
 
-	use     usageBooks        // the usage ledger, prices and budgets (usage.go, budgets.go)
+	spend   *spend.Books      // the usage ledger, prices and budgets (feature/spend)
 	recent  recentRing        // the jobs that ended last, out of o.jobs (finished.go)
 	evicted int               // ids in o.order whose jobs left o.jobs (finished.go)
 	ended   map[api.State]int // jobs that left o.jobs, by state (finished.go)
@@ -307,10 +308,11 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	}
 	o.reclaim = reclaim.New(cfg.Limits.MaxInteractiveTime, att)
 	o.deps = newDeps(o) // deps.go
+	o.spend = spend.New(spendCluster{o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
+		NodeTTL: cfg.NodeTTL, BudgetAction: cfg.BudgetAction})
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
-	o.use.init()
 	o.downSig.Store(new(make(chan struct{})))
 	o.nodeEvents.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
@@ -461,7 +463,6 @@ type txn struct {
 	// answered; after runs once everyone is answered.
 	durable []func()
 	after   []func()
-	use     txnUsage // ledger rows waiting for their reason (usage.go)
 	// done are the arrays whose last task the batch ends: they leave
 	// memory once it is committed (arrays_evict.go).
 	done []*array

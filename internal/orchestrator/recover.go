@@ -33,7 +33,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if err := o.holds.LoadUsage(st.Settings); err != nil {
 		o.log.Warn("holds' past usage is forgotten", "err", err)
 	}
-	if err := o.readUsageState(ctx, st.Settings); err != nil { // usage.go
+	if err := o.spend.Load(ctx, st.Settings, o.cfg.Store); err != nil { // feature/spend
 		return fmt.Errorf("recover: %w", err)
 	}
 	if err := o.reclaim.Check(o.policy); err != nil {

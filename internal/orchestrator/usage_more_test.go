@@ -121,7 +121,7 @@ func TestUsageIntegratesUtilization(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		h.o.mu.RLock()
-		used := h.o.use.used[j.ID]["n1"]
+		used := h.o.spend.Used(j.ID, "n1")
 		h.o.mu.RUnlock()
 		if near(used, 10) {
 			break

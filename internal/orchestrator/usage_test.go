@@ -110,7 +110,7 @@ func TestUsageChargesCrashLostAttempts(t *testing.T) {
 	h.waitState(j.ID, api.StateRunning)
 	h.o.heartbeat(ctx)
 	h.o.mu.RLock()
-	alive := h.o.use.aliveAt
+	alive := h.o.spend.AliveAt()
 	h.o.mu.RUnlock()
 	h.stop()
 	h.stop = nil
