@@ -27,6 +27,7 @@ type moments struct {
 	commit   []feature.Committer
 	snapshot []feature.SnapshotPart
 	tick     []feature.Ticker
+	load     []feature.Loader
 }
 
 // register sorts features into the moments they serve.
@@ -47,6 +48,9 @@ func (m *moments) register(features []any) {
 		if c, ok := f.(feature.Ticker); ok {
 			m.tick = append(m.tick, c)
 		}
+		if c, ok := f.(feature.Loader); ok {
+			m.load = append(m.load, c)
+		}
 	}
 }
 
@@ -59,4 +63,11 @@ func (m *moments) admit(s *feature.Submission) error {
 		}
 	}
 	return nil
+}
+
+// loadAll hands the store's state to every Loader, in order (recovery).
+func (m *moments) loadAll(st *store.State) {
+	for _, l := range m.load {
+		l.Load(st)
+	}
 }
