@@ -36,6 +36,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/history", []string{"orchestrator", "server", "agent"}},
 		{"feature/holds", []string{"orchestrator", "server", "agent"}},
 		{"feature/notes", []string{"orchestrator", "server", "agent"}},
+		{"feature/bookings", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {
