@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -153,13 +154,18 @@ func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds
 	ownTxn(tx).chargeBookingIdle(r, gpuSeconds) // usage.go
 }
 
-func (c bookingCluster) Nodes() iter.Seq[bookings.Node] {
-	return func(yield func(bookings.Node) bool) {
-		for i := range c.o.nodes {
-			n := &c.o.nodes[i]
-			if !yield(bookings.Node{ID: n.ID, Down: n.down, Devices: n.Devices}) {
-				return
-			}
-		}
+func (c bookingCluster) NodeCount() int { return len(c.o.nodes) }
+
+func (c bookingCluster) NodeAt(i int) bookings.Node {
+	n := &c.o.nodes[i]
+	return bookings.Node{ID: n.ID, Down: n.down, Devices: n.Devices}
+}
+
+func (c bookingCluster) SortedActiveIDs() []string {
+	ids := make([]string, 0, len(c.o.active))
+	for id := range c.o.active {
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	return ids
 }

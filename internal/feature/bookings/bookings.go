@@ -46,10 +46,16 @@ type Cluster interface {
 	Active(id string) bool
 	// ActiveIDs yields the ids of the active jobs, in no order.
 	ActiveIDs() iter.Seq[string]
+	// SortedActiveIDs returns the ids of the active jobs, in order.
+	SortedActiveIDs() []string
 	// HasNode reports whether the cluster has a node named id.
 	HasNode(id string) bool
-	// Nodes yields the cluster's nodes in the cluster's order.
-	Nodes() iter.Seq[Node]
+	// NodeCount is how many nodes the cluster has; NodeAt(i), for i from
+	// 0 to NodeCount()-1, are its nodes in the cluster's order. (An index
+	// rather than an iterator: the choice of a booking's GPUs walks them
+	// without allocating.)
+	NodeCount() int
+	NodeAt(i int) Node
 	// PreemptGrace is the policy's SIGTERM to SIGKILL time of a
 	// preempted job that names none.
 	PreemptGrace() time.Duration

@@ -6,6 +6,7 @@ import (
 	"iter"
 	"log/slog"
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -52,14 +53,15 @@ func (c *fakeCluster) HasNode(id string) bool {
 	}
 	return false
 }
-func (c *fakeCluster) Nodes() iter.Seq[Node] {
-	return func(yield func(Node) bool) {
-		for _, n := range c.nodes {
-			if !yield(n) {
-				return
-			}
-		}
+func (c *fakeCluster) NodeCount() int    { return len(c.nodes) }
+func (c *fakeCluster) NodeAt(i int) Node { return c.nodes[i] }
+func (c *fakeCluster) SortedActiveIDs() []string {
+	ids := make([]string, 0, len(c.active))
+	for id := range c.active {
+		ids = append(ids, id)
 	}
+	slices.Sort(ids)
+	return ids
 }
 func (c *fakeCluster) ChargeIdle(_ feature.Tx, r *api.Reservation, gpuSeconds float64) {
 	if gpuSeconds > 0 {
