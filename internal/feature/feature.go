@@ -14,6 +14,7 @@
 //	commit:     Committer.BeforeCommit... ─▶ store ─▶ Committer.Committed...
 //	cycle:      queue ─▶ Eligibility... ─▶ snapshot + SnapshotPart... ─▶ QueueGate... ─▶ sched.Schedule ─▶ starts
 //	tick:       nodes' silence ─▶ Ticker...
+//	recovery:   jobs and arrays ─▶ Loader... ─▶ holds, adoption
 //
 // This package holds only the interfaces and the values they pass, so
 // that a feature's package and the orchestrator both import it and
@@ -104,4 +105,11 @@ type QueueGate interface {
 // anything.
 type Ticker interface {
 	Tick(ctx context.Context)
+}
+
+// A Loader puts its feature's state back in memory from what the store
+// loaded, once, when the orchestrator recovers, before the loop starts.
+// It is called after the jobs and arrays are back, in registration order.
+type Loader interface {
+	Load(st *store.State)
 }

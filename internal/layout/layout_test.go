@@ -41,6 +41,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/notes", []string{"orchestrator", "server", "agent"}},
 		{"feature/deps", []string{"orchestrator", "server", "agent"}},
 		{"feature/spend", []string{"orchestrator", "server", "agent"}},
+		{"feature/bookings", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -110,8 +111,8 @@ func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
 	if j.Begin != nil && j.Begin.After(sj.NotBefore) { // jobio.go: sbatch --begin
 		sj.NotBefore, sj.Begin = *j.Begin, true
 	}
-	elasticJob(&sj, j)  // elastic.go
-	bookingView(&sj, j) // bookings_sched.go
+	elasticJob(&sj, j)    // elastic.go
+	bookings.View(&sj, j) // feature/bookings
 	return sj
 }
 

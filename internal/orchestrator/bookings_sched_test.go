@@ -15,7 +15,7 @@ import (
 
 // startBooked runs an orchestrator on one 8-GPU node with a fake clock at
 // 09:00 UTC and a booking "vis" of GPUs 0-3 from 10:00 to 18:00 for ana
-// (project vision) with the given flags, put straight into o.bookings.
+// (project vision) with the given flags, put straight into the books.
 func startBooked(t *testing.T, flags ...string) (*harness, *clock, *api.Reservation) {
 	t.Helper()
 	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
@@ -27,7 +27,7 @@ func startBooked(t *testing.T, flags ...string) (*harness, *clock, *api.Reservat
 		r.Allocation = append(r.Allocation, api.Allocation{NodeID: "n1", GPUID: g})
 	}
 	h.o.mu.Lock()
-	h.o.bookings[r.Name] = r
+	h.o.bookings.Add(r)
 	h.o.mu.Unlock()
 	return h, clk, r
 }
@@ -119,10 +119,7 @@ func TestBookingMagnetic(t *testing.T) {
 	if got := h.running(j.ID); !slices.Equal(gpuIDs(got), []int{0, 1}) || got.Reservation != "" {
 		t.Fatalf("ana's plain job on %v naming %q, want it on the booked GPUs naming none", gpuIDs(got), got.Reservation)
 	}
-	h.o.mu.RLock()
-	used := h.o.bookings["vis"].UsedAt
-	h.o.mu.RUnlock()
-	if used == nil {
+	if r, err := h.o.Booking("vis"); err != nil || r.UsedAt == nil {
 		t.Fatal("the magnetic booking's used_at is not set")
 	}
 	// At the window's end it is stopped as a job of the booking.

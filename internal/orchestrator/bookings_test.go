@@ -13,7 +13,9 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -71,7 +73,7 @@ func TestBookingRules(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)} // a Monday
 	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8), a100Node("n2", 4)}, Tick: time.Hour, Now: clk.now, BookingAllowance: 64})
-	admin, ana, bo := Booker{"root", true}, Booker{"ana", false}, Booker{"bo", false}
+	admin, ana, bo := Booker{User: "root", Admin: true}, Booker{User: "ana", Admin: false}, Booker{User: "bo", Admin: false}
 	steps := []struct {
 		name   string
 		who    Booker
@@ -79,7 +81,7 @@ func TestBookingRules(t *testing.T) {
 		status int    // 0: accepted
 		field  string // of the refusal
 		msg    string // in the refusal's message
-		gpus   string // accepted: its allocation, as keysText says it
+		gpus   string // accepted: its allocation, as holds.GPUs says it
 	}{
 		{"admin books n1 for ana", admin, with(bookReq("vision", 8, base, 9*time.Hour, 17*time.Hour), func(r *api.ReservationRequest) { r.Nodes, r.Users = strs("n1"), strs("ana") }), 0, "", "", "GPUs 0-7 on n1"},
 		{"name taken", admin, bookReq("vision", 1, base, 20*time.Hour, 21*time.Hour), 409, "", "exists", ""},
@@ -111,12 +113,8 @@ func TestBookingRules(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", s.name, err)
 			}
-			got := make([]gpuKey, 0, len(r.Allocation))
-			for _, a := range r.Allocation {
-				got = append(got, gpuKey{a.NodeID, a.GPUID})
-			}
-			if keysText(got) != s.gpus || r.Owner != s.who.User || r.State != api.BookingScheduled {
-				t.Fatalf("%s: got %s owner %s state %s, want %s by %s, scheduled", s.name, keysText(got), r.Owner, r.State, s.gpus, s.who.User)
+			if got := holds.GPUs(r.Allocation); got != s.gpus || r.Owner != s.who.User || r.State != api.BookingScheduled {
+				t.Fatalf("%s: got %s owner %s state %s, want %s by %s, scheduled", s.name, got, r.Owner, r.State, s.gpus, s.who.User)
 			}
 			continue
 		}
@@ -170,7 +168,7 @@ func TestBookingRunningJobs(t *testing.T) {
 	h.nextStart()
 	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: clk.now()})
 	h.waitState(j.ID, api.StateRunning)
-	root := Booker{"root", true}
+	root := Booker{User: "root", Admin: true}
 	base := clk.now()
 	_, err := h.o.CreateBooking(context.Background(), bookReq("early", 1, base, time.Hour, 3*time.Hour), root)
 	if err == nil || !strings.Contains(err.Error(), "GPUs 0-1 on n1 are held by running job "+j.ID+" until 2026-11-30 10:00 UTC (its time limit)") {
@@ -211,7 +209,7 @@ func TestBookingLifecycle(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	notes := &noteRecorder{}
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: 10 * time.Millisecond, Now: clk.now, PurgeAfter: 30 * time.Minute, Notify: notes})
-	root := Booker{"root", true}
+	root := Booker{User: "root", Admin: true}
 	base := clk.now()
 	ctx := context.Background()
 	for _, req := range []api.ReservationRequest{
@@ -223,7 +221,7 @@ func TestBookingLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(h.o.reservationListLocked(base)); n != 3+6 {
+	if n := len(h.o.bookingsLocked(base)); n != 3+6 {
 		t.Fatalf("reservationList: %d entries, want 3 and daily's next 6 days within the horizon", n)
 	}
 	clk.add(2 * time.Minute) // 08:02: every window open
@@ -280,11 +278,12 @@ func TestBookingLifecycle(t *testing.T) {
 	}
 }
 
-// reservationListLocked is reservationList under the read lock (tests).
-func (o *Orchestrator) reservationListLocked(now time.Time) []*api.Reservation {
+// bookingsLocked is the core's view of the bookings at now, each
+// occurrence of a repeating one counted, under the read lock (tests).
+func (o *Orchestrator) bookingsLocked(now time.Time) []sched.Booking {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return o.bookingList(now)
+	return o.bookings.At(now)
 }
 
 // TestBookingDailyMovesOn: a repeating booking that was used moves on to
@@ -293,7 +292,7 @@ func TestBookingDailyMovesOn(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	h := startConfig(t, filepath.Join(t.TempDir(), "c.db"), Config{Nodes: []Node{simNode("n1", 8)}, Tick: 10 * time.Millisecond, Now: clk.now, PurgeAfter: -1})
 	base := clk.now()
-	if _, err := h.o.CreateBooking(context.Background(), with(bookReq("d", 1, base, time.Minute, time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("weekly") }), Booker{"root", true}); err != nil {
+	if _, err := h.o.CreateBooking(context.Background(), with(bookReq("d", 1, base, time.Minute, time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("weekly") }), Booker{User: "root", Admin: true}); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(90 * time.Minute)
@@ -308,7 +307,7 @@ func TestBookingDailyMovesOn(t *testing.T) {
 func TestBookingRefusalNamesFew(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Now: clk.now})
-	root, base := Booker{"root", true}, clk.now()
+	root, base := Booker{User: "root", Admin: true}, clk.now()
 	for i := range 7 {
 		if _, err := h.o.CreateBooking(context.Background(), bookReq(fmt.Sprintf("r%d", i), 1, base, time.Hour, 2*time.Hour), root); err != nil {
 			t.Fatal(err)

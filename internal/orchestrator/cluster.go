@@ -187,7 +187,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType,
 			User: user, Class: sched.ClassInteractive, TimeLimit: d} // as a hold, kept off GPUs booked within d
 		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS},
-			Bookings: o.bookingsAt(tx.now)}) // bookings_sched.go
+			Bookings: o.bookings.At(tx.now)}) // feature/bookings
 		if len(r.Starts) == 0 && req.Wait {
 			return o.queueHold(tx, req, user, d) // holds.go
 		}

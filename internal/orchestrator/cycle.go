@@ -215,7 +215,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		j.NodeID = placedNode(s.Placements) // recover.go: a job of no GPUs has no other record of it
 		j.GrantedGPUs = len(j.Allocation)
 		j.Borrowed = s.Borrowed
-		o.startedInBooking(tx, j, s.Booking) // bookings_sched.go
+		o.bookings.Started(tx, s.Booking) // feature/bookings
 		msg := ""
 		if s.Borrowed {
 			msg = "on idle GPUs borrowed beyond its quota; they are the first taken back"
@@ -226,7 +226,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	for _, p := range res.Preemptions {
 		o.preempt(ctx, tx, p)
 	}
-	o.expire(ctx, tx, res.Expired) // bookings_sched.go
+	o.expire(ctx, tx, res.Expired) // bookings.go
 	if plan != nil {
 		o.plan, o.planAt = plan, now
 	}

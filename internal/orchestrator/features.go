@@ -2,13 +2,11 @@ package orchestrator
 
 import (
 	"context"
-	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/cpujobs"
 	"github.com/corral-sched/corral/internal/feature/jobio"
-	"github.com/corral-sched/corral/internal/sched"
 )
 
 // features are Corral's features in the one order the loop calls them,
@@ -28,7 +26,8 @@ func (o *Orchestrator) features() []any {
 		queueLimits{o}, // what one user and the cluster may queue (limits.go)
 		o.holds,        // GPUs held outside the queue: their share of the snapshot
 		holdExpiry{o},  // holds past their expiry release their GPUs (holds.go)
-		bookings{o},    // bookings: who may submit to one, blocked intervals, their end (bookings_*.go)
+		o.bookings,     // bookings: who may submit to one, blocked intervals, their books at recovery (feature/bookings)
+		bookingTick{o}, // bookings move along their windows, each tick in a transaction (bookings.go)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim,      // what idle reclaim kept of an ended job's connections
 		idleReclaim{o}, // interactive jobs idle too long are reclaimed (reclaim.go)
@@ -54,16 +53,6 @@ func (f queueLimits) CheckSubmit(s *feature.Submission) error {
 type holdExpiry struct{ o *Orchestrator }
 
 func (f holdExpiry) Tick(ctx context.Context) { f.o.checkHolds(ctx) }
-
-type bookings struct{ o *Orchestrator }
-
-func (f bookings) CheckSubmit(s *feature.Submission) error {
-	return f.o.checkJobBooking(s.Job, s.Request, s.Now)
-}
-func (f bookings) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
-	f.o.snapshotBookings(snap, now)
-}
-func (f bookings) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
 
 type idleReclaim struct{ o *Orchestrator }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/jobspec"
 )
@@ -205,7 +206,7 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled bool) (api.State, string, string) {
 	switch {
 	case j.TimedOut && j.ReservationEnded:
-		return bookingOutcome(j, code) // bookings_sched.go
+		return bookings.Outcome(j, code) // feature/bookings
 	case j.TimedOut:
 		return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
 	case j.IdleReclaimed:

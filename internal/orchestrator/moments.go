@@ -30,6 +30,7 @@ type moments struct {
 	snapshot []feature.SnapshotPart
 	gate     []feature.QueueGate
 	tick     []feature.Ticker
+	load     []feature.Loader
 }
 
 // register sorts features into the moments they serve.
@@ -56,6 +57,9 @@ func (m *moments) register(features []any) {
 		if c, ok := f.(feature.Ticker); ok {
 			m.tick = append(m.tick, c)
 		}
+		if c, ok := f.(feature.Loader); ok {
+			m.load = append(m.load, c)
+		}
 	}
 }
 
@@ -77,4 +81,11 @@ func (m *moments) eligibleQueue(tx feature.Tx, queue []*api.Job) []*api.Job {
 		queue = f.Eligible(tx, queue)
 	}
 	return queue
+}
+
+// loadAll hands the store's state to every Loader, in order (recovery).
+func (m *moments) loadAll(st *store.State) {
+	for _, l := range m.load {
+		l.Load(st)
+	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
@@ -108,7 +109,7 @@ type Config struct {
 	// (admins are not bounded; 0: DefaultBookingAllowance; negative: users
 	// may not book). PurgeAfter is how long after its start an unused
 	// booking is released (0: DefaultPurgeAfter; negative: never). See
-	// bookings_rules.go and docs/bookings.md.
+	// feature/bookings and docs/bookings.md.
 	BookingAllowance float64
 	PurgeAfter       time.Duration
 
@@ -203,8 +204,7 @@ type Orchestrator struct {
 	notes   *notes.Notes   // notifications: what was noted, alerts told (feature/notes)
 	reclaim *reclaim.Books // idle reclaim of interactive jobs (package reclaim)
 
-	bookings map[string]*api.Reservation // bookings by name (bookings.go)
-	bookLive map[string]bookingJob       // running jobs of bookings, by id (bookings_tick.go)
+	bookings *bookings.Books // bookings and their running jobs (feature/bookings)
 
 	spend   *spend.Books      // the usage ledger, prices and budgets (feature/spend)
 	recent  recentRing        // the jobs that ended last, out of o.jobs (finished.go)
@@ -286,7 +286,6 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		queuedBy:    map[string]int{},
 		queueSorted: true,
 		active:      map[string]bool{},
-		bookings:    map[string]*api.Reservation{},
 		holds:       holds.New(cfg.Limits.MaxInteractiveTime),
 		idem:        map[string]string{},
 		owner:       map[gpuKey]string{},
@@ -310,6 +309,8 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.deps = newDeps(o) // deps.go
 	o.spend = spend.New(spendCluster{o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
 		NodeTTL: cfg.NodeTTL, BudgetAction: cfg.BudgetAction})
+	o.bookings = bookings.New(bookingCluster{o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
+		Now: cfg.Now, Holds: o.holds, Notes: o.notes, Log: cfg.Logger})
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()

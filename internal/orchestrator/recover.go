@@ -86,7 +86,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		}
 	}
 	o.loadArrays(st.Arrays)
-	o.loadBookings(st) // bookings_tick.go
+	o.on.loadAll(st) // features.go: bookings
 	for i := range st.Holds {
 		h := &st.Holds[i]
 		o.holds.Add(h)

@@ -11,7 +11,7 @@ import (
 // PATCH and DELETE /reservations/{name}. Anyone who may read sees every
 // booking; users book for themselves within the weekly allowance, and
 // change or delete their own; admins book and change anything (the rules
-// are the orchestrator's, bookings_rules.go).
+// are internal/feature/bookings').
 
 // booker is the caller as the booking rules see them.
 func booker(r *http.Request) orchestrator.Booker {

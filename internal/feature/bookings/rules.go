@@ -1,4 +1,4 @@
-package orchestrator
+package bookings
 
 import (
 	"cmp"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/lazyre"
 )
 
@@ -17,39 +16,29 @@ import (
 // (docs/bookings.md): who may book what, the weekly allowance of users'
 // GPU-hours, and the choice of the specific GPUs it blocks.
 
-// Booker is who creates or changes a booking.
-type Booker struct {
-	User  string
-	Admin bool
-}
-
-// DefaultBookingAllowance is the weekly allowance of a user's booked
+// DefaultAllowance is the weekly allowance of a user's booked
 // GPU-hours that `corral server` and `corral up` give by default
 // (--booking-allowance).
-const DefaultBookingAllowance = 64.0
+const DefaultAllowance = 64.0
 
-// DefaultPurgeAfter is how long after its start an unused booking is
-// released (--purge-after).
-const DefaultPurgeAfter = 30 * time.Minute
-
-// bookingHorizon is how far ahead bookingList expands the occurrences
+// horizon is how far ahead list expands the occurrences
 // of repeating bookings.
-const bookingHorizon = 7 * 24 * time.Hour
+const horizon = 7 * 24 * time.Hour
 
-// maxBookingNames bounds the nodes and users one booking names.
-const maxBookingNames = 1024
+// maxNames bounds the nodes and users one booking names.
+const maxNames = 1024
 
 var bookingName = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
-var bookingFlags = []string{api.BookingFlex, api.BookingMagnetic, api.BookingIgnoreJobs, api.BookingDaily, api.BookingWeekly, api.BookingMaint}
+var knownFlags = []string{api.BookingFlex, api.BookingMagnetic, api.BookingIgnoreJobs, api.BookingDaily, api.BookingWeekly, api.BookingMaint}
 
 // span is one window of a booking.
 type span struct{ start, end time.Time }
 
 func (s span) overlaps(t span) bool { return s.start.Before(t.end) && t.start.Before(s.end) }
 
-// bookingPeriod is how often r repeats; 0: it does not.
-func bookingPeriod(r *api.Reservation) time.Duration {
+// period is how often r repeats; 0: it does not.
+func period(r *api.Reservation) time.Duration {
 	switch {
 	case slices.Contains(r.Flags, api.BookingDaily):
 		return 24 * time.Hour
@@ -63,7 +52,7 @@ func bookingPeriod(r *api.Reservation) time.Duration {
 // to (at least its current one).
 func occurrences(r *api.Reservation, to time.Time) []span {
 	out := []span{{r.Start, r.End}}
-	p := bookingPeriod(r)
+	p := period(r)
 	if p == 0 {
 		return out
 	}
@@ -73,10 +62,10 @@ func occurrences(r *api.Reservation, to time.Time) []span {
 	return out
 }
 
-// bookingsOverlap returns the first window of b that overlaps a window
+// overlap returns the first window of b that overlaps a window
 // of a. Both repeat with periods dividing a week, so looking a week and
 // a window past the later start sees every overlap there will be.
-func bookingsOverlap(a, b *api.Reservation) (span, bool) {
+func overlap(a, b *api.Reservation) (span, bool) {
 	to := later(a.Start, b.Start).Add(8 * 24 * time.Hour).Add(max(a.End.Sub(a.Start), b.End.Sub(b.Start)))
 	as := occurrences(a, to)
 	for _, w := range occurrences(b, to) {
@@ -94,9 +83,9 @@ func live(r *api.Reservation) bool {
 	return r.State != api.BookingReleased && r.State != api.BookingEnded
 }
 
-// applyBookingRequest applies req's fields to r (a new booking when
+// applyRequest applies req's fields to r (a new booking when
 // create) and checks each, naming the field of the first that is wrong.
-func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create bool, now time.Time) error {
+func applyRequest(r *api.Reservation, req *api.ReservationRequest, create bool, now time.Time) error {
 	if req.GPUs != nil {
 		if *req.GPUs < 1 {
 			return api.Invalid("gpus", "must be 1 or more")
@@ -106,8 +95,8 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 		return api.Invalid("gpus", "is required: how many GPUs to book")
 	}
 	if req.Nodes != nil {
-		if len(*req.Nodes) > maxBookingNames {
-			return api.Invalid("nodes", "names %d nodes; at most %d are allowed", len(*req.Nodes), maxBookingNames)
+		if len(*req.Nodes) > maxNames {
+			return api.Invalid("nodes", "names %d nodes; at most %d are allowed", len(*req.Nodes), maxNames)
 		}
 		r.Nodes = trimmedSet(*req.Nodes)
 	}
@@ -170,8 +159,8 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 		return api.Invalid("start", "%s is in the past", stamp(r.Start))
 	}
 	if req.Users != nil {
-		if len(*req.Users) > maxBookingNames {
-			return api.Invalid("users", "names %d users; at most %d are allowed", len(*req.Users), maxBookingNames)
+		if len(*req.Users) > maxNames {
+			return api.Invalid("users", "names %d users; at most %d are allowed", len(*req.Users), maxNames)
 		}
 		r.Users = trimmedSet(*req.Users)
 		for _, u := range r.Users {
@@ -193,13 +182,13 @@ func applyBookingRequest(r *api.Reservation, req *api.ReservationRequest, create
 			if f == "" || slices.Contains(r.Flags, f) {
 				continue
 			}
-			if !slices.Contains(bookingFlags, f) {
-				return api.Invalid("flags", "unknown flag %q; known: %s", f, strings.Join(bookingFlags, ", "))
+			if !slices.Contains(knownFlags, f) {
+				return api.Invalid("flags", "unknown flag %q; known: %s", f, strings.Join(knownFlags, ", "))
 			}
 			r.Flags = append(r.Flags, f)
 		}
 	}
-	if p := bookingPeriod(r); p > 0 {
+	if p := period(r); p > 0 {
 		if slices.Contains(r.Flags, api.BookingDaily) && slices.Contains(r.Flags, api.BookingWeekly) {
 			return api.Invalid("flags", "give daily or weekly, not both")
 		}
@@ -266,15 +255,15 @@ func gpuHoursIn(r *api.Reservation, week span) float64 {
 // checkAllowance refuses a user's booking that would take their booked
 // GPU-hours past the weekly allowance in any ISO week it touches in its
 // first two weeks (a repeating booking books the same every week after).
-// Admins are not bounded. Lock held.
-func (o *Orchestrator) checkAllowance(r *api.Reservation, who Booker) error {
+// Admins are not bounded.
+func (b *Books) checkAllowance(r *api.Reservation, who Booker) error {
 	if who.Admin {
 		return nil
 	}
-	allow := o.cfg.BookingAllowance
+	allow := b.cfg.Allowance
 	switch {
 	case allow == 0:
-		allow = DefaultBookingAllowance
+		allow = DefaultAllowance
 	case allow < 0:
 		return &api.Error{Status: http.StatusForbidden, Code: "forbidden", Field: "gpus",
 			Message: "only admins book GPUs on this server (--booking-allowance 0)"}
@@ -287,9 +276,9 @@ func (o *Orchestrator) checkAllowance(r *api.Reservation, who Booker) error {
 			}
 			seen[week.start] = true
 			var have float64
-			for _, b := range o.bookings {
-				if b.Name != r.Name && b.Owner == r.Owner && live(b) {
-					have += gpuHoursIn(b, week)
+			for _, o := range b.byName {
+				if o.Name != r.Name && o.Owner == r.Owner && live(o) {
+					have += gpuHoursIn(o, week)
 				}
 			}
 			want := gpuHoursIn(r, week)
@@ -314,15 +303,15 @@ type blocker struct {
 	gpus []gpuKey // in order
 }
 
-// allocateBooking chooses the GPUs r blocks: of its nodes (or every node
+// allocate chooses the GPUs r blocks: of its nodes (or every node
 // that is up) and of its GPU type, free of other live bookings over each
 // of its windows and, unless ignore_jobs, not held by running jobs or
 // holds expected to run into its start. It prefers the current
 // allocation when it still fits, then one node (the fullest that fits),
-// then the nodes with most free GPUs. Lock held.
-func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, error) {
+// then the nodes with most free GPUs.
+func (b *Books) allocate(r *api.Reservation) ([]api.Allocation, error) {
 	for _, n := range r.Nodes {
-		if _, ok := o.nodeIndex[n]; !ok {
+		if !b.cluster.HasNode(n) {
 			return nil, api.Invalid("nodes", "no node %q in the cluster", n)
 		}
 	}
@@ -333,9 +322,9 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 	}
 	cand := map[gpuKey]gpuInfo{}
 	var order []gpuKey
-	for i := range o.nodes {
-		n := &o.nodes[i]
-		if len(r.Nodes) > 0 && !slices.Contains(r.Nodes, n.ID) || len(r.Nodes) == 0 && n.down {
+	for i := range b.cluster.NodeCount() {
+		n := b.cluster.NodeAt(i)
+		if len(r.Nodes) > 0 && !slices.Contains(r.Nodes, n.ID) || len(r.Nodes) == 0 && n.Down {
 			continue
 		}
 		for _, d := range n.Devices {
@@ -372,30 +361,25 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 			why = append(why, blocker{what, mine})
 		}
 	}
-	names := make([]string, 0, len(o.bookings))
-	for name := range o.bookings {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		b := o.bookings[name]
-		if name == r.Name || !live(b) {
+	for _, name := range b.names() {
+		o := b.byName[name]
+		if name == r.Name || !live(o) {
 			continue
 		}
-		w, ok := bookingsOverlap(r, b)
+		w, ok := overlap(r, o)
 		if !ok {
 			continue
 		}
-		ks := make([]gpuKey, 0, len(b.Allocation))
-		for _, a := range b.Allocation {
+		ks := make([]gpuKey, 0, len(o.Allocation))
+		for _, a := range o.Allocation {
 			ks = append(ks, gpuKey{a.NodeID, a.GPUID})
 		}
-		block("booked by "+b.Name+" "+window(w), ks)
+		block("booked by "+o.Name+" "+window(w), ks)
 	}
 	// Slurm's rule is for a window yet to begin (a change to a booking in
 	// its window does not meet the jobs running in it).
-	if !slices.Contains(r.Flags, api.BookingIgnoreJobs) && (r.State != api.BookingActive || r.Start.After(o.cfg.Now())) {
-		o.blockRunning(r.Name, r.Start, block)
+	if !slices.Contains(r.Flags, api.BookingIgnoreJobs) && (r.State != api.BookingActive || r.Start.After(b.cfg.Now())) {
+		b.blockRunning(r.Name, r.Start, block)
 	}
 	if keep := r.Allocation; len(keep) == r.GPUs {
 		ok := true
@@ -436,16 +420,16 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 	}
 	if len(pick) < r.GPUs {
 		parts := make([]string, 0, min(len(why), maxBlockers)+1)
-		for i, b := range why {
+		for i, w := range why {
 			if i == maxBlockers {
 				parts = append(parts, fmt.Sprintf("and %d more bookings, jobs or holds", len(why)-maxBlockers))
 				break
 			}
 			verb := " are "
-			if len(b.gpus) == 1 {
+			if len(w.gpus) == 1 {
 				verb = " is "
 			}
-			parts = append(parts, keysText(b.gpus)+verb+b.what)
+			parts = append(parts, keysText(w.gpus)+verb+w.what)
 		}
 		return nil, &api.Error{Status: http.StatusUnprocessableEntity, Code: "booking_conflict", Field: "gpus",
 			Message: fmt.Sprintf("%s needs %d GPUs %s; only %d are free then: %s", r.Name, r.GPUs, window(span{r.Start, r.End}), len(pick), strings.Join(parts, "; "))}
@@ -461,19 +445,14 @@ func (o *Orchestrator) allocateBooking(r *api.Reservation) ([]api.Allocation, er
 // blockRunning blocks the GPUs of active jobs (but those of the booking
 // named name) and holds expected to run past start (Slurm's rule): a job
 // until its time limit (else its estimate, else for ever), a hold until
-// its expiry. Lock held.
-func (o *Orchestrator) blockRunning(name string, start time.Time, block func(string, []gpuKey)) {
-	ids := make([]string, 0, len(o.active))
-	for id := range o.active {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		j := o.jobs[id]
+// its expiry.
+func (b *Books) blockRunning(name string, start time.Time, block func(string, []gpuKey)) {
+	for _, id := range b.cluster.SortedActiveIDs() {
+		j := b.cluster.Job(id)
 		if j == nil || j.Reservation == name {
 			continue
 		}
-		from := o.cfg.Now()
+		from := b.cfg.Now()
 		if j.StartedAt != nil {
 			from = *j.StartedAt
 		}
@@ -496,8 +475,11 @@ func (o *Orchestrator) blockRunning(name string, start time.Time, block func(str
 		}
 		block(what, ks)
 	}
-	for _, h := range o.holds.Sorted() {
-		end := o.holds.Expiry(h)
+	if b.cfg.Holds == nil {
+		return
+	}
+	for _, h := range b.cfg.Holds.Sorted() {
+		end := b.cfg.Holds.Expiry(h)
 		what := "held by hold " + h.JobID
 		if !end.IsZero() {
 			if !end.After(start) {
@@ -513,36 +495,18 @@ func (o *Orchestrator) blockRunning(name string, start time.Time, block func(str
 	}
 }
 
-// keysText says which GPUs: "GPUs 0-7 on node-1".
-func keysText(ks []gpuKey) string {
-	as := make([]api.Allocation, len(ks))
-	for i, k := range ks {
-		as[i] = api.Allocation{NodeID: k.node, GPUID: k.index}
-	}
-	return holds.GPUs(as)
+// gpuKey is one GPU: a node and the GPU's index on it.
+type gpuKey struct {
+	node  string
+	index int
 }
 
-// stamp writes a time for people: "2026-12-01 09:00 UTC".
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") }
-
-// window writes a span: "2026-12-01 09:00-17:00 UTC", or both dates when
-// it crosses midnight.
-func window(w span) string {
-	s, e := w.start.UTC(), w.end.UTC()
-	if s.Format("2006-01-02") == e.Format("2006-01-02") {
-		return s.Format("2006-01-02 15:04") + "-" + e.Format("15:04 UTC")
+// names returns the bookings' names in order.
+func (b *Books) names() []string {
+	names := make([]string, 0, len(b.byName))
+	for name := range b.byName {
+		names = append(names, name)
 	}
-	return s.Format("2006-01-02 15:04") + " to " + e.Format("2006-01-02 15:04 UTC")
-}
-
-// trimmedSet is names trimmed, without empty ones and repeats, in order
-// (nil when none is left).
-func trimmedSet(names []string) []string {
-	var out []string
-	for _, n := range names {
-		if n = strings.TrimSpace(n); n != "" && !slices.Contains(out, n) {
-			out = append(out, n)
-		}
-	}
-	return out
+	slices.Sort(names)
+	return names
 }

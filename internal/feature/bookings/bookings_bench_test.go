@@ -1,4 +1,4 @@
-package orchestrator
+package bookings
 
 import (
 	"fmt"
@@ -6,19 +6,17 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature/holds"
 )
 
-// benchBookings fills an orchestrator's books with n one-GPU bookings on
-// 8-GPU nodes, a day apart per GPU, every repeat-th one daily (0: none).
-func benchBookings(n, repeat int) *Orchestrator {
-	o := &Orchestrator{bookings: map[string]*api.Reservation{}, nodeIndex: map[string]int{}, active: map[string]bool{}, holds: holds.New(0),
-		cfg: Config{Now: time.Now}}
+// benchBookings fills books with n one-GPU bookings on 16 8-GPU nodes, a
+// day apart per GPU, every repeat-th one daily (0: none).
+func benchBookings(n, repeat int) *Books {
+	c := newCluster()
 	for i := range 16 {
-		nd := simNode(fmt.Sprintf("n%02d", i), 8)
-		o.nodeIndex[nd.ID] = len(o.nodes)
-		o.nodes = append(o.nodes, nd)
+		c.nodes = append(c.nodes, node(fmt.Sprintf("n%02d", i), "H100", 8))
 	}
+	now := time.Now()
+	b := newBooks(c, &now, Config{})
 	base := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 	for i := range n {
 		g := i % 128
@@ -28,9 +26,9 @@ func benchBookings(n, repeat int) *Orchestrator {
 		if repeat > 0 && i%repeat == 0 {
 			r.Flags = []string{api.BookingDaily}
 		}
-		o.bookings[r.Name] = r
+		b.Add(r)
 	}
-	return o
+	return b
 }
 
 // BenchmarkReservationList is the cycle's read of the bookings, with and
@@ -41,10 +39,10 @@ func BenchmarkReservationList(b *testing.B) {
 		name      string
 		n, repeat int
 	}{{"none", 0, 0}, {"1000-once", 1000, 0}, {"1000-tenth-daily", 1000, 10}} {
-		o := benchBookings(c.n, c.repeat)
+		books := benchBookings(c.n, c.repeat)
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				o.bookingList(now)
+				books.list(now)
 			}
 		})
 	}
@@ -57,12 +55,12 @@ func BenchmarkAllocateBooking(b *testing.B) {
 		name      string
 		n, repeat int
 	}{{"none", 0, 0}, {"1000-once", 1000, 0}, {"1000-tenth-daily", 1000, 10}} {
-		o := benchBookings(c.n, c.repeat)
+		books := benchBookings(c.n, c.repeat)
 		s := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) // between the bookings of that day and the next
 		r := &api.Reservation{Name: "new", GPUs: 8, Start: s, End: s.Add(4 * time.Hour)}
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				if _, err := o.allocateBooking(r); err != nil {
+				if _, err := books.allocate(r); err != nil {
 					b.Fatal(err)
 				}
 			}

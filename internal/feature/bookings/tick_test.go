@@ -1,0 +1,109 @@
+package bookings
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/notify"
+)
+
+// step runs one tick's Step at now and returns its transaction.
+func step(b *Books, now time.Time) *fakeTx {
+	tx := &fakeTx{now: now}
+	b.Step(tx)
+	return tx
+}
+
+// TestLifecycle: an unused booking is released PurgeAfter after its
+// start, its idle time charged and its booker told; a used one ends at
+// its end with its jobs' GPU time taken off; a daily one moves on.
+func TestLifecycle(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	base := now
+	c := newCluster(node("n1", "H100", 8))
+	told := &noter{}
+	b := newBooks(c, &now, Config{PurgeAfter: 30 * time.Minute, Notes: told})
+	root := Booker{User: "root", Admin: true}
+	for _, r := range []api.ReservationRequest{
+		req("unused", 2, base, time.Minute, 2*time.Hour),
+		req("used", 2, base, time.Minute, 2*time.Hour),
+	} {
+		if _, _, err := create(b, now, r, root); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tx := step(b, now); !tx.batch.Empty() {
+		t.Fatalf("a tick before any window changed %+v", tx.batch)
+	}
+	now = base.Add(2 * time.Minute) // every window open
+	if tx := step(b, now); len(tx.batch.Bookings) != 2 {
+		t.Fatalf("windows opened: %d records, want 2", len(tx.batch.Bookings))
+	}
+	if r, _ := b.Get("unused"); r.State != api.BookingActive {
+		t.Fatalf("unused at 08:02: %s", r.State)
+	}
+	c.run(&api.Job{ID: "j1", Reservation: "used"}, now, api.Allocation{NodeID: "n1", GPUID: 0})
+	step(b, now.Add(time.Second))
+	if r, _ := b.Get("used"); r.UsedAt == nil || !r.UsedAt.Equal(now) {
+		t.Fatalf("used's used_at: %v, want %v", r.UsedAt, now)
+	}
+	now = base.Add(32 * time.Minute) // past the purge time
+	step(b, now)
+	r, _ := b.Get("unused")
+	if want := 2 * 31 * 60.0; r.State != api.BookingReleased || math.Abs(r.IdleGPUSeconds-want) > 1 || c.charged["unused"] != r.IdleGPUSeconds {
+		t.Fatalf("unused: %s with %v idle GPU-seconds (want released, %v), charged %v", r.State, r.IdleGPUSeconds, want, c.charged["unused"])
+	}
+	if len(told.evs) != 1 || told.evs[0].Kind != notify.ReservationReleased || told.evs[0].Booking.Name != "unused" {
+		t.Fatalf("notifications: %+v", told.evs)
+	}
+	// The job runs 58 (08:02 to 09:00) of the used booking's 119 minutes
+	// on one GPU of its two.
+	c.end("j1", base.Add(time.Hour))
+	now = base.Add(61 * time.Minute)
+	step(b, now)
+	if r, _ := b.Get("used"); r.State != api.BookingActive || math.Abs(r.UsedGPUSeconds-58*60) > 1 {
+		t.Fatalf("used after its job ended: %s used %v", r.State, r.UsedGPUSeconds)
+	}
+	now = base.Add(3 * time.Hour)
+	step(b, now)
+	r, _ = b.Get("used")
+	if want := 2*119*60.0 - 58*60; r.State != api.BookingEnded || r.EndedAt == nil || math.Abs(r.IdleGPUSeconds-want) > 1 {
+		t.Fatalf("used ended: %s idle %v, want ended with %v", r.State, r.IdleGPUSeconds, want)
+	}
+	if len(told.evs) != 1 {
+		t.Fatalf("an ended booking was told as released: %+v", told.evs)
+	}
+	// A booking deleted in its window is released, its idle time so far
+	// counted, and nobody is told.
+	if _, _, err := create(b, now, req("brief", 4, now, time.Minute, time.Hour), root); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(11 * time.Minute)
+	r, err := b.Delete(&fakeTx{now: now}, "brief", root)
+	if err != nil || r.State != api.BookingReleased || math.Abs(r.IdleGPUSeconds-4*10*60) > 1 || len(told.evs) != 1 {
+		t.Fatalf("deleted in its window: %+v %v, %d told", r, err, len(told.evs))
+	}
+}
+
+// TestRepeats: a weekly booking moves on to its next window when one
+// closes; the cycle sees its next occurrences within the horizon.
+func TestRepeats(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	base := now
+	b := newBooks(newCluster(node("n1", "H100", 8)), &now, Config{PurgeAfter: -1})
+	root := Booker{User: "root", Admin: true}
+	if _, _, err := create(b, now, with(req("d", 1, base, time.Minute, time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("daily") }), root); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(b.At(now)); n != 1+6 {
+		t.Fatalf("%d occurrences, want today's and the next 6 days' within the horizon", n)
+	}
+	now = base.Add(90 * time.Minute)
+	step(b, now)
+	r, _ := b.Get("d")
+	if r.Occurrence != 1 || !r.Start.Equal(base.Add(24*time.Hour+time.Minute)) || r.State != api.BookingScheduled || math.Abs(r.IdleGPUSeconds-59*60) > 1 {
+		t.Fatalf("daily after its first window: %+v", r)
+	}
+}
