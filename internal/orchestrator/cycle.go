@@ -171,9 +171,9 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	now := o.cfg.Now()
 	snap, groups := o.snapshotGroups(now, o.on.eligibleQueue(tx, o.queueOrder()), o.queueBuf) // features.go: jobs with unmet dependencies wait outside
 	var reports *txn                                                                          // committed before the decision (split)
-	splitMax, deciding := splitQueue, o.deciding
-	if o.splitMax > 0 {
-		splitMax = o.splitMax
+	splitMax, deciding := splitQueue, o.test.deciding
+	if o.test.splitMax > 0 {
+		splitMax = o.test.splitMax
 	}
 	if queueSize(snap.Queue) > splitMax {
 		err := o.commit(ctx, tx)

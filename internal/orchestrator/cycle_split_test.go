@@ -34,8 +34,8 @@ func TestCycleDecidesWithoutTheLock(t *testing.T) {
 			}
 			readable := make(chan bool, 1)
 			h.o.mu.Lock()
-			h.o.splitMax = tc.splitMax
-			h.o.deciding = func() {
+			h.o.test.splitMax = tc.splitMax
+			h.o.test.deciding = func() {
 				ok := h.o.mu.TryRLock()
 				if ok {
 					h.o.mu.RUnlock()

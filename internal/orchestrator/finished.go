@@ -76,38 +76,38 @@ func (o *Orchestrator) evictFinished(tx *txn) {
 		switch {
 		case !j.State.Terminal() || o.jobs[j.ID] != j:
 		case j.ArrayJobID != "":
-			o.recent.add(j) // its array keeps it in o.jobs until done; the statistics read it here
+			o.gone.recent.add(j) // its array keeps it in o.jobs until done; the statistics read it here
 		default:
 			gone = append(gone, j)
 		}
 	}
 	for _, j := range gone {
-		o.recent.add(o.slimEnded(j)) // sizes.go
+		o.gone.recent.add(o.slimEnded(j)) // sizes.go
 	}
 	o.dropEnded(gone, tx.now)
 }
 
 // dropEnded takes ended jobs out of o.jobs and the books beside it,
-// counting them (o.ended) and their last events (the tally) first. Write
+// counting them (o.gone.byState) and their last events (the tally) first. Write
 // lock held.
 func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	if len(gone) == 0 {
 		return
 	}
-	if o.ended == nil {
-		o.ended = map[api.State]int{}
+	if o.gone.byState == nil {
+		o.gone.byState = map[api.State]int{}
 	}
 	o.hist.Gone(gone, now) // their events not yet counted
 	for _, j := range gone {
 		delete(o.jobs, j.ID)
 		o.pending.drop(j.ID)
 		delete(o.plan, j.ID)
-		o.ended[j.State]++
+		o.gone.byState[j.State]++
 	}
-	o.evicted += len(gone)
-	if o.evicted > len(o.order)/2+1024 {
+	o.gone.evicted += len(gone)
+	if o.gone.evicted > len(o.order)/2+1024 {
 		o.order = slices.DeleteFunc(o.order, func(id string) bool { _, ok := o.jobs[id]; return !ok })
-		o.evicted = 0
+		o.gone.evicted = 0
 	}
 	if len(o.idem) > 2*len(o.jobs)+RecentFinished {
 		for k, id := range o.idem { // the store keeps the keys of ended jobs
@@ -124,7 +124,7 @@ func (o *Orchestrator) lookup(id string) (*api.Job, bool) {
 	if j, ok := o.jobs[id]; ok {
 		return j, true
 	}
-	j, ok := o.recent.byID[id]
+	j, ok := o.gone.recent.byID[id]
 	return j, ok
 }
 
@@ -142,7 +142,7 @@ func (o *Orchestrator) stored(id string) (api.Job, error) {
 // lookupAny returns a job from memory or else the store; false when
 // neither holds it (or the store cannot be read). Lock held.
 func (o *Orchestrator) lookupAny(id string) (*api.Job, bool) {
-	if j, ok := o.lookup(id); ok && !o.recent.slim[id] {
+	if j, ok := o.lookup(id); ok && !o.gone.recent.slim[id] {
 		return j, true
 	}
 	j, err := o.stored(id)
@@ -212,10 +212,10 @@ func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
 		secs float64
 	}
 	perUser := map[string]*runs{}
-	o.ended = map[api.State]int{}
+	o.gone.byState = map[api.State]int{}
 	for _, r := range rows { // by user, newest hour first
 		if r.Jobs > 0 {
-			o.ended[r.State] += r.Jobs
+			o.gone.byState[r.State] += r.Jobs
 		}
 		if r.GPUSeconds > 0 {
 			o.ledger.Add(r.User, r.Project, r.GPUSeconds, r.Hour.Add(30*time.Minute))
@@ -256,7 +256,7 @@ func (o *Orchestrator) startedJobs() iter.Seq[*api.Job] {
 				return
 			}
 		}
-		for _, j := range o.recent.byID {
+		for _, j := range o.gone.recent.byID {
 			if !yield(j) {
 				return
 			}

@@ -197,34 +197,17 @@ type Orchestrator struct {
 
 	att time.Time // Config.Clock at the loop's last look at its nodes (liveness.go)
 
-	storeDown atomic.Pointer[string]        // why the store cannot write, while it cannot (storedown.go)
-	downSig   atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
-	looping   bool                          // Run has begun: failed commits are retried (loop only)
+	health storeHealth // whether the store writes, and who waits on it (storedown.go)
 
 	notes   *notes.Notes   // notifications: what was noted, alerts told (feature/notes)
 	reclaim *reclaim.Books // idle reclaim of interactive jobs (package reclaim)
 
 	bookings *bookings.Books // bookings and their running jobs (feature/bookings)
 
-	spend   *spend.Books      // the usage ledger, prices and budgets (feature/spend)
-	recent  recentRing        // the jobs that ended last, out of o.jobs (finished.go)
-	evicted int               // ids in o.order whose jobs left o.jobs (finished.go)
-	ended   map[api.State]int // jobs that left o.jobs, by state (finished.go)
-	viewGen atomic.Uint64     // commits and cycles so far: the age of cached views (queue_page.go); written under the write lock, read without
-	// viewQueued is len(queued) as of the last notify: read without the
-	// lock by the queue view (queue_page.go).
-	viewQueued atomic.Int64
-	qcache     queueCache // the last queue view computed (queue_page.go)
-
-	// splitMax is splitQueue unless a test sets it; deciding, when a
-	// test sets it, runs while a cycle decides (cycle.go). Written under
-	// the write lock, read by the loop.
-	splitMax int
-	deciding func()
-	// readHook, when a test sets it (before Run), runs before each store
-	// read that an API reader makes without the lock (reads.go).
-	readHook func(what string)
-
+	spend *spend.Books // the usage ledger, prices and budgets (feature/spend)
+	gone  endedBooks   // jobs that ended and left o.jobs (finished.go)
+	views viewCache    // the age of cached views, and the last queue view (queue_page.go)
+	test  testHooks    // seams only tests set
 	sizes *sizes.Books // per user: bytes of jobs not ended and arrays in memory (package sizes)
 
 	lastNumber int64 // the last short number given (numbers.go); loop only
@@ -239,6 +222,43 @@ type cycleStats struct {
 type gpuKey struct {
 	node  string
 	index int
+}
+
+// storeHealth is what the loop knows of its store's ability to write
+// (storedown.go).
+type storeHealth struct {
+	down    atomic.Pointer[string]        // why the store cannot write, while it cannot
+	sig     atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
+	looping bool                          // Run has begun: failed commits are retried (loop only)
+}
+
+// endedBooks are the jobs that ended and left o.jobs (finished.go).
+type endedBooks struct {
+	recent  recentRing        // the last of them, kept for reads, log tails and dependencies
+	evicted int               // ids in o.order whose jobs left o.jobs
+	byState map[api.State]int // how many left, by state
+}
+
+// viewCache dates the views computed without the lock (queue_page.go).
+type viewCache struct {
+	// gen counts commits and cycles: the age of cached views; written
+	// under the write lock, read without.
+	gen atomic.Uint64
+	// queued is len(queued) as of the last notify, read without the lock.
+	queued atomic.Int64
+	queue  queueCache // the last queue view computed
+}
+
+// testHooks are seams a test sets before Run; the server leaves them
+// zero.
+type testHooks struct {
+	// splitMax replaces splitQueue; deciding runs while a cycle
+	// decides (cycle.go). Written under the write lock, read by the loop.
+	splitMax int
+	deciding func()
+	// readHook runs before each store read that an API reader makes
+	// without the lock (reads.go).
+	readHook func(what string)
 }
 
 // ErrStore wraps a store's failure to commit. The loop retries the commit
@@ -314,7 +334,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.arr.init()
-	o.downSig.Store(new(make(chan struct{})))
+	o.health.sig.Store(new(make(chan struct{})))
 	o.nodeEvents.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
 		n.static, n.lastSeen = true, cfg.Now()
@@ -346,7 +366,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		defer tick.Stop()
 		ticks = tick.C
 	}
-	o.looping = true
+	o.health.looping = true
 	go o.recordHistory(ctx)
 	for {
 		if o.dirty && o.isRunning() {
@@ -574,8 +594,8 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 
 // notify wakes everyone waiting on Changed. Write lock held.
 func (o *Orchestrator) notify() {
-	o.viewGen.Add(1) // views computed before are stale (queue_page.go)
-	o.viewQueued.Store(int64(len(o.queued)))
+	o.views.gen.Add(1) // views computed before are stale (queue_page.go)
+	o.views.queued.Store(int64(len(o.queued)))
 	close(o.changed)
 	o.changed = make(chan struct{})
 }

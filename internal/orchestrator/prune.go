@@ -105,10 +105,10 @@ func arraysOf(keep []string) []string {
 func (o *Orchestrator) forgetPruned(gone []store.PrunedJob) {
 	o.mu.Lock()
 	for _, p := range gone {
-		if o.ended[p.State] > 0 {
-			o.ended[p.State]--
+		if o.gone.byState[p.State] > 0 {
+			o.gone.byState[p.State]--
 		}
-		delete(o.recent.byID, p.ID)
+		delete(o.gone.recent.byID, p.ID)
 	}
 	o.mu.Unlock()
 	if o.cfg.DataDir == "" {

@@ -73,29 +73,29 @@ const SyncQueueView = 10000
 // the cached one, and the statistics are computed if the lock is free at
 // once, else the last ones computed (a cycle old at most).
 func (o *Orchestrator) queueView() api.QueueResponse {
-	gen, queued := o.viewGen.Load(), int(o.viewQueued.Load())
-	o.qcache.mu.Lock()
-	defer o.qcache.mu.Unlock()
+	gen, queued := o.views.gen.Load(), int(o.views.queued.Load())
+	o.views.queue.mu.Lock()
+	defer o.views.queue.mu.Unlock()
 	syncMax := SyncQueueView
-	if o.qcache.syncMax > 0 {
-		syncMax = o.qcache.syncMax
+	if o.views.queue.syncMax > 0 {
+		syncMax = o.views.queue.syncMax
 	}
-	if !o.qcache.valid || (o.qcache.gen != gen && queued <= syncMax) {
-		o.qcache.r, o.qcache.gen, o.qcache.valid = o.Queue(), gen, true
-		o.qcache.stats, o.qcache.hasStats = o.qcache.r.Statistics, true
-		return o.qcache.r
+	if !o.views.queue.valid || (o.views.queue.gen != gen && queued <= syncMax) {
+		o.views.queue.r, o.views.queue.gen, o.views.queue.valid = o.Queue(), gen, true
+		o.views.queue.stats, o.views.queue.hasStats = o.views.queue.r.Statistics, true
+		return o.views.queue.r
 	}
-	if o.qcache.gen != gen && !o.qcache.refreshing {
-		o.qcache.refreshing = true
+	if o.views.queue.gen != gen && !o.views.queue.refreshing {
+		o.views.queue.refreshing = true
 		go func() {
 			r := o.Queue()
-			o.qcache.mu.Lock()
-			o.qcache.r, o.qcache.gen, o.qcache.refreshing = r, gen, false
-			o.qcache.stats, o.qcache.hasStats = r.Statistics, true
-			o.qcache.mu.Unlock()
+			o.views.queue.mu.Lock()
+			o.views.queue.r, o.views.queue.gen, o.views.queue.refreshing = r, gen, false
+			o.views.queue.stats, o.views.queue.hasStats = r.Statistics, true
+			o.views.queue.mu.Unlock()
 		}()
 	}
-	r := o.qcache.r
+	r := o.views.queue.r
 	r.Statistics = o.statsNow()
 	r.NextCursor = ""
 	return r
@@ -107,11 +107,11 @@ func (o *Orchestrator) statsNow() api.QueueStatistics {
 	if o.mu.TryRLock() {
 		s := o.statistics(o.cfg.Now())
 		o.mu.RUnlock()
-		o.qcache.stats, o.qcache.hasStats = s, true
+		o.views.queue.stats, o.views.queue.hasStats = s, true
 		return s
 	}
-	if o.qcache.hasStats {
-		return o.qcache.stats
+	if o.views.queue.hasStats {
+		return o.views.queue.stats
 	}
 	return o.Statistics() // none yet: wait for the lock once
 }

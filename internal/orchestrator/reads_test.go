@@ -38,7 +38,7 @@ func TestSlowReadDoesNotStallTheLoop(t *testing.T) {
 			h.waitState(a.ID, api.StateRunning)
 
 			entered, release := make(chan struct{}), make(chan struct{})
-			h.o.readHook = func(what string) {
+			h.o.test.readHook = func(what string) {
 				if what == "jobs" {
 					close(entered)
 					<-release
@@ -162,7 +162,7 @@ func TestSlowStoreReadsWithoutTheLock(t *testing.T) {
 
 			entered, release := make(chan struct{}), make(chan struct{})
 			var once sync.Once
-			h.o.readHook = func(string) { once.Do(func() { close(entered); <-release }) }
+			h.o.test.readHook = func(string) { once.Do(func() { close(entered); <-release }) }
 			got := make(chan error, 1)
 			go func() { got <- c.read(h.o) }()
 			select {

@@ -39,9 +39,9 @@ func (o *Orchestrator) slimEnded(j *api.Job) *api.Job {
 	}
 	c := *j
 	c.Command, c.Env, c.NodeLabels = "", nil, nil
-	if o.recent.slim == nil {
-		o.recent.slim = map[string]bool{}
+	if o.gone.recent.slim == nil {
+		o.gone.recent.slim = map[string]bool{}
 	}
-	o.recent.slim[j.ID] = true
+	o.gone.recent.slim[j.ID] = true
 	return &c
 }

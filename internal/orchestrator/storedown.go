@@ -47,7 +47,7 @@ func (o *Orchestrator) commitRetrying(ctx context.Context, tx *txn) error {
 	if err == nil {
 		return nil
 	}
-	if !o.looping {
+	if !o.health.looping {
 		return fmt.Errorf("%w: %w", ErrStore, err) // New: no one holds the lock, and the start fails
 	}
 	if store.Permanent(err) {
@@ -56,8 +56,8 @@ func (o *Orchestrator) commitRetrying(ctx context.Context, tx *txn) error {
 		}
 	}
 	why := fmt.Sprintf("%v: %v", ErrStore, err)
-	o.storeDown.Store(&why)
-	close(*o.downSig.Load()) // callers of this batch learn it (await)
+	o.health.down.Store(&why)
+	close(*o.health.sig.Load()) // callers of this batch learn it (await)
 	o.log.Error("the store cannot write; changes are refused until it can (is its disk full?)", "err", err)
 	began := time.Now()
 	pause := storeRetryFirst
@@ -73,8 +73,8 @@ func (o *Orchestrator) commitRetrying(ctx context.Context, tx *txn) error {
 			err = o.commitWithout(ctx, tx, err)
 		}
 		if err == nil {
-			o.downSig.Store(new(make(chan struct{})))
-			o.storeDown.Store(nil)
+			o.health.sig.Store(new(make(chan struct{})))
+			o.health.down.Store(nil)
 			o.log.Info("the store writes again", "down_for", time.Since(began).Round(time.Millisecond))
 			return nil
 		}
@@ -160,7 +160,7 @@ func unstorableError(why error) error {
 // the store cannot write, the outcome is unknown until it can (the batch
 // is written then), and the caller gets 503 store_unavailable saying so.
 func (o *Orchestrator) await(ctx context.Context, p *op) (any, error) {
-	down := *o.downSig.Load()
+	down := *o.health.sig.Load()
 	for {
 		select {
 		case r := <-p.done:
@@ -189,7 +189,7 @@ func (o *Orchestrator) await(ctx context.Context, p *op) (any, error) {
 // storeDownError is the error a change gets while the store cannot write;
 // nil when it can.
 func (o *Orchestrator) storeDownError() error {
-	why := o.storeDown.Load()
+	why := o.health.down.Load()
 	if why == nil {
 		return nil
 	}
