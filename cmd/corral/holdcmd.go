@@ -149,15 +149,9 @@ hold's owner or an admin may release it.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			h, err := cl.Release(cmd.Context(), api.ReleaseRequest{JobID: args[0]})
-			if err != nil {
-				return err
-			}
-			return c.emit(h, func(w io.Writer) error { return printHold(w, h) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Hold, error) {
+				return cl.Release(ctx, api.ReleaseRequest{JobID: args[0]})
+			}, printHold)
 		},
 	}
 }

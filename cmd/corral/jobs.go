@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -603,15 +604,9 @@ func (c *cli) newPriorityCmd() *cobra.Command {
 			if _, err := api.ParsePriority(args[1]); err != nil {
 				return usageError{err}
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			job, err := cl.SetPriority(cmd.Context(), args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return c.emit(job, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Job, error) {
+				return cl.SetPriority(ctx, args[0], args[1])
+			}, func(w io.Writer, job api.Job) error {
 				_, err := fmt.Fprintf(w, "job %s priority is now %s\n", job.ID, job.Priority)
 				return err
 			})

@@ -339,15 +339,9 @@ func (c *cli) newUserCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			inv, err := cl.CreateInvite(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return c.emit(inv, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Invite, error) {
+				return cl.CreateInvite(ctx, req)
+			}, func(w io.Writer, inv api.Invite) error {
 				fmt.Fprintf(w, "invite %s for %s (%s)", inv.ID, inv.User, inv.Role)
 				if len(inv.Projects) > 0 {
 					fmt.Fprintf(w, ", projects %s", strings.Join(inv.Projects, ", "))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
 )
 
 // corral reserve: bookings (docs/bookings.md), with Slurm's flag names.
@@ -144,15 +146,9 @@ func (c *cli) newReserveCreateCmd() *cobra.Command {
 				return err
 			}
 			req.Name = args[0]
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.CreateReservation(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error { return printBooking(w, r) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.CreateReservation(ctx, req)
+			}, printBooking)
 		},
 	}
 	b.register(cmd)
@@ -171,15 +167,9 @@ func (c *cli) newReserveUpdateCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.UpdateReservation(cmd.Context(), args[0], req)
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error { return printBooking(w, r) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.UpdateReservation(ctx, args[0], req)
+			}, printBooking)
 		},
 	}
 	b.register(cmd)
@@ -192,15 +182,9 @@ func (c *cli) newReserveListCmd() *cobra.Command {
 		Short: "Every booking, by start (GET /reservations)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			rs, err := cl.Reservations(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return c.emit(rs, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) ([]api.Reservation, error) {
+				return cl.Reservations(ctx)
+			}, func(w io.Writer, rs []api.Reservation) error {
 				t := newTable(w, "NAME", "STATE", "START", "END", "GPUS", "WHERE", "USERS", "PROJECT", "FLAGS", "OWNER")
 				for _, r := range rs {
 					t.row(r.Name, r.State, localTime(r.Start), localTime(r.End), strconv.Itoa(r.GPUs), gpusText(r.Allocation),
@@ -218,15 +202,9 @@ func (c *cli) newReserveShowCmd() *cobra.Command {
 		Short: "One booking, with its GPUs (GET /reservations/{name})",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.Reservation(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error { return printBooking(w, r) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.Reservation(ctx, args[0])
+			}, printBooking)
 		},
 	}
 }
@@ -237,15 +215,9 @@ func (c *cli) newReserveDeleteCmd() *cobra.Command {
 		Short: "Delete a booking; one already begun is released (DELETE /reservations/{name})",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.DeleteReservation(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.DeleteReservation(ctx, args[0])
+			}, func(w io.Writer, r api.Reservation) error {
 				if r.State == api.BookingReleased {
 					_, err := fmt.Fprintf(w, "booking %s released\n", r.Name)
 					return err

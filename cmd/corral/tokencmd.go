@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -57,15 +58,9 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 				}
 				req.ExpiresIn = rawString(d)
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			t, err := cl.CreateToken(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return c.emit(t, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.NewToken, error) {
+				return cl.CreateToken(ctx, req)
+			}, func(w io.Writer, t api.NewToken) error {
 				fmt.Fprintf(w, "token %s for %s (%s)", t.ID, t.User, t.Role)
 				if len(t.Projects) > 0 {
 					fmt.Fprintf(w, ", projects %s", strings.Join(t.Projects, ", "))
@@ -91,16 +86,10 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.Tokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			now := c.now()
-			return c.emit(l, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.TokenList, error) {
+				return cl.Tokens(ctx)
+			}, func(w io.Writer, l api.TokenList) error {
+				now := c.now()
 				t := newTable(w, "ID", "USER", "ROLE", "PROJECTS", "CREATED", "STATUS", "DESCRIPTION")
 				for _, tk := range l.Tokens {
 					status := "active"
@@ -127,15 +116,9 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 		Short: "Revoke a token: it stops working at once",
 		Args:  argsExactly(1, "the token id (see corral token list)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			t, err := cl.RevokeToken(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(t, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Token, error) {
+				return cl.RevokeToken(ctx, args[0])
+			}, func(w io.Writer, t api.Token) error {
 				_, err := fmt.Fprintf(w, "revoked token %s of %s\n", t.ID, t.User)
 				return err
 			})
@@ -257,16 +240,10 @@ invite.create, login.invite, login.node, login.logout.
 					f.Since = c.now().Add(-d)
 				}
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.Audit(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			now := c.now()
-			return c.emit(l, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.AuditList, error) {
+				return cl.Audit(ctx, f)
+			}, func(w io.Writer, l api.AuditList) error {
+				now := c.now()
 				t := newTable(w, "TIME", "USER", "ROLE", "ACTION", "TARGET", "STATUS", "FROM")
 				for _, e := range l.Entries {
 					status := strconv.Itoa(e.Status)
