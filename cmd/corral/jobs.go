@@ -430,17 +430,10 @@ func (c *cli) newJobsCmd() *cobra.Command {
 				}
 				f.Since = t
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			list, err := pg.list(cmd.Context(), c, cl, f) // pages.go: --all, --cursor, --until
-			if err != nil {
-				return err
-			}
-			rows := collapseJobs(list, expand) // arrays.go
-			return c.emit(list, func(w io.Writer) error {
-				if err := c.printJobs(w, rows, list.Arrays); err != nil {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.JobList, error) {
+				return pg.list(ctx, c, cl, f) // pages.go: --all, --cursor, --until
+			}, func(w io.Writer, list api.JobList) error {
+				if err := c.printJobs(w, collapseJobs(list, expand), list.Arrays); err != nil { // arrays.go
 					return err
 				}
 				return pg.footer(w, list)
