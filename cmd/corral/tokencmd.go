@@ -167,16 +167,14 @@ func (c *cli) newWhoamiCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			me, err := cl.Whoami(cmd.Context())
-			if err != nil {
-				return err
-			}
-			out := whoamiResult{Whoami: me, Server: cl.BaseURL(), ServerSource: t.serverFrom, TokenSource: t.tokenFrom}
-			return c.emit(out, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (whoamiResult, error) {
+				me, err := cl.Whoami(ctx)
+				if err != nil {
+					return whoamiResult{}, err
+				}
+				return whoamiResult{Whoami: me, Server: cl.BaseURL(), ServerSource: t.serverFrom, TokenSource: t.tokenFrom}, nil
+			}, func(w io.Writer, out whoamiResult) error {
+				me := out.Whoami
 				fmt.Fprintf(w, "%s (%s, token %s)\n", me.User, me.Role, me.TokenID)
 				fmt.Fprintf(w, "server: %s (from %s)\n", out.Server, out.ServerSource)
 				fmt.Fprintf(w, "token from: %s\n", out.TokenSource)
