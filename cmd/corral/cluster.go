@@ -24,7 +24,7 @@ did not start, with its pid and user).
   corral nodes cordon NODE     nothing new starts there; running jobs go on
   corral nodes drain NODE      the same, and the node reads "drained" once its jobs end
   corral nodes uncordon NODE   the node takes new jobs again`,
-		Args: argsExactly(0, "no arguments (or a subcommand: cordon, drain, uncordon)"),
+		Args: argsSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.ClusterStatus, error) {
 				return cl.Cluster(ctx)
@@ -149,7 +149,7 @@ func (c *cli) newPolicyCmd() *cobra.Command {
 		Long: `Show or change the scheduling policy: fair_share (the default), priority,
 fcfs or sjf, with the backfill and preemption switches. Gang placement is
 always on for multi-GPU jobs. Changes take effect at the next cycle.`,
-		Args: cobra.NoArgs,
+		Args: argsSubcommand,
 		RunE: c.policyGet,
 	}
 	get := &cobra.Command{
@@ -165,12 +165,7 @@ always on for multi-GPU jobs. Changes take effect at the next cycle.`,
 		Example: `  corral policy set fcfs
   corral policy set priority --preemption --min-run-time 15m
   corral policy set --backfill=false --aging 1h --half-life 3d`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("too many arguments: want at most one policy name, got %q", args)
-			}
-			return nil
-		},
+		Args: argsAtMost(1, "one policy name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := f.update(cmd, args)
 			if err != nil {
@@ -198,7 +193,7 @@ func (c *cli) newOrchestratorCmd() *cobra.Command {
 		Short: "Show, start or stop the scheduling loop",
 		Long: `Show, start or stop the scheduling loop. Stopped means nothing new starts;
 running jobs are not touched.`,
-		Args: cobra.NoArgs,
+		Args: argsSubcommand,
 	}
 	type action struct {
 		use, short string

@@ -326,12 +326,7 @@ lists that array's queued tasks.`,
 		Example: `  corral queue              # your jobs: running, then queued
   corral queue -A -l        # everyone's, with why each queued job waits
   corral queue --state running --user ana`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("too many arguments: give at most one array ID")
-			}
-			return nil
-		},
+		Args: argsAtMost(1, "one array ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return c.runQueue(cmd.Context(), args, o) // mine.go
 		},

@@ -29,7 +29,6 @@ is yours (--scope user), a project's (--scope project --project P; its
 project admins manage it) or the cluster's (--scope cluster: admin alerts;
 admins only). A URL, secret or address is shown once, when it is added; lists
 show a redacted form.`,
-		Args: cobra.NoArgs,
 	}
 	var req api.EndpointRequest
 	add := &cobra.Command{
@@ -77,7 +76,7 @@ show a redacted form.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the endpoints you manage (redacted)",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.EndpointList, error) {
 				return cl.Endpoints(ctx)
@@ -121,7 +120,7 @@ show a redacted form.`,
 	log := &cobra.Command{
 		Use:   "log",
 		Short: "Show notifications and how their delivery went, newest first",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch f.State {
 			case "", "pending", "delivered", "failed":

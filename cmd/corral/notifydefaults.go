@@ -36,12 +36,7 @@ without --notify, queued and running ones too, and to your arrays' summaries.`,
   corral notify defaults begin,end,fail
   corral notify defaults --reset
   corral notify defaults none --user ana   # admins: another user's`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("too many arguments: want only the classes, got %q", args)
-			}
-			return nil
-		},
+		Args: argsAtMost(1, "the classes (one argument, comma-separated)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			set := ""
 			switch {

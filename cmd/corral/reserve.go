@@ -130,7 +130,7 @@ func (c *cli) newReserveCreateCmd() *cobra.Command {
 		Short: "Book GPUs (POST /reservations)",
 		Example: `  corral reserve create vision-demo --gpus 8 --nodes node-1 --start "2026-12-01 09:00" --duration 8h --users ana,bo --project vision
   corral reserve create standup --gpus 2 --gpu-type H100 --start "2026-12-01 09:00" --end "2026-12-01 10:00" --flags daily`,
-		Args: cobra.ExactArgs(1),
+		Args: argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("gpus") || b.gpus < 1 {
 				return usagef("--gpus N is required (1 or more)")
@@ -161,7 +161,7 @@ func (c *cli) newReserveUpdateCmd() *cobra.Command {
 		Use:     "update NAME [--gpus N] [--start TIME] [--duration D | --end TIME] [--users ...] [--flags ...]",
 		Short:   "Change a booking: only the flags given change (PATCH /reservations/{name})",
 		Example: `  corral reserve update vision-demo --duration 10h`,
-		Args:    cobra.ExactArgs(1),
+		Args:    argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := b.request(cmd, time.Now())
 			if err != nil {
@@ -180,7 +180,7 @@ func (c *cli) newReserveListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "Every booking, by start (GET /reservations)",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) ([]api.Reservation, error) {
 				return cl.Reservations(ctx)
@@ -200,7 +200,7 @@ func (c *cli) newReserveShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show NAME",
 		Short: "One booking, with its GPUs (GET /reservations/{name})",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
 				return cl.Reservation(ctx, args[0])
@@ -213,7 +213,7 @@ func (c *cli) newReserveDeleteCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a booking; one already begun is released (DELETE /reservations/{name})",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
 				return cl.DeleteReservation(ctx, args[0])

@@ -32,7 +32,6 @@ let people sign themselves in with "corral login" instead.
 
 "corral token show" prints the token this CLI sends, for clients that do
 not read its config file: export CORRAL_TOKEN=$(corral token show).`,
-		Args: cobra.NoArgs,
 	}
 	var req api.TokenRequest
 	var role, expires string
@@ -42,7 +41,7 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 		Example: `  corral token create --user ana
   corral token create --user bob --project vision --project-admin vision
   corral token create --user grafana --role viewer --expires 720h`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.User == "" {
 				return usagef("--user is required")
@@ -84,7 +83,7 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.TokenList, error) {
 				return cl.Tokens(ctx)
@@ -134,7 +133,7 @@ client, curl, the dashboard's sign-in): export CORRAL_TOKEN=$(corral token show)
 It asks the server nothing; "corral whoami" says whose token it is.`,
 		Example: `  export CORRAL_TOKEN=$(corral token show)
   curl -H "Authorization: Bearer $(corral token show)" http://127.0.0.1:7450/openapi.json`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := c.target() // login.go
 			if err != nil {
@@ -161,7 +160,7 @@ func (c *cli) newWhoamiCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "whoami",
 		Short: "Show the server, and the user, role and source of the token in use",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := c.target() // login.go
 			if err != nil {
@@ -224,7 +223,7 @@ invite.create, login.invite, login.node, login.logout.
 --action job. matches every job action.`,
 		Example: `  corral audit --since 24h
   corral audit --user ana --action job.cancel`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since != "" {
 				d, err := timespec.Duration(since)

@@ -32,7 +32,7 @@ inside. Users see their own usage; admins see everyone's.`,
 		Example: `  corral usage
   corral usage --by project --since 2026-11-01 --until 2026-12-01
   corral usage --by gpu-type --csv > november.csv`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if by != "" && !usage.ValidBy(by) {
 				return usagef("--by %q: want one of %v", by, usage.ByValues)
@@ -103,7 +103,7 @@ admins.`,
 		Example: `  corral price set H100 2.49
   corral price list
   corral price unset H100`,
-		Args: cobra.NoArgs, RunE: list,
+		Args: argsSubcommand, RunE: list,
 	}
 	set := &cobra.Command{
 		Use: "set MODEL DOLLARS_PER_GPU_HOUR", Short: "Set a GPU model's price (admin)",
@@ -130,7 +130,7 @@ admins.`,
 			}, printPrices)
 		},
 	}
-	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every price", Args: cobra.NoArgs, RunE: list}, set, unset)
+	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every price", Args: argsExactly(0, "no arguments"), RunE: list}, set, unset)
 	return cmd
 }
 
@@ -181,7 +181,7 @@ releasing budgets is for admins.`,
   corral budget list
   corral budget release project vision
   corral budget unset project vision`,
-		Args: cobra.NoArgs, RunE: list,
+		Args: argsSubcommand, RunE: list,
 	}
 	var req usage.BudgetRequest
 	set := &cobra.Command{
@@ -235,7 +235,7 @@ releasing budgets is for admins.`,
 			}, printOne)
 		},
 	}
-	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every budget with its month-to-date use", Args: cobra.NoArgs, RunE: list}, set, unset, release)
+	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every budget with its month-to-date use", Args: argsExactly(0, "no arguments"), RunE: list}, set, unset, release)
 	return cmd
 }
 
