@@ -34,6 +34,9 @@ inside. Users see their own usage; admins see everyone's.`,
   corral usage --by gpu-type --csv > november.csv`,
 		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if csv && c.json() {
+				return usagef("--csv and -o json are two output formats; give one")
+			}
 			if by != "" && !usage.ValidBy(by) {
 				return usagef("--by %q: want one of %v", by, usage.ByValues)
 			}
