@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/advise"
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
 )
 
 // adviceReport is corral advise -o json: the profile and the options.
@@ -56,16 +58,13 @@ on-premises cost of your own GPUs). No network calls are made.
 			if err != nil {
 				return fmt.Errorf("--prices %s: %w", pricesFile, err)
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			p, err := cl.Advise(cmd.Context(), since)
-			if err != nil {
-				return err
-			}
-			rep := adviceReport{Profile: p, Currency: prices.Currency, Options: advise.Recommend(p, prices)}
-			return c.emit(rep, func(w io.Writer) error { return printAdvice(w, rep) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (adviceReport, error) {
+				p, err := cl.Advise(ctx, since)
+				if err != nil {
+					return adviceReport{}, err
+				}
+				return adviceReport{Profile: p, Currency: prices.Currency, Options: advise.Recommend(p, prices)}, nil
+			}, printAdvice)
 		},
 	}
 	cmd.Flags().StringVar(&since, "since", "30d", "how far back to read: days (30d), a duration (720h) or an RFC 3339 time")

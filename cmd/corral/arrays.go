@@ -40,15 +40,9 @@ func (c *cli) newArrayShowCmd() *cobra.Command {
 		Example: "  corral array show 01jq3x7k2m",
 		Args:    argsExactly(1, "the array's ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			a, err := cl.Array(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(a, func(w io.Writer) error { return printArray(w, a, c.now()) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Array, error) {
+				return cl.Array(ctx, args[0])
+			}, func(w io.Writer, a api.Array) error { return printArray(w, a, c.now()) })
 		},
 	}
 }
@@ -67,15 +61,9 @@ scheduling cycle; tasks already running are never stopped when N is lowered.`,
 			if err != nil || n < 0 {
 				return usagef("N %q: want a whole number, 0 (no limit) or more", args[1])
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			a, err := cl.SetThrottle(cmd.Context(), args[0], n)
-			if err != nil {
-				return err
-			}
-			return c.emit(a, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Array, error) {
+				return cl.SetThrottle(ctx, args[0], n)
+			}, func(w io.Writer, a api.Array) error {
 				_, err := fmt.Fprintf(w, "array %s: %s\n", a.ID, throttleText(a.Throttle))
 				return err
 			})

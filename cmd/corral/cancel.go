@@ -81,6 +81,7 @@ counts toward the 10.`,
 		Example: `  corral cancel 1234 1235_7
   corral cancel --name sweep --yes
   corral cancel --user alice --state queued`,
+		Args: cobra.ArbitraryArgs, // job IDs, or none with a filter: RunE checks which
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if grace < 0 {
 				return usagef("--grace must not be negative")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
 )
 
 func (c *cli) newNodesCmd() *cobra.Command {
@@ -22,17 +24,11 @@ did not start, with its pid and user).
   corral nodes cordon NODE     nothing new starts there; running jobs go on
   corral nodes drain NODE      the same, and the node reads "drained" once its jobs end
   corral nodes uncordon NODE   the node takes new jobs again`,
-		Args: argsExactly(0, "no arguments (or a subcommand: cordon, drain, uncordon)"),
+		Args: argsSubcommand,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			s, err := cl.Cluster(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return c.emit(s, func(w io.Writer) error { return printNodes(w, s) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.ClusterStatus, error) {
+				return cl.Cluster(ctx)
+			}, printNodes)
 		},
 	}
 	for _, a := range []struct{ name, short string }{
@@ -45,15 +41,9 @@ did not start, with its pid and user).
 			Short: a.short,
 			Args:  argsExactly(1, "one node id"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				cl, err := c.client()
-				if err != nil {
-					return err
-				}
-				r, err := cl.NodeAction(cmd.Context(), args[0], a.name)
-				if err != nil {
-					return err
-				}
-				return c.emit(r, func(w io.Writer) error {
+				return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.NodeAction, error) {
+					return cl.NodeAction(ctx, args[0], a.name)
+				}, func(w io.Writer, r api.NodeAction) error {
 					_, err := fmt.Fprintf(w, "node %s is %s\n", r.NodeID, r.State)
 					return err
 				})
@@ -159,7 +149,7 @@ func (c *cli) newPolicyCmd() *cobra.Command {
 		Long: `Show or change the scheduling policy: fair_share (the default), priority,
 fcfs or sjf, with the backfill and preemption switches. Gang placement is
 always on for multi-GPU jobs. Changes take effect at the next cycle.`,
-		Args: cobra.NoArgs,
+		Args: argsSubcommand,
 		RunE: c.policyGet,
 	}
 	get := &cobra.Command{
@@ -175,26 +165,15 @@ always on for multi-GPU jobs. Changes take effect at the next cycle.`,
 		Example: `  corral policy set fcfs
   corral policy set priority --preemption --min-run-time 15m
   corral policy set --backfill=false --aging 1h --half-life 3d`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("too many arguments: want at most one policy name, got %q", args)
-			}
-			return nil
-		},
+		Args: argsAtMost(1, "one policy name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := f.update(cmd, args)
 			if err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			p, err := cl.SetPolicies(cmd.Context(), u)
-			if err != nil {
-				return err
-			}
-			return c.emit(p, func(w io.Writer) error { return printPolicies(w, p) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Policies, error) {
+				return cl.SetPolicies(ctx, u)
+			}, printPolicies)
 		},
 	}
 	f.register(set)
@@ -203,15 +182,9 @@ always on for multi-GPU jobs. Changes take effect at the next cycle.`,
 }
 
 func (c *cli) policyGet(cmd *cobra.Command, _ []string) error {
-	cl, err := c.client()
-	if err != nil {
-		return err
-	}
-	p, err := cl.Policies(cmd.Context())
-	if err != nil {
-		return err
-	}
-	return c.emit(p, func(w io.Writer) error { return printPolicies(w, p) })
+	return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Policies, error) {
+		return cl.Policies(ctx)
+	}, printPolicies)
 }
 
 func (c *cli) newOrchestratorCmd() *cobra.Command {
@@ -220,42 +193,22 @@ func (c *cli) newOrchestratorCmd() *cobra.Command {
 		Short: "Show, start or stop the scheduling loop",
 		Long: `Show, start or stop the scheduling loop. Stopped means nothing new starts;
 running jobs are not touched.`,
-		Args: cobra.NoArgs,
+		Args: argsSubcommand,
 	}
 	type action struct {
 		use, short string
-		call       func(*cobra.Command) (api.OrchestratorStatus, error)
+		call       func(*client.Client, context.Context) (api.OrchestratorStatus, error)
 	}
 	actions := []action{
-		{"status", "Show the scheduling loop's state", func(cmd *cobra.Command) (api.OrchestratorStatus, error) {
-			cl, err := c.client()
-			if err != nil {
-				return api.OrchestratorStatus{}, err
-			}
-			return cl.OrchestratorStatus(cmd.Context())
-		}},
-		{"start", "Start scheduling", func(cmd *cobra.Command) (api.OrchestratorStatus, error) {
-			cl, err := c.client()
-			if err != nil {
-				return api.OrchestratorStatus{}, err
-			}
-			return cl.StartOrchestrator(cmd.Context())
-		}},
-		{"stop", "Stop scheduling new jobs (running jobs go on)", func(cmd *cobra.Command) (api.OrchestratorStatus, error) {
-			cl, err := c.client()
-			if err != nil {
-				return api.OrchestratorStatus{}, err
-			}
-			return cl.StopOrchestrator(cmd.Context())
-		}},
+		{"status", "Show the scheduling loop's state", (*client.Client).OrchestratorStatus},
+		{"start", "Start scheduling", (*client.Client).StartOrchestrator},
+		{"stop", "Stop scheduling new jobs (running jobs go on)", (*client.Client).StopOrchestrator},
 	}
 	for _, a := range actions {
 		run := func(cmd *cobra.Command, _ []string) error {
-			s, err := a.call(cmd)
-			if err != nil {
-				return err
-			}
-			return c.emit(s, func(w io.Writer) error { return c.printOrchestrator(w, s) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.OrchestratorStatus, error) {
+				return a.call(cl, ctx)
+			}, c.printOrchestrator)
 		}
 		if a.use == "status" {
 			cmd.RunE = run // plain "corral orchestrator" shows the status

@@ -18,6 +18,23 @@ type command struct {
 
 // commands is every top-level command, in the order help lists them. Every
 // command is registered here, in one list.
+//
+// The commands check their command lines one way:
+//
+//   - Positional arguments are checked by the command's Args, never in its
+//     RunE, with a validator whose usage error names what is missing or too
+//     many: argsExactly(n, what) for a fixed number (none included),
+//     argsAtMost and argsAtLeast for optional arguments and lists,
+//     needCommand for a command line to run after --, and argsSubcommand
+//     for a command that runs on its own and has subcommands. A command
+//     that only groups subcommands has no Args: cobra shows its help.
+//     cobra's own validators are not used (their messages name no
+//     argument); cobra.ArbitraryArgs is, where any words are welcome.
+//   - Flag values and combinations of flags and arguments are checked at the
+//     start of RunE, before any client, with usagef.
+//
+// Both end as exit code 2 with a hint to run --help (see fail). A command
+// whose run is one call and its answer printed uses callAndPrint (call.go).
 var commands = [...]command{
 	// Daemons and the store's offline tools (internal/daemon).
 	{"up", func(*cli) *cobra.Command { return daemon.NewUpCmd() }},

@@ -3,6 +3,10 @@ package main
 import (
 	"bytes"
 	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/corral-sched/corral/internal/cmdkit"
 )
 
 // TestCommandsTable: every entry's name is the name of the command it
@@ -74,5 +78,40 @@ func TestLazyTreeKeepsHelpAndSuggestions(t *testing.T) {
 	c := &cli{}
 	if got := c.subcommands([]string{"--server", "x", "queue", "--all"}); len(got) != 1 || got[0].Name() != "queue" {
 		t.Errorf("subcommands(queue) built %d commands", len(got))
+	}
+}
+
+// TestArgsConvention: every command of this package checks its positional
+// arguments as commands.go says: a runnable command has Args, whose error
+// for a wrong count is a usage error (not one of cobra's own validators),
+// and a command that only groups subcommands has none.
+func TestArgsConvention(t *testing.T) {
+	elsewhere := map[string]bool{"up": true, "server": true, "store": true, "agent": true, "shim": true, "bench": true}
+	root := (&cli{}).newRootCmd(nil)
+	var walk func(cmd *cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		path := cmd.CommandPath()
+		switch {
+		case !cmd.Runnable():
+			if cmd.Args != nil {
+				t.Errorf("%s only groups subcommands but has Args", path)
+			}
+		case cmd.Args == nil:
+			t.Errorf("%s has no Args", path)
+		default:
+			for _, args := range [][]string{nil, {"a1", "a2", "a3", "a4", "a5", "a6"}} {
+				if err := cmd.Args(cmd, args); err != nil && !cmdkit.IsUsage(err) {
+					t.Errorf("%s %q: %v is not a usage error (a cobra validator?)", path, args, err)
+				}
+			}
+		}
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	for _, cmd := range root.Commands() {
+		if !elsewhere[cmd.Name()] && cmd.Name() != "help" && cmd.Name() != "completion" {
+			walk(cmd)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
 )
 
 // dependHelp is the help of --after (and its Slurm alias --dependency).
@@ -37,15 +39,9 @@ cycle of jobs waiting for each other is refused, as are unknown ids.`,
 			if expr == "none" {
 				expr = ""
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			job, err := cl.SetDependency(cmd.Context(), args[0], expr)
-			if err != nil {
-				return err
-			}
-			return c.emit(job, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Job, error) {
+				return cl.SetDependency(ctx, args[0], expr)
+			}, func(w io.Writer, job api.Job) error {
 				if job.DependsOn == "" {
 					_, err := fmt.Fprintf(w, "job %s depends on nothing now\n", job.ID)
 					return err

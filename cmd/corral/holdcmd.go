@@ -39,7 +39,7 @@ until it is granted, then prints its GPUs; Ctrl-C stops waiting but leaves
 the hold queued (corral release ID takes it back).`,
 		Example: `  corral hold --gpus 2 --duration 2h --name notebook
   corral hold --gpus 1 --wait`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if gpus < 1 {
 				return usagef("--gpus must be 1 or more")
@@ -142,22 +142,11 @@ func (c *cli) newReleaseCmd() *cobra.Command {
 --wait), by its job id: a queued or granted hold's job is canceled. Only the
 hold's owner or an admin may release it.`,
 		Example: `  corral release notebook`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usagef("want one hold ID, e.g. corral release notebook")
-			}
-			return nil
-		},
+		Args:    argsExactly(1, "the hold's name or job ID, e.g. corral release notebook"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			h, err := cl.Release(cmd.Context(), api.ReleaseRequest{JobID: args[0]})
-			if err != nil {
-				return err
-			}
-			return c.emit(h, func(w io.Writer) error { return printHold(w, h) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Hold, error) {
+				return cl.Release(ctx, api.ReleaseRequest{JobID: args[0]})
+			}, printHold)
 		},
 	}
 }

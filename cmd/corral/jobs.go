@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -325,12 +326,7 @@ lists that array's queued tasks.`,
 		Example: `  corral queue              # your jobs: running, then queued
   corral queue -A -l        # everyone's, with why each queued job waits
   corral queue --state running --user ana`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("too many arguments: give at most one array ID")
-			}
-			return nil
-		},
+		Args: argsAtMost(1, "one array ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return c.runQueue(cmd.Context(), args, o) // mine.go
 		},
@@ -429,17 +425,10 @@ func (c *cli) newJobsCmd() *cobra.Command {
 				}
 				f.Since = t
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			list, err := pg.list(cmd.Context(), c, cl, f) // pages.go: --all, --cursor, --until
-			if err != nil {
-				return err
-			}
-			rows := collapseJobs(list, expand) // arrays.go
-			return c.emit(list, func(w io.Writer) error {
-				if err := c.printJobs(w, rows, list.Arrays); err != nil {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.JobList, error) {
+				return pg.list(ctx, c, cl, f) // pages.go: --all, --cursor, --until
+			}, func(w io.Writer, list api.JobList) error {
+				if err := c.printJobs(w, collapseJobs(list, expand), list.Arrays); err != nil { // arrays.go
 					return err
 				}
 				return pg.footer(w, list)
@@ -603,15 +592,9 @@ func (c *cli) newPriorityCmd() *cobra.Command {
 			if _, err := api.ParsePriority(args[1]); err != nil {
 				return usageError{err}
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			job, err := cl.SetPriority(cmd.Context(), args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return c.emit(job, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Job, error) {
+				return cl.SetPriority(ctx, args[0], args[1])
+			}, func(w io.Writer, job api.Job) error {
 				_, err := fmt.Fprintf(w, "job %s priority is now %s\n", job.ID, job.Priority)
 				return err
 			})

@@ -124,6 +124,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"policy", "bogus"}, `unknown command "bogus"`},
 		{[]string{"priority", "01J", "urgent"}, "not one of low"},
 		{[]string{"orchestrator", "pause"}, `unknown command "pause"`},
+		{[]string{"-o", "json", "usage", "--csv"}, "--csv and -o json"},
+		{[]string{"reserve", "show"}, "missing the booking's name"},
+		{[]string{"whoami", "me"}, "too many arguments"},
+		{[]string{"wait"}, "missing the job IDs"},
+		{[]string{"login", "a", "b"}, "want at most one server"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

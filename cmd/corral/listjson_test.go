@@ -37,6 +37,8 @@ func TestListingsHonourJSON(t *testing.T) {
 		{"token", "list"}, {"whoami"}, {"audit"}, {"usage"}, {"price", "list"}, {"budget", "list"},
 		{"reserve", "list"}, {"reserve", "show", "demo"}, {"notify", "list"}, {"notify", "log"}, {"notify", "defaults"},
 		{"array", "show", "j01karray"}, {"advise"},
+		{"quota"}, {"weight"}, {"weight", "list"}, {"price"}, {"budget"}, {"orchestrator"},
+		{"jobs", "--all"}, {"queue", "j01karray"}, {"queue", "--state", "queued"}, {"version"},
 	} {
 		res := f.run(append([]string{"-o", "json"}, args...)...)
 		if res.code != 0 {

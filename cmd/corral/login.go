@@ -122,7 +122,7 @@ forgets (and revokes) it.`,
 		Example: `  corral login                                      # on a node of the cluster
   corral login https://head:7450                    # from a laptop: approve in the dashboard
   corral login https://head:7450 --invite corral-invite-...`,
-		Args: cobra.MaximumNArgs(1),
+		Args: argsAtMost(1, "one server"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if c.output != outputTable && c.output != outputJSON {
 				return usagef("--output %q: want table or json", c.output)
@@ -265,7 +265,7 @@ func (c *cli) newLogoutCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "logout [SERVER]",
 		Short: "Revoke the token saved for a server (default: the default server) and forget it",
-		Args:  cobra.MaximumNArgs(1),
+		Args:  argsAtMost(1, "one server"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			server := ""
 			if len(args) == 1 {
@@ -312,7 +312,6 @@ func (c *cli) newUserCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "user",
 		Short: "Invite users (admin)",
-		Args:  cobra.NoArgs,
 	}
 	var req api.InviteRequest
 	var role, expires string
@@ -339,15 +338,9 @@ func (c *cli) newUserCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			inv, err := cl.CreateInvite(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return c.emit(inv, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Invite, error) {
+				return cl.CreateInvite(ctx, req)
+			}, func(w io.Writer, inv api.Invite) error {
 				fmt.Fprintf(w, "invite %s for %s (%s)", inv.ID, inv.User, inv.Role)
 				if len(inv.Projects) > 0 {
 					fmt.Fprintf(w, ", projects %s", strings.Join(inv.Projects, ", "))

@@ -53,7 +53,7 @@ ends with corral cancel JOB, at its time limit, or when the server exits.`,
 		Example: `  corral notebook --gpus 1
   corral notebook --gpus 2 --time-limit 4h --cmd 'jupyter lab --notebook-dir ~/work'
   corral notebook --cmd 'python -m myapp --port $CORRAL_NOTEBOOK_PORT'`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.array != "" {
 				return usagef("a notebook is one job; --array does not apply")

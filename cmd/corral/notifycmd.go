@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -28,7 +29,6 @@ is yours (--scope user), a project's (--scope project --project P; its
 project admins manage it) or the cluster's (--scope cluster: admin alerts;
 admins only). A URL, secret or address is shown once, when it is added; lists
 show a redacted form.`,
-		Args: cobra.NoArgs,
 	}
 	var req api.EndpointRequest
 	add := &cobra.Command{
@@ -54,15 +54,9 @@ show a redacted form.`,
 			if r.Kind == api.EndpointWebhook && r.Secret == "" {
 				return usagef("a webhook needs --secret: its body is signed with it (X-Corral-Signature)")
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			e, err := cl.AddEndpoint(cmd.Context(), r)
-			if err != nil {
-				return err
-			}
-			return c.emit(e, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Endpoint, error) {
+				return cl.AddEndpoint(ctx, r)
+			}, func(w io.Writer, e api.Endpoint) error {
 				fmt.Fprintf(w, "endpoint %s: %s for %s\n", e.ID, e.Kind, scopeText(e))
 				fmt.Fprintf(w, "  target: %s (lists show it redacted: %s)\n", e.URL+e.Address, e.Target)
 				if e.Secret != "" {
@@ -82,18 +76,12 @@ show a redacted form.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the endpoints you manage (redacted)",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.Endpoints(cmd.Context())
-			if err != nil {
-				return err
-			}
-			now := c.now()
-			return c.emit(l, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.EndpointList, error) {
+				return cl.Endpoints(ctx)
+			}, func(w io.Writer, l api.EndpointList) error {
+				now := c.now()
 				t := newTable(w, "ID", "KIND", "FOR", "TARGET", "CREATED", "BY")
 				for _, e := range l.Endpoints {
 					t.row(e.ID, e.Kind, scopeText(e), e.Target, fmtTime(e.CreatedAt, now), e.CreatedBy)
@@ -107,15 +95,9 @@ show a redacted form.`,
 		Short: "Remove an endpoint; what it had not been sent yet is dropped",
 		Args:  argsExactly(1, "the endpoint's id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			e, err := cl.RemoveEndpoint(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(e, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Endpoint, error) {
+				return cl.RemoveEndpoint(ctx, args[0])
+			}, func(w io.Writer, e api.Endpoint) error {
 				_, err := fmt.Fprintf(w, "endpoint %s removed\n", e.ID)
 				return err
 			})
@@ -126,15 +108,9 @@ show a redacted form.`,
 		Short: "Send a test notification now; fails when it is not delivered",
 		Args:  argsExactly(1, "the endpoint's id"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.TestEndpoint(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.EndpointTest, error) {
+				return cl.TestEndpoint(ctx, args[0])
+			}, func(w io.Writer, _ api.EndpointTest) error {
 				_, err := fmt.Fprintf(w, "test notification delivered to %s\n", args[0])
 				return err
 			})
@@ -144,7 +120,7 @@ show a redacted form.`,
 	log := &cobra.Command{
 		Use:   "log",
 		Short: "Show notifications and how their delivery went, newest first",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			switch f.State {
 			case "", "pending", "delivered", "failed":
@@ -154,16 +130,10 @@ show a redacted form.`,
 			if f.Limit < 1 || f.Limit > 1000 {
 				return usagef("--limit %d: want 1 to 1000", f.Limit)
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.Notifications(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			now := c.now()
-			return c.emit(l, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.NotificationList, error) {
+				return cl.Notifications(ctx, f)
+			}, func(w io.Writer, l api.NotificationList) error {
+				now := c.now()
 				t := newTable(w, "EVENT", "ENDPOINT", "STATE", "TRIES", "CREATED", "DIGEST", "SUMMARY", "ERROR")
 				for _, n := range l.Notifications {
 					state := n.State

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
 )
 
 // builtinDefaultsText says what the built-in notification defaults are.
@@ -34,12 +36,7 @@ without --notify, queued and running ones too, and to your arrays' summaries.`,
   corral notify defaults begin,end,fail
   corral notify defaults --reset
   corral notify defaults none --user ana   # admins: another user's`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usagef("too many arguments: want only the classes, got %q", args)
-			}
-			return nil
-		},
+		Args: argsAtMost(1, "the classes (one argument, comma-separated)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			set := ""
 			switch {
@@ -59,21 +56,13 @@ without --notify, queued and running ones too, and to your arrays' summaries.`,
 					}
 				}
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			var d api.NotifyDefaults
-			if set == "" {
-				d, err = cl.NotifyDefaults(cmd.Context(), user)
-			} else {
-				d, err = cl.SetNotifyDefaults(cmd.Context(), user, set)
-			}
-			if err != nil {
-				return err
-			}
-			now := c.now()
-			return c.emit(d, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.NotifyDefaults, error) {
+				if set == "" {
+					return cl.NotifyDefaults(ctx, user)
+				}
+				return cl.SetNotifyDefaults(ctx, user, set)
+			}, func(w io.Writer, d api.NotifyDefaults) error {
+				now := c.now()
 				if d.Builtin {
 					_, err := fmt.Fprintf(w, "%s: %s\n", d.User, builtinDefaultsText)
 					return err

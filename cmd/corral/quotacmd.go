@@ -101,7 +101,7 @@ func (c *cli) limitCmd(use, valueName, short, long, example string,
 		}
 		return nil
 	}
-	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: cobra.NoArgs, RunE: show}
+	cmd := &cobra.Command{Use: use, Short: short, Long: long, Example: example, Args: argsSubcommand, RunE: show}
 	set := &cobra.Command{
 		Use: "set user|project NAME " + valueName, Short: "Set one " + use,
 		Args: argsExactly(3, "user or project, a name and a value"),
@@ -125,7 +125,7 @@ func (c *cli) limitCmd(use, valueName, short, long, example string,
 			return apply(cmd, update(args[0], args[1], nil))
 		},
 	}
-	list := &cobra.Command{Use: "list", Short: "Show every " + use, Args: cobra.NoArgs, RunE: show}
+	list := &cobra.Command{Use: "list", Short: "Show every " + use, Args: argsExactly(0, "no arguments"), RunE: show}
 	cmd.AddCommand(list, set, rm)
 	return cmd
 }

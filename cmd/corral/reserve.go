@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/client"
 )
 
 // corral reserve: bookings (docs/bookings.md), with Slurm's flag names.
@@ -128,7 +130,7 @@ func (c *cli) newReserveCreateCmd() *cobra.Command {
 		Short: "Book GPUs (POST /reservations)",
 		Example: `  corral reserve create vision-demo --gpus 8 --nodes node-1 --start "2026-12-01 09:00" --duration 8h --users ana,bo --project vision
   corral reserve create standup --gpus 2 --gpu-type H100 --start "2026-12-01 09:00" --end "2026-12-01 10:00" --flags daily`,
-		Args: cobra.ExactArgs(1),
+		Args: argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("gpus") || b.gpus < 1 {
 				return usagef("--gpus N is required (1 or more)")
@@ -144,15 +146,9 @@ func (c *cli) newReserveCreateCmd() *cobra.Command {
 				return err
 			}
 			req.Name = args[0]
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.CreateReservation(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error { return printBooking(w, r) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.CreateReservation(ctx, req)
+			}, printBooking)
 		},
 	}
 	b.register(cmd)
@@ -165,21 +161,15 @@ func (c *cli) newReserveUpdateCmd() *cobra.Command {
 		Use:     "update NAME [--gpus N] [--start TIME] [--duration D | --end TIME] [--users ...] [--flags ...]",
 		Short:   "Change a booking: only the flags given change (PATCH /reservations/{name})",
 		Example: `  corral reserve update vision-demo --duration 10h`,
-		Args:    cobra.ExactArgs(1),
+		Args:    argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := b.request(cmd, time.Now())
 			if err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.UpdateReservation(cmd.Context(), args[0], req)
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error { return printBooking(w, r) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.UpdateReservation(ctx, args[0], req)
+			}, printBooking)
 		},
 	}
 	b.register(cmd)
@@ -190,17 +180,11 @@ func (c *cli) newReserveListCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "Every booking, by start (GET /reservations)",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			rs, err := cl.Reservations(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return c.emit(rs, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) ([]api.Reservation, error) {
+				return cl.Reservations(ctx)
+			}, func(w io.Writer, rs []api.Reservation) error {
 				t := newTable(w, "NAME", "STATE", "START", "END", "GPUS", "WHERE", "USERS", "PROJECT", "FLAGS", "OWNER")
 				for _, r := range rs {
 					t.row(r.Name, r.State, localTime(r.Start), localTime(r.End), strconv.Itoa(r.GPUs), gpusText(r.Allocation),
@@ -216,17 +200,11 @@ func (c *cli) newReserveShowCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "show NAME",
 		Short: "One booking, with its GPUs (GET /reservations/{name})",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.Reservation(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error { return printBooking(w, r) })
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.Reservation(ctx, args[0])
+			}, printBooking)
 		},
 	}
 }
@@ -235,17 +213,11 @@ func (c *cli) newReserveDeleteCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a booking; one already begun is released (DELETE /reservations/{name})",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsExactly(1, "the booking's name"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			r, err := cl.DeleteReservation(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(r, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Reservation, error) {
+				return cl.DeleteReservation(ctx, args[0])
+			}, func(w io.Writer, r api.Reservation) error {
 				if r.State == api.BookingReleased {
 					_, err := fmt.Fprintf(w, "booking %s released\n", r.Name)
 					return err

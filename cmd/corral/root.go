@@ -196,6 +196,16 @@ func describe(err error) string {
 // argsExactly is cobra.ExactArgs with a message naming what is missing.
 func argsExactly(n int, what string) cobra.PositionalArgs { return cmdkit.ArgsExactly(n, what) }
 
+// argsAtMost is cobra.MaximumNArgs with a message naming what may be given.
+func argsAtMost(n int, what string) cobra.PositionalArgs { return cmdkit.ArgsAtMost(n, what) }
+
+// argsAtLeast is cobra.MinimumNArgs with a message naming what is missing.
+func argsAtLeast(n int, what string) cobra.PositionalArgs { return cmdkit.ArgsAtLeast(n, what) }
+
+// argsSubcommand refuses any argument to a command that runs on its own and
+// has subcommands, as a subcommand it does not have (cmdkit.ArgsSubcommand).
+func argsSubcommand(cmd *cobra.Command, args []string) error { return cmdkit.ArgsSubcommand(cmd, args) }
+
 // client checks the global flags and returns a client for the server they
 // name; extra options (a transport, a user agent) apply after the CLI's.
 func (c *cli) client(extra ...client.Option) (*client.Client, error) {

@@ -37,7 +37,7 @@ and closed.`,
 		Example: `  corral shell 01JABC...                    # an interactive shell in the job
   corral shell 01JABC... -- nvidia-smi      # one command; its exit code is corral's
   corral shell 01JABC... --rank 1 -- sh -c 'echo $CUDA_VISIBLE_DEVICES'`,
-		Args: cobra.MinimumNArgs(1),
+		Args: argsAtLeast(1, "the job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if rank < 0 {
 				return usagef("--rank %d: must be 0 or more", rank)

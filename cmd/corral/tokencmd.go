@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strconv"
@@ -31,7 +32,6 @@ let people sign themselves in with "corral login" instead.
 
 "corral token show" prints the token this CLI sends, for clients that do
 not read its config file: export CORRAL_TOKEN=$(corral token show).`,
-		Args: cobra.NoArgs,
 	}
 	var req api.TokenRequest
 	var role, expires string
@@ -41,7 +41,7 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 		Example: `  corral token create --user ana
   corral token create --user bob --project vision --project-admin vision
   corral token create --user grafana --role viewer --expires 720h`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if req.User == "" {
 				return usagef("--user is required")
@@ -57,15 +57,9 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 				}
 				req.ExpiresIn = rawString(d)
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			t, err := cl.CreateToken(cmd.Context(), req)
-			if err != nil {
-				return err
-			}
-			return c.emit(t, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.NewToken, error) {
+				return cl.CreateToken(ctx, req)
+			}, func(w io.Writer, t api.NewToken) error {
 				fmt.Fprintf(w, "token %s for %s (%s)", t.ID, t.User, t.Role)
 				if len(t.Projects) > 0 {
 					fmt.Fprintf(w, ", projects %s", strings.Join(t.Projects, ", "))
@@ -89,18 +83,12 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.Tokens(cmd.Context())
-			if err != nil {
-				return err
-			}
-			now := c.now()
-			return c.emit(l, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.TokenList, error) {
+				return cl.Tokens(ctx)
+			}, func(w io.Writer, l api.TokenList) error {
+				now := c.now()
 				t := newTable(w, "ID", "USER", "ROLE", "PROJECTS", "CREATED", "STATUS", "DESCRIPTION")
 				for _, tk := range l.Tokens {
 					status := "active"
@@ -127,15 +115,9 @@ not read its config file: export CORRAL_TOKEN=$(corral token show).`,
 		Short: "Revoke a token: it stops working at once",
 		Args:  argsExactly(1, "the token id (see corral token list)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			t, err := cl.RevokeToken(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return c.emit(t, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.Token, error) {
+				return cl.RevokeToken(ctx, args[0])
+			}, func(w io.Writer, t api.Token) error {
 				_, err := fmt.Fprintf(w, "revoked token %s of %s\n", t.ID, t.User)
 				return err
 			})
@@ -151,7 +133,7 @@ client, curl, the dashboard's sign-in): export CORRAL_TOKEN=$(corral token show)
 It asks the server nothing; "corral whoami" says whose token it is.`,
 		Example: `  export CORRAL_TOKEN=$(corral token show)
   curl -H "Authorization: Bearer $(corral token show)" http://127.0.0.1:7450/openapi.json`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := c.target() // login.go
 			if err != nil {
@@ -178,22 +160,20 @@ func (c *cli) newWhoamiCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "whoami",
 		Short: "Show the server, and the user, role and source of the token in use",
-		Args:  cobra.NoArgs,
+		Args:  argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := c.target() // login.go
 			if err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			me, err := cl.Whoami(cmd.Context())
-			if err != nil {
-				return err
-			}
-			out := whoamiResult{Whoami: me, Server: cl.BaseURL(), ServerSource: t.serverFrom, TokenSource: t.tokenFrom}
-			return c.emit(out, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (whoamiResult, error) {
+				me, err := cl.Whoami(ctx)
+				if err != nil {
+					return whoamiResult{}, err
+				}
+				return whoamiResult{Whoami: me, Server: cl.BaseURL(), ServerSource: t.serverFrom, TokenSource: t.tokenFrom}, nil
+			}, func(w io.Writer, out whoamiResult) error {
+				me := out.Whoami
 				fmt.Fprintf(w, "%s (%s, token %s)\n", me.User, me.Role, me.TokenID)
 				fmt.Fprintf(w, "server: %s (from %s)\n", out.Server, out.ServerSource)
 				fmt.Fprintf(w, "token from: %s\n", out.TokenSource)
@@ -243,7 +223,7 @@ invite.create, login.invite, login.node, login.logout.
 --action job. matches every job action.`,
 		Example: `  corral audit --since 24h
   corral audit --user ana --action job.cancel`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since != "" {
 				d, err := timespec.Duration(since)
@@ -257,16 +237,10 @@ invite.create, login.invite, login.node, login.logout.
 					f.Since = c.now().Add(-d)
 				}
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.Audit(cmd.Context(), f)
-			if err != nil {
-				return err
-			}
-			now := c.now()
-			return c.emit(l, func(w io.Writer) error {
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (api.AuditList, error) {
+				return cl.Audit(ctx, f)
+			}, func(w io.Writer, l api.AuditList) error {
+				now := c.now()
 				t := newTable(w, "TIME", "USER", "ROLE", "ACTION", "TARGET", "STATUS", "FROM")
 				for _, e := range l.Entries {
 					status := strconv.Itoa(e.Status)

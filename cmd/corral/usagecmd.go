@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/corral-sched/corral/internal/client"
 	"github.com/corral-sched/corral/internal/usage"
 )
 
@@ -30,8 +32,11 @@ inside. Users see their own usage; admins see everyone's.`,
 		Example: `  corral usage
   corral usage --by project --since 2026-11-01 --until 2026-12-01
   corral usage --by gpu-type --csv > november.csv`,
-		Args: cobra.NoArgs,
+		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if csv && c.json() {
+				return usagef("--csv and -o json are two output formats; give one")
+			}
 			if by != "" && !usage.ValidBy(by) {
 				return usagef("--by %q: want one of %v", by, usage.ByValues)
 			}
@@ -85,30 +90,10 @@ func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
 // newPriceCmd is `corral price`: dollars per GPU-hour by GPU model.
 func (c *cli) newPriceCmd() *cobra.Command {
-	show := func(cmd *cobra.Command, l usage.PriceList) error {
-		return c.emit(l, func(w io.Writer) error {
-			t := newTable(w, "MODEL", "DOLLARS/GPU-HOUR")
-			keys := make([]string, 0, len(l.Prices))
-			for k := range l.Prices {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				t.row(k, strconv.FormatFloat(l.Prices[k], 'f', -1, 64))
-			}
-			return t.flush()
-		})
-	}
 	list := func(cmd *cobra.Command, _ []string) error {
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		l, err := cl.Prices(cmd.Context())
-		if err != nil {
-			return err
-		}
-		return show(cmd, l)
+		return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (usage.PriceList, error) {
+			return cl.Prices(ctx)
+		}, printPrices)
 	}
 	cmd := &cobra.Command{
 		Use:   "price",
@@ -121,7 +106,7 @@ admins.`,
 		Example: `  corral price set H100 2.49
   corral price list
   corral price unset H100`,
-		Args: cobra.NoArgs, RunE: list,
+		Args: argsSubcommand, RunE: list,
 	}
 	set := &cobra.Command{
 		Use: "set MODEL DOLLARS_PER_GPU_HOUR", Short: "Set a GPU model's price (admin)",
@@ -134,51 +119,47 @@ admins.`,
 			if err := usage.ValidPrice(args[0], v); err != nil {
 				return usagef("%v", err)
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.SetPrice(cmd.Context(), args[0], v)
-			if err != nil {
-				return err
-			}
-			return show(cmd, l)
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (usage.PriceList, error) {
+				return cl.SetPrice(ctx, args[0], v)
+			}, printPrices)
 		},
 	}
 	unset := &cobra.Command{
 		Use: "unset MODEL", Short: "Remove a GPU model's price (admin)",
 		Args: argsExactly(1, "a GPU model"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			l, err := cl.UnsetPrice(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return show(cmd, l)
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (usage.PriceList, error) {
+				return cl.UnsetPrice(ctx, args[0])
+			}, printPrices)
 		},
 	}
-	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every price", Args: cobra.NoArgs, RunE: list}, set, unset)
+	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every price", Args: argsExactly(0, "no arguments"), RunE: list}, set, unset)
 	return cmd
+}
+
+// printPrices writes one row per GPU model, by name.
+func printPrices(w io.Writer, l usage.PriceList) error {
+	t := newTable(w, "MODEL", "DOLLARS/GPU-HOUR")
+	keys := make([]string, 0, len(l.Prices))
+	for k := range l.Prices {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		t.row(k, strconv.FormatFloat(l.Prices[k], 'f', -1, 64))
+	}
+	return t.flush()
 }
 
 // newBudgetCmd is `corral budget`: monthly budgets per user or project.
 func (c *cli) newBudgetCmd() *cobra.Command {
-	printOne := func(st usage.BudgetStatus) error {
-		return c.emit(st, func(w io.Writer) error { return printBudgets(w, []usage.BudgetStatus{st}) })
+	printOne := func(w io.Writer, st usage.BudgetStatus) error {
+		return printBudgets(w, []usage.BudgetStatus{st})
 	}
 	list := func(cmd *cobra.Command, _ []string) error {
-		cl, err := c.client()
-		if err != nil {
-			return err
-		}
-		l, err := cl.Budgets(cmd.Context())
-		if err != nil {
-			return err
-		}
-		return c.emit(l, func(w io.Writer) error { return printBudgets(w, l.Budgets) })
+		return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (usage.BudgetList, error) {
+			return cl.Budgets(ctx)
+		}, func(w io.Writer, l usage.BudgetList) error { return printBudgets(w, l.Budgets) })
 	}
 	kindOK := func(kind string) error {
 		if kind != usage.BudgetUser && kind != usage.BudgetProject {
@@ -203,7 +184,7 @@ releasing budgets is for admins.`,
   corral budget list
   corral budget release project vision
   corral budget unset project vision`,
-		Args: cobra.NoArgs, RunE: list,
+		Args: argsSubcommand, RunE: list,
 	}
 	var req usage.BudgetRequest
 	set := &cobra.Command{
@@ -219,15 +200,9 @@ releasing budgets is for admins.`,
 			if req.Action != "" && !usage.ValidAction(req.Action) {
 				return usagef("--action %q: want notify, preemptible or hold", req.Action)
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			st, err := cl.SetBudget(cmd.Context(), args[0], args[1], req)
-			if err != nil {
-				return err
-			}
-			return printOne(st)
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (usage.BudgetStatus, error) {
+				return cl.SetBudget(ctx, args[0], args[1], req)
+			}, printOne)
 		},
 	}
 	set.Flags().Float64Var(&req.GPUHours, "gpu-hours", 0, "the month's limit in GPU-hours")
@@ -258,18 +233,12 @@ releasing budgets is for admins.`,
 			if err := kindOK(args[0]); err != nil {
 				return err
 			}
-			cl, err := c.client()
-			if err != nil {
-				return err
-			}
-			st, err := cl.ReleaseBudget(cmd.Context(), args[0], args[1])
-			if err != nil {
-				return err
-			}
-			return printOne(st)
+			return callAndPrint(c, cmd.Context(), func(ctx context.Context, cl *client.Client) (usage.BudgetStatus, error) {
+				return cl.ReleaseBudget(ctx, args[0], args[1])
+			}, printOne)
 		},
 	}
-	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every budget with its month-to-date use", Args: cobra.NoArgs, RunE: list}, set, unset, release)
+	cmd.AddCommand(&cobra.Command{Use: "list", Short: "Show every budget with its month-to-date use", Args: argsExactly(0, "no arguments"), RunE: list}, set, unset, release)
 	return cmd
 }
 

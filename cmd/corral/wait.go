@@ -122,12 +122,7 @@ at once; a server restart while waiting is ridden out: it reconnects for up
 to --retry.`,
 		Example: `  corral wait 01JABC... 01JABD... && echo all done
   corral wait $(corral submit -o json -- ./train.sh | jq -r .id)`,
-		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return usagef("missing the job IDs to wait for")
-			}
-			return nil
-		},
+		Args: argsAtLeast(1, "the job IDs to wait for"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if retry < 0 {
 				return usagef("--retry must not be negative")

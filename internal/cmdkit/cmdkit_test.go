@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -22,6 +23,58 @@ func TestArgsExactly(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := ArgsExactly(1, "a job ID")(nil, tt.args)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%q: %v", tt.args, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want || !IsUsage(err)):
+			t.Errorf("%q: %v; want the usage error %q", tt.args, err, tt.want)
+		}
+	}
+}
+
+func TestArgsAtMostAtLeast(t *testing.T) {
+	tests := []struct {
+		name  string
+		check func(n int, what string) cobra.PositionalArgs
+		args  []string
+		want  string // "" for no error
+	}{
+		{"at most, none", ArgsAtMost, nil, ""},
+		{"at most, one", ArgsAtMost, []string{"a"}, ""},
+		{"at most, two", ArgsAtMost, []string{"a", "b"}, `too many arguments: want at most one server, got ["a" "b"]`},
+		{"at least, none", ArgsAtLeast, nil, "missing one server"},
+		{"at least, one", ArgsAtLeast, []string{"a"}, ""},
+		{"at least, two", ArgsAtLeast, []string{"a", "b"}, ""},
+	}
+	for _, tt := range tests {
+		err := tt.check(1, "one server")(nil, tt.args)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || err.Error() != tt.want || !IsUsage(err)):
+			t.Errorf("%s: %v; want the usage error %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+func TestArgsSubcommand(t *testing.T) {
+	root := &cobra.Command{Use: "corral"}
+	nodes := &cobra.Command{Use: "nodes", Run: func(*cobra.Command, []string) {}}
+	for _, name := range []string{"uncordon", "cordon", "drain"} {
+		nodes.AddCommand(&cobra.Command{Use: name + " NODE", Run: func(*cobra.Command, []string) {}})
+	}
+	nodes.AddCommand(&cobra.Command{Use: "secret", Hidden: true, Run: func(*cobra.Command, []string) {}})
+	root.AddCommand(nodes)
+	tests := []struct {
+		args []string
+		want string // "" for no error
+	}{
+		{nil, ""},
+		{[]string{"cordn"}, `unknown command "cordn" for "corral nodes": want no arguments, or a subcommand: cordon, drain, uncordon`},
+		{[]string{"a", "b"}, `unknown command "a" for "corral nodes": want no arguments, or a subcommand: cordon, drain, uncordon`},
+	}
+	for _, tt := range tests {
+		err := ArgsSubcommand(nodes, tt.args)
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%q: %v", tt.args, err)

@@ -3,6 +3,7 @@ package cmdkit
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -39,4 +40,42 @@ func ArgsExactly(n int, what string) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// ArgsAtMost is cobra.MaximumNArgs with a message naming what may be
+// given: an optional argument, or a few.
+func ArgsAtMost(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) > n {
+			return Usagef("too many arguments: want at most %s, got %q", what, args)
+		}
+		return nil
+	}
+}
+
+// ArgsAtLeast is cobra.MinimumNArgs with a message naming what is
+// missing: a list, or a first argument that more may follow.
+func ArgsAtLeast(n int, what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) < n {
+			return Usagef("missing %s", what)
+		}
+		return nil
+	}
+}
+
+// ArgsSubcommand checks the arguments of a command that runs on its own
+// and has subcommands (corral nodes, corral policy): a word after it is a
+// subcommand it does not have, and the message lists those it has.
+func ArgsSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	var names []string
+	for _, sub := range cmd.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return Usagef("unknown command %q for %q: want no arguments, or a subcommand: %s", args[0], cmd.CommandPath(), strings.Join(names, ", "))
 }
