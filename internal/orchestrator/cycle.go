@@ -36,7 +36,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 		}
 		est, _ := est(j)
 		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
-			Placements: placements(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
+			Placements: sched.PlacementsOf(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
 			Idle: j.Idle, Class: j.Class})
 	}
 	snap.Queue = slices.Grow(buf[:0], len(queue))
@@ -121,19 +121,6 @@ func (o *Orchestrator) estimates() func(j *api.Job) (time.Duration, bool) {
 		lastUser, last = j.User, d
 		return d, false
 	}
-}
-
-// placements groups an allocation by node.
-func placements(as []api.Allocation) []sched.Placement {
-	var ps []sched.Placement
-	for _, a := range as {
-		if n := len(ps); n > 0 && ps[n-1].NodeID == a.NodeID {
-			ps[n-1].GPUs = append(ps[n-1].GPUs, a.GPUID)
-			continue
-		}
-		ps = append(ps, sched.Placement{NodeID: a.NodeID, GPUs: []int{a.GPUID}})
-	}
-	return ps
 }
 
 // splitQueue is the queue size past which a cycle decides without the

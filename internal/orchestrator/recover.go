@@ -96,7 +96,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	}
 	for _, j := range adopt {
 		id, attempt := j.ID, j.RetryCount
-		ps := placements(j.Allocation)
+		ps := sched.PlacementsOf(j.Allocation)
 		if len(ps) == 0 { // a job of no GPUs: on the node it was placed on
 			node := j.NodeID
 			if node == "" {

@@ -126,7 +126,7 @@ func (b *Books) At(now time.Time) []sched.Booking {
 func schedBooking(r *api.Reservation) sched.Booking {
 	as := slices.Clone(r.Allocation)
 	slices.SortStableFunc(as, func(a, b api.Allocation) int { return strings.Compare(a.NodeID, b.NodeID) })
-	return sched.Booking{Name: r.Name, Placements: placements(as), Start: r.Start, End: r.End,
+	return sched.Booking{Name: r.Name, Placements: sched.PlacementsOf(as), Start: r.Start, End: r.End,
 		Users: r.Users, Project: r.Project, Flex: slices.Contains(r.Flags, api.BookingFlex),
 		Magnetic: slices.Contains(r.Flags, api.BookingMagnetic), Maint: slices.Contains(r.Flags, api.BookingMaint)}
 }
@@ -169,18 +169,4 @@ func (b *Books) CheckSubmit(s *feature.Submission) error {
 	}
 	j.Reservation = name
 	return nil
-}
-
-// placements groups allocations, in order, into the core's placements
-// (one per run of a node), as the orchestrator's placements does.
-func placements(as []api.Allocation) []sched.Placement {
-	var ps []sched.Placement
-	for _, a := range as {
-		if n := len(ps); n > 0 && ps[n-1].NodeID == a.NodeID {
-			ps[n-1].GPUs = append(ps[n-1].GPUs, a.GPUID)
-			continue
-		}
-		ps = append(ps, sched.Placement{NodeID: a.NodeID, GPUs: []int{a.GPUID}})
-	}
-	return ps
 }

@@ -193,13 +193,7 @@ func (b *Books) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
 		if at := b.Expiry(h); !at.IsZero() {
 			r.Estimate = max(at.Sub(h.HeldAt), now.Sub(h.HeldAt))
 		}
-		for _, a := range h.Allocation {
-			if n := len(r.Placements); n > 0 && r.Placements[n-1].NodeID == a.NodeID {
-				r.Placements[n-1].GPUs = append(r.Placements[n-1].GPUs, a.GPUID)
-				continue
-			}
-			r.Placements = append(r.Placements, sched.Placement{NodeID: a.NodeID, GPUs: []int{a.GPUID}})
-		}
+		r.Placements = sched.PlacementsOf(h.Allocation)
 		snap.Running = append(snap.Running, r)
 	}
 }
