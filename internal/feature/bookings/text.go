@@ -7,7 +7,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/holds"
-	"github.com/corral-sched/corral/internal/lazyre"
+	"github.com/corral-sched/corral/internal/jobspec"
 )
 
 // How bookings' refusals and notices write GPUs, times and names.
@@ -46,11 +46,10 @@ func trimmedSet(names []string) []string {
 	return out
 }
 
-// maxUserLen and userName bound a user or project name, as the
-// orchestrator's checks of a job's user do.
-const maxUserLen = 128
+// A user or project name is checked as a submission's (package jobspec).
+const maxUserLen = jobspec.MaxUserLen
 
-var userName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.@-]*$`)
+var userName = jobspec.UserName
 
 // truncate cuts s to n bytes for an error message.
 func truncate(s string, n int) string {
