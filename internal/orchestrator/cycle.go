@@ -58,9 +58,9 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 	return snap
 }
 
-// snapshotGroups is snapshot with the arrays' waiting tasks added (see
-// package arrays' AddGroups), then gated (features.go: budgets hold what they must),
-// and the arrays by their group entry's id.
+// snapshotGroups is snapshot with the arrays' waiting tasks added
+// (package arrays' AddGroups), then gated (features.go: budgets hold
+// what they must), and the arrays' groups by their entry's id.
 func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sched.Job) (sched.Snapshot, arrays.Groups) {
 	snap := o.snapshot(now, queue, buf)
 	est := o.estimates()
