@@ -35,15 +35,7 @@ func (b arrayJobs) QueuedBy(user string) int { return b.o.queuedBy[user] }
 
 func (b arrayJobs) All() iter.Seq[*api.Job] { return depJobs(b).All() } // deps.go
 
-func (b arrayJobs) Changed(tx feature.Tx) iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for _, j := range ownTxn(tx).dirty {
-			if !yield(j) {
-				return
-			}
-		}
-	}
-}
+func (b arrayJobs) Changed(tx feature.Tx) map[string]*api.Job { return ownTxn(tx).dirty }
 
 func (b arrayJobs) EndedRow(j *api.Job, at time.Time) store.EndedJob { return endedJob(j, at) } // finished.go
 

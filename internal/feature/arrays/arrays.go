@@ -53,8 +53,10 @@ type Jobs interface {
 	QueuedBy(user string) int
 	// All yields the live jobs in submission (id) order.
 	All() iter.Seq[*api.Job]
-	// Changed yields the jobs tx has changed (their rows are written).
-	Changed(tx feature.Tx) iter.Seq[*api.Job]
+	// Changed is the jobs tx has changed, by id (their rows are
+	// written); the feature only reads it. A map rather than an
+	// iterator: each commit asks, and this allocates nothing.
+	Changed(tx feature.Tx) map[string]*api.Job
 	// EndedRow is the store's summary of an ended job that ended at at.
 	EndedRow(j *api.Job, at time.Time) store.EndedJob
 	// Forget is told, once tx is committed, of the arrays it made done,

@@ -14,7 +14,7 @@ import (
 // summary of ended jobs (feature.Committer).
 func (b *Books) BeforeCommit(tx feature.Tx) {
 	b.done = b.done[:0]
-	for j := range b.jobs.Changed(tx) {
+	for _, j := range b.jobs.Changed(tx) {
 		if j.ArrayJobID == "" || !j.State.Terminal() {
 			continue
 		}

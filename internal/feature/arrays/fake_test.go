@@ -42,14 +42,12 @@ func (f *fakeJobs) All() iter.Seq[*api.Job] {
 	}
 }
 
-func (f *fakeJobs) Changed(tx feature.Tx) iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for _, j := range tx.(*fakeTx).dirty {
-			if !yield(j) {
-				return
-			}
-		}
+func (f *fakeJobs) Changed(tx feature.Tx) map[string]*api.Job {
+	m := map[string]*api.Job{}
+	for _, j := range tx.(*fakeTx).dirty {
+		m[j.ID] = j
 	}
+	return m
 }
 
 func (f *fakeJobs) EndedRow(j *api.Job, at time.Time) store.EndedJob {
