@@ -14,7 +14,7 @@
 //	commit:     Committer.BeforeCommit... ─▶ store ─▶ Committer.Committed...
 //	cycle:      queue ─▶ Eligibility... ─▶ snapshot + SnapshotPart... ─▶ QueueGate... ─▶ sched.Schedule ─▶ starts
 //	tick:       nodes' silence ─▶ Ticker...
-//	recovery:   jobs and arrays ─▶ Loader... ─▶ holds, adoption
+//	recovery:   jobs ─▶ Loader... ─▶ holds, adoption
 //
 // This package holds only the interfaces and the values they pass, so
 // that a feature's package and the orchestrator both import it and
@@ -109,7 +109,7 @@ type Ticker interface {
 
 // A Loader puts its feature's state back in memory from what the store
 // loaded, once, when the orchestrator recovers, before the loop starts.
-// It is called after the jobs and arrays are back, in registration order.
+// It is called after the jobs are back, in registration order.
 type Loader interface {
 	Load(st *store.State)
 }

@@ -42,6 +42,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/deps", []string{"orchestrator", "server", "agent"}},
 		{"feature/spend", []string{"orchestrator", "server", "agent"}},
 		{"feature/bookings", []string{"orchestrator", "server", "agent"}},
+		{"feature/arrays", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

@@ -1,166 +1,71 @@
 package orchestrator
 
 import (
-	"fmt"
-	"math"
-	"net/http"
-	"slices"
-	"strconv"
-	"strings"
+	"context"
+	"iter"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
+	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/jobspec"
-	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// Job arrays (issue 11). An array is a record (its spec and throttle,
-// persisted in the store's arrays table) and its tasks, each a normal job
-// ARRAYID_INDEX with ArrayJobID and ArrayTaskID set. The books below keep,
-// for each array, its tasks in index order and their counts by state, so
-// that a cycle can hand the core an array's identical waiting tasks as one
-// sched.Job with a Count (see snapshotArrays) instead of one entry each,
-// and at most its throttle's headroom of them. This file holds the books,
-// the submission and the start-up; arrays_sched.go the cycle's side;
-// arrays_views.go what the API reads and changes.
+// Job arrays are the feature of package arrays (o.arr): their books,
+// rules and moments (features.go). What is left here is what it reads of
+// the orchestrator's books (arrayJobs), the submission of an array's
+// tasks into those books, and the API's reads and ops on arrays, which
+// take the lock or make a transaction; arrays_stored.go reads done arrays
+// from the store.
 
-// array is one job array's live state. Written by the loop only (write
-// lock held); read under the read lock.
-type array struct {
-	rec   api.Array  // the record; rec.Counts are kept live by arrayMoved
-	tmpl  api.Job    // what each task is made from (stored with the record)
-	tasks []*api.Job // in index order
-	// cursor: no task before it is queued. It moves back when a task is
-	// requeued, forward when the task at it leaves the queue.
-	cursor int
-	// odd holds the queued tasks that do not wait like the rest (their own
-	// priority, or a backoff after a loss): they enter the snapshot one by
-	// one. The rest are identical and enter it as one group.
-	odd map[string]*api.Job
+// newArrays makes the arrays feature over o's books.
+func newArrays(o *Orchestrator) *arrays.Books {
+	l := o.cfg.Limits
+	return arrays.New(arrayJobs{o}, arrays.Config{MaxSize: l.MaxArraySize, MaxQueueSize: l.MaxQueueSize, MaxQueuedPerUser: l.MaxQueuedPerUser})
 }
 
-// arrayBooks are the orchestrator's arrays.
-type arrayBooks struct {
-	byID    map[string]*array
-	waiting map[string]*array        // arrays with queued tasks
-	pend    map[string]sched.Pending // by array id: why its group waits, from the last cycle
-}
+// arrayJobs is what package arrays reads of the orchestrator's books
+// (arrays.Jobs). Its methods are called with the write lock held.
+type arrayJobs struct{ o *Orchestrator }
 
-func (b *arrayBooks) init() {
-	if b.byID == nil {
-		b.byID, b.waiting, b.pend = map[string]*array{}, map[string]*array{}, map[string]sched.Pending{}
-	}
-}
+func (b arrayJobs) Queued() int              { return len(b.o.queued) }
+func (b arrayJobs) QueuedBy(user string) int { return b.o.queuedBy[user] }
 
-// pos is the task's position in a.tasks.
-func (a *array) pos(j *api.Job) int {
-	i, _ := slices.BinarySearchFunc(a.tasks, *j.ArrayTaskID, func(t *api.Job, idx int) int { return *t.ArrayTaskID - idx })
-	return i
-}
+func (b arrayJobs) All() iter.Seq[*api.Job] { return depJobs(b).All() } // deps.go
 
-// isOdd reports whether a queued task waits unlike its array's others.
-func (a *array) isOdd(j *api.Job) bool {
-	return j.NotBefore != nil || j.Priority != a.rec.Priority
-}
+func (b arrayJobs) Changed(tx feature.Tx) map[string]*api.Job { return ownTxn(tx).dirty }
 
-// room is how many more tasks may become active: the throttle's headroom
-// (math.MaxInt without a throttle; 0 or less: none).
-func (a *array) room() int {
-	if a.rec.Throttle <= 0 {
-		return math.MaxInt
-	}
-	return a.rec.Throttle - a.rec.Counts.Active()
-}
+func (b arrayJobs) EndedRow(j *api.Job, at time.Time) store.EndedJob { return endedJob(j, at) } // finished.go
 
-// firstPlain returns the first queued task, in index order, that is not
-// odd; nil when there is none.
-func (a *array) firstPlain() *api.Job {
-	for _, t := range a.tasks[a.cursor:] {
-		if t.State == api.StateQueued && a.odd[t.ID] == nil {
-			return t
+// Forget takes the tasks of arrays that are done out of memory, as
+// evictFinished does plain ended jobs, with what other features keep of
+// each array: its bytes (package sizes), its dependents' verdicts
+// (package deps), who read its outcome from the store now.
+func (b arrayJobs) Forget(tx feature.Tx, done []arrays.Done) {
+	o := b.o
+	var gone []*api.Job
+	for _, a := range done {
+		o.sizes.Add(a.Rec.User, -sizes.JobBytes(a.Template))
+		o.deps.ForgetArray(a.Rec.ID)
+		for _, t := range a.Tasks {
+			if o.jobs[t.ID] == t {
+				gone = append(gone, t)
+			}
 		}
+		o.log.Debug("job array done; it leaves memory", "array_id", a.Rec.ID, "tasks", len(a.Tasks))
 	}
-	return nil
-}
-
-// arrayMoved keeps the books of j's array as j moves from one state to
-// another (from "": j is new). Write lock held; called by transition.
-func (o *Orchestrator) arrayMoved(j *api.Job, from, to api.State) {
-	a := o.arr.byID[j.ArrayJobID]
-	if a == nil {
-		return
-	}
-	if from != "" {
-		a.rec.Counts.Add(from, -1)
-	}
-	a.rec.Counts.Add(to, 1)
-	switch {
-	case to == api.StateQueued:
-		if p := a.pos(j); p < a.cursor {
-			a.cursor = p
-		}
-		if a.isOdd(j) {
-			a.odd[j.ID] = j
-		}
-	case from == api.StateQueued:
-		delete(a.odd, j.ID)
-		for a.cursor < len(a.tasks) && a.tasks[a.cursor].State != api.StateQueued {
-			a.cursor++
-		}
-	}
-	if a.rec.Counts.Queued > 0 {
-		o.arr.waiting[a.rec.ID] = a
-	} else {
-		delete(o.arr.waiting, a.rec.ID)
-	}
-}
-
-// arrayRepriority notes that a task's priority changed: one whose priority
-// is not its array's waits on its own. Write lock held.
-func (o *Orchestrator) arrayRepriority(j *api.Job) {
-	a := o.arr.byID[j.ArrayJobID]
-	if a == nil || j.State != api.StateQueued {
-		return
-	}
-	if a.isOdd(j) {
-		a.odd[j.ID] = j
-	} else {
-		delete(a.odd, j.ID)
-	}
-}
-
-// record is the array as the store keeps it: its spec with every task
-// index, and its template.
-func (a *array) record() store.ArrayRecord {
-	r := store.ArrayRecord{Array: a.rec, Template: a.tmpl}
-	r.Array.Tasks = make([]int, len(a.tasks))
-	for i, t := range a.tasks {
-		r.Array.Tasks[i] = *t.ArrayTaskID
-	}
-	return r
-}
-
-// newTask is task index idx of the array made from its template: queued,
-// with the array's submission event.
-func newTask(tmpl *api.Job, t *api.Job, id string, idx *int) {
-	*t = *tmpl
-	t.ID, t.ArrayJobID, t.ArrayTaskID = id+"_"+strconv.Itoa(*idx), id, idx
-	t.State, t.Reason = api.StateQueued, api.ReasonSubmitted
-	t.Events = []api.Event{{At: tmpl.SubmittedAt, To: api.StateQueued, Reason: api.ReasonSubmitted}}
-	t.Allocation = []api.Allocation{}
+	o.dropEnded(gone, tx.Now()) // finished.go
 }
 
 // submitArray queues a job array in tx: its record, and one task per
-// index. Only the record is written (store/arrays.go): a task's row
-// follows with its first change, so the tasks are made here as
-// transition would make them, without a row or an event row each. The
+// index (package arrays makes them), which join the books here. The
 // limits count every task. Write lock held.
 func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey string, exempt bool) (submitResult, error) {
-	spec, err := api.ParseArray(req.Array, o.maxArraySize())
+	spec, err := o.arr.Spec(req)
 	if err != nil {
-		return submitResult{}, api.Invalid("array", "%s", err.Error())
+		return submitResult{}, err
 	}
 	j, err := jobspec.Parse(req, o.capacity())
 	if err != nil {
@@ -177,26 +82,14 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	id := o.newID(tx.now)
 	j.Number = tx.takeNumber(id) // numbers.go: the array's, its tasks' too
 	j.SubmittedAt = tx.now
-	a := &array{odd: map[string]*api.Job{}, tasks: make([]*api.Job, n), tmpl: j, rec: api.Array{
-		ID: id, Number: j.Number, Name: j.Name, User: j.User, Project: j.Project, Array: strings.TrimSpace(req.Array), Throttle: spec.Throttle,
-		TaskCount: n, TaskMin: spec.Indexes[0], TaskMax: spec.Indexes[n-1], GPUCount: j.GPUCount, Nodes: j.Nodes,
-		Priority: j.Priority, Command: j.Command, SubmittedAt: tx.now,
-	}}
-	o.arr.init()
-	o.arr.byID[id] = a
-	jobs := make([]api.Job, n) // one allocation for all the tasks
-	for i := range spec.Indexes {
-		t := &jobs[i]
-		newTask(&a.tmpl, t, id, &spec.Indexes[i])
-		a.tasks[i] = t
+	tasks := o.arr.Add(tx, id, &j, spec, req.Array)
+	for _, t := range tasks {
 		o.jobs[t.ID] = t
 		o.addOrder(t.ID)
 	}
-	for _, t := range a.tasks {
+	for _, t := range tasks {
 		o.setQueued(t, true)
-		o.arrayMoved(t, "", api.StateQueued)
 	}
-	tx.batch.Arrays = append(tx.batch.Arrays, a.record())
 	o.dirty = true
 	if idemKey != "" {
 		o.idem[idemKey] = id
@@ -206,125 +99,164 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 		tx.batch.Idempotency[idemKey] = id
 	}
 	o.log.Debug("job array submitted", "array_id", id, "tasks", n, "user", j.User, "throttle", spec.Throttle)
-	return submitResult{o.view(a.tasks[0], true), false}, nil
-}
-
-// maxArraySize is the most tasks one array may have.
-func (o *Orchestrator) maxArraySize() int {
-	if n := o.cfg.Limits.MaxArraySize; n > 0 {
-		return n
-	}
-	return api.DefaultMaxArraySize
-}
-
-// checkArrayLimits checks that n more queued tasks fit the queue limits
-// (checkLimits has checked one). Write lock held.
-func (o *Orchestrator) checkArrayLimits(user string, n int, exempt bool) error {
-	l := o.cfg.Limits
-	if l.MaxQueueSize > 0 && len(o.queued)+n > l.MaxQueueSize {
-		return &api.Error{Status: http.StatusTooManyRequests, Code: "queue_full", Field: "array",
-			Message: fmt.Sprintf("the queue has room for %d more jobs (the limit is %d); this array has %d tasks", max(l.MaxQueueSize-len(o.queued), 0), l.MaxQueueSize, n)}
-	}
-	if l.MaxQueuedPerUser > 0 && !exempt && o.queuedBy[user]+n > l.MaxQueuedPerUser {
-		return &api.Error{Status: http.StatusTooManyRequests, Code: "user_queue_full", Field: "array",
-			Message: fmt.Sprintf("%s has %d jobs queued and the limit is %d per user; this array has %d tasks", user, o.queuedBy[user], l.MaxQueuedPerUser, n)}
-	}
-	return nil
+	return submitResult{o.view(tasks[0], true), false}, nil
 }
 
 // replayArray answers a submission replayed under an idempotency key that
 // made an array: its first task, as the first answer was.
 func (o *Orchestrator) replayArray(id string) (submitResult, bool) {
-	a := o.arr.byID[id]
-	if a == nil {
+	tasks, ok := o.arr.Tasks(id)
+	if !ok {
 		return o.replayDone(id) // arrays_stored.go
 	}
-	return submitResult{o.view(a.tasks[0], true), true}, true
+	return submitResult{o.view(tasks[0], true), true}, true
 }
 
-// arrayEnv adds the CORRAL_ARRAY_* variables of a task to env (a copy of
-// the job's), and returns it.
-func (o *Orchestrator) arrayEnv(j *api.Job, env map[string]string) map[string]string {
-	a := o.arr.byID[j.ArrayJobID]
-	if a == nil || j.ArrayTaskID == nil {
-		return env
+// Array returns the array that id names (exactly or by prefix), with its
+// counts by state and its task indexes: from memory, or from the store
+// when it is done, read without the lock (reads.go).
+func (o *Orchestrator) Array(id string) (api.Array, error) {
+	aid, live, ok, err := o.resolveArrayID(id) // resolve_reads.go
+	if err != nil {
+		return api.Array{}, err
 	}
-	if env == nil {
-		env = make(map[string]string, 5)
+	if !ok {
+		return api.Array{}, api.NotFound("no job array %q", id)
 	}
-	env["CORRAL_ARRAY_JOB_ID"] = a.rec.ID
-	env["CORRAL_ARRAY_TASK_ID"] = strconv.Itoa(*j.ArrayTaskID)
-	env["CORRAL_ARRAY_TASK_COUNT"] = strconv.Itoa(a.rec.TaskCount)
-	env["CORRAL_ARRAY_TASK_MIN"] = strconv.Itoa(a.rec.TaskMin)
-	env["CORRAL_ARRAY_TASK_MAX"] = strconv.Itoa(a.rec.TaskMax)
-	return env
+	if live {
+		o.mu.RLock()
+		s, ok := o.arr.Summary(aid, true)
+		o.mu.RUnlock()
+		if ok {
+			return s, nil
+		}
+		// done meanwhile: the store has it
+	}
+	o.beforeRead("array")
+	rec, err := o.storedArray(aid) // arrays_stored.go
+	if err != nil {
+		return api.Array{}, err
+	}
+	return arrays.Summarize(rec.Array), nil
 }
 
-// arrayTasks adds to st.Jobs the tasks that have no row of their own yet
-// (queued since their array's submission: see submitArray), made from
-// their array's record, and gives tasks with a row the submission event
-// that only the record holds; st.Jobs stays in id order. Before the loop
-// runs, before st.Jobs is loaded.
-func arrayTasks(st *store.State) {
-	if len(st.Arrays) == 0 {
-		return
+// ArraySummaries returns the summaries (counts, no task list) of the
+// arrays named, in the order given, skipping unknown ids: from memory,
+// or from the store for done arrays, read without the lock.
+func (o *Orchestrator) ArraySummaries(ids []string) []api.Array {
+	out := make([]api.Array, len(ids))
+	have := make([]bool, len(ids))
+	o.mu.RLock()
+	for i, id := range ids {
+		out[i], have[i] = o.arr.Summary(id, false)
 	}
-	have := make(map[string]*api.Job, len(st.Jobs))
-	for i := range st.Jobs {
-		if st.Jobs[i].ArrayJobID != "" {
-			have[st.Jobs[i].ID] = &st.Jobs[i]
+	o.mu.RUnlock()
+	for i, id := range ids {
+		if have[i] {
+			continue
+		}
+		o.beforeRead("array")
+		if rec, err := o.storedArray(id); err == nil {
+			s := arrays.Summarize(rec.Array)
+			s.Tasks = nil
+			out[i], have[i] = s, true
 		}
 	}
-	for ri := range st.Arrays {
-		r := &st.Arrays[ri]
-		r.Template.SubmittedAt = r.Array.SubmittedAt
-		for k := range r.Array.Tasks {
-			idx := &r.Array.Tasks[k]
-			id := r.Array.ID + "_" + strconv.Itoa(*idx)
-			if j := have[id]; j != nil {
-				if len(j.Events) == 0 || j.Events[0].From != "" {
-					sub := api.Event{At: r.Array.SubmittedAt, To: api.StateQueued, Reason: api.ReasonSubmitted}
-					j.Events = append([]api.Event{sub}, j.Events...)
-				}
-				continue
+	kept := out[:0]
+	for i := range out {
+		if have[i] {
+			kept = append(kept, out[i])
+		}
+	}
+	return kept
+}
+
+// ArrayOwner returns the user and project of an array.
+func (o *Orchestrator) ArrayOwner(id string) (user, project string, ok bool) {
+	o.mu.RLock()
+	if rec, _ := o.arr.Live(id); rec != nil {
+		user, project = rec.User, rec.Project
+		o.mu.RUnlock()
+		return user, project, true
+	}
+	o.mu.RUnlock()
+	o.beforeRead("array")
+	rec, err := o.storedArray(id)
+	if err != nil {
+		return "", "", false
+	}
+	return rec.Array.User, rec.Array.Project, true
+}
+
+// SetThrottle changes how many of an array's tasks may be active at once
+// (0: no limit); the change is persisted with the array's record and takes
+// effect at the next cycle. Tasks already running are never stopped.
+func (o *Orchestrator) SetThrottle(ctx context.Context, id string, n int) (api.Array, error) {
+	if n < 0 {
+		return api.Array{}, api.Invalid("throttle", "must be 0 (no limit) or more, not %d", n)
+	}
+	_, err := o.do(ctx, func(tx *txn) (any, error) {
+		found, changed := o.arr.SetThrottle(tx, id, n)
+		if !found {
+			return nil, o.throttleDone(tx, id, n) // arrays_stored.go
+		}
+		if changed {
+			o.dirty = true
+			o.log.Info("job array throttle changed", "array_id", id, "throttle", n)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		return api.Array{}, err
+	}
+	return o.Array(id)
+}
+
+// CancelArray cancels every unfinished task of an array, as Cancel does
+// each: queued tasks at once, running ones with SIGTERM, then SIGKILL
+// after grace (0: the configured default). stopping reports whether some
+// were running and are being stopped. All of it is one transaction.
+func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Duration) (arr api.Array, stopping bool, err error) {
+	if grace <= 0 {
+		grace = o.cfg.CancelGrace
+	}
+	v, err := o.do(ctx, func(tx *txn) (any, error) {
+		rec, _ := o.arr.Live(id)
+		if rec == nil {
+			return nil, o.cancelDone(id) // arrays_stored.go
+		}
+		if rec.Counts.Unfinished() == 0 {
+			return nil, api.Conflict("wrong_state", "every task of array %s has already ended", id)
+		}
+		tasks, _ := o.arr.Tasks(id)
+		stopping := false
+		for _, j := range tasks {
+			switch {
+			case j.State.Terminal():
+			case j.State == api.StateQueued:
+				now := tx.now
+				j.FinishedAt = &now
+				tx.transition(j, api.StateCanceled, api.ReasonCanceled, "canceled while queued (its array was canceled)")
+			case !j.CancelRequested:
+				j.CancelRequested = true
+				tx.touch(j)
+				stopping = true
+				jid, attempt := j.ID, j.RetryCount
+				tx.after = append(tx.after, func() {
+					if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), jid, attempt, grace); err != nil {
+						o.log.Error("stop job", "job_id", jid, "err", err)
+					}
+				})
+			default:
+				stopping = true
 			}
-			var t api.Job
-			newTask(&r.Template, &t, r.Array.ID, idx)
-			st.Jobs = append(st.Jobs, t)
 		}
+		o.log.Info("job array canceled", "array_id", id, "stopping", stopping)
+		return stopping, nil
+	})
+	if err != nil {
+		return api.Array{}, false, err
 	}
-	slices.SortFunc(st.Jobs, func(a, b api.Job) int { return strings.Compare(a.ID, b.ID) })
-}
-
-// loadArrays rebuilds the books from the store's records and the loaded
-// jobs (o.jobs, with their states). Before the loop runs.
-func (o *Orchestrator) loadArrays(recs []store.ArrayRecord) {
-	o.arr.init()
-	for _, r := range recs {
-		rec := r.Array
-		rec.Tasks = nil
-		o.arr.byID[rec.ID] = &array{rec: rec, tmpl: r.Template, odd: map[string]*api.Job{}}
-	}
-	for _, id := range o.order {
-		j := o.jobs[id]
-		if a := o.arr.byID[j.ArrayJobID]; a != nil && j.ArrayTaskID != nil {
-			a.tasks = append(a.tasks, j)
-		}
-	}
-	for _, a := range o.arr.byID {
-		slices.SortFunc(a.tasks, func(x, y *api.Job) int { return *x.ArrayTaskID - *y.ArrayTaskID })
-		a.cursor = len(a.tasks)
-		for i, t := range a.tasks {
-			a.rec.Counts.Add(t.State, 1)
-			if t.State == api.StateQueued {
-				a.cursor = min(a.cursor, i)
-				if a.isOdd(t) {
-					a.odd[t.ID] = t
-				}
-			}
-		}
-		if a.rec.Counts.Queued > 0 {
-			o.arr.waiting[a.rec.ID] = a
-		}
-	}
+	arr, err = o.Array(id)
+	return arr, v.(bool), err
 }

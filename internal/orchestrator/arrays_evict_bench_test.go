@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -21,7 +22,7 @@ import (
 // collection with the orchestrator alive (docs/benchmarks.md, "Done
 // arrays out of memory").
 func BenchmarkRestartDoneArrays(b *testing.B) {
-	const arrays, tasks = 50, 2000
+	const nArrays, tasks = 50, 2000
 	ctx := context.Background()
 	path := filepath.Join(b.TempDir(), "corral.db")
 	st, err := store.Open(ctx, path)
@@ -29,21 +30,21 @@ func BenchmarkRestartDoneArrays(b *testing.B) {
 		b.Fatal(err)
 	}
 	at := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
-	for a := range arrays + 1 {
+	for a := range nArrays + 1 {
 		aid := fmt.Sprintf("j01arr%020d", a)
 		tmpl := api.Job{User: fmt.Sprintf("user%d", a%10), Project: "sweeps", Command: "python train.py --seed $CORRAL_ARRAY_TASK_ID",
 			GPUCount: 1, Nodes: 1, Priority: api.PriorityNormal, SubmittedAt: at, Env: map[string]string{"WANDB_PROJECT": "sweep"}}
 		rec := store.ArrayRecord{Template: tmpl, Array: api.Array{ID: aid, User: tmpl.User, Project: tmpl.Project, Array: "0-1999",
 			TaskCount: tasks, TaskMax: tasks - 1, GPUCount: 1, Nodes: 1, Priority: api.PriorityNormal, Command: tmpl.Command, SubmittedAt: at}}
 		var batch store.Batch
-		done := a < arrays // the last array keeps its last task queued (no row)
+		done := a < nArrays // the last array keeps its last task queued (no row)
 		for i := range tasks {
 			rec.Array.Tasks = append(rec.Array.Tasks, i)
 			if !done && i == tasks-1 {
 				break
 			}
 			var j api.Job
-			newTask(&tmpl, &j, aid, &rec.Array.Tasks[i])
+			arrays.NewTask(&tmpl, &j, aid, &rec.Array.Tasks[i])
 			start, end, code := at.Add(time.Minute), at.Add(time.Duration(2+i%60)*time.Minute), 0
 			j.State, j.StartedAt, j.FinishedAt, j.ExitCode, j.GPUSeconds = api.StateCompleted, &start, &end, &code, end.Sub(start).Seconds()
 			j.Allocation = []api.Allocation{{NodeID: "node-1", GPUID: i % 8, GPUUUID: "GPU-1", MemoryGB: 80}}

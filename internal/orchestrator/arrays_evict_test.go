@@ -17,10 +17,7 @@ import (
 func (h *harness) inMemory(aid string) (array bool, tasks int) {
 	h.o.mu.RLock()
 	defer h.o.mu.RUnlock()
-	_, array = h.o.arr.byID[aid]
-	_, w := h.o.arr.waiting[aid]
-	_, p := h.o.arr.pend[aid]
-	array = array || w || p
+	array = h.o.arr.Knows(aid)
 	for id := range h.o.jobs {
 		if strings.HasPrefix(id, aid+"_") {
 			tasks++

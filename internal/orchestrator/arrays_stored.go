@@ -9,10 +9,10 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// Done job arrays, read from the store (arrays_evict.go): what the API
-// reads and asks of an array that memory no longer holds. Its counts come
-// from its tasks' rows (store.Array), so GET /arrays/{id} answers as it
-// did before the array left memory.
+// Done job arrays, read from the store (package arrays takes them out of
+// memory): what the API reads and asks of an array that memory no longer
+// holds. Its counts come from its tasks' rows (store.Array), so GET
+// /arrays/{id} answers as it did before the array left memory.
 
 // storedArray reads a job array's record, with its counts, from the
 // store: a 404 when the store holds none. Lock held or not.
@@ -41,7 +41,7 @@ func (o *Orchestrator) storedArrayIDs(prefix string, limit int) []string {
 // isArray reports whether id is the id of an array, in memory or done.
 // Lock held.
 func (o *Orchestrator) isArray(id string) bool {
-	if o.arr.byID[id] != nil {
+	if o.arr.Has(id) {
 		return true
 	}
 	ids := o.storedArrayIDs(id, 1)

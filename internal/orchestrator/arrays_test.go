@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -213,24 +214,6 @@ func TestArrayTasksWaitTogether(t *testing.T) {
 	}
 }
 
-func TestTrimArrays(t *testing.T) {
-	q := api.QueueResponse{Arrays: []api.Array{{ID: "a"}}}
-	for i := range 5 {
-		q.QueuedJobs = append(q.QueuedJobs, api.QueuedJob{ID: "a_" + string(rune('0'+i)), ArrayJobID: "a"}, api.QueuedJob{ID: "p" + string(rune('0'+i))})
-	}
-	got := trimArrays(q, 2)
-	var ids []string
-	for _, r := range got.QueuedJobs {
-		ids = append(ids, r.ID)
-	}
-	if want := []string{"a_0", "p0", "a_1", "p1", "p2", "p3", "p4"}; !slices.Equal(ids, want) {
-		t.Fatalf("trimmed to %v, want %v", ids, want)
-	}
-	if len(q.QueuedJobs) != 10 || q.QueuedJobs[2].ID != "a_1" {
-		t.Fatal("trimArrays changed its input's rows")
-	}
-}
-
 // TestArrayWithDependenciesGoesOneByOne: an array whose tasks wait on
 // dependencies is not grouped: its tasks enter the snapshot one by one
 // (where a dependency filter holds plain jobs), still within the throttle.
@@ -240,11 +223,12 @@ func TestArrayWithDependenciesGoesOneByOne(t *testing.T) {
 	h.o.SetScheduling(ctx, false)
 	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1), Array: "0-9%3"})
 	v, err := h.o.do(ctx, func(tx *txn) (any, error) {
-		a := h.o.arr.byID[j.ArrayJobID]
-		a.tmpl.DependsOn = "afterok:j1" // as the dependencies' submit would set it
-		for _, t := range a.tasks {
+		_, tmpl := h.o.arr.Live(j.ArrayJobID)
+		tmpl.DependsOn = "afterok:j1" // as the dependencies' submit would set it
+		tasks, _ := h.o.arr.Tasks(j.ArrayJobID)
+		for _, t := range tasks {
 			h.o.setQueued(t, false)
-			t.DependsOn = a.tmpl.DependsOn
+			t.DependsOn = tmpl.DependsOn
 			h.o.setQueued(t, true)
 		}
 		snap, groups := h.o.snapshotGroups(time.Now(), h.o.queueOrder(), nil)
@@ -253,7 +237,7 @@ func TestArrayWithDependenciesGoesOneByOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap, groups := v.([]any)[0].(sched.Snapshot), v.([]any)[1].(map[string]*array)
+	snap, groups := v.([]any)[0].(sched.Snapshot), v.([]any)[1].(arrays.Groups)
 	if len(groups) != 0 || len(snap.Queue) != 3 {
 		t.Fatalf("%d groups, %d queue entries; want no group and the throttle's 3 tasks", len(groups), len(snap.Queue))
 	}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/arrays"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -40,10 +42,10 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 			Idle: j.Idle, Class: j.Class})
 	}
 	snap.Queue = slices.Grow(buf[:0], len(queue))
-	admit := o.arrayAdmit()
+	admit := o.arr.Admit()
 	for _, j := range queue {
-		if j.ArrayJobID != "" && (grouped(j) || !admit(j)) {
-			continue // by array (snapshotArrays), or held by its throttle
+		if j.ArrayJobID != "" && (arrays.Grouped(j) || !admit(j)) {
+			continue // by array (snapshotGroups), or held by its throttle
 		}
 		snap.Queue = append(snap.Queue, schedJob(j, est))
 	}
@@ -56,12 +58,13 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 	return snap
 }
 
-// snapshotGroups is snapshot with the arrays' waiting tasks added (see
-// snapshotArrays), then gated (features.go: budgets hold what they must),
-// and the arrays by their group entry's id.
-func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sched.Job) (sched.Snapshot, map[string]*array) {
+// snapshotGroups is snapshot with the arrays' waiting tasks added
+// (package arrays' AddGroups), then gated (features.go: budgets hold
+// what they must), and the arrays' groups by their entry's id.
+func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sched.Job) (sched.Snapshot, arrays.Groups) {
 	snap := o.snapshot(now, queue, buf)
-	groups := o.snapshotArrays(&snap, o.estimates())
+	est := o.estimates()
+	groups := o.arr.AddGroups(&snap, func(j *api.Job) sched.Job { return schedJob(j, est) })
 	for _, g := range o.on.gate {
 		g.GateQueue(snap.Queue, now)
 	}
@@ -162,7 +165,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	if o.test.splitMax > 0 {
 		splitMax = o.test.splitMax
 	}
-	if queueSize(snap.Queue) > splitMax {
+	if arrays.QueueSize(snap.Queue) > splitMax {
 		err := o.commit(ctx, tx)
 		o.mu.Unlock()
 		if err != nil {
@@ -178,7 +181,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	}
 	res := sched.Schedule(snap)
 	var plan map[string]time.Time
-	if queueSize(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
+	if arrays.QueueSize(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
 		plan = sched.EstimateStarts(snap, res, sched.DefaultPlanDepth)
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
@@ -193,10 +196,10 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	// its GPUs reserved in the books; every victim is marked preempting.
 	// The reasons replace the last cycle's.
 	o.pending.reset(res.Pending)
-	o.notePending(groups, &res)
+	o.arr.NotePending(groups, &res)
 	var tasks []exec.Task
 	for _, s := range res.Starts {
-		j := o.startTarget(s.JobID, groups) // an array's group stands for its tasks
+		j := o.arr.Next(o.jobs[s.JobID], groups) // an array's group stands for its tasks
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
 		j.Allocation = o.allocate(j.ID, s.Placements)
 		j.NodeID = placedNode(s.Placements) // recover.go: a job of no GPUs has no other record of it
@@ -288,7 +291,7 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 		t.TimeLimit = j.TimeLimit.Duration()
 	}
 	if j.ArrayJobID != "" {
-		t.Env = o.arrayEnv(j, t.Env)
+		t.Env = o.arr.Env(j, t.Env)
 	}
 	if j.Notebook {
 		t.Env = notebookEnv(j, t.Env)
@@ -499,3 +502,22 @@ func (b *pendingBook) get(id string) (sched.Pending, bool) {
 
 // drop forgets job id's reason.
 func (b *pendingBook) drop(id string) { delete(b.at, id) }
+
+// schedJob is a queued job as the core sees it.
+func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
+	e, given := est(j)
+	sj := sched.Job{
+		ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
+		GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
+		Estimate: e, EstimateGiven: given, NodeLabels: j.NodeLabels, Class: j.Class,
+	}
+	if j.NotBefore != nil {
+		sj.NotBefore = *j.NotBefore
+	}
+	if j.Begin != nil && j.Begin.After(sj.NotBefore) { // jobio.go: sbatch --begin
+		sj.NotBefore, sj.Begin = *j.Begin, true
+	}
+	elasticJob(&sj, j)    // elastic.go
+	bookings.View(&sj, j) // feature/bookings
+	return sj
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/arrays"
 )
 
 // ActiveJobs returns the jobs holding GPUs (scheduled, allocating,
@@ -28,5 +29,10 @@ func (o *Orchestrator) ActiveJobs() []api.Job {
 // the other, so they may be a commit apart. The rows' waits are as of At.
 func (o *Orchestrator) Dashboard(ctx context.Context) api.DashboardUpdate {
 	now := o.cfg.Now()
-	return api.DashboardUpdate{At: now.UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: pageQueue(trimArrays(o.queueView(), dashboardArrayRows), 0, DashboardQueueRows, now), Active: o.ActiveJobs()}
+	return api.DashboardUpdate{At: now.UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: pageQueue(arrays.Trim(o.queueView(), dashboardArrayRows), 0, DashboardQueueRows, now), Active: o.ActiveJobs()}
 }
+
+// dashboardArrayRows is how many of an array's queued tasks the
+// dashboard's updates carry (the first in queue order): it shows an array
+// as one row with its counts, and these when the row is opened.
+const dashboardArrayRows = 100

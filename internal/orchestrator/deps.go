@@ -63,10 +63,7 @@ func (b depJobs) Known(id string) bool {
 }
 
 func (b depJobs) Array(id string) ([]*api.Job, bool) {
-	if a := b.o.arr.byID[id]; a != nil {
-		return a.tasks, true
-	}
-	return nil, false
+	return b.o.arr.Tasks(id)
 }
 
 func (b depJobs) FirstEnded(id string, states ...api.State) (api.Job, error) {

@@ -85,13 +85,11 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 	o.active[blocker.ID] = true
 	done := add("jdone", api.StateCompleted)
 	done.FinishedAt = &now
-	arr := &array{rec: api.Array{ID: "jarr", User: "ana", Project: "default"}} // in memory: its tasks decide
-	for i := range 100 {
+	for i := range 100 { // an array in memory: its tasks decide
 		t := add(fmt.Sprintf("jarr_%d", i), api.StateCompleted)
 		t.ArrayJobID, t.ArrayTaskID, t.FinishedAt = "jarr", new(i), &now
-		arr.tasks = append(arr.tasks, t)
 	}
-	o.arr.byID[arr.rec.ID] = arr
+	o.arr.Load(&store.State{Arrays: []store.ArrayRecord{{Array: api.Array{ID: "jarr", User: "ana", Project: "default"}}}})
 	prev := blocker.ID
 	for i := range queued {
 		j := add(fmt.Sprintf("jq%06d", i), api.StateQueued)

@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 
-	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/cpujobs"
 	"github.com/corral-sched/corral/internal/feature/jobio"
@@ -36,7 +35,7 @@ func (o *Orchestrator) features() []any {
 		noteFlush{o},   // what was noted, committed when nothing else commits (notify.go)
 		endedJobs{o},   // ended jobs summarised, then out of memory (finished.go)
 		usageTick{o},   // the heartbeat, and budgets' look at running attempts (usage.go)
-		arrays{o},      // job arrays' books, limits and eviction (arrays*.go)
+		o.arr,          // job arrays: their limits at submit, their books, done arrays out of memory (feature/arrays)
 		o.spend,        // GPU time charged; exhausted budgets at submit and in the queue (feature/spend)
 	}
 }
@@ -80,19 +79,3 @@ func (f endedJobs) Committed(tx feature.Tx)    { f.o.evictFinished(ownTxn(tx)) }
 type usageTick struct{ o *Orchestrator }
 
 func (f usageTick) Tick(ctx context.Context) { f.o.heartbeat(ctx) }
-
-type arrays struct{ o *Orchestrator }
-
-func (f arrays) CheckSubmit(s *feature.Submission) error {
-	if !s.Array {
-		return nil
-	}
-	return f.o.checkArrayLimits(s.Job.User, s.Tasks, s.Exempt) // the queue limits checked one task
-}
-func (f arrays) Moved(_ feature.Tx, j *api.Job, e api.Event) {
-	if j.ArrayJobID != "" {
-		f.o.arrayMoved(j, e.From, e.To)
-	}
-}
-func (f arrays) BeforeCommit(tx feature.Tx) { f.o.noteArraysDone(ownTxn(tx)) }
-func (f arrays) Committed(tx feature.Tx)    { f.o.evictArrays(ownTxn(tx)) }

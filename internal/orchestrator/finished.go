@@ -20,8 +20,9 @@ import (
 // the last RecentFinished jobs that ended (a ring).
 //
 // Array tasks stay with their array while it is not done: its books
-// (arrays.go) hold every task, ended or not. Once its last task ends, the
-// array and all its tasks leave memory the same way (arrays_evict.go).
+// (package arrays) hold every task, ended or not. Once its last task
+// ends, the array and all its tasks leave memory the same way
+// (arrayJobs.Forget, arrays.go).
 //
 // o.order keeps the ids of evicted jobs until it is compacted (when
 // they are more than half of it): whoever walks o.order skips ids that
@@ -283,8 +284,8 @@ func (o *Orchestrator) replay(key string) (submitResult, bool) {
 	return submitResult{o.view(j, true), true}, true
 }
 
-// noteEnded adds to tx's batch the jobs (not array tasks: see
-// noteArraysDone) it ends, for the store's summary of ended jobs. Write
+// noteEnded adds to tx's batch the jobs (not array tasks: package
+// arrays adds theirs when their array is done) it ends, for the store's summary of ended jobs. Write
 // lock held, before the commit.
 func (o *Orchestrator) noteEnded(tx *txn) {
 	for _, e := range tx.batch.Events {

@@ -187,7 +187,7 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 		}
 		if j.Priority != p {
 			j.Priority = p
-			o.arrayRepriority(j)
+			o.arr.Repriority(j)
 			tx.touch(j)
 			o.dirty = true
 			o.log.Info("job priority changed", "job_id", id, "priority", p.String())

@@ -37,9 +37,9 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 	// The tasks of the arrays in memory are listed from there; past
 	// maxSkipArrays their rows come from the store too, and the merge
 	// lists each job once.
-	if wantStore && len(o.arr.byID) <= maxSkipArrays {
-		skip = make([]string, 0, len(o.arr.byID))
-		for id := range o.arr.byID {
+	if wantStore && o.arr.Len() <= maxSkipArrays {
+		skip = make([]string, 0, o.arr.Len())
+		for id := range o.arr.IDs() {
 			skip = append(skip, id)
 		}
 	}

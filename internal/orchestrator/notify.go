@@ -33,11 +33,11 @@ type notesBooks struct{ o *Orchestrator }
 func (b notesBooks) Job(id string) *api.Job { return b.o.jobs[id] }
 
 func (b notesBooks) Array(id string) (*api.Array, string) {
-	ar := b.o.arr.byID[id]
-	if ar == nil {
+	rec, tmpl := b.o.arr.Live(id)
+	if rec == nil {
 		return nil, ""
 	}
-	return &ar.rec, ar.tmpl.Notify
+	return rec, tmpl.Notify
 }
 
 func (b notesBooks) QueueWaitP95(now time.Time) time.Duration { return b.o.queueWaitP95(now) }

@@ -199,7 +199,7 @@ func (o *Orchestrator) resolveIDOrArray(ref string, arrayErrs bool) (string, boo
 // array is meant).
 func (o *Orchestrator) arrayOnlyPrefix(prefix string) (string, bool, error) {
 	o.mu.RLock()
-	if o.arr.byID[prefix] != nil {
+	if o.arr.Has(prefix) {
 		o.mu.RUnlock()
 		return prefix, true, nil
 	}

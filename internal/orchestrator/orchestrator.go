@@ -30,6 +30,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/history"
@@ -188,7 +189,7 @@ type Orchestrator struct {
 	startedAt   time.Time
 	changed     chan struct{} // closed and replaced after every commit
 	hist        history.Books // the cluster over time, for graphs (package history)
-	arr         arrayBooks    // job arrays (arrays.go)
+	arr         *arrays.Books // job arrays (package arrays)
 	deps        *deps.Tracker // job dependencies (package deps)
 
 	dirty  bool       // loop-only: a cycle is due
@@ -326,14 +327,14 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		att = cfg.Attach
 	}
 	o.reclaim = reclaim.New(cfg.Limits.MaxInteractiveTime, att)
-	o.deps = newDeps(o) // deps.go
+	o.deps = newDeps(o)  // deps.go
+	o.arr = newArrays(o) // arrays.go
 	o.spend = spend.New(spendCluster{o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
 		NodeTTL: cfg.NodeTTL, BudgetAction: cfg.BudgetAction})
 	o.bookings = bookings.New(bookingCluster{o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
 		Now: cfg.Now, Holds: o.holds, Notes: o.notes, Log: cfg.Logger})
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
-	o.arr.init()
 	o.health.sig.Store(new(make(chan struct{})))
 	o.nodeEvents.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
@@ -484,9 +485,6 @@ type txn struct {
 	// answered; after runs once everyone is answered.
 	durable []func()
 	after   []func()
-	// done are the arrays whose last task the batch ends: they leave
-	// memory once it is committed (arrays_evict.go).
-	done []*array
 	// Which op made which rows, should the store refuse some of them
 	// for good (storedown.go): cur is the op whose fn runs (-1: none),
 	// marks[i] the batch's row counts once op i ran, jobBy the last op
@@ -547,8 +545,8 @@ func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
 	if queued {
 		o.queued[j.ID] = true
 		o.queuedBy[j.User]++
-		if grouped(j) {
-			return // arrays' tasks enter the snapshot by array (arrays_sched.go)
+		if arrays.Grouped(j) {
+			return // arrays' tasks enter the snapshot by array (package arrays)
 		}
 		// New jobs' ids only grow: appending keeps the order. A
 		// requeued job's id (it may still be listed) does not.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
@@ -57,8 +58,8 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
-	o.loadNumbers(st) // numbers.go
-	arrayTasks(st)    // tasks with no row yet (arrays.go)
+	o.loadNumbers(st)   // numbers.go
+	arrays.AddTasks(st) // tasks with no row yet
 
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
@@ -85,8 +86,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			lost[j.ID] = true
 		}
 	}
-	o.loadArrays(st.Arrays)
-	o.on.loadAll(st) // features.go: bookings
+	o.on.loadAll(st) // features.go: bookings, arrays
 	for i := range st.Holds {
 		h := &st.Holds[i]
 		o.holds.Add(h)

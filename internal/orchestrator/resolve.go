@@ -31,7 +31,7 @@ func (o *Orchestrator) memoryPrefix(prefix string, arrays bool) prefixMemory {
 		return m
 	}
 	if arrays {
-		for aid := range o.arr.byID {
+		for aid := range o.arr.IDs() {
 			if strings.HasPrefix(aid, prefix) {
 				m.arrays[aid] = true
 			}
@@ -101,7 +101,7 @@ func arrayByPrefix(id string, m prefixMemory, stored []string) (aid string, live
 // names none. No lock held.
 func (o *Orchestrator) resolveArrayID(id string) (aid string, live, ok bool, err error) {
 	o.mu.RLock()
-	if o.arr.byID[id] != nil {
+	if o.arr.Has(id) {
 		o.mu.RUnlock()
 		return id, true, true, nil
 	}
@@ -145,7 +145,7 @@ func (o *Orchestrator) ResolveJobID(id string) (string, error) {
 		o.mu.RUnlock()
 		return id, nil
 	}
-	liveArray := o.arr.byID[id] != nil
+	liveArray := o.arr.Has(id)
 	prefixed := len(id) >= MinIDPrefix && !strings.Contains(id, "_")
 	m := o.memoryPrefix(id, prefixed)
 	o.mu.RUnlock()

@@ -7,10 +7,11 @@ import (
 	"testing"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/arrays"
 )
 
 func resolver(ids ...string) *Orchestrator {
-	o := &Orchestrator{jobs: map[string]*api.Job{}}
+	o := &Orchestrator{jobs: map[string]*api.Job{}, arr: arrays.New(nil, arrays.Config{})}
 	for _, id := range ids {
 		o.jobs[id] = &api.Job{ID: id}
 		o.order = append(o.order, id)

@@ -19,8 +19,8 @@ func (o *Orchestrator) recountLive() {
 			o.sizes.Add(j.User, sizes.JobBytes(j))
 		}
 	}
-	for _, a := range o.arr.byID {
-		o.sizes.Add(a.rec.User, sizes.JobBytes(&a.tmpl))
+	for rec, tmpl := range o.arr.All() {
+		o.sizes.Add(rec.User, sizes.JobBytes(tmpl))
 	}
 }
 

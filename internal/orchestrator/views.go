@@ -31,7 +31,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		if p, ok := o.pending.get(j.ID); ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
 		} else if j.ArrayJobID != "" {
-			o.arrayPending(j, &v)
+			o.arr.Pending(j, &v)
 		}
 		if t, ok := o.plan[j.ID]; ok {
 			t = t.UTC()
@@ -124,8 +124,8 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
 		}
 	}
-	deps.PositionHeld(r.QueuedJobs)           // jobs held by dependencies last
-	r.Arrays = o.arrayPositions(r.QueuedJobs) // arrays_views.go
+	deps.PositionHeld(r.QueuedJobs)          // jobs held by dependencies last
+	r.Arrays = o.arr.Positions(r.QueuedJobs) // package arrays
 	for i := range r.QueuedJobs {
 		q := &r.QueuedJobs[i]
 		j := o.jobs[q.ID]
