@@ -21,7 +21,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Jobs in container images (issue 26). A task with an image runs as
+// Jobs in container images. A task with an image runs as
 //
 //	shim ── gate ── podman run --rm --init --cgroups=disabled … IMAGE sh -c CMD
 //

@@ -272,7 +272,7 @@ func TestImageTaskStoppedOrFailedWhilePreparing(t *testing.T) {
 	}
 }
 
-// A batch script in an image (issue 26): the container runs the script,
+// A batch script in an image: the container runs the script,
 // written where the container sees it (the notice's directory, bound
 // read-only), with the job's arguments, not the arguments alone.
 func TestImageTaskRunsItsScript(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/corral-sched/corral/internal/batchscript"
 )
 
-// Batch scripts, -o/-e files and --signal on the node (issue 26,
-// docs/jobs.md "Batch scripts").
+// Batch scripts, -o/-e files and --signal on the node (docs/jobs.md,
+// "Batch scripts").
 //
 // A batch script is written to a private file, executable, and the job's
 // command becomes `exec SCRIPT ARGS`, so the kernel runs it with its own

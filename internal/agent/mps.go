@@ -18,7 +18,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// MPS shares (issue 28): a GPU the admin marks shareable (corral agent
+// MPS shares: a GPU the admin marks shareable (corral agent
 // --shared-gpus 0,1) runs jobs that ask for a share of it
 // (TaskSpec.GPUShareMiB, GPUCompute) as clients of one MPS control
 // daemon of its own, started by the agent when the GPU's first share

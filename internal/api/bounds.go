@@ -12,7 +12,7 @@ import (
 // RFC 3339 text (good to 9999), and a Go time.Duration spans 292 years.
 // A value outside them is refused with 422 naming its field, before
 // anything changes; no request can then put a time in memory that a
-// commit cannot write (issue 24).
+// commit cannot write.
 const (
 	// MinYear and MaxYear bound request times: from MinYear-01-01T00:00:00Z
 	// to before MaxYear-01-01T00:00:00Z.

@@ -3,7 +3,7 @@ package api
 import "time"
 
 // ExecutorStatus is one executor in GET /orchestrator/status's executors
-// list (issue 16): what runs the jobs of a pool, and, for an engine
+// list: what runs the jobs of a pool, and, for an engine
 // reached over the network (Ray, Slurm), its circuit breaker.
 type ExecutorStatus struct {
 	Name    string `json:"name"`              // "agents", "ray", "slurm"

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// ParseMount splits a job's bind mount, SRC:DST[:ro|:rw] (issue 26), into
+// ParseMount splits a job's bind mount, SRC:DST[:ro|:rw], into
 // its host directory, its path in the container and whether it is
 // read-only. Both paths must be absolute and clean, and hold none of the
 // characters the container runtime's own syntax splits on (':' and ',').

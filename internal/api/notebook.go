@@ -7,7 +7,7 @@ import (
 	"hash/fnv"
 )
 
-// Notebook jobs (issue 13): a job submitted with "notebook": true runs a
+// Notebook jobs: a job submitted with "notebook": true runs a
 // notebook server on the loopback interface of its node (rank 0), on the
 // port NotebookPort gives, which the job finds in NotebookPortVar; the
 // server's reverse proxy at NotebookPath(job) reaches it.

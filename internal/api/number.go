@@ -2,7 +2,7 @@ package api
 
 import "strconv"
 
-// ShortID is how people name a job (issue 27): its number ("1234"), or
+// ShortID is how people name a job: its number ("1234"), or
 // for a task of an array its array's number and its index ("1234_7");
 // "" for a job that has no number (submitted before numbers existed).
 func ShortID(number int64, task *int) string {

@@ -12,7 +12,7 @@ const (
 	BookingMaint      = "maint"       // maintenance: nobody's jobs run in it
 )
 
-// Reservation is a booking (issue 14): GPUs set aside for some users over
+// Reservation is a booking: GPUs set aside for some users over
 // an interval. Allocation names the specific GPUs it blocks, chosen when
 // it is created; the scheduler treats them as a blocked interval.
 type Reservation struct {

@@ -127,7 +127,7 @@ type Job struct {
 	NodeLabels         map[string]string `json:"node_labels,omitempty"` // runs only on nodes with all these labels
 	MemMiB             int64             `json:"mem_mib,omitempty"`     // memory limit of each rank's cgroup, MiB; 0: the agent's default
 	CPUs               float64           `json:"cpus,omitempty"`        // CPU limit of each rank's cgroup; 0: the agent's default
-	// A task of a job array (issue 11): its id is ArrayJobID + "_" + ArrayTaskID.
+	// A task of a job array: its id is ArrayJobID + "_" + ArrayTaskID.
 	ArrayJobID  string `json:"array_job_id,omitempty"`
 	ArrayTaskID *int   `json:"array_task_id,omitempty"`
 	// DependsOn is the job's dependency expression (Slurm's grammar, e.g.
@@ -141,7 +141,7 @@ type Job struct {
 	NodeID string  `json:"node_id,omitempty"`
 	Events []Event `json:"events,omitempty"`
 
-	// Elastic GPU count (issue 11): with GPUCountMin > 0 the job takes
+	// Elastic GPU count: with GPUCountMin > 0 the job takes
 	// from GPUCountMin to GPUCount GPUs on one node, after waiting up to
 	// ElasticWait (from submission) for GPUCount. GrantedGPUs is what its
 	// current or last attempt got, for every job (len(Allocation) while
@@ -153,7 +153,7 @@ type Job struct {
 	// empty: the defaults. NotifyTasks: an array's tasks notify one by one.
 	Notify      string `json:"notify,omitempty"`
 	NotifyTasks bool   `json:"notify_tasks,omitempty"`
-	// Class is the job's preemption class (issue 13): ClassBatch (empty
+	// Class is the job's preemption class: ClassBatch (empty
 	// means batch), ClassInteractive or ClassInteractivePreemptible.
 	Class string `json:"class,omitempty"`
 	// Hold is the name of the hold this job stands for: a hold queued with
@@ -167,15 +167,15 @@ type Job struct {
 	// Notebook: the job runs a notebook server on NotebookPort, reached
 	// through /proxy/ID/ (corral notebook; notebook.go).
 	Notebook bool `json:"notebook,omitempty"`
-	// Reservation is the booking the job runs in (issue 14); empty: none.
+	// Reservation is the booking the job runs in; empty: none.
 	Reservation string `json:"reservation,omitempty"`
 	// ReservationEnded, with TimedOut: it is being stopped because its
 	// booking's window ended (not flex).
 	ReservationEnded bool `json:"reservation_ended,omitempty"`
-	// Pool is the pool of nodes the job runs in (issue 16: "agents",
+	// Pool is the pool of nodes the job runs in ("agents",
 	// "slurm", "ray"); empty: any.
 	Pool string `json:"pool,omitempty"`
-	// Image is the OCI image the job runs in (issue 26; "": on the node
+	// Image is the OCI image the job runs in ("": on the node
 	// itself), Mounts the host directories bound into it (SRC:DST[:ro]).
 	// ImageDigest is the image its current or last attempt ran, by digest.
 	Image       string   `json:"image,omitempty"`
@@ -186,7 +186,7 @@ type Job struct {
 	// made (the seed's orchestrationMetadata.schedulingPolicy; empty in
 	// a follower's answers, read from the store).
 	Policy string `json:"policy,omitempty"`
-	// Batch scripts and Slurm's names (issue 26, docs/jobs.md "Batch
+	// Batch scripts and Slurm's names (docs/jobs.md "Batch
 	// scripts"); see SubmitRequest.
 	JobIO
 }
@@ -255,18 +255,18 @@ type SubmitRequest struct {
 	// the defaults. NotifyTasks: an array's tasks notify one by one.
 	Notify      string `json:"notify,omitempty"`
 	NotifyTasks bool   `json:"notify_tasks,omitempty"`
-	// Class is the job's preemption class (issue 13): ClassBatch (empty
+	// Class is the job's preemption class: ClassBatch (empty
 	// means batch), ClassInteractive or ClassInteractivePreemptible.
 	Class string `json:"class,omitempty"`
 	// Notebook: the job runs a notebook server on NotebookPort, reached
 	// through /proxy/ID/ (corral notebook; notebook.go).
 	Notebook bool `json:"notebook,omitempty"`
-	// Reservation: run in this booking (issue 14).
+	// Reservation: run in this booking.
 	Reservation string `json:"reservation,omitempty"`
-	// Pool: run on this pool's nodes only (issue 16).
+	// Pool: run on this pool's nodes only.
 	Pool string `json:"pool,omitempty"`
 	// Script, ScriptName, Output, Error, Signal, TimeLimitFrom and
-	// EstimateFrom are as in Job (JobIO; issue 26). With Script, Command
+	// EstimateFrom are as in Job (JobIO). With Script, Command
 	// holds the script's arguments (a shell string) and may be empty.
 	Script        string `json:"script,omitempty"`
 	ScriptName    string `json:"script_name,omitempty"`
@@ -279,7 +279,7 @@ type SubmitRequest struct {
 	// "16:00", "tomorrow", "2026-12-01T10:00", RFC 3339), in the server's
 	// time zone when the text names none.
 	Begin string `json:"begin,omitempty"`
-	// Image: run in this OCI image (issue 26); Mounts: bind these host
+	// Image: run in this OCI image; Mounts: bind these host
 	// directories into it, each SRC:DST[:ro].
 	Image  string   `json:"image,omitempty"`
 	Mounts []string `json:"mounts,omitempty"`
@@ -428,7 +428,7 @@ type Node struct {
 	// process-group (what its agent registered; process-group if it said
 	// nothing).
 	Containment string `json:"containment"`
-	// Pool is the pool the node belongs to (issue 16): agents, ray or
+	// Pool is the pool the node belongs to: agents, ray or
 	// slurm; its label "pool".
 	Pool string `json:"pool"`
 }
@@ -496,8 +496,7 @@ type OrchestratorStatus struct {
 	RunningJobs int        `json:"running_jobs"`
 	StartedAt   time.Time  `json:"started_at"`
 	Version     string     `json:"version"`
-	// Executors: what runs the jobs, per pool, with engines' breakers
-	// (issue 16).
+	// Executors: what runs the jobs, per pool, with engines' breakers.
 	Executors []ExecutorStatus `json:"executors,omitempty"`
 }
 
@@ -593,7 +592,7 @@ type ErrorDetail struct {
 const MaxCPUs = 65536
 
 // Job classes: how a job may be preempted and whether it may borrow
-// (issue 13). Every class gets the same notice, SIGTERM, grace, SIGKILL.
+// Every class gets the same notice, SIGTERM, grace, SIGKILL.
 const (
 	ClassBatch                  = "batch"                   // the default: preemptible by policy
 	ClassInteractive            = "interactive"             // never preempted; within its quotas, never borrows

@@ -11,7 +11,7 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// Finished jobs out of memory (issue 15). A job that ends (completed,
+// Finished jobs out of memory. A job that ends (completed,
 // failed, canceled) leaves o.jobs once the batch that ended it is
 // committed (evictFinished): from then on the store holds it, and views
 // read it from there (Job, Jobs, JobState fall back to the store). Memory

@@ -69,7 +69,7 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 
 // PageBytes bounds a page of GET /jobs (and GET /queue) by size as well
 // as by count: a page stops, with its next cursor, once its jobs' JSON
-// would pass about this many bytes (issue 24: three listings of 400 jobs
+// would pass about this many bytes (three listings of 400 jobs
 // of 1 MB each, 396 MB of JSON apiece, took the server to 6.3 GB).
 const PageBytes = 8 << 20
 

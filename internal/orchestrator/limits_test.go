@@ -199,7 +199,7 @@ func checkQueuedBy(t *testing.T, o *Orchestrator, want map[string]int) {
 }
 
 // TestTimeLimitOnTime: a job is stopped at its time limit, not at the
-// next tick after it (issue 26: "kills happen on time"): with a tick of an
+// next tick after it ("kills happen on time"): with a tick of an
 // hour, a 300ms limit still stops the job within a few hundred ms of it.
 func TestTimeLimitOnTime(t *testing.T) {
 	h := startConfig(t, filepath.Join(t.TempDir(), "corral.db"), Config{Nodes: []Node{simNode("n1", 2)}, Tick: time.Hour, CancelGrace: time.Second})

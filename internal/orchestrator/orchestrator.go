@@ -56,7 +56,7 @@ type Config struct {
 	Executor exec.Executor
 	Nodes    []Node
 	DataDir  string // logs go under DataDir/logs
-	// Pools are the server's pools of nodes (issue 16: agents, ray,
+	// Pools are the server's pools of nodes (agents, ray,
 	// slurm); a job may ask for one of them. Empty: any pool name.
 	Pools []string
 	// Reap kills processes left behind by jobs whose server died (kill -9);

@@ -8,7 +8,7 @@ import (
 	"github.com/corral-sched/corral/internal/jobspec"
 )
 
-// A node's pool is its label "pool" (issue 16): the executor that
+// A node's pool is its label "pool": the executor that
 // registers a node sets it (agents: "agents", Ray: "ray"). A job that asks
 // for a pool enters the core as the node label requirement pool=NAME, so
 // placement, backfill and preemption need nothing new.

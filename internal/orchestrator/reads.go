@@ -9,7 +9,7 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// Readers and the lock (issue 24). The loop holds the write lock while it
+// Readers and the lock. The loop holds the write lock while it
 // mutates memory and commits; a reader that held the read lock across a
 // store query (a page of 1,000 ended jobs out of a 500 MB store took 97 s)
 // kept the loop waiting for the write lock, and every later reader behind

@@ -17,7 +17,7 @@ import (
 // TestSlowReadDoesNotStallTheLoop: a GET /jobs whose store query is slow
 // (held open here by the read hook) used to hold the orchestrator's read
 // lock across the query, so the loop waited for the write lock and
-// submissions and agent reports waited behind it (issue 24: 97 s on a
+// submissions and agent reports waited behind it (once 97 s on a
 // 505 MB store, and a running job failed node_lost). Now both go through
 // while the query is held, and a job that ended meanwhile is listed once,
 // in its new state.

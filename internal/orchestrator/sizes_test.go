@@ -17,7 +17,7 @@ import (
 // MaxUserQueuedBytes (429 user_bytes_full; admins exempt); a job that
 // ends, or is canceled, gives its bytes back, and a restart counts them
 // again. Before, a job's env could total 8 MB (256 values of 32 KB) and
-// nothing bounded a user's bytes (issue 24: 400 jobs of 1 MB each).
+// nothing bounded a user's bytes (400 jobs of 1 MB each once).
 func TestJobSizeLimits(t *testing.T) {
 	env := func(n int) map[string]string { return map[string]string{"X": strings.Repeat("e", n-1)} }
 	limits := Limits{MaxCommandBytes: 100, MaxEnvBytes: 1000, MaxUserQueuedBytes: 3000}
@@ -99,7 +99,7 @@ func TestUserBytesGivenBack(t *testing.T) {
 // TestPagesBoundedByBytes: GET /jobs stops a page at about PageBytes of
 // JSON and gives the next cursor, from memory and from the store alike;
 // paging on lists every job once. It used to list up to the count limit
-// whatever the size (issue 24: 396 MB of JSON per listing).
+// whatever the size (396 MB of JSON per listing once).
 func TestPagesBoundedByBytes(t *testing.T) {
 	path := t.TempDir() + "/corral.db"
 	cfg := Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Limits: Limits{MaxUserQueuedBytes: -1}}

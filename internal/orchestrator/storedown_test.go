@@ -10,7 +10,7 @@ import (
 )
 
 // TestUnstorableOpRefusedAlone: a batch in which one op made a row the
-// store can never write (a time past year 9999, issue 24) and another a
+// store can never write (a time past year 9999) and another a
 // job whose times its nanosecond columns cannot hold: those two ops are
 // answered with an error, the other ops of the batch are committed and
 // acknowledged, and the loop goes on taking changes. Before, every try

@@ -14,7 +14,7 @@ import (
 
 // The node's task limit. --max-pids-per-job bounds one attempt; five
 // attempts of one user together could still take a node's whole pid space
-// (issue 24: 32,150 of 32,768 for 15 s), and then nothing else on the node
+// (once 32,150 of 32,768 for 15 s), and then nothing else on the node
 // can fork: not its agent, not sshd, not other users' jobs. So the node's
 // parent cgroup (Parent) holds a pids.max of its own, the cap on all its
 // jobs' tasks together (Spec.NodePids). The kernel charges every task to
