@@ -115,23 +115,38 @@ func (w *sliceWalker) again() { w.i-- }
 
 // newWalker returns the policy's walker over the queue. allocated is the
 // GPUs each user and project holds now (for fair_share's in-cycle charge).
-func newWalker(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int) walker {
+//
+// Under fair_share, the jobs starving at now (see Starving) come first;
+// a zero now starves none.
+func newWalker(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int, now time.Time) walker {
+	w, _ := newWalkerSorted(queue, p, usage, userGPUs, projectGPUs, now)
+	return w
+}
+
+// newWalkerSorted is newWalker, and also returns the queue in the
+// policy's static order (CompareQueued).
+func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int, now time.Time) (walker, []*Job) {
 	jobs := make([]*Job, len(queue))
 	for i := range queue {
 		jobs[i] = &queue[i]
 	}
 	sortStatic(jobs, p)
 	if p.Name != PolicyFairShare {
-		return &sliceWalker{jobs: jobs}
+		return &sliceWalker{jobs: jobs}, jobs
 	}
-	return newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
+	starving, rest := splitStarving(jobs, p, now)
+	fw := newFairWalker(rest, p, usage, userGPUs, projectGPUs)
+	if len(starving) == 0 {
+		return fw, jobs
+	}
+	return &starveWalker{first: sliceWalker{jobs: starving}, rest: fw}, jobs
 }
 
 // Order returns the queue in the order a cycle considers it, as if every
 // job got its GPUs (fair_share re-ranks users as it goes).
 func Order(queue []Job, p Policy) []Job {
 	p = p.WithDefaults()
-	w := newWalker(queue, &p, Usage{}, nil, nil)
+	w := newWalker(queue, &p, Usage{}, nil, nil, time.Time{})
 	out := make([]Job, 0, len(queue))
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		out = append(out, *j)
@@ -145,7 +160,7 @@ func Order(queue []Job, p Policy) []Job {
 func OrderWithUsage(s Snapshot) []Job {
 	p := s.Policy.WithDefaults()
 	userGPUs, projectGPUs := shareHoldings(s.Running)
-	w := newWalker(s.Queue, &p, s.Usage, userGPUs, projectGPUs)
+	w := newWalker(s.Queue, &p, s.Usage, userGPUs, projectGPUs, s.Now)
 	out := make([]Job, 0, len(s.Queue))
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		out = append(out, *j)

@@ -49,6 +49,15 @@ type Policy struct {
 	// DefaultEstimate is the run time assumed for a job with no estimate
 	// and no history.
 	DefaultEstimate time.Duration
+	// StarveAfter: under fair_share, a job that has waited this long since
+	// it was submitted is served before every job that has not, oldest
+	// first (see Starving). Zero: DefaultStarveAfter; negative: never.
+	StarveAfter time.Duration
+	// HeadInWalkOrder: under fair_share with backfill, the head (the job
+	// holding the reservation) is the first job of the walk that does not
+	// fit, as in plain EASY backfill, instead of the oldest (see
+	// OldestHead).
+	HeadInWalkOrder bool
 	// MinRunTime protects a job from preemption for this long after it
 	// starts, so two jobs never thrash.
 	MinRunTime time.Duration

@@ -239,7 +239,10 @@ func Schedule(s Snapshot) Result {
 	}
 
 	// 1. Walk the queue in the policy's order.
-	w := newWalker(s.Queue, &p, s.Usage, c.shareUser, c.shareProject)
+	w, sorted := newWalkerSorted(s.Queue, &p, s.Usage, c.shareUser, c.shareProject, s.Now)
+	if OldestHead(&p) && c.bk == nil {
+		c.reserveOldest(sorted) // starve.go
+	}
 	var borrowers []*Job
 	blocked := false // backfill off and the head waits: nothing passes it
 	for j, ok := w.next(); ok; j, ok = w.next() {
@@ -433,6 +436,10 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 			c.pend(c.preemptFor(j, borrowing, plans))
 			return true
 		}
+	}
+	if c.res != nil && c.res.jobID == j.ID && !borrowing { // the oldest job's, made before the walk
+		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why, EstimatedStart: c.res.startAt()})
+		return false
 	}
 	if c.res == nil && !borrowing {
 		if c.tl == nil {

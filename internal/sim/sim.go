@@ -18,6 +18,11 @@ const (
 	EstimatesExact  = "exact"  // the true duration
 	EstimatesNoisy  = "noisy"  // the true duration times a lognormal factor
 	EstimatesAbsent = "absent" // nothing: the core learns per-user means, else the policy default
+	// EstimatesLearned: a sched.Predictor fed with the replay's own
+	// completions; backfill plans on the high end of its range. A job
+	// with too little history gets none (the policy default, and it is
+	// not backfilled onto reserved GPUs).
+	EstimatesLearned = "learned"
 )
 
 // Config is one simulation: the cluster, the policy and the estimates.
@@ -126,9 +131,13 @@ type simJob struct {
 	end         time.Time
 	preempting  bool
 	preemptions int
-	ri          int // position in sim.running
-	user        int // position in sim.users
-	project     int // position in sim.projects
+	// estimated: the job was told an estimate (at its first queueing),
+	// firstEstimate (0: none, the policy default) for Metrics' accuracy.
+	estimated     bool
+	firstEstimate time.Duration
+	ri            int // position in sim.running
+	user          int // position in sim.users
+	project       int // position in sim.projects
 }
 
 // event kinds
@@ -197,9 +206,15 @@ type sim struct {
 	cntOpen  []int    // scratch: the same outside the reservation
 	bounds   [][2]int // scratch: judgeLanes' bounds by Pending position
 
+	minPrio int // the lowest priority of any job (see starveCut)
+	// shapes: queued jobs by GPUs per node and nodes, each in the core's
+	// order, for the head (see oldestHead)
+	shapes map[[2]int]*lane
+
 	ledger    *sched.Ledger
 	estimator *sched.Estimator
-	learned   bool // the estimator changed since estimates were last refreshed
+	predictor *sched.Predictor // EstimatesLearned
+	learned   bool             // the estimator changed since estimates were last refreshed
 
 	events  eventHeap
 	seq     int
@@ -225,9 +240,9 @@ func Run(jobs []Job, cfg Config) (*Outcome, error) {
 	switch cfg.Estimates {
 	case "":
 		cfg.Estimates = EstimatesExact
-	case EstimatesExact, EstimatesNoisy, EstimatesAbsent:
+	case EstimatesExact, EstimatesNoisy, EstimatesAbsent, EstimatesLearned:
 	default:
-		return nil, fmt.Errorf("sim: estimates %q: want %s, %s or %s", cfg.Estimates, EstimatesExact, EstimatesNoisy, EstimatesAbsent)
+		return nil, fmt.Errorf("sim: estimates %q: want %s, %s, %s or %s", cfg.Estimates, EstimatesExact, EstimatesNoisy, EstimatesLearned, EstimatesAbsent)
 	}
 	if cfg.NoiseSigma <= 0 {
 		cfg.NoiseSigma = 0.5
@@ -256,10 +271,12 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s := &sim{cfg: cfg, policy: cfg.Policy.WithDefaults(), nodeAt: map[string]int{},
 		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{GPUs: cfg.Nodes * cfg.NodeGPUs}}
 	s.laneOf = map[[2]string]int{}
+	s.shapes = map[[2]int]*lane{}
 	s.windowed = !cfg.FullQueue && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
-		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && cfg.Estimates == EstimatesAbsent)
+		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && (cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned))
 	s.ledger = sched.NewLedger(s.policy.HalfLife)
 	s.estimator = sched.NewEstimator()
+	s.predictor = sched.NewPredictor(0, 0)
 	for n := range cfg.Nodes {
 		node := sched.Node{ID: NodeID(n), Schedulable: true, GPUs: make([]sched.GPU, cfg.NodeGPUs)}
 		for g := range node.GPUs {
@@ -276,6 +293,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s.mark = make([]bool, len(jobs))
 	s.pidx = make([]int32, len(jobs))
 	userAt, projectAt := map[string]int{}, map[string]int{}
+	s.minPrio = math.MaxInt
 	for i := range jobs {
 		t := &jobs[i]
 		sj := &s.jobs[i]
@@ -285,7 +303,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
 		switch {
-		case cfg.Estimates == EstimatesAbsent:
+		case cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned:
 		case t.Estimate > 0:
 			sj.given = t.Estimate
 		case cfg.Estimates == EstimatesNoisy:
@@ -301,6 +319,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		if prio == 0 {
 			prio = 2
 		}
+		s.minPrio = min(s.minPrio, prio)
 		s.qjob[i] = sched.Job{ID: sj.id, User: t.User, Project: t.Project, Priority: prio,
 			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes}
 	}
@@ -364,6 +383,9 @@ func (s *sim) run() {
 			e := heap.Pop(&s.events).(event)
 			wake = s.handle(e) || wake
 		}
+		if s.cfg.Estimates == EstimatesLearned {
+			s.outlived() // at every event, so that skipped cycles change nothing
+		}
 		if wake && s.couldDecide() {
 			s.cycle()
 		}
@@ -395,7 +417,18 @@ func (s *sim) enqueue(i int) {
 	j.state, j.queuedAt = stQueued, s.now
 	q := &s.qjob[i]
 	q.Estimate, q.EstimateGiven = sched.EstimateFor(j.given, j.t.User, s.estimator, s.policy.DefaultEstimate)
+	if s.cfg.Estimates == EstimatesLearned {
+		q.Estimate, q.EstimateGiven = s.learnedEstimate(i, 0)
+	}
+	if !j.estimated {
+		j.estimated = true
+		j.firstEstimate = q.Estimate
+		if !q.EstimateGiven {
+			j.firstEstimate = 0
+		}
+	}
 	s.laneFor(i).insert(s, i)
+	s.shapeFor(i).insert(s, i)
 	s.queued++
 	s.needs[min(j.gpus, len(s.needs)-1)]++
 }
@@ -403,6 +436,7 @@ func (s *sim) enqueue(i int) {
 func (s *sim) dequeue(i int) {
 	j := &s.jobs[i]
 	s.laneFor(i).remove(s, i)
+	s.shapeFor(i).remove(s, i)
 	s.queued--
 	j.queued += s.now.Sub(j.queuedAt)
 	s.needs[min(j.gpus, len(s.needs)-1)]--
@@ -436,6 +470,8 @@ func (s *sim) handle(e event) bool {
 		}
 		j.state, j.end, j.preempting = stDone, s.now, false
 		s.estimator.Observe(j.t.User, s.now.Sub(j.startedAt))
+		s.predictor.Observe(sched.Attempt{User: j.t.User, Project: j.t.Project, Name: j.t.Name, Command: j.t.Command,
+			GPUs: j.t.GPUs, Ran: s.now.Sub(j.startedAt)})
 		s.learned = true
 		return true
 	}
@@ -477,6 +513,7 @@ func (s *sim) cycle() {
 	if s.learned && s.cfg.Estimates == EstimatesAbsent {
 		s.refreshEstimates()
 	}
+
 	var usage sched.Usage // only fair_share reads it
 	if s.policy.Name == sched.PolicyFairShare {
 		usage = s.ledger.Usage(s.now)
@@ -595,4 +632,29 @@ func slotOf[T any](at map[string]int, list *[]T, name string, mk func() T) int {
 		*list = append(*list, mk())
 	}
 	return k
+}
+
+// learnedEstimate is job i's estimate from the predictor, having run
+// elapsed so far: the high end of the predicted range, which backfill
+// plans on, and true; else the policy default and false (too little
+// history: not backfilled onto reserved GPUs).
+func (s *sim) learnedEstimate(i int, elapsed time.Duration) (time.Duration, bool) {
+	t := s.jobs[i].t
+	p, ok := s.predictor.Predict(sched.Query{User: t.User, Name: t.Name, Command: t.Command, GPUs: t.GPUs, Elapsed: elapsed})
+	if !ok {
+		return max(s.policy.DefaultEstimate, 2*elapsed), false
+	}
+	return max(p.High, time.Second), true
+}
+
+// outlived gives each running job that has outlived its learned estimate
+// a new one (sched.Predictor: from the runs that lasted longer).
+func (s *sim) outlived() {
+	for k := range s.running {
+		r := &s.running[k]
+		if r.Preempting || r.StartedAt.Add(r.Estimate).After(s.now) {
+			continue
+		}
+		r.Estimate, _ = s.learnedEstimate(s.index(r.ID), s.now.Sub(r.StartedAt))
+	}
 }

@@ -1,0 +1,169 @@
+package sched
+
+import "time"
+
+// Starvation.
+//
+// Under fair_share a user who has used much waits behind everyone who has
+// used less, for as long as they keep submitting: a big or long job of a
+// heavy user can wait for weeks, and a long job started late stretches
+// the makespan. So a job that has waited StarveAfter since it was
+// submitted is starving, and a cycle serves the starving jobs before
+// every other, oldest first (by aged priority, the order of one user's
+// jobs): the first starving job that does not fit becomes the head and
+// holds the reservation, and since the oldest stays the oldest until it
+// starts, that reservation stays where it is from cycle to cycle
+// instead of moving whenever the users' shares do (GPUs drained for a
+// head that the next cycle abandons sit idle). The jobs that have not
+// waited that long keep the fair-share order among themselves.
+
+// DefaultStarveAfter is how long a job waits before it is starving, when
+// the policy does not say.
+const DefaultStarveAfter = 48 * time.Hour
+
+// Starving reports whether job j, queued at now, has waited long enough
+// under policy p (as given or with its defaults) to be served before the
+// jobs that have not (see StarveAfter).
+func Starving(j *Job, now time.Time, p *Policy) bool {
+	after := p.StarveAfter
+	if after == 0 {
+		after = DefaultStarveAfter
+	}
+	return p.Name == PolicyFairShare && after > 0 && !now.IsZero() && !j.SubmittedAt.After(now.Add(-after))
+}
+
+// starveWalker yields the starving jobs first, in aged-priority order,
+// then the rest in the order of the policy's walker; every placement is
+// charged to that walker, so fair share's turns count the starving jobs'
+// GPUs too.
+type starveWalker struct {
+	first  sliceWalker
+	rest   walker
+	inRest bool // the last job came from rest
+}
+
+func (w *starveWalker) next() (*Job, bool) {
+	if j, ok := w.first.next(); ok {
+		w.inRest = false
+		return j, true
+	}
+	w.inRest = true
+	return w.rest.next()
+}
+
+func (w *starveWalker) placed(j *Job) { w.rest.placed(j) }
+
+func (w *starveWalker) again() {
+	if w.inRest {
+		w.rest.again()
+		return
+	}
+	w.first.again()
+}
+
+// splitStarving moves the starving jobs of jobs (in the policy's static
+// order) to a list of their own; it returns them and the others, both in
+// order. It returns nil and jobs when none starves.
+func splitStarving(jobs []*Job, p *Policy, now time.Time) (starving, rest []*Job) {
+	k := 0
+	for k < len(jobs) && !Starving(jobs[k], now, p) {
+		k++
+	}
+	if k == len(jobs) {
+		return nil, jobs
+	}
+	rest = make([]*Job, 0, len(jobs))
+	for _, j := range jobs {
+		if Starving(j, now, p) {
+			starving = append(starving, j)
+		} else {
+			rest = append(rest, j)
+		}
+	}
+	return starving, rest
+}
+
+// starvesAhead reports whether running job v, once requeued, would be
+// starving and served before j: it is starving and j is not, or both are
+// and v comes first in aged-priority order. Preempting it for j would hand
+// its GPUs straight back to it.
+func (c *cycle) starvesAhead(v *Running, j *Job) bool {
+	if v.SubmittedAt.IsZero() {
+		return false
+	}
+	vj := Job{ID: v.ID, SubmittedAt: v.SubmittedAt, Priority: v.Priority, Estimate: v.Estimate}
+	switch {
+	case !Starving(&vj, c.now, c.p):
+		return false
+	case !Starving(j, c.now, c.p):
+		return true
+	}
+	return compareKeyed(keyOf(&vj, c.p), keyOf(j, c.p)) < 0
+}
+
+// The oldest job holds the reservation.
+//
+// Under EASY backfill the head is the first job of the walk that does not
+// fit. Under fair_share the walk's order moves with the users' shares, so
+// the head moves too: GPUs drained for one cycle's head sit idle until the
+// next cycle makes another job the head and starts small jobs on them.
+// So under fair_share (with backfill, and no bookings) the head is the
+// oldest job, in aged-priority order, that cannot start now; it keeps its
+// reservation, cycle after cycle, until it starts. Jobs still start in the
+// fair-share order wherever they cannot delay it.
+
+// OldestHead reports whether a cycle under policy p makes the oldest job
+// that cannot start now the head, before it walks the queue.
+func OldestHead(p *Policy) bool {
+	return p.Name == PolicyFairShare && p.Backfill && !p.HeadInWalkOrder
+}
+
+// HeadCandidate reports whether queued job j could be made the head by
+// OldestHead's rule at now (if it could not start then): it asks for
+// GPUs, is not held, backing off, waiting for its begin time, in a
+// booking, elastic or over a quota.
+func (c *cycle) headCandidate(j *Job) bool {
+	return j.GPUs > 0 && j.Held == "" && !j.NotBefore.After(c.now) && j.Booking == "" && j.GPUsMin == 0 &&
+		c.overQuota(j) == ""
+}
+
+// reserveOldest makes the first job of sorted (the queue in aged-priority
+// order) that is a head candidate, could ever run and cannot start now,
+// the head, with its reservation.
+func (c *cycle) reserveOldest(sorted []*Job) {
+	fitsNow := map[*shapeState]bool{}
+	for _, j := range sorted {
+		if !c.headCandidate(j) {
+			continue
+		}
+		sh := c.shapeOf(j)
+		if !c.fits(j, sh) {
+			continue
+		}
+		fit, known := fitsNow[sh]
+		if !known {
+			_, fit = c.ix.find(j, c.p.Spread)
+			fitsNow[sh] = fit
+		}
+		if fit {
+			continue
+		}
+		if c.tl == nil {
+			c.tl = newTimeline(c.ix, c.s.Running, c.placedOn, c.now)
+		}
+		if r, ok := reserve(c.ix, c.tl, j); ok {
+			c.res = r
+		} else {
+			c.res = &headReservation{jobID: j.ID, at: never}
+		}
+		return
+	}
+}
+
+// startAt is the reservation's time, zero when no estimate frees enough.
+func (r *headReservation) startAt() time.Time {
+	if r.at.Equal(never) {
+		return time.Time{}
+	}
+	return r.at
+}
