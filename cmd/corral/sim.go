@@ -29,7 +29,8 @@ type simFlags struct {
 	seed                              uint64
 	preemptGrace, minRunTime          time.Duration
 	starveAfter                       time.Duration
-	head                              string
+	head, placement                   string
+	reserveAfter                      time.Duration
 	json, timing                      bool
 	jobsOut, cpuProfile               string
 	// compare
@@ -114,7 +115,9 @@ run.`,
 	pf.Uint64Var(&f.seed, "seed", 1, "seed of the estimate noise")
 	durationVar(pf, &f.preemptGrace, "preempt-grace", sim.DefaultPreemptGrace, "how long a preempted job runs on before it stops")
 	durationVar(pf, &f.starveAfter, "starve-after", sched.DefaultStarveAfter, "fair_share: a job waiting this long is served before every job that has not, oldest first (0: never)")
-	pf.StringVar(&f.head, "head", "oldest", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
+	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
+	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
+	pf.StringVar(&f.placement, "placement", "by-end", "single-node jobs: the fullest node that fits (best-fit) or, scored by end, one whose jobs end no sooner than theirs, keeping nodes about to drain whole (by-end)")
 	durationVar(pf, &f.minRunTime, "min-run-time", sched.DefaultMinRunTime, "no job is preempted sooner than this after it starts")
 	pf.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file (go tool pprof)")
@@ -258,11 +261,14 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if f.noiseSigma <= 0 || f.noiseSigma > 5 || math.IsNaN(f.noiseSigma) {
 		return nil, cfg, usagef("--noise-sigma must be above 0 and at most 5")
 	}
+	if f.placement != "by-end" && f.placement != "best-fit" {
+		return nil, cfg, usagef("--placement %q: want by-end or best-fit", f.placement)
+	}
 	if f.head != "oldest" && f.head != "walk" {
 		return nil, cfg, usagef("--head %q: want oldest or walk", f.head)
 	}
-	if f.preemptGrace < 0 || f.minRunTime < 0 || f.starveAfter < 0 {
-		return nil, cfg, usagef("--preempt-grace, --min-run-time and --starve-after cannot be negative")
+	if f.preemptGrace < 0 || f.minRunTime < 0 || f.starveAfter < 0 || f.reserveAfter < 0 {
+		return nil, cfg, usagef("--preempt-grace, --min-run-time, --starve-after and --reserve-after cannot be negative")
 	}
 	jobs, err := readTrace(f.trace, f.format, f.teamsFrom)
 	if err != nil {
@@ -275,7 +281,11 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	cfg = sim.Config{Nodes: nodes, NodeGPUs: gpus, Estimates: f.estimates, NoiseSigma: f.noiseSigma, Seed: f.seed,
 		PreemptGrace: grace, Timing: f.timing,
 		Policy: sched.Policy{Backfill: f.backfill, Preemption: f.preemption, Spread: f.spread, MinRunTime: f.minRunTime,
-			StarveAfter: f.starveAfter, HeadInWalkOrder: f.head == "walk"}}
+			StarveAfter: f.starveAfter, OldestHead: f.head == "oldest", ReserveAfter: f.reserveAfter,
+			PlainBestFit: f.placement == "best-fit"}}
+	if f.reserveAfter == 0 {
+		cfg.Policy.ReserveAfter = -1
+	}
 	if f.starveAfter == 0 {
 		cfg.Policy.StarveAfter = -1 // zero means never, not the default
 	}

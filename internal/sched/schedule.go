@@ -209,15 +209,25 @@ func Schedule(s Snapshot) Result {
 	c.mayPreempt = p.Preemption
 	c.placedOn = make([]int32, 0, len(s.Running))
 	perNode := make([]int, len(s.Nodes))
+	if !p.PlainBestFit {
+		c.ix.drain = make([]int64, len(s.Nodes))
+	}
 	for ri := range s.Running {
 		r := &s.Running[ri]
 		c.mayPreempt = c.mayPreempt || r.Borrowed || r.Preempting || r.Idle && p.PreemptIdle
+		end := int64(0)
+		if !r.Preempting && c.ix.drain != nil {
+			end = max(addRel(int64(r.StartedAt.Sub(c.now)), r.Estimate), 0)
+		}
 		for _, pl := range r.Placements {
 			n, ok := c.ix.byID[pl.NodeID]
 			if !ok {
 				n = -1
 			} else {
 				perNode[n]++
+				if c.ix.drain != nil {
+					c.ix.drain[n] = max(c.ix.drain[n], end)
+				}
 			}
 			c.placedOn = append(c.placedOn, int32(n))
 		}
@@ -402,6 +412,13 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 	c.projectGPUs[j.Project] += n
 	c.shareUser[j.User] += n
 	c.shareProject[j.Project] += n
+	if c.ix.drain != nil {
+		for _, p := range ps {
+			if k, ok := c.ix.byID[p.NodeID]; ok {
+				c.ix.drain[k] = max(c.ix.drain[k], int64(j.Estimate))
+			}
+		}
+	}
 	if c.tl != nil {
 		c.tl.markRel(c.ix, ps, addRel(0, j.Estimate))
 	}
@@ -439,6 +456,10 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 	}
 	if c.res != nil && c.res.jobID == j.ID && !borrowing { // the oldest job's, made before the walk
 		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why, EstimatedStart: c.res.startAt()})
+		return false
+	}
+	if c.res == nil && !borrowing && !c.mayReserve(j) { // young: it waits without one (starve.go)
+		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why})
 		return false
 	}
 	if c.res == nil && !borrowing {

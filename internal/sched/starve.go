@@ -115,7 +115,7 @@ func (c *cycle) starvesAhead(v *Running, j *Job) bool {
 // OldestHead reports whether a cycle under policy p makes the oldest job
 // that cannot start now the head, before it walks the queue.
 func OldestHead(p *Policy) bool {
-	return p.Name == PolicyFairShare && p.Backfill && !p.HeadInWalkOrder
+	return p.Name == PolicyFairShare && p.Backfill && p.OldestHead
 }
 
 // HeadCandidate reports whether queued job j could be made the head by
@@ -124,7 +124,7 @@ func OldestHead(p *Policy) bool {
 // booking, elastic or over a quota.
 func (c *cycle) headCandidate(j *Job) bool {
 	return j.GPUs > 0 && j.Held == "" && !j.NotBefore.After(c.now) && j.Booking == "" && j.GPUsMin == 0 &&
-		c.overQuota(j) == ""
+		c.overQuota(j) == "" && c.mayReserve(j)
 }
 
 // reserveOldest makes the first job of sorted (the queue in aged-priority
@@ -167,3 +167,30 @@ func (r *headReservation) startAt() time.Time {
 	}
 	return r.at
 }
+
+// Reservations for jobs that have waited.
+//
+// A head's reservation holds GPUs idle while the nodes it needs drain
+// (only jobs sure to end before it may use them). Under fair_share the
+// queue is short and its waiting jobs are often gangs alone, so those
+// idle GPUs are most of what is lost while jobs wait. So a job holds a
+// reservation only once it has waited ReserveAfter: until then it takes
+// whole nodes as they come free, and nothing is held for it; after, it
+// is the head as before (and once starving, the first of the walk).
+
+// DefaultReserveAfter is how long a job waits before it may hold a
+// reservation, when the policy does not say.
+const DefaultReserveAfter = 2 * time.Hour
+
+// MayReserve reports whether job j, queued at now, may be the head under
+// policy p: always but under fair_share with backfill, where it must have
+// waited ReserveAfter.
+func MayReserve(j *Job, now time.Time, p *Policy) bool {
+	after := p.ReserveAfter
+	if after == 0 {
+		after = DefaultReserveAfter
+	}
+	return p.Name != PolicyFairShare || !p.Backfill || after < 0 || !j.SubmittedAt.After(now.Add(-after))
+}
+
+func (c *cycle) mayReserve(j *Job) bool { return MayReserve(j, c.now, c.p) }

@@ -77,7 +77,7 @@ func TestStarvingJobIsTheHead(t *testing.T) {
 		head  string
 	}{{48 * h, "big"}, {-1, "young"}} {
 		r := Schedule(Snapshot{Now: now, Nodes: []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3, 4, 5, 6, 7)}, Queue: queue, Running: running,
-			Usage: usage, Policy: Policy{Name: PolicyFairShare, Backfill: true, StarveAfter: tc.after, HeadInWalkOrder: true}})
+			Usage: usage, Policy: Policy{Name: PolicyFairShare, Backfill: true, StarveAfter: tc.after, ReserveAfter: -1}})
 		if r.Head != tc.head {
 			t.Errorf("StarveAfter %v: head %q, want %q", tc.after, r.Head, tc.head)
 		}
@@ -125,7 +125,7 @@ func TestOldestJobIsTheHead(t *testing.T) {
 		{true, "young", 101 * h, []string{"long", "short"}},
 	} {
 		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: running, Usage: usage,
-			Policy: Policy{Name: PolicyFairShare, Backfill: true, StarveAfter: -1, HeadInWalkOrder: tc.walkOrder}})
+			Policy: Policy{Name: PolicyFairShare, Backfill: true, StarveAfter: -1, ReserveAfter: -1, OldestHead: !tc.walkOrder}})
 		if r.Head != tc.head || !r.ReservedAt.Equal(t0.Add(tc.at)) || !slices.Equal(startIDs(r), tc.starts) {
 			t.Errorf("walk order %v: head %q at %v, starts %v; want %q at %v, %v", tc.walkOrder, r.Head,
 				r.ReservedAt.Sub(t0), startIDs(r), tc.head, tc.at, tc.starts)
@@ -134,6 +134,37 @@ func TestOldestJobIsTheHead(t *testing.T) {
 			if p.JobID == tc.head && !p.EstimatedStart.Equal(t0.Add(tc.at)) {
 				t.Errorf("walk order %v: the head's estimated start %v, want %v", tc.walkOrder, p.EstimatedStart, t0.Add(tc.at))
 			}
+		}
+	}
+}
+
+// Under fair_share with backfill, a job holds a reservation only once it
+// has waited ReserveAfter; until then a later job may take the GPUs it
+// would have held.
+func TestReserveAfter(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	nodes := []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3)}
+	running := []Running{run("r1", "x", 2, "n1", 99*h, 2*h, 0, 1, 2, 3)}
+	for _, tc := range []struct {
+		policy    string
+		submitted time.Duration // the gang's submission, after t0
+		after     time.Duration
+		head      string
+		starts    []string
+	}{
+		{PolicyFairShare, 99 * h, 2 * h, "", []string{"long"}},            // young: nothing held, the long job starts
+		{PolicyFairShare, 97 * h, 2 * h, "gang", nil},                     // waited 3h: its GPUs are held
+		{PolicyFairShare, 99 * h, -1, "gang", nil},                        // at once
+		{PolicyFCFS, 99 * h, 2 * h, "gang", nil},                          // other policies: plain EASY
+		{PolicyFairShare, 99*h + 30*time.Minute, 0, "", []string{"long"}}, // zero: the default, 2h
+	} {
+		queue := jobs(mk("gang").user("a").gpus(8).at(tc.submitted).est(h), mk("long").user("b").gpus(2).at(99*h).est(5*h))
+		r := Schedule(Snapshot{Now: now, Nodes: nodes, Running: running, Queue: queue,
+			Policy: Policy{Name: tc.policy, Backfill: true, StarveAfter: -1, ReserveAfter: tc.after}})
+		if r.Head != tc.head || !slices.Equal(startIDs(r), tc.starts) {
+			t.Errorf("%s, gang submitted at %v, ReserveAfter %v: head %q, starts %v; want %q, %v", tc.policy, tc.submitted,
+				tc.after, r.Head, startIDs(r), tc.head, tc.starts)
 		}
 	}
 }

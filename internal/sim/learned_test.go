@@ -8,15 +8,16 @@ import (
 
 // Learned estimates, worked by hand: one user runs "n" five times, one
 // after the other. The first three have too little history (three runs
-// are needed): none. The fourth is told the high end of 80, 100, 120
-// (120) and runs 200: within 50%. The fifth is told the high end of 100,
-// 120, 80, 200 (200) and runs 50: off by 4x.
+// are needed): none. The fourth is estimated at the mean of 100, 120, 80
+// (100; backfill plans on the high end, 120) and runs 140: within 50%.
+// The fifth is estimated at the mean of 100, 120, 80, 140 (110) and runs
+// 50: off by 2.2x.
 func TestLearnedEstimates(t *testing.T) {
 	jobs := jsonl(t,
 		`{"id":"a","submit":0,"duration_s":100,"gpus":1,"user":"ana","name":"n"}`,
 		`{"id":"b","submit":200,"duration_s":120,"gpus":1,"user":"ana","name":"n"}`,
 		`{"id":"c","submit":400,"duration_s":80,"gpus":1,"user":"ana","name":"n"}`,
-		`{"id":"d","submit":600,"duration_s":200,"gpus":1,"user":"ana","name":"n"}`,
+		`{"id":"d","submit":600,"duration_s":140,"gpus":1,"user":"ana","name":"n"}`,
 		`{"id":"e","submit":900,"duration_s":50,"gpus":1,"user":"ana","name":"n"}`,
 	)
 	for _, tc := range []struct {

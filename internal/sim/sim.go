@@ -417,12 +417,13 @@ func (s *sim) enqueue(i int) {
 	j.state, j.queuedAt = stQueued, s.now
 	q := &s.qjob[i]
 	q.Estimate, q.EstimateGiven = sched.EstimateFor(j.given, j.t.User, s.estimator, s.policy.DefaultEstimate)
+	point := q.Estimate
 	if s.cfg.Estimates == EstimatesLearned {
-		q.Estimate, q.EstimateGiven = s.learnedEstimate(i, 0)
+		q.Estimate, point, q.EstimateGiven = s.learnedEstimate(i, 0)
 	}
 	if !j.estimated {
 		j.estimated = true
-		j.firstEstimate = q.Estimate
+		j.firstEstimate = point
 		if !q.EstimateGiven {
 			j.firstEstimate = 0
 		}
@@ -636,15 +637,17 @@ func slotOf[T any](at map[string]int, list *[]T, name string, mk func() T) int {
 
 // learnedEstimate is job i's estimate from the predictor, having run
 // elapsed so far: the high end of the predicted range, which backfill
-// plans on, and true; else the policy default and false (too little
-// history: not backfilled onto reserved GPUs).
-func (s *sim) learnedEstimate(i int, elapsed time.Duration) (time.Duration, bool) {
+// plans on, the point estimate (what its accuracy is measured on), and
+// true; else the policy default and false (too little history: not
+// backfilled onto reserved GPUs).
+func (s *sim) learnedEstimate(i int, elapsed time.Duration) (est, point time.Duration, ok bool) {
 	t := s.jobs[i].t
 	p, ok := s.predictor.Predict(sched.Query{User: t.User, Name: t.Name, Command: t.Command, GPUs: t.GPUs, Elapsed: elapsed})
 	if !ok {
-		return max(s.policy.DefaultEstimate, 2*elapsed), false
+		d := max(s.policy.DefaultEstimate, 2*elapsed)
+		return d, d, false
 	}
-	return max(p.High, time.Second), true
+	return max(p.High, time.Second), max(p.Point, time.Second), true
 }
 
 // outlived gives each running job that has outlived its learned estimate
@@ -655,6 +658,6 @@ func (s *sim) outlived() {
 		if r.Preempting || r.StartedAt.Add(r.Estimate).After(s.now) {
 			continue
 		}
-		r.Estimate, _ = s.learnedEstimate(s.index(r.ID), s.now.Sub(r.StartedAt))
+		r.Estimate, _, _ = s.learnedEstimate(s.index(r.ID), s.now.Sub(r.StartedAt))
 	}
 }
