@@ -25,7 +25,7 @@ type simFlags struct {
 	policy                            string
 	backfill, preemption, spread      bool
 	estimates                         string
-	noiseSigma                        float64
+	noiseSigma, starveShare           float64
 	seed                              uint64
 	preemptGrace, minRunTime          time.Duration
 	starveAfter                       time.Duration
@@ -115,6 +115,7 @@ run.`,
 	pf.Uint64Var(&f.seed, "seed", 1, "seed of the estimate noise")
 	durationVar(pf, &f.preemptGrace, "preempt-grace", sim.DefaultPreemptGrace, "how long a preempted job runs on before it stops")
 	durationVar(pf, &f.starveAfter, "starve-after", sched.DefaultStarveAfter, "fair_share: a job waiting this long is served before every job that has not, oldest first (0: never)")
+	pf.Float64Var(&f.starveShare, "starve-share", sched.DefaultStarveShare, "fair_share: the most of the GPUs that jobs which went first for starving may hold (0 to 1)")
 	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
 	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
 	pf.StringVar(&f.placement, "placement", "by-end", "single-node jobs: the fullest node that fits (best-fit) or, scored by end, one whose jobs end no sooner than theirs, keeping nodes about to drain whole (by-end)")
@@ -261,6 +262,9 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if f.noiseSigma <= 0 || f.noiseSigma > 5 || math.IsNaN(f.noiseSigma) {
 		return nil, cfg, usagef("--noise-sigma must be above 0 and at most 5")
 	}
+	if !(f.starveShare > 0 && f.starveShare <= 1) {
+		return nil, cfg, usagef("--starve-share must be above 0 and at most 1")
+	}
 	if f.placement != "by-end" && f.placement != "best-fit" {
 		return nil, cfg, usagef("--placement %q: want by-end or best-fit", f.placement)
 	}
@@ -281,7 +285,7 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	cfg = sim.Config{Nodes: nodes, NodeGPUs: gpus, Estimates: f.estimates, NoiseSigma: f.noiseSigma, Seed: f.seed,
 		PreemptGrace: grace, Timing: f.timing,
 		Policy: sched.Policy{Backfill: f.backfill, Preemption: f.preemption, Spread: f.spread, MinRunTime: f.minRunTime,
-			StarveAfter: f.starveAfter, OldestHead: f.head == "oldest", ReserveAfter: f.reserveAfter,
+			StarveAfter: f.starveAfter, OldestHead: f.head == "oldest", ReserveAfter: f.reserveAfter, StarveShare: f.starveShare,
 			PlainBestFit: f.placement == "best-fit"}}
 	if f.reserveAfter == 0 {
 		cfg.Policy.ReserveAfter = -1

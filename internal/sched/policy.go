@@ -56,6 +56,10 @@ type Policy struct {
 	// it was submitted is served before every job that has not, oldest
 	// first (see Starving). Zero: DefaultStarveAfter; negative: never.
 	StarveAfter time.Duration
+	// StarveShare is the most of the cluster's GPUs that jobs which went
+	// first for starving may hold (see budgetOf). Zero:
+	// DefaultStarveShare; 1 or more: all.
+	StarveShare float64
 	// OldestHead: under fair_share with backfill, the head (the job
 	// holding the reservation) is the oldest job that cannot start, not
 	// the first of the walk that does not fit (see OldestHead).

@@ -249,7 +249,7 @@ func Schedule(s Snapshot) Result {
 	}
 
 	// 1. Walk the queue in the policy's order.
-	w, sorted := newWalkerSorted(s.Queue, &p, s.Usage, c.shareUser, c.shareProject, s.Now)
+	w, sorted := newWalkerSorted(s.Queue, &p, s.Usage, c.shareUser, c.shareProject, s.Now, budgetOf(&s, &p))
 	if OldestHead(&p) && c.bk == nil {
 		c.reserveOldest(sorted) // starve.go
 	}

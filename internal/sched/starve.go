@@ -1,6 +1,9 @@
 package sched
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Starvation.
 //
@@ -10,7 +13,11 @@ import "time"
 // the makespan. So a job that has waited StarveAfter since it was
 // submitted is starving, and a cycle serves the starving jobs before
 // every other, oldest first (by aged priority, the order of one user's
-// jobs): the first starving job that does not fit becomes the head and
+// jobs), as long as the jobs that went first hold less than StarveShare
+// of the GPUs (past it, a starving job waits its fair-share turn: were
+// every old job served first, at high load the queue would age until it
+// was served first-come first-served): the first starving job that does
+// not fit becomes the head and
 // holds the reservation, and since the oldest stays the oldest until it
 // starts, that reservation stays where it is from cycle to cycle
 // instead of moving whenever the users' shares do (GPUs drained for a
@@ -33,25 +40,35 @@ func Starving(j *Job, now time.Time, p *Policy) bool {
 }
 
 // starveWalker yields the starving jobs first, in aged-priority order,
-// then the rest in the order of the policy's walker; every placement is
+// while the budget lasts, then the rest (and the starving jobs it did not
+// reach) in the order of the fair-share walker; every placement is
 // charged to that walker, so fair share's turns count the starving jobs'
 // GPUs too.
 type starveWalker struct {
 	first  sliceWalker
-	rest   walker
+	rest   *fairWalker
 	inRest bool // the last job came from rest
+	budget starveBudget
 }
 
 func (w *starveWalker) next() (*Job, bool) {
-	if j, ok := w.first.next(); ok {
-		w.inRest = false
-		return j, true
+	if w.budget.used < w.budget.cap {
+		if j, ok := w.first.next(); ok {
+			w.inRest = false
+			w.rest.done[j] = true
+			return j, true
+		}
 	}
 	w.inRest = true
 	return w.rest.next()
 }
 
-func (w *starveWalker) placed(j *Job) { w.rest.placed(j) }
+func (w *starveWalker) placed(j *Job) {
+	w.rest.placed(j)
+	if !w.inRest {
+		w.budget.used += j.GPUs * nodesWanted(j)
+	}
+}
 
 func (w *starveWalker) again() {
 	if w.inRest {
@@ -61,26 +78,51 @@ func (w *starveWalker) again() {
 	w.first.again()
 }
 
-// splitStarving moves the starving jobs of jobs (in the policy's static
-// order) to a list of their own; it returns them and the others, both in
-// order. It returns nil and jobs when none starves.
-func splitStarving(jobs []*Job, p *Policy, now time.Time) (starving, rest []*Job) {
-	k := 0
-	for k < len(jobs) && !Starving(jobs[k], now, p) {
-		k++
-	}
-	if k == len(jobs) {
-		return nil, jobs
-	}
-	rest = make([]*Job, 0, len(jobs))
+// starvingOf returns the starving jobs of jobs, in order.
+func starvingOf(jobs []*Job, p *Policy, now time.Time) []*Job {
+	var starving []*Job
 	for _, j := range jobs {
 		if Starving(j, now, p) {
 			starving = append(starving, j)
-		} else {
-			rest = append(rest, j)
 		}
 	}
-	return starving, rest
+	return starving
+}
+
+// DefaultStarveShare is the share of the cluster's GPUs that starving
+// jobs may hold by going first, when the policy does not say.
+const DefaultStarveShare = 0.3
+
+// starveBudget is how many GPUs starving jobs hold by going first (used),
+// and the most they may (cap).
+type starveBudget struct{ used, cap int }
+
+// budgetOf is the snapshot's starve budget: the cap is StarveShare of
+// every GPU; used counts the GPUs of running jobs that waited StarveAfter
+// before they started (those that went first).
+func budgetOf(s *Snapshot, p *Policy) starveBudget {
+	share, after := p.StarveShare, p.StarveAfter
+	if share <= 0 {
+		share = DefaultStarveShare
+	}
+	if after == 0 {
+		after = DefaultStarveAfter
+	}
+	if p.Name != PolicyFairShare || after < 0 {
+		return starveBudget{}
+	}
+	gpus := 0
+	for i := range s.Nodes {
+		gpus += len(s.Nodes[i].GPUs)
+	}
+	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus)))}
+	for i := range s.Running {
+		r := &s.Running[i]
+		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {
+			b.used += gpuCount(r)
+		}
+	}
+	return b
 }
 
 // starvesAhead reports whether running job v, once requeued, would be

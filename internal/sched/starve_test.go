@@ -168,3 +168,32 @@ func TestReserveAfter(t *testing.T) {
 		}
 	}
 }
+
+// Starving jobs go first only while the jobs that went first hold less
+// than StarveShare of the GPUs; past it they wait their fair-share turn.
+func TestStarveShare(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e7}, Projects: map[string]float64{}}
+	queue := jobs(mk("h1").user("heavy").at(10*h), mk("h2").user("heavy").at(11*h), mk("h3").user("heavy").at(12*h),
+		mk("l1").user("light").at(99*h), mk("l2").user("light").at(99*h))
+	// A running job that waited 60h before it started went first.
+	first := submitted(run("r", "heavy", 2, "n2", 90*h, 50*h, 0, 1), 30*h)
+	for _, tc := range []struct {
+		share   float64
+		running []Running
+		want    []string
+	}{
+		{1, nil, []string{"h1", "h2", "h3", "l1", "l2"}},
+		{0.125, nil, []string{"h1", "h2", "l1", "l2", "h3"}}, // 2 of 16 GPUs
+		{0.125, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
+		{0, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.3: 4 of 16
+	} {
+		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
+		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: tc.running, Usage: usage,
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share}})
+		if got := startIDs(r); !slices.Equal(got, tc.want) {
+			t.Errorf("share %v, %d running: starts %v, want %v", tc.share, len(tc.running), got, tc.want)
+		}
+	}
+}
