@@ -140,38 +140,6 @@ type simJob struct {
 	project       int // position in sim.projects
 }
 
-// event kinds
-const (
-	evEnd       = iota // an attempt ends: completed, or stopped after preemption
-	evProtected        // an attempt's min_run_time protection ends (preemption on)
-)
-
-type event struct {
-	at      int64 // UnixNano
-	seq     int
-	kind    int
-	job     int
-	attempt int
-}
-
-type eventHeap []event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(a, b int) bool {
-	if h[a].at != h[b].at {
-		return h[a].at < h[b].at
-	}
-	return h[a].seq < h[b].seq
-}
-func (h eventHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
-}
-
 // sim is one run's live state. The books mirror the orchestrator's: a
 // queue and a running list in the core's types, GPUs marked free or not,
 // a usage ledger charged when attempts end, and an estimator fed by
@@ -347,11 +315,6 @@ func Gang(gpus, nodeGPUs int) (perNode, nodes int) {
 		n++
 	}
 	return gpus / n, n
-}
-
-func (s *sim) push(at time.Time, kind, job, attempt int) {
-	s.seq++
-	heap.Push(&s.events, event{at: at.UnixNano(), seq: s.seq, kind: kind, job: job, attempt: attempt})
 }
 
 // run is the event loop: at each event time, apply every arrival and end
@@ -633,31 +596,4 @@ func slotOf[T any](at map[string]int, list *[]T, name string, mk func() T) int {
 		*list = append(*list, mk())
 	}
 	return k
-}
-
-// learnedEstimate is job i's estimate from the predictor, having run
-// elapsed so far: the high end of the predicted range, which backfill
-// plans on, the point estimate (what its accuracy is measured on), and
-// true; else the policy default and false (too little history: not
-// backfilled onto reserved GPUs).
-func (s *sim) learnedEstimate(i int, elapsed time.Duration) (est, point time.Duration, ok bool) {
-	t := s.jobs[i].t
-	p, ok := s.predictor.Predict(sched.Query{User: t.User, Name: t.Name, Command: t.Command, GPUs: t.GPUs, Elapsed: elapsed})
-	if !ok {
-		d := max(s.policy.DefaultEstimate, 2*elapsed)
-		return d, d, false
-	}
-	return max(p.High, time.Second), max(p.Point, time.Second), true
-}
-
-// outlived gives each running job that has outlived its learned estimate
-// a new one (sched.Predictor: from the runs that lasted longer).
-func (s *sim) outlived() {
-	for k := range s.running {
-		r := &s.running[k]
-		if r.Preempting || r.StartedAt.Add(r.Estimate).After(s.now) {
-			continue
-		}
-		r.Estimate, _, _ = s.learnedEstimate(s.index(r.ID), s.now.Sub(r.StartedAt))
-	}
 }
