@@ -25,9 +25,12 @@ type simFlags struct {
 	policy                            string
 	backfill, preemption, spread      bool
 	estimates                         string
-	noiseSigma                        float64
+	noiseSigma, starveShare           float64
 	seed                              uint64
 	preemptGrace, minRunTime          time.Duration
+	starveAfter                       time.Duration
+	head, placement                   string
+	reserveAfter                      time.Duration
 	json, timing                      bool
 	jobsOut, cpuProfile               string
 	// compare
@@ -48,17 +51,26 @@ Traces: the Philly CSV (timestamp,duration,num_gpus,gpu_time,cluster) or JSONL,
 one job per line (see docs/benchmarks.md and "go doc ./internal/sim"):
   {"id":"a1","submit":"2024-05-01T10:00:00Z","duration_s":3600,"gpus":8,"user":"ana","project":"vision"}
 "submit" may also be seconds from the trace's start; optional: "estimate_s",
-"priority", "cluster". A job asking for more GPUs than a node has becomes a
-multi-node gang (16 on 8-GPU nodes: 2 x 8). Jobs asking for more GPUs than
+"priority", "cluster", "name", "command". --trace synthetic:team-week[:SEED]
+replays a generated working week of a team of 15 on 16 GPUs instead (notebooks,
+sweeps, 8- and 16-GPU gangs; see "go doc ./internal/sim TeamWeek"). A job
+asking for more GPUs than a node has becomes a multi-node gang (16 on 8-GPU
+nodes: 2 x 8). Jobs asking for more GPUs than
 the cluster has are counted and left out.
 
 Estimates given to the scheduler: exact (the true duration), noisy (times a
-lognormal factor, --noise-sigma, --seed) or absent (the core learns each
-user's mean run time, else assumes the default estimate of 1h).
+lognormal factor, --noise-sigma, --seed), learned (a run-time predictor fed
+with the replay's own completions: the same user's runs of the same name,
+command or GPU count, else the cluster's; backfill plans on the high end of
+its range) or absent (the core learns each user's mean run time, else assumes
+the default estimate of 1h). How good they were is reported beside the
+figures: the share of jobs whose estimate was within 50% of the truth, off by
+more than 2x, or missing (too little history).
 
 --json prints one object (jobs, completed, avg_jct_s, p50/p95/p99_jct_s,
 avg/p95/max_queue_s, makespan_s, makespan_lower_bound_s, utilization,
-backlog_utilization, jain_fairness, preemptions, sched_cycles,
+backlog_utilization, jain_fairness, preemptions, estimates_within_50pct,
+estimates_off_2x, estimates_none, sched_cycles,
 sched_cycle_p99_ms, wall_s). The last two are wall-clock measurements; with
 --timing=false they are 0 and the output is the same, byte for byte, on every
 run.`,
@@ -98,10 +110,15 @@ run.`,
 	pf.BoolVar(&f.backfill, "backfill", false, "EASY backfill past the head job's reservation")
 	pf.BoolVar(&f.preemption, "preemption", false, "let waiting jobs preempt lower-ranked running jobs")
 	pf.BoolVar(&f.spread, "spread", false, "place on the emptiest nodes instead of best fit")
-	pf.StringVar(&f.estimates, "estimates", sim.EstimatesExact, "run-time estimates given to the scheduler: exact, noisy or absent")
+	pf.StringVar(&f.estimates, "estimates", sim.EstimatesExact, "run-time estimates given to the scheduler: exact, noisy, learned or absent")
 	pf.Float64Var(&f.noiseSigma, "noise-sigma", 0.5, "sigma of the lognormal factor of noisy estimates")
 	pf.Uint64Var(&f.seed, "seed", 1, "seed of the estimate noise")
 	durationVar(pf, &f.preemptGrace, "preempt-grace", sim.DefaultPreemptGrace, "how long a preempted job runs on before it stops")
+	durationVar(pf, &f.starveAfter, "starve-after", sched.DefaultStarveAfter, "fair_share: a job waiting this long is served before every job that has not, oldest first (0: never)")
+	pf.Float64Var(&f.starveShare, "starve-share", sched.DefaultStarveShare, "fair_share: the most of the GPUs that jobs which went first for starving may hold (0 to 1)")
+	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
+	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
+	pf.StringVar(&f.placement, "placement", "by-end", "single-node jobs: the fullest node that fits (best-fit) or, scored by end, one whose jobs end no sooner than theirs, keeping nodes about to drain whole (by-end)")
 	durationVar(pf, &f.minRunTime, "min-run-time", sched.DefaultMinRunTime, "no job is preempted sooner than this after it starts")
 	pf.BoolVar(&f.json, "json", false, "print JSON instead of a table")
 	pf.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the replay to this file (go tool pprof)")
@@ -235,9 +252,9 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 		return nil, cfg, usagef("--teams-from %q: want cluster, user, project or none", f.teamsFrom)
 	}
 	switch f.estimates {
-	case sim.EstimatesExact, sim.EstimatesNoisy, sim.EstimatesAbsent:
+	case sim.EstimatesExact, sim.EstimatesNoisy, sim.EstimatesLearned, sim.EstimatesAbsent:
 	default:
-		return nil, cfg, usagef("--estimates %q: want exact, noisy or absent", f.estimates)
+		return nil, cfg, usagef("--estimates %q: want exact, noisy, learned or absent", f.estimates)
 	}
 	if f.policy != "" && !sched.ValidPolicy(f.policy) {
 		return nil, cfg, usagef("--policy %q: choose from %s", f.policy, strings.Join(sched.Policies(), ", "))
@@ -245,10 +262,19 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if f.noiseSigma <= 0 || f.noiseSigma > 5 || math.IsNaN(f.noiseSigma) {
 		return nil, cfg, usagef("--noise-sigma must be above 0 and at most 5")
 	}
-	if f.preemptGrace < 0 || f.minRunTime < 0 {
-		return nil, cfg, usagef("--preempt-grace and --min-run-time cannot be negative")
+	if !(f.starveShare > 0 && f.starveShare <= 1) {
+		return nil, cfg, usagef("--starve-share must be above 0 and at most 1")
 	}
-	jobs, err := sim.ReadFile(f.trace, f.format, f.teamsFrom)
+	if f.placement != "by-end" && f.placement != "best-fit" {
+		return nil, cfg, usagef("--placement %q: want by-end or best-fit", f.placement)
+	}
+	if f.head != "oldest" && f.head != "walk" {
+		return nil, cfg, usagef("--head %q: want oldest or walk", f.head)
+	}
+	if f.preemptGrace < 0 || f.minRunTime < 0 || f.starveAfter < 0 || f.reserveAfter < 0 {
+		return nil, cfg, usagef("--preempt-grace, --min-run-time, --starve-after and --reserve-after cannot be negative")
+	}
+	jobs, err := readTrace(f.trace, f.format, f.teamsFrom)
 	if err != nil {
 		return nil, cfg, err
 	}
@@ -258,8 +284,46 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	}
 	cfg = sim.Config{Nodes: nodes, NodeGPUs: gpus, Estimates: f.estimates, NoiseSigma: f.noiseSigma, Seed: f.seed,
 		PreemptGrace: grace, Timing: f.timing,
-		Policy: sched.Policy{Backfill: f.backfill, Preemption: f.preemption, Spread: f.spread, MinRunTime: f.minRunTime}}
+		Policy: sched.Policy{Backfill: f.backfill, Preemption: f.preemption, Spread: f.spread, MinRunTime: f.minRunTime,
+			StarveAfter: f.starveAfter, OldestHead: f.head == "oldest", ReserveAfter: f.reserveAfter, StarveShare: f.starveShare,
+			PlainBestFit: f.placement == "best-fit"}}
+	if f.reserveAfter == 0 {
+		cfg.Policy.ReserveAfter = -1
+	}
+	if f.starveAfter == 0 {
+		cfg.Policy.StarveAfter = -1 // zero means never, not the default
+	}
 	return jobs, cfg, nil
+}
+
+// syntheticTeam names the synthetic team trace (sim.TeamWeek) as a
+// --trace: synthetic:team-week, or synthetic:team-week:SEED.
+const syntheticTeam = "synthetic:team-week"
+
+// readTrace reads the trace file, or generates the synthetic one it names.
+func readTrace(name, format, teamsFrom string) ([]sim.Job, error) {
+	rest, ok := strings.CutPrefix(name, syntheticTeam)
+	if !ok {
+		return sim.ReadFile(name, format, teamsFrom)
+	}
+	seed := uint64(1)
+	if rest != "" {
+		n, err := strconv.ParseUint(strings.TrimPrefix(rest, ":"), 10, 64)
+		if err != nil || !strings.HasPrefix(rest, ":") {
+			return nil, usagef("--trace %s: want %s or %s:SEED", name, syntheticTeam, syntheticTeam)
+		}
+		seed = n
+	}
+	jobs := sim.TeamWeek(seed)
+	for i := range jobs {
+		switch teamsFrom {
+		case sim.TeamsFromUser:
+			jobs[i].Team = jobs[i].User
+		case sim.TeamsFromNone:
+			jobs[i].Team = "default"
+		}
+	}
+	return jobs, nil
 }
 
 // parseCluster reads NODESxGPUS.
@@ -317,6 +381,7 @@ func printSim(w io.Writer, f *simFlags, cfg sim.Config, out *sim.Outcome) error 
 	t.row("utilization", fmt.Sprintf("%.2f%% (%.2f%% while jobs waited)", 100*m.Utilization, 100*m.BacklogUtilization))
 	t.row("fairness", fmt.Sprintf("Jain %.4f over teams' mean slowdowns", m.JainFairness))
 	t.row("preemptions", strconv.Itoa(m.Preemptions))
+	t.row("estimates", fmt.Sprintf("%.1f%% within ±50%%, %.1f%% off by more than 2x, %.1f%% none", 100*m.EstimatesWithin50, 100*m.EstimatesOff2x, 100*m.EstimatesNone))
 	t.row("cycles", fmt.Sprintf("%d (p99 %.3f ms)", m.SchedCycles, m.SchedCycleP99Ms))
 	t.row("wall", fmt.Sprintf("%.2fs", m.WallS))
 	return t.flush()

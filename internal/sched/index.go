@@ -19,7 +19,11 @@ type index struct {
 	mixedAll    []int // positions of all nodes with mixed GPUs
 	schedulable int   // nodes that accept new jobs
 	version     int   // bumped by every change of a GPU's state
-	foreign     bool  // some GPU runs a process Corral did not start
+	// drain, when not nil, is when each node's jobs are expected to end,
+	// as nanoseconds after the cycle's now (0: nothing runs there, or it
+	// has outrun its estimate): find scores single-node placements by it.
+	drain   []int64
+	foreign bool // some GPU runs a process Corral did not start
 }
 
 type nodeState struct {

@@ -115,23 +115,40 @@ func (w *sliceWalker) again() { w.i-- }
 
 // newWalker returns the policy's walker over the queue. allocated is the
 // GPUs each user and project holds now (for fair_share's in-cycle charge).
-func newWalker(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int) walker {
+//
+// Under fair_share, the jobs starving at now (see Starving) come first,
+// while the starving hold less than their share of the GPUs (budget); a
+// zero now starves none.
+func newWalker(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int, now time.Time, budget starveBudget) walker {
+	w, _ := newWalkerSorted(queue, p, usage, userGPUs, projectGPUs, now, budget)
+	return w
+}
+
+// newWalkerSorted is newWalker, and also returns the queue in the
+// policy's static order (CompareQueued).
+func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int, now time.Time, budget starveBudget) (walker, []*Job) {
 	jobs := make([]*Job, len(queue))
 	for i := range queue {
 		jobs[i] = &queue[i]
 	}
 	sortStatic(jobs, p)
 	if p.Name != PolicyFairShare {
-		return &sliceWalker{jobs: jobs}
+		return &sliceWalker{jobs: jobs}, jobs
 	}
-	return newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
+	starving := starvingOf(jobs, p, now)
+	fw := newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
+	if len(starving) == 0 || budget.used >= budget.cap {
+		return fw, jobs
+	}
+	fw.done = make(map[*Job]bool, len(starving))
+	return &starveWalker{first: sliceWalker{jobs: starving}, rest: fw, budget: budget}, jobs
 }
 
 // Order returns the queue in the order a cycle considers it, as if every
 // job got its GPUs (fair_share re-ranks users as it goes).
 func Order(queue []Job, p Policy) []Job {
 	p = p.WithDefaults()
-	w := newWalker(queue, &p, Usage{}, nil, nil)
+	w := newWalker(queue, &p, Usage{}, nil, nil, time.Time{}, starveBudget{})
 	out := make([]Job, 0, len(queue))
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		out = append(out, *j)
@@ -145,7 +162,7 @@ func Order(queue []Job, p Policy) []Job {
 func OrderWithUsage(s Snapshot) []Job {
 	p := s.Policy.WithDefaults()
 	userGPUs, projectGPUs := shareHoldings(s.Running)
-	w := newWalker(s.Queue, &p, s.Usage, userGPUs, projectGPUs)
+	w := newWalker(s.Queue, &p, s.Usage, userGPUs, projectGPUs, s.Now, budgetOf(&s, &p))
 	out := make([]Job, 0, len(s.Queue))
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		out = append(out, *j)
@@ -192,6 +209,7 @@ type fairWalker struct {
 	projects projectHeap
 	byName   map[string]*fairProject
 	last     *fairUser // whose job next yielded last
+	done     map[*Job]bool
 }
 
 type fairProject struct {
@@ -257,6 +275,9 @@ func (w *fairWalker) next() (*Job, bool) {
 		}
 		j := fu.jobs[fu.next]
 		fu.next++
+		if w.done[j] {
+			continue // yielded already, as a starving job (starve.go)
+		}
 		w.last = fu
 		return j, true
 	}

@@ -6,11 +6,22 @@ import "slices"
 // inspects looking for one whose free GPUs share an NVLink domain.
 const topologyBudget = 64
 
+// drainBudget bounds how many fitting nodes a single-node placement
+// inspects, scoring by end (see index.drain), for one the job would not
+// keep busy any longer than its running jobs do.
+const drainBudget = 16
+
 // find places the job on free GPUs: nodesWanted distinct schedulable nodes,
 // each with j.GPUs free GPUs that pass its filters. Nodes are taken fullest
 // first (best fit, so whole nodes stay free for big gangs) or, with spread,
 // emptiest first; for a single node, one whose GPUs fit in one NVLink
-// domain is preferred over a fuller one where they would not.
+// domain is preferred over a fuller one where they would not. Scoring by
+// end (index.drain set, not spread), a single-node job goes, among the
+// first drainBudget such nodes in best-fit order, to the first that its
+// running jobs keep busy at least until the job ends, else to the one it
+// would keep busy the least longer; an empty node only when no partly
+// used node fits. So small jobs pack onto fragmented nodes whose jobs end
+// with theirs, and nodes about to drain become whole for gangs.
 func (ix *index) find(j *Job, spread bool) ([]Placement, bool) {
 	want := nodesWanted(j)
 	if j.GPUs == 0 {
@@ -24,21 +35,42 @@ func (ix *index) find(j *Job, spread bool) ([]Placement, bool) {
 	}
 	var chosen []int
 	fallback, examined := -1, 0
+	byEnd := ix.drain != nil && !spread
+	best, bestExt := -1, int64(0) // byEnd: the node it would keep busy the least longer
 	ix.candidates(j, spread, func(n int) bool {
 		if want > 1 {
 			chosen = append(chosen, n)
 			return len(chosen) < want
 		}
 		examined++
-		if ix.oneDomainFit(n, j) {
+		if !ix.oneDomainFit(n, j) {
+			if fallback < 0 {
+				fallback = n
+			}
+			return examined < topologyBudget
+		}
+		if !byEnd {
 			chosen = append(chosen, n)
 			return false
 		}
-		if fallback < 0 {
-			fallback = n
+		ns := &ix.nodes[n]
+		if ns.nfree == len(ns.node.GPUs) {
+			// An empty node: whoever uses it breaks a whole node.
+			// Only when no busy node fits.
+			if best < 0 {
+				best = n
+			}
+			return false
 		}
-		return examined < topologyBudget
+		ext := max(int64(j.Estimate)-ix.drain[n], 0)
+		if best < 0 || ext < bestExt {
+			best, bestExt = n, ext
+		}
+		return ext > 0 && examined < drainBudget
 	})
+	if best >= 0 {
+		chosen = append(chosen, best)
+	}
 	if want == 1 && len(chosen) == 0 && fallback >= 0 {
 		chosen = append(chosen, fallback)
 	}

@@ -39,6 +39,9 @@ type Policy struct {
 	Backfill   bool
 	Preemption bool
 	Spread     bool // place on the emptiest nodes instead of the fullest that fit
+	// PlainBestFit places single-node jobs on the fullest node that fits,
+	// without scoring by when the nodes' jobs end (see find).
+	PlainBestFit bool
 
 	// AgingInterval: a waiting job gains one priority level per interval
 	// (priority and fair_share). A job is never overtaken by a job submitted
@@ -49,6 +52,22 @@ type Policy struct {
 	// DefaultEstimate is the run time assumed for a job with no estimate
 	// and no history.
 	DefaultEstimate time.Duration
+	// StarveAfter: under fair_share, a job that has waited this long since
+	// it was submitted is served before every job that has not, oldest
+	// first (see Starving). Zero: DefaultStarveAfter; negative: never.
+	StarveAfter time.Duration
+	// StarveShare is the most of the cluster's GPUs that jobs which went
+	// first for starving may hold (see budgetOf). Zero:
+	// DefaultStarveShare; 1 or more: all.
+	StarveShare float64
+	// OldestHead: under fair_share with backfill, the head (the job
+	// holding the reservation) is the oldest job that cannot start, not
+	// the first of the walk that does not fit (see OldestHead).
+	OldestHead bool
+	// ReserveAfter: under fair_share with backfill, a job becomes the
+	// head, and GPUs are held for it, only once it has waited this long
+	// (see mayReserve). Zero: DefaultReserveAfter; negative: at once.
+	ReserveAfter time.Duration
 	// MinRunTime protects a job from preemption for this long after it
 	// starts, so two jobs never thrash.
 	MinRunTime time.Duration

@@ -56,6 +56,9 @@ func (c *cycle) eligible(ri int, j *Job, jBorrowing bool) (string, bool) {
 	if c.res != nil && c.res.jobID != j.ID && c.res.overlaps(v.Placements) {
 		return "", false // its GPUs are promised to the head job
 	}
+	if reason == ReasonPreempted && c.starvesAhead(v, j) {
+		return "", false // requeued, it would be served first (starve.go)
+	}
 	return reason, true
 }
 

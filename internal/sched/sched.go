@@ -8,15 +8,19 @@
 //
 //  1. order: fcfs, priority with aging, sjf, or fair_share (users and
 //     projects by decayed GPU-hours against their weight, re-ranked as the
-//     cycle hands out GPUs);
+//     cycle hands out GPUs; under fair_share, jobs that have waited
+//     StarveAfter come first while those that went first hold under
+//     StarveShare of the GPUs, see starve.go);
 //  2. quota: a job that would take its user or project past a guaranteed
 //     quota is deferred; it may later borrow GPUs left idle;
 //  3. place: all-or-nothing on enough nodes that pass the filters (GPU type,
-//     memory, schedulable), scored by NVLink fit then best fit (or spread);
+//     memory, schedulable), scored by NVLink fit, best fit (or spread),
+//     then by when the nodes' running jobs end;
 //  4. when a job does not fit: take back borrowed GPUs, or, with
 //     preemption on, GPUs of lower-ranked jobs (least work lost first); else
 //     the first such job holds a reservation (backfill on: later jobs start
-//     only where they cannot delay it; off: nothing starts past it);
+//     only where they cannot delay it; off: nothing starts past it; under
+//     fair_share only a job that has waited ReserveAfter holds one);
 //  5. every job left waiting gets a reason, and the facts of a sentence
 //     (Pending.Message builds it when asked).
 package sched

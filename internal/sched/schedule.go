@@ -209,15 +209,25 @@ func Schedule(s Snapshot) Result {
 	c.mayPreempt = p.Preemption
 	c.placedOn = make([]int32, 0, len(s.Running))
 	perNode := make([]int, len(s.Nodes))
+	if !p.PlainBestFit {
+		c.ix.drain = make([]int64, len(s.Nodes))
+	}
 	for ri := range s.Running {
 		r := &s.Running[ri]
 		c.mayPreempt = c.mayPreempt || r.Borrowed || r.Preempting || r.Idle && p.PreemptIdle
+		end := int64(0)
+		if !r.Preempting && c.ix.drain != nil {
+			end = max(addRel(int64(r.StartedAt.Sub(c.now)), r.Estimate), 0)
+		}
 		for _, pl := range r.Placements {
 			n, ok := c.ix.byID[pl.NodeID]
 			if !ok {
 				n = -1
 			} else {
 				perNode[n]++
+				if c.ix.drain != nil {
+					c.ix.drain[n] = max(c.ix.drain[n], end)
+				}
 			}
 			c.placedOn = append(c.placedOn, int32(n))
 		}
@@ -239,7 +249,10 @@ func Schedule(s Snapshot) Result {
 	}
 
 	// 1. Walk the queue in the policy's order.
-	w := newWalker(s.Queue, &p, s.Usage, c.shareUser, c.shareProject)
+	w, sorted := newWalkerSorted(s.Queue, &p, s.Usage, c.shareUser, c.shareProject, s.Now, budgetOf(&s, &p))
+	if OldestHead(&p) && c.bk == nil {
+		c.reserveOldest(sorted) // starve.go
+	}
 	var borrowers []*Job
 	blocked := false // backfill off and the head waits: nothing passes it
 	for j, ok := w.next(); ok; j, ok = w.next() {
@@ -399,6 +412,13 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 	c.projectGPUs[j.Project] += n
 	c.shareUser[j.User] += n
 	c.shareProject[j.Project] += n
+	if c.ix.drain != nil {
+		for _, p := range ps {
+			if k, ok := c.ix.byID[p.NodeID]; ok {
+				c.ix.drain[k] = max(c.ix.drain[k], int64(j.Estimate))
+			}
+		}
+	}
 	if c.tl != nil {
 		c.tl.markRel(c.ix, ps, addRel(0, j.Estimate))
 	}
@@ -433,6 +453,14 @@ func (c *cycle) wait(j *Job, sh *shapeState, borrowing bool) bool {
 			c.pend(c.preemptFor(j, borrowing, plans))
 			return true
 		}
+	}
+	if c.res != nil && c.res.jobID == j.ID && !borrowing { // the oldest job's, made before the walk
+		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why, EstimatedStart: c.res.startAt()})
+		return false
+	}
+	if c.res == nil && !borrowing && !c.mayReserve(j) { // young: it waits without one (starve.go)
+		c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: why})
+		return false
 	}
 	if c.res == nil && !borrowing {
 		if c.tl == nil {

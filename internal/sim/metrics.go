@@ -39,6 +39,13 @@ type Metrics struct {
 	// max(1, JCT / max(duration, 10s)). 1: every team was slowed alike.
 	JainFairness float64 `json:"jain_fairness"`
 	Preemptions  int     `json:"preemptions"`
+	// The estimates the scheduler was told, against the truth, as
+	// shares of the jobs queued: within ±50% of the run time, off by
+	// more than 2x either way, and none (too little history for a
+	// learned estimate: the policy default was assumed).
+	EstimatesWithin50 float64 `json:"estimates_within_50pct"`
+	EstimatesOff2x    float64 `json:"estimates_off_2x"`
+	EstimatesNone     float64 `json:"estimates_none"`
 	// SchedCycles counts the core's cycles; SchedCycleP99Ms is the 99th
 	// percentile of their wall time (a measurement: it varies run to run).
 	SchedCycles     int     `json:"sched_cycles"`
@@ -93,6 +100,7 @@ func (s *sim) finish() {
 	m.SchedCycles = s.cycles
 	m.Preemptions = s.stopped
 	var jct, queued []float64
+	var estimated, within, off, none int
 	var first, lastEnd, latestIdeal time.Time
 	var totalGS float64
 	type teamAcc struct {
@@ -116,6 +124,18 @@ func (s *sim) finish() {
 			totalGS += float64(t.GPUs) * t.Duration.Seconds()
 			if ideal := t.Submit.Add(t.Duration); ideal.After(latestIdeal) {
 				latestIdeal = ideal
+			}
+		}
+		if j.estimated {
+			estimated++
+			truth, e := t.Duration.Seconds(), j.firstEstimate.Seconds()
+			switch {
+			case e == 0:
+				none++
+			case math.Abs(e-truth) <= 0.5*truth:
+				within++
+			case e > 2*truth || 2*e < truth:
+				off++
 			}
 		}
 		if j.state == stDone {
@@ -151,6 +171,10 @@ func (s *sim) finish() {
 	}
 	if s.acc.backlogT > 0 {
 		m.BacklogUtilization = s.acc.backlogGS / (gpus * s.acc.backlogT)
+	}
+	if estimated > 0 {
+		n := float64(estimated)
+		m.EstimatesWithin50, m.EstimatesOff2x, m.EstimatesNone = round(float64(within)/n, 4), round(float64(off)/n, 4), round(float64(none)/n, 4)
 	}
 	slows := make([]float64, 0, len(teamOrder))
 	for _, t := range teamOrder {

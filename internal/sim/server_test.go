@@ -207,11 +207,24 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 		jobs[i].ID = fmt.Sprintf("j%02d", i) // names sort like the server's ids, in submission order
 		jobs[i].GPUs = min(jobs[i].GPUs, 8)
 	}
+	// The same jobs 100 times as long, arriving 100 times as far apart:
+	// under fair_share, waits pass sched.DefaultReserveAfter and
+	// sched.DefaultStarveAfter, so the reservations that wait and the
+	// starving jobs that go first are decided alike too.
+	long := slices.Clone(jobs)
+	for i := range long {
+		long[i].Submit = jobs[0].Submit.Add(100 * jobs[i].Submit.Sub(jobs[0].Submit))
+		long[i].Duration *= 100
+	}
 	for _, tc := range []struct {
+		name     string
 		policy   string
 		backfill bool
-	}{{sched.PolicyFCFS, true}, {sched.PolicyFairShare, true}, {sched.PolicySJF, false}} {
-		t.Run(tc.policy, func(t *testing.T) {
+		jobs     []Job
+	}{{"fcfs", sched.PolicyFCFS, true, jobs}, {"fair_share", sched.PolicyFairShare, true, jobs}, {"sjf", sched.PolicySJF, false, jobs},
+		{"fair_share_long", sched.PolicyFairShare, true, long}} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs := tc.jobs
 			want := simDecisions(t, jobs, 2, 4, tc.policy, tc.backfill)
 			got := serverDecisions(t, jobs, 2, 4, tc.policy, tc.backfill)
 			if !reflect.DeepEqual(got, want) {
@@ -219,6 +232,12 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 			}
 			if len(want) != len(jobs) {
 				t.Fatalf("%d starts for %d jobs", len(want), len(jobs))
+			}
+			if tc.name == "fair_share_long" {
+				out, _ := Run(jobs, Config{Nodes: 2, NodeGPUs: 4, Policy: sched.Policy{Name: tc.policy, Backfill: true}})
+				if out.Metrics.MaxQueue < sched.DefaultStarveAfter.Seconds() {
+					t.Fatalf("the longest wait is %.0fs: no job starved, the case tests nothing", out.Metrics.MaxQueue)
+				}
 			}
 		})
 	}

@@ -18,6 +18,11 @@ const (
 	EstimatesExact  = "exact"  // the true duration
 	EstimatesNoisy  = "noisy"  // the true duration times a lognormal factor
 	EstimatesAbsent = "absent" // nothing: the core learns per-user means, else the policy default
+	// EstimatesLearned: a sched.Predictor fed with the replay's own
+	// completions; backfill plans on the high end of its range. A job
+	// with too little history gets none (the policy default, and it is
+	// not backfilled onto reserved GPUs).
+	EstimatesLearned = "learned"
 )
 
 // Config is one simulation: the cluster, the policy and the estimates.
@@ -126,41 +131,13 @@ type simJob struct {
 	end         time.Time
 	preempting  bool
 	preemptions int
-	ri          int // position in sim.running
-	user        int // position in sim.users
-	project     int // position in sim.projects
-}
-
-// event kinds
-const (
-	evEnd       = iota // an attempt ends: completed, or stopped after preemption
-	evProtected        // an attempt's min_run_time protection ends (preemption on)
-)
-
-type event struct {
-	at      int64 // UnixNano
-	seq     int
-	kind    int
-	job     int
-	attempt int
-}
-
-type eventHeap []event
-
-func (h eventHeap) Len() int { return len(h) }
-func (h eventHeap) Less(a, b int) bool {
-	if h[a].at != h[b].at {
-		return h[a].at < h[b].at
-	}
-	return h[a].seq < h[b].seq
-}
-func (h eventHeap) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
-func (h *eventHeap) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *eventHeap) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+	// estimated: the job was told an estimate (at its first queueing),
+	// firstEstimate (0: none, the policy default) for Metrics' accuracy.
+	estimated     bool
+	firstEstimate time.Duration
+	ri            int // position in sim.running
+	user          int // position in sim.users
+	project       int // position in sim.projects
 }
 
 // sim is one run's live state. The books mirror the orchestrator's: a
@@ -197,9 +174,15 @@ type sim struct {
 	cntOpen  []int    // scratch: the same outside the reservation
 	bounds   [][2]int // scratch: judgeLanes' bounds by Pending position
 
+	minPrio int // the lowest priority of any job (see starveCut)
+	// shapes: queued jobs by GPUs per node and nodes, each in the core's
+	// order, for the head (see oldestHead)
+	shapes map[[2]int]*lane
+
 	ledger    *sched.Ledger
 	estimator *sched.Estimator
-	learned   bool // the estimator changed since estimates were last refreshed
+	predictor *sched.Predictor // EstimatesLearned
+	learned   bool             // the estimator changed since estimates were last refreshed
 
 	events  eventHeap
 	seq     int
@@ -225,9 +208,9 @@ func Run(jobs []Job, cfg Config) (*Outcome, error) {
 	switch cfg.Estimates {
 	case "":
 		cfg.Estimates = EstimatesExact
-	case EstimatesExact, EstimatesNoisy, EstimatesAbsent:
+	case EstimatesExact, EstimatesNoisy, EstimatesAbsent, EstimatesLearned:
 	default:
-		return nil, fmt.Errorf("sim: estimates %q: want %s, %s or %s", cfg.Estimates, EstimatesExact, EstimatesNoisy, EstimatesAbsent)
+		return nil, fmt.Errorf("sim: estimates %q: want %s, %s, %s or %s", cfg.Estimates, EstimatesExact, EstimatesNoisy, EstimatesLearned, EstimatesAbsent)
 	}
 	if cfg.NoiseSigma <= 0 {
 		cfg.NoiseSigma = 0.5
@@ -256,10 +239,12 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s := &sim{cfg: cfg, policy: cfg.Policy.WithDefaults(), nodeAt: map[string]int{},
 		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{GPUs: cfg.Nodes * cfg.NodeGPUs}}
 	s.laneOf = map[[2]string]int{}
+	s.shapes = map[[2]int]*lane{}
 	s.windowed = !cfg.FullQueue && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
-		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && cfg.Estimates == EstimatesAbsent)
+		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && (cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned))
 	s.ledger = sched.NewLedger(s.policy.HalfLife)
 	s.estimator = sched.NewEstimator()
+	s.predictor = sched.NewPredictor(0, 0)
 	for n := range cfg.Nodes {
 		node := sched.Node{ID: NodeID(n), Schedulable: true, GPUs: make([]sched.GPU, cfg.NodeGPUs)}
 		for g := range node.GPUs {
@@ -276,6 +261,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 	s.mark = make([]bool, len(jobs))
 	s.pidx = make([]int32, len(jobs))
 	userAt, projectAt := map[string]int{}, map[string]int{}
+	s.minPrio = math.MaxInt
 	for i := range jobs {
 		t := &jobs[i]
 		sj := &s.jobs[i]
@@ -285,7 +271,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
 		switch {
-		case cfg.Estimates == EstimatesAbsent:
+		case cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned:
 		case t.Estimate > 0:
 			sj.given = t.Estimate
 		case cfg.Estimates == EstimatesNoisy:
@@ -301,6 +287,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		if prio == 0 {
 			prio = 2
 		}
+		s.minPrio = min(s.minPrio, prio)
 		s.qjob[i] = sched.Job{ID: sj.id, User: t.User, Project: t.Project, Priority: prio,
 			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes}
 	}
@@ -328,11 +315,6 @@ func Gang(gpus, nodeGPUs int) (perNode, nodes int) {
 		n++
 	}
 	return gpus / n, n
-}
-
-func (s *sim) push(at time.Time, kind, job, attempt int) {
-	s.seq++
-	heap.Push(&s.events, event{at: at.UnixNano(), seq: s.seq, kind: kind, job: job, attempt: attempt})
 }
 
 // run is the event loop: at each event time, apply every arrival and end
@@ -363,6 +345,9 @@ func (s *sim) run() {
 		for len(s.events) > 0 && s.events[0].at == at {
 			e := heap.Pop(&s.events).(event)
 			wake = s.handle(e) || wake
+		}
+		if s.cfg.Estimates == EstimatesLearned {
+			s.outlived() // at every event, so that skipped cycles change nothing
 		}
 		if wake && s.couldDecide() {
 			s.cycle()
@@ -395,7 +380,19 @@ func (s *sim) enqueue(i int) {
 	j.state, j.queuedAt = stQueued, s.now
 	q := &s.qjob[i]
 	q.Estimate, q.EstimateGiven = sched.EstimateFor(j.given, j.t.User, s.estimator, s.policy.DefaultEstimate)
+	point := q.Estimate
+	if s.cfg.Estimates == EstimatesLearned {
+		q.Estimate, point, q.EstimateGiven = s.learnedEstimate(i, 0)
+	}
+	if !j.estimated {
+		j.estimated = true
+		j.firstEstimate = point
+		if !q.EstimateGiven {
+			j.firstEstimate = 0
+		}
+	}
 	s.laneFor(i).insert(s, i)
+	s.shapeFor(i).insert(s, i)
 	s.queued++
 	s.needs[min(j.gpus, len(s.needs)-1)]++
 }
@@ -403,6 +400,7 @@ func (s *sim) enqueue(i int) {
 func (s *sim) dequeue(i int) {
 	j := &s.jobs[i]
 	s.laneFor(i).remove(s, i)
+	s.shapeFor(i).remove(s, i)
 	s.queued--
 	j.queued += s.now.Sub(j.queuedAt)
 	s.needs[min(j.gpus, len(s.needs)-1)]--
@@ -436,6 +434,8 @@ func (s *sim) handle(e event) bool {
 		}
 		j.state, j.end, j.preempting = stDone, s.now, false
 		s.estimator.Observe(j.t.User, s.now.Sub(j.startedAt))
+		s.predictor.Observe(sched.Attempt{User: j.t.User, Project: j.t.Project, Name: j.t.Name, Command: j.t.Command,
+			GPUs: j.t.GPUs, Ran: s.now.Sub(j.startedAt)})
 		s.learned = true
 		return true
 	}
@@ -477,6 +477,7 @@ func (s *sim) cycle() {
 	if s.learned && s.cfg.Estimates == EstimatesAbsent {
 		s.refreshEstimates()
 	}
+
 	var usage sched.Usage // only fair_share reads it
 	if s.policy.Name == sched.PolicyFairShare {
 		usage = s.ledger.Usage(s.now)

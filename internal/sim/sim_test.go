@@ -60,6 +60,7 @@ func TestHandWorkedFCFS(t *testing.T) {
 		Utilization:        0.93333, // 560 / (4 x 150)
 		BacklogUtilization: 1,       // jobs waited during 10-100, with all 4 GPUs busy
 		JainFairness:       1,       // one team
+		EstimatesWithin50:  1,       // exact
 		SchedCycles:        2,       // at 0 and 100 (at 10 and 20 nothing could start: skipped)
 	}
 	if m != want {
@@ -178,7 +179,7 @@ func TestWindowedIsExact(t *testing.T) {
 		for _, p := range sched.Policies() {
 			for _, sw := range []struct{ backfill, preemption bool }{{true, false}, {false, false}, {true, true}, {false, true}} {
 				cfg := Config{Nodes: 4, NodeGPUs: 8, Policy: sched.Policy{Name: p, Backfill: sw.backfill, Preemption: sw.preemption,
-					MinRunTime: sched.DefaultMinRunTime}, Record: true, Estimates: []string{EstimatesExact, EstimatesNoisy, EstimatesAbsent}[seed%3]}
+					MinRunTime: sched.DefaultMinRunTime}, Record: true, Estimates: []string{EstimatesExact, EstimatesNoisy, EstimatesAbsent, EstimatesLearned}[seed%4]}
 				cfg.window = 2 // windows of 2, 8, 32, ...: most cycles are windowed
 				a, err := Run(jobs, cfg)
 				if err != nil {
@@ -243,7 +244,7 @@ func TestSkippedCyclesDecideNothing(t *testing.T) {
 		for _, p := range sched.Policies() {
 			for _, backfill := range []bool{true, false} {
 				cfg := Config{Nodes: 4, NodeGPUs: 8, Policy: sched.Policy{Name: p, Backfill: backfill, Preemption: true,
-					MinRunTime: sched.DefaultMinRunTime}, Record: true, Estimates: []string{EstimatesExact, EstimatesNoisy, EstimatesAbsent}[seed%3]}
+					MinRunTime: sched.DefaultMinRunTime}, Record: true, Estimates: []string{EstimatesExact, EstimatesNoisy, EstimatesAbsent, EstimatesLearned}[seed%4]}
 				a, err := Run(jobs, cfg)
 				if err != nil {
 					t.Fatal(err)
@@ -257,6 +258,46 @@ func TestSkippedCyclesDecideNothing(t *testing.T) {
 					t.Fatalf("seed %d, %s: %d cycles, more than %d at every event", seed, p, a.Metrics.SchedCycles, b.Metrics.SchedCycles)
 				}
 				t.Logf("seed %d, %s, backfill %v: %d cycles of %d, %d preemptions", seed, p, backfill, a.Metrics.SchedCycles, b.Metrics.SchedCycles, a.Metrics.Preemptions)
+			}
+		}
+	}
+}
+
+// Starving jobs are tried before every other under fair_share: windowed
+// cycles, which must hand the core every starving job, still decide
+// what whole-queue cycles do, and so does skipping cycles.
+func TestWindowedIsExactStarving(t *testing.T) {
+	for seed := range uint64(4) {
+		jobs := randomTrace(seed, 400)
+		for i := range jobs {
+			if i%3 == 0 {
+				jobs[i].User = jobs[i].User + "b" // a second user in the team's project
+			}
+		}
+		for _, sw := range []struct{ backfill, preemption bool }{{true, false}, {false, false}, {true, true}} {
+			cfg := Config{Nodes: 3, NodeGPUs: 8, Policy: sched.Policy{Name: sched.PolicyFairShare, Backfill: sw.backfill,
+				Preemption: sw.preemption, MinRunTime: sched.DefaultMinRunTime, StarveAfter: 40 * time.Minute}, Record: true,
+				Estimates: []string{EstimatesExact, EstimatesNoisy}[seed%2]}
+			cfg.window = 2
+			a, err := Run(jobs, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			full := cfg
+			full.FullQueue = true
+			b, _ := Run(jobs, full)
+			every := cfg
+			every.everyEvent = true
+			c, _ := Run(jobs, every)
+			if !reflect.DeepEqual(a.Decisions, b.Decisions) || !reflect.DeepEqual(a.Jobs, b.Jobs) || a.Metrics.WithoutTiming() != b.Metrics.WithoutTiming() {
+				t.Fatalf("seed %d, %+v: windowed and whole-queue cycles differ", seed, sw)
+			}
+			if !reflect.DeepEqual(a.Decisions, c.Decisions) {
+				t.Fatalf("seed %d, %+v: skipping cycles changed decisions", seed, sw)
+			}
+			// The rule must have acted: some job waited past StarveAfter.
+			if a.Metrics.MaxQueue < (40 * time.Minute).Seconds() {
+				t.Fatalf("seed %d: no job waited 40 minutes (max %.0fs): the test tests nothing", seed, a.Metrics.MaxQueue)
 			}
 		}
 	}

@@ -127,8 +127,8 @@ const preemptTries = 4
 // margin: a near tie counts both ways, so that a rounding difference can
 // only run a cycle that decides nothing, never skip one that decides.
 func (s *sim) couldPreempt() bool {
-	if !s.laneOrdered() {
-		return true
+	if !s.laneOrdered() || s.mayStarve() {
+		return true // (starving jobs are tried first: not judged here)
 	}
 	if !s.holdings() {
 		return true // a job is being preempted
@@ -147,7 +147,7 @@ func (s *sim) couldPreempt() bool {
 // laneOrdered reports whether the lanes are in the core's order (sjf on
 // learned estimates moves it under them).
 func (s *sim) laneOrdered() bool {
-	return !(s.policy.Name == sched.PolicySJF && s.cfg.Estimates == EstimatesAbsent)
+	return !(s.policy.Name == sched.PolicySJF && (s.cfg.Estimates == EstimatesAbsent || s.cfg.Estimates == EstimatesLearned))
 }
 
 // holdings fills the books of each running job's user and project: GPUs

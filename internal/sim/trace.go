@@ -31,6 +31,10 @@ type Job struct {
 	// Estimate is the run time the job's user declared, when the trace
 	// says (JSONL estimate_s); zero: none. See EstimateMode.
 	Estimate time.Duration
+	// Name and Command are the job's name and its command (JSONL name and
+	// command), when the trace says: learned estimates look for past runs
+	// of the same name or command.
+	Name, Command string
 }
 
 // Formats of trace files.
@@ -141,6 +145,8 @@ type jsonlJob struct {
 	Priority api.RawValue    `json:"priority"`
 	Estimate *float64        `json:"estimate_s"`
 	Cluster  string          `json:"cluster"`
+	Name     string          `json:"name"`
+	Command  string          `json:"command"`
 }
 
 // jsonlEpoch is the time numeric submit offsets count from.
@@ -195,7 +201,7 @@ func ReadJSONL(r io.Reader, teamsFrom string) ([]Job, error) {
 }
 
 func (in *jsonlJob) job(line int) (Job, error) {
-	j := Job{ID: in.ID, User: in.User, Project: in.Project}
+	j := Job{ID: in.ID, User: in.User, Project: in.Project, Name: in.Name, Command: in.Command}
 	if j.ID == "" {
 		j.ID = strconv.Itoa(line)
 	}

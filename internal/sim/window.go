@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"slices"
+	"time"
 
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -99,14 +100,26 @@ func (l *lane) remove(s *sim, i int) {
 
 // buildQueue fills s.queue with the first w jobs of every lane and the
 // lane's extra jobs, with their current estimates, and reports whether
-// that is the whole queue.
+// that is the whole queue. Every starving job (sched.Starving) is one of
+// the extra jobs: the core tries them before any other, so none may be
+// left out.
 func (s *sim) buildQueue(w int) bool {
 	s.queue = s.queue[:0]
 	whole := true
+	head := -1
+	if sched.OldestHead(&s.policy) {
+		head = s.oldestHead()
+	}
 	for _, l := range s.lanes {
 		n := len(l.jobs)
 		if n > w {
 			n, whole = w, false
+			s.addStarving(l, w)
+			if head >= 0 && s.laneFor(head) == l {
+				if p, _ := slices.BinarySearchFunc(l.jobs, head, s.cmp); p >= w && !slices.Contains(l.extra, p) {
+					l.extra = mergeSorted(l.extra, []int{p})
+				}
+			}
 		}
 		for _, i := range l.jobs[:n] {
 			s.queueJob(i)
@@ -124,6 +137,90 @@ func (s *sim) queueJob(i int) {
 		q.Estimate, q.EstimateGiven = sched.EstimateFor(s.jobs[i].given, s.jobs[i].t.User, s.estimator, s.policy.DefaultEstimate)
 	}
 	s.queue = append(s.queue, *q)
+}
+
+// starveCut returns the largest aged-priority key (sched.CompareQueued's
+// under fair_share, in UnixNano) a starving job can have, and false when
+// no job can starve now. Lanes are in key order, so a lane's starving jobs
+// are among its first ones up to that key.
+func (s *sim) starveCut() (int64, bool) {
+	after := s.policy.StarveAfter
+	if after == 0 {
+		after = sched.DefaultStarveAfter
+	}
+	newest := s.now.Add(-after) // the newest submission that starves
+	if after < 0 || !sched.Starving(&sched.Job{SubmittedAt: newest}, s.now, &s.policy) {
+		return 0, false
+	}
+	return newest.Add(-time.Duration(s.minPrio) * s.policy.AgingInterval).UnixNano(), true
+}
+
+// mayStarve reports whether some queued job may be starving (some lane's
+// first job is within the cut-off).
+func (s *sim) mayStarve() bool {
+	cut, ok := s.starveCut()
+	if !ok {
+		return false
+	}
+	for _, l := range s.lanes {
+		if len(l.jobs) > 0 && s.key(l.jobs[0]) <= cut {
+			return true
+		}
+	}
+	return false
+}
+
+// key is job i's aged-priority key, as the lanes are ordered.
+func (s *sim) key(i int) int64 {
+	q := &s.qjob[i]
+	return q.SubmittedAt.Add(-time.Duration(q.Priority) * s.policy.AgingInterval).UnixNano()
+}
+
+// addStarving adds to the lane's extra jobs its starving jobs past the
+// first w.
+func (s *sim) addStarving(l *lane, w int) {
+	cut, ok := s.starveCut()
+	if !ok {
+		return
+	}
+	var add []int
+	for p := w; p < len(l.jobs) && s.key(l.jobs[p]) <= cut; p++ {
+		if sched.Starving(&s.qjob[l.jobs[p]], s.now, &s.policy) && !slices.Contains(l.extra, p) {
+			add = append(add, p)
+		}
+	}
+	if len(add) > 0 {
+		l.extra = mergeSorted(l.extra, add)
+	}
+}
+
+// shapeFor is the set of queued jobs of job i's shape.
+func (s *sim) shapeFor(i int) *lane {
+	k := [2]int{s.jobs[i].gpus, s.jobs[i].nodes}
+	l := s.shapes[k]
+	if l == nil {
+		l = &lane{}
+		s.shapes[k] = l
+	}
+	return l
+}
+
+// oldestHead returns the job the core makes the head before it walks the
+// queue (sched.OldestHead): the first in the core's order of the queued
+// jobs that cannot start on the free GPUs; -1: none. Every node is alike,
+// so whether a job can start depends on its shape alone.
+func (s *sim) oldestHead() int {
+	s.cntFree = s.fitCounts(s.nfree, s.cntFree)
+	head := -1
+	for k, l := range s.shapes {
+		if len(l.jobs) == 0 || fitsCount(s.cntFree, k[0], k[1]) {
+			continue
+		}
+		if i := l.jobs[0]; head < 0 || s.cmp(i, head) < 0 {
+			head = i
+		}
+	}
+	return head
 }
 
 // What a windowed result says.
@@ -159,7 +256,7 @@ func (s *sim) judge(res sched.Result, w, widenings int) int {
 	switch {
 	case !s.policy.Backfill:
 		return s.judgeBlocked(res, w)
-	case len(s.lanes) == 1:
+	case len(s.lanes) == 1 && s.policy.Name != sched.PolicyFairShare:
 		return s.judgeLane(res, w, widenings)
 	case res.Head == "":
 		return grow // every job the core saw started (or is preempting): a left-out one could have become the head

@@ -1,0 +1,238 @@
+package sched
+
+import (
+	"math"
+	"time"
+)
+
+// Starvation.
+//
+// Under fair_share a user who has used much waits behind everyone who has
+// used less, for as long as they keep submitting: a big or long job of a
+// heavy user can wait for weeks, and a long job started late stretches
+// the makespan. So a job that has waited StarveAfter since it was
+// submitted is starving, and a cycle serves the starving jobs before
+// every other, oldest first (by aged priority, the order of one user's
+// jobs), as long as the jobs that went first hold less than StarveShare
+// of the GPUs (past it, a starving job waits its fair-share turn: were
+// every old job served first, at high load the queue would age until it
+// was served first-come first-served): the first starving job that does
+// not fit becomes the head and
+// holds the reservation, and since the oldest stays the oldest until it
+// starts, that reservation stays where it is from cycle to cycle
+// instead of moving whenever the users' shares do (GPUs drained for a
+// head that the next cycle abandons sit idle). The jobs that have not
+// waited that long keep the fair-share order among themselves.
+
+// DefaultStarveAfter is how long a job waits before it is starving, when
+// the policy does not say.
+const DefaultStarveAfter = 48 * time.Hour
+
+// Starving reports whether job j, queued at now, has waited long enough
+// under policy p (as given or with its defaults) to be served before the
+// jobs that have not (see StarveAfter).
+func Starving(j *Job, now time.Time, p *Policy) bool {
+	after := p.StarveAfter
+	if after == 0 {
+		after = DefaultStarveAfter
+	}
+	return p.Name == PolicyFairShare && after > 0 && !now.IsZero() && !j.SubmittedAt.After(now.Add(-after))
+}
+
+// starveWalker yields the starving jobs first, in aged-priority order,
+// while the budget lasts, then the rest (and the starving jobs it did not
+// reach) in the order of the fair-share walker; every placement is
+// charged to that walker, so fair share's turns count the starving jobs'
+// GPUs too.
+type starveWalker struct {
+	first  sliceWalker
+	rest   *fairWalker
+	inRest bool // the last job came from rest
+	budget starveBudget
+}
+
+func (w *starveWalker) next() (*Job, bool) {
+	if w.budget.used < w.budget.cap {
+		if j, ok := w.first.next(); ok {
+			w.inRest = false
+			w.rest.done[j] = true
+			return j, true
+		}
+	}
+	w.inRest = true
+	return w.rest.next()
+}
+
+func (w *starveWalker) placed(j *Job) {
+	w.rest.placed(j)
+	if !w.inRest {
+		w.budget.used += j.GPUs * nodesWanted(j)
+	}
+}
+
+func (w *starveWalker) again() {
+	if w.inRest {
+		w.rest.again()
+		return
+	}
+	w.first.again()
+}
+
+// starvingOf returns the starving jobs of jobs, in order.
+func starvingOf(jobs []*Job, p *Policy, now time.Time) []*Job {
+	var starving []*Job
+	for _, j := range jobs {
+		if Starving(j, now, p) {
+			starving = append(starving, j)
+		}
+	}
+	return starving
+}
+
+// DefaultStarveShare is the share of the cluster's GPUs that starving
+// jobs may hold by going first, when the policy does not say.
+const DefaultStarveShare = 0.3
+
+// starveBudget is how many GPUs starving jobs hold by going first (used),
+// and the most they may (cap).
+type starveBudget struct{ used, cap int }
+
+// budgetOf is the snapshot's starve budget: the cap is StarveShare of
+// every GPU; used counts the GPUs of running jobs that waited StarveAfter
+// before they started (those that went first).
+func budgetOf(s *Snapshot, p *Policy) starveBudget {
+	share, after := p.StarveShare, p.StarveAfter
+	if share <= 0 {
+		share = DefaultStarveShare
+	}
+	if after == 0 {
+		after = DefaultStarveAfter
+	}
+	if p.Name != PolicyFairShare || after < 0 {
+		return starveBudget{}
+	}
+	gpus := 0
+	for i := range s.Nodes {
+		gpus += len(s.Nodes[i].GPUs)
+	}
+	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus)))}
+	for i := range s.Running {
+		r := &s.Running[i]
+		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {
+			b.used += gpuCount(r)
+		}
+	}
+	return b
+}
+
+// starvesAhead reports whether running job v, once requeued, would be
+// starving and served before j: it is starving and j is not, or both are
+// and v comes first in aged-priority order. Preempting it for j would hand
+// its GPUs straight back to it.
+func (c *cycle) starvesAhead(v *Running, j *Job) bool {
+	if v.SubmittedAt.IsZero() {
+		return false
+	}
+	vj := Job{ID: v.ID, SubmittedAt: v.SubmittedAt, Priority: v.Priority, Estimate: v.Estimate}
+	switch {
+	case !Starving(&vj, c.now, c.p):
+		return false
+	case !Starving(j, c.now, c.p):
+		return true
+	}
+	return compareKeyed(keyOf(&vj, c.p), keyOf(j, c.p)) < 0
+}
+
+// The oldest job holds the reservation.
+//
+// Under EASY backfill the head is the first job of the walk that does not
+// fit. Under fair_share the walk's order moves with the users' shares, so
+// the head moves too: GPUs drained for one cycle's head sit idle until the
+// next cycle makes another job the head and starts small jobs on them.
+// So under fair_share (with backfill, and no bookings) the head is the
+// oldest job, in aged-priority order, that cannot start now; it keeps its
+// reservation, cycle after cycle, until it starts. Jobs still start in the
+// fair-share order wherever they cannot delay it.
+
+// OldestHead reports whether a cycle under policy p makes the oldest job
+// that cannot start now the head, before it walks the queue.
+func OldestHead(p *Policy) bool {
+	return p.Name == PolicyFairShare && p.Backfill && p.OldestHead
+}
+
+// HeadCandidate reports whether queued job j could be made the head by
+// OldestHead's rule at now (if it could not start then): it asks for
+// GPUs, is not held, backing off, waiting for its begin time, in a
+// booking, elastic or over a quota.
+func (c *cycle) headCandidate(j *Job) bool {
+	return j.GPUs > 0 && j.Held == "" && !j.NotBefore.After(c.now) && j.Booking == "" && j.GPUsMin == 0 &&
+		c.overQuota(j) == "" && c.mayReserve(j)
+}
+
+// reserveOldest makes the first job of sorted (the queue in aged-priority
+// order) that is a head candidate, could ever run and cannot start now,
+// the head, with its reservation.
+func (c *cycle) reserveOldest(sorted []*Job) {
+	fitsNow := map[*shapeState]bool{}
+	for _, j := range sorted {
+		if !c.headCandidate(j) {
+			continue
+		}
+		sh := c.shapeOf(j)
+		if !c.fits(j, sh) {
+			continue
+		}
+		fit, known := fitsNow[sh]
+		if !known {
+			_, fit = c.ix.find(j, c.p.Spread)
+			fitsNow[sh] = fit
+		}
+		if fit {
+			continue
+		}
+		if c.tl == nil {
+			c.tl = newTimeline(c.ix, c.s.Running, c.placedOn, c.now)
+		}
+		if r, ok := reserve(c.ix, c.tl, j); ok {
+			c.res = r
+		} else {
+			c.res = &headReservation{jobID: j.ID, at: never}
+		}
+		return
+	}
+}
+
+// startAt is the reservation's time, zero when no estimate frees enough.
+func (r *headReservation) startAt() time.Time {
+	if r.at.Equal(never) {
+		return time.Time{}
+	}
+	return r.at
+}
+
+// Reservations for jobs that have waited.
+//
+// A head's reservation holds GPUs idle while the nodes it needs drain
+// (only jobs sure to end before it may use them). Under fair_share the
+// queue is short and its waiting jobs are often gangs alone, so those
+// idle GPUs are most of what is lost while jobs wait. So a job holds a
+// reservation only once it has waited ReserveAfter: until then it takes
+// whole nodes as they come free, and nothing is held for it; after, it
+// is the head as before (and once starving, the first of the walk).
+
+// DefaultReserveAfter is how long a job waits before it may hold a
+// reservation, when the policy does not say.
+const DefaultReserveAfter = 2 * time.Hour
+
+// MayReserve reports whether job j, queued at now, may be the head under
+// policy p: always but under fair_share with backfill, where it must have
+// waited ReserveAfter.
+func MayReserve(j *Job, now time.Time, p *Policy) bool {
+	after := p.ReserveAfter
+	if after == 0 {
+		after = DefaultReserveAfter
+	}
+	return p.Name != PolicyFairShare || !p.Backfill || after < 0 || !j.SubmittedAt.After(now.Add(-after))
+}
+
+func (c *cycle) mayReserve(j *Job) bool { return MayReserve(j, c.now, c.p) }

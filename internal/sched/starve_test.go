@@ -1,0 +1,199 @@
+package sched
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// Under fair_share, starving jobs go before every other, oldest first;
+// the rest keep the fair-share order.
+func TestStarvingComeFirst(t *testing.T) {
+	h := time.Hour
+	heavy := Usage{Users: map[string]float64{"heavy": 1e7, "light": 0}, Projects: map[string]float64{"p": 0}}
+	now := t0.Add(100 * h)
+	tests := map[string]struct {
+		policy Policy
+		queue  []Job
+		want   []string // the order of starts on a node with room for all
+	}{
+		"young jobs: fair share first": {
+			policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h},
+			queue:  jobs(mk("h1").user("heavy").at(90*h), mk("l1").user("light").at(95*h)),
+			want:   []string{"l1", "h1"},
+		},
+		"a starving heavy user's job goes first": {
+			policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h},
+			queue:  jobs(mk("h1").user("heavy").at(10*h), mk("l1").user("light").at(95*h)),
+			want:   []string{"h1", "l1"},
+		},
+		"starving jobs oldest first, across users": {
+			policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h},
+			queue: jobs(mk("l1").user("light").at(30*h), mk("h1").user("heavy").at(10*h),
+				mk("h2").user("heavy").at(20*h), mk("l2").user("light").at(99*h)),
+			want: []string{"h1", "h2", "l1", "l2"},
+		},
+		"negative StarveAfter: never": {
+			policy: Policy{Name: PolicyFairShare, StarveAfter: -1},
+			queue:  jobs(mk("h1").user("heavy").at(10*h), mk("l1").user("light").at(95*h)),
+			want:   []string{"l1", "h1"},
+		},
+		"zero StarveAfter: the default": {
+			policy: Policy{Name: PolicyFairShare},
+			queue:  jobs(mk("h1").user("heavy").at(100*h-DefaultStarveAfter), mk("l1").user("light").at(95*h)),
+			want:   []string{"h1", "l1"},
+		},
+		"other policies: no starving pass": {
+			policy: Policy{Name: PolicySJF, StarveAfter: 48 * h},
+			queue:  jobs(mk("h1").user("heavy").at(10*h).est(200*h), mk("l1").user("light").at(95*h).est(h)),
+			want:   []string{"l1", "h1"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Schedule(Snapshot{Now: now, Nodes: []Node{node("n1", 8, "H100", 80)}, Queue: tc.queue,
+				Usage: heavy, Policy: tc.policy})
+			var got []string
+			for _, s := range r.Starts {
+				got = append(got, s.JobID)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("starts %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The first starving job that does not fit holds the reservation, even
+// when a job of a lighter user does not fit either.
+func TestStarvingJobIsTheHead(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e7}, Projects: map[string]float64{}}
+	running := []Running{run("r1", "x", 2, "n1", 99*h, 5*h, 0, 1, 2, 3, 4, 5, 6, 7)}
+	queue := jobs(mk("big").user("heavy").gpus(8).at(10*h).est(h), mk("young").user("light").gpus(8).at(99*h).est(h))
+	for _, tc := range []struct {
+		after time.Duration
+		head  string
+	}{{48 * h, "big"}, {-1, "young"}} {
+		r := Schedule(Snapshot{Now: now, Nodes: []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3, 4, 5, 6, 7)}, Queue: queue, Running: running,
+			Usage: usage, Policy: Policy{Name: PolicyFairShare, Backfill: true, StarveAfter: tc.after, ReserveAfter: -1}})
+		if r.Head != tc.head {
+			t.Errorf("StarveAfter %v: head %q, want %q", tc.after, r.Head, tc.head)
+		}
+	}
+}
+
+// A running job that would be starving once requeued is not preempted
+// for a job that is not: it would take its GPUs straight back.
+func TestStarvingVictimNotPreempted(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e7}, Projects: map[string]float64{}}
+	for _, tc := range []struct {
+		victimSubmitted time.Duration
+		want            bool
+	}{{10 * h, false}, {90 * h, true}} {
+		running := []Running{submitted(run("v", "heavy", 2, "n1", 95*h, 50*h, 0, 1, 2, 3, 4, 5, 6, 7), tc.victimSubmitted)}
+		r := Schedule(Snapshot{Now: now, Nodes: []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3, 4, 5, 6, 7)}, Running: running,
+			Queue: jobs(mk("j").user("light").gpus(4).at(99 * h)), Usage: usage,
+			Policy: Policy{Name: PolicyFairShare, Preemption: true, StarveAfter: 48 * h}})
+		if got := len(r.Preemptions) > 0; got != tc.want {
+			t.Errorf("victim submitted at %v: preempted %v, want %v", tc.victimSubmitted, got, tc.want)
+		}
+	}
+}
+
+// Under fair_share with backfill, the oldest job that cannot start holds
+// the reservation, not the first of the walk; small jobs still start in
+// the fair-share order where they cannot delay it.
+func TestOldestJobIsTheHead(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e7}, Projects: map[string]float64{}}
+	nodes := []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3, 4, 5, 6, 7), node("n2", 8, "H100", 80, 0, 1, 2, 3, 4, 5)}
+	running := []Running{run("r1", "x", 2, "n1", 99*h, 2*h, 0, 1, 2, 3, 4, 5, 6, 7), run("r2", "x", 2, "n2", 99*h, 5*h, 0, 1, 2, 3, 4, 5)}
+	queue := jobs(mk("old").user("heavy").gpus(8).at(90*h).est(h), mk("young").user("light").gpus(8).at(99*h).est(h),
+		mk("short").user("light").gpus(1).at(99*h).est(h/2), mk("long").user("light").gpus(1).at(99*h).est(3*h))
+	for _, tc := range []struct {
+		walkOrder bool
+		head      string
+		at        time.Duration // the reservation, after t0
+		starts    []string
+	}{
+		{false, "old", 101 * h, []string{"long", "short"}}, // n2's free GPUs are not the head's: both fit there
+		{true, "young", 101 * h, []string{"long", "short"}},
+	} {
+		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: running, Usage: usage,
+			Policy: Policy{Name: PolicyFairShare, Backfill: true, StarveAfter: -1, ReserveAfter: -1, OldestHead: !tc.walkOrder}})
+		if r.Head != tc.head || !r.ReservedAt.Equal(t0.Add(tc.at)) || !slices.Equal(startIDs(r), tc.starts) {
+			t.Errorf("walk order %v: head %q at %v, starts %v; want %q at %v, %v", tc.walkOrder, r.Head,
+				r.ReservedAt.Sub(t0), startIDs(r), tc.head, tc.at, tc.starts)
+		}
+		for _, p := range r.Pending {
+			if p.JobID == tc.head && !p.EstimatedStart.Equal(t0.Add(tc.at)) {
+				t.Errorf("walk order %v: the head's estimated start %v, want %v", tc.walkOrder, p.EstimatedStart, t0.Add(tc.at))
+			}
+		}
+	}
+}
+
+// Under fair_share with backfill, a job holds a reservation only once it
+// has waited ReserveAfter; until then a later job may take the GPUs it
+// would have held.
+func TestReserveAfter(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	nodes := []Node{node("n1", 8, "H100", 80, 0, 1, 2, 3)}
+	running := []Running{run("r1", "x", 2, "n1", 99*h, 2*h, 0, 1, 2, 3)}
+	for _, tc := range []struct {
+		policy    string
+		submitted time.Duration // the gang's submission, after t0
+		after     time.Duration
+		head      string
+		starts    []string
+	}{
+		{PolicyFairShare, 99 * h, 2 * h, "", []string{"long"}},            // young: nothing held, the long job starts
+		{PolicyFairShare, 97 * h, 2 * h, "gang", nil},                     // waited 3h: its GPUs are held
+		{PolicyFairShare, 99 * h, -1, "gang", nil},                        // at once
+		{PolicyFCFS, 99 * h, 2 * h, "gang", nil},                          // other policies: plain EASY
+		{PolicyFairShare, 99*h + 30*time.Minute, 0, "", []string{"long"}}, // zero: the default, 2h
+	} {
+		queue := jobs(mk("gang").user("a").gpus(8).at(tc.submitted).est(h), mk("long").user("b").gpus(2).at(99*h).est(5*h))
+		r := Schedule(Snapshot{Now: now, Nodes: nodes, Running: running, Queue: queue,
+			Policy: Policy{Name: tc.policy, Backfill: true, StarveAfter: -1, ReserveAfter: tc.after}})
+		if r.Head != tc.head || !slices.Equal(startIDs(r), tc.starts) {
+			t.Errorf("%s, gang submitted at %v, ReserveAfter %v: head %q, starts %v; want %q, %v", tc.policy, tc.submitted,
+				tc.after, r.Head, startIDs(r), tc.head, tc.starts)
+		}
+	}
+}
+
+// Starving jobs go first only while the jobs that went first hold less
+// than StarveShare of the GPUs; past it they wait their fair-share turn.
+func TestStarveShare(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e7}, Projects: map[string]float64{}}
+	queue := jobs(mk("h1").user("heavy").at(10*h), mk("h2").user("heavy").at(11*h), mk("h3").user("heavy").at(12*h),
+		mk("l1").user("light").at(99*h), mk("l2").user("light").at(99*h))
+	// A running job that waited 60h before it started went first.
+	first := submitted(run("r", "heavy", 2, "n2", 90*h, 50*h, 0, 1), 30*h)
+	for _, tc := range []struct {
+		share   float64
+		running []Running
+		want    []string
+	}{
+		{1, nil, []string{"h1", "h2", "h3", "l1", "l2"}},
+		{0.125, nil, []string{"h1", "h2", "l1", "l2", "h3"}}, // 2 of 16 GPUs
+		{0.125, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
+		{0, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.3: 4 of 16
+	} {
+		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
+		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: tc.running, Usage: usage,
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share}})
+		if got := startIDs(r); !slices.Equal(got, tc.want) {
+			t.Errorf("share %v, %d running: starts %v, want %v", tc.share, len(tc.running), got, tc.want)
+		}
+	}
+}
