@@ -80,7 +80,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	// sizes.go: the array counts once.
 	o.sizes.Add(j.User, sizes.JobBytes(&j))
 	id := o.newID(tx.now)
-	j.Number = tx.takeNumber(id) // numbers.go: the array's, its tasks' too
+	j.Number = tx.takeNumber(id) // feature/refs: the array's, its tasks' too
 	j.SubmittedAt = tx.now
 	tasks := o.arr.Add(tx, id, &j, spec, req.Array)
 	for _, t := range tasks {
@@ -116,7 +116,7 @@ func (o *Orchestrator) replayArray(id string) (submitResult, bool) {
 // counts by state and its task indexes: from memory, or from the store
 // when it is done, read without the lock (reads.go).
 func (o *Orchestrator) Array(id string) (api.Array, error) {
-	aid, live, ok, err := o.resolveArrayID(id) // resolve_reads.go
+	aid, live, ok, err := o.refs.Array(id) // feature/refs
 	if err != nil {
 		return api.Array{}, err
 	}

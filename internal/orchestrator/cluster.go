@@ -288,7 +288,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 				g.AllocatedTo = &holder
 				_, g.Held = o.holds.Get(holder)
 				if j := o.jobs[holder]; j != nil {
-					g.AllocatedNumber = j.ShortID() // numbers.go
+					g.AllocatedNumber = j.ShortID() // feature/refs
 				}
 				cs.AllocatedGPUs++
 				if g.Held {

@@ -7,6 +7,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/deps"
+	"github.com/corral-sched/corral/internal/feature/refs"
 )
 
 // Job dependencies are the feature of package deps (o.deps): its state,
@@ -77,12 +78,12 @@ func (b depJobs) StoredIDs(prefix string, limit int) []string {
 }
 
 func (b depJobs) Number(ref string) (int64, string, bool) {
-	n, task, ok := parseNumberRef(ref) // numbers.go
+	n, task, ok := refs.ParseNumber(ref)
 	if !ok {
 		return 0, "", false
 	}
-	id, err := b.o.storedNumberID(n)
-	if err != nil {
+	id, found, err := b.o.storedNumberID(n) // refs.go
+	if err != nil || !found {
 		return n, "", true
 	}
 	if task != "" {

@@ -19,6 +19,7 @@ import (
 // its grace. The golden day test (golden_test.go) records it.
 func (o *Orchestrator) features() []any {
 	return []any{
+		o.refs,         // short numbers: the last one given, at recovery (feature/refs)
 		jobio.Check{},  // scripts, output paths and images checked at submit
 		o.deps,         // depends_on checked at submit, held jobs kept out of the cycle (package deps)
 		o.sizes,        // a job's command and env, and each user's live jobs, bounded in bytes

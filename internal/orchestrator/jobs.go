@@ -104,7 +104,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 		return submitResult{}, err
 	}
 	j.ID = o.newID(tx.now)
-	j.Number = tx.takeNumber(j.ID) // numbers.go
+	j.Number = tx.takeNumber(j.ID) // feature/refs
 	j.SubmittedAt = tx.now
 	jp := &j
 	o.jobs[j.ID] = jp

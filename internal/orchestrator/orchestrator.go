@@ -37,6 +37,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/notes"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
+	"github.com/corral-sched/corral/internal/feature/refs"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/policy"
@@ -211,7 +212,7 @@ type Orchestrator struct {
 	test  testHooks    // seams only tests set
 	sizes *sizes.Books // per user: bytes of jobs not ended and arrays in memory (package sizes)
 
-	lastNumber int64 // the last short number given (numbers.go); loop only
+	refs *refs.Resolver // short numbers, and what a person may type for a job (feature/refs)
 }
 
 type cycleStats struct {
@@ -327,6 +328,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		att = cfg.Attach
 	}
 	o.reclaim = reclaim.New(cfg.Limits.MaxInteractiveTime, att)
+	o.refs = newRefs(o)  // refs.go
 	o.deps = newDeps(o)  // deps.go
 	o.arr = newArrays(o) // arrays.go
 	o.spend = spend.New(spendCluster{o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,

@@ -58,7 +58,6 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
 	o.idem = st.Idempotency
-	o.loadNumbers(st)   // numbers.go
 	arrays.AddTasks(st) // tasks with no row yet
 
 	lost := map[string]bool{}

@@ -12,6 +12,7 @@ import (
 
 func resolver(ids ...string) *Orchestrator {
 	o := &Orchestrator{jobs: map[string]*api.Job{}, arr: arrays.New(nil, arrays.Config{})}
+	o.refs = newRefs(o)
 	for _, id := range ids {
 		o.jobs[id] = &api.Job{ID: id}
 		o.order = append(o.order, id)
