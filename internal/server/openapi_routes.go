@@ -173,7 +173,7 @@ func routeDocs() map[string]routeDoc {
 			{status: 201, desc: "held", body: api.Hold{}},
 			{status: 202, desc: "queued (wait: true): follow it at poll", body: api.Hold{}},
 		}, errors: []int{409}, tag: "cluster"},
-		"POST /cluster/gpu-release":                 {body: api.ReleaseRequest{}, answers: ok(api.Hold{}), tag: "cluster"},
+		"POST /cluster/gpu-release":                 {body: api.ReleaseRequest{}, answers: ok(api.Hold{}), errors: []int{404, 409}, tag: "cluster"},
 		"GET /orchestrator/status":                  {answers: ok(api.OrchestratorStatus{}), tag: "orchestrator"},
 		"POST /orchestrator/start":                  {answers: ok(api.OrchestratorStatus{}), tag: "orchestrator"},
 		"POST /orchestrator/stop":                   {answers: ok(api.OrchestratorStatus{}), tag: "orchestrator"},
