@@ -30,8 +30,8 @@ func newArrays(o *Orchestrator) *arrays.Books {
 // (arrays.Jobs). Its methods are called with the write lock held.
 type arrayJobs struct{ o *Orchestrator }
 
-func (b arrayJobs) Queued() int              { return len(b.o.queued) }
-func (b arrayJobs) QueuedBy(user string) int { return b.o.queuedBy[user] }
+func (b arrayJobs) Queued() int              { return len(b.o.q.queued) }
+func (b arrayJobs) QueuedBy(user string) int { return b.o.q.byUser[user] }
 
 func (b arrayJobs) All() iter.Seq[*api.Job] { return depJobs(b).All() } // deps.go
 

@@ -138,8 +138,8 @@ func BenchmarkCycleArrays(b *testing.B) {
 				o.dirty = true
 				o.cycle(ctx, nil)
 			}
-			if o.stats.count == 0 || len(o.active) != 8000 || len(o.queued) != arrays*1000 {
-				b.Fatalf("%d active, %d queued", len(o.active), len(o.queued))
+			if o.stats.count == 0 || len(o.active) != 8000 || len(o.q.queued) != arrays*1000 {
+				b.Fatalf("%d active, %d queued", len(o.active), len(o.q.queued))
 			}
 		})
 	}

@@ -85,19 +85,19 @@ func (o *Orchestrator) estimate(j *api.Job) (time.Duration, bool) {
 // dropping from queueJobs the jobs that left the queue. Loop only, write
 // lock held: it changes queueJobs.
 func (o *Orchestrator) queueOrder() []*api.Job {
-	if !o.queueSorted {
-		slices.SortFunc(o.queueJobs, func(a, b *api.Job) int { return strings.Compare(a.ID, b.ID) })
-		o.queueJobs = slices.CompactFunc(o.queueJobs, func(a, b *api.Job) bool { return a.ID == b.ID })
-		o.queueSorted = true
+	if !o.q.sorted {
+		slices.SortFunc(o.q.jobs, func(a, b *api.Job) int { return strings.Compare(a.ID, b.ID) })
+		o.q.jobs = slices.CompactFunc(o.q.jobs, func(a, b *api.Job) bool { return a.ID == b.ID })
+		o.q.sorted = true
 	}
-	q := o.queueJobs[:0]
-	for _, j := range o.queueJobs {
-		if o.queued[j.ID] {
+	q := o.q.jobs[:0]
+	for _, j := range o.q.jobs {
+		if o.q.queued[j.ID] {
 			q = append(q, j)
 		}
 	}
-	clear(o.queueJobs[len(q):])
-	o.queueJobs = q
+	clear(o.q.jobs[len(q):])
+	o.q.jobs = q
 	return q
 }
 
@@ -159,8 +159,8 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.applyUpdatesTx(tx, us)
 	began := time.Now()
 	now := o.cfg.Now()
-	snap, groups := o.snapshotGroups(now, o.on.eligibleQueue(tx, o.queueOrder()), o.queueBuf) // features.go: jobs with unmet dependencies wait outside
-	var reports *txn                                                                          // committed before the decision (split)
+	snap, groups := o.snapshotGroups(now, o.on.eligibleQueue(tx, o.queueOrder()), o.q.buf) // features.go: jobs with unmet dependencies wait outside
+	var reports *txn                                                                       // committed before the decision (split)
 	splitMax, deciding := splitQueue, o.test.deciding
 	if o.test.splitMax > 0 {
 		splitMax = o.test.splitMax
@@ -186,7 +186,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
 	// (what it still points to, jobs' strings and maps, o.jobs holds).
-	o.queueBuf = snap.Queue[:0]
+	o.q.buf = snap.Queue[:0]
 	if reports != nil {
 		o.mu.Lock()
 		tx = o.begin()

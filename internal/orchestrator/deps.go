@@ -53,7 +53,7 @@ func (b depJobs) Active() iter.Seq[*api.Job] {
 	}
 }
 
-func (b depJobs) Queued(id string) bool             { return b.o.queued[id] }
+func (b depJobs) Queued(id string) bool             { return b.o.q.queued[id] }
 func (b depJobs) Recent(id string) (*api.Job, bool) { return b.o.lookup(id) } // finished.go
 func (b depJobs) Stored(id string) (api.Job, error) { return b.o.stored(id) }
 func (b depJobs) IsArray(id string) bool            { return b.o.isArray(id) } // arrays_stored.go

@@ -35,7 +35,7 @@ func (o *Orchestrator) SampleHistory(ctx context.Context) {
 	cs := o.Cluster(ctx)
 	o.mu.RLock()
 	now := o.cfg.Now().UTC()
-	queued, running := len(o.queued), len(o.active)
+	queued, running := len(o.q.queued), len(o.active)
 	iv := o.hist.Take(o.liveJobs(), now)
 	o.mu.RUnlock()
 	if err := o.hist.Add(ctx, o.cfg.Store, now, cs, queued, running, iv); err != nil && ctx.Err() == nil {

@@ -69,7 +69,7 @@ func (o *Orchestrator) interactiveGPUs(user string) int {
 			}
 		}
 	}
-	count(o.queued)
+	count(o.q.queued)
 	count(o.active)
 	for h := range o.holds.All() {
 		if h.User == user {

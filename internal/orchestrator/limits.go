@@ -49,12 +49,12 @@ func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
 			return api.Invalid("time_limit", "is %s; this server allows at most %s", j.TimeLimit.Duration(), l.MaxRunTime)
 		}
 	}
-	if l.MaxQueueSize > 0 && len(o.queued) >= l.MaxQueueSize {
+	if l.MaxQueueSize > 0 && len(o.q.queued) >= l.MaxQueueSize {
 		return &api.Error{Status: http.StatusTooManyRequests, Code: "queue_full",
-			Message: fmt.Sprintf("the queue is full (%d jobs; the limit is %d); try again when some have started", len(o.queued), l.MaxQueueSize)}
+			Message: fmt.Sprintf("the queue is full (%d jobs; the limit is %d); try again when some have started", len(o.q.queued), l.MaxQueueSize)}
 	}
 	if l.MaxQueuedPerUser > 0 && !exempt {
-		if n := o.queuedBy[j.User]; n >= l.MaxQueuedPerUser {
+		if n := o.q.byUser[j.User]; n >= l.MaxQueuedPerUser {
 			return &api.Error{Status: http.StatusTooManyRequests, Code: "user_queue_full",
 				Message: fmt.Sprintf("%s has %d jobs queued; the limit is %d per user", j.User, n, l.MaxQueuedPerUser)}
 		}

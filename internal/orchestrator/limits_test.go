@@ -176,7 +176,7 @@ func queuedBy(o *Orchestrator) map[string]int {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	m := map[string]int{}
-	for u, n := range o.queuedBy {
+	for u, n := range o.q.byUser {
 		m[u] = n
 	}
 	return m
@@ -188,7 +188,7 @@ func checkQueuedBy(t *testing.T, o *Orchestrator, want map[string]int) {
 	t.Helper()
 	o.mu.RLock()
 	counted := map[string]int{}
-	for id := range o.queued {
+	for id := range o.q.queued {
 		counted[o.jobs[id].User]++
 	}
 	o.mu.RUnlock()

@@ -74,8 +74,8 @@ func (o *Orchestrator) checkQueueWait(now time.Time) {
 // hours and of the jobs queued now (their wait so far, so that a queue
 // where nothing starts counts too). Lock held.
 func (o *Orchestrator) queueWaitP95(now time.Time) time.Duration {
-	waits := make([]float64, 0, len(o.queued))
-	for id := range o.queued {
+	waits := make([]float64, 0, len(o.q.queued))
+	for id := range o.q.queued {
 		waits = append(waits, now.Sub(queuedAt(o.jobs[id])).Seconds())
 	}
 	dayAgo := now.Add(-24 * time.Hour)

@@ -163,35 +163,27 @@ type Orchestrator struct {
 	// smaller than the last one's: the clock stepped back across a
 	// restart); JobPage then reads o.jobs whole (jobs_page.go).
 	orderUnsorted bool
-	queued        map[string]bool
-	queuedBy      map[string]int // queued jobs per user, kept with queued (setQueued)
-	// queueJobs holds every queued job, in id order (submission order),
-	// and perhaps jobs no longer queued: the snapshot hands the core the
-	// queue in this order, which its sort then mostly keeps (the core's
-	// order does not depend on it). Loop only (queueOrder).
-	queueJobs   []*api.Job
-	queueSorted bool            // queueJobs is in order, without repeats
-	queueBuf    []sched.Job     // the cycle snapshot's queue, reused (loop only)
-	active      map[string]bool // jobs holding GPUs: scheduled, allocating, running
-	holds       *holds.Books    // GPUs held outside the queue (package holds)
-	idem        map[string]string
-	owner       map[gpuKey]string // GPU -> job id or hold id
-	nodes       []Node
-	nodeIndex   map[string]int       // node id -> position in nodes
-	pending     pendingBook          // why each queued job waits, from the last cycle (cycle.go)
-	on          moments              // the features, by the moments they serve (features.go)
-	plan        map[string]time.Time // estimated starts, from the last plan
-	planAt      time.Time            // when the plan was made
-	ledger      *sched.Ledger        // decayed GPU usage per user and project
-	estimator   *sched.Estimator     // learned run times per user
-	policy      api.Policies
-	running     bool // scheduling on
-	stats       cycleStats
-	startedAt   time.Time
-	changed     chan struct{} // closed and replaced after every commit
-	hist        history.Books // the cluster over time, for graphs (package history)
-	arr         *arrays.Books // job arrays (package arrays)
-	deps        *deps.Tracker // job dependencies (package deps)
+	q             queueBooks      // the queued jobs, by id, per user and in order (setQueued, queueOrder)
+	active        map[string]bool // jobs holding GPUs: scheduled, allocating, running
+	holds         *holds.Books    // GPUs held outside the queue (package holds)
+	idem          map[string]string
+	owner         map[gpuKey]string // GPU -> job id or hold id
+	nodes         []Node
+	nodeIndex     map[string]int       // node id -> position in nodes
+	pending       pendingBook          // why each queued job waits, from the last cycle (cycle.go)
+	on            moments              // the features, by the moments they serve (features.go)
+	plan          map[string]time.Time // estimated starts, from the last plan
+	planAt        time.Time            // when the plan was made
+	ledger        *sched.Ledger        // decayed GPU usage per user and project
+	estimator     *sched.Estimator     // learned run times per user
+	policy        api.Policies
+	running       bool // scheduling on
+	stats         cycleStats
+	startedAt     time.Time
+	changed       chan struct{} // closed and replaced after every commit
+	hist          history.Books // the cluster over time, for graphs (package history)
+	arr           *arrays.Books // job arrays (package arrays)
+	deps          *deps.Tracker // job dependencies (package deps)
 
 	dirty  bool       // loop-only: a cycle is due
 	limits limitTimer // loop-only: the next time limit due (limits.go)
@@ -224,6 +216,20 @@ type cycleStats struct {
 type gpuKey struct {
 	node  string
 	index int
+}
+
+// queueBooks are the queued jobs. Written by the loop under the write
+// lock, read under the read lock.
+type queueBooks struct {
+	queued map[string]bool
+	byUser map[string]int // queued jobs per user, kept with queued (setQueued)
+	// jobs holds every queued job, in id order (submission order), and
+	// perhaps jobs no longer queued: the snapshot hands the core the queue
+	// in this order, which its sort then mostly keeps (the core's order
+	// does not depend on it). Loop only (queueOrder).
+	jobs   []*api.Job
+	sorted bool        // jobs is in order, without repeats
+	buf    []sched.Job // the cycle snapshot's queue, reused (loop only)
 }
 
 // storeHealth is what the loop knows of its store's ability to write
@@ -299,26 +305,24 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		cfg.Log = cfg.Store
 	}
 	o := &Orchestrator{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		ops:         make(chan *op, 1024),
-		entropy:     ulid.Monotonic(rand.Reader, 0),
-		jobs:        map[string]*api.Job{},
-		queued:      map[string]bool{},
-		queuedBy:    map[string]int{},
-		queueSorted: true,
-		active:      map[string]bool{},
-		holds:       holds.New(cfg.Limits.MaxInteractiveTime),
-		idem:        map[string]string{},
-		owner:       map[gpuKey]string{},
-		nodeIndex:   map[string]int{},
-		plan:        map[string]time.Time{},
-		ledger:      sched.NewLedger(0),
-		estimator:   sched.NewEstimator(),
-		policy:      policy.Defaults(),
-		running:     true,
-		changed:     make(chan struct{}),
-		fatal:       make(chan error, 1),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		ops:       make(chan *op, 1024),
+		entropy:   ulid.Monotonic(rand.Reader, 0),
+		jobs:      map[string]*api.Job{},
+		q:         queueBooks{queued: map[string]bool{}, byUser: map[string]int{}, sorted: true},
+		active:    map[string]bool{},
+		holds:     holds.New(cfg.Limits.MaxInteractiveTime),
+		idem:      map[string]string{},
+		owner:     map[gpuKey]string{},
+		nodeIndex: map[string]int{},
+		plan:      map[string]time.Time{},
+		ledger:    sched.NewLedger(0),
+		estimator: sched.NewEstimator(),
+		policy:    policy.Defaults(),
+		running:   true,
+		changed:   make(chan struct{}),
+		fatal:     make(chan error, 1),
 	}
 	o.sizes = sizes.New(sizes.Limits{MaxCommandBytes: cfg.Limits.MaxCommandBytes, MaxEnvBytes: cfg.Limits.MaxEnvBytes,
 		MaxUserQueuedBytes: cfg.Limits.MaxUserQueuedBytes})
@@ -541,28 +545,28 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 // setQueued adds the job to the queue or takes it out, keeping the
 // per-user counts (checkLimits) in step. Write lock held.
 func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
-	if o.queued[j.ID] == queued {
+	if o.q.queued[j.ID] == queued {
 		return
 	}
 	if queued {
-		o.queued[j.ID] = true
-		o.queuedBy[j.User]++
+		o.q.queued[j.ID] = true
+		o.q.byUser[j.User]++
 		if arrays.Grouped(j) {
 			return // arrays' tasks enter the snapshot by array (package arrays)
 		}
 		// New jobs' ids only grow: appending keeps the order. A
 		// requeued job's id (it may still be listed) does not.
-		if n := len(o.queueJobs); n > 0 && j.ID <= o.queueJobs[n-1].ID {
-			o.queueSorted = false
+		if n := len(o.q.jobs); n > 0 && j.ID <= o.q.jobs[n-1].ID {
+			o.q.sorted = false
 		}
-		o.queueJobs = append(o.queueJobs, j)
+		o.q.jobs = append(o.q.jobs, j)
 		return
 	}
-	delete(o.queued, j.ID)
-	if o.queuedBy[j.User]--; o.queuedBy[j.User] <= 0 {
-		delete(o.queuedBy, j.User)
+	delete(o.q.queued, j.ID)
+	if o.q.byUser[j.User]--; o.q.byUser[j.User] <= 0 {
+		delete(o.q.byUser, j.User)
 	}
-	if len(o.queueJobs) > 2*len(o.queued)+1024 {
+	if len(o.q.jobs) > 2*len(o.q.queued)+1024 {
 		o.queueOrder() // with no cycles (the orchestrator stopped), drop the jobs that left
 	}
 }
@@ -595,7 +599,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 // notify wakes everyone waiting on Changed. Write lock held.
 func (o *Orchestrator) notify() {
 	o.views.gen.Add(1) // views computed before are stale (queue_page.go)
-	o.views.queued.Store(int64(len(o.queued)))
+	o.views.queued.Store(int64(len(o.q.queued)))
 	close(o.changed)
 	o.changed = make(chan struct{})
 }

@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -26,6 +27,11 @@ func TestPendingCause(t *testing.T) {
 		"backfill reservation": func(t *testing.T) (*harness, map[string]want) {
 			clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
 			h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Now: clk.now})
+			// Under fair_share a head reserves only once it has waited
+			// ReserveAfter; first-come first-served reserves at once.
+			if _, err := h.o.SetPolicies(context.Background(), api.PoliciesUpdate{Policy: ptr(sched.PolicyFCFS)}); err != nil {
+				t.Fatal(err)
+			}
 			run := h.submit(api.SubmitRequest{Command: "run", User: "cy", GPUCount: gpus(4), EstimatedDuration: api.RawValue(`"2h"`)})
 			h.running(run.ID)
 			head := h.submit(api.SubmitRequest{Command: "head", User: "cy", GPUCount: gpus(8)})

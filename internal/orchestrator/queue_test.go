@@ -14,7 +14,7 @@ import (
 // order they were queued, requeued and taken out in; ids that left the
 // queue are dropped, also when no cycle runs.
 func TestQueueOrder(t *testing.T) {
-	o := &Orchestrator{queued: map[string]bool{}, queuedBy: map[string]int{}, queueSorted: true}
+	o := &Orchestrator{q: queueBooks{queued: map[string]bool{}, byUser: map[string]int{}, sorted: true}}
 	set := func(id string, queued bool) { o.setQueued(&api.Job{ID: id, User: "ana"}, queued) }
 	set("j1", true)
 	set("j3", true)
@@ -26,16 +26,16 @@ func TestQueueOrder(t *testing.T) {
 	if got, want := ids(o.queueOrder()), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
 		t.Errorf("queue order %v, want %v", got, want)
 	}
-	if o.queuedBy["ana"] != 3 {
-		t.Errorf("queued by ana: %d, want 3", o.queuedBy["ana"])
+	if o.q.byUser["ana"] != 3 {
+		t.Errorf("queued by ana: %d, want 3", o.q.byUser["ana"])
 	}
 	for i := range 10000 {
 		id := fmt.Sprintf("k%05d", i)
 		set(id, true)
 		set(id, false)
 	}
-	if len(o.queueJobs) > 2*len(o.queued)+1024 {
-		t.Errorf("%d jobs kept for %d queued ones", len(o.queueJobs), len(o.queued))
+	if len(o.q.jobs) > 2*len(o.q.queued)+1024 {
+		t.Errorf("%d jobs kept for %d queued ones", len(o.q.jobs), len(o.q.queued))
 	}
 	if got, want := ids(o.queueOrder()), []string{"j2", "j3", "j4"}; !slices.Equal(got, want) {
 		t.Errorf("queue order %v, want %v", got, want)

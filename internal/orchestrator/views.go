@@ -96,8 +96,8 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	now := o.cfg.Now()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	r := api.QueueResponse{QueuedJobs: make([]api.QueuedJob, 0, len(o.queued)), Statistics: o.statistics(now)}
-	for id := range o.queued {
+	r := api.QueueResponse{QueuedJobs: make([]api.QueuedJob, 0, len(o.q.queued)), Statistics: o.statistics(now)}
+	for id := range o.q.queued {
 		j := o.jobs[id]
 		v := o.view(j, false)
 		qa := queuedAt(j)
@@ -159,7 +159,7 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 // statistics: waits are those of jobs that started in the last 24 hours
 // (start minus last queueing); throughput is starts in the last hour.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
-	s := api.QueueStatistics{TotalQueued: len(o.queued)}
+	s := api.QueueStatistics{TotalQueued: len(o.q.queued)}
 	var waits []float64
 	dayAgo, hourAgo := now.Add(-24*time.Hour), now.Add(-time.Hour)
 	// The jobs that may have started: active ones and the last
@@ -202,7 +202,7 @@ func (o *Orchestrator) Status() api.OrchestratorStatus {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	s := api.OrchestratorStatus{Running: o.running, Policy: o.policy.Policy, Cycles: o.stats.count, LastCycleMS: o.stats.lastMS,
-		QueuedJobs: len(o.queued), StartedAt: o.startedAt, Version: o.cfg.Version, Executors: o.executorStatus()}
+		QueuedJobs: len(o.q.queued), StartedAt: o.startedAt, Version: o.cfg.Version, Executors: o.executorStatus()}
 	if !o.stats.last.IsZero() {
 		t := o.stats.last
 		s.LastCycleAt = &t
@@ -245,8 +245,8 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 
 // queuedJobs returns the queued jobs, in no order. Lock held.
 func (o *Orchestrator) queuedJobs() []*api.Job {
-	q := make([]*api.Job, 0, len(o.queued))
-	for id := range o.queued {
+	q := make([]*api.Job, 0, len(o.q.queued))
+	for id := range o.q.queued {
 		q = append(q, o.jobs[id])
 	}
 	return q
