@@ -192,8 +192,8 @@ func (e *Executor) Run(ctx context.Context) {
 	e.nodes.Start(ctx.Done())
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), e.podInf.HasSynced, e.nodeInf.HasSynced) {
-			close(e.synced)
 			e.nodesChanged()
+			close(e.synced)
 			e.adoptPending(ctx)
 		}
 	}()
@@ -211,7 +211,8 @@ func (e *Executor) Run(ctx context.Context) {
 	}
 }
 
-// WaitSynced blocks until the informers have listed once, or ctx ends.
+// WaitSynced blocks until the informers have listed once and the nodes
+// were registered, or ctx ends.
 func (e *Executor) WaitSynced(ctx context.Context) bool {
 	select {
 	case <-e.synced:

@@ -46,20 +46,32 @@ func (e *Executor) follow(k key, ns, name string, rl *rankLog) {
 	rl.mu.Unlock()
 	go func() {
 		defer close(rl.done)
-		err := e.stream(ctx, ns, name, true, rl)
-		rl.mu.Lock()
-		rl.clean = err == nil
-		rl.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			e.log.Debug("pod log stream ended", "job_id", k.job, "pod", name, "err", err)
+		for {
+			err := e.stream(ctx, ns, name, true, rl)
+			rl.mu.Lock()
+			rl.clean = err == nil
+			rl.mu.Unlock()
+			if err == nil || ctx.Err() != nil {
+				return // the container's output ended, or flush took over
+			}
+			// Broken (the API server went away): follow again, skipping
+			// what is stored.
+			e.log.Debug("pod log stream broken; following again", "job_id", k.job, "pod", name, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(e.retryWait()):
+			}
 		}
 	}()
 }
 
 // flush makes the rank's stored log complete once its container ended:
 // the follow stream ends by itself when the container's output does
-// (given a few seconds); if it did not, or none ran, the whole log is
-// read once more and what is new is appended.
+// (given a few seconds), then the whole log is read once more and what is
+// new is appended (a stream that broke, or stopped early, misses the
+// end). A pod already removed (the kubelet removes a deleted pod once its
+// container ended) leaves what the follow stream got.
 func (e *Executor) flush(ctx context.Context, k key, ns, name string, rl *rankLog) {
 	if rl.path == "" {
 		return
@@ -67,25 +79,24 @@ func (e *Executor) flush(ctx context.Context, k key, ns, name string, rl *rankLo
 	rl.mu.Lock()
 	following, done, cancel := rl.following, rl.done, rl.cancel
 	rl.mu.Unlock()
+	clean := false
 	if following {
 		select {
 		case <-done:
-		case <-time.After(5 * time.Second):
-			cancel()
-			<-done
+		case <-time.After(3 * time.Second):
 		case <-ctx.Done():
-			cancel()
-			<-done
 		}
 		cancel()
+		<-done
 		rl.mu.Lock()
-		clean := rl.clean
+		clean = rl.clean
 		rl.mu.Unlock()
-		if clean {
-			return
-		}
 	}
 	if err := e.stream(ctx, ns, name, false, rl); err != nil {
+		if clean {
+			e.log.Debug("pod log not read again; the follow stream had it all", "job_id", k.job, "pod", name, "err", err)
+			return
+		}
 		e.log.Warn("pod log not read", "job_id", k.job, "pod", name, "err", err)
 	}
 }

@@ -16,7 +16,8 @@ const (
 	reasonEvicted      = "Evicted"  // the kubelet, under node pressure
 	reasonNodeLost     = "NodeLost" // the node stopped reporting
 	reasonOOMKilled    = "OOMKilled"
-	reasonNodeShutdown = "Terminated" // graceful node shutdown
+	reasonDeadline     = "DeadlineExceeded" // activeDeadlineSeconds passed
+	reasonNodeShutdown = "Terminated"       // graceful node shutdown
 	// DisruptionTarget reasons (pod condition).
 	disruptionTaint = "DeletionByTaintManager" // NoExecute taint: the node is gone or drained
 )
@@ -54,6 +55,7 @@ func StatusOf(p *corev1.Pod, stopping bool) (running bool, end *exec.Update, dig
 		case st.Terminated != nil:
 			running = true
 			u := exitOf(st.Terminated)
+			u.TimedOut = p.Status.Reason == reasonDeadline
 			if lost != "" {
 				u.Lost = lost
 				u.Err = fmt.Errorf("k8s: pod %s/%s ended by Kubernetes: %s %s", p.Namespace, p.Name, p.Status.Reason, p.Status.Message)

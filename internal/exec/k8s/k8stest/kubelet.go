@@ -19,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -267,28 +268,46 @@ func (k *Kubelet) kill(ctx context.Context, p *corev1.Pod, pr *proc) {
 // containers are gone.
 func (k *Kubelet) remove(ctx context.Context, p *corev1.Pod) {
 	zero := int64(0)
-	_ = k.c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+	for {
+		err := k.c.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &p.UID}})
+		if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond): // the API server is away: retried
+		}
+	}
 }
 
-// status writes the pod's container state and phase.
+// status writes the pod's container state and phase, retrying (as the
+// kubelet's status manager does) while the API server cannot be reached.
 func (k *Kubelet) status(ctx context.Context, p *corev1.Pod, st corev1.ContainerState, phase corev1.PodPhase) {
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := k.c.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
-		if err != nil {
+	for {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := k.c.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if cur.UID != p.UID {
+				return nil
+			}
+			cur.Status.Phase = phase
+			cur.Status.HostIP, cur.Status.PodIP = "127.0.0.1", "127.0.0.1"
+			cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image,
+				ImageID: "sha256:0000", State: st, Ready: st.Running != nil, Started: ptr(st.Running != nil)}}
+			_, err = k.c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
 			return err
+		})
+		if err == nil || apierrors.IsNotFound(err) {
+			return
 		}
-		if cur.UID != p.UID {
-			return nil
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond): // the API server is away: retried
 		}
-		cur.Status.Phase = phase
-		cur.Status.HostIP, cur.Status.PodIP = "127.0.0.1", "127.0.0.1"
-		cur.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: p.Spec.Containers[0].Name, Image: p.Spec.Containers[0].Image,
-			ImageID: "sha256:0000", State: st, Ready: st.Running != nil, Started: ptr(st.Running != nil)}}
-		_, err = k.c.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
-		return err
-	})
-	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "k8stest kubelet: status of %s/%s: %v\n", p.Namespace, p.Name, err)
 	}
 }
 

@@ -214,6 +214,13 @@ func Build(t exec.Task, o Options) Attempt {
 		if o.NodeName != nil {
 			p.Spec.NodeName = o.NodeName(rk.NodeID)
 		}
+		if t.TimeLimit > 0 {
+			// A backstop a minute after the limit, at which the
+			// orchestrator stops the attempt itself (the pod then ends
+			// with reason DeadlineExceeded: time_limit).
+			d := int64((t.TimeLimit+time.Second-1)/time.Second) + 60
+			p.Spec.ActiveDeadlineSeconds = &d
+		}
 		if o.Grace > 0 {
 			g := int64((o.Grace + time.Second - 1) / time.Second)
 			p.Spec.TerminationGracePeriodSeconds = &g
