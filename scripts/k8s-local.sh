@@ -85,7 +85,7 @@ up() {
 		--service-account-issuer=https://kubernetes.default.svc \
 		--service-account-key-file="$DIR/sa.key" --service-account-signing-key-file="$DIR/sa.key" \
 		--service-cluster-ip-range=10.96.0.0/16 --disable-admission-plugins=ServiceAccount \
-		--kubelet-preferred-address-types=InternalIP
+		--kubelet-preferred-address-types=InternalIP --endpoint-reconciler-type=none
 	i=0
 	until curl_api GET /readyz >/dev/null 2>&1; do
 		i=$((i + 1))

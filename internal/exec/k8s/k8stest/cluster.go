@@ -186,7 +186,7 @@ func APIServerArgs(etcdURL string, port int, dir string) []string {
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + filepath.Join(dir, "sa.key"), "--service-account-signing-key-file=" + filepath.Join(dir, "sa.key"),
 		"--service-cluster-ip-range=10.96.0.0/16", "--disable-admission-plugins=ServiceAccount",
-		"--kubelet-preferred-address-types=InternalIP", "--v=1",
+		"--kubelet-preferred-address-types=InternalIP", "--endpoint-reconciler-type=none", "--v=1",
 	}
 }
 

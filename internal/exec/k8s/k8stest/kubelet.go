@@ -95,7 +95,7 @@ func StartKubelet(t testing.TB, c kubernetes.Interface, nodes ...Node) *Kubelet 
 		t.Fatal(err)
 	}
 	f.Start(ctx.Done())
-	t.Cleanup(f.Shutdown)
+	t.Cleanup(func() { cancel(); f.Shutdown() }) // runs before the cleanup above
 	return k
 }
 
