@@ -39,7 +39,7 @@ API=https://127.0.0.1:$API_PORT
 die() { echo "k8s-local: $*" >&2; exit 1; }
 
 build() {
-	if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ] && [ -x "$BIN/kwok" ]; then
+	if [ -x "$BIN/kube-apiserver" ] && [ -x "$BIN/etcd" ] && [ -x "$BIN/kwok" ] && [ -f "$BIN/kwok-stages.yaml" ]; then
 		echo "k8s-local: $BIN has kube-apiserver, etcd and kwok ($VERSION)"
 		return
 	fi
@@ -48,9 +48,21 @@ build() {
 	(cd "$ROOT/test/k8s" &&
 		go build -trimpath -o "$BIN.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver &&
 		go build -trimpath -o "$BIN.tmp/etcd" go.etcd.io/etcd/server/v3 &&
-		go build -trimpath -o "$BIN.tmp/kwok" sigs.k8s.io/kwok/cmd/kwok)
+		go build -trimpath -o "$BIN.tmp/kwok" sigs.k8s.io/kwok/cmd/kwok &&
+		stages "$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage" >"$BIN.tmp/kwok-stages.yaml")
 	rm -rf "$BIN" && mv "$BIN.tmp" "$BIN"
 	echo "k8s-local: built kube-apiserver, etcd and kwok $VERSION into $BIN in $(($(date +%s) - start))s"
+}
+
+# stages DIR: kwok's own stages (its module's kustomize/stage), one file:
+# nodes initialized and kept Ready by heartbeats; pods bound to its nodes
+# Running, and removed once deleted.
+stages() {
+	for f in node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+		pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+		echo "---"
+		cat "$1/$f"
+	done
 }
 
 curl_api() { # METHOD PATH [BODY]
@@ -68,8 +80,8 @@ start() { # NAME CMD...
 }
 
 up() {
-	for b in kube-apiserver etcd kwok; do
-		[ -x "$BIN/$b" ] || die "$BIN/$b missing: run scripts/k8s-local.sh build first"
+	for b in kube-apiserver etcd kwok kwok-stages.yaml; do
+		[ -e "$BIN/$b" ] || die "$BIN/$b missing: run scripts/k8s-local.sh build first"
 	done
 	command -v openssl >/dev/null || die "openssl is needed (the service account key)"
 	mkdir -p "$DIR"
@@ -106,7 +118,7 @@ contexts:
   context: {cluster: local, user: admin}
 current-context: local
 EOF
-	start kwok "$BIN/kwok" --kubeconfig="$DIR/kubeconfig" --manage-all-nodes=false \
+	start kwok "$BIN/kwok" --kubeconfig="$DIR/kubeconfig" --config="$BIN/kwok-stages.yaml" --manage-all-nodes=false \
 		--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
 		--node-ip=127.0.0.1 --cidr=10.244.0.0/16
 	n=1
@@ -116,6 +128,7 @@ EOF
 			\"labels\":{\"type\":\"kwok\",\"nvidia.com/gpu.product\":\"NVIDIA-H100-80GB-HBM3\",\"nvidia.com/gpu.memory\":\"81559\"}},
 			\"status\":{\"capacity\":{\"cpu\":\"32\",\"memory\":\"256Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"$GPUS\"},
 			\"allocatable\":{\"cpu\":\"32\",\"memory\":\"256Gi\",\"pods\":\"110\",\"nvidia.com/gpu\":\"$GPUS\"}}}" >/dev/null ||
+			curl_api GET /api/v1/nodes/corral-k$n >/dev/null || # kept in etcd since the last up
 			die "node corral-k$n not created"
 		n=$((n + 1))
 	done
@@ -131,7 +144,14 @@ EOF
 down() {
 	for name in kwok kube-apiserver etcd; do
 		[ -f "$DIR/$name.pid" ] || continue
-		kill "$(cat "$DIR/$name.pid")" 2>/dev/null || true
+		pid=$(cat "$DIR/$name.pid")
+		kill "$pid" 2>/dev/null || true
+		i=0
+		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do # its ports free once it exits
+			sleep 0.1
+			i=$((i + 1))
+		done
+		kill -9 "$pid" 2>/dev/null || true
 		rm -f "$DIR/$name.pid"
 	done
 }
