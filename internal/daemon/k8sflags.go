@@ -28,6 +28,7 @@ type k8sFlags struct {
 	namespace    string
 	image        string
 	nodeSelector []string
+	keepEnded    time.Duration
 	failures     int
 	reset        time.Duration
 	maxReset     time.Duration
@@ -40,6 +41,7 @@ func (f *k8sFlags) register(fl *pflag.FlagSet) {
 	fl.StringVar(&f.namespace, "k8s-namespace", "default", "with --executor k8s: the namespace of the jobs' pods")
 	fl.StringVar(&f.image, "k8s-image", "", "with --executor k8s: the image of jobs that name none (--image); required")
 	fl.StringArrayVar(&f.nodeSelector, "k8s-node-selector", nil, "with --executor k8s: KEY=VALUE a node must have for Corral to use it, set on every pod too (repeatable)")
+	cmdkit.DurationVar(fl, &f.keepEnded, "k8s-keep-ended", 10*time.Minute, "with --executor k8s: how long an ended attempt's pods stay in the cluster (their status and logs, for kubectl) before Corral deletes them")
 	fl.IntVar(&f.failures, "k8s-breaker-failures", 3, "with --executor k8s: failed calls to the API server in a row that open the circuit breaker (the cluster's nodes go down; jobs stay queued)")
 	cmdkit.DurationVar(fl, &f.reset, "k8s-breaker-reset", 2*time.Second, "with --executor k8s: how long the open breaker waits before probing the API server again (doubling after each failed probe)")
 	cmdkit.DurationVar(fl, &f.maxReset, "k8s-breaker-max-reset", 30*time.Second, "with --executor k8s: the longest wait between probes")
@@ -70,8 +72,8 @@ func (f *k8sFlags) executor(book k8s.NodeBook, sink exec.Sink, cancelGrace time.
 	if f.image == "" {
 		return nil, cmdkit.Usagef("--executor k8s needs --k8s-image: the image of jobs that name none (e.g. nvcr.io/nvidia/pytorch:25.01-py3)")
 	}
-	if f.failures < 1 || f.reset <= 0 || f.maxReset < f.reset {
-		return nil, cmdkit.Usagef("--k8s-breaker-failures and --k8s-breaker-reset must be positive, --k8s-breaker-max-reset at least the reset")
+	if f.failures < 1 || f.reset <= 0 || f.maxReset < f.reset || f.keepEnded < 0 {
+		return nil, cmdkit.Usagef("--k8s-breaker-failures and --k8s-breaker-reset must be positive, --k8s-breaker-max-reset at least the reset, --k8s-keep-ended not negative")
 	}
 	sel := map[string]string{}
 	for _, kv := range f.nodeSelector {
@@ -91,7 +93,7 @@ func (f *k8sFlags) executor(book k8s.NodeBook, sink exec.Sink, cancelGrace time.
 		return nil, cmdkit.Usagef("--executor k8s: %v", err)
 	}
 	return k8s.New(k8s.Config{Client: cs, Address: host, Sink: sink, Book: book, Pool: api.PoolK8s, Namespace: f.namespace,
-		Image: f.image, NodeSelector: sel, Grace: cancelGrace, MaxLogSize: maxLog, Logger: logger,
+		Image: f.image, NodeSelector: sel, Grace: cancelGrace, KeepEnded: f.keepEnded, MaxLogSize: maxLog, Logger: logger,
 		Breaker: breaker.Config{Threshold: f.failures, Reset: f.reset, MaxReset: f.maxReset}})
 }
 

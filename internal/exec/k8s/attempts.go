@@ -158,8 +158,12 @@ func (e *Executor) create(ctx context.Context, k key, a *attempt) {
 	}
 	e.mu.Lock()
 	a.created = true
+	stopping := a.stopping // a Stop while the last object was created left it to us
 	e.mu.Unlock()
 	log.Info("pods created", "pods", len(a.objs.Pods))
+	if stopping {
+		e.deletePods(ctx, k, a)
+	}
 }
 
 // Adopt follows an attempt whose pods were created before the server
@@ -248,13 +252,14 @@ func (e *Executor) Stop(ctx context.Context, jobID string, att int, grace time.D
 }
 
 // Settled deletes the pods and Service of an attempt whose end the
-// orchestrator recorded: until then they are kept, so that an end the
-// server reported but did not commit before it died is read again from
-// the pods after a restart (exec.Settler).
+// orchestrator recorded, Config.KeepEnded later: until the end is
+// recorded they are kept, so that an end the server reported but did not
+// commit before it died is read again from the pods after a restart
+// (exec.Settler); after it, for whoever wants to compare (kubectl).
 func (e *Executor) Settled(jobID string, att int) {
 	t := exec.Task{JobID: jobID, Attempt: att}
 	sel := metav1.ListOptions{LabelSelector: fmt.Sprintf("%s=%s,%s=%d", pod.LabelJob, pod.Labels(t, -1)[pod.LabelJob], pod.LabelAttempt, att)}
-	go func() {
+	time.AfterFunc(e.cfg.KeepEnded, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		ns := e.cfg.Namespace
@@ -269,7 +274,7 @@ func (e *Executor) Settled(jobID string, att int) {
 		if err != nil {
 			e.log.Warn("ended attempt's pods not deleted", "job_id", jobID, "attempt", att, "err", err)
 		}
-	}()
+	})
 }
 
 func ignoreNotFound(err error) error {

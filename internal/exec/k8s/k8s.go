@@ -82,6 +82,10 @@ type Config struct {
 	// reported seen; default 1s.
 	Heartbeat time.Duration
 	Breaker   breaker.Config
+	// KeepEnded is how long an ended attempt's pods (their status, exit
+	// codes, logs) stay in the cluster once the orchestrator recorded the
+	// end; 0: deleted at once.
+	KeepEnded time.Duration
 	// MaxLogSize caps each rank's stored log; 0: none.
 	MaxLogSize int64
 	Logger     *slog.Logger

@@ -169,6 +169,30 @@ func (c *Cluster) StartAPIServer(t testing.TB) {
 	}
 }
 
+// Kubeconfig writes a kubeconfig file for the cluster (the admin token)
+// and returns its path.
+func (c *Cluster) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	path := filepath.Join(c.dir, "kubeconfig")
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: test
+  cluster: {server: %q, insecure-skip-tls-verify: true}
+users:
+- name: admin
+  user: {token: %q}
+contexts:
+- name: test
+  context: {cluster: test, user: admin}
+current-context: test
+`, c.URL, token)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // StopAPIServer stops kube-apiserver (etcd keeps the cluster's state).
 func (c *Cluster) StopAPIServer(t testing.TB) {
 	t.Helper()
