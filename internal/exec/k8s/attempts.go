@@ -113,15 +113,15 @@ func (e *Executor) retryWait() time.Duration {
 func (e *Executor) create(ctx context.Context, k key, a *attempt) {
 	log := e.log.With("job_id", k.job, "attempt", k.attempt)
 	ns := e.cfg.Namespace
-	steps := []func() error{}
+	steps := []func(ctx context.Context) error{}
 	if s := a.objs.Service; s != nil {
-		steps = append(steps, func() error {
+		steps = append(steps, func(ctx context.Context) error {
 			_, err := e.cfg.Client.CoreV1().Services(ns).Create(ctx, s, metav1.CreateOptions{})
 			return err
 		})
 	}
 	for _, p := range a.objs.Pods {
-		steps = append(steps, func() error {
+		steps = append(steps, func(ctx context.Context) error {
 			_, err := e.cfg.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 			return err
 		})
@@ -135,7 +135,11 @@ func (e *Executor) create(ctx context.Context, k key, a *attempt) {
 			e.deletePods(ctx, k, a)
 			return
 		}
-		err := e.call(steps[i])
+		err := e.call(func() error {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			defer cancel()
+			return steps[i](cctx)
+		})
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err):
 			i++
@@ -227,8 +231,14 @@ func (e *Executor) checkAdopted(k key) {
 		}
 		e.podChanged(o)
 	}
-	if missing > 0 {
-		e.lose(k, api.ReasonLost, fmt.Errorf("k8s: %d of the attempt's %d pods are gone from namespace %s (deleted while the server was down?)", missing, len(names), e.cfg.Namespace))
+	switch {
+	case missing == len(names):
+		// None there: the server stopped before it created them (or they
+		// were deleted by hand); Unstarted lets the orchestrator requeue
+		// an attempt it did not know to run without counting a retry.
+		e.lose(k, api.ReasonLost, true, fmt.Errorf("k8s: none of the attempt's pods is in namespace %s (not created before the server stopped, or deleted)", e.cfg.Namespace))
+	case missing > 0:
+		e.lose(k, api.ReasonLost, false, fmt.Errorf("k8s: %d of the attempt's %d pods are gone from namespace %s (deleted while the server was down?)", missing, len(names), e.cfg.Namespace))
 	}
 }
 
@@ -301,7 +311,9 @@ func (e *Executor) deletePods(ctx context.Context, k key, a *attempt) {
 		}
 		for {
 			err := e.call(func() error {
-				return e.cfg.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &secs})
+				dctx, cancel := context.WithTimeout(ctx, callTimeout)
+				defer cancel()
+				return e.cfg.Client.CoreV1().Pods(p.Namespace).Delete(dctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &secs})
 			})
 			if errors.Is(err, breaker.ErrOpen) || Unreachable(err) {
 				select {
@@ -429,8 +441,9 @@ func (e *Executor) podDeleted(o any) {
 		Err: fmt.Errorf("k8s: pod %s/%s was deleted before it ended (not by Corral)", p.Namespace, p.Name)})
 }
 
-// lose ends every rank of the attempt that has not ended with Lost reason.
-func (e *Executor) lose(k key, reason string, err error) {
+// lose ends every rank of the attempt that has not ended with Lost reason
+// (and Unstarted: no rank ever ran).
+func (e *Executor) lose(k key, reason string, unstarted bool, err error) {
 	e.mu.Lock()
 	a, ok := e.tasks[k]
 	var open []int
@@ -443,13 +456,13 @@ func (e *Executor) lose(k key, reason string, err error) {
 	}
 	e.mu.Unlock()
 	for _, i := range open {
-		e.rankEnded(k, i, &exec.Update{ExitCode: -1, Lost: reason, Err: err})
+		e.rankEnded(k, i, &exec.Update{ExitCode: -1, Lost: reason, Unstarted: unstarted, Err: err})
 	}
 }
 
 // rankEnded records a rank's end. A failed rank stops the rest of the
 // gang; the attempt ends once every rank has, its logs flushed, with the
-// first failure's status (else rank 0's).
+// status of the first rank that failed unasked (else rank 0's).
 func (e *Executor) rankEnded(k key, r int, u *exec.Update) {
 	e.mu.Lock()
 	a, ok := e.tasks[k]
@@ -458,9 +471,12 @@ func (e *Executor) rankEnded(k key, r int, u *exec.Update) {
 		return
 	}
 	a.ranks[r].end = u
+	// A rank that fails before any stop was asked decides the attempt's
+	// end and stops the rest; ends after a stop are its consequences
+	// (rank 0's end is then the attempt's).
 	failed := u.ExitCode != 0 || u.Err != nil || u.Lost != ""
 	stopRest := failed && a.failed == nil && !a.stopping
-	if failed && a.failed == nil {
+	if stopRest {
 		a.failed = u
 	}
 	done := true

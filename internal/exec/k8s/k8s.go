@@ -45,6 +45,10 @@ import (
 // PoolName is the pool label the executor gives its nodes by default.
 const PoolName = "k8s"
 
+// callTimeout bounds one request to the API server (not a watch or a log
+// stream).
+const callTimeout = 15 * time.Second
+
 // NodePrefix starts the Corral node id of every Kubernetes node.
 const NodePrefix = "k8s-"
 
@@ -246,7 +250,9 @@ func (e *Executor) call(f func() error) error {
 // server answers; all go down at once when the breaker opens.
 func (e *Executor) heartbeat(ctx context.Context) {
 	err := e.call(func() error {
-		_, err := e.cfg.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+		pctx, cancel := context.WithTimeout(ctx, callTimeout) // a server that takes the connection and never answers is away too
+		defer cancel()
+		_, err := e.cfg.Client.Discovery().RESTClient().Get().AbsPath("/version").Do(pctx).Raw()
 		return err
 	})
 	now := e.cfg.Now()

@@ -187,7 +187,7 @@ func (e *Executor) nodeDeleted(o any) {
 	e.log.Warn("Kubernetes node deleted", "node", n.Name, "attempts", len(lost))
 	e.cfg.Book.NodeDown(id, e.cfg.Now())
 	for _, k := range lost {
-		e.lose(k, api.ReasonNodeLost, fmt.Errorf("k8s: node %s was deleted from the cluster", n.Name))
+		e.lose(k, api.ReasonNodeLost, false, fmt.Errorf("k8s: node %s was deleted from the cluster", n.Name))
 	}
 }
 

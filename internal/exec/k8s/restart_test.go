@@ -134,7 +134,9 @@ func TestGangRankFailure(t *testing.T) {
 	ns := v.namespace(t)
 	u := exectest.NewUpdates()
 	ex := v.executor(t, ns, u.Sink, nil)
-	tk := task(t, "gangfail", `if [ "$CORRAL_NODE_RANK" = 1 ]; then exit 3; fi; trap 'echo rank0 TERM; exit 0' TERM; echo up; sleep 300 & wait`, 2)
+	up := filepath.Join(t.TempDir(), "rank0-up") // rank 1 fails once rank 0 runs its trap
+	tk := task(t, "gangfail", `if [ "$CORRAL_NODE_RANK" = 1 ]; then while [ ! -f `+up+` ]; do sleep 0.05; done; exit 3; fi
+trap 'echo rank0 TERM; exit 0' TERM; echo up; touch `+up+`; sleep 300 & wait`, 2)
 	ctx := context.Background()
 	if err := ex.Start(ctx, tk); err != nil {
 		t.Fatal(err)
