@@ -197,3 +197,32 @@ func TestNodesFromTheAPI(t *testing.T) {
 		t.Error("Start on a not-Ready node: want an error")
 	}
 }
+
+// TestNodeDeleted: a node that leaves the cluster ends the attempts on it
+// as node_lost, and goes down.
+func TestNodeDeleted(t *testing.T) {
+	v := newEnv(t)
+	u := exectest.NewUpdates()
+	b := newBook()
+	ex := v.executor(t, v.namespace(t), u.Sink, b)
+	tk := task(t, "onlost", `echo up; sleep 300`, 1)
+	ctx := context.Background()
+	if err := ex.Start(ctx, tk); err != nil {
+		t.Fatal(err)
+	}
+	waitUpdate(t, u, "onlost", exec.Started)
+	if err := v.c.Client.CoreV1().Nodes().Delete(ctx, "gpu-a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if x := waitUpdate(t, u, "onlost", exec.Exited); x.Lost != api.ReasonNodeLost || x.Err == nil {
+		t.Errorf("Exited %+v: want node_lost", x)
+	}
+	select {
+	case id := <-b.down:
+		if id != "k8s-gpu-a" {
+			t.Errorf("%s went down, want k8s-gpu-a", id)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the deleted node did not go down")
+	}
+}
