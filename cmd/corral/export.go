@@ -15,15 +15,16 @@ func (c *cli) newExportCmd() *cobra.Command {
 	var image string
 	cmd := &cobra.Command{
 		Use:   "export slurm|k8s|pbs JOB",
-		Short: "Print a job as an sbatch script, a Kubernetes Job manifest or a PBS script",
+		Short: "Print a job as an sbatch script, Kubernetes Pods or a PBS script",
 		Long: `corral export prints the job (GET /jobs/{id}) as the equivalent job of another
 scheduler, to move work to another cluster:
 
   slurm  an sbatch script: --nodes, --gres=gpu[:TYPE]:N, --time, --mem,
          --cpus-per-task, one srun task per node
-  k8s    a Kubernetes batch/v1 Job (YAML): nvidia.com/gpu limits, the job's
-         node_labels as nodeSelector; several nodes: an Indexed Job and a
-         headless Service
+  k8s    the Pods (YAML) that corral server --executor k8s submits: one per
+         node, nvidia.com/gpu limits, the job's node_labels and GPU type as
+         nodeSelector, Corral's variables; several nodes: a headless
+         Service named CORRAL_MASTER_ADDR
   pbs    a PBS Pro script: -l select=NODES:ngpus=N:ncpus:mem, walltime,
          pbsdsh per node
 
@@ -53,6 +54,6 @@ cannot take (priority, project, dependencies) is written as comments.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&image, "image", "", "k8s: the container image (default "+export.DefaultImage+", marked as a placeholder)")
+	cmd.Flags().StringVar(&image, "image", "", "k8s: the container image of a job that names none (default "+export.DefaultImage+", marked as a placeholder)")
 	return cmd
 }

@@ -6,7 +6,7 @@ import "time"
 // list: what runs the jobs of a pool, and, for an engine
 // reached over the network (Ray, Slurm), its circuit breaker.
 type ExecutorStatus struct {
-	Name    string `json:"name"`              // "agents", "ray", "slurm"
+	Name    string `json:"name"`              // "agents", "ray", "slurm", "k8s"
 	Pool    string `json:"pool,omitempty"`    // the pool of its nodes
 	Address string `json:"address,omitempty"` // the cluster it drives
 	// Breaker is closed, open or half-open; empty: the executor has none.
@@ -23,4 +23,5 @@ const (
 	PoolAgents = "agents" // nodes of corral agents (and corral up's own)
 	PoolRay    = "ray"
 	PoolSlurm  = "slurm"
+	PoolK8s    = "k8s" // a Kubernetes cluster's nodes (--executor k8s)
 )

@@ -15,6 +15,7 @@ import (
 	"github.com/corral-sched/corral/internal/cmdkit"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/exec/agents"
+	"github.com/corral-sched/corral/internal/exec/k8s"
 	"github.com/corral-sched/corral/internal/exec/ray"
 	"github.com/corral-sched/corral/internal/exec/router"
 	"github.com/corral-sched/corral/internal/exec/slurm"
@@ -22,16 +23,18 @@ import (
 )
 
 // executorFlags choose what runs the jobs: --executor agents (the
-// default), slurm, ray, or agents with one engine (agents,slurm or
-// agents,ray: a mixed cluster, docs/pools.md).
+// default), slurm, ray, k8s, or agents with one engine (agents,slurm,
+// agents,ray or agents,k8s: a mixed cluster, docs/pools.md).
 type executorFlags struct {
 	kinds string
+	k8s   k8sFlags   // k8sflags.go
 	ray   rayFlags   // rayflags.go
 	slurm slurmFlags // slurmflags.go
 }
 
 func (f *executorFlags) register(fl *pflag.FlagSet) {
-	fl.StringVar(&f.kinds, "executor", api.PoolAgents, "what runs the jobs: agents (corral agent on each node), slurm (sbatch on a Slurm cluster; see --slurm-*), ray (a Ray cluster's Jobs API; see --ray-*), or agents with one engine (agents,slurm or agents,ray: jobs pick one with --pool)")
+	fl.StringVar(&f.kinds, "executor", api.PoolAgents, "what runs the jobs: agents (corral agent on each node), slurm (sbatch on a Slurm cluster; see --slurm-*), ray (a Ray cluster's Jobs API; see --ray-*), k8s (pods on a Kubernetes cluster; see --k8s-*), or agents with one engine (agents,slurm, agents,ray or agents,k8s: jobs pick one with --pool)")
+	f.k8s.register(fl)
 	f.ray.register(fl)
 	f.slurm.register(fl)
 }
@@ -54,17 +57,23 @@ func (f *executorFlags) parse() ([]string, error) {
 	for _, k := range strings.Split(f.kinds, ",") {
 		k = strings.TrimSpace(k)
 		switch k {
-		case api.PoolAgents, api.PoolRay, api.PoolSlurm:
+		case api.PoolAgents, api.PoolRay, api.PoolSlurm, api.PoolK8s:
 		default:
-			return nil, cmdkit.Usagef("--executor %q: %q is not an executor (want agents, slurm, ray, agents,slurm or agents,ray)", f.kinds, k)
+			return nil, cmdkit.Usagef("--executor %q: %q is not an executor (want agents, slurm, ray, k8s, agents,slurm, agents,ray or agents,k8s)", f.kinds, k)
 		}
 		if slices.Contains(out, k) {
 			return nil, cmdkit.Usagef("--executor %q: %s is named twice", f.kinds, k)
 		}
 		out = append(out, k)
 	}
-	if slices.Contains(out, api.PoolRay) && slices.Contains(out, api.PoolSlurm) {
-		return nil, cmdkit.Usagef("--executor %q: one engine at a time (slurm or ray), with or without agents", f.kinds)
+	engines := 0
+	for _, k := range out {
+		if k != api.PoolAgents {
+			engines++
+		}
+	}
+	if engines > 1 {
+		return nil, cmdkit.Usagef("--executor %q: one engine at a time (slurm, ray or k8s), with or without agents", f.kinds)
 	}
 	slices.SortFunc(out, func(a, b string) int { return strings.Compare(order(a), order(b)) })
 	return out, nil
@@ -85,6 +94,7 @@ type engines struct {
 	rt     *router.Router // nil: one executor
 	ray    *ray.Executor
 	slurm  *slurm.Executor
+	k8s    *k8s.Executor
 	single exec.Executor
 }
 
@@ -138,6 +148,9 @@ func (b agentBook) RegisterNode(ctx context.Context, reg api.AgentRegistration, 
 	if b.e.has(api.PoolRay) && strings.HasPrefix(reg.NodeID, "ray-") {
 		return api.Invalid("node_id", "node names starting with ray- are the Ray cluster's on this server; give the agent another --node-name")
 	}
+	if b.e.has(api.PoolK8s) && k8s.Owns(reg.NodeID) {
+		return api.Invalid("node_id", "node names starting with "+k8s.NodePrefix+" are the Kubernetes cluster's on this server; give the agent another --node-name")
+	}
 	labels := map[string]string{}
 	for k, v := range reg.Labels {
 		labels[k] = v
@@ -174,6 +187,18 @@ func (e *engines) build(f *executorFlags, pool *agents.Pool, o **orchestrator.Or
 		rt := router.Route{Name: "ray", Pool: api.PoolRay, Exec: r}
 		if len(routes) > 0 {
 			rt.Owns = func(node string) bool { return strings.HasPrefix(node, "ray-") }
+		}
+		routes = append(routes, rt)
+	}
+	if e.has(api.PoolK8s) {
+		k, err := f.k8s.executor(k8sBook{o}, sink, cancelGrace, maxLog, logger)
+		if err != nil {
+			return err
+		}
+		e.k8s = k
+		rt := router.Route{Name: "k8s", Pool: api.PoolK8s, Exec: k}
+		if len(routes) > 0 {
+			rt.Owns = k8s.Owns
 		}
 		routes = append(routes, rt)
 	}
@@ -223,6 +248,9 @@ func (e *engines) start(ctx context.Context, wait time.Duration) (done <-chan st
 	case e.ray != nil:
 		e.ray.Poll(first)
 		go func() { e.ray.Run(ctx); close(ch) }()
+	case e.k8s != nil:
+		go func() { e.k8s.Run(ctx); close(ch) }()
+		e.k8s.WaitSynced(first) // the nodes' first list
 	case e.slurm != nil:
 		e.slurm.PollOnce(first)
 		go func() { e.slurm.Run(ctx); close(ch) }()

@@ -20,7 +20,12 @@ func TestExecutorFlagParse(t *testing.T) {
 		{in: "ray", want: "ray"},
 		{in: "ray, agents", want: "agents,ray"},
 		{in: "agents,agents", bad: "named twice"},
-		{in: "k8s", bad: "not an executor"},
+		{in: "k8s", want: "k8s"},
+		{in: "k8s,agents", want: "agents,k8s"},
+		{in: "k8s", up: true, bad: "own agent"},
+		{in: "ray,k8s", bad: "one engine at a time"},
+		{in: "agents,slurm,k8s", bad: "one engine at a time"},
+		{in: "kube", bad: "not an executor"},
 		{in: "ray", up: true, bad: "own agent"},
 		{in: "agents,ray", up: true, want: "agents,ray"},
 	} {
@@ -59,6 +64,10 @@ func TestAgentBookPools(t *testing.T) {
 	var ae *api.Error
 	if err := b.RegisterNode(ctx, api.AgentRegistration{NodeID: "ray-10.0.0.1"}, ""); !errors.As(err, &ae) || ae.Field != "node_id" {
 		t.Fatalf("an agent taking a Ray node's name: %v", err)
+	}
+	withK8s, _ := newEngines(&executorFlags{kinds: "agents,k8s"}, false)
+	if err := withK8s.agentBook(inner).RegisterNode(ctx, api.AgentRegistration{NodeID: "k8s-gpu-a"}, ""); !errors.As(err, &ae) || ae.Field != "node_id" {
+		t.Fatalf("an agent taking a Kubernetes node's name: %v", err)
 	}
 	rayOnly, _ := newEngines(&executorFlags{kinds: "ray"}, false)
 	if err := rayOnly.agentBook(inner).RegisterNode(ctx, api.AgentRegistration{NodeID: "box"}, ""); !errors.As(err, &ae) || ae.Status != 403 || ae.Code != "no_agents" {

@@ -23,8 +23,10 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"server", []string{"agent/gpu", "agent/contain", "daemon"}},
 		{"store", []string{"advise", "orchestrator", "server", "agent"}},
 		{"sched", []string{"store", "orchestrator", "server", "agent", "exec"}},
-		{"exec/slurm", []string{"exec/agents", "exec/ray", "agent"}},
-		{"exec/ray", []string{"exec/agents", "exec/slurm", "agent"}},
+		{"exec/slurm", []string{"exec/agents", "exec/ray", "exec/k8s", "agent"}},
+		{"exec/ray", []string{"exec/agents", "exec/slurm", "exec/k8s", "agent"}},
+		{"exec/k8s", []string{"exec/agents", "exec/slurm", "exec/ray", "agent"}},
+		{"export", []string{"exec/k8s", "orchestrator", "server"}}, // exec/k8s/pod only: the CLI stays light
 		{"gpuinfo", []string{"agent/gpu"}},
 		{"cmdkit", []string{"orchestrator", "server", "store", "agent", "daemon"}},
 		// A feature plugs into the loop through package feature's

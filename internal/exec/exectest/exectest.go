@@ -89,10 +89,16 @@ func (u *Updates) of(job string, attempt int) ([]exec.Update, chan struct{}) {
 // WaitExited blocks until attempt 0 of job has an Exited update, or
 // timeout; it reports whether it came (benchmarks and harnesses).
 func (u *Updates) WaitExited(job string, timeout time.Duration) bool {
+	return u.Wait(job, 0, timeout, has(exec.Exited))
+}
+
+// Wait blocks until cond holds for the updates of the job's attempt, or
+// timeout; it reports whether it did.
+func (u *Updates) Wait(job string, attempt int, timeout time.Duration, cond func([]exec.Update) bool) bool {
 	deadline := time.After(timeout)
 	for {
-		us, wake := u.of(job, 0)
-		if has(exec.Exited)(us) {
+		us, wake := u.of(job, attempt)
+		if cond(us) {
 			return true
 		}
 		select {
