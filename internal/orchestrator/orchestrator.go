@@ -218,57 +218,6 @@ type gpuKey struct {
 	index int
 }
 
-// queueBooks are the queued jobs. Written by the loop under the write
-// lock, read under the read lock.
-type queueBooks struct {
-	queued map[string]bool
-	byUser map[string]int // queued jobs per user, kept with queued (setQueued)
-	// jobs holds every queued job, in id order (submission order), and
-	// perhaps jobs no longer queued: the snapshot hands the core the queue
-	// in this order, which its sort then mostly keeps (the core's order
-	// does not depend on it). Loop only (queueOrder).
-	jobs   []*api.Job
-	sorted bool        // jobs is in order, without repeats
-	buf    []sched.Job // the cycle snapshot's queue, reused (loop only)
-}
-
-// storeHealth is what the loop knows of its store's ability to write
-// (storedown.go).
-type storeHealth struct {
-	down    atomic.Pointer[string]        // why the store cannot write, while it cannot
-	sig     atomic.Pointer[chan struct{}] // closed when the store stops writing; replaced when it writes again
-	looping bool                          // Run has begun: failed commits are retried (loop only)
-}
-
-// endedBooks are the jobs that ended and left o.jobs (finished.go).
-type endedBooks struct {
-	recent  recentRing        // the last of them, kept for reads, log tails and dependencies
-	evicted int               // ids in o.order whose jobs left o.jobs
-	byState map[api.State]int // how many left, by state
-}
-
-// viewCache dates the views computed without the lock (queue_page.go).
-type viewCache struct {
-	// gen counts commits and cycles: the age of cached views; written
-	// under the write lock, read without.
-	gen atomic.Uint64
-	// queued is len(queued) as of the last notify, read without the lock.
-	queued atomic.Int64
-	queue  queueCache // the last queue view computed
-}
-
-// testHooks are seams a test sets before Run; the server leaves them
-// zero.
-type testHooks struct {
-	// splitMax replaces splitQueue; deciding runs while a cycle
-	// decides (cycle.go). Written under the write lock, read by the loop.
-	splitMax int
-	deciding func()
-	// readHook runs before each store read that an API reader makes
-	// without the lock (reads.go).
-	readHook func(what string)
-}
-
 // ErrStore wraps a store's failure to commit. The loop retries the commit
 // until it succeeds (storedown.go); the server does not stop.
 var ErrStore = errors.New("the store could not commit")
