@@ -296,16 +296,7 @@ func (e *Executor) heartbeat(ctx context.Context) {
 
 // Health reports the executor's breaker, for GET /orchestrator/status.
 func (e *Executor) Health() []exec.Health {
-	s := e.br.Snapshot()
-	h := exec.Health{Name: "k8s", Pool: e.cfg.Pool, Address: e.cfg.Address, Breaker: string(s.State), Failures: s.Failures, LastError: s.LastErr}
-	if !s.Since.IsZero() {
-		t := s.Since
-		h.Since = &t
-	}
-	if !s.RetryAt.IsZero() {
-		t := s.RetryAt
-		h.RetryAt = &t
-	}
+	h := exec.BreakerHealth("k8s", e.cfg.Pool, e.cfg.Address, e.br.Snapshot())
 	e.mu.Lock()
 	for _, ok := range e.ready {
 		if ok {

@@ -2,7 +2,6 @@ package k8s
 
 import (
 	"fmt"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -98,19 +97,7 @@ func exitOf(t *corev1.ContainerStateTerminated) exec.Update {
 		sig = int(t.ExitCode) - 128
 	}
 	if sig > 0 {
-		u.ExitCode, u.Signal = 128+sig, signalName(sig)
+		u.ExitCode, u.Signal = 128+sig, exec.SignalName(sig)
 	}
 	return u
-}
-
-func signalName(sig int) string {
-	switch sig {
-	case 9:
-		return "killed"
-	case 15:
-		return "terminated"
-	case 2:
-		return "interrupt"
-	}
-	return "signal " + strconv.Itoa(sig)
 }

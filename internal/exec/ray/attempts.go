@@ -398,25 +398,13 @@ func exitOf(d JobDetails) exec.Update {
 		if code < -1 {
 			sig = -code
 		}
-		u.ExitCode, u.Signal = 128+sig, signalName(sig)
+		u.ExitCode, u.Signal = 128+sig, exec.SignalName(sig)
 	case d.DriverExitCode != nil:
 		u.ExitCode = code
 	default: // failed before its driver ran (runtime env, scheduling)
 		u.ExitCode, u.Err = -1, fmt.Errorf("ray: job %s failed before its entrypoint ran: %s", d.SubmissionID, d.Message)
 	}
 	return u
-}
-
-func signalName(sig int) string {
-	switch sig {
-	case 9:
-		return "killed"
-	case 15:
-		return "terminated"
-	case 2:
-		return "interrupt"
-	}
-	return "signal " + strconv.Itoa(sig)
 }
 
 // finish forgets the attempt and reports its end, timed by the server's
@@ -478,16 +466,7 @@ func (e *Executor) copyLogs(ctx context.Context, k key, r *rankJob) {
 
 // Health reports the executor's breaker, for GET /orchestrator/status.
 func (e *Executor) Health() []exec.Health {
-	s := e.br.Snapshot()
-	h := exec.Health{Name: "ray", Pool: e.cfg.Pool, Address: e.cfg.Address, Breaker: string(s.State), Failures: s.Failures, LastError: s.LastErr}
-	if !s.Since.IsZero() {
-		t := s.Since
-		h.Since = &t
-	}
-	if !s.RetryAt.IsZero() {
-		t := s.RetryAt
-		h.RetryAt = &t
-	}
+	h := exec.BreakerHealth("ray", e.cfg.Pool, e.cfg.Address, e.br.Snapshot())
 	e.mu.Lock()
 	h.Nodes = len(e.nodes)
 	e.mu.Unlock()
