@@ -98,17 +98,7 @@ func TestKubernetes(t *testing.T) {
 
 	t.Run("canceled", func(t *testing.T) {
 		s := s.on(t)
-		j := s.submit(map[string]any{"command": `trap 'echo got TERM; exit 5' TERM; echo started; sleep 300 & wait`, "gpu_count": 1})
-		s.waitState(j.ID, api.StateRunning, 60*time.Second)
-		waitFor(t, 30*time.Second, func() string { return "the job's first line" }, func() bool { return strings.Contains(s.logs(j.ID), "started") })
-		s.do("DELETE", "/queue/"+j.ID, nil, nil)
-		j = s.waitState(j.ID, api.StateCanceled, 60*time.Second)
-		if j.ExitCode == nil || *j.ExitCode != 5 {
-			t.Errorf("exit code %v; want 5 (the job's TERM trap)", j.ExitCode)
-		}
-		if logs := s.logs(j.ID); !strings.Contains(logs, "got TERM") {
-			t.Errorf("logs %q: the job did not see SIGTERM", logs)
-		}
+		j := cancelRunning(t, s)
 		_, err := c.Client.CoreV1().Pods("default").Get(context.Background(), pod.PodName(j.ID, 0, 0), metav1.GetOptions{})
 		if err == nil {
 			t.Errorf("the canceled attempt's pod is still there: a stop is a delete")

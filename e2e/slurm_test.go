@@ -128,17 +128,7 @@ func TestSlurm(t *testing.T) {
 
 	t.Run("canceled", func(t *testing.T) {
 		s := s.on(t)
-		j := s.submit(map[string]any{"command": `trap 'echo got TERM; exit 5' TERM; echo started; sleep 300 & wait`, "gpu_count": 1})
-		s.waitState(j.ID, api.StateRunning, 60*time.Second)
-		waitFor(t, 30*time.Second, func() string { return "the job's first line" }, func() bool { return strings.Contains(s.logs(j.ID), "started") })
-		s.do("DELETE", "/queue/"+j.ID, nil, nil)
-		j = s.waitState(j.ID, api.StateCanceled, 60*time.Second)
-		if j.ExitCode == nil || *j.ExitCode != 5 {
-			t.Errorf("exit code %v; want 5 (the job's TERM trap)", j.ExitCode)
-		}
-		if logs := s.logs(j.ID); !strings.Contains(logs, "got TERM") {
-			t.Errorf("logs %q: the job did not see SIGTERM", logs)
-		}
+		j := cancelRunning(t, s)
 		if state, exit := slurmSays(t, env, j.ID, 0); state != "FAILED" || exit != "5:0" {
 			t.Errorf("Slurm says %s %s; want FAILED 5:0 (the batch step exits with the job's status)", state, exit)
 		}
@@ -279,4 +269,23 @@ func TestExecutorFlag(t *testing.T) {
 			t.Errorf("corral %v: exit %d, stderr %q; want 2 naming %s", args, code, stderr, flag)
 		}
 	}
+}
+
+// cancelRunning submits a one-GPU job that traps SIGTERM (echo, exit 5),
+// cancels it once it runs, and checks that it ended canceled with its
+// trap's exit code and output: an engine's stop is a SIGTERM first.
+func cancelRunning(t *testing.T, s *server) api.Job {
+	t.Helper()
+	j := s.submit(map[string]any{"command": `trap 'echo got TERM; exit 5' TERM; echo started; sleep 300 & wait`, "gpu_count": 1})
+	s.waitState(j.ID, api.StateRunning, 60*time.Second)
+	waitFor(t, 30*time.Second, func() string { return "the job's first line" }, func() bool { return strings.Contains(s.logs(j.ID), "started") })
+	s.do("DELETE", "/queue/"+j.ID, nil, nil)
+	j = s.waitState(j.ID, api.StateCanceled, 60*time.Second)
+	if j.ExitCode == nil || *j.ExitCode != 5 {
+		t.Errorf("exit code %v; want 5 (the job's TERM trap)", j.ExitCode)
+	}
+	if logs := s.logs(j.ID); !strings.Contains(logs, "got TERM") {
+		t.Errorf("logs %q: the job did not see SIGTERM", logs)
+	}
+	return j
 }
