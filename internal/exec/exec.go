@@ -7,6 +7,8 @@ package exec
 import (
 	"context"
 	"time"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // Task is one attempt of one job, placed on GPUs of one or more nodes (a
@@ -153,4 +155,17 @@ type Executor interface {
 	// SIGKILL after grace. It returns at once; the Exited update follows. Stop
 	// of an attempt that is not running is not an error.
 	Stop(ctx context.Context, jobID string, attempt int, grace time.Duration) error
+}
+
+// NodeBook is the part of the orchestrator that keeps the node registry,
+// as an engine's executor (Slurm, Ray, Kubernetes) feeds it the nodes it
+// learns from its engine.
+type NodeBook interface {
+	// RegisterNode records a node durably.
+	RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error
+	// NodeSeen records that the node is alive. It must not block.
+	NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time)
+	// NodeDown marks the node down at once (nothing new is placed there;
+	// its jobs keep their state). It must not block.
+	NodeDown(nodeID string, at time.Time)
 }

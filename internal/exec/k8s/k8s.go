@@ -53,14 +53,7 @@ const callTimeout = 15 * time.Second
 const NodePrefix = "k8s-"
 
 // NodeBook is the part of the orchestrator that keeps the node registry.
-type NodeBook interface {
-	// RegisterNode records a node durably.
-	RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error
-	// NodeSeen records that the node is alive. It must not block.
-	NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time)
-	// NodeDown marks the node down at once. It must not block.
-	NodeDown(nodeID string, at time.Time)
-}
+type NodeBook = exec.NodeBook
 
 // Config is what an Executor needs. Client and Sink are required.
 type Config struct {

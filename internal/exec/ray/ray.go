@@ -31,15 +31,7 @@ import (
 const PoolName = "ray"
 
 // NodeBook is the part of the orchestrator that keeps the node registry.
-type NodeBook interface {
-	// RegisterNode records a node durably.
-	RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error
-	// NodeSeen records that the node is alive. It must not block.
-	NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time)
-	// NodeDown marks the node down at once (nothing new is placed there;
-	// its jobs keep their state). It must not block.
-	NodeDown(nodeID string, at time.Time)
-}
+type NodeBook = exec.NodeBook
 
 // Config is what an Executor needs. Address and Sink are required.
 type Config struct {

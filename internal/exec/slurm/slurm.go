@@ -34,11 +34,7 @@ import (
 // NodeBook is the part of the orchestrator that keeps the node registry,
 // as the agents' pool uses it, plus what Slurm's node states need.
 type NodeBook interface {
-	RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error
-	// NodeSeen says the node is alive. It must not block.
-	NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time)
-	// NodeDown says the node is down. It must not block.
-	NodeDown(nodeID string, at time.Time)
+	exec.NodeBook
 	// SetNodeState cordons ("cordon") or uncordons ("uncordon") a node.
 	SetNodeState(ctx context.Context, nodeID, action string) (api.NodeAction, error)
 }
