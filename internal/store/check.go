@@ -131,10 +131,11 @@ const (
 	PartBookings
 	PartUsage
 	PartEnded
+	PartRuns
 	numParts
 )
 
-var partNames = [numParts]string{"jobs", "events", "holds", "audit", "outbox", "arrays", "reservations", "usage", "ended"}
+var partNames = [numParts]string{"jobs", "events", "holds", "audit", "outbox", "arrays", "reservations", "usage", "ended", "runs"}
 
 func (p Part) String() string { return partNames[p] }
 
@@ -145,7 +146,7 @@ type Lens [numParts]int
 // Lens returns the batch's row counts by part.
 func (b *Batch) Lens() Lens {
 	return Lens{len(b.Jobs), len(b.Events), len(b.Holds), len(b.Audit), len(b.Outbox), len(b.Arrays),
-		len(b.Bookings), len(b.Usage), len(b.Ended)}
+		len(b.Bookings), len(b.Usage), len(b.Ended), len(b.Runs)}
 }
 
 // BadRow is a row of a batch that the store cannot write.
@@ -237,6 +238,9 @@ func (b *Batch) Unstorable() []BadRow {
 		}
 		add(PartEnded, i, e.User, err)
 	}
+	for i, r := range b.Runs {
+		add(PartRuns, i, r.JobID, checkRun(r))
+	}
 	return bad
 }
 
@@ -258,6 +262,7 @@ func (b *Batch) Drop(bad []BadRow) {
 	b.Bookings = without(b.Bookings, drop[PartBookings])
 	b.Usage = without(b.Usage, drop[PartUsage])
 	b.Ended = without(b.Ended, drop[PartEnded])
+	b.Runs = without(b.Runs, drop[PartRuns])
 }
 
 // without returns xs less the indexes in drop (xs itself when none).

@@ -158,7 +158,7 @@ var schemaObject = lazyre.New(`(?i)CREATE\s+(?:UNIQUE\s+)?(?:TABLE|INDEX)\s+IF\s
 // (no lock on any table).
 func pgSchemaComplete(ctx context.Context, tx *sql.Tx) (bool, error) {
 	var names []string
-	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, bookingSchema, usageSchema, numberSchema, jobsHistorySchema, jobUsageSchema, arraysDoneSchema} {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, bookingSchema, usageSchema, numberSchema, jobsHistorySchema, jobUsageSchema, arraysDoneSchema, runsSchema} {
 		for _, m := range schemaObject.FindAllStringSubmatch(sc, -1) {
 			names = append(names, m[1])
 		}

@@ -37,7 +37,7 @@ type inserts map[insertSpec][]*sql.Stmt // by log2 of the rows
 
 func prepareInserts(ctx context.Context, db *sql.DB) (inserts, error) {
 	ins := inserts{}
-	for _, sp := range []insertSpec{insertJobs, insertEvents, insertIdempotency, insertAudit, insertUsage} {
+	for _, sp := range []insertSpec{insertJobs, insertEvents, insertIdempotency, insertAudit, insertUsage, insertRuns} {
 		for n := 1; n <= maxRowsPerInsert; n *= 2 {
 			st, err := db.PrepareContext(ctx, sp.sql(n))
 			if err != nil {

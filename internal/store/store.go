@@ -199,7 +199,7 @@ func (s *Store) migrate(ctx context.Context) error {
 // createTables runs every table's schema (each CREATE ... IF NOT EXISTS).
 // A part that adds a table adds its schema here.
 func createTables(ctx context.Context, db execer) error {
-	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, bookingSchema, usageSchema, numberSchema} {
+	for _, sc := range []string{schema, authSchema, historySchema, notifySchema, arraySchema, leaseSchema, bookingSchema, usageSchema, numberSchema, runsSchema} {
 		if _, err := db.ExecContext(ctx, sc); err != nil {
 			return err
 		}
@@ -267,6 +267,9 @@ type Batch struct {
 	// Numbers are the short numbers the batch gives new jobs and arrays
 	// (numbers.go): each number and each id once, ever.
 	Numbers []NumberRow
+	// Runs are the attempts the batch ends that ran to their own end
+	// (runs.go), for the learned run times.
+	Runs []RunRow
 }
 
 // Empty reports whether the batch changes nothing.
@@ -274,7 +277,7 @@ func (b *Batch) Empty() bool {
 	return len(b.Jobs) == 0 && len(b.Events) == 0 && len(b.Holds) == 0 && len(b.DeleteHolds) == 0 &&
 		len(b.Idempotency) == 0 && len(b.Settings) == 0 && len(b.Nodes) == 0 && len(b.Audit) == 0 &&
 		len(b.Outbox) == 0 && len(b.Arrays) == 0 &&
-		len(b.Bookings) == 0 && len(b.DeleteBookings) == 0 && len(b.Usage) == 0 && len(b.Ended) == 0 && len(b.Numbers) == 0
+		len(b.Bookings) == 0 && len(b.DeleteBookings) == 0 && len(b.Usage) == 0 && len(b.Ended) == 0 && len(b.Numbers) == 0 && len(b.Runs) == 0
 }
 
 // Commit writes the batch, all or nothing, and returns once it is durable.
@@ -377,6 +380,9 @@ func (b *Batch) write(ctx context.Context, tx *sql.Tx, ins inserts) error {
 	if err := writeNumbers(ctx, tx, b.Numbers); err != nil { // numbers.go
 		return err
 	}
+	if err := writeRuns(ctx, tx, ins, b.Runs); err != nil { // runs.go
+		return err
+	}
 	return appendAudit(ctx, tx, ins, b.Audit)
 }
 
@@ -393,6 +399,9 @@ type State struct {
 	// MaxNumber is the largest short number given so far (numbers.go);
 	// the next job's is the one after it.
 	MaxNumber int64
+	// Runs are the most recent runs (DefaultLoadRuns of them), oldest
+	// first (runs.go): the learned run times come back from them.
+	Runs []RunRow
 }
 
 // Load reads what start-up needs: everything but finished jobs (and
@@ -449,6 +458,9 @@ func (s *Store) Load(ctx context.Context) (*State, error) {
 		return nil, err
 	}
 	if st.MaxNumber, err = s.maxNumber(ctx); err != nil { // numbers.go
+		return nil, err
+	}
+	if st.Runs, err = s.loadRuns(ctx, DefaultLoadRuns); err != nil { // runs.go
 		return nil, err
 	}
 	return st, nil

@@ -89,6 +89,7 @@ func Run(t *testing.T, newDB func(t *testing.T) Opener) {
 		{"Arrays", testArrays},
 		{"Lease", testLease},
 		{"Numbers", testNumbers}, // numbers.go
+		{"Runs", testRuns},       // runs.go
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newDB(t)) })
 	}
