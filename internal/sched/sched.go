@@ -71,6 +71,10 @@ type Job struct {
 	// EstimateGiven is true when the user gave estimated_duration: only
 	// such jobs are backfilled past a reservation.
 	EstimateGiven bool
+	// EstimateLow and EstimatePoint, when set, are a learned estimate's
+	// low end and point, Estimate being its high end (what backfill plans
+	// on): EstimateStartRanges plans with each. Zero: Estimate.
+	EstimateLow, EstimatePoint time.Duration
 	// NotBefore holds a requeued job back until then (backoff after a loss).
 	NotBefore time.Time
 	// Begin: NotBefore is the job's own begin time (sbatch --begin), not
@@ -115,12 +119,14 @@ type Running struct {
 	// requeued. Zero: unknown, and the priorities alone decide.
 	SubmittedAt time.Time
 	Estimate    time.Duration // expected run time, as for Job
-	Borrowed    bool          // it started on GPUs borrowed beyond a quota
-	Preempting  bool          // it has been told to stop; its GPUs are about to be free
-	Idle        bool          // flagged idle: its GPUs sat unused
-	Class       string        // the job's class (class.go): ClassInteractive is never a victim
-	Booking     string        // the booking it runs in (booking.go); empty: none
-	Grace       time.Duration // SIGTERM to SIGKILL when preempted: its notice comes this long before a booking
+	// EstimateLow and EstimatePoint are as Job's (zero: Estimate).
+	EstimateLow, EstimatePoint time.Duration
+	Borrowed                   bool          // it started on GPUs borrowed beyond a quota
+	Preempting                 bool          // it has been told to stop; its GPUs are about to be free
+	Idle                       bool          // flagged idle: its GPUs sat unused
+	Class                      string        // the job's class (class.go): ClassInteractive is never a victim
+	Booking                    string        // the booking it runs in (booking.go); empty: none
+	Grace                      time.Duration // SIGTERM to SIGKILL when preempted: its notice comes this long before a booking
 }
 
 // Usage is decayed GPU-seconds per user and per project, as of the
