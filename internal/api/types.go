@@ -111,6 +111,15 @@ type Job struct {
 	RetryCount         int               `json:"retry_count"`
 	QueuePosition      int               `json:"queue_position,omitempty"`
 	EstimatedStartTime *time.Time        `json:"estimated_start_time,omitempty"`
+	// EstimatedStartLow and EstimatedStartHigh bound the estimated start:
+	// the plan made with the low ends and with the high ends of the
+	// learned run-time estimates ahead (docs/scheduling.md); equal to it
+	// without learned estimates. EstimateBasis says where the job's own
+	// run-time estimate comes from ("from 12 runs of resnet-sweep by
+	// ana"), for a queued or running job.
+	EstimatedStartLow  *time.Time        `json:"estimated_start_low,omitempty"`
+	EstimatedStartHigh *time.Time        `json:"estimated_start_high,omitempty"`
+	EstimateBasis      string            `json:"estimate_basis,omitempty"`
 	PendingReason      string            `json:"pending_reason,omitempty"`  // machine-readable, queued jobs only; see PendingCause
 	PendingCause       string            `json:"pending_cause,omitempty"`   // the precise reason: PendingReason, told apart where that says "reservation" (PendingReasonOf)
 	PendingMessage     string            `json:"pending_message,omitempty"` // the "why pending" sentence
@@ -299,6 +308,12 @@ type QueuedJob struct {
 	QueuePosition      int        `json:"queue_position"`
 	EstimatedStartTime *time.Time `json:"estimated_start_time"`
 	EstimatedWaitTime  *float64   `json:"estimated_wait_time"` // seconds from now; null when unknown
+	// EstimatedStartLow and EstimatedStartHigh bound the start, and
+	// EstimateBasis says where the job's run-time estimate comes from, as
+	// Job's.
+	EstimatedStartLow  *time.Time `json:"estimated_start_low"`
+	EstimatedStartHigh *time.Time `json:"estimated_start_high"`
+	EstimateBasis      string     `json:"estimate_basis,omitempty"`
 	EstimatedDuration  *Seconds   `json:"estimated_duration,omitempty"`
 	WaitedSeconds      float64    `json:"waited_seconds"`
 	PendingReason      string     `json:"pending_reason,omitempty"`

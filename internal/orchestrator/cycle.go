@@ -12,6 +12,7 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/bookings"
+	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -28,7 +29,7 @@ const (
 // a lock, or is the loop (the only writer).
 func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job) sched.Snapshot {
 	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: policy.Sched(o.policy), Usage: o.ledger.Usage(now)}
-	est := o.estimates()
+	est := o.estimates(now)
 	snap.Running = make([]sched.Running, 0, len(o.active))
 	for id := range o.active {
 		j := o.jobs[id]
@@ -36,10 +37,11 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 		if j.StartedAt != nil {
 			started = *j.StartedAt
 		}
-		est, _ := est(j)
-		snap.Running = append(snap.Running, sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
-			Placements: sched.PlacementsOf(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Estimate: est, Borrowed: j.Borrowed, Preempting: j.Preempting,
-			Idle: j.Idle, Class: j.Class})
+		r := sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
+			Placements: sched.PlacementsOf(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Borrowed: j.Borrowed, Preempting: j.Preempting,
+			Idle: j.Idle, Class: j.Class}
+		est(j).ApplyRunning(&r)
+		snap.Running = append(snap.Running, r)
 	}
 	snap.Queue = slices.Grow(buf[:0], len(queue))
 	admit := o.arr.Admit()
@@ -63,22 +65,12 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 // what they must), and the arrays' groups by their entry's id.
 func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sched.Job) (sched.Snapshot, arrays.Groups) {
 	snap := o.snapshot(now, queue, buf)
-	est := o.estimates()
+	est := o.estimates(now)
 	groups := o.arr.AddGroups(&snap, func(j *api.Job) sched.Job { return schedJob(j, est) })
 	for _, g := range o.on.gate {
 		g.GateQueue(snap.Queue, now)
 	}
 	return snap, groups
-}
-
-// estimate is the job's expected run time: its estimated_duration (given
-// true), else its user's mean past run time, else the policy default.
-func (o *Orchestrator) estimate(j *api.Job) (time.Duration, bool) {
-	var given time.Duration
-	if j.EstimatedDuration != nil {
-		given = j.EstimatedDuration.Duration()
-	}
-	return sched.EstimateFor(given, j.User, o.estimator, o.policy.DefaultEstimate.Duration())
 }
 
 // queueOrder returns the queued jobs in id order (submission order),
@@ -101,29 +93,21 @@ func (o *Orchestrator) queueOrder() []*api.Job {
 	return q
 }
 
-// estimates returns o.estimate with each user's learned run time looked
-// up once (a snapshot asks for every queued job's). Loop only, for one
-// snapshot: the estimator must not learn while it is used.
-func (o *Orchestrator) estimates() func(j *api.Job) (time.Duration, bool) {
-	def := o.policy.DefaultEstimate.Duration()
-	byUser := map[string]time.Duration{}
-	var lastUser string // queued jobs come in runs of one user's
-	var last time.Duration
-	return func(j *api.Job) (time.Duration, bool) {
-		if j.EstimatedDuration != nil && j.EstimatedDuration.Duration() > 0 {
-			return j.EstimatedDuration.Duration(), true
-		}
-		if j.User == lastUser && lastUser != "" {
-			return last, false
-		}
-		d, ok := byUser[j.User]
-		if !ok {
-			d, _ = sched.EstimateFor(0, j.User, o.estimator, def)
-			byUser[j.User] = d
-		}
-		lastUser, last = j.User, d
-		return d, false
+// estimates returns each job's run-time estimate for a snapshot at now
+// (feature/runtimes: given, else learned, else estimateFallback). Loop
+// only, or a read that builds a snapshot: the estimator must not learn
+// while it is used.
+func (o *Orchestrator) estimates(now time.Time) func(j *api.Job) runtimes.Estimate {
+	return o.runtimes.Estimator(now, o.estimateFallback)
+}
+
+// estimateFallback is a job's estimate without enough history for the
+// predictor: its user's mean run time, else the policy default.
+func (o *Orchestrator) estimateFallback(user string) (time.Duration, string) {
+	if d, ok := o.estimator.Estimate(user); ok && d > 0 {
+		return d, "from " + user + "'s mean run time"
 	}
+	return o.policy.DefaultEstimate.Duration(), runtimes.BasisFallback
 }
 
 // splitQueue is the queue size past which a cycle decides without the
@@ -180,9 +164,9 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		deciding()
 	}
 	res := sched.Schedule(snap)
-	var plan map[string]time.Time
+	var plan map[string]sched.StartRange
 	if arrays.QueueSize(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
-		plan = sched.EstimateStarts(snap, res, sched.DefaultPlanDepth)
+		plan = sched.EstimateStartRanges(snap, res, sched.DefaultPlanDepth)
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
 	// (what it still points to, jobs' strings and maps, o.jobs holds).
@@ -504,13 +488,13 @@ func (b *pendingBook) get(id string) (sched.Pending, bool) {
 func (b *pendingBook) drop(id string) { delete(b.at, id) }
 
 // schedJob is a queued job as the core sees it.
-func schedJob(j *api.Job, est func(*api.Job) (time.Duration, bool)) sched.Job {
-	e, given := est(j)
+func schedJob(j *api.Job, est func(*api.Job) runtimes.Estimate) sched.Job {
 	sj := sched.Job{
 		ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
 		GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
-		Estimate: e, EstimateGiven: given, NodeLabels: j.NodeLabels, Class: j.Class,
+		NodeLabels: j.NodeLabels, Class: j.Class,
 	}
+	est(j).Apply(&sj)
 	if j.NotBefore != nil {
 		sj.NotBefore = *j.NotBefore
 	}

@@ -38,6 +38,7 @@ func (o *Orchestrator) features() []any {
 		usageTick{o},   // the heartbeat, and budgets' look at running attempts (usage.go)
 		o.arr,          // job arrays: their limits at submit, their books, done arrays out of memory (feature/arrays)
 		o.spend,        // GPU time charged; exhausted budgets at submit and in the queue (feature/spend)
+		o.runtimes,     // learned run times: a run row as an attempt ends, the history back at recovery (feature/runtimes)
 	}
 }
 

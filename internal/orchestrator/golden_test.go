@@ -642,6 +642,7 @@ func (r *recorder) batch(b *store.Batch) {
 	add("delete-booking", slices.Clone(b.DeleteBookings), true)
 	add("usage", rows(len(b.Usage), func(i int) string { return js(b.Usage[i]) }), true)
 	add("ended", rows(len(b.Ended), func(i int) string { return js(b.Ended[i]) }), true)
+	add("runs", rows(len(b.Runs), func(i int) string { return js(b.Runs[i]) }), true)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -37,6 +37,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/notes"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/feature/refs"
+	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/policy"
@@ -67,13 +68,14 @@ type Orchestrator struct {
 	idem          map[string]string
 	owner         map[gpuKey]string // GPU -> job id or hold id
 	nodes         []Node
-	nodeIndex     map[string]int       // node id -> position in nodes
-	pending       pendingBook          // why each queued job waits, from the last cycle (cycle.go)
-	on            moments              // the features, by the moments they serve (features.go)
-	plan          map[string]time.Time // estimated starts, from the last plan
-	planAt        time.Time            // when the plan was made
-	ledger        *sched.Ledger        // decayed GPU usage per user and project
-	estimator     *sched.Estimator     // learned run times per user
+	nodeIndex     map[string]int              // node id -> position in nodes
+	pending       pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
+	on            moments                     // the features, by the moments they serve (features.go)
+	plan          map[string]sched.StartRange // estimated starts with their ranges, from the last plan
+	planAt        time.Time                   // when the plan was made
+	ledger        *sched.Ledger               // decayed GPU usage per user and project
+	estimator     *sched.Estimator            // learned run times per user
+	runtimes      *runtimes.Book              // learned run times by name, command, GPU count (feature/runtimes)
 	policy        api.Policies
 	running       bool // scheduling on
 	stats         cycleStats
@@ -163,7 +165,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		idem:      map[string]string{},
 		owner:     map[gpuKey]string{},
 		nodeIndex: map[string]int{},
-		plan:      map[string]time.Time{},
+		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
 		estimator: sched.NewEstimator(),
 		policy:    policy.Defaults(),
@@ -184,6 +186,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.arr = newArrays(o) // arrays.go
 	o.spend = spend.New(spendCluster{o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
 		NodeTTL: cfg.NodeTTL, BudgetAction: cfg.BudgetAction})
+	o.runtimes = runtimes.New(spendCluster{o})
 	o.bookings = bookings.New(bookingCluster{o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
 		Now: cfg.Now, Holds: o.holds, Notes: o.notes, Log: cfg.Logger})
 	o.on.register(o.features())

@@ -144,5 +144,5 @@ func pageQueue(r api.QueueResponse, after, limit int, now time.Time) api.QueueRe
 // queuedRowBytes estimates a row's JSON: its text and about 600 bytes of
 // the rest.
 func queuedRowBytes(q *api.QueuedJob) int64 {
-	return int64(len(q.ID)+len(q.Name)+len(q.User)+len(q.Project)+len(q.PendingReason)+len(q.PendingMessage)+len(q.ArrayJobID)) + 600
+	return int64(len(q.ID)+len(q.Name)+len(q.User)+len(q.Project)+len(q.PendingReason)+len(q.PendingMessage)+len(q.ArrayJobID)+len(q.EstimateBasis)) + 600
 }

@@ -33,9 +33,8 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		} else if j.ArrayJobID != "" {
 			o.arr.Pending(j, &v)
 		}
-		if t, ok := o.plan[j.ID]; ok {
-			t = t.UTC()
-			v.EstimatedStartTime = &t
+		if sr, ok := o.plan[j.ID]; ok {
+			v.EstimatedStartTime, v.EstimatedStartLow, v.EstimatedStartHigh = startRange(sr)
 		}
 		if reason, msg, held := o.deps.Pending(j); held {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = 0, reason, msg
@@ -47,7 +46,16 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		// The precise reason, and the one clients before the split read.
 		v.PendingCause, v.PendingReason = v.PendingReason, api.PendingReasonOf(v.PendingReason)
 	}
+	if j.State == api.StateQueued || j.State.Active() {
+		v.EstimateBasis = o.runtimes.Basis(j, o.cfg.Now(), o.estimateFallback) // feature/runtimes
+	}
 	return v
+}
+
+// startRange is a plan's start and its range as the API shows them (UTC).
+func startRange(sr sched.StartRange) (at, from, to *time.Time) {
+	a, f, t := sr.At.UTC(), sr.From.UTC(), sr.To.UTC()
+	return &a, &f, &t
 }
 
 // Job returns one job with its events: from memory, or, for a job that
@@ -130,11 +138,12 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		q := &r.QueuedJobs[i]
 		j := o.jobs[q.ID]
 		q.EstimatedDuration = j.EstimatedDuration
-		if t, ok := o.plan[q.ID]; ok {
-			t = t.UTC()
-			wait := max(t.Sub(now).Seconds(), 0)
-			q.EstimatedStartTime, q.EstimatedWaitTime = &t, &wait
+		if sr, ok := o.plan[q.ID]; ok {
+			wait := max(sr.At.Sub(now).Seconds(), 0)
+			q.EstimatedStartTime, q.EstimatedStartLow, q.EstimatedStartHigh = startRange(sr)
+			q.EstimatedWaitTime = &wait
 		}
+		q.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes
 	}
 	slices.SortFunc(r.QueuedJobs, func(a, b api.QueuedJob) int {
 		if a.QueuePosition != b.QueuePosition {
