@@ -184,6 +184,7 @@ func TestRoleMatrix(t *testing.T) {
 		"GET /jobs":                              {"", read},
 		"GET /jobs/{job_id}":                     {"", read},
 		"GET /jobs/{job_id}/logs":                {"", read},
+		"GET /jobs/{job_id}/what-if":             {"", [7]int{401, 401, 422, 422, 422, 422, 422}}, // any token may read; without gpus=N, 422 naming gpus
 		"GET /cluster/gpu-status":                {"", read},
 		"GET /cluster/nodes":                     {"", read},
 		"GET /cluster/nodes/{node_id}/history":   {"", read},

@@ -110,6 +110,7 @@ func TestEnvHiddenOnEveryJobRoute(t *testing.T) {
 		"GET /healthz":                           "liveness only",
 		"GET /queue/statistics":                  "counts and times",
 		"GET /jobs/{job_id}/logs":                "a job's output, which is shared (docs/security.md)",
+		"GET /jobs/{job_id}/what-if":             "a start time and a pending reason; no job, no env",
 		"GET /cluster/gpu-status":                "nodes and GPUs; a GPU names its job's id only",
 		"GET /cluster/nodes":                     "as /cluster/gpu-status",
 		"GET /cluster/nodes/{node_id}/history":   "telemetry samples",

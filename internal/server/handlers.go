@@ -266,6 +266,25 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, job)
 }
 
+// whatIf is GET /jobs/{job_id}/what-if?gpus=N: when the queued job would
+// start with N GPUs per node (orchestrator.WhatIf); nothing changes.
+func (s *Server) whatIf(w http.ResponseWriter, r *http.Request) error {
+	id, err := s.jobID(r)
+	if err != nil {
+		return err
+	}
+	v := r.URL.Query().Get("gpus")
+	n, err := strconv.Atoi(v)
+	if v == "" || err != nil {
+		return api.Invalid("gpus", "gpus=%q is not a number of GPUs: give gpus=N, N from 1 to the GPUs of the largest node", v)
+	}
+	ans, err := s.o.WhatIf(r.Context(), id, n)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.o.Cluster(r.Context()))
 }

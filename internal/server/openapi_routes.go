@@ -152,7 +152,9 @@ func routeDocs() map[string]routeDoc {
 		"PATCH /queue/{job_id}/dependency": {body: api.DependencyRequest{}, answers: ok(api.Job{}), errors: []int{409}, tag: "jobs"},
 		"GET /jobs":                        {query: jobFilters, answers: ok(api.JobList{}), tag: "jobs"},
 		"GET /jobs/{job_id}":               {answers: ok(api.Job{}), tag: "jobs"},
-		"GET /complete/jobs":               {answers: ok(api.JobRefList{}), tag: "jobs"},
+		"GET /jobs/{job_id}/what-if": {query: []param{intParam("gpus", "GPUs per node to plan the queued job with (required; from 1 to the GPUs of the largest node)", 1, 4096)},
+			answers: ok(api.WhatIf{}), tag: "jobs"},
+		"GET /complete/jobs": {answers: ok(api.JobRefList{}), tag: "jobs"},
 		"GET /jobs/{job_id}/logs": {query: []param{
 			intParam("attempt", "which run of a retried job, from 0 (default: the latest)", 0, 1<<30),
 			intParam("rank", "which node of a gang (0: the first)", 0, 4096),

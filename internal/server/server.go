@@ -136,6 +136,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 		{"GET", "/jobs", "Jobs, newest first, with filters", s.jobs, viewer, ""},
 		{"GET", "/jobs/{job_id}", "One job with its events", s.job, viewer, ""},
 		{"GET", "/jobs/{job_id}/logs", "A job's output (follow=true streams)", s.logs, viewer, ""},
+		{"GET", "/jobs/{job_id}/what-if", "When a queued job would start with gpus=N GPUs per node; nothing is submitted or changed", s.whatIf, viewer, ""},
 		{"GET", "/complete/jobs", "The caller's unfinished jobs and arrays with their numbers, for shell completion", s.completeJobs, viewer, ""},
 		{"GET", "/cluster/gpu-status", "Every node and GPU", s.clusterStatus, viewer, ""},
 		{"GET", "/cluster/nodes", "Every node and GPU (as /cluster/gpu-status)", s.clusterStatus, viewer, ""},
