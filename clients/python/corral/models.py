@@ -1006,8 +1006,11 @@ class Job(Model):
     elastic_wait: Optional[float] = None
     env: Optional[Dict[str, str]] = None
     error: Optional[str] = None
+    estimate_basis: Optional[str] = None
     estimate_from: Optional[str] = None
     estimated_duration: Optional[float] = None
+    estimated_start_high: Optional[datetime] = None
+    estimated_start_low: Optional[datetime] = None
     estimated_start_time: Optional[datetime] = None
     events: Optional[List[Event]] = None
     exit_code: Optional[int] = None
@@ -1083,8 +1086,11 @@ class Job(Model):
         ('elastic_wait', 'elastic_wait', 'opt:float'),
         ('env', 'env', 'map:str'),
         ('error', 'error', 'str'),
+        ('estimate_basis', 'estimate_basis', 'str'),
         ('estimate_from', 'estimate_from', 'str'),
         ('estimated_duration', 'estimated_duration', 'opt:float'),
+        ('estimated_start_high', 'estimated_start_high', 'opt:datetime'),
+        ('estimated_start_low', 'estimated_start_low', 'opt:datetime'),
         ('estimated_start_time', 'estimated_start_time', 'opt:datetime'),
         ('events', 'events', 'list:ref:Event'),
         ('exit_code', 'exit_code', 'opt:int'),
@@ -1831,6 +1837,8 @@ class QueueStatistics(Model):
 class QueuedJob(Model):
     """The API's QueuedJob object."""
 
+    estimated_start_high: Optional[datetime]
+    estimated_start_low: Optional[datetime]
     estimated_start_time: Optional[datetime]
     estimated_wait_time: Optional[float]
     id: str
@@ -1844,6 +1852,7 @@ class QueuedJob(Model):
     waited_seconds: float
     array_job_id: Optional[str] = None
     array_task_id: Optional[int] = None
+    estimate_basis: Optional[str] = None
     estimated_duration: Optional[float] = None
     name: Optional[str] = None
     number: Optional[int] = None
@@ -1854,6 +1863,8 @@ class QueuedJob(Model):
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
     _FIELDS = (
+        ('estimated_start_high', 'estimated_start_high', 'opt:datetime'),
+        ('estimated_start_low', 'estimated_start_low', 'opt:datetime'),
         ('estimated_start_time', 'estimated_start_time', 'opt:datetime'),
         ('estimated_wait_time', 'estimated_wait_time', 'opt:float'),
         ('id', 'id', 'str'),
@@ -1867,6 +1878,7 @@ class QueuedJob(Model):
         ('waited_seconds', 'waited_seconds', 'float'),
         ('array_job_id', 'array_job_id', 'str'),
         ('array_task_id', 'array_task_id', 'opt:int'),
+        ('estimate_basis', 'estimate_basis', 'str'),
         ('estimated_duration', 'estimated_duration', 'opt:float'),
         ('name', 'name', 'str'),
         ('number', 'number', 'int'),
@@ -2047,8 +2059,11 @@ class SubmitAnswer(Model):
     elastic_wait: Optional[float] = None
     env: Optional[Dict[str, str]] = None
     error: Optional[str] = None
+    estimate_basis: Optional[str] = None
     estimate_from: Optional[str] = None
     estimated_duration: Optional[float] = None
+    estimated_start_high: Optional[datetime] = None
+    estimated_start_low: Optional[datetime] = None
     estimated_start_time: Optional[datetime] = None
     events: Optional[List[Event]] = None
     exit_code: Optional[int] = None
@@ -2125,8 +2140,11 @@ class SubmitAnswer(Model):
         ('elastic_wait', 'elastic_wait', 'opt:float'),
         ('env', 'env', 'map:str'),
         ('error', 'error', 'str'),
+        ('estimate_basis', 'estimate_basis', 'str'),
         ('estimate_from', 'estimate_from', 'str'),
         ('estimated_duration', 'estimated_duration', 'opt:float'),
+        ('estimated_start_high', 'estimated_start_high', 'opt:datetime'),
+        ('estimated_start_low', 'estimated_start_low', 'opt:datetime'),
         ('estimated_start_time', 'estimated_start_time', 'opt:datetime'),
         ('events', 'events', 'list:ref:Event'),
         ('exit_code', 'exit_code', 'opt:int'),
@@ -2506,6 +2524,38 @@ class WeightsUpdate(Model):
 
 
 @_dataclass
+class WhatIf(Model):
+    """The API's WhatIf object."""
+
+    current_gpus: int
+    estimated_start_high: Optional[datetime]
+    estimated_start_low: Optional[datetime]
+    estimated_start_time: Optional[datetime]
+    gpus: int
+    job_id: str
+    nodes: int
+    starts_now: bool
+    estimate_basis: Optional[str] = None
+    pending_message: Optional[str] = None
+    pending_reason: Optional[str] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('current_gpus', 'current_gpus', 'int'),
+        ('estimated_start_high', 'estimated_start_high', 'opt:datetime'),
+        ('estimated_start_low', 'estimated_start_low', 'opt:datetime'),
+        ('estimated_start_time', 'estimated_start_time', 'opt:datetime'),
+        ('gpus', 'gpus', 'int'),
+        ('job_id', 'job_id', 'str'),
+        ('nodes', 'nodes', 'int'),
+        ('starts_now', 'starts_now', 'bool'),
+        ('estimate_basis', 'estimate_basis', 'str'),
+        ('pending_message', 'pending_message', 'str'),
+        ('pending_reason', 'pending_reason', 'str'),
+    )
+
+
+@_dataclass
 class Whoami(Model):
     """The API's Whoami object."""
 
@@ -2625,5 +2675,6 @@ MODELS: Dict[str, type] = {
     'UsageRow': UsageRow,
     'Weights': Weights,
     'WeightsUpdate': WeightsUpdate,
+    'WhatIf': WhatIf,
     'Whoami': Whoami,
 }

@@ -604,6 +604,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/jobs/{job_id}/what-if": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** When a queued job would start with gpus=N GPUs per node; nothing is submitted or changed */
+        get: operations["get_jobs_job_id_what_if"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/metrics": {
         parameters: {
             query?: never;
@@ -1416,9 +1433,14 @@ export interface components {
                 [key: string]: string;
             };
             error?: string;
+            estimate_basis?: string;
             estimate_from?: string;
             /** @description a duration in seconds */
             estimated_duration?: number | null;
+            /** Format: date-time */
+            estimated_start_high?: string | null;
+            /** Format: date-time */
+            estimated_start_low?: string | null;
             /** Format: date-time */
             estimated_start_time?: string | null;
             events?: components["schemas"]["Event"][];
@@ -1796,8 +1818,13 @@ export interface components {
         QueuedJob: {
             array_job_id?: string;
             array_task_id?: number | null;
+            estimate_basis?: string;
             /** @description a duration in seconds */
             estimated_duration?: number | null;
+            /** Format: date-time */
+            estimated_start_high: string | null;
+            /** Format: date-time */
+            estimated_start_low: string | null;
             /** Format: date-time */
             estimated_start_time: string | null;
             estimated_wait_time: number | null;
@@ -1905,9 +1932,14 @@ export interface components {
                 [key: string]: string;
             };
             error?: string;
+            estimate_basis?: string;
             estimate_from?: string;
             /** @description a duration in seconds */
             estimated_duration?: number | null;
+            /** Format: date-time */
+            estimated_start_high?: string | null;
+            /** Format: date-time */
+            estimated_start_low?: string | null;
             /** Format: date-time */
             estimated_start_time?: string | null;
             events?: components["schemas"]["Event"][];
@@ -2150,6 +2182,22 @@ export interface components {
             users?: {
                 [key: string]: number | null;
             };
+        };
+        WhatIf: {
+            current_gpus: number;
+            estimate_basis?: string;
+            /** Format: date-time */
+            estimated_start_high: string | null;
+            /** Format: date-time */
+            estimated_start_low: string | null;
+            /** Format: date-time */
+            estimated_start_time: string | null;
+            gpus: number;
+            job_id: string;
+            nodes: number;
+            pending_message?: string;
+            pending_reason?: string;
+            starts_now: boolean;
         };
         Whoami: {
             project_admin?: string[];
@@ -3467,6 +3515,37 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             409: components["responses"]["Conflict"];
+            422: components["responses"]["Invalid"];
+            default: components["responses"]["Error"];
+        };
+    };
+    get_jobs_job_id_what_if: {
+        parameters: {
+            query?: {
+                /** @description GPUs per node to plan the queued job with (required; from 1 to the GPUs of the largest node) */
+                gpus?: number;
+            };
+            header?: never;
+            path: {
+                /** @description a job's id, or an unambiguous prefix of it */
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WhatIf"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             422: components["responses"]["Invalid"];
             default: components["responses"]["Error"];
         };
