@@ -55,11 +55,12 @@ cycle of jobs waiting for each other is refused, as are unknown ids.`,
 
 // queueEstStart is a corral queue row's EST.START: "(dependency)" or
 // "(dependency_never_satisfied)" for a job held by its dependencies (it
-// has no estimate; -l says what it waits for), else when it should start.
+// has no estimate; -l says what it waits for), else when it should start:
+// "14:10 to 15:40" where learned run times give a range.
 func queueEstStart(j api.QueuedJob, now time.Time) string {
 	switch j.PendingReason {
 	case api.ReasonDependency, api.ReasonDependencyNeverSatisfied:
 		return "(" + j.PendingReason + ")"
 	}
-	return fmtIn(j.EstimatedWaitTime, j.EstimatedStartTime, now)
+	return fmtEstStart(j.EstimatedWaitTime, j.EstimatedStartTime, j.EstimatedStartLow, j.EstimatedStartHigh, now)
 }

@@ -128,6 +128,32 @@ func fmtIn(wait *float64, at *time.Time, now time.Time) string {
 	return "in " + fmtDuration(d)
 }
 
+// fmtStartRange writes an estimated start's range as clock times, "14:10
+// to 15:40" (with the date when not today), or "" when there is none or
+// it is one time.
+func fmtStartRange(low, high *time.Time, now time.Time) string {
+	if low == nil || high == nil || !high.After(*low) {
+		return ""
+	}
+	clock := func(t time.Time) string {
+		t, n := t.Local(), now.Local()
+		if t.Year() == n.Year() && t.YearDay() == n.YearDay() {
+			return t.Format("15:04")
+		}
+		return t.Format("Jan 2 15:04")
+	}
+	return clock(*low) + " to " + clock(*high)
+}
+
+// fmtEstStart writes an estimated start: its range when it has one,
+// else how long until it ("in 4m10s", "now", "-").
+func fmtEstStart(wait *float64, at, low, high *time.Time, now time.Time) string {
+	if r := fmtStartRange(low, high, now); r != "" {
+		return r
+	}
+	return fmtIn(wait, at, now)
+}
+
 // fmtMiB writes a memory size given in MiB: 80G, 1.5G, 512M.
 func fmtMiB(mib int64) string {
 	if mib < 1024 {

@@ -15,18 +15,32 @@ import (
 
 func (c *cli) newShowCmd() *cobra.Command {
 	var values bool
+	var whatIf int
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one job: its request, allocation and events",
 		Long: `Show one job: its request, allocation and events. Its environment is
 listed by name (a job submitted with --export ALL carries the whole shell's);
 --env (-v) prints the values too, for those who may act on the job (others
-see (hidden)). -o json prints the API's answer, values included.`,
+see (hidden)). -o json prints the API's answer, values included.
+
+--what-if-gpus N answers when the queued job would start with N GPUs per
+node instead of its own count, planned on the scheduler's current queue;
+nothing is submitted or changed (GET /jobs/ID/what-if?gpus=N).`,
+		Example: `  corral show 1234
+  corral show 1234 --what-if-gpus 4   # would it start sooner on 4 GPUs?`,
 		Args: argsExactly(1, "the job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cl, err := c.client()
 			if err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("what-if-gpus") {
+				w, err := cl.WhatIf(cmd.Context(), args[0], whatIf)
+				if err != nil {
+					return err
+				}
+				return c.emit(w, func(out io.Writer) error { return printWhatIf(out, w, c.now()) })
 			}
 			job, err := cl.Job(cmd.Context(), args[0])
 			if isArrayError(err) { // an array's id shows the array (arrays.go)
@@ -43,6 +57,7 @@ see (hidden)). -o json prints the API's answer, values included.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&values, "env", "v", false, "print the values of the job's environment, not only its names")
+	cmd.Flags().IntVar(&whatIf, "what-if-gpus", 0, "say when the queued job would start with this many GPUs per node (nothing changes)")
 	return cmd
 }
 
@@ -99,6 +114,9 @@ func (c *cli) printJob(w io.Writer, j api.Job, values bool) error {
 	}
 	kv("Time limit", fmtLimit(j.TimeLimit, j.TimeLimitFrom, "none")) // script.go
 	kv("Estimate", fmtLimit(j.EstimatedDuration, j.EstimateFrom, "none given (the scheduler's own)"))
+	if j.EstimateBasis != "" {
+		kv("Estimate basis", j.EstimateBasis) // learned run times (docs/scheduling.md)
+	}
 	if j.Signal != "" {
 		kv("Signal", j.Signal+" (seconds before the time limit)")
 	}
@@ -110,7 +128,11 @@ func (c *cli) printJob(w io.Writer, j api.Job, values bool) error {
 		if j.QueuePosition > 0 { // none while it waits for its dependencies
 			kv("Queue position", strconv.Itoa(j.QueuePosition))
 		}
-		kv("Est. start", fmtIn(nil, j.EstimatedStartTime, now))
+		est := fmtIn(nil, j.EstimatedStartTime, now)
+		if r := fmtStartRange(j.EstimatedStartLow, j.EstimatedStartHigh, now); r != "" {
+			est += " (" + r + ")"
+		}
+		kv("Est. start", est)
 		reason := j.PendingCause // the precise one, where pending_reason says reservation
 		if reason == "" {
 			reason = j.PendingReason
@@ -287,4 +309,31 @@ func exitCode(j api.Job) string {
 		return "-"
 	}
 	return strconv.Itoa(*j.ExitCode)
+}
+
+// printWhatIf writes a what-if answer: when the job would start with the
+// GPUs asked about, its range, and why it would wait.
+func printWhatIf(w io.Writer, a api.WhatIf, now time.Time) error {
+	start := "unknown"
+	switch {
+	case a.StartsNow:
+		start = "now"
+	case a.EstimatedStartTime != nil:
+		start = fmtIn(nil, a.EstimatedStartTime, now)
+		if r := fmtStartRange(a.EstimatedStartLow, a.EstimatedStartHigh, now); r != "" {
+			start += " (" + r + ")"
+		}
+	}
+	t := newTable(w)
+	kv := func(k, v string) { t.row(k+":", v) }
+	kv("Job", a.JobID)
+	kv("With", fmt.Sprintf("%d GPUs per node (asks for %d), %d node(s)", a.GPUs, a.CurrentGPUs, a.Nodes))
+	kv("Would start", start)
+	if a.EstimateBasis != "" {
+		kv("Estimate basis", a.EstimateBasis)
+	}
+	if !a.StartsNow && (a.PendingReason != "" || a.PendingMessage != "") {
+		kv("Would wait", strings.Trim(a.PendingReason+": "+a.PendingMessage, ": "))
+	}
+	return t.flush()
 }

@@ -144,6 +144,18 @@ func (c *Client) Job(ctx context.Context, id string) (api.Job, error) {
 	return job, err
 }
 
+// WhatIf asks when a queued job would start with gpus GPUs per node
+// (GET /jobs/{id}/what-if); nothing is submitted or changed.
+func (c *Client) WhatIf(ctx context.Context, id string, gpus int) (api.WhatIf, error) {
+	p, err := pathID("job", id)
+	if err != nil {
+		return api.WhatIf{}, err
+	}
+	var w api.WhatIf
+	err = c.call(ctx, request{method: http.MethodGet, path: "/jobs/" + p + "/what-if", query: url.Values{"gpus": {strconv.Itoa(gpus)}}}, &w)
+	return w, err
+}
+
 // LogsOptions chooses what LogsWith reads.
 type LogsOptions struct {
 	Follow  bool // keep streaming until the job ends
