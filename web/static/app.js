@@ -48,6 +48,24 @@ function untilText(iso) {
   const s = (Date.parse(iso) - serverNow()) / 1000;
   return s <= 1 ? 'now' : 'in ' + dur(s);
 }
+// hm is a time as hours and minutes (with the date when not today).
+function hm(iso) {
+  const d = new Date(iso);
+  const t = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', hour12: false });
+  return new Date().toDateString() === d.toDateString() ? t : d.toLocaleDateString([], { month: 'short', day: 'numeric' }) + ' ' + t;
+}
+// startRange is an estimated start's range, "14:10 to 15:40", or '' when
+// it has none (no learned run times ahead: one time).
+const startRange = (x) => x.estimated_start_low && x.estimated_start_high && Date.parse(x.estimated_start_high) > Date.parse(x.estimated_start_low)
+  ? `${hm(x.estimated_start_low)} to ${hm(x.estimated_start_high)}` : '';
+// estStart is the queue's estimated start cell: how long until it, then
+// its range (else its time) and the basis of the job's estimate.
+function estStart(q) {
+  if (!q.estimated_start_time) return '<span class="muted">unknown</span>';
+  const r = startRange(q);
+  return until(q.estimated_start_time) + `<div class="sub" data-role="est-range">${r ? esc(r) : clock(q.estimated_start_time)}</div>`
+    + (q.estimate_basis ? `<div class="sub" data-role="est-basis">${esc(q.estimate_basis)}</div>` : '');
+}
 const stateBadge = (s) => `<span class="badge state-${esc(s)}">${esc(s)}</span>`;
 const prio = (p) => `<span class="prio-${esc(p)}">${esc(p)}</span>`;
 const jobLink = (id, name) => `<a href="#/jobs/${enc(id)}">${esc(name || id)}</a>`;
@@ -568,7 +586,7 @@ function queuePage(params) {
             <td>${prio(q.priority)}</td>
             <td class="num">${q.requested_gpus}${q.nodes > 1 ? `<div class="sub">${q.nodes} nodes</div>` : ''}</td>
             <td>${since(q.queued_at)}</td>
-            <td>${q.estimated_start_time ? until(q.estimated_start_time) + `<div class="sub">${clock(q.estimated_start_time)}</div>` : '<span class="muted">unknown</span>'}</td>
+            <td>${estStart(q)}</td>
             <td class="why">${esc(q.pending_message || q.pending_cause || q.pending_reason || '')}</td></tr>`).join('')
         : '<tr class="empty-row"><td colspan="8">Nothing is waiting.</td></tr>';
       const running = d.active.filter(match);
@@ -742,7 +760,8 @@ function jobPage(id) {
       ['Estimate', `<span data-role="estimate">${j.estimated_duration ? dur(j.estimated_duration) + fromWhere(j.estimate_from) : 'none given'}</span>`],
       ['Submitted', clock(j.submitted_at)],
       j.state === 'queued' ? ['Queue position', j.queue_position || '—'] : null,
-      j.state === 'queued' ? ['Estimated start', j.estimated_start_time ? `${until(j.estimated_start_time)} (${clock(j.estimated_start_time)})` : 'unknown'] : null,
+      j.state === 'queued' ? ['Estimated start', j.estimated_start_time ? `${until(j.estimated_start_time)} (<span data-role="est-range">${esc(startRange(j) || clock(j.estimated_start_time))}</span>)` : 'unknown'] : null,
+      j.estimate_basis ? ['Estimate basis', `<span data-role="est-basis">${esc(j.estimate_basis)}</span>`] : null,
       j.state === 'queued' && (j.pending_message || j.pending_cause || j.pending_reason) ? ['Why pending', `<span class="why">${esc(j.pending_message || j.pending_cause || j.pending_reason)}</span>`] : null,
       ['Started', j.started_at ? clock(j.started_at) + (terminal ? '' : ` (${since(j.started_at)} ago)`) : '—'],
       ['Finished', j.finished_at ? clock(j.finished_at) : '—'],
