@@ -56,3 +56,29 @@ func TestEstimateStartRanges(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkEstimateStartRanges is BenchmarkEstimateStarts with every job
+// holding a learned estimate (the three plans), and without any (one).
+func BenchmarkEstimateStartRanges(b *testing.B) {
+	for _, learned := range []bool{false, true} {
+		name := "none learned"
+		if learned {
+			name = "all learned"
+		}
+		b.Run(name, func(b *testing.B) {
+			s := benchSnapshot(10000, Policy{Name: PolicyFairShare, Backfill: true})
+			if learned {
+				for i := range s.Queue {
+					s.Queue[i].EstimateLow, s.Queue[i].EstimatePoint = s.Queue[i].Estimate/2, s.Queue[i].Estimate*3/4
+				}
+				for i := range s.Running {
+					s.Running[i].EstimateLow, s.Running[i].EstimatePoint = s.Running[i].Estimate/2, s.Running[i].Estimate*3/4
+				}
+			}
+			r := Schedule(s)
+			for b.Loop() {
+				EstimateStartRanges(s, r, DefaultPlanDepth)
+			}
+		})
+	}
+}

@@ -51,27 +51,52 @@ type Fallback func(user string) (time.Duration, string)
 // runs that lasted longer); else fb's. The time limit caps each.
 // Nothing is ever stopped on an estimate: it only plans.
 func (b *Book) Estimator(now time.Time, fb Fallback) func(j *api.Job) Estimate {
+	var last *api.Job // queued jobs come in runs of one kind (an array's tasks, a sweep)
+	var lastEst Estimate
 	return func(j *api.Job) Estimate {
-		var limit time.Duration
-		if j.TimeLimit != nil {
-			limit = j.TimeLimit.Duration()
+		if last != nil && j.State == api.StateQueued && sameKind(j, last) {
+			return lastEst
 		}
-		capped := func(d time.Duration) time.Duration {
-			if limit > 0 {
-				return min(d, limit)
-			}
-			return d
+		e := b.estimate(j, now, fb)
+		if j.State == api.StateQueued {
+			last, lastEst = j, e
 		}
-		if j.EstimatedDuration != nil && j.EstimatedDuration.Duration() > 0 {
-			return Estimate{Run: capped(j.EstimatedDuration.Duration()), Given: true, Basis: BasisGiven}
-		}
-		if p, ok := b.predict(j, now, limit); ok {
-			return Estimate{Run: max(p.High, time.Second), Given: true, Low: max(p.Low, time.Second), Point: max(p.Point, time.Second),
-				Basis: p.String(j.User)}
-		}
-		d, basis := fb(j.User)
-		return Estimate{Run: capped(d), Basis: basis}
+		return e
 	}
+}
+
+// sameKind reports whether two queued jobs get the same estimate: the
+// same user, name, command, script, GPUs, time limit and given estimate.
+func sameKind(a, b *api.Job) bool {
+	return a.User == b.User && a.Name == b.Name && a.GPUCount == b.GPUCount && a.Nodes == b.Nodes &&
+		samePtr(a.TimeLimit, b.TimeLimit) && samePtr(a.EstimatedDuration, b.EstimatedDuration) &&
+		a.Command == b.Command && a.Script == b.Script
+}
+
+func samePtr[T comparable](a, b *T) bool { return a == b || a != nil && b != nil && *a == *b }
+
+// estimate is Estimator's answer for one job.
+func (b *Book) estimate(j *api.Job, now time.Time, fb Fallback) Estimate {
+	var limit time.Duration
+	if j.TimeLimit != nil {
+		limit = j.TimeLimit.Duration()
+	}
+	capped := func(d time.Duration) time.Duration {
+		if limit > 0 {
+			return min(d, limit)
+		}
+		return d
+	}
+	if j.EstimatedDuration != nil && j.EstimatedDuration.Duration() > 0 {
+		return Estimate{Run: capped(j.EstimatedDuration.Duration()), Given: true, Basis: BasisGiven}
+	}
+	if l := b.predict(j, now, limit); l.ok {
+		p := l.p
+		return Estimate{Run: max(p.High, time.Second), Given: true, Low: max(p.Low, time.Second), Point: max(p.Point, time.Second),
+			Basis: l.basis}
+	}
+	d, basis := fb(j.User)
+	return Estimate{Run: capped(d), Basis: basis}
 }
 
 // Basis says where a job's estimate comes from (Estimator's Basis), for
@@ -80,20 +105,26 @@ func (b *Book) Basis(j *api.Job, now time.Time, fb Fallback) string {
 	return b.Estimator(now, fb)(j).Basis
 }
 
-// predict is the predictor's estimate of j at now: a queued job's from
-// the memo, a running job's anew once it has outlived it.
-func (b *Book) predict(j *api.Job, now time.Time, limit time.Duration) (sched.Prediction, bool) {
+// predict is the predictor's estimate of j at now, with its basis: a
+// queued job's from the memo (a snapshot asks for thousands, of a few
+// kinds), a running job's anew once it has outlived it.
+func (b *Book) predict(j *api.Job, now time.Time, limit time.Duration) learned {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	q := query{user: j.User, name: j.Name, print: b.print(j), gpus: j.GPUCount * max(j.Nodes, 1), limit: limit}
 	l, ok := b.memo[q]
 	if !ok {
 		l.p, l.ok = b.pred.Predict(sched.Query{User: q.user, Name: q.name, Command: q.print, GPUs: q.gpus, TimeLimit: limit})
+		if l.ok {
+			l.basis = l.p.String(j.User)
+		}
 		b.memo[q] = l
 	}
 	if !l.ok || !j.State.Active() || j.StartedAt == nil || j.StartedAt.Add(l.p.High).After(now) {
-		return l.p, l.ok
+		return l
 	}
-	return b.pred.Predict(sched.Query{User: q.user, Name: q.name, Command: q.print, GPUs: q.gpus, TimeLimit: limit,
+	l.p, l.ok = b.pred.Predict(sched.Query{User: q.user, Name: q.name, Command: q.print, GPUs: q.gpus, TimeLimit: limit,
 		Elapsed: now.Sub(*j.StartedAt)})
+	l.basis = l.p.String(j.User)
+	return l
 }

@@ -50,8 +50,9 @@ type query struct {
 }
 
 type learned struct {
-	p  sched.Prediction
-	ok bool
+	p     sched.Prediction
+	ok    bool
+	basis string // p.String(user), made once
 }
 
 // New returns a Book with no history, keeping the predictor's default
