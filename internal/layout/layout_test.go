@@ -22,6 +22,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"orchestrator", []string{"agent", "agent/gpu", "agent/contain", "server", "daemon"}},
 		{"server", []string{"agent/gpu", "agent/contain", "daemon"}},
 		{"store", []string{"advise", "orchestrator", "server", "agent"}},
+		{"store/memstore", []string{"advise", "orchestrator", "server", "agent", "feature"}},
 		{"sched", []string{"store", "orchestrator", "server", "agent", "exec"}},
 		{"exec/slurm", []string{"exec/agents", "exec/ray", "exec/k8s", "agent"}},
 		{"exec/ray", []string{"exec/agents", "exec/slurm", "exec/k8s", "agent"}},
