@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -19,21 +17,6 @@ import (
 // whose process only sleeps for the hold's duration (it waits, starts,
 // is counted and ends like any job, and its job id is the hold's id from
 // then on).
-
-// checkHoldCap refuses a hold that would take its user's interactive GPUs
-// past MaxInteractiveGPUs. Only holds asked with "wait" are refused by it
-// (such a hold may become an interactive job); a hold without wait keeps
-// the route's old answers (201 or 409), yet counts toward the cap of the
-// user's later interactive work. Loop only.
-func (o *Orchestrator) checkHoldCap(user string, n int) error {
-	l := o.cfg.Limits.MaxInteractiveGPUs
-	if have := o.interactiveGPUs(user); l > 0 && have+n > l {
-		return &api.Error{Status: http.StatusTooManyRequests, Code: "interactive_gpus_exceeded", Field: "gpu_count",
-			Message: fmt.Sprintf("%s has %d interactive GPUs queued, running or held; %d more would pass --max-interactive-gpus (%d per user)",
-				user, have, n, l)}
-	}
-	return nil
-}
 
 // queueHold queues a hold that waits as an interactive job sleeping for
 // its duration. Loop only, in tx.
