@@ -48,6 +48,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/arrays", []string{"orchestrator", "server", "agent"}},
 		{"feature/refs", []string{"orchestrator", "server", "agent"}},
 		{"feature/limits", []string{"orchestrator", "server", "agent"}},
+		{"feature/prune", []string{"orchestrator", "server", "agent"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {
