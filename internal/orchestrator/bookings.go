@@ -97,24 +97,13 @@ func (f bookingTick) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
 
 // checkBookings moves bookings along their windows. Loop only.
 func (o *Orchestrator) checkBookings(ctx context.Context) {
-	o.mu.Lock()
-	if o.bookings.Len() == 0 {
-		o.mu.Unlock()
-		return
-	}
-	tx := o.begin()
-	o.bookings.Step(tx)
-	if tx.batch.Empty() && !o.notes.Pending() {
-		o.mu.Unlock()
-		return
-	}
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("bookings not committed", "err", err)
-		return
-	}
-	o.runAfter(ctx, tx)
+	o.inTx(ctx, "bookings", func(tx *txn) bool {
+		if o.bookings.Len() == 0 {
+			return false
+		}
+		o.bookings.Step(tx)
+		return !tx.batch.Empty() || o.notes.Pending()
+	})
 }
 
 // expire gives the jobs whose booking's window ended the time-limit

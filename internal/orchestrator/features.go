@@ -30,8 +30,8 @@ func (o *Orchestrator) features() []any {
 		bookingTick{o},  // bookings move along their windows, each tick in a transaction (bookings.go)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim,      // what idle reclaim kept of an ended job's connections
-		idleReclaim{o}, // interactive jobs idle too long are reclaimed (reclaim.go)
-		timeLimits{o},  // running attempts past their time limit are stopped (limits.go)
+		idleReclaim{o}, // interactive jobs idle too long are reclaimed (feature/reclaim's Step, in a transaction of the loop's)
+		timeLimits{o},  // running attempts past their time limit are stopped (feature/limits' TimeLimits, likewise)
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
 		noteFlush{o},   // what was noted, committed when nothing else commits (notify.go)
 		endedJobs{o},   // ended jobs summarised, then out of memory (finished.go)

@@ -86,22 +86,12 @@ func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
 // checkHolds ends every hold past its expiry. Loop only.
 func (o *Orchestrator) checkHolds(ctx context.Context) {
 	now := o.cfg.Now()
-	o.mu.Lock()
-	due := o.holds.Due(now)
-	if len(due) == 0 {
-		o.mu.Unlock()
-		return
-	}
-	tx := o.begin()
-	for _, h := range due {
-		o.releaseHold(tx, h)
-		o.log.Info("hold expired; GPUs released", "hold", h.JobID, "user", h.User)
-	}
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("hold expiry not committed", "err", err)
-		return
-	}
-	o.runAfter(ctx, tx)
+	o.inTx(ctx, "hold expiry", func(tx *txn) bool {
+		due := o.holds.Due(now)
+		for _, h := range due {
+			o.releaseHold(tx, h)
+			o.log.Info("hold expired; GPUs released", "hold", h.JobID, "user", h.User)
+		}
+		return len(due) > 0
+	})
 }

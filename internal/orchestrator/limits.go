@@ -1,49 +1,10 @@
 package orchestrator
 
 import (
-	"context"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/notify"
 )
-
-// checkTimeLimits stops every running attempt past its time limit, like a
-// cancel: SIGTERM, the cancel grace, SIGKILL; the job then ends failed
-// with reason time_limit (exitOutcome). Loop only.
-func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
-	now := o.cfg.Now()
-	o.mu.Lock()
-	tx := o.begin()
-	for id := range o.active {
-		j := o.jobs[id]
-		if j.TimeLimit == nil || j.StartedAt == nil || j.TimedOut || j.CancelRequested || j.State != api.StateRunning {
-			continue
-		}
-		o.notes.TimeWarning(j, now)
-		if now.Sub(*j.StartedAt) <= j.TimeLimit.Duration() {
-			o.limits.arm(j.StartedAt.Add(j.TimeLimit.Duration()), now)
-			continue
-		}
-		j.TimedOut = true
-		tx.touch(j)
-		o.notes.Job(j, notify.JobTimeLimit, now)
-		attempt, grace := j.RetryCount, o.cfg.CancelGrace
-		tx.after = append(tx.after, func() {
-			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {
-				o.log.Error("stop job past its time limit", "job_id", id, "err", err)
-			}
-		})
-		o.log.Info("job past its time limit; stopping it", "job_id", id, "time_limit", j.TimeLimit.Duration())
-	}
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("time limits not committed", "err", err)
-		return
-	}
-	o.runAfter(ctx, tx)
-}
 
 // JobOwner returns the user and project of a job.
 func (o *Orchestrator) JobOwner(id string) (user, project string, ok bool) {
