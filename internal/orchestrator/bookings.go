@@ -10,7 +10,6 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/bookings"
-	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -107,25 +106,9 @@ func (o *Orchestrator) checkBookings(ctx context.Context) {
 }
 
 // expire gives the jobs whose booking's window ended the time-limit
-// treatment: SIGTERM, the cancel grace, SIGKILL; they end failed with
-// reason reservation_ended (bookings.Outcome). Write lock held.
+// treatment (bookings.Books.Expire). Write lock held.
 func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
-	for _, e := range es {
-		j := o.jobs[e.JobID]
-		if j == nil || j.State != api.StateRunning || j.TimedOut || j.CancelRequested {
-			continue
-		}
-		j.TimedOut, j.ReservationEnded = true, true
-		tx.touch(j)
-		o.notes.Job(j, notify.JobTimeLimit, tx.now)
-		id, attempt, grace := j.ID, j.RetryCount, o.cfg.CancelGrace
-		tx.after = append(tx.after, func() {
-			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {
-				o.log.Error("stop job at its booking's end", "job_id", id, "err", err)
-			}
-		})
-		o.log.Info("job's booking ended; stopping it", "job_id", id, "booking", e.Booking)
-	}
+	o.bookings.Expire(tx, es, running{o, ctx}, o.notes, o.cfg.CancelGrace)
 }
 
 // bookingCluster is what feature/bookings reads of the books
