@@ -30,7 +30,7 @@ type fakeRunning struct {
 	armed    []time.Time
 }
 
-func (r *fakeRunning) Active() iter.Seq[*api.Job]      { return slices.Values(r.jobs) }
+func (r *fakeRunning) Active() iter.Seq[*api.Job]     { return slices.Values(r.jobs) }
 func (r *fakeRunning) Touch(_ feature.Tx, j *api.Job) { r.touched = append(r.touched, j.ID) }
 func (r *fakeRunning) Stop(_ feature.Tx, j *api.Job, grace time.Duration, notice, _ string) {
 	r.stops = append(r.stops, fmt.Sprintf("%s %s %q", j.ID, grace, notice))
