@@ -49,6 +49,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/refs", []string{"orchestrator", "server", "agent"}},
 		{"feature/limits", []string{"orchestrator", "server", "agent"}},
 		{"feature/prune", []string{"orchestrator", "server", "agent"}},
+		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {
