@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -18,25 +17,18 @@ import (
 // is counted and ends like any job, and its job id is the hold's id from
 // then on).
 
-// queueHold queues a hold that waits as an interactive job sleeping for
-// its duration. Loop only, in tx.
+// queueHold queues a hold that waits as the interactive job it becomes
+// (holds.AsJob). Loop only, in tx.
 func (o *Orchestrator) queueHold(tx *txn, req api.AllocateRequest, user string, d time.Duration) (api.Hold, error) {
-	n := req.GPUCount
-	secs := int64(d / time.Second)
-	sreq := api.SubmitRequest{Name: req.JobID, User: user, Command: "sleep " + strconv.FormatInt(secs, 10),
-		GPUCount: &n, GPUMemoryGB: req.MemoryGB, GPUType: req.GPUType, Class: api.ClassInteractive,
-		TimeLimit: api.RawValue(strconv.Quote(d.String()))}
+	sreq, limit := holds.AsJob(req, user, d)
 	r, err := o.submit(tx, &sreq, "", false)
 	if err != nil {
 		return api.Hold{}, err
 	}
 	j := o.jobs[r.job.ID]
 	j.Hold = req.JobID
-	// The process ends the hold at its duration; the time limit, a minute
-	// later, is a backstop.
-	limit := api.Seconds((d + time.Minute).Seconds())
 	j.TimeLimit = &limit
-	o.log.Info("hold queued", "hold", req.JobID, "job_id", j.ID, "gpus", n, "duration", d)
+	o.log.Info("hold queued", "hold", req.JobID, "job_id", j.ID, "gpus", req.GPUCount, "duration", d)
 	return api.Hold{JobID: j.ID, Name: req.JobID, User: user, HeldAt: tx.now, Allocation: []api.Allocation{},
 		Queued: true, Poll: "/queue/" + j.ID}, nil
 }
