@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"time"
-
-	"github.com/corral-sched/corral/internal/api"
 )
 
 // JobOwner returns the user and project of a job.
@@ -27,13 +25,6 @@ func (o *Orchestrator) HoldOwner(id string) (user string, ok bool) {
 		return "", false
 	}
 	return h.User, true
-}
-
-func limitText(s *api.Seconds) string {
-	if s == nil {
-		return "?"
-	}
-	return s.Duration().String()
 }
 
 // limitTimer wakes the loop when the earliest time limit of a running job

@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -51,4 +52,17 @@ func (t TimeLimits) Check(tx feature.Tx, now time.Time) {
 		t.Running.Stop(tx, j, t.Grace, "", "stop job past its time limit")
 		t.Log.Info("job past its time limit; stopping it", "job_id", j.ID, "time_limit", j.TimeLimit.Duration())
 	}
+}
+
+// Outcome is how a job stopped at its time limit ends.
+func Outcome(j *api.Job, code int) (api.State, string, string) {
+	return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
+}
+
+// limitText is a time limit as the outcome's message says it.
+func limitText(s *api.Seconds) string {
+	if s == nil {
+		return "?"
+	}
+	return s.Duration().String()
 }
