@@ -129,3 +129,15 @@ func TestSQLiteLog(t *testing.T) {
 		return s
 	})
 }
+
+func TestPostgresLog(t *testing.T) {
+	storetest.Postgres(t) // skips when there is no server
+	storetest.RunLog(t, func(t *testing.T) storetest.Log {
+		s, err := store.OpenPostgres(context.Background(), storetest.Postgres(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
