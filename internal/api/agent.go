@@ -199,7 +199,7 @@ type TaskSpec struct {
 	// and Error are files (paths expanded, relative to Workdir) that get
 	// the job's stdout and stderr too, written as the job's account.
 	// Signal ("USR1", or "B:USR1" for the main process only) is sent
-	// SignalAfter from the task's start (sbatch --signal). Issue 26.
+	// SignalAfter from the task's start (sbatch --signal).
 	Script      string  `json:"script,omitempty"`
 	Output      string  `json:"output,omitempty"`
 	Error       string  `json:"error,omitempty"`

@@ -37,7 +37,7 @@ type Task struct {
 	// the attempt when it runs past it; an executor whose engine needs a
 	// limit of its own (Slurm's --time) sets it a little later.
 	TimeLimit time.Duration
-	// Batch scripts and Slurm's submit options (issue 26; api.JobIO).
+	// Batch scripts and Slurm's submit options (api.JobIO).
 	// Script, when set, is run with its own #! line, Command being its
 	// arguments. Output and Error are patterns (batchscript.Expand) of
 	// files on the node that also get the job's stdout and stderr; Name,

@@ -23,6 +23,7 @@ package feature
 
 import (
 	"context"
+	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -112,4 +113,21 @@ type Ticker interface {
 // It is called after the jobs are back, in registration order.
 type Loader interface {
 	Load(st *store.State)
+}
+
+// Running is the running work as a feature's timed work sees it (time
+// limits, idle reclaim): the jobs holding GPUs, and what the feature may
+// ask the loop to do with them in its transaction. Only the loop calls
+// the executor; Stop asks it to, once the transaction is committed.
+type Running interface {
+	// Active yields the jobs holding GPUs (scheduled, allocating,
+	// running), in no order.
+	Active() iter.Seq[*api.Job]
+	// Touch marks j changed in tx, so that its row is written.
+	Touch(tx Tx, j *api.Job)
+	// Stop stops j's current attempt once tx is committed: the notice
+	// first when there is one (where the executor writes notices), then
+	// SIGTERM, grace, SIGKILL. failed is what the log says when the
+	// executor fails to stop it.
+	Stop(tx Tx, j *api.Job, grace time.Duration, notice, failed string)
 }

@@ -22,6 +22,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"orchestrator", []string{"agent", "agent/gpu", "agent/contain", "server", "daemon"}},
 		{"server", []string{"agent/gpu", "agent/contain", "daemon"}},
 		{"store", []string{"advise", "orchestrator", "server", "agent"}},
+		{"store/memstore", []string{"advise", "orchestrator", "server", "agent", "feature"}},
 		{"sched", []string{"store", "orchestrator", "server", "agent", "exec"}},
 		{"exec/slurm", []string{"exec/agents", "exec/ray", "exec/k8s", "agent"}},
 		{"exec/ray", []string{"exec/agents", "exec/slurm", "exec/k8s", "agent"}},
@@ -47,6 +48,9 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/arrays", []string{"orchestrator", "server", "agent"}},
 		{"feature/refs", []string{"orchestrator", "server", "agent"}},
 		{"feature/runtimes", []string{"orchestrator", "server", "agent"}},
+		{"feature/limits", []string{"orchestrator", "server", "agent"}},
+		{"feature/prune", []string{"orchestrator", "server", "agent"}},
+		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/bookings"
-	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -97,46 +96,22 @@ func (f bookingTick) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
 
 // checkBookings moves bookings along their windows. Loop only.
 func (o *Orchestrator) checkBookings(ctx context.Context) {
-	o.mu.Lock()
-	if o.bookings.Len() == 0 {
-		o.mu.Unlock()
-		return
-	}
-	tx := o.begin()
-	o.bookings.Step(tx)
-	if tx.batch.Empty() && !o.notes.Pending() {
-		o.mu.Unlock()
-		return
-	}
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("bookings not committed", "err", err)
-		return
-	}
-	o.runAfter(ctx, tx)
+	o.inTx(ctx, "bookings", func(tx *txn) bool {
+		if o.bookings.Len() == 0 {
+			return false
+		}
+		o.bookings.Step(tx)
+		return !tx.batch.Empty() || o.notes.Pending()
+	})
 }
 
 // expire gives the jobs whose booking's window ended the time-limit
-// treatment: SIGTERM, the cancel grace, SIGKILL; they end failed with
-// reason reservation_ended (bookings.Outcome). Write lock held.
+// treatment (bookings.Books.Expire). Write lock held.
 func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
-	for _, e := range es {
-		j := o.jobs[e.JobID]
-		if j == nil || j.State != api.StateRunning || j.TimedOut || j.CancelRequested {
-			continue
-		}
-		j.TimedOut, j.ReservationEnded = true, true
-		tx.touch(j)
-		o.notes.Job(j, notify.JobTimeLimit, tx.now)
-		id, attempt, grace := j.ID, j.RetryCount, o.cfg.CancelGrace
-		tx.after = append(tx.after, func() {
-			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {
-				o.log.Error("stop job at its booking's end", "job_id", id, "err", err)
-			}
-		})
-		o.log.Info("job's booking ended; stopping it", "job_id", id, "booking", e.Booking)
+	if len(es) == 0 {
+		return // most cycles expire nothing, and running as an interface costs an allocation
 	}
+	o.bookings.Expire(tx, es, running{o, ctx}, o.notes, o.cfg.CancelGrace)
 }
 
 // bookingCluster is what feature/bookings reads of the books

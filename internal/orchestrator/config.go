@@ -45,7 +45,7 @@ type Config struct {
 	// first retry; it doubles with each further retry, up to 10 minutes.
 	// Default 10s.
 	RetryBackoff time.Duration
-	// Limits bound what users may queue and run (limits.go).
+	// Limits bound what users may queue and run (package limits).
 	Limits  Limits
 	Now     func() time.Time // default time.Now
 	Logger  *slog.Logger
@@ -58,7 +58,7 @@ type Config struct {
 
 	// MaxLogSize is how many bytes of output the server stores per
 	// attempt and rank from remote agents; the rest is dropped behind one
-	// marker line (logs.go). 0: no cap.
+	// marker line (package joblogs). 0: no cap.
 	MaxLogSize int64
 
 	// Notify plans the notifications of each batch, written with it

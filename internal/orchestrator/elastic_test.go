@@ -2,14 +2,13 @@ package orchestrator
 
 import (
 	"context"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/store"
+	"github.com/corral-sched/corral/internal/store/memstore"
 )
 
 // TestElasticGrantAndRequeue: an elastic job starts with what is free and
@@ -70,18 +69,14 @@ func TestElasticWaitsForItsMaximum(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	ex := newFakeExec()
-	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(), Tick: time.Hour, Now: clock})
+	o, err := New(ctx, Config{Store: memstore.New(), Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(), Tick: time.Hour, Now: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; st.Close() })
+	t.Cleanup(func() { cancel(); <-done })
 	h := &harness{t: t, o: o, ex: ex}
 
 	h.submit(api.SubmitRequest{Command: "small", GPUCount: gpus(2)})

@@ -19,19 +19,19 @@ import (
 // its grace. The golden day test (golden_test.go) records it.
 func (o *Orchestrator) features() []any {
 	return []any{
-		o.refs,         // short numbers: the last one given, at recovery (feature/refs)
-		jobio.Check{},  // scripts, output paths and images checked at submit
-		o.deps,         // depends_on checked at submit, held jobs kept out of the cycle (package deps)
-		o.sizes,        // a job's command and env, and each user's live jobs, bounded in bytes
-		queueLimits{o}, // what one user and the cluster may queue (limits.go)
-		o.holds,        // GPUs held outside the queue: their share of the snapshot
-		holdExpiry{o},  // holds past their expiry release their GPUs (holds.go)
-		o.bookings,     // bookings: who may submit to one, blocked intervals, their books at recovery (feature/bookings)
-		bookingTick{o}, // bookings move along their windows, each tick in a transaction (bookings.go)
+		o.refs,          // short numbers: the last one given, at recovery (feature/refs)
+		jobio.Check{},   // scripts, output paths and images checked at submit
+		o.deps,          // depends_on checked at submit, held jobs kept out of the cycle (package deps)
+		o.sizes,         // a job's command and env, and each user's live jobs, bounded in bytes
+		o.queueLimits(), // what one user and the cluster may queue, interactive work's limits (feature/limits)
+		o.holds,         // GPUs held outside the queue: their share of the snapshot
+		holdExpiry{o},   // holds past their expiry release their GPUs (holds.go)
+		o.bookings,      // bookings: who may submit to one, blocked intervals, their books at recovery (feature/bookings)
+		bookingTick{o},  // bookings move along their windows, each tick in a transaction (bookings.go)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim,      // what idle reclaim kept of an ended job's connections
-		idleReclaim{o}, // interactive jobs idle too long are reclaimed (reclaim.go)
-		timeLimits{o},  // running attempts past their time limit are stopped (limits.go)
+		idleReclaim{o}, // interactive jobs idle too long are reclaimed (feature/reclaim's Step, in a transaction of the loop's)
+		timeLimits{o},  // running attempts past their time limit are stopped (feature/limits' TimeLimits, likewise)
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
 		noteFlush{o},   // what was noted, committed when nothing else commits (notify.go)
 		endedJobs{o},   // ended jobs summarised, then out of memory (finished.go)
@@ -44,12 +44,6 @@ func (o *Orchestrator) features() []any {
 
 // The rooms below still live in this package and reach into the shared
 // books through o; each is the seam along which its feature moves out.
-
-type queueLimits struct{ o *Orchestrator }
-
-func (f queueLimits) CheckSubmit(s *feature.Submission) error {
-	return f.o.checkLimits(s.Job, s.Exempt)
-}
 
 type holdExpiry struct{ o *Orchestrator }
 

@@ -2,12 +2,11 @@ package orchestrator
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/corral-sched/corral/internal/feature/history"
-	"github.com/corral-sched/corral/internal/store"
+	"github.com/corral-sched/corral/internal/store/memstore"
 )
 
 // TestHistorySurvivesRestart: samples are stored as they are taken, a new
@@ -15,28 +14,23 @@ import (
 // retention are dropped from the store.
 func TestHistorySurvivesRestart(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "corral.db")
 	clk := &clock{t: time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)}
-	open := func() (*Orchestrator, *store.Store) {
-		st, err := store.Open(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
+	st := memstore.New() // the same store across restarts
+	open := func() *Orchestrator {
 		o, err := New(ctx, Config{Store: st, Executor: newFakeExec(), DataDir: t.TempDir(), Now: clk.now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return o, st
+		return o
 	}
-	o, st := open()
+	o := open()
 	first := clk.now()
 	o.SampleHistory(ctx)
 	clk.add(history.Interval)
 	o.SampleHistory(ctx)
-	st.Close()
 
 	clk.add(time.Minute)
-	o, st = open()
+	o = open()
 	h := o.ClusterHistory(history.Query{Since: first.Add(-time.Minute), Points: 1000})
 	if len(h.Points) != 2 || h.Points[0].At.After(first.Add(history.Interval)) {
 		t.Fatalf("after a restart: points %+v; want the 2 samples from before, the first in the step after %v", h.Points, first)
@@ -44,9 +38,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	// A day later, the old samples leave the store as a new one comes.
 	clk.add(history.Retention)
 	o.SampleHistory(ctx)
-	st.Close()
-	o, st = open()
-	defer st.Close()
+	o = open()
 	h = o.ClusterHistory(history.Query{Since: first, Points: 5000})
 	if len(h.Points) != 1 {
 		t.Fatalf("%d points a day later; want only the new sample", len(h.Points))

@@ -2,9 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -20,40 +17,18 @@ import (
 // is counted and ends like any job, and its job id is the hold's id from
 // then on).
 
-// checkHoldCap refuses a hold that would take its user's interactive GPUs
-// past MaxInteractiveGPUs. Only holds asked with "wait" are refused by it
-// (such a hold may become an interactive job); a hold without wait keeps
-// the route's old answers (201 or 409), yet counts toward the cap of the
-// user's later interactive work. Loop only.
-func (o *Orchestrator) checkHoldCap(user string, n int) error {
-	l := o.cfg.Limits.MaxInteractiveGPUs
-	if have := o.interactiveGPUs(user); l > 0 && have+n > l {
-		return &api.Error{Status: http.StatusTooManyRequests, Code: "interactive_gpus_exceeded", Field: "gpu_count",
-			Message: fmt.Sprintf("%s has %d interactive GPUs queued, running or held; %d more would pass --max-interactive-gpus (%d per user)",
-				user, have, n, l)}
-	}
-	return nil
-}
-
-// queueHold queues a hold that waits as an interactive job sleeping for
-// its duration. Loop only, in tx.
+// queueHold queues a hold that waits as the interactive job it becomes
+// (holds.AsJob). Loop only, in tx.
 func (o *Orchestrator) queueHold(tx *txn, req api.AllocateRequest, user string, d time.Duration) (api.Hold, error) {
-	n := req.GPUCount
-	secs := int64(d / time.Second)
-	sreq := api.SubmitRequest{Name: req.JobID, User: user, Command: "sleep " + strconv.FormatInt(secs, 10),
-		GPUCount: &n, GPUMemoryGB: req.MemoryGB, GPUType: req.GPUType, Class: api.ClassInteractive,
-		TimeLimit: api.RawValue(strconv.Quote(d.String()))}
+	sreq, limit := holds.AsJob(req, user, d)
 	r, err := o.submit(tx, &sreq, "", false)
 	if err != nil {
 		return api.Hold{}, err
 	}
 	j := o.jobs[r.job.ID]
 	j.Hold = req.JobID
-	// The process ends the hold at its duration; the time limit, a minute
-	// later, is a backstop.
-	limit := api.Seconds((d + time.Minute).Seconds())
 	j.TimeLimit = &limit
-	o.log.Info("hold queued", "hold", req.JobID, "job_id", j.ID, "gpus", n, "duration", d)
+	o.log.Info("hold queued", "hold", req.JobID, "job_id", j.ID, "gpus", req.GPUCount, "duration", d)
 	return api.Hold{JobID: j.ID, Name: req.JobID, User: user, HeldAt: tx.now, Allocation: []api.Allocation{},
 		Queued: true, Poll: "/queue/" + j.ID}, nil
 }
@@ -103,22 +78,12 @@ func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
 // checkHolds ends every hold past its expiry. Loop only.
 func (o *Orchestrator) checkHolds(ctx context.Context) {
 	now := o.cfg.Now()
-	o.mu.Lock()
-	due := o.holds.Due(now)
-	if len(due) == 0 {
-		o.mu.Unlock()
-		return
-	}
-	tx := o.begin()
-	for _, h := range due {
-		o.releaseHold(tx, h)
-		o.log.Info("hold expired; GPUs released", "hold", h.JobID, "user", h.User)
-	}
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("hold expiry not committed", "err", err)
-		return
-	}
-	o.runAfter(ctx, tx)
+	o.inTx(ctx, "hold expiry", func(tx *txn) bool {
+		due := o.holds.Due(now)
+		for _, h := range due {
+			o.releaseHold(tx, h)
+			o.log.Info("hold expired; GPUs released", "hold", h.JobID, "user", h.User)
+		}
+		return len(due) > 0
+	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/attach"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/store"
+	"github.com/corral-sched/corral/internal/store/memstore"
 )
 
 // startInteractive runs an orchestrator on one 8-GPU node with limits, a
@@ -20,25 +19,20 @@ import (
 func startInteractive(t *testing.T, clk *clock, l Limits, reg ...*attach.Registry) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	path := filepath.Join(t.TempDir(), "corral.db")
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ex := newFakeExec()
 	var a *attach.Registry
 	if len(reg) > 0 {
 		a = reg[0]
 	}
-	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
+	o, err := New(ctx, Config{Store: memstore.New(), Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
 		Tick: 10 * time.Millisecond, CancelGrace: 3 * time.Second, Limits: l, Now: clk.now, Attach: a})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
-	h := &harness{t: t, o: o, ex: ex, path: path}
-	t.Cleanup(func() { cancel(); <-done; st.Close() })
+	h := &harness{t: t, o: o, ex: ex}
+	t.Cleanup(func() { cancel(); <-done })
 	return h
 }
 
@@ -111,13 +105,9 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 // usage after a restart on the same store, though no job records it.
 func TestHoldUsageSurvivesRestart(t *testing.T) {
 	clk := newClock()
-	path := filepath.Join(t.TempDir(), "corral.db")
+	st := memstore.New() // the same store across the restart
 	open := func() (*Orchestrator, func()) {
 		ctx, cancel := context.WithCancel(context.Background())
-		st, err := store.Open(ctx, path)
-		if err != nil {
-			t.Fatal(err)
-		}
 		o, err := New(ctx, Config{Store: st, Executor: newFakeExec(), Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
 			Tick: time.Hour, Now: clk.now})
 		if err != nil {
@@ -125,7 +115,7 @@ func TestHoldUsageSurvivesRestart(t *testing.T) {
 		}
 		done := make(chan struct{})
 		go func() { o.Run(ctx); close(done) }()
-		return o, func() { cancel(); <-done; st.Close() }
+		return o, func() { cancel(); <-done }
 	}
 	usage := func(o *Orchestrator) float64 {
 		o.mu.RLock()

@@ -9,6 +9,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/bookings"
+	"github.com/corral-sched/corral/internal/feature/limits"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/jobspec"
 )
@@ -208,7 +209,7 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 	case j.TimedOut && j.ReservationEnded:
 		return bookings.Outcome(j, code) // feature/bookings
 	case j.TimedOut:
-		return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)
+		return limits.Outcome(j, code) // feature/limits
 	case j.IdleReclaimed:
 		return reclaim.Outcome(code)
 	case j.CancelRequested:

@@ -1,103 +1,8 @@
 package orchestrator
 
 import (
-	"context"
-	"fmt"
-	"net/http"
 	"time"
-
-	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature/jobio"
-	"github.com/corral-sched/corral/internal/notify"
 )
-
-// Limits bound what users may queue and run. Zero means no limit.
-type Limits struct {
-	MaxQueueSize     int           // queued jobs in all (the seed's CORRAL_MAX_QUEUE_SIZE)
-	MaxQueuedPerUser int           // queued jobs of one user (admins submitting are exempt)
-	MaxGPUsPerJob    int           // gpu_count x nodes of one job
-	MaxRunTime       time.Duration // a job's time_limit: the default, and the most it may ask
-	MaxArraySize     int           // tasks of one job array; 0: api.DefaultMaxArraySize (arrays.go)
-	// Interactive work (interactive.go): GPUs of one user's interactive
-	// jobs and holds, and the longest time limit of an interactive job.
-	MaxInteractiveGPUs int
-	MaxInteractiveTime time.Duration
-	// Sizes (package sizes): bytes of one job's command, of its env (names
-	// and values), and of one user's jobs not ended (admins are exempt).
-	// 0: the default; negative: no limit.
-	MaxCommandBytes    int64
-	MaxEnvBytes        int64
-	MaxUserQueuedBytes int64
-}
-
-// checkLimits checks a valid submission against the limits and gives it
-// the default time limit. Loop only (it reads the queue).
-func (o *Orchestrator) checkLimits(j *api.Job, exempt bool) error {
-	l := o.cfg.Limits
-	if err := o.checkInteractive(j); err != nil { // interactive.go
-		return err
-	}
-	if l.MaxGPUsPerJob > 0 && j.GPUCount*j.Nodes > l.MaxGPUsPerJob {
-		return api.Invalid("gpu_count", "asks for %d GPUs; one job may have at most %d on this server", j.GPUCount*j.Nodes, l.MaxGPUsPerJob)
-	}
-	if l.MaxRunTime > 0 {
-		max := api.Seconds(l.MaxRunTime.Seconds())
-		switch {
-		case j.TimeLimit == nil:
-			j.TimeLimit, j.TimeLimitFrom = &max, jobio.FromDefault
-		case j.TimeLimit.Duration() > l.MaxRunTime:
-			return api.Invalid("time_limit", "is %s; this server allows at most %s", j.TimeLimit.Duration(), l.MaxRunTime)
-		}
-	}
-	if l.MaxQueueSize > 0 && len(o.q.queued) >= l.MaxQueueSize {
-		return &api.Error{Status: http.StatusTooManyRequests, Code: "queue_full",
-			Message: fmt.Sprintf("the queue is full (%d jobs; the limit is %d); try again when some have started", len(o.q.queued), l.MaxQueueSize)}
-	}
-	if l.MaxQueuedPerUser > 0 && !exempt {
-		if n := o.q.byUser[j.User]; n >= l.MaxQueuedPerUser {
-			return &api.Error{Status: http.StatusTooManyRequests, Code: "user_queue_full",
-				Message: fmt.Sprintf("%s has %d jobs queued; the limit is %d per user", j.User, n, l.MaxQueuedPerUser)}
-		}
-	}
-	return nil
-}
-
-// checkTimeLimits stops every running attempt past its time limit, like a
-// cancel: SIGTERM, the cancel grace, SIGKILL; the job then ends failed
-// with reason time_limit (exitOutcome). Loop only.
-func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
-	now := o.cfg.Now()
-	o.mu.Lock()
-	tx := o.begin()
-	for id := range o.active {
-		j := o.jobs[id]
-		if j.TimeLimit == nil || j.StartedAt == nil || j.TimedOut || j.CancelRequested || j.State != api.StateRunning {
-			continue
-		}
-		o.notes.TimeWarning(j, now)
-		if now.Sub(*j.StartedAt) <= j.TimeLimit.Duration() {
-			o.limits.arm(j.StartedAt.Add(j.TimeLimit.Duration()), now)
-			continue
-		}
-		j.TimedOut = true
-		tx.touch(j)
-		o.notes.Job(j, notify.JobTimeLimit, now)
-		attempt, grace := j.RetryCount, o.cfg.CancelGrace
-		tx.after = append(tx.after, func() {
-			if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), id, attempt, grace); err != nil {
-				o.log.Error("stop job past its time limit", "job_id", id, "err", err)
-			}
-		})
-		o.log.Info("job past its time limit; stopping it", "job_id", id, "time_limit", j.TimeLimit.Duration())
-	}
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("time limits not committed", "err", err)
-		return
-	}
-	o.runAfter(ctx, tx)
-}
 
 // JobOwner returns the user and project of a job.
 func (o *Orchestrator) JobOwner(id string) (user, project string, ok bool) {
@@ -120,13 +25,6 @@ func (o *Orchestrator) HoldOwner(id string) (user string, ok bool) {
 		return "", false
 	}
 	return h.User, true
-}
-
-func limitText(s *api.Seconds) string {
-	if s == nil {
-		return "?"
-	}
-	return s.Duration().String()
 }
 
 // limitTimer wakes the loop when the earliest time limit of a running job

@@ -10,28 +10,23 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/store"
+	"github.com/corral-sched/corral/internal/store/memstore"
 )
 
 // startLimited runs an orchestrator with limits and a fast tick.
 func startLimited(t *testing.T, l Limits) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	path := filepath.Join(t.TempDir(), "corral.db")
-	st, err := store.Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ex := newFakeExec()
-	o, err := New(ctx, Config{Store: st, Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
+	o, err := New(ctx, Config{Store: memstore.New(), Executor: ex, Nodes: []Node{simNode("n1", 8)}, DataDir: t.TempDir(),
 		Tick: 20 * time.Millisecond, CancelGrace: 3 * time.Second, Limits: l})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { o.Run(ctx); close(done) }()
-	h := &harness{t: t, o: o, ex: ex, path: path}
-	t.Cleanup(func() { cancel(); <-done; st.Close() })
+	h := &harness{t: t, o: o, ex: ex}
+	t.Cleanup(func() { cancel(); <-done })
 	return h
 }
 

@@ -1,14 +1,10 @@
 package orchestrator
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/joblogs"
 )
 
 // RankLogPath is where rank N of an attempt writes its output: the
@@ -20,16 +16,10 @@ func (o *Orchestrator) RankLogPath(jobID string, attempt, rank int) string {
 	return o.attemptPath(jobID, attempt, ".rank"+strconv.Itoa(rank)+".log")
 }
 
-// maxLogChunk bounds one shipped chunk.
-const maxLogChunk = 1 << 20
-
-// WriteLog stores a chunk of a task's output shipped by a remote agent. The
-// node must hold that job. A chunk that starts past the end of what is
-// stored is refused (the agent resends from the end); one that overlaps it
-// adds only the new bytes, so retries are harmless. Past Config.MaxLogSize
-// bytes the log gets one marker line, and later chunks are accepted and
-// dropped. A failed write (a full disk) fails only this request; the
-// agent sends the chunk again later.
+// WriteLog stores a chunk of a task's output shipped by a remote agent
+// (joblogs.Append: no gaps, no duplicates, capped at Config.MaxLogSize).
+// The node must hold that job. A failed write (a full disk) fails only
+// this request; the agent sends the chunk again later.
 func (o *Orchestrator) WriteLog(c api.LogChunk) error {
 	return o.writeLog(c, false)
 }
@@ -44,8 +34,8 @@ func (o *Orchestrator) WritePlacedLog(c api.LogChunk) error {
 }
 
 func (o *Orchestrator) writeLog(c api.LogChunk, placed bool) error {
-	if len(c.Data) > maxLogChunk || c.Offset < 0 || c.Rank < 0 || c.Attempt < 0 {
-		return api.Invalid("data", "a log chunk holds at most %d bytes at a non-negative offset", maxLogChunk)
+	if len(c.Data) > joblogs.MaxChunk || c.Offset < 0 || c.Rank < 0 || c.Attempt < 0 {
+		return api.Invalid("data", "a log chunk holds at most %d bytes at a non-negative offset", joblogs.MaxChunk)
 	}
 	o.mu.RLock()
 	j, ok := o.lookup(c.JobID) // finished.go: a log's tail comes after its job ended
@@ -69,41 +59,12 @@ func (o *Orchestrator) writeLog(c api.LogChunk, placed bool) error {
 	if c.Rank >= ranks || c.Attempt > attempts {
 		return api.Invalid("rank", "job %s has ranks 0 to %d and attempts 0 to %d", c.JobID, ranks-1, attempts)
 	}
-	path := o.RankLogPath(c.JobID, c.Attempt, c.Rank)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("write log: %w", err)
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("write log: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("write log: %w", err)
-	}
-	size, limit := st.Size(), o.cfg.MaxLogSize
-	switch {
-	case limit > 0 && size >= limit:
-		return nil // capped: the marker is there, the rest is dropped
-	case c.Offset > size:
-		return api.Conflict("log_gap", "the stored log ends at byte %d; send from there", size)
-	case c.Offset+int64(len(c.Data)) <= size:
-		return nil // already stored
-	}
-	data := c.Data[size-c.Offset:]
-	capped := limit > 0 && size+int64(len(data)) > limit
-	if capped {
-		data = data[:limit-size]
-	}
-	if _, err := f.WriteAt(data, size); err != nil {
-		return fmt.Errorf("write log: %w", err)
-	}
-	if capped {
-		marker := fmt.Sprintf("\ncorral: the stored log reached its limit of %d bytes (--max-log-size of the server); further output of this attempt is dropped\n", limit)
-		if _, err := f.WriteAt([]byte(marker), limit); err != nil {
-			return fmt.Errorf("write log: %w", err)
-		}
-	}
-	return nil
+	return joblogs.Append(o.RankLogPath(c.JobID, c.Attempt, c.Rank), c.Offset, c.Data, o.cfg.MaxLogSize)
+}
+
+// LogTail returns the last n lines of an attempt's output (rank 0), for a
+// failure's notification; nil when there is none. Safe from any
+// goroutine (it reads only the file).
+func (o *Orchestrator) LogTail(jobID string, attempt, n int) []string {
+	return joblogs.Tail(o.LogPath(jobID, attempt), n)
 }

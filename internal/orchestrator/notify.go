@@ -1,12 +1,8 @@
 package orchestrator
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -89,46 +85,6 @@ func (o *Orchestrator) queueWaitP95(now time.Time) time.Duration {
 	}
 	slices.Sort(waits)
 	return time.Duration(percentile(waits, 95) * float64(time.Second))
-}
-
-// maxTailBytes bounds how much of a log LogTail reads.
-const maxTailBytes = 64 << 10
-
-// LogTail returns the last n lines of an attempt's output (rank 0), for a
-// failure's notification; nil when there is none. Safe from any
-// goroutine (it reads only the file).
-func (o *Orchestrator) LogTail(jobID string, attempt, n int) []string {
-	f, err := os.Open(o.LogPath(jobID, attempt))
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil
-	}
-	off := max(st.Size()-maxTailBytes, 0)
-	b, err := io.ReadAll(io.NewSectionReader(f, off, st.Size()-off))
-	if err != nil {
-		return nil
-	}
-	b = bytes.TrimRight(b, "\n")
-	if len(b) == 0 {
-		return nil
-	}
-	lines := strings.Split(strings.ToValidUTF8(string(b), "?"), "\n")
-	if off > 0 && len(lines) > 1 {
-		lines = lines[1:] // the first may be cut
-	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	for i, l := range lines {
-		if len(l) > 300 {
-			lines[i] = l[:300] + "…"
-		}
-	}
-	return lines
 }
 
 // JobEnv returns a copy of a job's env (nil when there is no such job):

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/store"
+	"github.com/corral-sched/corral/internal/store/memstore"
 )
 
 // kickCounter is a Notifier that plans with a real planner and counts
@@ -33,11 +34,7 @@ func (k *kickCounter) Kick() { k.mu.Lock(); k.kicks++; k.mu.Unlock() }
 func TestNotificationsRideWithTheChange(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "corral.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := memstore.New()
 	seal, _ := notify.NewSealer(make([]byte, 32))
 	reg, err := notify.NewRegistry(ctx, &notify.MemStore{}, seal, nil)
 	if err != nil {
@@ -65,14 +62,7 @@ func TestNotificationsRideWithTheChange(t *testing.T) {
 	}
 	go o.Run(ctx)
 
-	rows := func() []store.OutboxItem {
-		r, err := st.Outbox(ctx, store.OutboxFilter{Limit: 1000})
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Reverse(r)
-		return r
-	}
+	rows := func() []store.OutboxItem { return st.Outbox() }
 	waitRows := func(what string, cond func([]store.OutboxItem) bool) []store.OutboxItem {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)

@@ -2,97 +2,109 @@ package orchestrator
 
 import (
 	"context"
+	"iter"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/feature/reclaim"
-	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/feature"
+	"github.com/corral-sched/corral/internal/feature/limits"
 )
 
-// Idle reclaim of interactive work: the rules are package reclaim's
-// (o.reclaim); here the loop walks its running jobs, asks what to do with
-// each, and does it: the warning's row and notification, and the stop,
-// as a preemption's (the notice, SIGTERM, the grace, SIGKILL).
+// Timed work on the running jobs is the features' (feature/limits' time
+// limits, feature/reclaim's idle reclaim); here is the loop's side: the
+// tick's transaction, and the running work as they see it (running).
 
-// checkInteractiveIdle warns, then ends, idle interactive jobs. Loop only.
+// checkTimeLimits stops every running attempt past its time limit
+// (limits.TimeLimits). Loop only.
+func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
+	now := o.cfg.Now()
+	o.inTx(ctx, "time limits", func(tx *txn) bool {
+		limits.TimeLimits{Running: running{o, ctx}, Notes: o.notes, Grace: o.cfg.CancelGrace,
+			Arm: o.limits.arm, Log: o.log}.Check(tx, now)
+		return true
+	})
+}
+
+// checkInteractiveIdle warns, then ends, idle interactive jobs
+// (reclaim.Books.Step). Loop only.
 func (o *Orchestrator) checkInteractiveIdle(ctx context.Context) {
 	now := o.cfg.Now()
+	o.inTx(ctx, "idle reclaim", func(tx *txn) bool {
+		o.reclaim.Step(tx, now, running{o, ctx}, o.notes, o.log)
+		return true
+	})
+}
+
+// inTx runs step, a ticker's work, in a transaction of its own under the
+// lock, and commits it unless step says there is nothing to commit; what
+// follows the commit (executor calls) runs once the lock is released.
+// what names the work in the log. Loop only.
+func (o *Orchestrator) inTx(ctx context.Context, what string, step func(tx *txn) bool) {
 	o.mu.Lock()
 	tx := o.begin()
-	for id := range o.active {
-		j := o.jobs[id]
-		c := o.policy.Classes[j.Class]
-		v, ends := o.reclaim.Look(j, c, now, o.gpuUtil)
-		switch v {
-		case reclaim.InUse:
-			if j.IdleEndsAt != nil {
-				j.IdleEndsAt = nil
-				tx.touch(j)
-				o.log.Info("interactive job in use again", "job_id", id)
-			}
-			continue
-		case reclaim.Warn, reclaim.Reclaim:
-			if j.IdleEndsAt == nil {
-				j.IdleEndsAt = &ends
-				tx.touch(j)
-				o.notes.Job(j, notify.JobIdleWarning, now)
-				o.log.Warn("interactive job idle: it ends unless used", "job_id", id, "user", j.User, "ends_at", ends)
-			}
-		}
-		if v == reclaim.Reclaim {
-			o.reclaimIdle(ctx, tx, j, c)
-		}
+	if !step(tx) {
+		o.mu.Unlock()
+		return
 	}
 	err := o.commit(ctx, tx)
 	o.mu.Unlock()
 	if err != nil {
-		o.log.Error("idle reclaim not committed", "err", err)
+		o.log.Error(what+" not committed", "err", err)
 		return
 	}
 	o.runAfter(ctx, tx)
 }
 
-// reclaimIdle ends an idle interactive job as a preemption would stop it:
-// the notice, SIGTERM, its grace, SIGKILL; it ends canceled with reason
-// idle (exitOutcome). Lock held, in tx.
-func (o *Orchestrator) reclaimIdle(ctx context.Context, tx *txn, j *api.Job, c api.ClassIdle) {
-	j.IdleReclaimed, j.CancelRequested = true, true
-	if j.IdleEndsAt == nil {
-		t := tx.now
-		j.IdleEndsAt = &t
+// running is the running work as the timed features see it
+// (feature.Running, reclaim.Loop), for one tick: ctx is the tick's, which
+// the executor's calls outlive. Lock held.
+type running struct {
+	o   *Orchestrator
+	ctx context.Context
+}
+
+func (r running) Active() iter.Seq[*api.Job] {
+	return func(yield func(*api.Job) bool) {
+		for id := range r.o.active {
+			if !yield(r.o.jobs[id]) {
+				return
+			}
+		}
 	}
-	tx.touch(j)
-	o.reclaim.Reclaimed(j.ID)
-	grace := o.policy.PreemptGrace.Duration()
-	if j.PreemptGrace != nil {
-		grace = j.PreemptGrace.Duration()
-	}
-	id, attempt := j.ID, j.RetryCount
-	notice := reclaim.Notice(tx.now, c, grace)
-	o.log.Info("idle interactive job ending", "job_id", id, "user", j.User, "grace", grace)
-	tx.after = append(tx.after, func() {
-		ctx := context.WithoutCancel(ctx)
-		if n, ok := o.cfg.Executor.(exec.Noticer); ok {
+}
+
+func (r running) Touch(tx feature.Tx, j *api.Job) { ownTxn(tx).touch(j) }
+
+func (r running) Stop(tx feature.Tx, j *api.Job, grace time.Duration, notice, failed string) {
+	o, id, attempt := r.o, j.ID, j.RetryCount
+	t := ownTxn(tx)
+	t.after = append(t.after, func() {
+		ctx := context.WithoutCancel(r.ctx)
+		if n, ok := o.cfg.Executor.(exec.Noticer); ok && notice != "" {
 			if err := n.Notice(ctx, id, attempt, notice); err != nil {
 				o.log.Warn("idle notice not written", "job_id", id, "err", err)
 			}
 		}
 		if err := o.cfg.Executor.Stop(ctx, id, attempt, grace); err != nil {
-			o.log.Error("stop idle job", "job_id", id, "err", err)
+			o.log.Error(failed, "job_id", id, "err", err)
 		}
 	})
 }
 
-// gpuUtil reads a GPU's last utilization from its node's report (a
-// reclaim.Util). Lock held.
-func (o *Orchestrator) gpuUtil(nodeID string, gpu int) (pct int, node, read bool) {
+func (r running) Class(name string) api.ClassIdle { return r.o.policy.Classes[name] }
+func (r running) PreemptGrace() time.Duration     { return r.o.policy.PreemptGrace.Duration() }
+
+// Util reads a GPU's last utilization from its node's report.
+func (r running) Util(nodeID string, gpu int) (pct int, node, read bool) {
+	o := r.o
 	i, ok := o.nodeIndex[nodeID]
 	if !ok {
 		return 0, false, false
 	}
-	for _, r := range o.nodes[i].readings {
-		if r.Index == gpu {
-			return r.Utilization, true, true
+	for _, rd := range o.nodes[i].readings {
+		if rd.Index == gpu {
+			return rd.Utilization, true, true
 		}
 	}
 	return 0, true, false

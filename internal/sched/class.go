@@ -1,6 +1,6 @@
 package sched
 
-// Job classes (issue 13), as the core sees them: the same names as the
+// Job classes, as the core sees them: the same names as the
 // API's. The empty class is ClassBatch.
 const (
 	ClassBatch                  = "batch"                   // preemptible by policy; may borrow idle GPUs

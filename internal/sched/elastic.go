@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Elastic jobs (issue 11, `--gpus 4-8`): a Job with 0 < GPUsMin < GPUs
+// Elastic jobs (`--gpus 4-8`): a Job with 0 < GPUsMin < GPUs
 // takes any count of GPUs from GPUsMin to GPUs on one node. Until its
 // ElasticUntil it is placed exactly like a job of GPUs GPUs (it waits for
 // its maximum). From then on a cycle gives it the largest count, from GPUs

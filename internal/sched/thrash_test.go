@@ -12,7 +12,7 @@ import (
 // GPUs freed are its own at the next cycle, under every policy, with mixed
 // priorities, users and projects, and the usage the victims' grace added:
 // no victim (nor its user's other jobs) takes them back first, so that the
-// taker would only preempt it again after min_run_time, for ever (issue 3).
+// taker would only preempt it again after min_run_time, for ever.
 func TestPreemptedJobsDoNotComeStraightBack(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
 	users := []string{"ana", "bob", "cy", "dee"}

@@ -8,7 +8,7 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 )
 
-// jobIO fills a rank's batch script, output files and signal (issue 26):
+// jobIO fills a rank's batch script, output files and signal:
 // the -o/-e patterns expanded for this rank on node, and the signal's
 // time counted from the task's start.
 func jobIO(spec *api.TaskSpec, t exec.Task, rank int, node string) {

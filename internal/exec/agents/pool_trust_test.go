@@ -46,7 +46,7 @@ func wantAPIError(t *testing.T, err error, status int, code, field string) {
 	}
 }
 
-// The take-over of issue 10: a holder of the join token registers a live
+// A take-over attempt: a holder of the join token registers a live
 // node's id with no agent id (or its own). It is refused, gets no session
 // and no task, and the real agent's task is neither lost nor taken from it.
 func TestTakeOverOfLiveNodeRefused(t *testing.T) {

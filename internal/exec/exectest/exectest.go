@@ -232,7 +232,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		}
 	})
 	t.Run("batch script", func(t *testing.T) {
-		// A batch script (issue 26) runs by its own #! line with the
+		// A batch script runs by its own #! line with the
 		// command as its arguments, and exits as it does.
 		h := newHarness(t)
 		tk := h.task(t, jobID("script"), `'a b' c`, 1)
@@ -248,7 +248,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) *Harness) {
 		}
 	})
 	t.Run("env", func(t *testing.T) {
-		// The job's environment reaches it (issue 26), values verbatim
+		// The job's environment reaches it, values verbatim
 		// (quotes, $, a newline); the executor's own environment does
 		// not, except where the engine cannot keep it out (a reason).
 		h := newHarness(t)

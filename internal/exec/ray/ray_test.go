@@ -480,7 +480,7 @@ func TestLogCappedAtMaxLogSize(t *testing.T) {
 }
 
 // A job with a container image is refused before anything reaches the
-// cluster: the Ray executor does not run images (issue 26).
+// cluster: the Ray executor does not run images.
 func TestStartRefusesImage(t *testing.T) {
 	h := newHarness(t, raytest.Options{}, Config{})
 	err := h.e.Start(context.Background(), exec.Task{JobID: "j1", Command: "true", NodeID: "ray-10.0.0.1", Image: "localhost/corral-test:1"})

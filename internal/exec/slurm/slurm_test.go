@@ -400,7 +400,7 @@ func TestAdopt(t *testing.T) {
 }
 
 // A job with a container image is refused before anything reaches
-// sbatch: the Slurm executor does not run images (issue 26).
+// sbatch: the Slurm executor does not run images.
 func TestStartRefusesImage(t *testing.T) {
 	f := newFake()
 	e, _ := newTestExec(t, f, nil, "")

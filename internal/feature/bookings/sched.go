@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
+	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -169,4 +170,29 @@ func (b *Books) CheckSubmit(s *feature.Submission) error {
 	}
 	j.Reservation = name
 	return nil
+}
+
+// JobNoter notes a job's notification for the next commit (feature/notes'
+// Notes).
+type JobNoter interface {
+	Job(j *api.Job, k notify.Kind, at time.Time)
+}
+
+// Expire gives the jobs whose booking's window ended (the core's
+// expiries) the time-limit treatment, in tx: SIGTERM, grace (the cancel
+// grace), SIGKILL, asked of the loop through run; they end failed with
+// reason reservation_ended (Outcome). A job no longer running, or already
+// ending, is left alone.
+func (b *Books) Expire(tx feature.Tx, es []sched.Expiry, run feature.Running, notes JobNoter, grace time.Duration) {
+	for _, e := range es {
+		j := b.cluster.Job(e.JobID)
+		if j == nil || j.State != api.StateRunning || j.TimedOut || j.CancelRequested {
+			continue
+		}
+		j.TimedOut, j.ReservationEnded = true, true
+		run.Touch(tx, j)
+		notes.Job(j, notify.JobTimeLimit, tx.Now())
+		run.Stop(tx, j, grace, "", "stop job at its booking's end")
+		b.cfg.Log.Info("job's booking ended; stopping it", "job_id", j.ID, "booking", e.Booking)
+	}
 }

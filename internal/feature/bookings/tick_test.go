@@ -1,12 +1,16 @@
 package bookings
 
 import (
+	"fmt"
+	"iter"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/sched"
 )
 
 // step runs one tick's Step at now and returns its transaction.
@@ -105,5 +109,45 @@ func TestRepeats(t *testing.T) {
 	r, _ := b.Get("d")
 	if r.Occurrence != 1 || !r.Start.Equal(base.Add(24*time.Hour+time.Minute)) || r.State != api.BookingScheduled || math.Abs(r.IdleGPUSeconds-59*60) > 1 {
 		t.Fatalf("daily after its first window: %+v", r)
+	}
+}
+
+// expiryRunning records what Expire asks of the loop and tells the
+// notifications.
+type expiryRunning struct {
+	touched, stops, notes []string
+}
+
+func (r *expiryRunning) Active() iter.Seq[*api.Job]     { return nil }
+func (r *expiryRunning) Touch(_ feature.Tx, j *api.Job) { r.touched = append(r.touched, j.ID) }
+func (r *expiryRunning) Stop(_ feature.Tx, j *api.Job, grace time.Duration, notice, _ string) {
+	r.stops = append(r.stops, fmt.Sprintf("%s %s %q", j.ID, grace, notice))
+}
+func (r *expiryRunning) Job(j *api.Job, k notify.Kind, _ time.Time) {
+	r.notes = append(r.notes, j.ID+" "+string(k))
+}
+
+// TestExpire: a running job of a booking whose window ended is marked
+// timed out by its booking, its row written, its owner told, and its stop
+// asked with the cancel grace; one not running, or already ending, or
+// gone, is left alone.
+func TestExpire(t *testing.T) {
+	c := newCluster()
+	c.jobs["run"] = &api.Job{ID: "run", State: api.StateRunning, Reservation: "b"}
+	c.jobs["ending"] = &api.Job{ID: "ending", State: api.StateRunning, Reservation: "b", CancelRequested: true}
+	c.jobs["queued"] = &api.Job{ID: "queued", State: api.StateQueued, Reservation: "b"}
+	var now time.Time
+	b := newBooks(c, &now, Config{})
+	r := &expiryRunning{}
+	es := []sched.Expiry{{JobID: "run", Booking: "b"}, {JobID: "ending", Booking: "b"}, {JobID: "queued", Booking: "b"}, {JobID: "gone", Booking: "b"}}
+	b.Expire(&fakeTx{}, es, r, r, 10*time.Second)
+	if j := c.jobs["run"]; !j.TimedOut || !j.ReservationEnded {
+		t.Errorf("run: timed out %v, booking ended %v", j.TimedOut, j.ReservationEnded)
+	}
+	if got := fmt.Sprint(r.touched, r.stops, r.notes); got != `[run] [run 10s ""] [run job.time_limit]` {
+		t.Errorf("touched, stops, notes = %s", got)
+	}
+	if c.jobs["ending"].ReservationEnded || c.jobs["queued"].ReservationEnded {
+		t.Error("a job not running, or already ending, was expired")
 	}
 }

@@ -271,3 +271,18 @@ func ranges(idx []int) string {
 	}
 	return b.String()
 }
+
+// AsJob is the submission a hold asked with "wait" becomes when it cannot
+// be granted now: an interactive job named for the hold whose process
+// only sleeps for the hold's duration d (it waits, starts, is counted and
+// ends like any job, and its job id is the hold's id from then on); and
+// the job's time limit, a minute past d, a backstop to the process that
+// ends the hold at d.
+func AsJob(req api.AllocateRequest, user string, d time.Duration) (api.SubmitRequest, api.Seconds) {
+	n := req.GPUCount
+	secs := int64(d / time.Second)
+	sreq := api.SubmitRequest{Name: req.JobID, User: user, Command: "sleep " + strconv.FormatInt(secs, 10),
+		GPUCount: &n, GPUMemoryGB: req.MemoryGB, GPUType: req.GPUType, Class: api.ClassInteractive,
+		TimeLimit: api.RawValue(strconv.Quote(d.String()))}
+	return sreq, api.Seconds((d + time.Minute).Seconds())
+}

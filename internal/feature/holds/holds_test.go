@@ -143,3 +143,17 @@ func TestSnapshotAndNote(t *testing.T) {
 		t.Fatalf("a job waiting for no GPU got a note: %q", other.PendingMessage)
 	}
 }
+
+// TestAsJob: a waiting hold becomes an interactive job named for it that
+// sleeps for its duration, with a time limit a minute longer.
+func TestAsJob(t *testing.T) {
+	req := api.AllocateRequest{JobID: "nb1", GPUCount: 2, GPUType: "H100"}
+	sreq, limit := AsJob(req, "ana", 90*time.Minute)
+	if sreq.Name != "nb1" || sreq.User != "ana" || sreq.Command != "sleep 5400" || sreq.Class != api.ClassInteractive ||
+		sreq.GPUCount == nil || *sreq.GPUCount != 2 || sreq.GPUType != "H100" || string(sreq.TimeLimit) != `"1h30m0s"` {
+		t.Fatalf("request = %+v", sreq)
+	}
+	if limit.Duration() != 91*time.Minute {
+		t.Fatalf("time limit = %s, want 1h31m", limit.Duration())
+	}
+}

@@ -118,3 +118,26 @@ func TestPostgresMigrateArraysDone(t *testing.T) {
 		s.Close()
 	}
 }
+
+func TestSQLiteLog(t *testing.T) {
+	storetest.RunLog(t, func(t *testing.T) storetest.Log {
+		s, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "corral.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestPostgresLog(t *testing.T) {
+	storetest.Postgres(t) // skips when there is no server
+	storetest.RunLog(t, func(t *testing.T) storetest.Log {
+		s, err := store.OpenPostgres(context.Background(), storetest.Postgres(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
