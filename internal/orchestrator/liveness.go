@@ -7,27 +7,13 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
-// Liveness is judged on the server's own running time. A node is down once
-// it has been silent for --node-ttl of the server's attention: time in
-// which the server's loop ran and could have applied the node's reports.
-//
-// The loop looks at Config.Clock (the monotonic clock) at each tick and at
-// each registration. A gap between two looks of more than stallTicks ticks
-// is a stall of the server itself: its process was stopped (SIGSTOP), its
-// machine slept, its store held a commit (storedown.go), a reader held its
-// lock, a long pause. Agents' reports could not be applied meanwhile, so
-// the stall does not count against any node: each node's silence starts
-// that much later (Node.grace), and the server logs a WARN line saying so.
-// A restart gives every node that was up a fresh TTL the same way
-// (recover.go); a node that was down before it stays down until its agent
-// registers again (its down state is stored with it).
-
-// stallTicks is how many ticks may pass between two looks before the gap
-// counts as a stall: a loop busy for a tick or so is not stalled.
-const stallTicks = 2
+// Liveness is judged on the server's own running time (package nodebook
+// says how): the loop's looks at Config.Clock (o.att) forgive a stall of
+// the server to every node that is up, through its grace.
 
 // silentFor is how long the node has been silent in the server's
 // attention at now: since its last report, or since the end of the
@@ -37,28 +23,16 @@ func (o *Orchestrator) silentFor(n *Node, now time.Time) time.Duration {
 }
 
 // silentSince is when the node's silence began to count.
-func (n *Node) silentSince() time.Time {
-	if n.grace.After(n.lastSeen) {
-		return n.grace
-	}
-	return n.lastSeen
-}
+func (n *Node) silentSince() time.Time { return nodebook.SilentSince(n.lastSeen, n.grace) }
 
 // attend is the loop's look at its own clock: a stall since its last look
 // is forgiven to every node that is up, by moving the start of its
 // silence forward by the stall. Loop only, write lock held.
 func (o *Orchestrator) attend() {
-	t := o.cfg.Clock()
-	last := o.att
-	o.att = t
-	if last.IsZero() {
+	stall := o.att.Look(o.cfg.Clock(), o.cfg.Tick)
+	if stall == 0 {
 		return
 	}
-	gap := t.Sub(last) // monotonic when both readings have it
-	if gap <= stallTicks*o.cfg.Tick {
-		return
-	}
-	stall := gap - o.cfg.Tick // one tick between looks is the loop's own pace
 	nodes := 0
 	for i := range o.nodes {
 		n := &o.nodes[i]

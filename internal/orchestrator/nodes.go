@@ -2,17 +2,13 @@ package orchestrator
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/gpuinfo"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/ring"
 )
@@ -25,10 +21,6 @@ const (
 	NodeDraining = "draining" // cordoned until its jobs end
 	NodeDrained  = "drained"  // draining, and no job is left
 )
-
-// historyLen is how many telemetry samples a node keeps (at the default
-// 5 s interval, an hour).
-const historyLen = 720
 
 // Node is a node the orchestrator schedules on. Nodes come from agents that
 // register; a node given in Config (tests, embedding) is up from the start.
@@ -61,28 +53,10 @@ type Node struct {
 }
 
 // Sample is one telemetry reading of a node, kept for graphs.
-type Sample struct {
-	At       time.Time        `json:"at"`
-	Readings []api.GPUReading `json:"readings"`
-}
+type Sample = nodebook.Sample
 
 // nodeRecord is a node as the store keeps it.
-type nodeRecord struct {
-	ID        string            `json:"id"`
-	Hostname  string            `json:"hostname"`
-	Address   string            `json:"address,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
-	GPUs      []api.AgentGPU    `json:"gpus"`
-	Simulated bool              `json:"simulated,omitempty"`
-	Cordoned  bool              `json:"cordoned,omitempty"`
-	Draining  bool              `json:"draining,omitempty"`
-	Agent     string            `json:"agent,omitempty"` // Node.agent
-	// Down: it was down when last stored, and stays down after a restart
-	// until its agent registers again (liveness.go).
-	Down bool `json:"down,omitempty"`
-	// Containment: as registered (api.AgentRegistration).
-	Containment string `json:"containment,omitempty"`
-}
+type nodeRecord = nodebook.Record
 
 func (n *Node) record() nodeRecord {
 	r := nodeRecord{ID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, Simulated: n.Simulated,
@@ -105,11 +79,10 @@ func nodeFromRecord(r nodeRecord) Node {
 
 // persistNode writes the node's record in the transaction.
 func (tx *txn) persistNode(n *Node) {
-	raw, _ := json.Marshal(n.record())
 	if tx.batch.Nodes == nil {
 		tx.batch.Nodes = map[string]string{}
 	}
-	tx.batch.Nodes[n.ID] = string(raw)
+	tx.batch.Nodes[n.ID] = n.record().Encode()
 }
 
 // node returns the node with the given id. Lock held (or loop).
@@ -171,32 +144,17 @@ func (o *Orchestrator) activeOn(nodeID string) int {
 // knows the holder. The TTL is of the server's attention (liveness.go):
 // a stall of the server does not count.
 func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error {
-	if !userName.MatchString(reg.NodeID) || len(reg.NodeID) > 128 {
-		return api.Invalid("node_id", "%q is not a valid node name (letters, digits, '_', '.', '@', '-')", truncate(reg.NodeID, 40))
-	}
-	if len(reg.GPUs) > 1024 || len(reg.Labels) > 64 {
-		return api.Invalid("gpus", "too many GPUs or labels")
-	}
-	if err := validContainment(reg.Containment); err != nil {
+	if err := nodebook.CheckRegistration(reg); err != nil {
 		return err
-	}
-	seen := map[int]bool{}
-	for _, g := range reg.GPUs {
-		if g.Index < 0 || g.Index > 1023 || seen[g.Index] || g.MemoryMiB < 0 {
-			return api.Invalid("gpus", "GPU index %d is out of range, repeated, or has negative memory", g.Index)
-		}
-		seen[g.Index] = true
 	}
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
 		o.attend() // a stall just ended does not open a node to another agent
 		now := o.cfg.Now()
 		n := o.node(reg.NodeID)
-		agent := agentHash(reg.AgentID)
+		agent := nodebook.AgentHash(reg.AgentID)
 		if n != nil && !n.static && !n.down && n.agent != "" && n.agent != agent {
-			if idle := o.silentFor(n, now); idle < o.cfg.NodeTTL {
-				return nil, &api.Error{Status: http.StatusConflict, Code: "node_in_use", Field: "node_id", Message: fmt.Sprintf(
-					"node %s is held by another agent, last heard %s ago; stop it, or give this agent another --node-name (or wait %s for the other to count as gone)",
-					reg.NodeID, idle.Round(time.Millisecond), (o.cfg.NodeTTL - idle).Round(time.Second))}
+			if err := nodebook.InUse(reg.NodeID, o.silentFor(n, now), o.cfg.NodeTTL); err != nil {
+				return nil, err
 			}
 		}
 		if n == nil {
@@ -226,16 +184,6 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		return nil, nil
 	})
 	return err
-}
-
-// agentHash is how a node record keeps its agent's id: hashed, since the
-// id is what lets an agent take its node back. "" for no id.
-func agentHash(id string) string {
-	if id == "" {
-		return ""
-	}
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:])
 }
 
 // nodeEvent is telemetry or liveness news about a node, applied by the loop.
@@ -332,7 +280,7 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 
 // recordSample adds a telemetry sample to the node's history.
 func (n *Node) recordSample(s Sample) {
-	n.history.Push(s, historyLen)
+	n.history.Push(s, nodebook.HistoryLen)
 }
 
 // SetNodeState cordons, drains or uncordons a node; persisted.
@@ -388,31 +336,22 @@ func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
 	for _, r := range n.readings {
 		util[r.Index] = r.Utilization
 	}
+	rule := nodebook.IdleRule{Threshold: o.policy.IdleThreshold, Window: o.policy.IdleWindow.Duration()}
 	for id := range o.active {
 		j := o.jobs[id]
 		if j.State != api.StateRunning {
 			continue
 		}
-		mine, busy := false, false
-		for _, a := range j.Allocation {
-			if a.NodeID == n.ID {
-				mine = true
-				if u, ok := util[a.GPUID]; !ok || u >= o.policy.IdleThreshold {
-					busy = true
-				}
-			}
-		}
-		switch {
-		case !mine:
-		case busy:
+		switch rule.Check(j, n.ID, util, at) {
+		case nodebook.IdleBusy:
 			if j.Idle {
 				o.log.Info("job busy again", "job_id", id)
 			}
 			j.Idle, j.IdleSince = false, nil
-		case j.IdleSince == nil:
+		case nodebook.IdleBegan:
 			t := at
 			j.IdleSince = &t
-		case !j.Idle && at.Sub(*j.IdleSince) >= o.policy.IdleWindow.Duration():
+		case nodebook.IdleNow:
 			j.Idle = true
 			o.notes.Job(j, notify.JobIdle, at)
 			if o.policy.IdleAction == IdlePreempt {

@@ -40,6 +40,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/feature/spend"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -89,7 +90,7 @@ type Orchestrator struct {
 	limits limitTimer // loop-only: the next time limit due (limits.go)
 	fatal  chan error
 
-	att time.Time // Config.Clock at the loop's last look at its nodes (liveness.go)
+	att nodebook.Watch // the loop's last look at Config.Clock, for its nodes' liveness (liveness.go)
 
 	health storeHealth // whether the store writes, and who waits on it (storedown.go)
 

@@ -71,14 +71,3 @@ func TestExitOutcomeOOM(t *testing.T) {
 		}
 	}
 }
-
-func TestValidContainment(t *testing.T) {
-	for _, c := range []string{"", "cgroup-v1", "cgroup-v2", "process-group"} {
-		if err := validContainment(c); err != nil {
-			t.Errorf("%q: %v", c, err)
-		}
-	}
-	if err := validContainment("jail"); api.AsError(err) == nil || api.AsError(err).Field != "containment" {
-		t.Errorf("jail: %v", err)
-	}
-}
