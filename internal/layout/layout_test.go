@@ -50,6 +50,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/runtimes", []string{"orchestrator", "server", "agent"}},
 		{"feature/limits", []string{"orchestrator", "server", "agent"}},
 		{"feature/prune", []string{"orchestrator", "server", "agent"}},
+		{"feature/ended", []string{"orchestrator", "server", "agent", "exec"}},
 		{"nodebook", []string{"orchestrator", "server", "agent", "store", "exec", "feature"}},
 		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},
 	} {

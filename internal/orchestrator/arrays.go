@@ -8,6 +8,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/arrays"
+	"github.com/corral-sched/corral/internal/feature/ended"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/store"
@@ -37,7 +38,7 @@ func (b arrayJobs) All() iter.Seq[*api.Job] { return depJobs(b).All() } // deps.
 
 func (b arrayJobs) Changed(tx feature.Tx) map[string]*api.Job { return ownTxn(tx).dirty }
 
-func (b arrayJobs) EndedRow(j *api.Job, at time.Time) store.EndedJob { return endedJob(j, at) } // finished.go
+func (b arrayJobs) EndedRow(j *api.Job, at time.Time) store.EndedJob { return ended.Row(j, at) } // feature/ended
 
 // Forget takes the tasks of arrays that are done out of memory, as
 // evictFinished does plain ended jobs, with what other features keep of

@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/arrays"
+	"github.com/corral-sched/corral/internal/feature/ended"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -58,7 +59,7 @@ func BenchmarkRestartDoneArrays(b *testing.B) {
 			}
 			batch.Jobs = append(batch.Jobs, j)
 			if done {
-				batch.Ended = append(batch.Ended, endedJob(&j, end))
+				batch.Ended = append(batch.Ended, ended.Row(&j, end))
 				rec.Finished = later(rec.Finished, end)
 			}
 		}

@@ -32,13 +32,6 @@ type storeHealth struct {
 	looping bool                          // Run has begun: failed commits are retried (loop only)
 }
 
-// endedBooks are the jobs that ended and left o.jobs (finished.go).
-type endedBooks struct {
-	recent  recentRing        // the last of them, kept for reads, log tails and dependencies
-	evicted int               // ids in o.order whose jobs left o.jobs
-	byState map[api.State]int // how many left, by state
-}
-
 // viewCache dates the views computed without the lock (queue_page.go).
 type viewCache struct {
 	// gen counts commits and cycles: the age of cached views; written

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/ended"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -29,45 +30,11 @@ import (
 // o.jobs no longer holds.
 
 // RecentFinished is how many of the jobs that ended last stay in memory
-// (about 2 KiB each; a large one without its command and env:
-// RecentMaxBytes, sizes.go) after they leave o.jobs.
-const RecentFinished = 4096
+// (package ended) after they leave o.jobs.
+const RecentFinished = ended.Recent
 
 // storeReadTimeout bounds one read of a finished job from the store.
 const storeReadTimeout = 5 * time.Second
-
-// recentRing is the last RecentFinished jobs that ended, by id.
-type recentRing struct {
-	ring []*api.Job
-	next int
-	byID map[string]*api.Job
-	slim map[string]bool // ids kept without their command and env (sizes.go: slimEnded)
-}
-
-// add remembers j, forgetting the oldest when full.
-func (r *recentRing) add(j *api.Job) {
-	if r.byID[j.ID] == j {
-		return // already there
-	}
-	if r.byID == nil {
-		r.byID = make(map[string]*api.Job, RecentFinished)
-		r.ring = make([]*api.Job, RecentFinished)
-	}
-	if old := r.ring[r.next]; old != nil && r.byID[old.ID] == old {
-		delete(r.byID, old.ID)
-		delete(r.slim, old.ID)
-	}
-	r.ring[r.next] = j
-	r.byID[j.ID] = j
-	r.next = (r.next + 1) % len(r.ring)
-}
-
-// each calls f on the remembered jobs.
-func (r *recentRing) each(f func(*api.Job)) {
-	for _, j := range r.byID {
-		f(j)
-	}
-}
 
 // evictFinished takes the jobs the committed tx ended out of o.jobs (into
 // the recent ring), counting their last events first. Write lock held.
@@ -77,38 +44,32 @@ func (o *Orchestrator) evictFinished(tx *txn) {
 		switch {
 		case !j.State.Terminal() || o.jobs[j.ID] != j:
 		case j.ArrayJobID != "":
-			o.gone.recent.add(j) // its array keeps it in o.jobs until done; the statistics read it here
+			o.gone.Remember(j, false) // its array keeps it in o.jobs until done; the statistics read it here
 		default:
 			gone = append(gone, j)
 		}
 	}
 	for _, j := range gone {
-		o.gone.recent.add(o.slimEnded(j)) // sizes.go
+		o.gone.Remember(o.slimEnded(j)) // sizes.go
 	}
 	o.dropEnded(gone, tx.now)
 }
 
 // dropEnded takes ended jobs out of o.jobs and the books beside it,
-// counting them (o.gone.byState) and their last events (the tally) first. Write
-// lock held.
+// counting them (package ended) and their last events (the tally) first.
+// Write lock held.
 func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	if len(gone) == 0 {
 		return
-	}
-	if o.gone.byState == nil {
-		o.gone.byState = map[api.State]int{}
 	}
 	o.hist.Gone(gone, now) // their events not yet counted
 	for _, j := range gone {
 		delete(o.jobs, j.ID)
 		o.pending.drop(j.ID)
 		delete(o.plan, j.ID)
-		o.gone.byState[j.State]++
 	}
-	o.gone.evicted += len(gone)
-	if o.gone.evicted > len(o.order)/2+1024 {
+	if o.gone.Left(gone, len(o.order)) {
 		o.order = slices.DeleteFunc(o.order, func(id string) bool { _, ok := o.jobs[id]; return !ok })
-		o.gone.evicted = 0
 	}
 	if len(o.idem) > 2*len(o.jobs)+RecentFinished {
 		for k, id := range o.idem { // the store keeps the keys of ended jobs
@@ -125,8 +86,7 @@ func (o *Orchestrator) lookup(id string) (*api.Job, bool) {
 	if j, ok := o.jobs[id]; ok {
 		return j, true
 	}
-	j, ok := o.gone.recent.byID[id]
-	return j, ok
+	return o.gone.Get(id)
 }
 
 // stored reads an ended job (with its events) from the store:
@@ -143,7 +103,7 @@ func (o *Orchestrator) stored(id string) (api.Job, error) {
 // lookupAny returns a job from memory or else the store; false when
 // neither holds it (or the store cannot be read). Lock held.
 func (o *Orchestrator) lookupAny(id string) (*api.Job, bool) {
-	if j, ok := o.lookup(id); ok && !o.gone.recent.slim[id] {
+	if j, ok := o.lookup(id); ok && !o.gone.Slim(id) {
 		return j, true
 	}
 	j, err := o.stored(id)
@@ -208,44 +168,18 @@ func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	type runs struct {
-		jobs int
-		secs float64
-	}
-	perUser := map[string]*runs{}
-	o.gone.byState = map[api.State]int{}
 	for _, r := range rows { // by user, newest hour first
-		if r.Jobs > 0 {
-			o.gone.byState[r.State] += r.Jobs
-		}
 		if r.GPUSeconds > 0 {
 			o.ledger.Add(r.User, r.Project, r.GPUSeconds, r.Hour.Add(30*time.Minute))
 		}
-		if r.State != api.StateCompleted || r.Jobs <= 0 {
-			continue
-		}
-		u := perUser[r.User]
-		if u == nil {
-			u = &runs{}
-			perUser[r.User] = u
-		}
-		if u.jobs < estimatorRuns {
-			u.jobs += r.Jobs
-			u.secs += r.RunSeconds
-		}
 	}
-	for user, u := range perUser {
-		mean := time.Duration(u.secs / float64(u.jobs) * float64(time.Second))
-		for range min(u.jobs, estimatorRuns) {
-			o.estimator.Observe(user, mean)
+	for user, u := range o.gone.Load(rows) {
+		for range u.N {
+			o.estimator.Observe(user, u.Mean)
 		}
 	}
 	return nil
 }
-
-// estimatorRuns is how many of a user's last runs the estimator is
-// rebuilt from (it averages the last 20).
-const estimatorRuns = 20
 
 // startedJobs yields the jobs in memory that may have started: the active
 // ones and the recently ended (a queued job has no start: a requeue clears
@@ -257,7 +191,7 @@ func (o *Orchestrator) startedJobs() iter.Seq[*api.Job] {
 				return
 			}
 		}
-		for _, j := range o.gone.recent.byID {
+		for j := range o.gone.All() {
 			if !yield(j) {
 				return
 			}
@@ -296,19 +230,6 @@ func (o *Orchestrator) noteEnded(tx *txn) {
 		if j == nil || j.ArrayJobID != "" {
 			continue
 		}
-		tx.batch.Ended = append(tx.batch.Ended, endedJob(j, e.Event.At))
+		tx.batch.Ended = append(tx.batch.Ended, ended.Row(j, e.Event.At))
 	}
-}
-
-// endedJob is what the summary of ended jobs counts of j, which ended at
-// at (or at j.FinishedAt, when set).
-func endedJob(j *api.Job, at time.Time) store.EndedJob {
-	end := store.EndedJob{User: j.User, Project: j.Project, State: j.State, FinishedAt: at, GPUSeconds: j.GPUSeconds}
-	if j.FinishedAt != nil {
-		end.FinishedAt = *j.FinishedAt
-	}
-	if j.State == api.StateCompleted && j.StartedAt != nil {
-		end.RunSeconds = end.FinishedAt.Sub(*j.StartedAt).Seconds()
-	}
-	return end
 }

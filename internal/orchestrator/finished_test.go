@@ -178,7 +178,7 @@ func TestPruneOnce(t *testing.T) {
 		t.Fatalf("pruned %d, %v: want the one ended job", n, err)
 	}
 	h.o.mu.Lock()
-	delete(h.o.gone.recent.byID, old.ID) // as after a restart
+	h.o.gone.Forget(old.ID) // as after a restart
 	h.o.mu.Unlock()
 	if _, err := h.o.Job(old.ID); !isStatus(err, 404) {
 		t.Fatalf("the pruned job: %v, want 404", err)

@@ -80,7 +80,7 @@ func (o *Orchestrator) JobStateCounts() map[api.State]int {
 	for _, j := range o.jobs {
 		out[j.State]++
 	}
-	for s, n := range o.gone.byState { // finished.go: those that left memory
+	for s, n := range o.gone.ByState() { // finished.go: those that left memory
 		out[s] += n
 	}
 	return out

@@ -32,6 +32,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/deps"
+	"github.com/corral-sched/corral/internal/feature/ended"
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/notes"
@@ -100,7 +101,7 @@ type Orchestrator struct {
 	bookings *bookings.Books // bookings and their running jobs (feature/bookings)
 
 	spend *spend.Books // the usage ledger, prices and budgets (feature/spend)
-	gone  endedBooks   // jobs that ended and left o.jobs (finished.go)
+	gone  ended.Books  // jobs that ended and left o.jobs (feature/ended, finished.go)
 	views viewCache    // the age of cached views, and the last queue view (queue_page.go)
 	test  testHooks    // seams only tests set
 	sizes *sizes.Books // per user: bytes of jobs not ended and arrays in memory (package sizes)

@@ -46,9 +46,6 @@ func (b pruneBooks) Forget(gone []store.PrunedJob) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, p := range gone {
-		if o.gone.byState[p.State] > 0 {
-			o.gone.byState[p.State]--
-		}
-		delete(o.gone.recent.byID, p.ID)
+		o.gone.Pruned(p)
 	}
 }

@@ -52,7 +52,7 @@ func endedView(j *api.Job, withEvents bool) api.Job {
 // commit that ended it, so one memory does not hold is in the store.
 func (o *Orchestrator) jobAnywhere(id string, withEvents bool) (api.Job, bool) {
 	o.mu.RLock()
-	if j, ok := o.lookup(id); ok && !o.gone.recent.slim[id] { // sizes.go: a slim copy is not the whole job
+	if j, ok := o.lookup(id); ok && !o.gone.Slim(id) { // sizes.go: a slim copy is not the whole job
 		v := o.view(j, withEvents)
 		o.mu.RUnlock()
 		return v, true

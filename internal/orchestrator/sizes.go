@@ -32,16 +32,12 @@ func (o *Orchestrator) recountLive() {
 const RecentMaxBytes = 4 << 10
 
 // slimEnded is what the ring keeps of j, which has just left o.jobs: j
-// itself, or a copy without its large text. Write lock held.
-func (o *Orchestrator) slimEnded(j *api.Job) *api.Job {
+// itself, or a copy without its large text (slim).
+func (o *Orchestrator) slimEnded(j *api.Job) (kept *api.Job, slim bool) {
 	if sizes.JobBytes(j) <= RecentMaxBytes {
-		return j
+		return j, false
 	}
 	c := *j
 	c.Command, c.Env, c.NodeLabels = "", nil, nil
-	if o.gone.recent.slim == nil {
-		o.gone.recent.slim = map[string]bool{}
-	}
-	o.gone.recent.slim[j.ID] = true
-	return &c
+	return &c, true
 }

@@ -198,7 +198,7 @@ func TestRecentRingKeepsLargeJobsSlim(t *testing.T) {
 				t.Fatal(err)
 			}
 			h.o.mu.RLock()
-			kept, inRing := h.o.gone.recent.byID[j.ID]
+			kept, inRing := h.o.gone.Get(j.ID)
 			_, live := h.o.jobs[j.ID]
 			h.o.mu.RUnlock()
 			if !inRing || live {
