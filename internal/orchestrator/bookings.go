@@ -124,7 +124,7 @@ func (c bookingCluster) Active(id string) bool             { return c.o.active[i
 func (c bookingCluster) ActiveIDs() iter.Seq[string]       { return maps.Keys(c.o.active) }
 func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.PreemptGrace.Duration() }
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
-func (c bookingCluster) HasNode(id string) bool            { _, ok := c.o.nodeIndex[id]; return ok }
+func (c bookingCluster) HasNode(id string) bool            { _, ok := c.o.reg.index[id]; return ok }
 func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64) {
 	ownTxn(tx).chargeBookingIdle(r, gpuSeconds) // usage.go
 }

@@ -35,7 +35,7 @@ func (b depJobs) Job(id string) (*api.Job, bool) {
 
 func (b depJobs) All() iter.Seq[*api.Job] {
 	return func(yield func(*api.Job) bool) {
-		for _, id := range b.o.order { // finished.go: evicted ids are skipped
+		for _, id := range b.o.order.ids { // finished.go: evicted ids are skipped
 			if j, live := b.o.jobs[id]; live && !yield(j) {
 				return
 			}

@@ -76,7 +76,7 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 		j := &api.Job{ID: id, User: "ana", Project: "default", Command: "true", GPUCount: 1, Nodes: 1, Priority: api.PriorityNormal,
 			State: state, SubmittedAt: now, Allocation: []api.Allocation{}}
 		o.jobs[id] = j
-		o.order = append(o.order, id)
+		o.order.ids = append(o.order.ids, id)
 		return j
 	}
 	blocker := add("jblocker", api.StateRunning)

@@ -20,7 +20,7 @@ const maxDiskNote = 300
 // words; "": it is not). It never blocks.
 func (o *Orchestrator) NodeDisk(nodeID, full string) {
 	full = diskNote(full)
-	o.nodeEvents.push(nodeEvent{nodeID: nodeID, disk: &full})
+	o.reg.events.push(nodeEvent{nodeID: nodeID, disk: &full})
 }
 
 // diskNote bounds what an agent says about its disk to maxDiskNote bytes

@@ -25,8 +25,8 @@ import (
 // ends, the array and all its tasks leave memory the same way
 // (arrayJobs.Forget, arrays.go).
 //
-// o.order keeps the ids of evicted jobs until it is compacted (when
-// they are more than half of it): whoever walks o.order skips ids that
+// o.order.ids keeps the ids of evicted jobs until it is compacted (when
+// they are more than half of it): whoever walks o.order.ids skips ids that
 // o.jobs no longer holds.
 
 // RecentFinished is how many of the jobs that ended last stay in memory
@@ -68,8 +68,8 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 		o.pending.drop(j.ID)
 		delete(o.plan, j.ID)
 	}
-	if o.gone.Left(gone, len(o.order)) {
-		o.order = slices.DeleteFunc(o.order, func(id string) bool { _, ok := o.jobs[id]; return !ok })
+	if o.gone.Left(gone, len(o.order.ids)) {
+		o.order.ids = slices.DeleteFunc(o.order.ids, func(id string) bool { _, ok := o.jobs[id]; return !ok })
 	}
 	if len(o.idem) > 2*len(o.jobs)+RecentFinished {
 		for k, id := range o.idem { // the store keeps the keys of ended jobs

@@ -103,7 +103,7 @@ func TestJobPages(t *testing.T) {
 			h := start(t, "", nil)
 			ctx := context.Background()
 			h.o.mu.Lock()
-			h.o.orderUnsorted = unsorted
+			h.o.order.unsorted = unsorted
 			h.o.mu.Unlock()
 			var want, wantBo []string
 			for i := range 11 {
@@ -194,18 +194,18 @@ func TestPruneOnce(t *testing.T) {
 	}
 }
 
-// addOrder notes when an id breaks o.order's id order, so that JobPage
+// addOrder notes when an id breaks o.order.ids's id order, so that JobPage
 // stops trusting it.
 func TestAddOrder(t *testing.T) {
 	o := &Orchestrator{}
 	for _, id := range []string{"j01", "j02", "j05"} {
 		o.addOrder(id)
 	}
-	if o.orderUnsorted {
+	if o.order.unsorted {
 		t.Fatal("ids in order marked unsorted")
 	}
 	o.addOrder("j03") // the clock stepped back
-	if !o.orderUnsorted || len(o.order) != 4 {
-		t.Fatalf("unsorted %v, order %v; want it marked and the id kept", o.orderUnsorted, o.order)
+	if !o.order.unsorted || len(o.order.ids) != 4 {
+		t.Fatalf("unsorted %v, order %v; want it marked and the id kept", o.order.unsorted, o.order.ids)
 	}
 }

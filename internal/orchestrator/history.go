@@ -47,7 +47,7 @@ func (o *Orchestrator) SampleHistory(ctx context.Context) {
 // while it is walked.
 func (o *Orchestrator) liveJobs() iter.Seq[*api.Job] {
 	return func(yield func(*api.Job) bool) {
-		for _, id := range o.order {
+		for _, id := range o.order.ids {
 			if j, ok := o.jobs[id]; ok && !yield(j) {
 				return
 			}

@@ -227,11 +227,23 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 	}
 }
 
-// addOrder records a new job's id in o.order, noting when it breaks the
+// jobOrder is the ids of the jobs in memory in submission order, which is
+// id order (ids are made of the time): JobPage and prefix lookups search
+// it. Ids of jobs that left memory stay until it is compacted
+// (finished.go).
+type jobOrder struct {
+	ids []string
+	// unsorted: ids is not in id order (a job's id came out smaller than
+	// the last one's: the clock stepped back across a restart); JobPage
+	// then reads o.jobs whole (jobs_page.go).
+	unsorted bool
+}
+
+// addOrder records a new job's id in o.order.ids, noting when it breaks the
 // id order. Write lock held.
 func (o *Orchestrator) addOrder(id string) {
-	if n := len(o.order); n > 0 && id <= o.order[n-1] {
-		o.orderUnsorted = true
+	if n := len(o.order.ids); n > 0 && id <= o.order.ids[n-1] {
+		o.order.unsorted = true
 	}
-	o.order = append(o.order, id)
+	o.order.ids = append(o.order.ids, id)
 }

@@ -127,7 +127,7 @@ func mergePage(views, old []api.Job, limit int, full bool) ([]api.Job, string, e
 const maxSkipArrays = 1000
 
 // memoryPage is the jobs in memory that f matches, newest first, at most
-// f.Limit of them. o.order is in id order (but for orderUnsorted), so it
+// f.Limit of them. o.order.ids is in id order (but for orderUnsorted), so it
 // is walked down from the cursor and the walk stops once the page is
 // full: a user's newest 100 among 100,000 queued jobs cost a few thousand
 // steps, not a pass over every job and a sort. Read lock held.
@@ -139,13 +139,13 @@ func (o *Orchestrator) memoryPage(f JobFilter) []*api.Job {
 			(f.Until.IsZero() || j.SubmittedAt.Before(f.Until))
 	}
 	var mem []*api.Job
-	if !o.orderUnsorted {
-		end := len(o.order)
+	if !o.order.unsorted {
+		end := len(o.order.ids)
 		if f.Cursor != "" {
-			end, _ = slices.BinarySearch(o.order, f.Cursor)
+			end, _ = slices.BinarySearch(o.order.ids, f.Cursor)
 		}
 		for i := end - 1; i >= 0 && len(mem) < f.Limit; i-- {
-			if j := o.jobs[o.order[i]]; j != nil && match(j) {
+			if j := o.jobs[o.order.ids[i]]; j != nil && match(j) {
 				mem = append(mem, j)
 			}
 		}

@@ -12,7 +12,7 @@ import (
 )
 
 // Liveness is judged on the server's own running time (package nodebook
-// says how): the loop's looks at Config.Clock (o.att) forgive a stall of
+// says how): the loop's looks at Config.Clock (o.reg.watch) forgive a stall of
 // the server to every node that is up, through its grace.
 
 // silentFor is how long the node has been silent in the server's
@@ -29,7 +29,7 @@ func (n *Node) silentSince() time.Time { return nodebook.SilentSince(n.lastSeen,
 // is forgiven to every node that is up, by moving the start of its
 // silence forward by the stall. Loop only, write lock held.
 func (o *Orchestrator) attend() {
-	stall := o.att.Look(o.cfg.Clock(), o.cfg.Tick)
+	stall := o.reg.watch.Look(o.cfg.Clock(), o.cfg.Tick)
 	if stall == 0 {
 		return
 	}
@@ -56,7 +56,7 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 	o.mu.Lock()
 	// Reports that came in while the loop waited (for the lock, for the
 	// store) count before any node is judged.
-	o.applyNodeEventsLocked(ctx, o.nodeEvents.take())
+	o.applyNodeEventsLocked(ctx, o.reg.events.take())
 	now := o.cfg.Now() // before attend reads Clock: a stall seen by one is seen by the other
 	o.attend()
 	var lost []*Node

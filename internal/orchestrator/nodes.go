@@ -87,7 +87,7 @@ func (tx *txn) persistNode(n *Node) {
 
 // node returns the node with the given id. Lock held (or loop).
 func (o *Orchestrator) node(id string) *Node {
-	if i, ok := o.nodeIndex[id]; ok {
+	if i, ok := o.reg.index[id]; ok {
 		return &o.nodes[i]
 	}
 	return nil
@@ -99,7 +99,7 @@ func (o *Orchestrator) addNode(n Node) *Node {
 		n.domain = nvlinkDomains(n.Devices)
 	}
 	n.Labels = withPool(n.Labels) // pools.go
-	o.nodeIndex[n.ID] = len(o.nodes)
+	o.reg.index[n.ID] = len(o.nodes)
 	o.nodes = append(o.nodes, n)
 	return &o.nodes[len(o.nodes)-1]
 }
@@ -186,6 +186,17 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 	return err
 }
 
+// nodeRegistry is what the loop keeps beside o.nodes: where each node
+// is in it, its look at its own clock for liveness (package nodebook),
+// and the node news waiting for it. index and watch are guarded by o.mu;
+// events has a lock of its own: any goroutine pushes news without
+// waiting for the loop.
+type nodeRegistry struct {
+	index  map[string]int   // node id -> position in o.nodes
+	watch  nodebook.Watch   // the loop's last look at Config.Clock (liveness.go)
+	events queue[nodeEvent] // NodeSeen, NodeDown, NodeDisk
+}
+
 // nodeEvent is telemetry or liveness news about a node, applied by the loop.
 type nodeEvent struct {
 	nodeID   string
@@ -199,12 +210,12 @@ type nodeEvent struct {
 // NodeSeen records a node's sync: it is alive, with these readings. It
 // never blocks.
 func (o *Orchestrator) NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time) {
-	o.nodeEvents.push(nodeEvent{nodeID: nodeID, at: at, readings: readings, foreign: foreign})
+	o.reg.events.push(nodeEvent{nodeID: nodeID, at: at, readings: readings, foreign: foreign})
 }
 
 // NodeDown records that a node went silent past its TTL. It never blocks.
 func (o *Orchestrator) NodeDown(nodeID string, at time.Time) {
-	o.nodeEvents.push(nodeEvent{nodeID: nodeID, at: at, down: true})
+	o.reg.events.push(nodeEvent{nodeID: nodeID, at: at, down: true})
 }
 
 // applyNodeEvents applies node news. A node that goes down or comes back

@@ -41,7 +41,6 @@ import (
 	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/feature/spend"
-	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -50,48 +49,40 @@ import (
 // Orchestrator is the single writer of live state. Create it with New, run
 // its loop with Run, and call its methods from any goroutine.
 type Orchestrator struct {
-	cfg        Config
-	log        *slog.Logger
-	ops        chan *op
-	updates    queue[exec.Update]
-	nodeEvents queue[nodeEvent]
-	entropy    *ulid.MonotonicEntropy // ids are made by the loop only
+	cfg     Config
+	log     *slog.Logger
+	ops     chan *op
+	updates queue[exec.Update]
+	entropy *ulid.MonotonicEntropy // ids are made by the loop only
 
-	mu    sync.RWMutex // guards everything below; written by the loop only
-	jobs  map[string]*api.Job
-	order []string // job ids in submission order (addOrder)
-	// orderUnsorted: o.order is not in id order (a job's id came out
-	// smaller than the last one's: the clock stepped back across a
-	// restart); JobPage then reads o.jobs whole (jobs_page.go).
-	orderUnsorted bool
-	q             queueBooks      // the queued jobs, by id, per user and in order (setQueued, queueOrder)
-	active        map[string]bool // jobs holding GPUs: scheduled, allocating, running
-	holds         *holds.Books    // GPUs held outside the queue (package holds)
-	idem          map[string]string
-	owner         map[gpuKey]string // GPU -> job id or hold id
-	nodes         []Node
-	nodeIndex     map[string]int              // node id -> position in nodes
-	pending       pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
-	on            moments                     // the features, by the moments they serve (features.go)
-	plan          map[string]sched.StartRange // estimated starts with their ranges, from the last plan
-	planAt        time.Time                   // when the plan was made
-	ledger        *sched.Ledger               // decayed GPU usage per user and project
-	estimator     *sched.Estimator            // learned run times per user
-	runtimes      *runtimes.Book              // learned run times by name, command, GPU count (feature/runtimes)
-	policy        api.Policies
-	running       bool // scheduling on
-	stats         cycleStats
-	startedAt     time.Time
-	changed       chan struct{} // closed and replaced after every commit
-	hist          history.Books // the cluster over time, for graphs (package history)
-	arr           *arrays.Books // job arrays (package arrays)
-	deps          *deps.Tracker // job dependencies (package deps)
+	mu        sync.RWMutex // guards everything below; written by the loop only
+	jobs      map[string]*api.Job
+	order     jobOrder        // job ids in submission order (addOrder, jobs.go)
+	q         queueBooks      // the queued jobs, by id, per user and in order (setQueued, queueOrder)
+	active    map[string]bool // jobs holding GPUs: scheduled, allocating, running
+	holds     *holds.Books    // GPUs held outside the queue (package holds)
+	idem      map[string]string
+	owner     map[gpuKey]string // GPU -> job id or hold id
+	nodes     []Node
+	reg       nodeRegistry                // the nodes' index, liveness watch and news (nodes.go)
+	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
+	on        moments                     // the features, by the moments they serve (features.go)
+	plan      map[string]sched.StartRange // estimated starts with their ranges, from the last plan
+	planAt    time.Time                   // when the plan was made
+	ledger    *sched.Ledger               // decayed GPU usage per user and project
+	estimator *sched.Estimator            // learned run times per user
+	runtimes  *runtimes.Book              // learned run times by name, command, GPU count (feature/runtimes)
+	policy    api.Policies
+	running   bool // scheduling on
+	stats     cycleStats
+	startedAt time.Time
+	changed   chan struct{} // closed and replaced after every commit
+	hist      history.Books // the cluster over time, for graphs (package history)
+	arr       *arrays.Books // job arrays (package arrays)
+	deps      *deps.Tracker // job dependencies (package deps)
 
 	dirty  bool       // loop-only: a cycle is due
 	limits limitTimer // loop-only: the next time limit due (limits.go)
-	fatal  chan error
-
-	att nodebook.Watch // the loop's last look at Config.Clock, for its nodes' liveness (liveness.go)
 
 	health storeHealth // whether the store writes, and who waits on it (storedown.go)
 
@@ -166,14 +157,13 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		holds:     holds.New(cfg.Limits.MaxInteractiveTime),
 		idem:      map[string]string{},
 		owner:     map[gpuKey]string{},
-		nodeIndex: map[string]int{},
+		reg:       nodeRegistry{index: map[string]int{}},
 		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
 		estimator: sched.NewEstimator(),
 		policy:    policy.Defaults(),
 		running:   true,
 		changed:   make(chan struct{}),
-		fatal:     make(chan error, 1),
 	}
 	o.sizes = sizes.New(sizes.Limits{MaxCommandBytes: cfg.Limits.MaxCommandBytes, MaxEnvBytes: cfg.Limits.MaxEnvBytes,
 		MaxUserQueuedBytes: cfg.Limits.MaxUserQueuedBytes})
@@ -194,7 +184,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.on.register(o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.health.sig.Store(new(make(chan struct{})))
-	o.nodeEvents.notify = make(chan struct{}, 1)
+	o.reg.events.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
 		n.static, n.lastSeen = true, cfg.Now()
 		o.addNode(n)
@@ -239,8 +229,6 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case err := <-o.fatal:
-			return err
 		case first := <-o.ops:
 			o.applyOps(ctx, drain(first, o.ops))
 		case <-o.updates.notify:
@@ -251,8 +239,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			} else {
 				o.applyUpdates(ctx, us)
 			}
-		case <-o.nodeEvents.notify:
-			o.applyNodeEvents(ctx, o.nodeEvents.take())
+		case <-o.reg.events.notify:
+			o.applyNodeEvents(ctx, o.reg.events.take())
 		case <-o.limits.c():
 			o.limits.fired()
 			o.checkTimeLimits(ctx) // at the limit itself, not the next tick

@@ -98,7 +98,7 @@ func (r running) PreemptGrace() time.Duration     { return r.o.policy.PreemptGra
 // Util reads a GPU's last utilization from its node's report.
 func (r running) Util(nodeID string, gpu int) (pct int, node, read bool) {
 	o := r.o
-	i, ok := o.nodeIndex[nodeID]
+	i, ok := o.reg.index[nodeID]
 	if !ok {
 		return 0, false, false
 	}

@@ -132,7 +132,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		}
 	}
 	tx := o.begin()
-	for _, id := range o.order {
+	for _, id := range o.order.ids {
 		if !lost[id] {
 			continue
 		}
@@ -251,7 +251,7 @@ func resetAttempt(j *api.Job) {
 func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	o.ledger = sched.NewLedger(halfLife)
 	o.estimator = sched.NewEstimator()
-	for _, id := range o.order {
+	for _, id := range o.order.ids {
 		j, ok := o.jobs[id]
 		if !ok {
 			continue // ended: counted by rebuildFinished

@@ -115,18 +115,18 @@ func (b refBooks) ArraysWithPrefix(prefix string, into map[string]bool) {
 
 func (b refBooks) JobsWithPrefix(prefix string, into map[string]string) {
 	o := b.o
-	// o.order is in id order (but for orderUnsorted): the jobs that start
+	// o.order.ids is in id order (but for orderUnsorted): the jobs that start
 	// with prefix are one run of it.
-	if !o.orderUnsorted {
-		i, _ := slices.BinarySearch(o.order, prefix)
-		for ; i < len(o.order) && strings.HasPrefix(o.order[i], prefix); i++ {
-			if j, live := o.jobs[o.order[i]]; live {
+	if !o.order.unsorted {
+		i, _ := slices.BinarySearch(o.order.ids, prefix)
+		for ; i < len(o.order.ids) && strings.HasPrefix(o.order.ids[i], prefix); i++ {
+			if j, live := o.jobs[o.order.ids[i]]; live {
 				into[j.ID] = j.ArrayJobID
 			}
 		}
 		return
 	}
-	for _, cand := range o.order {
+	for _, cand := range o.order.ids {
 		if j, live := o.jobs[cand]; live && strings.HasPrefix(cand, prefix) {
 			into[j.ID] = j.ArrayJobID
 		}

@@ -15,7 +15,7 @@ func resolver(ids ...string) *Orchestrator {
 	o.refs = newRefs(o)
 	for _, id := range ids {
 		o.jobs[id] = &api.Job{ID: id}
-		o.order = append(o.order, id)
+		o.order.ids = append(o.order.ids, id)
 	}
 	return o
 }
