@@ -3,6 +3,7 @@ package nodebook
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,6 +117,48 @@ func TestIdleRule(t *testing.T) {
 	} {
 		if got := r.Check(&tc.job, tc.node, tc.util, at); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestState(t *testing.T) {
+	for _, tc := range []struct {
+		down, cordoned, draining bool
+		active                   int
+		want                     string
+	}{
+		{false, false, false, 0, Up},
+		{true, true, true, 3, Down},
+		{false, true, false, 1, Cordoned},
+		{false, true, true, 1, Draining},
+		{false, false, true, 0, Drained},
+	} {
+		if got := State(tc.down, tc.cordoned, tc.draining, tc.active); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc, got, tc.want)
+		}
+	}
+}
+
+func TestDisk(t *testing.T) {
+	long := strings.Repeat("x", MaxDiskNote+10)
+	if got := DiskNote(long); len(got) != MaxDiskNote {
+		t.Errorf("a long note kept %d bytes, want %d", len(got), MaxDiskNote)
+	}
+	if got := DiskNote("full\xff"); got != "full" {
+		t.Errorf("invalid UTF-8 kept: %q", got)
+	}
+	for _, tc := range []struct {
+		was, now string
+		want     Disk
+	}{
+		{"", "", DiskSame},
+		{"a", "a", DiskSame},
+		{"", "a", DiskFull},
+		{"a", "", DiskRoom},
+		{"a", "b", DiskReword},
+	} {
+		if got := DiskChange(tc.was, tc.now); got != tc.want {
+			t.Errorf("%q -> %q: %v, want %v", tc.was, tc.now, got, tc.want)
 		}
 	}
 }

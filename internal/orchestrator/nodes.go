@@ -13,13 +13,13 @@ import (
 	"github.com/corral-sched/corral/internal/ring"
 )
 
-// Node states as the API shows them.
+// Node states as the API shows them (package nodebook).
 const (
-	NodeUp       = "up"
-	NodeDown     = "down"     // silent past its TTL (liveness.go)
-	NodeCordoned = "cordoned" // nothing new starts; running jobs go on
-	NodeDraining = "draining" // cordoned until its jobs end
-	NodeDrained  = "drained"  // draining, and no job is left
+	NodeUp       = nodebook.Up
+	NodeDown     = nodebook.Down
+	NodeCordoned = nodebook.Cordoned
+	NodeDraining = nodebook.Draining
+	NodeDrained  = nodebook.Drained
 )
 
 // Node is a node the orchestrator schedules on. Nodes come from agents that
@@ -104,19 +104,15 @@ func (o *Orchestrator) addNode(n Node) *Node {
 	return &o.nodes[len(o.nodes)-1]
 }
 
-// state is the node's state for the API.
+// state is the node's state for the API (nodebook.State). Its jobs are
+// counted only when it drains: a view of a large cluster asks every node.
+// Lock held.
 func (o *Orchestrator) state(n *Node) string {
-	switch {
-	case n.down:
-		return NodeDown
-	case n.draining && o.activeOn(n.ID) == 0:
-		return NodeDrained
-	case n.draining:
-		return NodeDraining
-	case n.cordoned:
-		return NodeCordoned
+	active := 0
+	if n.draining && !n.down {
+		active = o.activeOn(n.ID)
 	}
-	return NodeUp
+	return nodebook.State(n.down, n.cordoned, n.draining, active)
 }
 
 // schedulable reports whether new jobs may start on the node.
@@ -177,7 +173,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		fresh := nodeFromRecord(rec)
 		fresh.Telemetry, fresh.lastSeen = n.Telemetry, now
 		fresh.history = n.history
-		fresh.diskFull = diskNote(reg.DiskFull) // disk.go
+		fresh.diskFull = nodebook.DiskNote(reg.DiskFull) // disk.go
 		*n = fresh
 		tx.persistNode(n)
 		o.dirty = true
