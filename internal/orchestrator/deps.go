@@ -78,18 +78,7 @@ func (b depJobs) StoredIDs(prefix string, limit int) []string {
 }
 
 func (b depJobs) Number(ref string) (int64, string, bool) {
-	n, task, ok := refs.ParseNumber(ref)
-	if !ok {
-		return 0, "", false
-	}
-	id, found, err := b.o.storedNumberID(n) // refs.go
-	if err != nil || !found {
-		return n, "", true
-	}
-	if task != "" {
-		id += "_" + task
-	}
-	return n, id, true
+	return refs.NumberID(ref, b.o.storedNumberID) // refs.go: the store's number -> id
 }
 
 func (b depJobs) Cancel(tx feature.Tx, j *api.Job, reason, message string) {

@@ -218,18 +218,6 @@ func (o *Orchestrator) replay(key string) (submitResult, bool) {
 	return submitResult{o.view(j, true), true}, true
 }
 
-// noteEnded adds to tx's batch the jobs (not array tasks: package
-// arrays adds theirs when their array is done) it ends, for the store's summary of ended jobs. Write
-// lock held, before the commit.
-func (o *Orchestrator) noteEnded(tx *txn) {
-	for _, e := range tx.batch.Events {
-		if !e.Event.To.Terminal() {
-			continue
-		}
-		j := tx.dirty[e.JobID]
-		if j == nil || j.ArrayJobID != "" {
-			continue
-		}
-		tx.batch.Ended = append(tx.batch.Ended, ended.Row(j, e.Event.At))
-	}
-}
+// noteEnded adds to tx's batch the summary rows of the jobs it ends
+// (ended.Summarize). Write lock held, before the commit.
+func (o *Orchestrator) noteEnded(tx *txn) { ended.Summarize(&tx.batch, tx.dirty) }

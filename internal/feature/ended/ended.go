@@ -180,3 +180,20 @@ func (b *Books) Load(rows []store.UsageRow) map[string]Runs {
 	}
 	return out
 }
+
+// Summarize adds to the batch the summary row of each job (not array
+// tasks: package arrays adds theirs when their array is done) that one of
+// its events ends; changed is the jobs the batch changed, by id. Before
+// the commit, so that the rows are durable with the ends.
+func Summarize(b *store.Batch, changed map[string]*api.Job) {
+	for _, e := range b.Events {
+		if !e.Event.To.Terminal() {
+			continue
+		}
+		j := changed[e.JobID]
+		if j == nil || j.ArrayJobID != "" {
+			continue
+		}
+		b.Ended = append(b.Ended, Row(j, e.Event.At))
+	}
+}

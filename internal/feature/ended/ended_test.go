@@ -125,3 +125,20 @@ func TestLoad(t *testing.T) {
 		t.Errorf("counts %v", got)
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	done := &api.Job{ID: "done", User: "ann", State: api.StateFailed}
+	task := &api.Job{ID: "task", ArrayJobID: "arr", State: api.StateFailed}
+	running := &api.Job{ID: "run", State: api.StateRunning}
+	b := store.Batch{Events: []store.JobEvent{
+		{JobID: "run", Event: api.Event{At: at, To: api.StateRunning}},
+		{JobID: "done", Event: api.Event{At: at, To: api.StateFailed}},
+		{JobID: "task", Event: api.Event{At: at, To: api.StateFailed}},    // its array's row, later
+		{JobID: "gone", Event: api.Event{At: at, To: api.StateCompleted}}, // not among the changed
+	}}
+	Summarize(&b, map[string]*api.Job{"done": done, "task": task, "run": running})
+	if len(b.Ended) != 1 || b.Ended[0].User != "ann" || b.Ended[0].State != api.StateFailed || !b.Ended[0].FinishedAt.Equal(at) {
+		t.Errorf("rows %+v, want one for done", b.Ended)
+	}
+}

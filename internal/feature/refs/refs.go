@@ -152,3 +152,23 @@ func cutTask(ref string) (prefix, task string, ok bool) {
 	}
 	return ref[:i], ref[i+1:], true
 }
+
+// NumberID reads a job's number as a person types it ("1234", "1234_7":
+// a task of the array numbered 1234) and returns the id it names, read
+// through read (the store's number -> id); id is "" when no job or array
+// has the number n, or the store cannot say. ok is false when ref is not
+// a number.
+func NumberID(ref string, read func(n int64) (id string, found bool, err error)) (n int64, id string, ok bool) {
+	n, task, ok := ParseNumber(ref)
+	if !ok {
+		return 0, "", false
+	}
+	id, found, err := read(n)
+	if err != nil || !found {
+		return n, "", true
+	}
+	if task != "" {
+		id += "_" + task
+	}
+	return n, id, true
+}
