@@ -13,7 +13,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -52,6 +54,23 @@ type Record struct {
 func (r Record) Encode() string {
 	raw, _ := json.Marshal(r)
 	return string(raw)
+}
+
+// Register is the record r becomes when an agent registers its node with
+// reg, connecting from addr (its address when reg gives none): what the
+// agent says replaces what was stored (copied), the agent is kept by its
+// hash, and the node is up. Cordoned and draining stay as they were.
+func (r Record) Register(reg api.AgentRegistration, addr string) Record {
+	r.Hostname, r.Labels, r.Simulated = reg.Hostname, maps.Clone(reg.Labels), reg.Simulated
+	r.Address = reg.Address
+	if r.Address == "" {
+		r.Address = addr
+	}
+	r.GPUs = slices.Clone(reg.GPUs)
+	r.Agent = AgentHash(reg.AgentID)
+	r.Containment = reg.Containment
+	r.Down = false
+	return r
 }
 
 // CheckContainment checks a registration's containment ("" is allowed:

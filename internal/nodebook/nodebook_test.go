@@ -162,3 +162,50 @@ func TestDisk(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordRegister(t *testing.T) {
+	old := Record{ID: "n1", Hostname: "old", Address: "10.0.0.1", Cordoned: true, Draining: true, Down: true,
+		Labels: map[string]string{"a": "b"}, GPUs: []api.AgentGPU{{Index: 0}}, Agent: AgentHash("x")}
+	for _, tc := range []struct {
+		name, addr, wantAddr string
+		reg                  api.AgentRegistration
+	}{
+		{"its own address", "192.0.2.9", "10.0.0.2", api.AgentRegistration{NodeID: "n1", Address: "10.0.0.2", AgentID: "y", Hostname: "new"}},
+		{"where it connected from", "192.0.2.9", "192.0.2.9", api.AgentRegistration{NodeID: "n1", AgentID: "y", Hostname: "new"}},
+	} {
+		labels := map[string]string{"pool": "p"}
+		tc.reg.Labels = labels
+		r := old.Register(tc.reg, tc.addr)
+		labels["pool"] = "changed"
+		switch {
+		case r.Address != tc.wantAddr:
+			t.Errorf("%s: address %q, want %q", tc.name, r.Address, tc.wantAddr)
+		case r.Down || r.Hostname != "new" || r.Agent != AgentHash("y") || len(r.GPUs) != 0:
+			t.Errorf("%s: %+v: want it up, as registered", tc.name, r)
+		case !r.Cordoned || !r.Draining:
+			t.Errorf("%s: cordon or drain lost", tc.name)
+		case r.Labels["pool"] != "p":
+			t.Errorf("%s: labels not copied", tc.name)
+		}
+	}
+}
+
+func TestAct(t *testing.T) {
+	for _, tc := range []struct {
+		action                   string
+		cordoned, draining       bool
+		wantCordoned, wantDrains bool
+		wantErr                  bool
+	}{
+		{"cordon", false, false, true, false, false},
+		{"drain", false, false, false, true, false},
+		{"drain", true, false, true, true, false},
+		{"uncordon", true, true, false, false, false},
+		{"reboot", true, false, true, false, true}, // refused: unchanged
+	} {
+		c, d, err := Act(tc.action, tc.cordoned, tc.draining)
+		if c != tc.wantCordoned || d != tc.wantDrains || (err != nil) != tc.wantErr {
+			t.Errorf("%s from %v/%v: %v/%v %v", tc.action, tc.cordoned, tc.draining, c, d, err)
+		}
+	}
+}

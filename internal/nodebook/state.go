@@ -1,6 +1,10 @@
 package nodebook
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/corral-sched/corral/internal/api"
+)
 
 // Node states as the API shows them.
 const (
@@ -26,6 +30,22 @@ func State(down, cordoned, draining bool, active int) string {
 		return Cordoned
 	}
 	return Up
+}
+
+// Act is a node's cordon and drain after an admin's action: "cordon"
+// (nothing new starts), "drain" (cordoned until its jobs end) or
+// "uncordon" (both lifted). Another action is a 404 naming the three,
+// and changes nothing.
+func Act(action string, cordoned, draining bool) (bool, bool, error) {
+	switch action {
+	case "cordon":
+		return true, draining, nil
+	case "drain":
+		return cordoned, true, nil
+	case "uncordon":
+		return false, false, nil
+	}
+	return cordoned, draining, api.NotFound("no node action %q; use cordon, drain or uncordon", action)
 }
 
 // A node whose agent says its log disk is full (api.AgentReport.DiskFull,

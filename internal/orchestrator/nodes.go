@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -147,8 +145,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		o.attend() // a stall just ended does not open a node to another agent
 		now := o.cfg.Now()
 		n := o.node(reg.NodeID)
-		agent := nodebook.AgentHash(reg.AgentID)
-		if n != nil && !n.static && !n.down && n.agent != "" && n.agent != agent {
+		if n != nil && !n.static && !n.down && n.agent != "" && n.agent != nodebook.AgentHash(reg.AgentID) {
 			if err := nodebook.InUse(reg.NodeID, o.silentFor(n, now), o.cfg.NodeTTL); err != nil {
 				return nil, err
 			}
@@ -160,17 +157,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 			o.log.Info("node is back", "node", reg.NodeID)
 			o.notes.Alert(notify.AlertNodeUp, tx.now, n.ID, nil, "node %s is back up (its agent registered again)", n.ID)
 		}
-		rec := n.record()
-		rec.Hostname, rec.Labels, rec.Simulated = reg.Hostname, maps.Clone(reg.Labels), reg.Simulated
-		rec.Address = reg.Address
-		if rec.Address == "" {
-			rec.Address = addr
-		}
-		rec.GPUs = slices.Clone(reg.GPUs)
-		rec.Agent = agent
-		rec.Containment = reg.Containment
-		rec.Down = false
-		fresh := nodeFromRecord(rec)
+		fresh := nodeFromRecord(n.record().Register(reg, addr))
 		fresh.Telemetry, fresh.lastSeen = n.Telemetry, now
 		fresh.history = n.history
 		fresh.diskFull = nodebook.DiskNote(reg.DiskFull) // disk.go
@@ -297,15 +284,9 @@ func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) 
 		if n == nil {
 			return nil, api.NotFound("no node %q", nodeID)
 		}
-		switch action {
-		case "cordon":
-			n.cordoned = true
-		case "drain":
-			n.draining = true
-		case "uncordon":
-			n.cordoned, n.draining = false, false
-		default:
-			return nil, api.NotFound("no node action %q; use cordon, drain or uncordon", action)
+		var err error
+		if n.cordoned, n.draining, err = nodebook.Act(action, n.cordoned, n.draining); err != nil {
+			return nil, err
 		}
 		tx.persistNode(n)
 		o.dirty = true
