@@ -2,7 +2,7 @@ package orchestrator
 
 import (
 	"context"
-	"slices"
+	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -36,7 +36,20 @@ func (b notesBooks) Array(id string) (*api.Array, string) {
 	return rec, tmpl.Notify
 }
 
-func (b notesBooks) QueueWaitP95(now time.Time) time.Duration { return b.o.queueWaitP95(now) }
+func (b notesBooks) QueueWaits() iter.Seq2[time.Time, time.Time] {
+	return func(yield func(time.Time, time.Time) bool) {
+		for id := range b.o.q.queued {
+			if !yield(queuedAt(b.o.jobs[id]), time.Time{}) {
+				return
+			}
+		}
+		for j := range b.o.startedJobs() { // finished.go
+			if j.StartedAt != nil && !j.StartedAt.IsZero() && !yield(queuedAt(j), *j.StartedAt) {
+				return
+			}
+		}
+	}
+}
 
 // flushNotes commits the events noted since the last commit when nothing
 // else has (scheduling stopped, no job changing). Loop only.
@@ -64,27 +77,6 @@ func (o *Orchestrator) checkQueueWait(now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.notes.CheckQueueWait(now)
-}
-
-// queueWaitP95 is the p95 of the waits of the jobs started in the last 24
-// hours and of the jobs queued now (their wait so far, so that a queue
-// where nothing starts counts too). Lock held.
-func (o *Orchestrator) queueWaitP95(now time.Time) time.Duration {
-	waits := make([]float64, 0, len(o.q.queued))
-	for id := range o.q.queued {
-		waits = append(waits, now.Sub(queuedAt(o.jobs[id])).Seconds())
-	}
-	dayAgo := now.Add(-24 * time.Hour)
-	for j := range o.startedJobs() { // finished.go
-		if j.StartedAt != nil && !j.StartedAt.Before(dayAgo) {
-			waits = append(waits, j.StartedAt.Sub(queuedAt(j)).Seconds())
-		}
-	}
-	if len(waits) == 0 {
-		return 0
-	}
-	slices.Sort(waits)
-	return time.Duration(percentile(waits, 95) * float64(time.Second))
 }
 
 // JobEnv returns a copy of a job's env (nil when there is no such job):

@@ -1,6 +1,7 @@
 package notes
 
 import (
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -75,7 +76,7 @@ func (n *Notes) CheckQueueWait(now time.Time) {
 	if !n.On() || n.cfg.QueueWait <= 0 {
 		return
 	}
-	p95 := n.books.QueueWaitP95(now)
+	p95 := queueWaitP95(n.books, now)
 	q := &n.queueWait
 	if p95 <= n.cfg.QueueWait {
 		q.since, q.told = time.Time{}, false
@@ -89,4 +90,26 @@ func (n *Notes) CheckQueueWait(now time.Time) {
 		n.Alert(notify.AlertQueueWait, now, "", nil, "the queue wait p95 is %s, above %s, and has been since %s",
 			p95.Round(time.Second), n.cfg.QueueWait, q.since.UTC().Format(time.RFC3339))
 	}
+}
+
+// queueWaitP95 is the p95 of the waits of the jobs started in the last 24
+// hours and of the jobs queued now (their wait so far, so that a queue
+// where nothing starts counts too).
+func queueWaitP95(b Books, now time.Time) time.Duration {
+	var waits []float64
+	dayAgo := now.Add(-24 * time.Hour)
+	for queued, started := range b.QueueWaits() {
+		switch {
+		case started.IsZero():
+			waits = append(waits, now.Sub(queued).Seconds())
+		case !started.Before(dayAgo):
+			waits = append(waits, started.Sub(queued).Seconds())
+		}
+	}
+	if len(waits) == 0 {
+		return 0
+	}
+	slices.Sort(waits)
+	i := int(float64(len(waits))*95/100+0.5) - 1
+	return time.Duration(waits[min(max(i, 0), len(waits)-1)] * float64(time.Second))
 }

@@ -15,6 +15,7 @@ package notes
 
 import (
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -42,9 +43,11 @@ type Books interface {
 	// and its tasks' notify field; nil when there is none. The feature
 	// only reads the record.
 	Array(id string) (rec *api.Array, notify string)
-	// QueueWaitP95 is the p95 of the waits of the jobs started in the
-	// last 24 hours and of the jobs queued now (their wait so far).
-	QueueWaitP95(now time.Time) time.Duration
+	// QueueWaits yields, for each job queued now, when it was last
+	// queued and a zero time; for each job in memory that started (the
+	// running ones and the recently ended), when it was last queued and
+	// when it started.
+	QueueWaits() iter.Seq2[time.Time, time.Time]
 }
 
 // Config is what the feature is built with.

@@ -1,6 +1,7 @@
 package notes
 
 import (
+	"iter"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +16,7 @@ import (
 type fakeBooks struct {
 	jobs   map[string]*api.Job
 	arrays map[string]*api.Array
-	p95    time.Duration
+	waits  [][2]time.Time // when each job was queued, and started (zero: waiting)
 }
 
 func (b *fakeBooks) Job(id string) *api.Job { return b.jobs[id] }
@@ -27,7 +28,15 @@ func (b *fakeBooks) Array(id string) (*api.Array, string) {
 	return nil, ""
 }
 
-func (b *fakeBooks) QueueWaitP95(time.Time) time.Duration { return b.p95 }
+func (b *fakeBooks) QueueWaits() iter.Seq2[time.Time, time.Time] {
+	return func(yield func(time.Time, time.Time) bool) {
+		for _, w := range b.waits {
+			if !yield(w[0], w[1]) {
+				return
+			}
+		}
+	}
+}
 
 // fakeNotifier plans one row per event, its kind and what it is about,
 // and counts kicks.
@@ -287,17 +296,44 @@ func TestQueueWait(t *testing.T) {
 		{QueueWaitFor, 2 * time.Hour, true}, // a new episode
 	} {
 		now = now.Add(s.after)
-		b.p95 = s.p95
+		b.waits = [][2]time.Time{{now.Add(-s.p95), time.Time{}}} // one job, waiting for p95
 		n.CheckQueueWait(now)
 		if n.Pending() != s.want {
 			t.Errorf("step %d: alert %v, want %v", i, n.Pending(), s.want)
 		}
 		n.BeforeCommit(&fakeTx{now: now})
 	}
-	off, _ := newNotes(&fakeBooks{p95: 100 * time.Hour}, Config{})
+	off, _ := newNotes(&fakeBooks{waits: [][2]time.Time{{t0.Add(-100 * time.Hour), time.Time{}}}}, Config{})
 	off.CheckQueueWait(t0)
 	off.CheckQueueWait(t0.Add(time.Hour))
 	if off.Pending() {
 		t.Error("alerted with the threshold off")
+	}
+}
+
+// TestQueueWaitP95: the waits of jobs queued now count so far, those of
+// jobs started in the last 24 hours count whole, older starts not at all.
+func TestQueueWaitP95(t *testing.T) {
+	now := t0.Add(48 * time.Hour)
+	for _, tc := range []struct {
+		name  string
+		waits [][2]time.Time
+		want  time.Duration
+	}{
+		{"none", nil, 0},
+		{"queued", [][2]time.Time{{now.Add(-time.Hour), time.Time{}}}, time.Hour},
+		{"started today", [][2]time.Time{{now.Add(-3 * time.Hour), now.Add(-time.Hour)}}, 2 * time.Hour},
+		{"started yesterday: not counted", [][2]time.Time{{now.Add(-30 * time.Hour), now.Add(-25 * time.Hour)}}, 0},
+		{"the 95th of twenty", func() [][2]time.Time {
+			var w [][2]time.Time
+			for i := 1; i <= 20; i++ {
+				w = append(w, [2]time.Time{now.Add(-time.Duration(i) * time.Minute), time.Time{}})
+			}
+			return w
+		}(), 19 * time.Minute},
+	} {
+		if got := queueWaitP95(&fakeBooks{waits: tc.waits}, now); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }
