@@ -34,7 +34,7 @@ func (o *Orchestrator) features() []any {
 		timeLimits{o},  // running attempts past their time limit are stopped (feature/limits' TimeLimits, likewise)
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
 		noteFlush{o},   // what was noted, committed when nothing else commits (notify.go)
-		endedJobs{o},   // ended jobs summarised, then out of memory (finished.go)
+		endedJobs{o},   // ended jobs summarised (feature/ended), then out of memory (finished.go)
 		usageTick{o},   // the heartbeat, and budgets' look at running attempts (usage.go)
 		o.arr,          // job arrays: their limits at submit, their books, done arrays out of memory (feature/arrays)
 		o.spend,        // GPU time charged; exhausted budgets at submit and in the queue (feature/spend)
