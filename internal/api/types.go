@@ -71,6 +71,23 @@ type Allocation struct {
 	GPUUUID   string  `json:"gpu_uuid"`
 	MemoryGB  float64 `json:"memory_gb"`
 	Simulated bool    `json:"simulated,omitempty"`
+	// A part of the GPU (gpushare.go): a MIG slice (MIG), or an MPS share
+	// of ShareMiB memory and ShareCompute percent of its compute.
+	// Fraction is the part in GPU-equivalents (what accounting charges);
+	// 0 for a whole GPU, which counts 1.
+	MIG          *AllocatedSlice `json:"mig,omitempty"`
+	ShareMiB     int64           `json:"share_mib,omitempty"`
+	ShareCompute int             `json:"share_compute,omitempty"`
+	Fraction     float64         `json:"fraction,omitempty"`
+}
+
+// Equivalents is what the allocation holds in GPU-equivalents: 1, or its
+// Fraction for a MIG slice or an MPS share.
+func (a Allocation) Equivalents() float64 {
+	if a.Fraction > 0 {
+		return a.Fraction
+	}
+	return 1
 }
 
 // Event is one state transition of a job.
@@ -189,6 +206,12 @@ type Job struct {
 	// Batch scripts and Slurm's names (docs/jobs.md "Batch
 	// scripts"); see SubmitRequest.
 	JobIO
+	// A MIG slice or an MPS share instead of whole GPUs (gpushare.go).
+	GPUPart
+	// GPUEquivalents is what the job's current or last attempt holds in
+	// GPU-equivalents: its GPUs, or a slice's or share's fraction of one
+	// (what fair share, usage, cost and budgets charge per second).
+	GPUEquivalents float64 `json:"gpu_equivalents,omitempty"`
 }
 
 // JobIO is what a job carries of a batch script and Slurm's submit
@@ -283,6 +306,8 @@ type SubmitRequest struct {
 	// directories into it, each SRC:DST[:ro].
 	Image  string   `json:"image,omitempty"`
 	Mounts []string `json:"mounts,omitempty"`
+	// MIGProfile, GPUShareMiB, GPUCompute: a part of one GPU (gpushare.go).
+	GPUPart
 }
 
 // QueuedJob is one row of GET /queue.
@@ -362,6 +387,10 @@ type GPU struct {
 	// MIG is the GPU's Multi-Instance GPU state; absent where the GPU has
 	// no MIG support.
 	MIG *MIG `json:"mig,omitempty"`
+	// Shared: the GPU takes MPS shares (corral agent --shared-gpus);
+	// Shares are those running on it.
+	Shared bool             `json:"shared,omitempty"`
+	Shares []GPUShareHolder `json:"shares,omitempty"`
 	// Foreign lists compute processes on the GPU that Corral did not start;
 	// such a GPU is not handed out while they run.
 	Foreign []ForeignProcess `json:"foreign,omitempty"`
@@ -401,6 +430,11 @@ type MIGDevice struct {
 	// ComputeSlices is how many of its GPU's compute slices the MIG
 	// device has: 3 for a 3g.40gb (and for a 1c.3g.40gb, 1). 0: unknown.
 	ComputeSlices int `json:"compute_slices,omitempty"`
+	// AllocatedTo is the job or hold the slice is placed with, in GET
+	// /cluster/gpu-status (AllocatedNumber its short number); absent when
+	// free or as an agent reports it.
+	AllocatedTo     string `json:"allocated_to,omitempty"`
+	AllocatedNumber string `json:"allocated_number,omitempty"`
 }
 
 // Holder returns the job or hold the GPU is allocated to, "" when free.

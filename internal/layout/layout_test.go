@@ -46,6 +46,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/bookings", []string{"orchestrator", "server", "agent"}},
 		{"feature/arrays", []string{"orchestrator", "server", "agent"}},
 		{"feature/refs", []string{"orchestrator", "server", "agent"}},
+		{"feature/gpushare", []string{"orchestrator", "server", "agent", "store"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {
