@@ -1,0 +1,43 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// partFlags are the flags of submit, run, notebook and alloc that ask
+// for a part of one GPU instead of whole GPUs (docs/cluster.md "Sharing
+// a GPU").
+type partFlags struct {
+	mig     string // --mig PROFILE|any
+	share   string // --gpu-share 20G
+	compute int    // --gpu-compute 25
+}
+
+func (p *partFlags) register(fl *pflag.FlagSet) {
+	fl.StringVar(&p.mig, "mig", "", "run on one MIG slice of this profile instead of a whole GPU, e.g. 1g.10gb or 3g.40gb; any: the smallest free slice with at least --gpu-mem")
+	fl.StringVar(&p.share, "gpu-share", "", "run as an MPS share of a shared GPU with this much of its memory, e.g. 20G or 512M (its limit: past it the job's allocations fail)")
+	fl.IntVar(&p.compute, "gpu-compute", 0, "with --gpu-share: this percent of the GPU's compute, 1-100 (default: none reserved, up to all of it)")
+}
+
+// apply puts the part asked for into the request.
+func (p *partFlags) apply(req *api.SubmitRequest) error {
+	req.MIGProfile = p.mig
+	req.GPUCompute = p.compute
+	if p.share == "" {
+		if p.compute != 0 {
+			return usagef("--gpu-compute needs --gpu-share: it is a share's part of its GPU's compute")
+		}
+		return nil
+	}
+	mib, err := parseMemMiB(p.share)
+	if err != nil {
+		return usagef("--gpu-share: %v", err)
+	}
+	if mib <= 0 {
+		return usagef("--gpu-share must be more than 0")
+	}
+	req.GPUShareMiB = mib
+	return nil
+}
