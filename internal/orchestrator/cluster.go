@@ -312,6 +312,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 				}
 			}
 			cs.TotalGPUs++
+			partsBusy := o.gpuParts(&g, n.ID, &d) // its slices' and shares' holders (package gpushare)
 			switch holder, ok := o.owner[gpuKey{n.ID, d.Index}]; {
 			case ok:
 				g.AllocatedTo = &holder
@@ -323,6 +324,8 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 				if g.Held {
 					cs.HeldGPUs++
 				}
+			case partsBusy:
+				cs.AllocatedGPUs++
 			case len(g.Foreign) > 0:
 				cs.ForeignGPUs++
 			case n.down:
@@ -335,6 +338,34 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	}
 	slices.SortFunc(cs.Nodes, func(a, b api.Node) int { return compareNatural(a.NodeID, b.NodeID) })
 	return cs
+}
+
+// gpuParts shows who holds the GPU's MIG slices and MPS shares, and
+// reports whether any part of it is held. Read lock held.
+func (o *Orchestrator) gpuParts(g *api.GPU, node string, d *gpuinfo.Device) bool {
+	k := gpushare.Key{Node: node, GPU: d.Index}
+	g.Shared = d.Shared
+	if d.MIG != nil {
+		m := *d.MIG // the node's record is shared: show a copy with holders
+		m.Devices = slices.Clone(m.Devices)
+		for i := range m.Devices {
+			if h := o.parts.SliceHolder(k, m.Devices[i].Index); h != "" {
+				m.Devices[i].AllocatedTo = h
+				if j := o.jobs[h]; j != nil {
+					m.Devices[i].AllocatedNumber = j.ShortID()
+				}
+			}
+		}
+		g.MIG = &m
+	}
+	for _, h := range o.parts.Shares(k) {
+		sh := api.GPUShareHolder{JobID: h.ID, User: h.User, MemoryMiB: h.MiB, Compute: h.Compute}
+		if j := o.jobs[h.ID]; j != nil {
+			sh.Number = j.ShortID()
+		}
+		g.Shares = append(g.Shares, sh)
+	}
+	return o.parts.Busy(k, d.MIG)
 }
 
 // compareNatural orders names as people do: runs of digits by their value,
