@@ -25,7 +25,7 @@ func gpuShareUp(t *testing.T) *server {
 	return startControl(t, t.TempDir(), freePort(t), nil, "up", "--node-name", "e2e-node",
 		"--simulate-gpus", "4:H100:80:mig=0:1g.10gb*7,1:3g.40gb+4g.40gb",
 		"--shared-gpus", "2", "--mps-control", filepath.Join(root, "internal/agent/testdata/fake-mps-control"),
-		"--mps-dir", t.TempDir())
+		"--mps-dir", t.TempDir(), "--notebook-mig", "1g.10gb")
 }
 
 // TestGPUShare: whole-GPU jobs, MIG slices and MPS shares side by side on
@@ -189,6 +189,18 @@ func TestGPUShare(t *testing.T) {
 	}
 	if want := runs["share20"].job.GPUSeconds + runs["share40"].job.GPUSeconds; math.Abs(byUser["alice"]-want) > 0.01 {
 		t.Errorf("usage of alice %g GPU-seconds, her shares' %g", byUser["alice"], want)
+	}
+	// A notebook of 1 GPU gets the server's default slice (--notebook-mig);
+	// one that names a GPU type keeps a whole GPU.
+	nb := s.submit(map[string]any{"command": "sleep 60", "notebook": true, "gpu_count": 1})
+	nbWhole := s.submit(map[string]any{"command": "sleep 60", "notebook": true, "gpu_count": 1, "gpu_type": "H100"})
+	if nb.MIGProfile != "1g.10gb" || nbWhole.MIGProfile != "" {
+		t.Errorf("notebooks' mig_profile %q and %q, want 1g.10gb and none", nb.MIGProfile, nbWhole.MIGProfile)
+	}
+	for _, id := range []string{nb.ID, nbWhole.ID} { // 200 while queued, 202 once started
+		if r := s.do("DELETE", "/queue/"+id, nil, nil); r.Status != http.StatusOK && r.Status != http.StatusAccepted {
+			t.Fatalf("cancel notebook %s: %s", id, r)
+		}
 	}
 	// Freed, the waiting jobs get their parts.
 	for _, id := range []string{wait3g.ID, waitBob.ID, waitWhole.ID} {
