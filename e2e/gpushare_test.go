@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -35,8 +36,17 @@ func gpuShareUp(t *testing.T) *server {
 // holders; GPU-seconds and usage charge each part's fraction.
 func TestGPUShare(t *testing.T) {
 	s := gpuShareUp(t)
+	// Fake device nodes of every GPU and /dev/mem: a job opens its own
+	// GPU's alone (where the node holds jobs in cgroups, as root).
+	devDir := t.TempDir()
+	devs := map[string]int{"nvidia0": 195<<8 | 0, "nvidia1": 195<<8 | 1, "nvidia2": 195<<8 | 2, "nvidia3": 195<<8 | 3, "mem": 1<<8 | 1}
+	mknod := true
+	for name, dev := range devs {
+		mknod = mknod && syscall.Mknod(filepath.Join(devDir, name), syscall.S_IFCHR|0o666, dev) == nil
+	}
+	probe := fmt.Sprintf(`for f in %s/*; do err=$( (: <>"$f") 2>&1 ); case "$err" in *"not permitted"*) echo "dev ${f##*/} EPERM";; *) echo "dev ${f##*/} ok";; esac; done; `, shellQuote(devDir))
 	sub := func(user string, extra map[string]any) api.Job {
-		req := map[string]any{"command": "env | grep -E '^(CUDA|CORRAL_MIG)' | sort; echo ready; sleep 120", "user": user, "gpu_count": 1}
+		req := map[string]any{"command": "env | grep -E '^(CUDA|CORRAL_MIG)' | sort; " + probe + "echo ready; sleep 120", "user": user, "gpu_count": 1}
 		for k, v := range extra {
 			req[k] = v
 		}
@@ -139,6 +149,24 @@ func TestGPUShare(t *testing.T) {
 		for _, e := range env {
 			if !strings.Contains(log, e) {
 				t.Errorf("%s: want %q in its environment; log:\n%s", name, e, log)
+			}
+		}
+	}
+	// Devices outside a job's own stay closed to it.
+	if c := s.cluster(); !mknod || !strings.HasPrefix(c.Nodes[0].Containment, "cgroup-") {
+		t.Logf("device nodes not checked: mknod %v, containment %q (needs root and cgroups)", mknod, c.Nodes[0].Containment)
+	} else {
+		for name, w := range runs {
+			own := fmt.Sprintf("nvidia%d", w.job.Allocation[0].GPUID)
+			log := s.logs(w.job.ID)
+			for dev := range devs {
+				want := "dev " + dev + " EPERM\n"
+				if dev == own {
+					want = "dev " + dev + " ok\n"
+				}
+				if !strings.Contains(log, want) {
+					t.Errorf("%s on GPU %d: want %q; log:\n%s", name, w.job.Allocation[0].GPUID, want, log)
+				}
 			}
 		}
 	}
