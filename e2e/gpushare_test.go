@@ -19,14 +19,51 @@ import (
 // agent tests' stand-in control binary), GPU 3 plain.
 func gpuShareUp(t *testing.T) *server {
 	t.Helper()
+	return gpuShareUpAt(t, t.TempDir(), freePort(t), t.TempDir())
+}
+
+// gpuShareUpAt is gpuShareUp on a given data directory, port and MPS
+// directory (a restart).
+func gpuShareUpAt(t *testing.T, dataDir string, port int, mpsDir string) *server {
+	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startControl(t, t.TempDir(), freePort(t), nil, "up", "--node-name", "e2e-node",
+	return startControl(t, dataDir, port, nil, "up", "--node-name", "e2e-node",
 		"--simulate-gpus", "4:H100:80:mig=0:1g.10gb*7,1:3g.40gb+4g.40gb",
 		"--shared-gpus", "2", "--mps-control", filepath.Join(root, "internal/agent/testdata/fake-mps-control"),
-		"--mps-dir", t.TempDir(), "--notebook-mig", "1g.10gb")
+		"--mps-dir", mpsDir, "--notebook-mig", "1g.10gb")
+}
+
+// TestGPUShareRestart: after kill -9 of corral up, the restarted server
+// knows who holds each slice and share from the store (the jobs are
+// adopted), so a slice or share is still never given twice.
+func TestGPUShareRestart(t *testing.T) {
+	dataDir, port, mpsDir := t.TempDir(), freePort(t), t.TempDir()
+	s := gpuShareUpAt(t, dataDir, port, mpsDir)
+	slice := s.submit(map[string]any{"command": "sleep 120", "user": "ann", "mig_profile": "3g.40gb"})
+	share := s.submit(map[string]any{"command": "sleep 120", "user": "ann", "gpu_share_mib": 60 << 10})
+	s.waitState(slice.ID, api.StateRunning, 30*time.Second)
+	s.waitState(share.ID, api.StateRunning, 30*time.Second)
+	s.kill9()
+	s = gpuShareUpAt(t, dataDir, port, mpsDir)
+	s.waitState(slice.ID, api.StateRunning, 30*time.Second)
+	c := s.cluster()
+	if h := c.Nodes[0].GPUs[1].MIG.Devices[0].AllocatedTo; h != slice.ID {
+		t.Fatalf("after the restart GPU 1's 3g.40gb is held by %q, want %s", h, slice.ID)
+	}
+	if sh := c.Nodes[0].GPUs[2].Shares; len(sh) != 1 || sh[0].JobID != share.ID {
+		t.Fatalf("after the restart GPU 2's shares are %+v, want %s's", sh, share.ID)
+	}
+	again := s.submit(map[string]any{"command": "sleep 120", "user": "ann", "mig_profile": "3g.40gb"})
+	more := s.submit(map[string]any{"command": "sleep 120", "user": "ann", "gpu_share_mib": 30 << 10})
+	for _, id := range []string{again.ID, more.ID} {
+		j := s.waitJob(id, 30*time.Second, "to say why it waits", func(j api.Job) bool { return j.PendingMessage != "" })
+		if j.State != api.StateQueued || j.PendingReason != "insufficient_gpus" {
+			t.Errorf("%s after the restart: %s %q %q, want it to wait for the part held", id, j.State, j.PendingReason, j.PendingMessage)
+		}
+	}
 }
 
 // TestGPUShare: whole-GPU jobs, MIG slices and MPS shares side by side on
