@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+
 	"github.com/spf13/pflag"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -40,4 +42,20 @@ func (p *partFlags) apply(req *api.SubmitRequest) error {
 	}
 	req.GPUShareMiB = mib
 	return nil
+}
+
+// fmtPart says what part of a GPU a job asks for ("" for whole GPUs):
+// "MIG slice 3g.40gb", "MPS share of 20G, 25% of the compute".
+func fmtPart(p api.GPUPart) string {
+	switch {
+	case p.MIGProfile != "":
+		return "MIG slice " + p.MIGProfile
+	case p.GPUShareMiB > 0:
+		s := "MPS share of " + fmtMiB(p.GPUShareMiB)
+		if p.GPUCompute > 0 {
+			s += fmt.Sprintf(", %d%% of the compute", p.GPUCompute)
+		}
+		return s
+	}
+	return ""
 }

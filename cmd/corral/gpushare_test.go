@@ -45,3 +45,38 @@ func TestNodesParts(t *testing.T) {
 		}
 	}
 }
+
+// TestShowPart: corral show says what part of a GPU a job asked for, its
+// GPU-equivalents, and the slice or share its allocation holds.
+func TestShowPart(t *testing.T) {
+	slice := sampleJob()
+	slice.GPUPart = api.GPUPart{MIGProfile: "3g.40gb"}
+	slice.GPUEquivalents = 3.0 / 7
+	slice.Allocation = []api.Allocation{{NodeID: "n1", GPUID: 1, GPUUUID: "GPU-1", MemoryGB: 40, Fraction: 3.0 / 7,
+		MIG: &api.AllocatedSlice{Index: 0, UUID: "MIG-aaaa", Profile: "3g.40gb"}}}
+	share := sampleJob()
+	share.GPUPart = api.GPUPart{GPUShareMiB: 20 << 10, GPUCompute: 25}
+	share.GPUEquivalents = 0.25
+	share.Allocation = []api.Allocation{{NodeID: "n1", GPUID: 2, GPUUUID: "GPU-2", MemoryGB: 20, Fraction: 0.25, ShareMiB: 20 << 10, ShareCompute: 25}}
+	for name, c := range map[string]struct {
+		job  api.Job
+		want []string
+	}{
+		"slice": {slice, []string{"MIG slice 3g.40gb", "GPU-equivalents:", "0.4286", "GPU-1, MIG 3g.40gb MIG-aaaa"}},
+		"share": {share, []string{"MPS share of 20G, 25% of the compute", "0.25", "GPU-2, MPS share"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFakeServer(t)
+			f.on("GET", "/jobs/"+c.job.ID, 200, c.job)
+			res := f.run("show", c.job.ID)
+			if res.code != 0 {
+				t.Fatalf("exit %d: %s", res.code, res.stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(res.stdout, w) {
+					t.Errorf("show lacks %q:\n%s", w, res.stdout)
+				}
+			}
+		})
+	}
+}
