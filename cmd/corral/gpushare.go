@@ -5,7 +5,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/corral-sched/corral/internal/agent/gpu"
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
 )
 
 // partFlags are the flags of submit, run, notebook and alloc that ask
@@ -58,4 +60,24 @@ func fmtPart(p api.GPUPart) string {
 		return s
 	}
 	return ""
+}
+
+// simMIGLayout reads corral sim --mig (the layout --simulate-gpus takes
+// after mig=) for nodes of gpus 80 GB GPUs: each GPU's slices, as the
+// simulator places them; nil without a layout.
+func simMIGLayout(layout string, gpus int) (map[int][]sched.Slice, error) {
+	if layout == "" {
+		return nil, nil
+	}
+	ms, err := gpu.SimMIGLayout(layout, gpus, 80*1024)
+	if err != nil {
+		return nil, usagef("--mig: %v", err)
+	}
+	out := make(map[int][]sched.Slice, len(ms))
+	for g, m := range ms {
+		for _, d := range m.Devices {
+			out[g] = append(out[g], sched.Slice{Index: d.Index, Profile: d.Profile, MemoryMiB: d.MemoryTotal, ComputeSlices: d.ComputeSlices})
+		}
+	}
+	return out, nil
 }

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -78,5 +83,42 @@ func TestShowPart(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSimMIG: corral sim --mig places a trace's mig_profile jobs on the
+// layout's slices (fourteen notebooks on two sliced GPUs wait for nothing;
+// taking whole GPUs without --mig, they queue), and a bad layout is a
+// usage error.
+func TestSimMIG(t *testing.T) {
+	var trace strings.Builder
+	for i := range 14 {
+		fmt.Fprintf(&trace, `{"id":"nb%d","submit":%d,"duration_s":3600,"gpus":1,"user":"u","mig_profile":"1g.10gb"}`+"\n", i, i)
+	}
+	for i := range 6 {
+		fmt.Fprintf(&trace, `{"id":"t%d","submit":%d,"duration_s":7200,"gpus":1,"user":"t"}`+"\n", i, i)
+	}
+	path := filepath.Join(t.TempDir(), "nb.jsonl")
+	if err := os.WriteFile(path, []byte(trace.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	queue := func(args ...string) float64 {
+		t.Helper()
+		var m map[string]any
+		out := simCLI(t, append([]string{"sim", "--trace", path, "--cluster", "1x8", "--json", "--timing=false"}, args...)...)
+		if err := json.Unmarshal(out, &m); err != nil || m["completed"] != 20.0 {
+			t.Fatalf("%v: %s (%v)", args, out, err)
+		}
+		return m["max_queue_s"].(float64)
+	}
+	if q := queue("--mig", "0-1:1g.10gb*7"); q != 0 {
+		t.Errorf("with slices the longest wait is %gs, want 0", q)
+	}
+	if q := queue(); q == 0 {
+		t.Error("without slices nothing waited; want the notebooks to queue for whole GPUs")
+	}
+	var out, errb bytes.Buffer
+	if code := runWith([]string{"sim", "--trace", path, "--cluster", "1x8", "--mig", "0-9:1g.10gb"}, &out, &errb); code == exitOK || !strings.Contains(errb.String(), "--mig") {
+		t.Errorf("a layout past the node's GPUs: exit %d, %q", code, errb.String())
 	}
 }

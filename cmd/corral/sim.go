@@ -33,6 +33,7 @@ type simFlags struct {
 	reserveAfter                      time.Duration
 	json, timing                      bool
 	jobsOut, cpuProfile               string
+	mig                               string // --mig LAYOUT (gpushare.go)
 	// compare
 	policies, plot string
 }
@@ -106,6 +107,7 @@ run.`,
 	pf.StringVar(&f.trace, "trace", "", "trace file (Philly CSV or JSONL)")
 	pf.StringVar(&f.format, "format", "", "trace format: philly or jsonl (default: from the file name, .jsonl is JSONL)")
 	pf.StringVar(&f.cluster, "cluster", "", "simulated cluster, NODESxGPUS (e.g. 64x8)")
+	pf.StringVar(&f.mig, "mig", "", "a MIG layout of every node's GPUs, as --simulate-gpus takes it after mig=, e.g. 0-3:1g.10gb*7,4:3g.40gb+4g.40gb: a trace's jobs with mig_profile run on those slices (80 GB GPUs)")
 	pf.StringVar(&f.teamsFrom, "teams-from", sim.TeamsFromCluster, "what names teams (users and projects for fair share, groups for fairness): cluster, user, project or none")
 	pf.BoolVar(&f.backfill, "backfill", false, "EASY backfill past the head job's reservation")
 	pf.BoolVar(&f.preemption, "preemption", false, "let waiting jobs preempt lower-ranked running jobs")
@@ -292,6 +294,9 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	}
 	if f.starveAfter == 0 {
 		cfg.Policy.StarveAfter = -1 // zero means never, not the default
+	}
+	if cfg.MIG, err = simMIGLayout(f.mig, gpus); err != nil { // gpushare.go
+		return nil, cfg, err
 	}
 	return jobs, cfg, nil
 }
