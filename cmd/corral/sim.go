@@ -52,7 +52,8 @@ Traces: the Philly CSV (timestamp,duration,num_gpus,gpu_time,cluster) or JSONL,
 one job per line (see docs/benchmarks.md and "go doc ./internal/sim"):
   {"id":"a1","submit":"2024-05-01T10:00:00Z","duration_s":3600,"gpus":8,"user":"ana","project":"vision"}
 "submit" may also be seconds from the trace's start; optional: "estimate_s",
-"priority", "cluster", "name", "command". --trace synthetic:team-week[:SEED]
+"priority", "cluster", "name", "command", "mig_profile" (a MIG slice, with
+--mig LAYOUT; without one the job takes its GPUs whole). --trace synthetic:team-week[:SEED]
 replays a generated working week of a team of 15 on 16 GPUs instead (notebooks,
 sweeps, 8- and 16-GPU gangs; see "go doc ./internal/sim TeamWeek"). A job
 asking for more GPUs than a node has becomes a multi-node gang (16 on 8-GPU
