@@ -294,3 +294,43 @@ func TestGPUEquivalents(t *testing.T) {
 		t.Fatalf("starts %+v", r.Starts)
 	}
 }
+
+// A whole-GPU job that only the MIG GPUs could hold can never run: it is
+// unsatisfiable, not waiting for GPUs that are never free.
+func TestWholeJobNeverFitsMIGGPUs(t *testing.T) {
+	n := node("n1", 4, "H100", 80)
+	migGPU(&n, 0, "7g.80gb")
+	migGPU(&n, 1, "7g.80gb")
+	tests := map[string]struct {
+		gpus   int
+		labels map[string]string
+		want   string
+	}{
+		"two fit":              {gpus: 2, want: ""},
+		"three never":          {gpus: 3, want: ReasonUnsatisfiable},
+		"three never, labeled": {gpus: 3, labels: map[string]string{"a": "b"}, want: ReasonUnsatisfiable},
+		"two, labeled, fit":    {gpus: 2, labels: map[string]string{"a": "b"}, want: ""},
+	}
+	n.Labels = map[string]string{"a": "b"}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			j := job("w", tc.gpus, 2, 0)
+			j.NodeLabels = tc.labels
+			r := Schedule(Snapshot{Now: t0, Nodes: []Node{n}, Queue: []Job{j}, Policy: Policy{Name: PolicyFCFS, Backfill: true}})
+			got := ""
+			if len(r.Pending) > 0 {
+				got = r.Pending[0].Reason
+			}
+			if got != tc.want {
+				t.Fatalf("reason %q, want %q (starts %+v)", got, tc.want, r.Starts)
+			}
+			for _, s := range r.Starts {
+				for _, g := range s.Placements[0].GPUs {
+					if g < 2 {
+						t.Fatalf("placed on MIG GPU %d", g)
+					}
+				}
+			}
+		})
+	}
+}

@@ -114,8 +114,8 @@ func newIndex(nodes []Node) *index {
 			if gpu.Free {
 				ns.nfree++
 			}
-			if gpu.Model != n.GPUs[0].Model || gpu.MemoryMiB != n.GPUs[0].MemoryMiB {
-				homogeneous = false
+			if gpu.Model != n.GPUs[0].Model || gpu.MemoryMiB != n.GPUs[0].MemoryMiB || gpu.MIG != nil {
+				homogeneous = false // a node with MIG GPUs is scanned GPU by GPU (matches)
 			}
 		}
 		ns.domains = countDomains(n.GPUs)
@@ -279,6 +279,9 @@ func (ix *index) give(ps []Placement) {
 
 // matches reports whether a GPU passes the job's filters, free or not.
 func matches(g *GPU, j *Job) bool {
+	if g.MIG != nil {
+		return false // in MIG mode: its slices are placed, never the GPU (gpushare.go)
+	}
 	if j.MinMemoryMiB > 0 && g.MemoryMiB < j.MinMemoryMiB {
 		return false
 	}
