@@ -102,26 +102,79 @@ func hasPart(r *Running) bool {
 type partGPU struct {
 	n, g   int // node position, position in its GPUs
 	slices []Slice
+	free   int // free slices
 	share  *Share
 }
 
-// partsOf lists the cluster's MIG and shared GPUs, with copies of their
-// state the cycle may change.
-func partsOf(ix *index) []partGPU {
-	var out []partGPU
+// partKey is what finding a part depends on, besides the parts' state: a
+// job of the same key fits, or does not, the same parts (jobs with node
+// labels are not remembered).
+type partKey struct {
+	profile       string
+	min, shareMiB int64
+	compute       int
+	typ, user     string // user: a share's (one user per MPS server)
+}
+
+// partMemo is what a cycle learned of a key: it did not fit, and why; at
+// is the version it was learned at where bookings make that matter (1 +
+// the parts' and the index's versions), else 0.
+type partMemo struct {
+	at  int
+	why Pending
+}
+
+// partsOf lists the cluster's MIG GPUs and its shared GPUs, each in node
+// order, with copies of their state the cycle may change; and how many
+// MIG GPUs have each count of free slices.
+func partsOf(ix *index) (migs, shares []partGPU, hist []int) {
+	migs, shares = []partGPU{}, []partGPU{}
 	for n := range ix.nodes {
 		gs := ix.nodes[n].node.GPUs
 		for g := range gs {
 			switch {
 			case gs[g].MIG != nil:
-				out = append(out, partGPU{n: n, g: g, slices: append([]Slice(nil), gs[g].MIG...)})
+				pg := partGPU{n: n, g: g, slices: append([]Slice(nil), gs[g].MIG...)}
+				for _, sl := range pg.slices {
+					if sl.Free {
+						pg.free++
+					}
+				}
+				for len(hist) <= pg.free {
+					hist = append(hist, 0)
+				}
+				hist[pg.free]++
+				migs = append(migs, pg)
 			case gs[g].Share != nil:
 				sh := *gs[g].Share
-				out = append(out, partGPU{n: n, g: g, share: &sh})
+				shares = append(shares, partGPU{n: n, g: g, share: &sh})
 			}
 		}
 	}
-	return out
+	return migs, shares, hist
+}
+
+// partsFor is the GPUs that could hold the job's part: the MIG GPUs for
+// a slice, the shared ones for a share.
+func (c *cycle) partsFor(j *Job) []partGPU {
+	if c.migParts == nil {
+		c.migParts, c.shareParts, c.freeHist = partsOf(c.ix)
+	}
+	if j.MIGProfile != "" {
+		return c.migParts
+	}
+	return c.shareParts
+}
+
+// fewestFree is the fewest free slices any MIG GPU with a free one has:
+// a slice there cannot be beaten on packing.
+func (c *cycle) fewestFree() int {
+	for f := 1; f < len(c.freeHist); f++ {
+		if c.freeHist[f] > 0 {
+			return f
+		}
+	}
+	return 0
 }
 
 // sliceFits reports whether the slice is of the profile the job asks for.
@@ -135,7 +188,7 @@ func sliceFits(s *Slice, j *Job) bool {
 // findPart chooses the part of a GPU the job gets now: a slice (the best
 // fitting free one, on the GPU with the fewest free slices), or a share
 // (on the fullest shared GPU that still fits it, by memory then
-// compute). It returns the position in c.parts and the slice's position
+// compute). It returns the position in c.partsFor(j) and the slice's position
 // (-1 for a share), or ok false.
 func (c *cycle) findPart(j *Job) (k, s int, ok bool) {
 	type score struct{ a, b, d int64 }
@@ -150,35 +203,36 @@ func (c *cycle) findPart(j *Job) (k, s int, ok bool) {
 	}
 	var best score
 	k, s = -1, -1
-	for i := range c.parts {
-		pg := &c.parts[i]
+	any := strings.EqualFold(j.MIGProfile, MIGAny)
+	fewest := c.fewestFree()
+	parts := c.partsFor(j)
+	for i := range parts {
+		pg := &parts[i]
 		ns := &c.ix.nodes[pg.n]
 		gpu := &ns.node.GPUs[pg.g]
-		if !ns.node.Schedulable || !c.ix.labelsOK(pg.n, j) || j.GPUType != "" && !containsFold(gpu.Model, j.GPUType) {
+		if !ns.node.Schedulable || len(j.NodeLabels) > 0 && !c.ix.labelsOK(pg.n, j) || j.GPUType != "" && !containsFold(gpu.Model, j.GPUType) {
 			continue
 		}
 		if j.MIGProfile != "" {
-			if pg.slices == nil {
+			if pg.free == 0 {
 				continue
 			}
-			free := 0
-			for _, sl := range pg.slices {
-				if sl.Free {
-					free++
-				}
-			}
+			free := pg.free
 			for si := range pg.slices {
 				sl := &pg.slices[si]
 				if !sl.Free || !sliceFits(sl, j) {
 					continue
 				}
 				sc := score{a: int64(free)}
-				if strings.EqualFold(j.MIGProfile, MIGAny) {
+				if any {
 					sc = score{a: sl.MemoryMiB, b: int64(sl.ComputeSlices), d: int64(free)}
 				}
 				if k < 0 || less(sc, best) {
 					k, s, best = i, si, sc
 				}
+			}
+			if k >= 0 && !any && best.a <= int64(fewest) {
+				break // no GPU has fewer free slices: none packs better
 			}
 			continue
 		}
@@ -214,24 +268,40 @@ func (c *cycle) startPart(j *Job) bool {
 		c.pend(Pending{JobID: j.ID, Reason: ReasonQuota, note: textNote(q + "; a GPU slice or share never borrows")})
 		return false
 	}
-	if c.parts == nil {
-		c.parts = partsOf(c.ix)
-		if c.parts == nil {
-			c.parts = []partGPU{}
-		}
+	// Within a cycle the parts only ever fill up (slices and shares are
+	// taken, whole jobs take free shared GPUs; nothing is freed), so a key
+	// that did not fit never will: remembered for the cycle. Only bookings
+	// make the GPUs open to a job depend on the job (its window).
+	key, memo := c.partKeyOf(j)
+	v := 0
+	if c.bk != nil {
+		v = c.ix.version + c.partsVersion + 1
+	}
+	if m, seen := c.partMemo[key]; memo && seen && m.at == v {
+		why := m.why
+		why.JobID = j.ID
+		c.pend(why) // as the same key's last job, nothing having changed
+		return false
 	}
 	k, s, ok := c.findPart(j)
 	if !ok {
 		c.pendPart(j)
+		if memo {
+			c.partMemo[key] = partMemo{at: v, why: c.out.Pending[len(c.out.Pending)-1]}
+		}
 		return false
 	}
-	pg := &c.parts[k]
+	c.partsVersion++
+	pg := &c.partsFor(j)[k]
 	ns := &c.ix.nodes[pg.n]
 	gpu := &ns.node.GPUs[pg.g]
 	var part Part
 	if s >= 0 {
 		sl := &pg.slices[s]
 		sl.Free, sl.Holder = false, j.ID
+		c.freeHist[pg.free]--
+		pg.free--
+		c.freeHist[pg.free]++
 		total := gpu.MIGSlices
 		if total == 0 {
 			for _, x := range pg.slices {
@@ -255,17 +325,44 @@ func (c *cycle) startPart(j *Job) bool {
 	return true
 }
 
+// partKeyOf is the job's key, and whether it may be remembered.
+func (c *cycle) partKeyOf(j *Job) (partKey, bool) {
+	if len(j.NodeLabels) > 0 {
+		return partKey{}, false
+	}
+	if c.partMemo == nil {
+		c.partMemo = map[partKey]partMemo{}
+	}
+	k := partKey{profile: j.MIGProfile, min: j.MinMemoryMiB, shareMiB: j.ShareMiB, compute: j.ShareCompute, typ: j.GPUType}
+	if j.MIGProfile == "" {
+		k.user = j.User
+	}
+	return k, true
+}
+
 // pendPart says why a slice or share job waits: no GPU could ever give
 // it its part (unsatisfiable), or those that could are taken, and by whom.
 func (c *cycle) pendPart(j *Job) {
-	var holders []string
-	var where []string
-	exist := 0
-	for i := range c.parts {
-		pg := &c.parts[i]
+	var holders, where []string
+	exist, held, nodesN, last := 0, 0, 0, -1
+	hold := func(h string) {
+		if held++; len(holders) < 8 {
+			holders = append(holders, h)
+		}
+	}
+	at := func(n int) { // the parts come in node order
+		if n != last {
+			if last, nodesN = n, nodesN+1; len(where) < 3 {
+				where = append(where, c.ix.nodes[n].node.ID)
+			}
+		}
+	}
+	parts := c.partsFor(j)
+	for i := range parts {
+		pg := &parts[i]
 		ns := &c.ix.nodes[pg.n]
 		gpu := &ns.node.GPUs[pg.g]
-		if !c.ix.labelsOK(pg.n, j) || j.GPUType != "" && !containsFold(gpu.Model, j.GPUType) {
+		if len(j.NodeLabels) > 0 && !c.ix.labelsOK(pg.n, j) || j.GPUType != "" && !containsFold(gpu.Model, j.GPUType) {
 			continue
 		}
 		if j.MIGProfile != "" {
@@ -273,21 +370,19 @@ func (c *cycle) pendPart(j *Job) {
 				if sliceFits(&sl, j) {
 					exist++
 					if !sl.Free && sl.Holder != "" {
-						holders = append(holders, sl.Holder)
+						hold(sl.Holder)
 					}
-					if !slicesContain(where, ns.node.ID) {
-						where = append(where, ns.node.ID)
-					}
+					at(pg.n)
 				}
 			}
 			continue
 		}
 		if pg.share != nil && gpu.MemoryMiB >= j.ShareMiB {
 			exist++
-			holders = append(holders, pg.share.Holders...)
-			if !slicesContain(where, ns.node.ID) {
-				where = append(where, ns.node.ID)
+			for _, h := range pg.share.Holders {
+				hold(h)
 			}
+			at(pg.n)
 		}
 	}
 	what := fmt.Sprintf("a free %s MIG slice", j.MIGProfile)
@@ -308,15 +403,19 @@ func (c *cycle) pendPart(j *Job) {
 		c.pend(Pending{JobID: j.ID, Reason: ReasonUnsatisfiable, note: textNote("no node could ever run it: it needs " + what + " and no GPU offers one")})
 		return
 	}
-	msg := fmt.Sprintf("needs %s; the %d on %s", what, exist, strings.Join(where, ", "))
+	nodes := strings.Join(where, ", ")
+	if nodesN > len(where) {
+		nodes += fmt.Sprintf(" and %d more nodes", nodesN-len(where))
+	}
+	msg := fmt.Sprintf("needs %s; the %d on %s", what, exist, nodes)
 	if j.MIGProfile == "" {
-		msg = fmt.Sprintf("needs %s; the %d that could hold it (on %s)", what, exist, strings.Join(where, ", "))
+		msg = fmt.Sprintf("needs %s; the %d that could hold it (on %s)", what, exist, nodes)
 	}
 	switch {
 	case len(holders) > 0:
-		msg += " are held by " + strings.Join(firstN(holders, 8), ", ")
-		if len(holders) > 8 {
-			msg += fmt.Sprintf(" and %d more", len(holders)-8)
+		msg += " are held by " + strings.Join(holders, ", ")
+		if held > len(holders) {
+			msg += fmt.Sprintf(" and %d more", held-len(holders))
 		}
 		if j.MIGProfile == "" {
 			msg += " (or another user's shares, or a whole-GPU job)"
@@ -325,22 +424,6 @@ func (c *cycle) pendPart(j *Job) {
 		msg += " are in use or on nodes that take no new jobs"
 	}
 	c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: textNote(msg)})
-}
-
-func slicesContain(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func firstN(ss []string, n int) []string {
-	if len(ss) > n {
-		return ss[:n]
-	}
-	return ss
 }
 
 // wholeOnly returns the running jobs that hold whole GPUs, and adds the

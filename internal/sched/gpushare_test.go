@@ -169,6 +169,10 @@ func TestPlaceShares(t *testing.T) {
 			want:  map[string]int{"a": 0, "b": 1},
 			why:   map[string]string{"c": "needs 10 GB on a shared GPU; the 2 that could hold it (on n1) are held by a, b (or another user's shares, or a whole-GPU job)"},
 		},
+		"one user waiting keeps no other out": {
+			queue: []Job{shareJob("a", "ann", 10, 0), shareJob("b", "bob", 10, 0), shareJob("c", "cat", 10, 0), shareJob("d", "ann", 60, 0), shareJob("e", "cat", 10, 0)},
+			want:  map[string]int{"a": 0, "b": 1, "d": 0},
+		},
 		"a running share keeps other users off": {
 			queue: []Job{shareJob("a", "bob", 10, 0), shareJob("b", "ann", 10, 0)},
 			prep: func(ns []Node) {
@@ -332,5 +336,39 @@ func TestWholeJobNeverFitsMIGGPUs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCycleParts: 1,000 nodes x 8 GPUs, GPUs 0-3 of each in seven
+// 1g.10gb slices and GPUs 4-5 shared; 10,000 queued jobs, a third
+// slices, a third shares, a third whole GPUs (most of them wait).
+func BenchmarkCycleParts(b *testing.B) {
+	var nodes []Node
+	for n := range 1000 {
+		nd := node(fmt.Sprintf("node-%04d", n), 8, "H100", 80)
+		for g := range 4 {
+			migGPU(&nd, g, "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb")
+		}
+		nd.GPUs[4].Share, nd.GPUs[5].Share = &Share{}, &Share{}
+		nodes = append(nodes, nd)
+	}
+	var queue []Job
+	for i := range 10000 {
+		var j Job
+		switch i % 3 {
+		case 0:
+			j = sliceJob(fmt.Sprintf("s%05d", i), "1g.10gb", 0)
+		case 1:
+			j = shareJob(fmt.Sprintf("m%05d", i), fmt.Sprintf("user%d", i%8), 10, 10)
+		default:
+			j = job(fmt.Sprintf("w%05d", i), 1+i%4, 1+i%4, i)
+		}
+		j.User, j.SubmittedAt, j.Estimate = fmt.Sprintf("user%d", i%8), t0.Add(time.Duration(i)*time.Second), time.Hour
+		queue = append(queue, j)
+	}
+	s := Snapshot{Now: t0.Add(24 * time.Hour), Nodes: nodes, Queue: queue, Policy: Policy{Name: PolicyFairShare, Backfill: true}}
+	b.ReportAllocs()
+	for b.Loop() {
+		Schedule(s)
 	}
 }

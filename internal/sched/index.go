@@ -24,6 +24,10 @@ type index struct {
 	// has outrun its estimate): find scores single-node placements by it.
 	drain   []int64
 	foreign bool // some GPU runs a process Corral did not start
+	// migNodes are the nodes of a class (position, class) with GPUs in
+	// MIG mode: the class's totals count those GPUs, fitsEmpty takes
+	// them out.
+	migNodes [][2]int
 }
 
 type nodeState struct {
@@ -38,6 +42,7 @@ type nodeState struct {
 	class   int   // -1: mixed or not schedulable
 	pos     []int // GPU index -> position in node.GPUs; -1: no such GPU
 	domains int   // number of NVLink domains
+	migs    int   // GPUs in MIG mode (never free; fitsEmpty does not count them)
 }
 
 type class struct {
@@ -114,8 +119,11 @@ func newIndex(nodes []Node) *index {
 			if gpu.Free {
 				ns.nfree++
 			}
-			if gpu.Model != n.GPUs[0].Model || gpu.MemoryMiB != n.GPUs[0].MemoryMiB || gpu.MIG != nil {
-				homogeneous = false // a node with MIG GPUs is scanned GPU by GPU (matches)
+			if gpu.Model != n.GPUs[0].Model || gpu.MemoryMiB != n.GPUs[0].MemoryMiB {
+				homogeneous = false
+			}
+			if gpu.MIG != nil {
+				ns.migs++
 			}
 		}
 		ns.domains = countDomains(n.GPUs)
@@ -138,6 +146,9 @@ func newIndex(nodes []Node) *index {
 				cl.buckets = append(cl.buckets, make(bitset, words))
 			}
 			cl.totals[len(n.GPUs)]++
+			if ns.migs > 0 {
+				ix.migNodes = append(ix.migNodes, [2]int{i, c})
+			}
 			if n.Schedulable {
 				ns.class = c
 				cl.buckets[ns.nfree].set(i)
@@ -355,6 +366,11 @@ func (ix *index) fitsEmpty(j *Job) bool {
 		}
 		for t := j.GPUs; t < len(cl.totals); t++ {
 			fitting += cl.totals[t]
+		}
+	}
+	for _, m := range ix.migNodes { // their MIG GPUs are never the job's
+		if ns := &ix.nodes[m[0]]; ix.classes[m[1]].matches(j) && len(ns.node.GPUs) >= j.GPUs && len(ns.node.GPUs)-ns.migs < j.GPUs {
+			fitting--
 		}
 	}
 	for _, i := range ix.mixedAll {

@@ -59,8 +59,12 @@ type cycle struct {
 	// GPU sharing (gpushare.go): the MIG and shared GPUs' working state,
 	// made when the first slice or share job is considered; the running
 	// jobs holding parts, kept out of s.Running.
-	parts       []partGPU
-	partRunning []Running
+	migParts     []partGPU // nil until the first slice or share job
+	shareParts   []partGPU
+	freeHist     []int // MIG GPUs by free slices
+	partRunning  []Running
+	partsVersion int                  // bumped by every part placed
+	partMemo     map[partKey]partMemo // keys that did not fit, and why
 }
 
 // tally counts, in one pass over the running jobs, the GPUs each user
