@@ -24,10 +24,10 @@ type index struct {
 	// has outrun its estimate): find scores single-node placements by it.
 	drain   []int64
 	foreign bool // some GPU runs a process Corral did not start
-	// migNodes are the nodes of a class (position, class) with GPUs in
-	// MIG mode: the class's totals count those GPUs, fitsEmpty takes
-	// them out.
-	migNodes [][2]int
+	// migNodes are the nodes of a class (position, class, GPUs in MIG
+	// mode) with GPUs in MIG mode: the class's totals count those GPUs,
+	// fitsEmpty takes them out.
+	migNodes [][3]int
 }
 
 type nodeState struct {
@@ -42,7 +42,6 @@ type nodeState struct {
 	class   int   // -1: mixed or not schedulable
 	pos     []int // GPU index -> position in node.GPUs; -1: no such GPU
 	domains int   // number of NVLink domains
-	migs    int   // GPUs in MIG mode (never free; fitsEmpty does not count them)
 }
 
 type class struct {
@@ -111,7 +110,7 @@ func newIndex(nodes []Node) *index {
 		for k := range ns.pos {
 			ns.pos[k] = -1
 		}
-		homogeneous := true
+		homogeneous, migs := true, 0 // migs: GPUs in MIG mode (never free)
 		for g, gpu := range n.GPUs {
 			ns.free[g] = gpu.Free
 			ix.foreign = ix.foreign || gpu.Foreign
@@ -123,7 +122,7 @@ func newIndex(nodes []Node) *index {
 				homogeneous = false
 			}
 			if gpu.MIG != nil {
-				ns.migs++
+				migs++
 			}
 		}
 		ns.domains = countDomains(n.GPUs)
@@ -146,8 +145,8 @@ func newIndex(nodes []Node) *index {
 				cl.buckets = append(cl.buckets, make(bitset, words))
 			}
 			cl.totals[len(n.GPUs)]++
-			if ns.migs > 0 {
-				ix.migNodes = append(ix.migNodes, [2]int{i, c})
+			if migs > 0 {
+				ix.migNodes = append(ix.migNodes, [3]int{i, c, migs})
 			}
 			if n.Schedulable {
 				ns.class = c
@@ -369,7 +368,7 @@ func (ix *index) fitsEmpty(j *Job) bool {
 		}
 	}
 	for _, m := range ix.migNodes { // their MIG GPUs are never the job's
-		if ns := &ix.nodes[m[0]]; ix.classes[m[1]].matches(j) && len(ns.node.GPUs) >= j.GPUs && len(ns.node.GPUs)-ns.migs < j.GPUs {
+		if ns := &ix.nodes[m[0]]; ix.classes[m[1]].matches(j) && len(ns.node.GPUs) >= j.GPUs && len(ns.node.GPUs)-m[2] < j.GPUs {
 			fitting--
 		}
 	}
