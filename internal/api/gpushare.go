@@ -35,3 +35,53 @@ type GPUShareHolder struct {
 	MemoryMiB int64  `json:"memory_mib"`
 	Compute   int    `json:"compute,omitempty"` // percent; 0: none reserved
 }
+
+// Equivalents is what the allocation holds in GPU-equivalents: 1, or its
+// Fraction for a MIG slice or an MPS share.
+func (a Allocation) Equivalents() float64 {
+	if a.Fraction > 0 {
+		return a.Fraction
+	}
+	return 1
+}
+
+// MIG is a GPU's Multi-Instance GPU state as NVML reports it (or a
+// simulated layout: --simulate-gpus 8:H100:80:mig=…). Each MIG device's
+// parent GPU is the GPU it is listed under.
+type MIG struct {
+	// Mode is "enabled" or "disabled": the mode in force.
+	Mode string `json:"mode"`
+	// PendingMode is the mode after the GPU's next reset, where it differs.
+	PendingMode string `json:"pending_mode,omitempty"`
+	// Devices are the MIG devices (one compute instance of one GPU
+	// instance each) that CUDA sees; empty while the mode is disabled.
+	Devices []MIGDevice `json:"devices,omitempty"`
+	// ComputeSlices is how many compute slices the whole GPU has (7 on an
+	// A100 or H100): a MIG device's share of the GPU is its own
+	// ComputeSlices over this. 0: unknown.
+	ComputeSlices int `json:"compute_slices,omitempty"`
+}
+
+// MIG modes.
+const (
+	MIGEnabled  = "enabled"
+	MIGDisabled = "disabled"
+)
+
+// MIGDevice is one MIG device of a GPU.
+type MIGDevice struct {
+	Index           int    `json:"index"`   // within its GPU
+	UUID            string `json:"uuid"`    // "MIG-…", what CUDA_VISIBLE_DEVICES takes
+	Profile         string `json:"profile"` // e.g. "1g.10gb"; "" when NVML names none
+	MemoryTotal     int64  `json:"memory_total"`
+	GPUInstance     int    `json:"gpu_instance"`
+	ComputeInstance int    `json:"compute_instance"`
+	// ComputeSlices is how many of its GPU's compute slices the MIG
+	// device has: 3 for a 3g.40gb (and for a 1c.3g.40gb, 1). 0: unknown.
+	ComputeSlices int `json:"compute_slices,omitempty"`
+	// AllocatedTo is the job or hold the slice is placed with, in GET
+	// /cluster/gpu-status (AllocatedNumber its short number); absent when
+	// free or as an agent reports it.
+	AllocatedTo     string `json:"allocated_to,omitempty"`
+	AllocatedNumber string `json:"allocated_number,omitempty"`
+}
