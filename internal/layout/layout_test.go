@@ -51,6 +51,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/limits", []string{"orchestrator", "server", "agent"}},
 		{"feature/prune", []string{"orchestrator", "server", "agent"}},
 		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},
+		{"feature/gpushare", []string{"orchestrator", "server", "agent", "store"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

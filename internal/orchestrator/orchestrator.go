@@ -32,6 +32,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/deps"
+	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/notes"
@@ -67,6 +68,7 @@ type Orchestrator struct {
 	holds         *holds.Books    // GPUs held outside the queue (package holds)
 	idem          map[string]string
 	owner         map[gpuKey]string // GPU -> job id or hold id
+	parts         *gpushare.Books   // MIG slices and MPS shares held (package gpushare); never in owner
 	nodes         []Node
 	nodeIndex     map[string]int              // node id -> position in nodes
 	pending       pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
@@ -164,6 +166,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		holds:     holds.New(cfg.Limits.MaxInteractiveTime),
 		idem:      map[string]string{},
 		owner:     map[gpuKey]string{},
+		parts:     gpushare.New(),
 		nodeIndex: map[string]int{},
 		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
