@@ -76,6 +76,9 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 				simulated = true
 			}
 			model += migNote(g.MIG)
+			if g.Shared {
+				model += " (MPS shared)"
+			}
 			temp := "-"
 			if g.Temperature != nil {
 				temp = strconv.Itoa(*g.Temperature) + "C"
@@ -98,8 +101,15 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 			if g.MIG != nil && g.MIG.Mode == api.MIGEnabled {
 				for _, m := range g.MIG.Devices {
 					t.row(n.NodeID, "", "", "", fmt.Sprintf("%d/%d", g.ID, m.Index), "MIG "+m.Profile+" "+m.UUID,
-						fmtMiB(m.MemoryTotal), "-", "-", "-", "")
+						fmtMiB(m.MemoryTotal), "-", "-", "-", holderText(m.AllocatedNumber, m.AllocatedTo))
 				}
+			}
+			for _, sh := range g.Shares { // MPS shares: one row each, under their GPU
+				what := "MPS share of " + sh.User
+				if sh.Compute > 0 {
+					what += fmt.Sprintf(", %d%% compute", sh.Compute)
+				}
+				t.row(n.NodeID, "", "", "", fmt.Sprintf("%d/share", g.ID), what, fmtMiB(sh.MemoryMiB), "-", "-", "-", holderText(sh.Number, sh.JobID))
 			}
 		}
 	}
@@ -124,6 +134,14 @@ func printNodes(w io.Writer, s api.ClusterStatus) error {
 		return err
 	}
 	return printDiskFull(w, s)
+}
+
+// holderText is who holds a slice or share: the job's number, then its id.
+func holderText(number, id string) string {
+	if number != "" && id != "" {
+		return number + " " + id
+	}
+	return id
 }
 
 // migNote tells a GPU's MIG mode beside its model where MIG is on or about

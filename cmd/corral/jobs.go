@@ -38,6 +38,7 @@ type submitFlags struct {
 	retry                       time.Duration // --retry (submit --wait only)
 	after                       string        // --after / --dependency (depend.go)
 	elastic                     elasticFlags  // --gpus MIN-MAX, --elastic-wait (elastic.go)
+	part                        partFlags     // --mig, --gpu-share, --gpu-compute (gpushare.go)
 
 	notify      string // --notify begin,end,fail,preempt|all|none
 	notifyTasks bool   // --notify-tasks
@@ -150,6 +151,7 @@ func (f *submitFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.elastic.wait, "elastic-wait", "", "with --gpus MIN-MAX: wait this long (from submission) for MAX GPUs before taking fewer, e.g. 10m (default 0: take what fits at once)")
 	fl.Float64Var(&f.gpuMem, "gpu-mem", 0, "minimum free memory per GPU, in GB")
 	fl.StringVar(&f.gpuType, "gpu-type", "", "GPU model, e.g. H100")
+	f.part.register(fl) // gpushare.go
 	fl.IntVarP(&f.nodes, "nodes", "N", 0, "nodes for a multi-node gang (--gpus on each)")
 	fl.StringVar(&f.priority, "priority", "", "low, normal, high or critical (or 1-4)")
 	fl.StringVar(&f.duration, "estimate", "", "estimated run time, e.g. 2h or 90m (helps backfill); the forms of --time")
@@ -219,6 +221,9 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 		req.GPUCount = &gpus
 	}
 	if err := f.elastic.apply(&req); err != nil {
+		return req, err
+	}
+	if err := f.part.apply(&req); err != nil { // gpushare.go
 		return req, err
 	}
 	if err := f.image.apply(&req); err != nil {

@@ -102,8 +102,14 @@ func (c *cli) printJob(w io.Writer, j api.Job, values bool) error {
 	if e := fmtElastic(j); e != "" {
 		kv("Elastic", e)
 	}
+	if p := fmtPart(j.GPUPart); p != "" {
+		kv("GPU part", p) // gpushare.go
+	}
 	if j.GrantedGPUs > 0 {
 		kv("Granted GPUs", strconv.Itoa(j.GrantedGPUs))
+	}
+	if j.GPUEquivalents > 0 && j.Partial() {
+		kv("GPU-equivalents", strconv.FormatFloat(j.GPUEquivalents, 'g', 4, 64))
 	}
 	kv("Priority", j.Priority.String())
 	if j.DependsOn != "" {
@@ -211,6 +217,12 @@ func (c *cli) printJob(w io.Writer, j api.Job, values bool) error {
 			uuid := a.GPUUUID
 			if a.Simulated {
 				uuid += " (simulated)"
+			}
+			switch { // a part of the GPU (gpushare.go)
+			case a.MIG != nil:
+				uuid += fmt.Sprintf(", MIG %s %s", a.MIG.Profile, a.MIG.UUID)
+			case a.ShareMiB > 0:
+				uuid += ", MPS share"
 			}
 			t.row("  "+a.NodeID, strconv.Itoa(a.GPUID), uuid, mem)
 		}

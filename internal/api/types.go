@@ -71,6 +71,14 @@ type Allocation struct {
 	GPUUUID   string  `json:"gpu_uuid"`
 	MemoryGB  float64 `json:"memory_gb"`
 	Simulated bool    `json:"simulated,omitempty"`
+	// A part of the GPU (gpushare.go): a MIG slice (MIG), or an MPS share
+	// of ShareMiB memory and ShareCompute percent of its compute.
+	// Fraction is the part in GPU-equivalents (what accounting charges);
+	// 0 for a whole GPU, which counts 1.
+	MIG          *AllocatedSlice `json:"mig,omitempty"`
+	ShareMiB     int64           `json:"share_mib,omitempty"`
+	ShareCompute int             `json:"share_compute,omitempty"`
+	Fraction     float64         `json:"fraction,omitempty"`
 }
 
 // Event is one state transition of a job.
@@ -198,6 +206,12 @@ type Job struct {
 	// Batch scripts and Slurm's names (docs/jobs.md "Batch
 	// scripts"); see SubmitRequest.
 	JobIO
+	// A MIG slice or an MPS share instead of whole GPUs (gpushare.go).
+	GPUPart
+	// GPUEquivalents is what the job's current or last attempt holds in
+	// GPU-equivalents: its GPUs, or a slice's or share's fraction of one
+	// (what fair share, usage, cost and budgets charge per second).
+	GPUEquivalents float64 `json:"gpu_equivalents,omitempty"`
 }
 
 // JobIO is what a job carries of a batch script and Slurm's submit
@@ -292,6 +306,8 @@ type SubmitRequest struct {
 	// directories into it, each SRC:DST[:ro].
 	Image  string   `json:"image,omitempty"`
 	Mounts []string `json:"mounts,omitempty"`
+	// MIGProfile, GPUShareMiB, GPUCompute: a part of one GPU (gpushare.go).
+	GPUPart
 }
 
 // QueuedJob is one row of GET /queue.
@@ -377,45 +393,13 @@ type GPU struct {
 	// MIG is the GPU's Multi-Instance GPU state; absent where the GPU has
 	// no MIG support.
 	MIG *MIG `json:"mig,omitempty"`
+	// Shared: the GPU takes MPS shares (corral agent --shared-gpus);
+	// Shares are those running on it.
+	Shared bool             `json:"shared,omitempty"`
+	Shares []GPUShareHolder `json:"shares,omitempty"`
 	// Foreign lists compute processes on the GPU that Corral did not start;
 	// such a GPU is not handed out while they run.
 	Foreign []ForeignProcess `json:"foreign,omitempty"`
-}
-
-// MIG is a GPU's Multi-Instance GPU state as NVML reports it (or a
-// simulated layout: --simulate-gpus 8:H100:80:mig=…). Each MIG device's
-// parent GPU is the GPU it is listed under.
-type MIG struct {
-	// Mode is "enabled" or "disabled": the mode in force.
-	Mode string `json:"mode"`
-	// PendingMode is the mode after the GPU's next reset, where it differs.
-	PendingMode string `json:"pending_mode,omitempty"`
-	// Devices are the MIG devices (one compute instance of one GPU
-	// instance each) that CUDA sees; empty while the mode is disabled.
-	Devices []MIGDevice `json:"devices,omitempty"`
-	// ComputeSlices is how many compute slices the whole GPU has (7 on an
-	// A100 or H100): a MIG device's share of the GPU is its own
-	// ComputeSlices over this. 0: unknown.
-	ComputeSlices int `json:"compute_slices,omitempty"`
-}
-
-// MIG modes.
-const (
-	MIGEnabled  = "enabled"
-	MIGDisabled = "disabled"
-)
-
-// MIGDevice is one MIG device of a GPU.
-type MIGDevice struct {
-	Index           int    `json:"index"`   // within its GPU
-	UUID            string `json:"uuid"`    // "MIG-…", what CUDA_VISIBLE_DEVICES takes
-	Profile         string `json:"profile"` // e.g. "1g.10gb"; "" when NVML names none
-	MemoryTotal     int64  `json:"memory_total"`
-	GPUInstance     int    `json:"gpu_instance"`
-	ComputeInstance int    `json:"compute_instance"`
-	// ComputeSlices is how many of its GPU's compute slices the MIG
-	// device has: 3 for a 3g.40gb (and for a 1c.3g.40gb, 1). 0: unknown.
-	ComputeSlices int `json:"compute_slices,omitempty"`
 }
 
 // Holder returns the job or hold the GPU is allocated to, "" when free.

@@ -58,6 +58,7 @@ type controlFlags struct {
 	executor executorFlags // mixed.go: --executor; rayflags.go: --ray-*
 	booking  bookingFlags  // bookingflags.go: --booking-allowance, --purge-after
 	cpuJobs  cpuJobFlags   // cpujobflags.go: --max-running-cpu-jobs-per-user
+	gpuShare gpuShareFlags // gpushareflags.go: --notebook-mig
 	// --budget-action (up, server): what an exhausted budget does unless
 	// it says (budgetflags.go)
 	budgetAction string
@@ -91,6 +92,7 @@ func (f *controlFlags) register(cmd *cobra.Command) {
 	f.executor.register(fl)
 	f.booking.register(fl)
 	f.cpuJobs.register(fl)
+	f.gpuShare.register(fl)
 	f.conns.register(fl)
 	registerBudgetAction(fl, &f.budgetAction) // budgetflags.go
 	fl.Var(&f.keepHistory, "keep-history", "how long ended jobs (with their events and logs) are kept after they end, e.g. 365d or 720h; older ones are deleted in the background (0: kept for ever)")
@@ -307,6 +309,9 @@ func runControl(ctx context.Context, f controlFlags, stdout, stderr io.Writer, l
 		return err
 	}
 	if err := f.cpuJobs.apply(&ocfg); err != nil {
+		return err
+	}
+	if err := f.gpuShare.apply(&ocfg); err != nil {
 		return err
 	}
 	if f.depTimeout == 0 {

@@ -33,6 +33,11 @@ type Task struct {
 	// the node's default.
 	MemMiB int64
 	CPUs   float64
+	// MIGDevices, GPUShareMiB and GPUCompute: the job has a part of its
+	// one GPU, a MIG slice (its UUID) or an MPS share (api.TaskSpec's).
+	MIGDevices  []string
+	GPUShareMiB int64
+	GPUCompute  int
 	// TimeLimit is the job's time_limit (0: none). The orchestrator stops
 	// the attempt when it runs past it; an executor whose engine needs a
 	// limit of its own (Slurm's --time) sets it a little later.

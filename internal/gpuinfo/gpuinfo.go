@@ -22,6 +22,7 @@ type Device struct {
 	NVLinkPeers []int // indexes of GPUs on this node reachable over NVLink
 	Simulated   bool
 	MIG         *api.MIG // MIG mode and devices; nil where the GPU has no MIG support
+	Shared      bool     // the node runs MPS shares on it (corral agent --shared-gpus)
 }
 
 // Telemetry is a live reading of one GPU.

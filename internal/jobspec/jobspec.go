@@ -119,6 +119,9 @@ func Parse(req *api.SubmitRequest, c Capacity) (api.Job, error) {
 	if err := CheckGPURequest(c, "gpu_count", j.GPUCount, j.Nodes, "gpu_memory_gb", j.GPUMemoryGB, j.GPUType); err != nil {
 		return j, err
 	}
+	if err := validateGPUPart(req, &j); err != nil { // gpushare.go
+		return j, err
+	}
 	if !api.IsNull(req.Priority) {
 		p, err := api.ParsePriorityJSON(req.Priority)
 		if err != nil {

@@ -53,6 +53,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/ended", []string{"orchestrator", "server", "agent", "exec"}},
 		{"nodebook", []string{"orchestrator", "server", "agent", "store", "exec", "feature"}},
 		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},
+		{"feature/gpushare", []string{"orchestrator", "server", "agent", "store"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/sched"
@@ -64,7 +65,11 @@ func (n *Node) model() string {
 
 // releaseJob frees every GPU the job holds in the books. Write lock held.
 func (o *Orchestrator) releaseJob(j *api.Job) {
+	o.parts.Release(j.ID, j.Allocation) // slices and shares (package gpushare)
 	for _, a := range j.Allocation {
+		if gpushare.Partial(&a) {
+			continue
+		}
 		k := gpuKey{a.NodeID, a.GPUID}
 		if o.owner[k] == j.ID {
 			delete(o.owner, k)
@@ -89,12 +94,25 @@ func (o *Orchestrator) snapshotNodes() []sched.Node {
 		sn := sched.Node{ID: n.ID, Schedulable: n.schedulable() && n.diskFull == "", DiskFull: n.diskFull, Labels: n.Labels, GPUs: make([]sched.GPU, 0, len(n.Devices))}
 		for _, d := range n.Devices {
 			_, busy := o.owner[gpuKey{n.ID, d.Index}]
-			sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
-				Free: !busy && !foreign[d.Index], Foreign: !busy && foreign[d.Index], Domain: n.domain[d.Index]})
+			g := sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
+				Free: !busy && !foreign[d.Index], Foreign: !busy && foreign[d.Index], Domain: n.domain[d.Index]}
+			if d.Shared || d.MIG != nil { // slices and shares (package gpushare)
+				o.parts.Snap(&g, gpushare.Key{Node: n.ID, GPU: d.Index}, d.MIG, d.Shared, busy || foreign[d.Index], o.holderLabel)
+			}
+			sn.GPUs = append(sn.GPUs, g)
 		}
 		out = append(out, sn)
 	}
 	return out
+}
+
+// holderLabel is a holder of a slice or share as people know it: the
+// job's short number, else its id (a hold's name).
+func (o *Orchestrator) holderLabel(id string) string {
+	if j := o.jobs[id]; j != nil && j.Number > 0 {
+		return j.ShortID()
+	}
+	return id
 }
 
 func (o *Orchestrator) device(nodeID string, index int) (*Node, *gpuinfo.Device) {
@@ -120,9 +138,20 @@ func (o *Orchestrator) allocate(id string, ps []sched.Placement) []api.Allocatio
 			if d == nil {
 				continue
 			}
+			a := api.Allocation{NodeID: p.NodeID, GPUID: idx, GPUUUID: d.UUID,
+				MemoryGB: float64(d.MemoryMiB) / 1024, Simulated: d.Simulated || n.Simulated}
+			if p.Part != nil { // a slice or a share: its own books (package gpushare)
+				a = gpushare.Allocate(a, p.Part, d.MIG)
+				user := ""
+				if j := o.jobs[id]; j != nil {
+					user = j.User
+				}
+				o.parts.Take(id, user, &a)
+				out = append(out, a)
+				continue
+			}
 			o.owner[gpuKey{p.NodeID, idx}] = id
-			out = append(out, api.Allocation{NodeID: p.NodeID, GPUID: idx, GPUUUID: d.UUID,
-				MemoryGB: float64(d.MemoryMiB) / 1024, Simulated: d.Simulated || n.Simulated})
+			out = append(out, a)
 		}
 	}
 	if out == nil {
@@ -283,6 +312,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 				}
 			}
 			cs.TotalGPUs++
+			partsBusy := o.gpuParts(&g, n.ID, &d) // its slices' and shares' holders (package gpushare)
 			switch holder, ok := o.owner[gpuKey{n.ID, d.Index}]; {
 			case ok:
 				g.AllocatedTo = &holder
@@ -294,6 +324,8 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 				if g.Held {
 					cs.HeldGPUs++
 				}
+			case partsBusy:
+				cs.AllocatedGPUs++
 			case len(g.Foreign) > 0:
 				cs.ForeignGPUs++
 			case n.down:
@@ -306,6 +338,34 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	}
 	slices.SortFunc(cs.Nodes, func(a, b api.Node) int { return compareNatural(a.NodeID, b.NodeID) })
 	return cs
+}
+
+// gpuParts shows who holds the GPU's MIG slices and MPS shares, and
+// reports whether any part of it is held. Read lock held.
+func (o *Orchestrator) gpuParts(g *api.GPU, node string, d *gpuinfo.Device) bool {
+	k := gpushare.Key{Node: node, GPU: d.Index}
+	g.Shared = d.Shared
+	if d.MIG != nil {
+		m := *d.MIG // the node's record is shared: show a copy with holders
+		m.Devices = slices.Clone(m.Devices)
+		for i := range m.Devices {
+			if h := o.parts.SliceHolder(k, m.Devices[i].Index); h != "" {
+				m.Devices[i].AllocatedTo = h
+				if j := o.jobs[h]; j != nil {
+					m.Devices[i].AllocatedNumber = j.ShortID()
+				}
+			}
+		}
+		g.MIG = &m
+	}
+	for _, h := range o.parts.Shares(k) {
+		sh := api.GPUShareHolder{JobID: h.ID, User: h.User, MemoryMiB: h.MiB, Compute: h.Compute}
+		if j := o.jobs[h.ID]; j != nil {
+			sh.Number = j.ShortID()
+		}
+		g.Shares = append(g.Shares, sh)
+	}
+	return o.parts.Busy(k, d.MIG)
 }
 
 // compareNatural orders names as people do: runs of digits by their value,

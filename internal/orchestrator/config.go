@@ -79,6 +79,12 @@ type Config struct {
 	BookingAllowance float64
 	PurgeAfter       time.Duration
 
+	// NotebookMIG is the MIG profile a notebook gets by default: one that
+	// asks for 1 GPU and no GPU type, memory, slice or share runs on a
+	// slice of it while some GPU offers that profile (notebook.go);
+	// empty: whole GPUs.
+	NotebookMIG string
+
 	// Attach counts the connections (shells, notebook proxy) attached to
 	// each job, for idle reclaim of interactive work; nil: none are.
 	Attach *attach.Registry

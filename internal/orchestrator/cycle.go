@@ -12,6 +12,7 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/bookings"
+	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
@@ -188,6 +189,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		j.Allocation = o.allocate(j.ID, s.Placements)
 		j.NodeID = placedNode(s.Placements) // recover.go: a job of no GPUs has no other record of it
 		j.GrantedGPUs = len(j.Allocation)
+		j.GPUEquivalents = gpushare.Equivalents(j.Allocation)
 		j.Borrowed = s.Borrowed
 		o.bookings.Started(tx, s.Booking) // feature/bookings
 		msg := ""
@@ -285,6 +287,13 @@ func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
 		for _, a := range j.Allocation {
 			if a.NodeID == p.NodeID {
 				r.GPUUUIDs = append(r.GPUUUIDs, a.GPUUUID)
+			}
+			switch { // a slice or a share (package gpushare): what the node needs to run it
+			case a.NodeID != p.NodeID:
+			case a.MIG != nil && a.MIG.UUID != "":
+				t.MIGDevices = append(t.MIGDevices, a.MIG.UUID)
+			case a.ShareMiB > 0:
+				t.GPUShareMiB, t.GPUCompute = a.ShareMiB, a.ShareCompute
 			}
 		}
 		t.Ranks = append(t.Ranks, r)
@@ -429,7 +438,7 @@ func (o *Orchestrator) endAttempt(tx *txn, j *api.Job, at time.Time) {
 	if j.StartedAt == nil || !at.After(*j.StartedAt) {
 		return
 	}
-	gs := float64(len(j.Allocation)) * at.Sub(*j.StartedAt).Seconds()
+	gs := gpushare.Equivalents(j.Allocation) * at.Sub(*j.StartedAt).Seconds() // a slice or share: its part
 	j.GPUSeconds += gs
 	o.ledger.Add(j.User, j.Project, gs, at)
 	o.spend.ChargeAttempt(tx, j, at) // feature/spend: the ledger's rows, in the same transaction
@@ -493,6 +502,7 @@ func schedJob(j *api.Job, est func(*api.Job) runtimes.Estimate) sched.Job {
 		ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
 		GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
 		NodeLabels: j.NodeLabels, Class: j.Class,
+		MIGProfile: j.MIGProfile, ShareMiB: j.GPUShareMiB, ShareCompute: j.GPUCompute, // a part of a GPU (package gpushare)
 	}
 	est(j).Apply(&sj)
 	if j.NotBefore != nil {

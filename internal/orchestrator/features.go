@@ -17,6 +17,11 @@ import (
 // the first refusal is the answer; each ticker commits its own batch;
 // the snapshot's holds must be in it before bookings give running work
 // its grace. The golden day test (golden_test.go) records it.
+//
+// GPU sharing's books (o.parts, package gpushare) serve no moment: they
+// are the GPU books' other half, kept where the whole GPUs' are
+// (allocate, releaseJob, snapshotNodes, recover), so that a hold's
+// snapshot sees the slices and shares too.
 func (o *Orchestrator) features() []any {
 	return []any{
 		o.refs,          // short numbers: the last one given, at recovery (feature/refs)

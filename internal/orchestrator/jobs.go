@@ -101,6 +101,8 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if err != nil {
 		return submitResult{}, err
 	}
+	// notebook.go: --notebook-mig
+	o.notebookSlice(&j)
 	if err := o.on.admit(&feature.Submission{Job: &j, Request: req, Tasks: 1, Exempt: exempt, Now: tx.now}); err != nil { // features.go
 		return submitResult{}, err
 	}

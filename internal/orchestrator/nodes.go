@@ -60,7 +60,7 @@ func (n *Node) record() nodeRecord {
 	r := nodeRecord{ID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, Simulated: n.Simulated,
 		Cordoned: n.cordoned, Draining: n.draining, Agent: n.agent, GPUs: []api.AgentGPU{}, Containment: n.Containment, Down: n.down && !n.static}
 	for _, d := range n.Devices {
-		r.GPUs = append(r.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG})
+		r.GPUs = append(r.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG, Shared: d.Shared})
 	}
 	return r
 }
@@ -69,7 +69,7 @@ func nodeFromRecord(r nodeRecord) Node {
 	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: withPool(r.Labels), Simulated: r.Simulated,
 		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent, Containment: r.Containment, down: r.Down}
 	for _, g := range r.GPUs {
-		n.Devices = append(n.Devices, gpuinfo.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated, MIG: g.MIG})
+		n.Devices = append(n.Devices, gpuinfo.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated, MIG: g.MIG, Shared: g.Shared})
 	}
 	n.domain = nvlinkDomains(n.Devices)
 	return n

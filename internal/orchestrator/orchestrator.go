@@ -33,6 +33,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/ended"
+	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/notes"
@@ -63,6 +64,7 @@ type Orchestrator struct {
 	holds     *holds.Books    // GPUs held outside the queue (package holds)
 	idem      map[string]string
 	owner     map[gpuKey]string // GPU -> job id or hold id
+	parts     *gpushare.Books   // MIG slices and MPS shares held (package gpushare); never in owner
 	nodes     []Node
 	reg       nodeRegistry                // the nodes' index, liveness watch and news (nodes.go)
 	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
@@ -158,6 +160,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		idem:      map[string]string{},
 		owner:     map[gpuKey]string{},
 		reg:       nodeRegistry{index: map[string]int{}},
+		parts:     gpushare.New(),
 		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
 		estimator: sched.NewEstimator(),

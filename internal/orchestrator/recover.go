@@ -79,7 +79,9 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			adopt = append(adopt, j)
 			o.active[j.ID] = true
 			for _, a := range j.Allocation {
-				o.owner[gpuKey{a.NodeID, a.GPUID}] = j.ID
+				if !o.parts.Take(j.ID, j.User, &a) { // a slice or share: its own books (package gpushare)
+					o.owner[gpuKey{a.NodeID, a.GPUID}] = j.ID
+				}
 			}
 		case j.State.Active():
 			lost[j.ID] = true

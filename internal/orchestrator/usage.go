@@ -5,6 +5,7 @@ import (
 	"iter"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/store"
 	"github.com/corral-sched/corral/internal/usage"
@@ -58,7 +59,7 @@ func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) {
 	if j.StartedAt == nil || !end.After(*j.StartedAt) {
 		return
 	}
-	j.GPUSeconds += float64(len(j.Allocation)) * end.Sub(*j.StartedAt).Seconds() // rebuildLedger counts it
+	j.GPUSeconds += gpushare.Equivalents(j.Allocation) * end.Sub(*j.StartedAt).Seconds() // rebuildLedger counts it
 	o.spend.ChargeAttempt(tx, j, end)
 }
 

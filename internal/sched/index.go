@@ -24,6 +24,10 @@ type index struct {
 	// has outrun its estimate): find scores single-node placements by it.
 	drain   []int64
 	foreign bool // some GPU runs a process Corral did not start
+	// migNodes are the nodes of a class (position, class, GPUs in MIG
+	// mode) with GPUs in MIG mode: the class's totals count those GPUs,
+	// fitsEmpty takes them out.
+	migNodes [][3]int
 }
 
 type nodeState struct {
@@ -106,7 +110,7 @@ func newIndex(nodes []Node) *index {
 		for k := range ns.pos {
 			ns.pos[k] = -1
 		}
-		homogeneous := true
+		homogeneous, migs := true, 0 // migs: GPUs in MIG mode (never free)
 		for g, gpu := range n.GPUs {
 			ns.free[g] = gpu.Free
 			ix.foreign = ix.foreign || gpu.Foreign
@@ -116,6 +120,9 @@ func newIndex(nodes []Node) *index {
 			}
 			if gpu.Model != n.GPUs[0].Model || gpu.MemoryMiB != n.GPUs[0].MemoryMiB {
 				homogeneous = false
+			}
+			if gpu.MIG != nil {
+				migs++
 			}
 		}
 		ns.domains = countDomains(n.GPUs)
@@ -138,6 +145,9 @@ func newIndex(nodes []Node) *index {
 				cl.buckets = append(cl.buckets, make(bitset, words))
 			}
 			cl.totals[len(n.GPUs)]++
+			if migs > 0 {
+				ix.migNodes = append(ix.migNodes, [3]int{i, c, migs})
+			}
 			if n.Schedulable {
 				ns.class = c
 				cl.buckets[ns.nfree].set(i)
@@ -279,6 +289,9 @@ func (ix *index) give(ps []Placement) {
 
 // matches reports whether a GPU passes the job's filters, free or not.
 func matches(g *GPU, j *Job) bool {
+	if g.MIG != nil {
+		return false // in MIG mode: its slices are placed, never the GPU (gpushare.go)
+	}
 	if j.MinMemoryMiB > 0 && g.MemoryMiB < j.MinMemoryMiB {
 		return false
 	}
@@ -352,6 +365,11 @@ func (ix *index) fitsEmpty(j *Job) bool {
 		}
 		for t := j.GPUs; t < len(cl.totals); t++ {
 			fitting += cl.totals[t]
+		}
+	}
+	for _, m := range ix.migNodes { // their MIG GPUs are never the job's
+		if ns := &ix.nodes[m[0]]; ix.classes[m[1]].matches(j) && len(ns.node.GPUs) >= j.GPUs && len(ns.node.GPUs)-m[2] < j.GPUs {
+			fitting--
 		}
 	}
 	for _, i := range ix.mixedAll {

@@ -61,7 +61,8 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 		}
 		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull ||
 			pd.Reason == ReasonUserCPUJobLimit || // it starts when one of its user's ends: not known
-			j.Held != "" { // held (a budget's): it starts when someone acts, not at a time
+			j.Held != "" || // held (a budget's): it starts when someone acts, not at a time
+			j.Fractional() { // a slice or share: the timeline plans whole GPUs only
 			continue
 		}
 		if j.Booking != "" { // a job of a booking: its GPUs, in its window (booking_plan.go)

@@ -116,6 +116,9 @@ func (tl *timeline) mark(ix *index, ps []Placement, at time.Time) {
 
 func (tl *timeline) markRel(ix *index, ps []Placement, at int64) {
 	for _, p := range ps {
+		if p.Part != nil {
+			continue // a slice's or share's GPU is never free whole (gpushare.go)
+		}
 		if n, ok := ix.byID[p.NodeID]; ok {
 			tl.markOn(ix, n, p.GPUs, at)
 		}

@@ -39,6 +39,15 @@ type GPU struct {
 	// Domain numbers the GPU's NVLink domain on its node: GPUs with the same
 	// Domain reach each other over NVLink (see Domains). 0 for all: one domain.
 	Domain int
+	// MIG, when not nil, puts the GPU in MIG mode: its slices are the
+	// units placed (gpushare.go); the GPU itself is never Free.
+	// MIGSlices is the GPU's compute slices in all (7 on an H100; 0:
+	// unknown, the sum of its slices' is used).
+	MIG       []Slice
+	MIGSlices int
+	// Share, when not nil, makes the GPU take MPS shares (gpushare.go).
+	// It is Free only while no share runs on it.
+	Share *Share
 }
 
 // Node is one node as the core sees it.
@@ -104,6 +113,13 @@ type Job struct {
 	// "budget_exhausted").
 	Held     string
 	HeldNote string
+	// MIGProfile asks for one MIG slice instead of a whole GPU (a
+	// profile such as "3g.40gb", or MIGAny); ShareMiB for an MPS share of
+	// a shared GPU, with ShareCompute percent of its compute (0: none
+	// reserved). Either makes GPUs 1 on 1 node (gpushare.go).
+	MIGProfile   string
+	ShareMiB     int64
+	ShareCompute int
 }
 
 // Running is one job that holds GPUs.
@@ -156,6 +172,9 @@ type Snapshot struct {
 type Placement struct {
 	NodeID string
 	GPUs   []int // GPU indexes
+	// Part, when not nil, says the job has a part of its one GPU: a MIG
+	// slice or an MPS share (gpushare.go). Nil: the GPUs whole.
+	Part *Part
 }
 
 // Start is a decision to start a job on the given placements (one per node).

@@ -55,6 +55,16 @@ type cycle struct {
 	bk *bookings // the snapshot's bookings (booking.go); nil: none
 
 	cpu *cpuJobs // running zero-GPU jobs by user (cpujobs.go); nil: no cap
+
+	// GPU sharing (gpushare.go): the MIG and shared GPUs' working state,
+	// made when the first slice or share job is considered; the running
+	// jobs holding parts, kept out of s.Running.
+	migParts     []partGPU // nil until the first slice or share job
+	shareParts   []partGPU
+	freeHist     []int // MIG GPUs by free slices
+	partRunning  []Running
+	partsVersion int                  // bumped by every part placed
+	partMemo     map[partKey]partMemo // keys that did not fit, and why
 }
 
 // tally counts, in one pass over the running jobs, the GPUs each user
@@ -199,7 +209,9 @@ func Schedule(s Snapshot) Result {
 	c := &cycle{s: &s, p: &p, now: s.Now, ix: newIndex(s.Nodes),
 		victim: map[int]bool{}, claimed: map[int]bool{}, plain: map[plainShape]*shapeState{}, shapes: map[shape]*shapeState{}}
 	c.out.Pending = make([]Pending, 0, len(s.Queue))
+	s.Running = c.wholeOnly(s.Running) // gpushare.go
 	c.tally()
+	c.countParts()
 	c.cpu = newCPUJobs(&s)
 	c.bk = newBookings(c.ix, s.Bookings, s.Now)
 	if c.bk != nil {
@@ -274,6 +286,11 @@ func Schedule(s Snapshot) Result {
 		case j.NotBefore.After(c.now):
 			c.pend(Pending{JobID: j.ID, Reason: ReasonBackoff, EstimatedStart: j.NotBefore,
 				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})
+		case j.Fractional(): // a MIG slice or an MPS share (gpushare.go)
+			if c.startPart(j) {
+				w.placed(j)
+				c.again(w, j)
+			}
 		case j.Booking != "":
 			if c.startBooked(j) { // booking.go: its GPUs, in its window
 				w.placed(j)

@@ -23,7 +23,8 @@ func EstimateFor(given time.Duration, user string, e *Estimator, def time.Durati
 }
 
 // ChargeRunning adds to u the GPU time that running attempts have used so
-// far (GPUs held x time since StartedAt, up to now), so that fair share
+// far (GPU-equivalents held x time since StartedAt, up to now: a slice or
+// share counts its part of its GPU, see Equivalents), so that fair share
 // counts work in progress as well as work finished. Finished attempts are
 // charged to a Ledger when they end; u's maps must be non-nil.
 func ChargeRunning(u Usage, running []Running, now time.Time) {
@@ -32,7 +33,7 @@ func ChargeRunning(u Usage, running []Running, now time.Time) {
 		if !now.After(r.StartedAt) {
 			continue
 		}
-		gs := float64(gpuCount(r)) * now.Sub(r.StartedAt).Seconds()
+		gs := Equivalents(r.Placements) * now.Sub(r.StartedAt).Seconds()
 		u.Users[r.User] += gs
 		u.Projects[r.Project] += gs
 	}

@@ -121,7 +121,7 @@ func (s *sim) finish() {
 		if j.state == stUnsat {
 			s.out.Unsatisfiable++
 		} else {
-			totalGS += float64(t.GPUs) * t.Duration.Seconds()
+			totalGS += s.gpusOf(t) * t.Duration.Seconds() // a slice its part (mig.go)
 			if ideal := t.Submit.Add(t.Duration); ideal.After(latestIdeal) {
 				latestIdeal = ideal
 			}

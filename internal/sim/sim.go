@@ -56,6 +56,9 @@ type Config struct {
 	// FullQueue hands the core the whole queue at every cycle instead of
 	// windows of it (see window.go): slower, and the same decisions.
 	FullQueue bool
+	// MIG gives GPUs of every node (by index) a MIG layout: their
+	// slices (Free, Holder and Index are set by the simulator); see mig.go.
+	MIG map[int][]sched.Slice
 
 	window int // the first window; 0: firstWindow (tests try small ones)
 	// everyEvent runs a cycle at every event that finds jobs queued, as if
@@ -193,6 +196,8 @@ type sim struct {
 	acc     accumulator
 	cycles  int
 	stopped int // preemptions carried out
+
+	migGPUs, migBusy int // GPUs in MIG mode, and those with a slice held (mig.go)
 }
 
 // Run replays jobs (in any order; they are taken by submission time)
@@ -240,7 +245,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{GPUs: cfg.Nodes * cfg.NodeGPUs}}
 	s.laneOf = map[[2]string]int{}
 	s.shapes = map[[2]int]*lane{}
-	s.windowed = !cfg.FullQueue && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
+	s.windowed = !cfg.FullQueue && len(cfg.MIG) == 0 && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
 		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && (cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned))
 	s.ledger = sched.NewLedger(s.policy.HalfLife)
 	s.estimator = sched.NewEstimator()
@@ -250,9 +255,11 @@ func newSim(jobs []Job, cfg Config) *sim {
 		for g := range node.GPUs {
 			node.GPUs[g] = sched.GPU{Index: g, Model: cfg.GPUModel, MemoryMiB: cfg.GPUMemoryMiB, Free: true}
 		}
+		mig := s.initMIG(&node) // mig.go
+		s.migGPUs += mig
 		s.nodeAt[node.ID] = n
 		s.nodes = append(s.nodes, node)
-		s.nfree = append(s.nfree, cfg.NodeGPUs)
+		s.nfree = append(s.nfree, cfg.NodeGPUs-mig)
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636f7272616c)) // "corral"
 	width := len(strconv.Itoa(len(jobs)))
@@ -270,6 +277,10 @@ func newSim(jobs []Job, cfg Config) *sim {
 		sj.project = slotOf(projectAt, &s.projects, t.Project, func() *projectBook { return &projectBook{name: t.Project} })
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
+		mig := ""
+		if t.MIGProfile != "" && len(cfg.MIG) > 0 {
+			sj.gpus, sj.nodes, mig = 1, 1, t.MIGProfile // a slice (mig.go); without a layout, its GPUs whole
+		}
 		switch {
 		case cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned:
 		case t.Estimate > 0:
@@ -289,7 +300,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		}
 		s.minPrio = min(s.minPrio, prio)
 		s.qjob[i] = sched.Job{ID: sj.id, User: t.User, Project: t.Project, Priority: prio,
-			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes}
+			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes, MIGProfile: mig}
 	}
 	// Arrivals in submission order, ties in trace order.
 	s.order = make([]int, len(jobs))
@@ -298,23 +309,6 @@ func newSim(jobs []Job, cfg Config) *sim {
 	}
 	slices.SortStableFunc(s.order, func(a, b int) int { return jobs[a].Submit.Compare(jobs[b].Submit) })
 	return s
-}
-
-// NodeID names the simulator's n-th node (0-based).
-func NodeID(n int) string { return "n" + strconv.Itoa(n+1) }
-
-// Gang splits a request for gpus GPUs on nodes of nodeGPUs each: on one
-// node when it fits, else on the fewest nodes that share it evenly (16 on
-// 8-GPU nodes: 2 x 8; 12: 2 x 6).
-func Gang(gpus, nodeGPUs int) (perNode, nodes int) {
-	if gpus <= nodeGPUs {
-		return gpus, 1
-	}
-	n := (gpus + nodeGPUs - 1) / nodeGPUs
-	for gpus%n != 0 {
-		n++
-	}
-	return gpus / n, n
 }
 
 // run is the event loop: at each event time, apply every arrival and end
@@ -356,14 +350,6 @@ func (s *sim) run() {
 			s.out.Series = append(s.out.Series, Point{At: now, Queued: s.queued, Allocated: s.allocated()})
 		}
 	}
-}
-
-func (s *sim) allocated() int {
-	n := 0
-	for i := range s.nfree {
-		n += s.cfg.NodeGPUs - s.nfree[i]
-	}
-	return n
 }
 
 // arrive queues a submitted job.
@@ -446,17 +432,19 @@ func (s *sim) handle(e event) bool {
 func (s *sim) release(i int) {
 	j := &s.jobs[i]
 	r := &s.running[j.ri]
-	gs := 0
+	gs := sched.Equivalents(r.Placements) // a slice counts its part of its GPU
 	for _, p := range r.Placements {
 		n := s.nodeAt[p.NodeID]
+		if s.holdPart(n, p, false) { // mig.go
+			continue
+		}
 		for _, g := range p.GPUs {
 			s.nodes[n].GPUs[g].Free = true
 		}
 		s.nfree[n] += len(p.GPUs)
-		gs += len(p.GPUs)
 	}
 	if s.now.After(j.startedAt) {
-		s.ledger.Add(j.t.User, j.t.Project, float64(gs)*s.now.Sub(j.startedAt).Seconds(), s.now)
+		s.ledger.Add(j.t.User, j.t.Project, gs*s.now.Sub(j.startedAt).Seconds(), s.now)
 	}
 	last := len(s.running) - 1
 	if j.ri != last {
@@ -545,6 +533,9 @@ func (s *sim) start(st sched.Start) {
 	s.dequeue(i)
 	for _, p := range st.Placements {
 		n := s.nodeAt[p.NodeID]
+		if s.holdPart(n, p, true) { // mig.go
+			continue
+		}
 		for _, g := range p.GPUs {
 			s.nodes[n].GPUs[g].Free = false
 		}

@@ -35,6 +35,9 @@ type Job struct {
 	// command), when the trace says: learned estimates look for past runs
 	// of the same name or command.
 	Name, Command string
+	// MIGProfile asks for one MIG slice of a GPU instead of GPUs (JSONL
+	// mig_profile: a profile such as 1g.10gb, or any); see mig.go.
+	MIGProfile string
 }
 
 // Formats of trace files.
@@ -147,6 +150,7 @@ type jsonlJob struct {
 	Cluster  string          `json:"cluster"`
 	Name     string          `json:"name"`
 	Command  string          `json:"command"`
+	MIG      string          `json:"mig_profile"`
 }
 
 // jsonlEpoch is the time numeric submit offsets count from.
@@ -223,6 +227,7 @@ func (in *jsonlJob) job(line int) (Job, error) {
 		return j, errors.New("gpus: want a number of GPUs, 0 or more")
 	}
 	j.GPUs = *in.GPUs
+	j.MIGProfile = strings.ToLower(strings.TrimSpace(in.MIG))
 	if in.Estimate != nil {
 		if *in.Estimate <= 0 || math.IsNaN(*in.Estimate) || *in.Estimate > 1e9 {
 			return j, errors.New("estimate_s: want seconds above 0")

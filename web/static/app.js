@@ -91,9 +91,30 @@ function gpuState(node, g, jobs) {
     const j = jobs.get(g.allocated_to);
     return node.state === 'down' ? 'down' : j && j.idle ? 'idle' : 'allocated';
   }
+  if (partsHeld(g)) return node.state === 'down' ? 'down' : 'allocated';
   if (g.foreign && g.foreign.length) return 'foreign';
   if (node.state === 'down') return 'down';
   return 'free';
+}
+
+// partsHeld reports whether any MIG slice or MPS share of the GPU is held.
+const partsHeld = (g) =>
+  (g.shares || []).length > 0 || (g.mig && g.mig.mode === 'enabled' && (g.mig.devices || []).some((m) => m.allocated_to));
+
+// gpuParts lists a GPU's MIG slices (free or with their holder) and its
+// MPS shares, one chip each, for its tile; '' for a GPU with neither.
+function gpuParts(g, jobs) {
+  const chip = (id, what) => {
+    if (!id) return `<span class="part free" title="${esc(what + ': free')}">${esc(what)}</span>`;
+    const j = jobs.get(id);
+    const who = j ? j.user : '…' + id.slice(-6);
+    return `<a class="part held" href="#/jobs/${enc(id)}" title="${esc(what + ' held by ' + (j ? j.user + ' · ' : '') + id)}">${esc(what)} · ${esc(who)}</a>`;
+  };
+  const out = [];
+  if (g.mig && g.mig.mode === 'enabled') for (const m of g.mig.devices || []) out.push(chip(m.allocated_to, m.profile || 'MIG'));
+  for (const s of g.shares || []) out.push(chip(s.job_id, `${gb(s.memory_mib)} GB` + (s.compute ? ` ${s.compute}%` : '')));
+  if (g.shared && !out.length) out.push('<span class="part free" title="shared GPU: takes MPS shares">MPS: no shares</span>');
+  return out.length ? `<div class="parts">${out.join('')}</div>` : '';
 }
 
 const LEGEND = ['free', 'allocated', 'idle', 'held', 'foreign', 'down'];
@@ -160,8 +181,8 @@ function gpuTile(node, g, jobs) {
     <div class="gh"><b>GPU ${g.id}</b><span class="st">${s}</span></div>
     <div class="bar"><i style="width:${util}%"></i></div>
     <div>${util}% util${temp}</div>
-    <div class="muted">${gb(g.memory_used)} / ${gb(g.memory_total)} GB${g.simulated || node.simulated ? '<span class="sim" title="simulated GPU">SIM</span>' : ''}${mig.html}</div>
-    <div class="holder">${holder}</div>
+    <div class="muted">${gb(g.memory_used)} / ${gb(g.memory_total)} GB${g.simulated || node.simulated ? '<span class="sim" title="simulated GPU">SIM</span>' : ''}${mig.html}${g.shared ? '<span class="mig" title="shared GPU: jobs run on it as MPS shares">MPS</span>' : ''}</div>
+    <div class="holder">${holder}</div>${gpuParts(g, jobs)}
   </div>`;
 }
 
@@ -175,7 +196,7 @@ function nodeCard(n, jobs, withSparks) {
       return `<div class="nvl${!anyLinks ? ' none' : ''}">${anyLinks ? `<div class="nvl-h">${label}</div>` : ''}<div class="gpus">${grp.gpus.map((g) => gpuTile(n, g, jobs)).join('')}</div></div>`;
     })
     .join('');
-  const alloc = n.gpus.filter((g) => g.allocated_to).length;
+  const alloc = n.gpus.filter((g) => g.allocated_to || partsHeld(g)).length;
   const labels = Object.entries(n.labels || {}).map(([k, v]) => `<span class="badge label">${esc(k)}=${esc(v)}</span>`).join(' ');
   return `<div class="node${n.state === 'down' ? ' is-down' : ''}" data-node="${esc(n.node_id)}">
     <div class="node-h">
@@ -236,7 +257,7 @@ function livePoint(d) {
       u += g.utilization || 0;
       m += g.memory_used || 0;
       memTotal += g.memory_total || 0;
-      if (g.allocated_to) a++;
+      if (g.allocated_to || partsHeld(g)) a++;
     }
     util += u;
     mem += m;

@@ -156,6 +156,22 @@ class AllocateRequest(Model):
 
 
 @_dataclass
+class AllocatedSlice(Model):
+    """The API's AllocatedSlice object."""
+
+    index: int
+    profile: str
+    uuid: str
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('index', 'index', 'int'),
+        ('profile', 'profile', 'str'),
+        ('uuid', 'uuid', 'str'),
+    )
+
+
+@_dataclass
 class Allocation(Model):
     """The API's Allocation object."""
 
@@ -163,6 +179,10 @@ class Allocation(Model):
     gpu_uuid: str
     memory_gb: float
     node_id: str
+    fraction: Optional[float] = None
+    mig: Optional[AllocatedSlice] = None
+    share_compute: Optional[int] = None
+    share_mib: Optional[int] = None
     simulated: Optional[bool] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -171,6 +191,10 @@ class Allocation(Model):
         ('gpu_uuid', 'gpu_uuid', 'str'),
         ('memory_gb', 'memory_gb', 'float'),
         ('node_id', 'node_id', 'str'),
+        ('fraction', 'fraction', 'float'),
+        ('mig', 'mig', 'opt:ref:AllocatedSlice'),
+        ('share_compute', 'share_compute', 'int'),
+        ('share_mib', 'share_mib', 'int'),
         ('simulated', 'simulated', 'bool'),
     )
 
@@ -762,6 +786,8 @@ class GPU(Model):
     held: Optional[bool] = None
     mig: Optional[MIG] = None
     nvlink_peers: Optional[List[int]] = None
+    shared: Optional[bool] = None
+    shares: Optional[List[GPUShareHolder]] = None
     simulated: Optional[bool] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -779,6 +805,8 @@ class GPU(Model):
         ('held', 'held', 'bool'),
         ('mig', 'mig', 'opt:ref:MIG'),
         ('nvlink_peers', 'nvlink_peers', 'list:int'),
+        ('shared', 'shared', 'bool'),
+        ('shares', 'shares', 'list:ref:GPUShareHolder'),
         ('simulated', 'simulated', 'bool'),
     )
 
@@ -800,6 +828,26 @@ class GPUReading(Model):
         ('temperature', 'temperature', 'opt:int'),
         ('utilization', 'utilization', 'int'),
         ('ecc_errors', 'ecc_errors', 'int'),
+    )
+
+
+@_dataclass
+class GPUShareHolder(Model):
+    """The API's GPUShareHolder object."""
+
+    job_id: str
+    memory_mib: int
+    user: str
+    compute: Optional[int] = None
+    number: Optional[str] = None
+    extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
+
+    _FIELDS = (
+        ('job_id', 'job_id', 'str'),
+        ('memory_mib', 'memory_mib', 'int'),
+        ('user', 'user', 'str'),
+        ('compute', 'compute', 'int'),
+        ('number', 'number', 'str'),
     )
 
 
@@ -1015,9 +1063,12 @@ class Job(Model):
     events: Optional[List[Event]] = None
     exit_code: Optional[int] = None
     finished_at: Optional[datetime] = None
+    gpu_compute: Optional[int] = None
     gpu_count_min: Optional[int] = None
+    gpu_equivalents: Optional[float] = None
     gpu_memory_gb: Optional[float] = None
     gpu_seconds: Optional[float] = None
+    gpu_share_mib: Optional[int] = None
     gpu_type: Optional[str] = None
     granted_gpus: Optional[int] = None
     hold: Optional[str] = None
@@ -1029,6 +1080,7 @@ class Job(Model):
     image_digest: Optional[str] = None
     mem_mib: Optional[int] = None
     message: Optional[str] = None
+    mig_profile: Optional[str] = None
     mounts: Optional[List[str]] = None
     name: Optional[str] = None
     node_id: Optional[str] = None
@@ -1095,9 +1147,12 @@ class Job(Model):
         ('events', 'events', 'list:ref:Event'),
         ('exit_code', 'exit_code', 'opt:int'),
         ('finished_at', 'finished_at', 'opt:datetime'),
+        ('gpu_compute', 'gpu_compute', 'int'),
         ('gpu_count_min', 'gpu_count_min', 'int'),
+        ('gpu_equivalents', 'gpu_equivalents', 'float'),
         ('gpu_memory_gb', 'gpu_memory_gb', 'float'),
         ('gpu_seconds', 'gpu_seconds', 'float'),
+        ('gpu_share_mib', 'gpu_share_mib', 'int'),
         ('gpu_type', 'gpu_type', 'str'),
         ('granted_gpus', 'granted_gpus', 'int'),
         ('hold', 'hold', 'str'),
@@ -1109,6 +1164,7 @@ class Job(Model):
         ('image_digest', 'image_digest', 'str'),
         ('mem_mib', 'mem_mib', 'int'),
         ('message', 'message', 'str'),
+        ('mig_profile', 'mig_profile', 'str'),
         ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
         ('node_id', 'node_id', 'str'),
@@ -1373,6 +1429,8 @@ class MIGDevice(Model):
     memory_total: int
     profile: str
     uuid: str
+    allocated_number: Optional[str] = None
+    allocated_to: Optional[str] = None
     compute_slices: Optional[int] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -1383,6 +1441,8 @@ class MIGDevice(Model):
         ('memory_total', 'memory_total', 'int'),
         ('profile', 'profile', 'str'),
         ('uuid', 'uuid', 'str'),
+        ('allocated_number', 'allocated_number', 'str'),
+        ('allocated_to', 'allocated_to', 'str'),
         ('compute_slices', 'compute_slices', 'int'),
     )
 
@@ -2068,9 +2128,12 @@ class SubmitAnswer(Model):
     events: Optional[List[Event]] = None
     exit_code: Optional[int] = None
     finished_at: Optional[datetime] = None
+    gpu_compute: Optional[int] = None
     gpu_count_min: Optional[int] = None
+    gpu_equivalents: Optional[float] = None
     gpu_memory_gb: Optional[float] = None
     gpu_seconds: Optional[float] = None
+    gpu_share_mib: Optional[int] = None
     gpu_type: Optional[str] = None
     granted_gpus: Optional[int] = None
     hold: Optional[str] = None
@@ -2082,6 +2145,7 @@ class SubmitAnswer(Model):
     image_digest: Optional[str] = None
     mem_mib: Optional[int] = None
     message: Optional[str] = None
+    mig_profile: Optional[str] = None
     mounts: Optional[List[str]] = None
     name: Optional[str] = None
     node_id: Optional[str] = None
@@ -2149,9 +2213,12 @@ class SubmitAnswer(Model):
         ('events', 'events', 'list:ref:Event'),
         ('exit_code', 'exit_code', 'opt:int'),
         ('finished_at', 'finished_at', 'opt:datetime'),
+        ('gpu_compute', 'gpu_compute', 'int'),
         ('gpu_count_min', 'gpu_count_min', 'int'),
+        ('gpu_equivalents', 'gpu_equivalents', 'float'),
         ('gpu_memory_gb', 'gpu_memory_gb', 'float'),
         ('gpu_seconds', 'gpu_seconds', 'float'),
+        ('gpu_share_mib', 'gpu_share_mib', 'int'),
         ('gpu_type', 'gpu_type', 'str'),
         ('granted_gpus', 'granted_gpus', 'int'),
         ('hold', 'hold', 'str'),
@@ -2163,6 +2230,7 @@ class SubmitAnswer(Model):
         ('image_digest', 'image_digest', 'str'),
         ('mem_mib', 'mem_mib', 'int'),
         ('message', 'message', 'str'),
+        ('mig_profile', 'mig_profile', 'str'),
         ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
         ('node_id', 'node_id', 'str'),
@@ -2212,13 +2280,16 @@ class SubmitRequest(Model):
     error: Optional[str] = None
     estimate_from: Optional[str] = None
     estimated_duration: Any = None
+    gpu_compute: Optional[int] = None
     gpu_count: Optional[int] = None
     gpu_count_min: Optional[int] = None
     gpu_memory_gb: Optional[float] = None
+    gpu_share_mib: Optional[int] = None
     gpu_type: Optional[str] = None
     image: Optional[str] = None
     max_retries: Optional[int] = None
     mem_mib: Optional[int] = None
+    mig_profile: Optional[str] = None
     mounts: Optional[List[str]] = None
     name: Optional[str] = None
     node_labels: Optional[Dict[str, str]] = None
@@ -2253,13 +2324,16 @@ class SubmitRequest(Model):
         ('error', 'error', 'str'),
         ('estimate_from', 'estimate_from', 'str'),
         ('estimated_duration', 'estimated_duration', 'any'),
+        ('gpu_compute', 'gpu_compute', 'int'),
         ('gpu_count', 'gpu_count', 'opt:int'),
         ('gpu_count_min', 'gpu_count_min', 'opt:int'),
         ('gpu_memory_gb', 'gpu_memory_gb', 'float'),
+        ('gpu_share_mib', 'gpu_share_mib', 'int'),
         ('gpu_type', 'gpu_type', 'str'),
         ('image', 'image', 'str'),
         ('max_retries', 'max_retries', 'int'),
         ('mem_mib', 'mem_mib', 'opt:int'),
+        ('mig_profile', 'mig_profile', 'str'),
         ('mounts', 'mounts', 'list:str'),
         ('name', 'name', 'str'),
         ('node_labels', 'node_labels', 'map:str'),
@@ -2584,6 +2658,7 @@ MODELS: Dict[str, type] = {
     'AgentReport': AgentReport,
     'AgentWork': AgentWork,
     'AllocateRequest': AllocateRequest,
+    'AllocatedSlice': AllocatedSlice,
     'Allocation': Allocation,
     'Array': Array,
     'ArrayCounts': ArrayCounts,
@@ -2616,6 +2691,7 @@ MODELS: Dict[str, type] = {
     'ForeignProcess': ForeignProcess,
     'GPU': GPU,
     'GPUReading': GPUReading,
+    'GPUShareHolder': GPUShareHolder,
     'Health': Health,
     'History': History,
     'HistoryPoint': HistoryPoint,

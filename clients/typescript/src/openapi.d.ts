@@ -1065,11 +1065,20 @@ export interface components {
             memory_gb?: number;
             wait?: boolean;
         };
+        AllocatedSlice: {
+            index: number;
+            profile: string;
+            uuid: string;
+        };
         Allocation: {
+            fraction?: number;
             gpu_id: number;
             gpu_uuid: string;
             memory_gb: number;
+            mig?: components["schemas"]["AllocatedSlice"] | null;
             node_id: string;
+            share_compute?: number;
+            share_mib?: number;
             simulated?: boolean;
         };
         Array: {
@@ -1317,6 +1326,8 @@ export interface components {
             mig?: components["schemas"]["MIG"] | null;
             model: string;
             nvlink_peers?: number[];
+            shared?: boolean;
+            shares?: components["schemas"]["GPUShareHolder"][];
             simulated?: boolean;
             temperature: number | null;
             utilization: number;
@@ -1328,6 +1339,13 @@ export interface components {
             memory_used_mib: number;
             temperature: number | null;
             utilization: number;
+        };
+        GPUShareHolder: {
+            compute?: number;
+            job_id: string;
+            memory_mib: number;
+            number?: string;
+            user: string;
         };
         Health: {
             leader?: string;
@@ -1447,10 +1465,13 @@ export interface components {
             exit_code?: number | null;
             /** Format: date-time */
             finished_at?: string | null;
+            gpu_compute?: number;
             gpu_count: number;
             gpu_count_min?: number;
+            gpu_equivalents?: number;
             gpu_memory_gb?: number;
             gpu_seconds?: number;
+            gpu_share_mib?: number;
             gpu_type?: string;
             granted_gpus?: number;
             hold?: string;
@@ -1466,6 +1487,7 @@ export interface components {
             max_retries: number;
             mem_mib?: number;
             message?: string;
+            mig_profile?: string;
             mounts?: string[];
             name?: string;
             node_id?: string;
@@ -1613,6 +1635,8 @@ export interface components {
             pending_mode?: string;
         };
         MIGDevice: {
+            allocated_number?: string;
+            allocated_to?: string;
             compute_instance: number;
             compute_slices?: number;
             gpu_instance: number;
@@ -1946,10 +1970,13 @@ export interface components {
             exit_code?: number | null;
             /** Format: date-time */
             finished_at?: string | null;
+            gpu_compute?: number;
             gpu_count: number;
             gpu_count_min?: number;
+            gpu_equivalents?: number;
             gpu_memory_gb?: number;
             gpu_seconds?: number;
+            gpu_share_mib?: number;
             gpu_type?: string;
             granted_gpus?: number;
             hold?: string;
@@ -1965,6 +1992,7 @@ export interface components {
             max_retries: number;
             mem_mib?: number;
             message?: string;
+            mig_profile?: string;
             mounts?: string[];
             name?: string;
             node_id?: string;
@@ -2033,13 +2061,16 @@ export interface components {
             error?: string;
             estimate_from?: string;
             estimated_duration?: components["schemas"]["DurationInput"];
+            gpu_compute?: number;
             gpu_count?: number | null;
             gpu_count_min?: number | null;
             gpu_memory_gb?: number;
+            gpu_share_mib?: number;
             gpu_type?: string;
             image?: string;
             max_retries?: number;
             mem_mib?: number | null;
+            mig_profile?: string;
             mounts?: string[];
             name?: string;
             node_labels?: {

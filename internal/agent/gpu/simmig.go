@@ -190,3 +190,19 @@ func simMIG(nodeID string, gpu int, profiles []string, memMiB int64) *api.MIG {
 	}
 	return m
 }
+
+// SimMIGLayout reads a layout in --simulate-gpus's mig= form for count
+// GPUs of memMiB each and returns each GPU's MIG state as a simulated
+// node reports it (GPUs the layout does not name are absent): for
+// corral sim --mig, which places slices on the same layouts.
+func SimMIGLayout(layout string, count int, memMiB int64) (map[int]*api.MIG, error) {
+	l, err := parseSimMIG(layout, count, float64(memMiB)/1024)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]*api.MIG, len(l))
+	for g, profiles := range l {
+		out[g] = simMIG("sim", g, profiles, memMiB)
+	}
+	return out, nil
+}

@@ -215,6 +215,7 @@ func (p *Pool) place(t exec.Task, delivered bool) error {
 			MasterPort: api.MasterPort(t.JobID, t.Attempt), Command: t.Command, Workdir: t.Workdir, Env: t.Env, User: t.User,
 			GPUs: append([]int{}, rk.GPUs...), GPUUUIDs: rk.GPUUUIDs,
 			MemMiB: t.MemMiB, CPUs: t.CPUs, Image: t.Image, Mounts: t.Mounts,
+			MIGDevices: t.MIGDevices, GPUShareMiB: t.GPUShareMiB, GPUCompute: t.GPUCompute,
 		}}
 		jobIO(&n.tasks[taskKey{t.JobID, t.Attempt, r}].spec, t, r, rk.NodeID) // jobio.go
 		n.bump()

@@ -331,6 +331,9 @@ func (b *Books) allocate(r *api.Reservation) ([]api.Allocation, error) {
 			if r.GPUType != "" && !strings.Contains(strings.ToLower(d.Model), strings.ToLower(r.GPUType)) {
 				continue
 			}
+			if d.MIG != nil && d.MIG.Mode == api.MIGEnabled && len(d.MIG.Devices) > 0 {
+				continue // in MIG mode: placed as slices, never booked whole
+			}
 			k := gpuKey{n.ID, d.Index}
 			cand[k] = gpuInfo{d.UUID, float64(d.MemoryMiB) / 1024, d.Simulated}
 			order = append(order, k)

@@ -159,7 +159,7 @@ func (b *Books) liveSpend(now time.Time) *liveSpend {
 		if !now.After(from) {
 			continue
 		}
-		gs := float64(len(j.Allocation)) * now.Sub(from).Seconds()
+		gs := allocEquivalents(j.Allocation) * now.Sub(from).Seconds()
 		price, _ := b.prices.For(b.cluster.GPUModel(j.Allocation[0].NodeID, j.Allocation[0].GPUID))
 		for _, sp := range []*usage.Spend{spendOf(l.user, j.User), spendOf(l.project, j.Project)} {
 			sp.GPUSeconds += gs
@@ -415,4 +415,14 @@ func (b *Books) CheckRunning(tx feature.Tx) {
 	for _, bg := range b.budget.budgets {
 		b.eval(tx, bg, live)
 	}
+}
+
+// allocEquivalents is an allocation in GPU-equivalents: 1 per whole GPU,
+// a MIG slice's or MPS share's part of its GPU.
+func allocEquivalents(as []api.Allocation) float64 {
+	e := 0.0
+	for i := range as {
+		e += as[i].Equivalents()
+	}
+	return e
 }

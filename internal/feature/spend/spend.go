@@ -181,10 +181,12 @@ func recordKind(j *api.Job) string {
 }
 
 // attemptRecords splits an attempt [start, end) over its nodes: one record
-// per node, in allocation order, and forgets the holder's utilization.
+// per node, in allocation order, charged in GPU-equivalents (a slice or
+// share its part of the GPU: api.Allocation.Equivalents), and forgets the holder's utilization.
 // The reason is left for Moved.
 func (b *Books) attemptRecords(kind, id string, attempt int, user, project string, alloc []api.Allocation, start, end time.Time) []usage.Record {
 	var out []usage.Record
+	var eq []float64 // GPU-equivalents per record
 	at := map[string]int{}
 	for _, a := range alloc {
 		i, ok := at[a.NodeID]
@@ -195,10 +197,14 @@ func (b *Books) attemptRecords(kind, id string, attempt int, user, project strin
 				GPUModel: b.cluster.GPUModel(a.NodeID, a.GPUID), Node: a.NodeID, Start: start, End: end})
 		}
 		out[i].GPUs++
+		for len(eq) <= i {
+			eq = append(eq, 0)
+		}
+		eq[i] += a.Equivalents() // a MIG slice or MPS share: its part of the GPU
 	}
 	used := b.used[id]
 	for i := range out {
-		out[i].GPUSeconds = float64(out[i].GPUs) * end.Sub(start).Seconds()
+		out[i].GPUSeconds = eq[i] * end.Sub(start).Seconds()
 		out[i].UsedGPUSeconds = min(used[out[i].Node], out[i].GPUSeconds)
 	}
 	delete(b.used, id)
