@@ -222,35 +222,29 @@ func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Du
 		grace = o.cfg.CancelGrace
 	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		rec, _ := o.arr.Live(id)
-		if rec == nil {
+		steps, stopping, found, err := o.arr.Cancel(id) // feature/arrays: what each task gets
+		if !found {
 			return nil, o.cancelDone(id) // arrays_stored.go
 		}
-		if rec.Counts.Unfinished() == 0 {
-			return nil, api.Conflict("wrong_state", "every task of array %s has already ended", id)
+		if err != nil {
+			return nil, err
 		}
-		tasks, _ := o.arr.Tasks(id)
-		stopping := false
-		for _, j := range tasks {
-			switch {
-			case j.State.Terminal():
-			case j.State == api.StateQueued:
+		for _, st := range steps {
+			j := st.Task
+			if !st.Stop {
 				now := tx.now
 				j.FinishedAt = &now
 				tx.transition(j, api.StateCanceled, api.ReasonCanceled, "canceled while queued (its array was canceled)")
-			case !j.CancelRequested:
-				j.CancelRequested = true
-				tx.touch(j)
-				stopping = true
-				jid, attempt := j.ID, j.RetryCount
-				tx.after = append(tx.after, func() {
-					if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), jid, attempt, grace); err != nil {
-						o.log.Error("stop job", "job_id", jid, "err", err)
-					}
-				})
-			default:
-				stopping = true
+				continue
 			}
+			j.CancelRequested = true
+			tx.touch(j)
+			jid, attempt := j.ID, j.RetryCount
+			tx.after = append(tx.after, func() {
+				if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), jid, attempt, grace); err != nil {
+					o.log.Error("stop job", "job_id", jid, "err", err)
+				}
+			})
 		}
 		o.log.Info("job array canceled", "array_id", id, "stopping", stopping)
 		return stopping, nil

@@ -185,3 +185,37 @@ func TestTrim(t *testing.T) {
 		t.Fatal("Trim changed its input's rows")
 	}
 }
+
+// TestCancel: canceling an array ends its queued tasks and stops its
+// running ones not yet asked, in index order; one whose every task ended
+// is a 409; one memory does not hold is not found.
+func TestCancel(t *testing.T) {
+	f := &fakeJobs{}
+	b := New(f, Config{})
+	tx, tasks := submit(b, f, "jarr", "0-4")
+	move(b, tx, tasks[0], api.StateRunning)
+	move(b, tx, tasks[1], api.StateRunning)
+	tasks[1].CancelRequested = true
+	move(b, tx, tasks[2], api.StateCompleted)
+	steps, stopping, found, err := b.Cancel("jarr")
+	if err != nil || !found || !stopping {
+		t.Fatalf("found %v, stopping %v, err %v", found, stopping, err)
+	}
+	want := []CancelStep{{tasks[0], true}, {tasks[3], false}, {tasks[4], false}}
+	if !slices.Equal(steps, want) {
+		t.Fatalf("steps %+v, want %+v", steps, want)
+	}
+	if tasks[0].CancelRequested || tasks[3].State != api.StateQueued {
+		t.Fatal("Cancel changed a task")
+	}
+	for _, j := range []*api.Job{tasks[0], tasks[1], tasks[3], tasks[4]} {
+		move(b, tx, j, api.StateCanceled)
+	}
+	var e *api.Error
+	if _, _, found, err := b.Cancel("jarr"); !found || !errors.As(err, &e) || e.Code != "wrong_state" {
+		t.Fatalf("every task ended: found %v, err %v", found, err)
+	}
+	if _, _, found, err := b.Cancel("nope"); found || err != nil {
+		t.Fatalf("no such array: found %v, err %v", found, err)
+	}
+}

@@ -63,6 +63,42 @@ func (b *Books) SetThrottle(tx feature.Tx, id string, n int) (found, changed boo
 	return true, true
 }
 
+// CancelStep is what canceling its array asks of one unfinished task: end
+// it at once (it is queued), or stop its running attempt (Stop).
+type CancelStep struct {
+	Task *api.Job
+	Stop bool
+}
+
+// Cancel is what canceling the live array id asks of its tasks, in index
+// order: the queued ones end now, the running ones not yet asked to stop
+// are stopped. stopping: some task is running (asked to stop now or
+// before). A 409 wrong_state when every task has ended; found is false
+// when memory holds no such array. It changes nothing. Lock held.
+func (b *Books) Cancel(id string) (steps []CancelStep, stopping, found bool, err error) {
+	a := b.byID[id]
+	if a == nil {
+		return nil, false, false, nil
+	}
+	if a.rec.Counts.Unfinished() == 0 {
+		return nil, false, true, api.Conflict("wrong_state", "every task of array %s has already ended", id)
+	}
+	tasks, _ := b.Tasks(id)
+	for _, j := range tasks {
+		switch {
+		case j.State.Terminal():
+		case j.State == api.StateQueued:
+			steps = append(steps, CancelStep{Task: j})
+		case !j.CancelRequested:
+			steps = append(steps, CancelStep{Task: j, Stop: true})
+			stopping = true
+		default:
+			stopping = true
+		}
+	}
+	return steps, stopping, true, nil
+}
+
 // Positions gives the queued tasks of rows that have no position of their
 // own their array's (its first task's that has one), or else a place
 // after every other job: they wait for their array's throttle. It returns
