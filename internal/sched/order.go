@@ -136,12 +136,16 @@ func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs 
 		return &sliceWalker{jobs: jobs}, jobs
 	}
 	starving := starvingOf(jobs, p, now)
+	var tail []*Job
+	if budget.onTail {
+		tail = tailOf(jobs, budget.tail, now, p)
+	}
 	fw := newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
-	if len(starving) == 0 || budget.used >= budget.cap {
+	if len(tail) == 0 && (len(starving) == 0 || budget.used >= budget.cap) {
 		return fw, jobs
 	}
-	fw.done = make(map[*Job]bool, len(starving))
-	return &starveWalker{first: sliceWalker{jobs: starving}, rest: fw, budget: budget}, jobs
+	fw.done = make(map[*Job]bool, len(starving)+len(tail))
+	return &starveWalker{tail: sliceWalker{jobs: tail}, first: sliceWalker{jobs: starving}, rest: fw, budget: budget}, jobs
 }
 
 // Order returns the queue in the order a cycle considers it, as if every

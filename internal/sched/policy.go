@@ -68,6 +68,15 @@ type Policy struct {
 	// head, and GPUs are held for it, only once it has waited this long
 	// (see mayReserve). Zero: DefaultReserveAfter; negative: at once.
 	ReserveAfter time.Duration
+	// TailFactor: under fair_share, a job with a given estimate at least
+	// TailFactor times the backlog (the estimated work queued and running,
+	// over every GPU) is on the tail and served first, the longest first
+	// (see tail.go). Zero: DefaultTailFactor; negative: never.
+	TailFactor float64
+	// TailWait: a job goes first on the tail only once it has waited this
+	// share of its estimate (it is then ending later than it could for
+	// waiting). Zero: DefaultTailWait; negative: at once.
+	TailWait float64
 	// MinRunTime protects a job from preemption for this long after it
 	// starts, so two jobs never thrash.
 	MinRunTime time.Duration

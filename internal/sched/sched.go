@@ -144,6 +144,11 @@ type Snapshot struct {
 	// CPUJobsPerUser caps the jobs without GPUs one user may have running
 	// (cpujobs.go); more wait with ReasonUserCPUJobLimit. 0: no cap.
 	CPUJobsPerUser int
+	// LeftOutWork is the GPU-seconds of estimated work (WorkOf) of queued
+	// jobs the caller left out of Queue (the simulator hands the core the
+	// head of its queue): the backlog counts them (tail.go). 0 for a
+	// caller that hands the whole queue.
+	LeftOutWork int64
 }
 
 // Placement is the GPUs a job gets on one node.

@@ -193,6 +193,7 @@ type sim struct {
 	acc     accumulator
 	cycles  int
 	stopped int // preemptions carried out
+	tail    tailBook
 }
 
 // Run replays jobs (in any order; they are taken by submission time)
@@ -393,6 +394,7 @@ func (s *sim) enqueue(i int) {
 	}
 	s.laneFor(i).insert(s, i)
 	s.shapeFor(i).insert(s, i)
+	s.tailAdd(i)
 	s.queued++
 	s.needs[min(j.gpus, len(s.needs)-1)]++
 }
@@ -401,6 +403,7 @@ func (s *sim) dequeue(i int) {
 	j := &s.jobs[i]
 	s.laneFor(i).remove(s, i)
 	s.shapeFor(i).remove(s, i)
+	s.tailRemove(i)
 	s.queued--
 	j.queued += s.now.Sub(j.queuedAt)
 	s.needs[min(j.gpus, len(s.needs)-1)]--
@@ -497,7 +500,8 @@ func (s *sim) cycle() {
 	}
 	for widenings := 0; ; {
 		whole := s.buildQueue(w)
-		snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Queue: s.queue, Running: s.running, Usage: usage, Policy: s.policy}
+		snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Queue: s.queue, Running: s.running, Usage: usage, Policy: s.policy,
+			LeftOutWork: s.leftOutWork()}
 		res = sched.Schedule(snap)
 		if whole {
 			break

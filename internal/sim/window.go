@@ -110,6 +110,9 @@ func (s *sim) buildQueue(w int) bool {
 	if sched.OldestHead(&s.policy) {
 		head = s.oldestHead()
 	}
+	if w < math.MaxInt {
+		s.addTail(w) // tail.go
+	}
 	for _, l := range s.lanes {
 		n := len(l.jobs)
 		if n > w {
