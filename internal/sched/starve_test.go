@@ -140,7 +140,8 @@ func TestOldestJobIsTheHead(t *testing.T) {
 
 // Under fair_share with backfill, a job holds a reservation only once it
 // has waited ReserveAfter; until then a later job may take the GPUs it
-// would have held.
+// would have held. (The long job is longer than this small cluster's
+// backlog: the tail rule, off here, would start it first.)
 func TestReserveAfter(t *testing.T) {
 	h := time.Hour
 	now := t0.Add(100 * h)
@@ -161,7 +162,7 @@ func TestReserveAfter(t *testing.T) {
 	} {
 		queue := jobs(mk("gang").user("a").gpus(8).at(tc.submitted).est(h), mk("long").user("b").gpus(2).at(99*h).est(5*h))
 		r := Schedule(Snapshot{Now: now, Nodes: nodes, Running: running, Queue: queue,
-			Policy: Policy{Name: tc.policy, Backfill: true, StarveAfter: -1, ReserveAfter: tc.after}})
+			Policy: Policy{Name: tc.policy, Backfill: true, StarveAfter: -1, ReserveAfter: tc.after, TailFactor: -1}})
 		if r.Head != tc.head || !slices.Equal(startIDs(r), tc.starts) {
 			t.Errorf("%s, gang submitted at %v, ReserveAfter %v: head %q, starts %v; want %q, %v", tc.policy, tc.submitted,
 				tc.after, r.Head, startIDs(r), tc.head, tc.starts)
