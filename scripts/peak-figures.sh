@@ -8,7 +8,8 @@
 #
 # Usage: scripts/peak-figures.sh [CORRAL_BINARY] [-- extra sim flags]
 #   SIZES="64x8 40x8" ESTIMATES="exact noisy learned" SEEDS="1 2 3" TRACE=... to narrow it.
-# One replay at a time (a 64x8 replay takes 15-20 s of CPU).
+# The baseline is FCFS without backfill, best-fit placement (the issue's).
+# One replay at a time (a 64x8 replay takes 15-20 s of CPU, 40x8 up to 150 s).
 set -euo pipefail
 bin=${1:-}
 [ "$#" -gt 0 ] && shift
@@ -36,14 +37,14 @@ row() {
 echo "| run | avg JCT | longest wait | busy while waiting | makespan / bound | within ±50% / off >2x |"
 echo "|---|---|---|---|---|---|"
 for c in $sizes; do
-	base=$(sim --trace "$trace" --cluster "$c" --policy fcfs)
+	base=$(sim --trace "$trace" --cluster "$c" --policy fcfs --placement best-fit)
 	for e in $estimates; do
 		row "$c $e" "$base" "$(sim --trace "$trace" --cluster "$c" --policy fair_share --backfill --estimates "$e" "$@")"
 	done
 done
 for s in $seeds; do
 	t=synthetic:team-week:$s
-	base=$(sim --trace "$t" --cluster 2x8 --policy fcfs)
+	base=$(sim --trace "$t" --cluster 2x8 --policy fcfs --placement best-fit)
 	for e in $estimates; do
 		row "team-week $s $e" "$base" "$(sim --trace "$t" --cluster 2x8 --policy fair_share --backfill --estimates "$e" "$@")"
 	done

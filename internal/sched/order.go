@@ -52,7 +52,12 @@ func staticKey(j *Job, p *Policy) time.Time {
 	case PolicySJF:
 		// Shortest first, aged: the estimate counts down while the job
 		// waits, so a job is never overtaken by one submitted more than
-		// its own estimate after it.
+		// its own estimate after it. Without an estimate, the GPU time
+		// it has attained stands for one (Tiresias): short jobs, which
+		// have attained little, still go first.
+		if j.NoEstimate {
+			return j.SubmittedAt.Add(j.Attained)
+		}
 		return j.SubmittedAt.Add(j.Estimate)
 	}
 	return j.SubmittedAt

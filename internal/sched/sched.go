@@ -71,6 +71,14 @@ type Job struct {
 	// EstimateGiven is true when the user gave estimated_duration: only
 	// such jobs are backfilled past a reservation.
 	EstimateGiven bool
+	// NoEstimate: the job has no estimate at all (none given, no history
+	// to learn one from): Estimate is the policy default. sjf then orders
+	// it by Attained instead (Tiresias's least attained service: a job
+	// that has not run yet is taken for a short one).
+	NoEstimate bool
+	// Attained is the GPU time (GPUs x run time) the job's earlier
+	// attempts had, for NoEstimate under sjf.
+	Attained time.Duration
 	// NotBefore holds a requeued job back until then (backoff after a loss).
 	NotBefore time.Time
 	// Begin: NotBefore is the job's own begin time (sbatch --begin), not

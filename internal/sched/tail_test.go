@@ -91,7 +91,7 @@ func TestTailCut(t *testing.T) {
 	h := time.Hour
 	now := t0.Add(10 * h)
 	running := []Running{run("r1", "x", 2, "n1", 8*h, 6*h, 0, 1, 2, 3)} // 4 h left on 4 GPUs
-	queue := jobs(mk("a").gpus(2).est(8*h), mk("b").guess(100*h))           // 16 GPU-hours, and none
+	queue := jobs(mk("a").gpus(2).est(8*h), mk("b").guess(100*h))       // 16 GPU-hours, and none
 	for _, tc := range []struct {
 		factor float64
 		left   int64

@@ -126,6 +126,7 @@ type simJob struct {
 	attempt     int
 	queuedAt    time.Time
 	queued      time.Duration
+	attained    time.Duration // GPU time of its ended attempts (sched.Job.Attained)
 	firstStart  time.Time
 	startedAt   time.Time
 	end         time.Time
@@ -381,9 +382,11 @@ func (s *sim) enqueue(i int) {
 	j.state, j.queuedAt = stQueued, s.now
 	q := &s.qjob[i]
 	q.Estimate, q.EstimateGiven = sched.EstimateFor(j.given, j.t.User, s.estimator, s.policy.DefaultEstimate)
+	q.NoEstimate, q.Attained = s.noEstimate(i), j.attained
 	point := q.Estimate
 	if s.cfg.Estimates == EstimatesLearned {
 		q.Estimate, point, q.EstimateGiven = s.learnedEstimate(i, 0)
+		q.NoEstimate = !q.EstimateGiven
 	}
 	if !j.estimated {
 		j.estimated = true
@@ -459,6 +462,7 @@ func (s *sim) release(i int) {
 		gs += len(p.GPUs)
 	}
 	if s.now.After(j.startedAt) {
+		j.attained += time.Duration(gs) * s.now.Sub(j.startedAt)
 		s.ledger.Add(j.t.User, j.t.Project, float64(gs)*s.now.Sub(j.startedAt).Seconds(), s.now)
 	}
 	last := len(s.running) - 1

@@ -138,6 +138,7 @@ func (s *sim) queueJob(i int) {
 	q := &s.qjob[i]
 	if s.cfg.Estimates == EstimatesAbsent {
 		q.Estimate, q.EstimateGiven = sched.EstimateFor(s.jobs[i].given, s.jobs[i].t.User, s.estimator, s.policy.DefaultEstimate)
+		q.NoEstimate = s.noEstimate(i)
 	}
 	s.queue = append(s.queue, *q)
 }
