@@ -146,7 +146,7 @@ func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs 
 		tail = tailOf(jobs, budget.tail, now, p)
 	}
 	fw := newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
-	if len(tail) == 0 && (len(starving) == 0 || budget.used >= budget.cap) {
+	if len(tail) == 0 && (len(starving) == 0 || budget.used >= budget.cap && !budget.oldest) {
 		return fw, jobs
 	}
 	fw.done = make(map[*Job]bool, len(starving)+len(tail))

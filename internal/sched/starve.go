@@ -72,7 +72,7 @@ func (w *starveWalker) next() (*Job, bool) {
 		}
 	}
 	w.inTail = false
-	for w.budget.used < w.budget.cap {
+	for w.budget.used < w.budget.cap || w.first.i == 0 && w.budget.oldest {
 		j, ok := w.first.next()
 		if !ok {
 			break
@@ -125,6 +125,7 @@ type starveBudget struct {
 	used, cap int
 	tail      time.Duration
 	onTail    bool
+	oldest    bool // the oldest starving job goes first past the cap
 }
 
 // budgetOf is the snapshot's starve budget: the cap is StarveShare of
@@ -149,7 +150,7 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 	for i := range s.Nodes {
 		gpus += len(s.Nodes[i].GPUs)
 	}
-	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail}
+	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: !p.CapOldest}
 	for i := range s.Running {
 		r := &s.Running[i]
 		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {
