@@ -23,7 +23,7 @@ import (
 type simFlags struct {
 	trace, format, teamsFrom, cluster             string
 	policy                                        string
-	backfill, preemption, spread, capOldest       bool
+	backfill, preemption, spread, oldestFirst     bool
 	estimates                                     string
 	noiseSigma, starveShare, tailFactor, tailWait float64
 	seed                                          uint64
@@ -117,7 +117,7 @@ run.`,
 	durationVar(pf, &f.starveAfter, "starve-after", sched.DefaultStarveAfter, "fair_share: a job waiting this long is served before every job that has not, oldest first (0: never)")
 	pf.Float64Var(&f.starveShare, "starve-share", sched.DefaultStarveShare, "fair_share: the most of the GPUs that jobs which went first for starving may hold (0 to 1)")
 	pf.Float64Var(&f.tailFactor, "tail-factor", sched.DefaultTailFactor, "fair_share: a job whose estimate is at least this many times the backlog (queued and running work over every GPU) goes first, the longest first (0: never)")
-	pf.BoolVar(&f.capOldest, "cap-oldest", false, "fair_share: the oldest starving job, too, waits while the starving hold --starve-share of the GPUs (default: it goes first whatever they hold)")
+	pf.BoolVar(&f.oldestFirst, "oldest-first", false, "fair_share: the oldest starving job goes first whatever the jobs that went first for starving hold (--starve-share)")
 	pf.Float64Var(&f.tailWait, "tail-wait", sched.DefaultTailWait, "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)")
 	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
 	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
@@ -302,7 +302,7 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if f.starveAfter == 0 {
 		cfg.Policy.StarveAfter = -1 // zero means never, not the default
 	}
-	cfg.Policy.TailFactor, cfg.Policy.TailWait, cfg.Policy.CapOldest = f.tailFactor, f.tailWait, f.capOldest
+	cfg.Policy.TailFactor, cfg.Policy.TailWait, cfg.Policy.OldestFirst = f.tailFactor, f.tailWait, f.oldestFirst
 	if f.tailWait == 0 {
 		cfg.Policy.TailWait = -1
 	}

@@ -60,10 +60,12 @@ type Policy struct {
 	// first for starving may hold (see budgetOf). Zero:
 	// DefaultStarveShare; 1 or more: all.
 	StarveShare float64
-	// CapOldest: the oldest starving job, too, waits for the starving
-	// budget (StarveShare). Off (the default), it goes first whatever the
-	// budget, so that a starving big job becomes the head (see starve.go).
-	CapOldest bool
+	// OldestFirst: under fair_share the oldest starving job goes first
+	// whatever the starving budget (StarveShare) holds, so that a starving
+	// big job becomes the head (see starve.go). Off by default: it bounds
+	// the longest wait but costs average JCT and replay time (measured in
+	// docs/scheduling.md).
+	OldestFirst bool
 	// OldestHead: under fair_share with backfill, the head (the job
 	// holding the reservation) is the oldest job that cannot start, not
 	// the first of the walk that does not fit (see OldestHead).

@@ -150,7 +150,7 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 	for i := range s.Nodes {
 		gpus += len(s.Nodes[i].GPUs)
 	}
-	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: !p.CapOldest}
+	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: p.OldestFirst}
 	for i := range s.Running {
 		r := &s.Running[i]
 		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {

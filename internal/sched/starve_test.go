@@ -172,8 +172,8 @@ func TestReserveAfter(t *testing.T) {
 
 // Starving jobs go first only while the jobs that went first hold less
 // than StarveShare of the GPUs; past it they wait their fair-share turn,
-// but for the oldest, which goes first whatever they hold (unless
-// CapOldest).
+// but for the oldest under OldestFirst, which goes first whatever they
+// hold.
 func TestStarveShare(t *testing.T) {
 	h := time.Hour
 	now := t0.Add(100 * h)
@@ -183,20 +183,20 @@ func TestStarveShare(t *testing.T) {
 	// A running job that waited 60h before it started went first.
 	first := submitted(run("r", "heavy", 2, "n2", 90*h, 50*h, 0, 1), 30*h)
 	for _, tc := range []struct {
-		share     float64
-		capOldest bool
-		running   []Running
-		want      []string
+		share       float64
+		oldestFirst bool
+		running     []Running
+		want        []string
 	}{
 		{1, false, nil, []string{"h1", "h2", "h3", "l1", "l2"}},
 		{0.125, false, nil, []string{"h1", "h2", "l1", "l2", "h3"}}, // 2 of 16 GPUs
-		{0.125, false, []Running{first}, []string{"h1", "l1", "l2", "h2", "h3"}},
-		{0.125, true, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
-		{0, false, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.2: 3 of 16
+		{0.125, true, []Running{first}, []string{"h1", "l1", "l2", "h2", "h3"}},
+		{0.125, false, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
+		{0, false, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.3: 4 of 16
 	} {
 		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
 		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: tc.running, Usage: usage,
-			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share, CapOldest: tc.capOldest}})
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share, OldestFirst: tc.oldestFirst}})
 		if got := startIDs(r); !slices.Equal(got, tc.want) {
 			t.Errorf("share %v, %d running: starts %v, want %v", tc.share, len(tc.running), got, tc.want)
 		}
