@@ -80,7 +80,7 @@ func (s *sim) addTail(w int) {
 			continue
 		}
 		l := s.laneFor(i)
-		if p, found := slices.BinarySearchFunc(l.jobs, i, s.cmp); found && p >= w && !slices.Contains(l.extra, p) {
+		if p, found := slices.BinarySearchFunc(l.jobs, i, s.cmp); found && p >= w && !hasExtra(l.extra, p) {
 			l.extra = mergeSorted(l.extra, []int{p})
 		}
 	}
