@@ -21,19 +21,19 @@ import (
 
 // simFlags are the flags of `corral sim` and `corral sim compare`.
 type simFlags struct {
-	trace, format, teamsFrom, cluster string
-	policy                            string
-	backfill, preemption, spread      bool
-	estimates                         string
-	noiseSigma, starveShare           float64
-	seed                              uint64
-	preemptGrace, minRunTime          time.Duration
-	starveAfter                       time.Duration
-	head, placement                   string
-	reserveAfter                      time.Duration
-	json, timing                      bool
-	jobsOut, cpuProfile               string
-	mig                               string // --mig LAYOUT (gpushare.go)
+	trace, format, teamsFrom, cluster             string
+	policy                                        string
+	backfill, preemption, spread, oldestFirst     bool
+	estimates                                     string
+	noiseSigma, starveShare, tailFactor, tailWait float64
+	seed                                          uint64
+	preemptGrace, minRunTime                      time.Duration
+	starveAfter                                   time.Duration
+	head, placement                               string
+	reserveAfter                                  time.Duration
+	json, timing                                  bool
+	jobsOut, cpuProfile                           string
+	mig                                           string // --mig LAYOUT (gpushare.go)
 	// compare
 	policies, plot string
 }
@@ -119,6 +119,9 @@ run.`,
 	durationVar(pf, &f.preemptGrace, "preempt-grace", sim.DefaultPreemptGrace, "how long a preempted job runs on before it stops")
 	durationVar(pf, &f.starveAfter, "starve-after", sched.DefaultStarveAfter, "fair_share: a job waiting this long is served before every job that has not, oldest first (0: never)")
 	pf.Float64Var(&f.starveShare, "starve-share", sched.DefaultStarveShare, "fair_share: the most of the GPUs that jobs which went first for starving may hold (0 to 1)")
+	pf.Float64Var(&f.tailFactor, "tail-factor", sched.DefaultTailFactor, "fair_share: a job whose estimate is at least this many times the backlog (queued and running work over every GPU) goes first, the longest first (0: never)")
+	pf.BoolVar(&f.oldestFirst, "oldest-first", false, "fair_share: the oldest starving job goes first whatever the jobs that went first for starving hold (--starve-share)")
+	pf.Float64Var(&f.tailWait, "tail-wait", sched.DefaultTailWait, "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)")
 	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
 	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
 	pf.StringVar(&f.placement, "placement", "by-end", "single-node jobs: the fullest node that fits (best-fit) or, scored by end, one whose jobs end no sooner than theirs, keeping nodes about to drain whole (by-end)")
@@ -268,6 +271,12 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if !(f.starveShare > 0 && f.starveShare <= 1) {
 		return nil, cfg, usagef("--starve-share must be above 0 and at most 1")
 	}
+	if f.tailFactor < 0 || math.IsNaN(f.tailFactor) || math.IsInf(f.tailFactor, 0) {
+		return nil, cfg, usagef("--tail-factor must be 0 (never) or above")
+	}
+	if f.tailWait < 0 || math.IsNaN(f.tailWait) || math.IsInf(f.tailWait, 0) {
+		return nil, cfg, usagef("--tail-wait must be 0 (at once) or above")
+	}
 	if f.placement != "by-end" && f.placement != "best-fit" {
 		return nil, cfg, usagef("--placement %q: want by-end or best-fit", f.placement)
 	}
@@ -295,6 +304,13 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	}
 	if f.starveAfter == 0 {
 		cfg.Policy.StarveAfter = -1 // zero means never, not the default
+	}
+	cfg.Policy.TailFactor, cfg.Policy.TailWait, cfg.Policy.OldestFirst = f.tailFactor, f.tailWait, f.oldestFirst
+	if f.tailWait == 0 {
+		cfg.Policy.TailWait = -1
+	}
+	if f.tailFactor == 0 {
+		cfg.Policy.TailFactor = -1
 	}
 	if cfg.MIG, err = simMIGLayout(f.mig, gpus); err != nil { // gpushare.go
 		return nil, cfg, err

@@ -52,7 +52,12 @@ func staticKey(j *Job, p *Policy) time.Time {
 	case PolicySJF:
 		// Shortest first, aged: the estimate counts down while the job
 		// waits, so a job is never overtaken by one submitted more than
-		// its own estimate after it.
+		// its own estimate after it. Without an estimate, the GPU time
+		// it has attained stands for one (Tiresias): short jobs, which
+		// have attained little, still go first.
+		if j.NoEstimate {
+			return j.SubmittedAt.Add(j.Attained)
+		}
 		return j.SubmittedAt.Add(j.Estimate)
 	}
 	return j.SubmittedAt
@@ -136,12 +141,16 @@ func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs 
 		return &sliceWalker{jobs: jobs}, jobs
 	}
 	starving := starvingOf(jobs, p, now)
+	var tail []*Job
+	if budget.onTail {
+		tail = tailOf(jobs, budget.tail, now, p)
+	}
 	fw := newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
-	if len(starving) == 0 || budget.used >= budget.cap {
+	if len(tail) == 0 && (len(starving) == 0 || budget.used >= budget.cap && !budget.oldest) {
 		return fw, jobs
 	}
-	fw.done = make(map[*Job]bool, len(starving))
-	return &starveWalker{first: sliceWalker{jobs: starving}, rest: fw, budget: budget}, jobs
+	fw.done = make(map[*Job]bool, len(starving)+len(tail))
+	return &starveWalker{tail: sliceWalker{jobs: tail}, first: sliceWalker{jobs: starving}, rest: fw, budget: budget}, jobs
 }
 
 // Order returns the queue in the order a cycle considers it, as if every

@@ -60,6 +60,12 @@ type Policy struct {
 	// first for starving may hold (see budgetOf). Zero:
 	// DefaultStarveShare; 1 or more: all.
 	StarveShare float64
+	// OldestFirst: under fair_share the oldest starving job goes first
+	// whatever the starving budget (StarveShare) holds, so that a starving
+	// big job becomes the head (see starve.go). Off by default: it bounds
+	// the longest wait but costs average JCT and replay time (measured in
+	// docs/scheduling.md).
+	OldestFirst bool
 	// OldestHead: under fair_share with backfill, the head (the job
 	// holding the reservation) is the oldest job that cannot start, not
 	// the first of the walk that does not fit (see OldestHead).
@@ -68,6 +74,15 @@ type Policy struct {
 	// head, and GPUs are held for it, only once it has waited this long
 	// (see mayReserve). Zero: DefaultReserveAfter; negative: at once.
 	ReserveAfter time.Duration
+	// TailFactor: under fair_share, a job with a given estimate at least
+	// TailFactor times the backlog (the estimated work queued and running,
+	// over every GPU) is on the tail and served first, the longest first
+	// (see tail.go). Zero: DefaultTailFactor; negative: never.
+	TailFactor float64
+	// TailWait: a job goes first on the tail only once it has waited this
+	// share of its estimate (it is then ending later than it could for
+	// waiting). Zero: DefaultTailWait; negative: at once.
+	TailWait float64
 	// MinRunTime protects a job from preemption for this long after it
 	// starts, so two jobs never thrash.
 	MinRunTime time.Duration

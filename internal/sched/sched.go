@@ -84,6 +84,14 @@ type Job struct {
 	// low end and point, Estimate being its high end (what backfill plans
 	// on): EstimateStartRanges plans with each. Zero: Estimate.
 	EstimateLow, EstimatePoint time.Duration
+	// NoEstimate: the job has no estimate at all (none given, no history
+	// to learn one from): Estimate is the policy default. sjf then orders
+	// it by Attained instead (Tiresias's least attained service: a job
+	// that has not run yet is taken for a short one).
+	NoEstimate bool
+	// Attained is the GPU time (GPUs x run time) the job's earlier
+	// attempts had, for NoEstimate under sjf.
+	Attained time.Duration
 	// NotBefore holds a requeued job back until then (backoff after a loss).
 	NotBefore time.Time
 	// Begin: NotBefore is the job's own begin time (sbatch --begin), not
@@ -166,6 +174,11 @@ type Snapshot struct {
 	// CPUJobsPerUser caps the jobs without GPUs one user may have running
 	// (cpujobs.go); more wait with ReasonUserCPUJobLimit. 0: no cap.
 	CPUJobsPerUser int
+	// LeftOutWork is the GPU-seconds of estimated work (WorkOf) of queued
+	// jobs the caller left out of Queue (the simulator hands the core the
+	// head of its queue): the backlog counts them (tail.go). 0 for a
+	// caller that hands the whole queue.
+	LeftOutWork int64
 }
 
 // Placement is the GPUs a job gets on one node.

@@ -45,19 +45,44 @@ func Starving(j *Job, now time.Time, p *Policy) bool {
 // charged to that walker, so fair share's turns count the starving jobs'
 // GPUs too.
 type starveWalker struct {
+	tail   sliceWalker // the jobs on the tail (tail.go), before all, outside the budget
 	first  sliceWalker
 	rest   *fairWalker
 	inRest bool // the last job came from rest
+	inTail bool // the last job came from tail
+	replay bool // again: yield last once more
+	last   *Job // the last job from tail or first
 	budget starveBudget
 }
 
 func (w *starveWalker) next() (*Job, bool) {
-	if w.budget.used < w.budget.cap {
-		if j, ok := w.first.next(); ok {
-			w.inRest = false
+	if w.replay {
+		w.replay = false
+		return w.last, true
+	}
+	for {
+		j, ok := w.tail.next()
+		if !ok {
+			break
+		}
+		if !w.rest.done[j] {
+			w.inRest, w.inTail, w.last = false, true, j
 			w.rest.done[j] = true
 			return j, true
 		}
+	}
+	w.inTail = false
+	for w.budget.used < w.budget.cap || w.first.i == 0 && w.budget.oldest {
+		j, ok := w.first.next()
+		if !ok {
+			break
+		}
+		if w.rest.done[j] {
+			continue // went first on the tail
+		}
+		w.inRest, w.last = false, j
+		w.rest.done[j] = true
+		return j, true
 	}
 	w.inRest = true
 	return w.rest.next()
@@ -65,7 +90,7 @@ func (w *starveWalker) next() (*Job, bool) {
 
 func (w *starveWalker) placed(j *Job) {
 	w.rest.placed(j)
-	if !w.inRest {
+	if !w.inRest && !w.inTail {
 		w.budget.used += j.GPUs * nodesWanted(j)
 	}
 }
@@ -75,7 +100,7 @@ func (w *starveWalker) again() {
 		w.rest.again()
 		return
 	}
-	w.first.again()
+	w.replay = true
 }
 
 // starvingOf returns the starving jobs of jobs, in order.
@@ -94,8 +119,14 @@ func starvingOf(jobs []*Job, p *Policy, now time.Time) []*Job {
 const DefaultStarveShare = 0.3
 
 // starveBudget is how many GPUs starving jobs hold by going first (used),
-// and the most they may (cap).
-type starveBudget struct{ used, cap int }
+// and the most they may (cap); and the shortest estimate on the tail
+// (tail.go), when onTail.
+type starveBudget struct {
+	used, cap int
+	tail      time.Duration
+	onTail    bool
+	oldest    bool // the oldest starving job goes first past the cap
+}
 
 // budgetOf is the snapshot's starve budget: the cap is StarveShare of
 // every GPU; used counts the GPUs of running jobs that waited StarveAfter
@@ -108,14 +139,18 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 	if after == 0 {
 		after = DefaultStarveAfter
 	}
-	if p.Name != PolicyFairShare || after < 0 {
+	if p.Name != PolicyFairShare {
 		return starveBudget{}
+	}
+	cut, onTail := TailCut(s)
+	if after < 0 {
+		return starveBudget{tail: cut, onTail: onTail}
 	}
 	gpus := 0
 	for i := range s.Nodes {
 		gpus += len(s.Nodes[i].GPUs)
 	}
-	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus)))}
+	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: p.OldestFirst}
 	for i := range s.Running {
 		r := &s.Running[i]
 		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {

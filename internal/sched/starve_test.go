@@ -140,7 +140,8 @@ func TestOldestJobIsTheHead(t *testing.T) {
 
 // Under fair_share with backfill, a job holds a reservation only once it
 // has waited ReserveAfter; until then a later job may take the GPUs it
-// would have held.
+// would have held. (The long job is longer than this small cluster's
+// backlog: the tail rule, off here, would start it first.)
 func TestReserveAfter(t *testing.T) {
 	h := time.Hour
 	now := t0.Add(100 * h)
@@ -161,7 +162,7 @@ func TestReserveAfter(t *testing.T) {
 	} {
 		queue := jobs(mk("gang").user("a").gpus(8).at(tc.submitted).est(h), mk("long").user("b").gpus(2).at(99*h).est(5*h))
 		r := Schedule(Snapshot{Now: now, Nodes: nodes, Running: running, Queue: queue,
-			Policy: Policy{Name: tc.policy, Backfill: true, StarveAfter: -1, ReserveAfter: tc.after}})
+			Policy: Policy{Name: tc.policy, Backfill: true, StarveAfter: -1, ReserveAfter: tc.after, TailFactor: -1}})
 		if r.Head != tc.head || !slices.Equal(startIDs(r), tc.starts) {
 			t.Errorf("%s, gang submitted at %v, ReserveAfter %v: head %q, starts %v; want %q, %v", tc.policy, tc.submitted,
 				tc.after, r.Head, startIDs(r), tc.head, tc.starts)
@@ -170,7 +171,9 @@ func TestReserveAfter(t *testing.T) {
 }
 
 // Starving jobs go first only while the jobs that went first hold less
-// than StarveShare of the GPUs; past it they wait their fair-share turn.
+// than StarveShare of the GPUs; past it they wait their fair-share turn,
+// but for the oldest under OldestFirst, which goes first whatever they
+// hold.
 func TestStarveShare(t *testing.T) {
 	h := time.Hour
 	now := t0.Add(100 * h)
@@ -180,18 +183,20 @@ func TestStarveShare(t *testing.T) {
 	// A running job that waited 60h before it started went first.
 	first := submitted(run("r", "heavy", 2, "n2", 90*h, 50*h, 0, 1), 30*h)
 	for _, tc := range []struct {
-		share   float64
-		running []Running
-		want    []string
+		share       float64
+		oldestFirst bool
+		running     []Running
+		want        []string
 	}{
-		{1, nil, []string{"h1", "h2", "h3", "l1", "l2"}},
-		{0.125, nil, []string{"h1", "h2", "l1", "l2", "h3"}}, // 2 of 16 GPUs
-		{0.125, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
-		{0, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.3: 4 of 16
+		{1, false, nil, []string{"h1", "h2", "h3", "l1", "l2"}},
+		{0.125, false, nil, []string{"h1", "h2", "l1", "l2", "h3"}}, // 2 of 16 GPUs
+		{0.125, true, []Running{first}, []string{"h1", "l1", "l2", "h2", "h3"}},
+		{0.125, false, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
+		{0, false, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.3: 4 of 16
 	} {
 		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
 		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: tc.running, Usage: usage,
-			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share}})
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share, OldestFirst: tc.oldestFirst}})
 		if got := startIDs(r); !slices.Equal(got, tc.want) {
 			t.Errorf("share %v, %d running: starts %v, want %v", tc.share, len(tc.running), got, tc.want)
 		}

@@ -32,3 +32,13 @@ func (s *sim) outlived() {
 		r.Estimate, _, _ = s.learnedEstimate(s.index(r.ID), s.now.Sub(r.StartedAt))
 	}
 }
+
+// noEstimate reports whether job i has no estimate at all, given or
+// learned from its user's history (sched.Job.NoEstimate).
+func (s *sim) noEstimate(i int) bool {
+	if s.jobs[i].given > 0 {
+		return false
+	}
+	_, known := s.estimator.Estimate(s.jobs[i].t.User)
+	return !known
+}

@@ -183,7 +183,11 @@ func serverDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, b
 }
 
 func simDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, backfill bool) []string {
-	out, err := Run(jobs, Config{Nodes: nodes, NodeGPUs: gpus, Policy: sched.Policy{Name: policy, Backfill: backfill}, Record: true})
+	return simDecisionsWith(t, jobs, nodes, gpus, sched.Policy{Name: policy, Backfill: backfill})
+}
+
+func simDecisionsWith(t *testing.T, jobs []Job, nodes, gpus int, p sched.Policy) []string {
+	out, err := Run(jobs, Config{Nodes: nodes, NodeGPUs: gpus, Policy: p, Record: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +226,7 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 		backfill bool
 		jobs     []Job
 	}{{"fcfs", sched.PolicyFCFS, true, jobs}, {"fair_share", sched.PolicyFairShare, true, jobs}, {"sjf", sched.PolicySJF, false, jobs},
-		{"fair_share_long", sched.PolicyFairShare, true, long}} {
+		{"fair_share_long", sched.PolicyFairShare, true, long}, {"fair_share_tail", sched.PolicyFairShare, true, tailTrace(jobs)}} {
 		t.Run(tc.name, func(t *testing.T) {
 			jobs := tc.jobs
 			want := simDecisions(t, jobs, 2, 4, tc.policy, tc.backfill)
@@ -240,5 +244,31 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// tailTrace is jobs with every seventh job 30 times as long: long jobs
+// that wait behind short ones go first on the tail (sched's tail.go).
+func tailTrace(jobs []Job) []Job {
+	out := slices.Clone(jobs)
+	for i := 3; i < len(out); i += 7 {
+		out[i].Duration *= 30
+	}
+	return out
+}
+
+// The agreement test's traces put jobs on the tail (sched's tail.go), so
+// the server and the simulator are compared on it too.
+func TestAgreementTracesHaveTailJobs(t *testing.T) {
+	jobs := randomTrace(11, 40)
+	for i := range jobs {
+		jobs[i].ID = fmt.Sprintf("j%02d", i)
+		jobs[i].GPUs = min(jobs[i].GPUs, 8)
+	}
+	jobs = tailTrace(jobs)
+	off := simDecisionsWith(t, jobs, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true, TailFactor: -1})
+	on := simDecisionsWith(t, jobs, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true})
+	if reflect.DeepEqual(on, off) {
+		t.Fatal("no job went first on the tail: the agreement test does not cover it")
 	}
 }

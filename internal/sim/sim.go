@@ -129,6 +129,7 @@ type simJob struct {
 	attempt     int
 	queuedAt    time.Time
 	queued      time.Duration
+	attained    time.Duration // GPU time of its ended attempts (sched.Job.Attained)
 	firstStart  time.Time
 	startedAt   time.Time
 	end         time.Time
@@ -198,6 +199,7 @@ type sim struct {
 	stopped int // preemptions carried out
 
 	migGPUs, migBusy int // GPUs in MIG mode, and those with a slice held (mig.go)
+	tail             tailBook
 }
 
 // Run replays jobs (in any order; they are taken by submission time)
@@ -366,9 +368,11 @@ func (s *sim) enqueue(i int) {
 	j.state, j.queuedAt = stQueued, s.now
 	q := &s.qjob[i]
 	q.Estimate, q.EstimateGiven = sched.EstimateFor(j.given, j.t.User, s.estimator, s.policy.DefaultEstimate)
+	q.NoEstimate, q.Attained = s.noEstimate(i), j.attained
 	point := q.Estimate
 	if s.cfg.Estimates == EstimatesLearned {
 		q.Estimate, point, q.EstimateGiven = s.learnedEstimate(i, 0)
+		q.NoEstimate = !q.EstimateGiven
 	}
 	if !j.estimated {
 		j.estimated = true
@@ -379,6 +383,7 @@ func (s *sim) enqueue(i int) {
 	}
 	s.laneFor(i).insert(s, i)
 	s.shapeFor(i).insert(s, i)
+	s.tailAdd(i)
 	s.queued++
 	s.needs[min(j.gpus, len(s.needs)-1)]++
 }
@@ -387,6 +392,7 @@ func (s *sim) dequeue(i int) {
 	j := &s.jobs[i]
 	s.laneFor(i).remove(s, i)
 	s.shapeFor(i).remove(s, i)
+	s.tailRemove(i)
 	s.queued--
 	j.queued += s.now.Sub(j.queuedAt)
 	s.needs[min(j.gpus, len(s.needs)-1)]--
@@ -444,6 +450,7 @@ func (s *sim) release(i int) {
 		s.nfree[n] += len(p.GPUs)
 	}
 	if s.now.After(j.startedAt) {
+		j.attained += time.Duration(gs * float64(s.now.Sub(j.startedAt)))
 		s.ledger.Add(j.t.User, j.t.Project, gs*s.now.Sub(j.startedAt).Seconds(), s.now)
 	}
 	last := len(s.running) - 1
@@ -485,7 +492,8 @@ func (s *sim) cycle() {
 	}
 	for widenings := 0; ; {
 		whole := s.buildQueue(w)
-		snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Queue: s.queue, Running: s.running, Usage: usage, Policy: s.policy}
+		snap := sched.Snapshot{Now: s.now, Nodes: s.nodes, Queue: s.queue, Running: s.running, Usage: usage, Policy: s.policy,
+			LeftOutWork: s.leftOutWork()}
 		res = sched.Schedule(snap)
 		if whole {
 			break

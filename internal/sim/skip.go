@@ -127,8 +127,8 @@ const preemptTries = 4
 // margin: a near tie counts both ways, so that a rounding difference can
 // only run a cycle that decides nothing, never skip one that decides.
 func (s *sim) couldPreempt() bool {
-	if !s.laneOrdered() || s.mayStarve() {
-		return true // (starving jobs are tried first: not judged here)
+	if !s.laneOrdered() || s.mayStarve() || s.mayTail() {
+		return true // (starving jobs and those on the tail are tried first: not judged here)
 	}
 	if !s.holdings() {
 		return true // a job is being preempted

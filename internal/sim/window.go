@@ -110,13 +110,16 @@ func (s *sim) buildQueue(w int) bool {
 	if sched.OldestHead(&s.policy) {
 		head = s.oldestHead()
 	}
+	if w < math.MaxInt {
+		s.addTail(w) // tail.go
+	}
 	for _, l := range s.lanes {
 		n := len(l.jobs)
 		if n > w {
 			n, whole = w, false
 			s.addStarving(l, w)
 			if head >= 0 && s.laneFor(head) == l {
-				if p, _ := slices.BinarySearchFunc(l.jobs, head, s.cmp); p >= w && !slices.Contains(l.extra, p) {
+				if p, _ := slices.BinarySearchFunc(l.jobs, head, s.cmp); p >= w && !hasExtra(l.extra, p) {
 					l.extra = mergeSorted(l.extra, []int{p})
 				}
 			}
@@ -135,6 +138,7 @@ func (s *sim) queueJob(i int) {
 	q := &s.qjob[i]
 	if s.cfg.Estimates == EstimatesAbsent {
 		q.Estimate, q.EstimateGiven = sched.EstimateFor(s.jobs[i].given, s.jobs[i].t.User, s.estimator, s.policy.DefaultEstimate)
+		q.NoEstimate = s.noEstimate(i)
 	}
 	s.queue = append(s.queue, *q)
 }
@@ -185,7 +189,7 @@ func (s *sim) addStarving(l *lane, w int) {
 	}
 	var add []int
 	for p := w; p < len(l.jobs) && s.key(l.jobs[p]) <= cut; p++ {
-		if sched.Starving(&s.qjob[l.jobs[p]], s.now, &s.policy) && !slices.Contains(l.extra, p) {
+		if sched.Starving(&s.qjob[l.jobs[p]], s.now, &s.policy) && !hasExtra(l.extra, p) {
 			add = append(add, p)
 		}
 	}
@@ -517,4 +521,12 @@ func (s *sim) clearExtra() {
 func (s *sim) scratchFree() []int {
 	s.free = append(s.free[:0], s.nfree...)
 	return s.free
+}
+
+// hasExtra reports whether position p is among a lane's extra positions
+// (ascending): a binary search, since a long queue may have thousands of
+// starving jobs added one by one.
+func hasExtra(extra []int, p int) bool {
+	_, ok := slices.BinarySearch(extra, p)
+	return ok
 }
