@@ -19,6 +19,7 @@ func TestFmtEstStart(t *testing.T) {
 		{"a range", at(14, 50), at(14, 10), at(15, 40), "14:10 to 15:40"},
 		{"one time", at(14, 10), at(14, 10), at(14, 10), "in 1h10m"},
 		{"no range", at(14, 10), nil, nil, "in 1h10m"},
+		{"ends in one minute", at(14, 10), at(14, 10), func() *time.Time { t := at(14, 10).Add(20 * time.Second); return &t }(), "in 1h10m"},
 		{"into tomorrow", at(23, 0), at(22, 0), &tomorrow, "22:00 to Nov 23 09:05"},
 		{"unknown", nil, nil, nil, "-"},
 	} {

@@ -92,6 +92,18 @@ func loginSocketCandidates(flag string) []string {
 	return out
 }
 
+// localLoginSocket is the first login socket candidate that exists on
+// this machine as a socket, "" when none does: a hint for whoever names
+// the server of the machine they are on.
+func localLoginSocket() string {
+	for _, p := range loginSocketCandidates("") {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Type() == fs.ModeSocket {
+			return p
+		}
+	}
+	return ""
+}
+
 // noSocket reports whether err says nothing listens at a socket path.
 func noSocket(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) ||
@@ -163,6 +175,9 @@ forgets (and revokes) it.`,
 					how = "dashboard"
 				}
 			default:
+				if p := localLoginSocket(); p != "" {
+					fmt.Fprintf(c.stderr, "A login socket is on this machine (%s): if it serves %s, \"corral login\" without the server signs you in at once, without the dashboard.\n", p, server)
+				}
 				ans, err = c.deviceLogin(ctx, server, req)
 				how = "dashboard"
 			}

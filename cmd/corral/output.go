@@ -130,7 +130,7 @@ func fmtIn(wait *float64, at *time.Time, now time.Time) string {
 
 // fmtStartRange writes an estimated start's range as clock times, "14:10
 // to 15:40" (with the date when not today), or "" when there is none or
-// it is one time.
+// both ends fall in the same minute.
 func fmtStartRange(low, high *time.Time, now time.Time) string {
 	if low == nil || high == nil || !high.After(*low) {
 		return ""
@@ -142,7 +142,11 @@ func fmtStartRange(low, high *time.Time, now time.Time) string {
 		}
 		return t.Format("Jan 2 15:04")
 	}
-	return clock(*low) + " to " + clock(*high)
+	from, to := clock(*low), clock(*high)
+	if from == to {
+		return "" // within one minute: said as one time
+	}
+	return from + " to " + to
 }
 
 // fmtEstStart writes an estimated start: its range when it has one,
