@@ -30,7 +30,10 @@ func TestSecurityDashboardShowsNamesAsText(t *testing.T) {
 		"disk_full": "disk " + xssPayload,
 		"gpus": []map[string]any{{"index": 0, "uuid": "GPU-d0", "model": "H100", "memory_mib": 81920, "mig": map[string]any{"mode": "enabled",
 			"devices": []map[string]any{{"index": 0, "uuid": "MIG-" + xssPayload, "profile": xssPayload, "memory_total": 9856}}}},
-			{"index": 1, "uuid": "GPU-d1", "model": "H100", "memory_mib": 81920}},
+			{"index": 1, "uuid": "GPU-d1", "model": "H100", "memory_mib": 81920},
+			// GPU 0 is in MIG mode (never handed out whole) and GPU 1 has a
+			// foreign process: the job below runs on GPU 2.
+			{"index": 2, "uuid": "GPU-d2", "model": "H100", "memory_mib": 81920}},
 	})
 	var cfg api.AgentConfig
 	if r.Status != 200 || json.Unmarshal(r.Body, &cfg) != nil {
@@ -63,7 +66,7 @@ func TestSecurityDashboardShowsNamesAsText(t *testing.T) {
 	// GPU 0 has MIG on, with one device: its tile says so (the device's
 	// hostile profile is checked as text below, with the rest).
 	mig, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('.node[data-node="evil-dash"] .gpu')).map((g) => (g.querySelector('.mig') || {}).textContent || '')`))
-	if err != nil || len(mig) != 2 || mig[0] != "MIG ×1" || mig[1] != "" {
+	if err != nil || len(mig) != 3 || mig[0] != "MIG ×1" || mig[1] != "" || mig[2] != "" {
 		t.Errorf("MIG badges on the hostile node's GPUs: %q (%v); want GPU 0's only, MIG ×1", mig, err)
 	}
 	pages := []struct{ hash, ready string }{
