@@ -423,9 +423,13 @@ func (c *cycle) pendPart(j *Job) {
 	if j.MIGProfile == "" {
 		msg = fmt.Sprintf("needs %s; the %d that could hold it (on %s)", what, exist, nodes)
 	}
+	are, inUse := "are", "are in use or on nodes that take no new jobs"
+	if exist == 1 {
+		are, inUse = "is", "is in use or on a node that takes no new jobs"
+	}
 	switch {
 	case len(holders) > 0:
-		msg += " are held by " + strings.Join(holders, ", ")
+		msg += " " + are + " held by " + strings.Join(holders, ", ")
 		if held > len(holders) {
 			msg += fmt.Sprintf(" and %d more", held-len(holders))
 		}
@@ -433,7 +437,7 @@ func (c *cycle) pendPart(j *Job) {
 			msg += " (or another user's shares, or a whole-GPU job)"
 		}
 	default:
-		msg += " are in use or on nodes that take no new jobs"
+		msg += " " + inUse
 	}
 	c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: textNote(msg)})
 }
