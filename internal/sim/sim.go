@@ -59,6 +59,10 @@ type Config struct {
 	// MIG gives GPUs of every node (by index) a MIG layout: their
 	// slices (Free, Holder and Index are set by the simulator); see mig.go.
 	MIG map[int][]sched.Slice
+	// Shared makes the first Shared GPUs of every node not in MIG mode
+	// shareable (MPS): a trace's job with ShareMiB runs as a share of one;
+	// see mig.go.
+	Shared int
 
 	window int // the first window; 0: firstWindow (tests try small ones)
 	// everyEvent runs a cycle at every event that finds jobs queued, as if
@@ -247,7 +251,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{GPUs: cfg.Nodes * cfg.NodeGPUs}}
 	s.laneOf = map[[2]string]int{}
 	s.shapes = map[[2]int]*lane{}
-	s.windowed = !cfg.FullQueue && len(cfg.MIG) == 0 && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
+	s.windowed = !cfg.FullQueue && len(cfg.MIG) == 0 && cfg.Shared == 0 && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
 		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && (cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned))
 	s.ledger = sched.NewLedger(s.policy.HalfLife)
 	s.estimator = sched.NewEstimator()
@@ -279,9 +283,12 @@ func newSim(jobs []Job, cfg Config) *sim {
 		sj.project = slotOf(projectAt, &s.projects, t.Project, func() *projectBook { return &projectBook{name: t.Project} })
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
-		mig := ""
-		if t.MIGProfile != "" && len(cfg.MIG) > 0 {
+		mig, shareMiB, shareCompute := "", int64(0), 0
+		switch {
+		case t.MIGProfile != "" && len(cfg.MIG) > 0:
 			sj.gpus, sj.nodes, mig = 1, 1, t.MIGProfile // a slice (mig.go); without a layout, its GPUs whole
+		case t.ShareMiB > 0 && cfg.Shared > 0:
+			sj.gpus, sj.nodes, shareMiB, shareCompute = 1, 1, t.ShareMiB, t.ShareCompute // a share; without shared GPUs, its GPUs whole
 		}
 		switch {
 		case cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned:
@@ -302,7 +309,8 @@ func newSim(jobs []Job, cfg Config) *sim {
 		}
 		s.minPrio = min(s.minPrio, prio)
 		s.qjob[i] = sched.Job{ID: sj.id, User: t.User, Project: t.Project, Priority: prio,
-			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes, MIGProfile: mig}
+			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes, MIGProfile: mig,
+			ShareMiB: shareMiB, ShareCompute: shareCompute}
 	}
 	// Arrivals in submission order, ties in trace order.
 	s.order = make([]int, len(jobs))
@@ -441,7 +449,7 @@ func (s *sim) release(i int) {
 	gs := sched.Equivalents(r.Placements) // a slice counts its part of its GPU
 	for _, p := range r.Placements {
 		n := s.nodeAt[p.NodeID]
-		if s.holdPart(n, p, false) { // mig.go
+		if s.holdPart(n, p, false, j.id, j.t.User) { // mig.go
 			continue
 		}
 		for _, g := range p.GPUs {
@@ -541,7 +549,7 @@ func (s *sim) start(st sched.Start) {
 	s.dequeue(i)
 	for _, p := range st.Placements {
 		n := s.nodeAt[p.NodeID]
-		if s.holdPart(n, p, true) { // mig.go
+		if s.holdPart(n, p, true, j.id, j.t.User) { // mig.go
 			continue
 		}
 		for _, g := range p.GPUs {
