@@ -116,6 +116,20 @@ func (s *sim) holdShare(n int, gpu *sched.GPU, part *sched.Part, hold bool, id, 
 	}
 }
 
+// partAsked is the part of a GPU a trace's job asks for and the
+// cluster offers: a slice where it has a layout, a share where it has
+// shared GPUs; none (its GPUs whole) otherwise, so that the same trace
+// runs with and without.
+func (s *sim) partAsked(t *Job) (mig string, shareMiB int64, compute int) {
+	switch {
+	case t.MIGProfile != "" && len(s.cfg.MIG) > 0:
+		return t.MIGProfile, 0, 0
+	case t.ShareMiB > 0 && s.cfg.Shared > 0:
+		return "", t.ShareMiB, t.ShareCompute
+	}
+	return "", 0, 0
+}
+
 // gpusOf is the GPUs a trace's job holds, for the makespan's lower bound:
 // a slice its compute slices of 7 (1g.10gb: 1/7; any: the smallest, 1/7)
 // when the cluster has a layout, a share its part of the GPU when the

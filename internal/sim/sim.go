@@ -56,12 +56,10 @@ type Config struct {
 	// FullQueue hands the core the whole queue at every cycle instead of
 	// windows of it (see window.go): slower, and the same decisions.
 	FullQueue bool
-	// MIG gives GPUs of every node (by index) a MIG layout: their
-	// slices (Free, Holder and Index are set by the simulator); see mig.go.
-	MIG map[int][]sched.Slice
-	// Shared makes the first Shared GPUs of every node not in MIG mode
-	// shareable (MPS): a trace's job with ShareMiB runs as a share of one;
-	// see mig.go.
+	// MIG gives GPUs of every node (by index) a MIG layout (the simulator
+	// sets its slices' Free, Holder, Index); Shared makes the first Shared
+	// GPUs of every node not in MIG mode shareable (MPS). See mig.go.
+	MIG    map[int][]sched.Slice
 	Shared int
 
 	window int // the first window; 0: firstWindow (tests try small ones)
@@ -283,12 +281,9 @@ func newSim(jobs []Job, cfg Config) *sim {
 		sj.project = slotOf(projectAt, &s.projects, t.Project, func() *projectBook { return &projectBook{name: t.Project} })
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
-		mig, shareMiB, shareCompute := "", int64(0), 0
-		switch {
-		case t.MIGProfile != "" && len(cfg.MIG) > 0:
-			sj.gpus, sj.nodes, mig = 1, 1, t.MIGProfile // a slice (mig.go); without a layout, its GPUs whole
-		case t.ShareMiB > 0 && cfg.Shared > 0:
-			sj.gpus, sj.nodes, shareMiB, shareCompute = 1, 1, t.ShareMiB, t.ShareCompute // a share; without shared GPUs, its GPUs whole
+		mig, shareMiB, shareCompute := s.partAsked(t) // mig.go
+		if mig != "" || shareMiB > 0 {
+			sj.gpus, sj.nodes = 1, 1
 		}
 		switch {
 		case cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned:
@@ -309,8 +304,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		}
 		s.minPrio = min(s.minPrio, prio)
 		s.qjob[i] = sched.Job{ID: sj.id, User: t.User, Project: t.Project, Priority: prio,
-			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes, MIGProfile: mig,
-			ShareMiB: shareMiB, ShareCompute: shareCompute}
+			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes, MIGProfile: mig, ShareMiB: shareMiB, ShareCompute: shareCompute}
 	}
 	// Arrivals in submission order, ties in trace order.
 	s.order = make([]int, len(jobs))
