@@ -209,7 +209,7 @@ func TestGPUShare(t *testing.T) {
 	}
 	// Those that wait say why.
 	for id, text := range map[string]string{
-		wait3g.ID:    "needs a free 3g.40gb MIG slice; the 1 on e2e-node are held by " + runs["slice3g"].job.ShortID(),
+		wait3g.ID:    "needs a free 3g.40gb MIG slice; the 1 on e2e-node is held by " + runs["slice3g"].job.ShortID(),
 		waitBob.ID:   "needs 10 GB on a shared GPU",
 		waitWhole.ID: "needs 1 GPU",
 	} {

@@ -153,7 +153,7 @@ fi
 
 echo "== 4. why the others wait"
 why() { api "$CORRAL_SERVER/jobs/$1" | jq -r '"\(.state): \(.pending_message)"'; }
-for pair in "$W3G|needs a free 3g.40gb MIG slice; the 1 on check-node are held by" "$WBOB|needs 10 GB on a shared GPU" "$WWHOLE|needs 1 GPU"; do
+for pair in "$W3G|needs a free 3g.40gb MIG slice; the 1 on check-node is held by" "$WBOB|needs 10 GB on a shared GPU" "$WWHOLE|needs 1 GPU"; do
 	id=${pair%%|*} text=${pair#*|}
 	for _ in $(seq 50); do why "$id" | grep -qF "$text" && break; sleep 0.2; done
 	w=$(why "$id")

@@ -25,8 +25,8 @@ func (p *partFlags) register(fl *pflag.FlagSet) {
 	fl.IntVar(&p.compute, "gpu-compute", 0, "with --gpu-share: this percent of the GPU's compute, 1-100 (default: none reserved, up to all of it)")
 }
 
-// apply puts the part asked for into the request.
-func (p *partFlags) apply(req *api.SubmitRequest) error {
+// apply puts the part asked for into the request (a job's or a hold's).
+func (p *partFlags) apply(req *api.GPUPart) error {
 	req.MIGProfile = p.mig
 	req.GPUCompute = p.compute
 	if p.share == "" {

@@ -122,3 +122,42 @@ func TestSimMIG(t *testing.T) {
 		t.Errorf("a layout past the node's GPUs: exit %d, %q", code, errb.String())
 	}
 }
+
+// TestSimShared: corral sim --shared N runs a trace's gpu_share_mib jobs
+// as MPS shares of N GPUs of each node: eight 20 GB notebooks and six
+// whole-GPU jobs on one 8-GPU node all run at once, where without shared
+// GPUs they queue; N past the node's GPUs is refused.
+func TestSimShared(t *testing.T) {
+	var trace strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&trace, `{"id":"nb%d","submit":%d,"duration_s":3600,"gpus":1,"user":"u","gpu_share_mib":20480}`+"\n", i, i)
+	}
+	for i := range 6 {
+		fmt.Fprintf(&trace, `{"id":"t%d","submit":%d,"duration_s":7200,"gpus":1,"user":"t"}`+"\n", i, 8+i) // after the shares: an idle shared GPU takes a whole job too
+	}
+	path := filepath.Join(t.TempDir(), "nb.jsonl")
+	if err := os.WriteFile(path, []byte(trace.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	queue := func(args ...string) float64 {
+		t.Helper()
+		var m map[string]any
+		out := simCLI(t, append([]string{"sim", "--trace", path, "--cluster", "1x8", "--json", "--timing=false"}, args...)...)
+		if err := json.Unmarshal(out, &m); err != nil || m["completed"] != 14.0 {
+			t.Fatalf("%v: %s (%v)", args, out, err)
+		}
+		return m["max_queue_s"].(float64)
+	}
+	if q := queue("--shared", "2"); q != 0 {
+		t.Errorf("with 2 shared GPUs the longest wait is %gs, want 0", q)
+	}
+	if q := queue(); q == 0 {
+		t.Error("without shared GPUs nothing waited; want the notebooks to queue for whole GPUs")
+	}
+	for _, args := range [][]string{{"--shared", "9"}, {"--shared", "7", "--mig", "0-1:1g.10gb*7"}, {"--shared", "-1"}} {
+		var out, errb bytes.Buffer
+		if code := runWith(append([]string{"sim", "--trace", path, "--cluster", "1x8"}, args...), &out, &errb); code == exitOK || !strings.Contains(errb.String(), "--shared") {
+			t.Errorf("%v: exit %d, %q", args, code, errb.String())
+		}
+	}
+}

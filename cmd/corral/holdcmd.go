@@ -22,9 +22,10 @@ func (c *cli) newHoldCmd() *cobra.Command {
 		name     string
 		gpuType  string
 		gpuMem   float64
+		part     partFlags // --mig, --gpu-share, --gpu-compute (gpushare.go)
 	)
 	cmd := &cobra.Command{
-		Use:   "hold [--gpus N] [--duration 2h] [--wait] [--name X]",
+		Use:   "hold [--gpus N | --mig PROFILE | --gpu-share 20G] [--duration 2h] [--wait] [--name X]",
 		Short: "Hold GPUs for work outside Corral, for a while (POST /cluster/gpu-allocate)",
 		Long: `Hold GPUs for work run outside Corral: they go to no job until the hold is
 released (corral release) or its duration is over (default and most: the
@@ -36,9 +37,15 @@ Without --wait the hold is granted at once or refused (exit 1) when the GPUs
 are not free. With --wait a hold that cannot be granted now is queued as an
 interactive job (its id is the hold's from then on) and corral hold waits
 until it is granted, then prints its GPUs; Ctrl-C stops waiting but leaves
-the hold queued (corral release ID takes it back).`,
+the hold queued (corral release ID takes it back).
+
+--mig and --gpu-share hold a part of one GPU instead, a MIG slice or an MPS
+share, as a job asks for one (docs/cluster.md "Placing slices and shares");
+the hold then counts its fraction of the GPU.`,
 		Example: `  corral hold --gpus 2 --duration 2h --name notebook
-  corral hold --gpus 1 --wait`,
+  corral hold --gpus 1 --wait
+  corral hold --mig 1g.10gb --duration 1h
+  corral hold --gpu-share 20G --gpu-compute 25`,
 		Args: argsExactly(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if gpus < 1 {
@@ -51,6 +58,9 @@ the hold queued (corral release ID takes it back).`,
 				name = "hold-" + time.Now().UTC().Format("20060102-150405")
 			}
 			req := api.AllocateRequest{JobID: name, GPUCount: gpus, GPUType: gpuType, MemoryGB: gpuMem, Wait: wait}
+			if err := part.apply(&req.GPUPart); err != nil {
+				return err
+			}
 			if duration > 0 {
 				req.Duration = api.RawValue(fmt.Sprintf("%q", duration.String()))
 			}
@@ -89,6 +99,7 @@ the hold queued (corral release ID takes it back).`,
 	fl.StringVar(&name, "name", "", "the hold's name (default: hold-DATE-TIME)")
 	fl.StringVar(&gpuType, "gpu-type", "", "GPU model, e.g. H100")
 	fl.Float64Var(&gpuMem, "gpu-mem", 0, "minimum memory per GPU, in GB")
+	part.register(fl)
 	return cmd
 }
 
@@ -123,7 +134,15 @@ func printHold(w io.Writer, h api.Hold) error {
 	}
 	fmt.Fprintf(w, "hold %s: %d GPUs\n", name, len(h.Allocation))
 	for _, a := range h.Allocation {
-		fmt.Fprintf(w, "  %s GPU %d %s\n", a.NodeID, a.GPUID, a.GPUUUID)
+		switch {
+		case a.MIG != nil:
+			fmt.Fprintf(w, "  %s GPU %d MIG slice %s %s\n", a.NodeID, a.GPUID, a.MIG.Profile, a.MIG.UUID)
+		case a.ShareMiB > 0:
+			fmt.Fprintf(w, "  %s GPU %d %s: %s\n", a.NodeID, a.GPUID, a.GPUUUID,
+				fmtPart(api.GPUPart{GPUShareMiB: a.ShareMiB, GPUCompute: a.ShareCompute}))
+		default:
+			fmt.Fprintf(w, "  %s GPU %d %s\n", a.NodeID, a.GPUID, a.GPUUUID)
+		}
 	}
 	if h.ExpiresAt != nil {
 		fmt.Fprintf(w, "expires %s\n", h.ExpiresAt.UTC().Format(time.RFC3339))

@@ -223,7 +223,7 @@ func (f *submitFlags) request(cmd *cobra.Command, args []string) (api.SubmitRequ
 	if err := f.elastic.apply(&req); err != nil {
 		return req, err
 	}
-	if err := f.part.apply(&req); err != nil { // gpushare.go
+	if err := f.part.apply(&req.GPUPart); err != nil { // gpushare.go
 		return req, err
 	}
 	if err := f.image.apply(&req); err != nil {

@@ -34,6 +34,7 @@ type simFlags struct {
 	json, timing                                  bool
 	jobsOut, cpuProfile                           string
 	mig                                           string // --mig LAYOUT (gpushare.go)
+	shared                                        int    // --shared N: GPUs of each node shareable (MPS)
 	// compare
 	policies, plot string
 }
@@ -53,7 +54,8 @@ one job per line (see docs/benchmarks.md and "go doc ./internal/sim"):
   {"id":"a1","submit":"2024-05-01T10:00:00Z","duration_s":3600,"gpus":8,"user":"ana","project":"vision"}
 "submit" may also be seconds from the trace's start; optional: "estimate_s",
 "priority", "cluster", "name", "command", "mig_profile" (a MIG slice, with
---mig LAYOUT; without one the job takes its GPUs whole). --trace synthetic:team-week[:SEED]
+--mig LAYOUT; without one the job takes its GPUs whole), "gpu_share_mib" and
+"gpu_compute" (an MPS share, with --shared N; without, its GPUs whole). --trace synthetic:team-week[:SEED]
 replays a generated working week of a team of 15 on 16 GPUs instead (notebooks,
 sweeps, 8- and 16-GPU gangs; see "go doc ./internal/sim TeamWeek"). A job
 asking for more GPUs than a node has becomes a multi-node gang (16 on 8-GPU
@@ -109,6 +111,7 @@ run.`,
 	pf.StringVar(&f.format, "format", "", "trace format: philly or jsonl (default: from the file name, .jsonl is JSONL)")
 	pf.StringVar(&f.cluster, "cluster", "", "simulated cluster, NODESxGPUS (e.g. 64x8)")
 	pf.StringVar(&f.mig, "mig", "", "a MIG layout of every node's GPUs, as --simulate-gpus takes it after mig=, e.g. 0-3:1g.10gb*7,4:3g.40gb+4g.40gb: a trace's jobs with mig_profile run on those slices (80 GB GPUs)")
+	pf.IntVar(&f.shared, "shared", 0, "make the first N GPUs of every node not in --mig's layout shareable (MPS): a trace's jobs with gpu_share_mib run as shares of them")
 	pf.StringVar(&f.teamsFrom, "teams-from", sim.TeamsFromCluster, "what names teams (users and projects for fair share, groups for fairness): cluster, user, project or none")
 	pf.BoolVar(&f.backfill, "backfill", false, "EASY backfill past the head job's reservation")
 	pf.BoolVar(&f.preemption, "preemption", false, "let waiting jobs preempt lower-ranked running jobs")
@@ -315,6 +318,10 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if cfg.MIG, err = simMIGLayout(f.mig, gpus); err != nil { // gpushare.go
 		return nil, cfg, err
 	}
+	if f.shared < 0 || f.shared > gpus-len(cfg.MIG) {
+		return nil, cfg, usagef("--shared: %d GPUs of each node; the nodes have %d not in MIG mode", f.shared, gpus-len(cfg.MIG))
+	}
+	cfg.Shared = f.shared
 	return jobs, cfg, nil
 }
 

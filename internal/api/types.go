@@ -455,6 +455,9 @@ type AllocateRequest struct {
 	// the hold (202) instead of answering 409 (docs/interactive.md).
 	Duration RawValue `json:"duration,omitempty"`
 	Wait     bool     `json:"wait,omitempty"`
+	// MIGProfile, GPUShareMiB, GPUCompute: hold a part of one GPU instead
+	// (gpu_count 1), as a job asks for one (gpushare.go).
+	GPUPart
 }
 
 // ReleaseRequest is POST /cluster/gpu-release.

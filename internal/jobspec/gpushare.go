@@ -16,6 +16,22 @@ var migProfile = lazyre.New(`^([0-9]+c\.)?[0-9]+g\.[0-9]+gb(\+[a-z]+)?$`)
 // exactly one GPU of one node (so never elastic), never in a booking.
 func validateGPUPart(req *api.SubmitRequest, j *api.Job) error {
 	p := req.GPUPart
+	if err := CheckGPUPart(&p, j.GPUCount, j.Nodes); err != nil {
+		return err
+	}
+	if p.Partial() && req.Reservation != "" {
+		return api.Invalid("reservation", "a booking holds whole GPUs; a MIG slice or an MPS share does not run in one")
+	}
+	j.GPUPart = p
+	return nil
+}
+
+// CheckGPUPart checks a part of one GPU asked of gpus GPUs on nodes nodes
+// (a job's or a hold's): a valid MIG profile or "any", or an MPS share
+// with an optional compute percent, not both, and then exactly 1 GPU on
+// 1 node. It normalises the profile (lower case, trimmed). The error
+// names the field (422).
+func CheckGPUPart(p *api.GPUPart, gpus, nodes int) error {
 	p.MIGProfile = strings.ToLower(strings.TrimSpace(p.MIGProfile))
 	switch {
 	case p.MIGProfile != "" && p.MIGProfile != "any" && !migProfile.MatchString(p.MIGProfile):
@@ -30,13 +46,10 @@ func validateGPUPart(req *api.SubmitRequest, j *api.Job) error {
 		return api.Invalid("gpu_share_mib", "a job takes a MIG slice (mig_profile) or an MPS share (gpu_share_mib), not both")
 	case !p.Partial():
 		return nil
-	case j.GPUCount != 1:
-		return api.Invalid("gpu_count", "a MIG slice or an MPS share is a part of exactly 1 GPU, not %d", j.GPUCount)
-	case j.Nodes != 1:
-		return api.Invalid("nodes", "a MIG slice or an MPS share runs on 1 node, not %d", j.Nodes)
-	case req.Reservation != "":
-		return api.Invalid("reservation", "a booking holds whole GPUs; a MIG slice or an MPS share does not run in one")
+	case gpus != 1:
+		return api.Invalid("gpu_count", "a MIG slice or an MPS share is a part of exactly 1 GPU, not %d", gpus)
+	case nodes != 1:
+		return api.Invalid("nodes", "a MIG slice or an MPS share runs on 1 node, not %d", nodes)
 	}
-	j.GPUPart = p
 	return nil
 }

@@ -130,7 +130,7 @@ func (o *Orchestrator) device(nodeID string, index int) (*Node, *gpuinfo.Device)
 
 // allocation turns placements into the API's allocation records and marks
 // the GPUs as owned by id. Write lock held.
-func (o *Orchestrator) allocate(id string, ps []sched.Placement) []api.Allocation {
+func (o *Orchestrator) allocate(id, user string, ps []sched.Placement) []api.Allocation {
 	var out []api.Allocation
 	for _, p := range ps {
 		for _, idx := range p.GPUs {
@@ -142,10 +142,6 @@ func (o *Orchestrator) allocate(id string, ps []sched.Placement) []api.Allocatio
 				MemoryGB: float64(d.MemoryMiB) / 1024, Simulated: d.Simulated || n.Simulated}
 			if p.Part != nil { // a slice or a share: its own books (package gpushare)
 				a = gpushare.Allocate(a, p.Part, d.MIG)
-				user := ""
-				if j := o.jobs[id]; j != nil {
-					user = j.User
-				}
 				o.parts.Take(id, user, &a)
 				out = append(out, a)
 				continue
@@ -204,6 +200,9 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		if err := jobspec.CheckGPURequest(c, "gpu_count", req.GPUCount, 1, "memory_gb", req.MemoryGB, req.GPUType); err != nil {
 			return nil, err
 		}
+		if err := jobspec.CheckGPUPart(&req.GPUPart, req.GPUCount, 1); err != nil { // a slice or a share (package gpushare)
+			return nil, err
+		}
 		if _, ok := o.holds.Get(req.JobID); ok {
 			return nil, api.Conflict("hold_exists", "GPUs are already held for %q; release them first", req.JobID)
 		}
@@ -214,7 +213,8 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 			return nil, err // a hold without wait keeps the seed's answers (holds.go)
 		}
 		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType,
-			User: user, Class: sched.ClassInteractive, TimeLimit: d} // as a hold, kept off GPUs booked within d
+			User: user, Class: sched.ClassInteractive, TimeLimit: d, // as a hold, kept off GPUs booked within d
+			MIGProfile: req.MIGProfile, ShareMiB: req.GPUShareMiB, ShareCompute: req.GPUCompute}
 		r := sched.Schedule(sched.Snapshot{Now: tx.now, Nodes: o.snapshotNodes(), Queue: []sched.Job{j}, Policy: sched.Policy{Name: sched.PolicyFCFS},
 			Bookings: o.bookings.At(tx.now)}) // feature/bookings
 		if len(r.Starts) == 0 && req.Wait {
@@ -224,7 +224,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 			return nil, api.Conflict("insufficient_gpus", "cannot hold now: %s (\"wait\": true queues the hold)", r.Pending[0].Message())
 		}
 		expires := tx.now.Add(d)
-		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: tx.now, Allocation: o.allocate(req.JobID, r.Starts[0].Placements), ExpiresAt: &expires}
+		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: tx.now, Allocation: o.allocate(req.JobID, user, r.Starts[0].Placements), ExpiresAt: &expires}
 		o.holds.Add(h)
 		tx.batch.Holds = append(tx.batch.Holds, *h)
 		o.log.Info("GPUs held", "hold", h.JobID, "gpus", len(h.Allocation))

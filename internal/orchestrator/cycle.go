@@ -186,7 +186,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	for _, s := range res.Starts {
 		j := o.arr.Next(o.jobs[s.JobID], groups) // an array's group stands for its tasks
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
-		j.Allocation = o.allocate(j.ID, s.Placements)
+		j.Allocation = o.allocate(j.ID, j.User, s.Placements)
 		j.NodeID = placedNode(s.Placements) // recover.go: a job of no GPUs has no other record of it
 		j.GrantedGPUs = len(j.Allocation)
 		j.GPUEquivalents = gpushare.Equivalents(j.Allocation)

@@ -92,7 +92,9 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		h := &st.Holds[i]
 		o.holds.Add(h)
 		for _, a := range h.Allocation {
-			o.owner[gpuKey{a.NodeID, a.GPUID}] = h.JobID
+			if !o.parts.Take(h.JobID, h.User, &a) { // a slice or share: its own books (package gpushare)
+				o.owner[gpuKey{a.NodeID, a.GPUID}] = h.JobID
+			}
 		}
 	}
 	for _, j := range adopt {

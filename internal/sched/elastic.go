@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"math"
 	"time"
 )
 
@@ -49,19 +48,6 @@ func (c *cycle) elasticAsk(j *Job, borrowing bool) *Job {
 		}
 	}
 	return withGPUs(j, j.GPUsMin)
-}
-
-// quotaRoom is how many more GPUs the job's user and project may take
-// within their quotas (math.MaxInt when neither has one).
-func (c *cycle) quotaRoom(j *Job) int {
-	room := math.MaxInt
-	if q, ok := c.p.UserQuotas[j.User]; ok {
-		room = min(room, q-c.userGPUs[j.User])
-	}
-	if q, ok := c.p.ProjectQuotas[j.Project]; ok {
-		room = min(room, q-c.projectGPUs[j.Project])
-	}
-	return room
 }
 
 // canStart reports whether start would place the job now, without

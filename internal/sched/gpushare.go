@@ -264,8 +264,8 @@ func (c *cycle) findPart(j *Job) (k, s int, ok bool) {
 // waiting with a reason. Such a job never borrows beyond a quota, holds
 // no reservation and preempts nothing.
 func (c *cycle) startPart(j *Job) bool {
-	if q := c.overQuota(j); q != "" {
-		c.pend(Pending{JobID: j.ID, Reason: ReasonQuota, note: textNote(q + "; a GPU slice or share never borrows")})
+	if q := c.overQuotaBy(j, quotaEps*2); q != "" { // no part at all fits
+		c.pendQuota(j, q)
 		return false
 	}
 	// Within a cycle the parts only ever fill up (slices and shares are
@@ -291,10 +291,24 @@ func (c *cycle) startPart(j *Job) bool {
 		}
 		return false
 	}
-	c.partsVersion++
 	pg := &c.partsFor(j)[k]
 	ns := &c.ix.nodes[pg.n]
 	gpu := &ns.node.GPUs[pg.g]
+	frac := ShareFraction(j.ShareMiB, gpu.MemoryMiB, j.ShareCompute)
+	if s >= 0 {
+		total := gpu.MIGSlices
+		if total == 0 {
+			for _, x := range pg.slices {
+				total += max(x.ComputeSlices, 1)
+			}
+		}
+		frac = SliceFraction(pg.slices[s].ComputeSlices, total)
+	}
+	if q := c.overQuotaBy(j, frac); q != "" {
+		c.pendQuota(j, q)
+		return false
+	}
+	c.partsVersion++
 	var part Part
 	if s >= 0 {
 		sl := &pg.slices[s]
@@ -302,13 +316,7 @@ func (c *cycle) startPart(j *Job) bool {
 		c.freeHist[pg.free]--
 		pg.free--
 		c.freeHist[pg.free]++
-		total := gpu.MIGSlices
-		if total == 0 {
-			for _, x := range pg.slices {
-				total += max(x.ComputeSlices, 1)
-			}
-		}
-		part = Part{MIG: sl.Index, Profile: sl.Profile, Fraction: SliceFraction(sl.ComputeSlices, total)}
+		part = Part{MIG: sl.Index, Profile: sl.Profile, Fraction: frac}
 	} else {
 		sh := pg.share
 		if sh.User == "" && ns.free[pg.g] {
@@ -318,11 +326,15 @@ func (c *cycle) startPart(j *Job) bool {
 		sh.UsedCompute += j.ShareCompute
 		sh.User = j.User
 		sh.Holders = append(sh.Holders[:len(sh.Holders):len(sh.Holders)], j.ID)
-		part = Part{MIG: -1, ShareMiB: j.ShareMiB, ShareCompute: j.ShareCompute,
-			Fraction: ShareFraction(j.ShareMiB, gpu.MemoryMiB, j.ShareCompute)}
+		part = Part{MIG: -1, ShareMiB: j.ShareMiB, ShareCompute: j.ShareCompute, Fraction: frac}
 	}
 	c.record(j, []Placement{{NodeID: ns.node.ID, GPUs: []int{gpu.Index}, Part: &part}}, false)
 	return true
+}
+
+// pendQuota leaves a slice or share job waiting over its quota.
+func (c *cycle) pendQuota(j *Job, q string) {
+	c.pend(Pending{JobID: j.ID, Reason: ReasonQuota, note: textNote(q + "; a GPU slice or share never borrows")})
 }
 
 // partKeyOf is the job's key, and whether it may be remembered.
@@ -411,9 +423,13 @@ func (c *cycle) pendPart(j *Job) {
 	if j.MIGProfile == "" {
 		msg = fmt.Sprintf("needs %s; the %d that could hold it (on %s)", what, exist, nodes)
 	}
+	are, inUse := "are", "are in use or on nodes that take no new jobs"
+	if exist == 1 {
+		are, inUse = "is", "is in use or on a node that takes no new jobs"
+	}
 	switch {
 	case len(holders) > 0:
-		msg += " are held by " + strings.Join(holders, ", ")
+		msg += " " + are + " held by " + strings.Join(holders, ", ")
 		if held > len(holders) {
 			msg += fmt.Sprintf(" and %d more", held-len(holders))
 		}
@@ -421,7 +437,7 @@ func (c *cycle) pendPart(j *Job) {
 			msg += " (or another user's shares, or a whole-GPU job)"
 		}
 	default:
-		msg += " are in use or on nodes that take no new jobs"
+		msg += " " + inUse
 	}
 	c.pend(Pending{JobID: j.ID, Reason: ReasonResources, note: textNote(msg)})
 }
@@ -455,14 +471,14 @@ func (c *cycle) wholeOnly(rs []Running) []Running {
 	return whole
 }
 
-// countParts adds the running parts' GPUs to the cycle's counts (after
-// tally made them).
+// countParts adds the running parts to the cycle's counts (after tally
+// made them): their GPU-equivalents to the quotas', one per part to fair
+// share's in-cycle charge.
 func (c *cycle) countParts() {
 	for i := range c.partRunning {
 		r := &c.partRunning[i]
 		n := gpuCount(r)
-		c.userGPUs[r.User] += n
-		c.projectGPUs[r.Project] += n
+		c.addParts(r.User, r.Project, Equivalents(r.Placements)) // quotas charge the fraction
 		if !r.Preempting {
 			c.shareUser[r.User] += n
 			c.shareProject[r.Project] += n

@@ -372,3 +372,55 @@ func BenchmarkCycleParts(b *testing.B) {
 		Schedule(s)
 	}
 }
+
+// Why a slice or share job waits agrees in number with the parts it names.
+func TestPartWhyNumber(t *testing.T) {
+	oneShared := func(busy bool) []Node {
+		n := node("n1", 2, "H100", 80)
+		n.GPUs[0].Share = &Share{}
+		n.GPUs[0].Free = !busy
+		return []Node{n}
+	}
+	oneSlice := func() []Node {
+		n := node("n1", 1, "H100", 80)
+		migGPU(&n, 0, "3g.40gb", "4g.40gb")
+		return []Node{n}
+	}
+	tests := map[string]struct {
+		nodes []Node
+		queue []Job
+		id    string
+		want  string
+	}{
+		"one slice, held": {
+			nodes: oneSlice(), queue: []Job{sliceJob("a", "4g.40gb", 0), sliceJob("b", "4g.40gb", 0)}, id: "b",
+			want: "needs a free 4g.40gb MIG slice; the 1 on n1 is held by a",
+		},
+		"two slices, held": {
+			nodes: oneSlice(), queue: []Job{sliceJob("a", MIGAny, 30), sliceJob("b", MIGAny, 30), sliceJob("c", MIGAny, 30)}, id: "c",
+			want: "needs a free MIG slice with at least 30 GB; the 2 on n1 are held by a, b",
+		},
+		"one shared GPU, held": {
+			nodes: oneShared(false), queue: []Job{shareJob("a", "ann", 10, 0), shareJob("b", "bob", 10, 0)}, id: "b",
+			want: "needs 10 GB on a shared GPU; the 1 that could hold it (on n1) is held by a (or another user's shares, or a whole-GPU job)",
+		},
+		"one shared GPU, in use": {
+			nodes: oneShared(true), queue: []Job{shareJob("a", "ann", 10, 0)}, id: "a",
+			want: "needs 10 GB on a shared GPU; the 1 that could hold it (on n1) is in use or on a node that takes no new jobs",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Schedule(Snapshot{Now: t0, Nodes: tc.nodes, Queue: tc.queue, Policy: Policy{Name: PolicyFCFS, Backfill: true}})
+			for _, p := range r.Pending {
+				if p.JobID == tc.id {
+					if p.Message() != tc.want {
+						t.Fatalf("why %q, want %q", p.Message(), tc.want)
+					}
+					return
+				}
+			}
+			t.Fatalf("%s not pending: %+v", tc.id, r)
+		})
+	}
+}

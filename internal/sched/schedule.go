@@ -1,7 +1,6 @@
 package sched
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -65,6 +64,9 @@ type cycle struct {
 	partRunning  []Running
 	partsVersion int                  // bumped by every part placed
 	partMemo     map[partKey]partMemo // keys that did not fit, and why
+	// GPU-equivalents the running and started slices and shares hold,
+	// by user and project (quotas charge a part its fraction, quota.go).
+	userParts, projectParts map[string]float64
 }
 
 // tally counts, in one pass over the running jobs, the GPUs each user
@@ -359,19 +361,6 @@ func (c *cycle) pend(p Pending) {
 	c.out.Pending = append(c.out.Pending, p)
 }
 
-// overQuota says how the job would take its user or project past a quota
-// ("" when it would not).
-func (c *cycle) overQuota(j *Job) string {
-	n := j.GPUs * nodesWanted(j)
-	if q, ok := c.p.UserQuotas[j.User]; ok && c.userGPUs[j.User]+n > q {
-		return fmt.Sprintf("user %s over quota: %d of %d GPUs in use", j.User, c.userGPUs[j.User], q)
-	}
-	if q, ok := c.p.ProjectQuotas[j.Project]; ok && c.projectGPUs[j.Project]+n > q {
-		return fmt.Sprintf("project %s over quota: %d of %d GPUs in use", j.Project, c.projectGPUs[j.Project], q)
-	}
-	return ""
-}
-
 // fits reports whether the job could ever run on this cluster.
 func (c *cycle) fits(j *Job, sh *shapeState) bool {
 	if sh.fits == 0 {
@@ -425,8 +414,7 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 	c.startEst = append(c.startEst, j.Estimate)
 	c.cpuStarted(j)
 	n := j.GPUs * nodesWanted(j)
-	c.userGPUs[j.User] += n
-	c.projectGPUs[j.Project] += n
+	c.holdQuota(j, ps, n)
 	c.shareUser[j.User] += n
 	c.shareProject[j.Project] += n
 	if c.ix.drain != nil {

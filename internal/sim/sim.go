@@ -56,9 +56,11 @@ type Config struct {
 	// FullQueue hands the core the whole queue at every cycle instead of
 	// windows of it (see window.go): slower, and the same decisions.
 	FullQueue bool
-	// MIG gives GPUs of every node (by index) a MIG layout: their
-	// slices (Free, Holder and Index are set by the simulator); see mig.go.
-	MIG map[int][]sched.Slice
+	// MIG gives GPUs of every node (by index) a MIG layout (the simulator
+	// sets its slices' Free, Holder, Index); Shared makes the first Shared
+	// GPUs of every node not in MIG mode shareable (MPS). See mig.go.
+	MIG    map[int][]sched.Slice
+	Shared int
 
 	window int // the first window; 0: firstWindow (tests try small ones)
 	// everyEvent runs a cycle at every event that finds jobs queued, as if
@@ -247,7 +249,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		needs: make([]int, cfg.NodeGPUs+2), out: &Outcome{GPUs: cfg.Nodes * cfg.NodeGPUs}}
 	s.laneOf = map[[2]string]int{}
 	s.shapes = map[[2]int]*lane{}
-	s.windowed = !cfg.FullQueue && len(cfg.MIG) == 0 && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
+	s.windowed = !cfg.FullQueue && len(cfg.MIG) == 0 && cfg.Shared == 0 && !s.policy.PreemptIdle && len(s.policy.UserQuotas) == 0 &&
 		len(s.policy.ProjectQuotas) == 0 && !(s.policy.Name == sched.PolicySJF && (cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned))
 	s.ledger = sched.NewLedger(s.policy.HalfLife)
 	s.estimator = sched.NewEstimator()
@@ -279,9 +281,9 @@ func newSim(jobs []Job, cfg Config) *sim {
 		sj.project = slotOf(projectAt, &s.projects, t.Project, func() *projectBook { return &projectBook{name: t.Project} })
 		sj.id = fmt.Sprintf("%0*d", width, i)
 		sj.gpus, sj.nodes = Gang(t.GPUs, cfg.NodeGPUs)
-		mig := ""
-		if t.MIGProfile != "" && len(cfg.MIG) > 0 {
-			sj.gpus, sj.nodes, mig = 1, 1, t.MIGProfile // a slice (mig.go); without a layout, its GPUs whole
+		mig, shareMiB, shareCompute := s.partAsked(t) // mig.go
+		if mig != "" || shareMiB > 0 {
+			sj.gpus, sj.nodes = 1, 1
 		}
 		switch {
 		case cfg.Estimates == EstimatesAbsent || cfg.Estimates == EstimatesLearned:
@@ -302,7 +304,7 @@ func newSim(jobs []Job, cfg Config) *sim {
 		}
 		s.minPrio = min(s.minPrio, prio)
 		s.qjob[i] = sched.Job{ID: sj.id, User: t.User, Project: t.Project, Priority: prio,
-			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes, MIGProfile: mig}
+			SubmittedAt: t.Submit, GPUs: sj.gpus, Nodes: sj.nodes, MIGProfile: mig, ShareMiB: shareMiB, ShareCompute: shareCompute}
 	}
 	// Arrivals in submission order, ties in trace order.
 	s.order = make([]int, len(jobs))
@@ -441,7 +443,7 @@ func (s *sim) release(i int) {
 	gs := sched.Equivalents(r.Placements) // a slice counts its part of its GPU
 	for _, p := range r.Placements {
 		n := s.nodeAt[p.NodeID]
-		if s.holdPart(n, p, false) { // mig.go
+		if s.holdPart(n, p, false, j.id, j.t.User) { // mig.go
 			continue
 		}
 		for _, g := range p.GPUs {
@@ -541,7 +543,7 @@ func (s *sim) start(st sched.Start) {
 	s.dequeue(i)
 	for _, p := range st.Placements {
 		n := s.nodeAt[p.NodeID]
-		if s.holdPart(n, p, true) { // mig.go
+		if s.holdPart(n, p, true, j.id, j.t.User) { // mig.go
 			continue
 		}
 		for _, g := range p.GPUs {

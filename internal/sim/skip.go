@@ -25,7 +25,7 @@ func (s *sim) couldDecide() bool {
 	if s.queued == 0 {
 		return false
 	}
-	if s.cfg.everyEvent || len(s.cfg.MIG) > 0 || len(s.policy.UserQuotas) > 0 || len(s.policy.ProjectQuotas) > 0 {
+	if s.cfg.everyEvent || len(s.cfg.MIG) > 0 || s.cfg.Shared > 0 || len(s.policy.UserQuotas) > 0 || len(s.policy.ProjectQuotas) > 0 {
 		return true
 	}
 	most := 0

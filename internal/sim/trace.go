@@ -38,6 +38,11 @@ type Job struct {
 	// MIGProfile asks for one MIG slice of a GPU instead of GPUs (JSONL
 	// mig_profile: a profile such as 1g.10gb, or any); see mig.go.
 	MIGProfile string
+	// ShareMiB asks for an MPS share of a shared GPU with this much of its
+	// memory instead of GPUs, ShareCompute for this percent of its compute
+	// (JSONL gpu_share_mib, gpu_compute); see mig.go.
+	ShareMiB     int64
+	ShareCompute int
 }
 
 // Formats of trace files.
@@ -151,6 +156,8 @@ type jsonlJob struct {
 	Name     string          `json:"name"`
 	Command  string          `json:"command"`
 	MIG      string          `json:"mig_profile"`
+	Share    int64           `json:"gpu_share_mib"`
+	Compute  int             `json:"gpu_compute"`
 }
 
 // jsonlEpoch is the time numeric submit offsets count from.
@@ -228,6 +235,17 @@ func (in *jsonlJob) job(line int) (Job, error) {
 	}
 	j.GPUs = *in.GPUs
 	j.MIGProfile = strings.ToLower(strings.TrimSpace(in.MIG))
+	switch {
+	case in.Share < 0 || in.Share > 1<<30:
+		return j, errors.New("gpu_share_mib: want the MiB of a share, 1 or more")
+	case in.Compute < 0 || in.Compute > 100:
+		return j, errors.New("gpu_compute: want a percent of a GPU's compute, 0 to 100")
+	case in.Compute > 0 && in.Share == 0:
+		return j, errors.New("gpu_compute: needs gpu_share_mib")
+	case in.Share > 0 && j.MIGProfile != "":
+		return j, errors.New("gpu_share_mib: a job takes a MIG slice or an MPS share, not both")
+	}
+	j.ShareMiB, j.ShareCompute = in.Share, in.Compute
 	if in.Estimate != nil {
 		if *in.Estimate <= 0 || math.IsNaN(*in.Estimate) || *in.Estimate > 1e9 {
 			return j, errors.New("estimate_s: want seconds above 0")

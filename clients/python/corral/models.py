@@ -140,8 +140,11 @@ class AllocateRequest(Model):
     gpu_count: int
     job_id: str
     duration: Any = None
+    gpu_compute: Optional[int] = None
+    gpu_share_mib: Optional[int] = None
     gpu_type: Optional[str] = None
     memory_gb: Optional[float] = None
+    mig_profile: Optional[str] = None
     wait: Optional[bool] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -149,8 +152,11 @@ class AllocateRequest(Model):
         ('gpu_count', 'gpu_count', 'int'),
         ('job_id', 'job_id', 'str'),
         ('duration', 'duration', 'any'),
+        ('gpu_compute', 'gpu_compute', 'int'),
+        ('gpu_share_mib', 'gpu_share_mib', 'int'),
         ('gpu_type', 'gpu_type', 'str'),
         ('memory_gb', 'memory_gb', 'float'),
+        ('mig_profile', 'mig_profile', 'str'),
         ('wait', 'wait', 'bool'),
     )
 

@@ -1059,10 +1059,13 @@ export interface components {
         };
         AllocateRequest: {
             duration?: components["schemas"]["DurationInput"];
+            gpu_compute?: number;
             gpu_count: number;
+            gpu_share_mib?: number;
             gpu_type?: string;
             job_id: string;
             memory_gb?: number;
+            mig_profile?: string;
             wait?: boolean;
         };
         AllocatedSlice: {

@@ -146,7 +146,11 @@ func (b *Books) Ended(tx feature.Tx, h *api.Hold, halfLife time.Duration) (float
 	if held <= 0 {
 		return 0, nil
 	}
-	gs := float64(len(h.Allocation)) * held.Seconds()
+	eq := 0.0
+	for _, a := range h.Allocation {
+		eq += a.Equivalents() // a slice or share: its fraction of the GPU
+	}
+	gs := eq * held.Seconds()
 	u := b.used[h.User]
 	if now := tx.Now(); !u.At.IsZero() && now.After(u.At) {
 		u.GPUSeconds *= math.Exp2(-float64(now.Sub(u.At)) / float64(halfLife))
@@ -283,6 +287,6 @@ func AsJob(req api.AllocateRequest, user string, d time.Duration) (api.SubmitReq
 	secs := int64(d / time.Second)
 	sreq := api.SubmitRequest{Name: req.JobID, User: user, Command: "sleep " + strconv.FormatInt(secs, 10),
 		GPUCount: &n, GPUMemoryGB: req.MemoryGB, GPUType: req.GPUType, Class: api.ClassInteractive,
-		TimeLimit: api.RawValue(strconv.Quote(d.String()))}
+		TimeLimit: api.RawValue(strconv.Quote(d.String())), GPUPart: req.GPUPart}
 	return sreq, api.Seconds((d + time.Minute).Seconds())
 }

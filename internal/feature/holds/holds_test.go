@@ -157,3 +157,17 @@ func TestAsJob(t *testing.T) {
 		t.Fatalf("time limit = %s, want 1h31m", limit.Duration())
 	}
 }
+
+// TestAsJobPart: a waiting hold of a slice or a share becomes a job asking
+// for the same part.
+func TestAsJobPart(t *testing.T) {
+	for name, part := range map[string]api.GPUPart{
+		"slice": {MIGProfile: "1g.10gb"},
+		"share": {GPUShareMiB: 20 << 10, GPUCompute: 25},
+	} {
+		sreq, _ := AsJob(api.AllocateRequest{JobID: "nb", GPUCount: 1, GPUPart: part}, "ana", time.Hour)
+		if sreq.GPUPart != part || sreq.GPUCount == nil || *sreq.GPUCount != 1 {
+			t.Errorf("%s: request %+v, want part %+v of 1 GPU", name, sreq, part)
+		}
+	}
+}
