@@ -187,6 +187,7 @@ type sim struct {
 	estimator *sched.Estimator
 	predictor *sched.Predictor // EstimatesLearned
 	learned   bool             // the estimator changed since estimates were last refreshed
+	relearn   bool             // this cycle, queued jobs' learned estimates are made anew (queueJob)
 
 	events  eventHeap
 	seq     int
@@ -471,6 +472,15 @@ func (s *sim) release(i int) {
 func (s *sim) cycle() {
 	if s.learned && s.cfg.Estimates == EstimatesAbsent {
 		s.refreshEstimates()
+	}
+	// Under sjf (never windowed with learned estimates) queued jobs'
+	// learned estimates are made anew once the predictor learned, as the
+	// server's are at every snapshot. Other policies keep the estimates
+	// jobs were queued with: their windows' lanes and tail index are
+	// built on them.
+	s.relearn = s.learned && s.cfg.Estimates == EstimatesLearned && s.policy.Name == sched.PolicySJF
+	if s.relearn {
+		s.learned = false
 	}
 
 	var usage sched.Usage // only fair_share reads it
