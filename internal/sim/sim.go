@@ -185,9 +185,10 @@ type sim struct {
 
 	ledger    *sched.Ledger
 	estimator *sched.Estimator
-	predictor *sched.Predictor // EstimatesLearned
-	learned   bool             // the estimator changed since estimates were last refreshed
-	relearn   bool             // this cycle, queued jobs' learned estimates are made anew (queueJob)
+	predictor *sched.Predictor        // EstimatesLearned
+	learned   bool                    // the estimator changed since estimates were last refreshed
+	relearn   bool                    // this cycle, queued jobs' learned estimates are made anew (queueJob)
+	relearned map[learnKey]learnedEst // relearn's estimates by kind of job, for one cycle
 
 	events  eventHeap
 	seq     int
@@ -481,6 +482,7 @@ func (s *sim) cycle() {
 	s.relearn = s.learned && s.cfg.Estimates == EstimatesLearned && s.policy.Name == sched.PolicySJF
 	if s.relearn {
 		s.learned = false
+		clear(s.relearned)
 	}
 
 	var usage sched.Usage // only fair_share reads it

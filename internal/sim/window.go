@@ -141,7 +141,7 @@ func (s *sim) queueJob(i int) {
 		q.NoEstimate = s.noEstimate(i)
 	}
 	if s.relearn { // cycle
-		q.Estimate, _, q.EstimateGiven = s.learnedEstimate(i, 0)
+		q.Estimate, q.EstimateGiven = s.relearnedEstimate(i)
 		q.NoEstimate = !q.EstimateGiven
 	}
 	s.queue = append(s.queue, *q)
