@@ -751,6 +751,11 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 		{`{"min_run_time": -5}`, "min_run_time"},
 		{`{"half_life": "1s"}`, "half_life"},
 		{`{"gang": false}`, "gang"},
+		{`{"starve_after": "forever"}`, "starve_after"},
+		{`{"starve_share": 0}`, "starve_share"},
+		{`{"reserve_after": -1}`, "reserve_after"},
+		{`{"tail_factor": -1}`, "tail_factor"},
+		{`{"tail_wait": "soon"}`, "tail_wait"},
 		// One bad field spoils the whole update.
 		{`{"policy": "fcfs", "backfill": false, "quotas": {"projects": {"vision": 2}}, "preempt_grace": "forever"}`, "preempt_grace"},
 	}
@@ -771,6 +776,7 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 	good := map[string]any{
 		"policy": "sjf", "backfill": false, "preemption": true, "spread": true,
 		"aging_interval": "2h", "half_life": "72h", "default_estimate": 2700, "min_run_time": 0, "preempt_grace": "5s",
+		"starve_after": "96h", "oldest_first": true, "tail_factor": 2, "tail_wait": 0,
 		"weights": map[string]any{"users": map[string]any{"ana": 2, "bob": 0.5}, "projects": map[string]any{"vision": 3}},
 		"quotas":  map[string]any{"users": map[string]any{"ana": 4}, "projects": map[string]any{"vision": 6, "nlp": 2}},
 	}
@@ -784,6 +790,7 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 		Policy: "sjf", Backfill: false, Preemption: true, Gang: true, Spread: true,
 		AgingInterval: 7200, HalfLife: 72 * 3600, DefaultEstimate: 2700, MinRunTime: 0, PreemptGrace: 5,
 		IdleThreshold: 5, IdleWindow: 1800, IdleAction: "notify", // the defaults
+		StarveAfter: 96 * 3600, StarveShare: 0.3, OldestFirst: true, ReserveAfter: 7200, TailFactor: 2, TailWait: 0,
 		Weights: api.Weights{Users: map[string]float64{"ana": 2, "cy": 1.5}, Projects: map[string]float64{"vision": 3}},
 		Quotas:  api.Quotas{Users: map[string]int{"ana": 4}, Projects: map[string]int{"vision": 6}},
 		// The interactive classes' idle reclaim defaults (docs/interactive.md).
@@ -829,8 +836,8 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 
 // TestSJFRunsShortestFirst: under sjf, jobs that each need the whole
 // cluster start in order of estimated_duration, whatever their submission
-// order; a job without an estimate, whose user has no history, counts as
-// the policy's default_estimate.
+// order; a job without an estimate, whose user has no history, is ordered
+// by the GPU time it attained (Tiresias): none yet, so it goes first.
 func TestSJFRunsShortestFirst(t *testing.T) {
 	s := startServer(t)
 	s.setPolicies(map[string]any{"policy": "sjf", "default_estimate": "2h"})
@@ -841,7 +848,7 @@ func TestSJFRunsShortestFirst(t *testing.T) {
 		est  any
 	}
 	specs := []spec{{"3h", "3h"}, {"none", nil}, {"10m", "10m"}, {"1h", 3600}, {"90m", "1h30m"}}
-	want := []string{"10m", "1h", "90m", "none", "3h"}
+	want := []string{"none", "10m", "1h", "90m", "3h"}
 	var ids []string
 	for _, sp := range specs {
 		req := map[string]any{"command": "true", "gpu_count": 8, "user": "sid", "name": sp.name}

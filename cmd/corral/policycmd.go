@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +21,10 @@ type policyFlags struct {
 	idleAction                     string
 	aging, halfLife, estimate      string
 	minRunTime, preemptGrace, idle string
+	starveAfter, reserveAfter      string
+	starveShare, tailFactor        float64
+	tailWait                       float64
+	oldestFirst                    bool
 	classIdle                      classIdleFlags // policyclass.go
 }
 
@@ -35,6 +40,20 @@ var durationFlags = []struct {
 	{"min-run-time", "a job this young is not preempted (e.g. 10m)", func(f *policyFlags) *string { return &f.minRunTime }, func(u *api.PoliciesUpdate, v api.RawValue) { u.MinRunTime = v }},
 	{"preempt-grace", "SIGTERM to SIGKILL for a preempted job without its own (e.g. 30s)", func(f *policyFlags) *string { return &f.preemptGrace }, func(u *api.PoliciesUpdate, v api.RawValue) { u.PreemptGrace = v }},
 	{"idle-window", "a job whose GPUs stay under the idle threshold this long is flagged idle (e.g. 30m)", func(f *policyFlags) *string { return &f.idle }, func(u *api.PoliciesUpdate, v api.RawValue) { u.IdleWindow = v }},
+	{"starve-after", "fair_share: a job waiting this long goes before every job that has not, oldest first (e.g. 48h; 0: never)", func(f *policyFlags) *string { return &f.starveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveAfter = v }},
+	{"reserve-after", "fair_share with backfill: a job holds a reservation only once it has waited this long (e.g. 2h; 0: at once)", func(f *policyFlags) *string { return &f.reserveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.ReserveAfter = v }},
+}
+
+// numberFlags name the knobs that are plain numbers: flag, help, and
+// where it goes. The server checks their bounds.
+var numberFlags = []struct {
+	name, help string
+	field      func(*policyFlags) *float64
+	set        func(*api.PoliciesUpdate, *float64)
+}{
+	{"starve-share", "fair_share: the most of the GPUs that jobs which went first for starving may hold (above 0, at most 1)", func(f *policyFlags) *float64 { return &f.starveShare }, func(u *api.PoliciesUpdate, v *float64) { u.StarveShare = v }},
+	{"tail-factor", "fair_share: a job whose estimate is at least this many times the backlog goes first, the longest first (0: never)", func(f *policyFlags) *float64 { return &f.tailFactor }, func(u *api.PoliciesUpdate, v *float64) { u.TailFactor = v }},
+	{"tail-wait", "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)", func(f *policyFlags) *float64 { return &f.tailWait }, func(u *api.PoliciesUpdate, v *float64) { u.TailWait = v }},
 }
 
 func (f *policyFlags) register(cmd *cobra.Command) {
@@ -43,10 +62,14 @@ func (f *policyFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.backfill, "backfill", false, "let later jobs start when they cannot delay the head job's reservation")
 	fl.BoolVar(&f.preemption, "preemption", false, "let higher-priority or under-share jobs preempt lower ones")
 	fl.BoolVar(&f.spread, "spread", false, "place jobs on the emptiest nodes instead of the fullest that fit")
+	fl.BoolVar(&f.oldestFirst, "oldest-first", false, "fair_share: the oldest starving job goes first whatever --starve-share holds")
 	fl.IntVar(&f.idleThreshold, "idle-threshold", 0, "GPU utilization (percent) under which a job's GPUs count as idle")
 	fl.StringVar(&f.idleAction, "idle-action", "", "what happens to a job flagged idle: notify, or preempt (for waiting work)")
 	for _, d := range durationFlags {
 		fl.StringVar(d.field(f), d.name, "", d.help)
+	}
+	for _, n := range numberFlags {
+		fl.Float64Var(n.field(f), n.name, 0, n.help)
 	}
 	f.classIdle.register(cmd)
 }
@@ -70,7 +93,7 @@ func (f *policyFlags) update(cmd *cobra.Command, args []string) (api.PoliciesUpd
 		name string
 		v    bool
 		dst  **bool
-	}{{"backfill", f.backfill, &u.Backfill}, {"preemption", f.preemption, &u.Preemption}, {"spread", f.spread, &u.Spread}} {
+	}{{"backfill", f.backfill, &u.Backfill}, {"preemption", f.preemption, &u.Preemption}, {"spread", f.spread, &u.Spread}, {"oldest-first", f.oldestFirst, &u.OldestFirst}} {
 		if fl.Changed(b.name) {
 			v := b.v
 			*b.dst, changed = &v, true
@@ -96,6 +119,16 @@ func (f *policyFlags) update(cmd *cobra.Command, args []string) (api.PoliciesUpd
 		d.set(&u, rawString(n))
 		changed = true
 	}
+	for _, n := range numberFlags {
+		if fl.Changed(n.name) {
+			v := *n.field(f)
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return u, usagef("--%s: %v is not a number", n.name, v)
+			}
+			n.set(&u, &v)
+			changed = true
+		}
+	}
 	if c, err := f.classIdle.update(cmd, &u); err != nil {
 		return u, err
 	} else if c {
@@ -120,6 +153,21 @@ func printPolicies(w io.Writer, p api.Policies) error {
 	t.row("min run time:", fmtDuration(p.MinRunTime.Duration())+" (protected from preemption)")
 	t.row("preempt grace:", fmtDuration(p.PreemptGrace.Duration()))
 	t.row("idle:", fmt.Sprintf("under %d%% for %s: %s", p.IdleThreshold, fmtDuration(p.IdleWindow.Duration()), p.IdleAction))
+	starve := "never"
+	if p.StarveAfter > 0 {
+		starve = fmt.Sprintf("after %s, holding at most %g of the GPUs", fmtDuration(p.StarveAfter.Duration()), p.StarveShare)
+	}
+	t.row("starving first:", starve+", oldest first "+onOff(p.OldestFirst))
+	reserve := "at once"
+	if p.ReserveAfter > 0 {
+		reserve = "after " + fmtDuration(p.ReserveAfter.Duration())
+	}
+	t.row("reservation:", reserve+" (fair_share with backfill)")
+	tail := "off"
+	if p.TailFactor > 0 {
+		tail = fmt.Sprintf("estimate %g x the backlog, after waiting %g of it", p.TailFactor, p.TailWait)
+	}
+	t.row("long jobs first:", tail+" (fair_share's tail)")
 	if len(p.Available) > 0 {
 		t.row("available:", strings.Join(p.Available, ", "))
 	}

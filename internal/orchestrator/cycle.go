@@ -505,6 +505,7 @@ func schedJob(j *api.Job, est func(*api.Job) runtimes.Estimate) sched.Job {
 		MIGProfile: j.MIGProfile, ShareMiB: j.GPUShareMiB, ShareCompute: j.GPUCompute, // a part of a GPU (package gpushare)
 	}
 	est(j).Apply(&sj)
+	sj.Attained = time.Duration(j.GPUSeconds * float64(time.Second)) // its earlier attempts' GPU time (endAttempt)
 	if j.NotBefore != nil {
 		sj.NotBefore = *j.NotBefore
 	}

@@ -41,6 +41,11 @@ func Defaults() api.Policies {
 		IdleThreshold:   5,
 		IdleWindow:      api.Seconds((30 * time.Minute).Seconds()),
 		IdleAction:      IdleNotify,
+		StarveAfter:     api.Seconds(sched.DefaultStarveAfter.Seconds()),
+		StarveShare:     sched.DefaultStarveShare,
+		ReserveAfter:    api.Seconds(sched.DefaultReserveAfter.Seconds()),
+		TailFactor:      sched.DefaultTailFactor,
+		TailWait:        sched.DefaultTailWait,
 		Weights:         api.Weights{Users: map[string]float64{}, Projects: map[string]float64{}},
 		Quotas:          api.Quotas{Users: map[string]int{}, Projects: map[string]int{}},
 	}
@@ -56,6 +61,9 @@ func Load(settings map[string]string) api.Policies {
 	}
 	if !sched.ValidPolicy(p.Policy) {
 		p.Policy = sched.PolicyFairShare
+	}
+	if !(p.StarveShare > 0 && p.StarveShare <= 1) {
+		p.StarveShare = sched.DefaultStarveShare
 	}
 	if p.IdleAction == "" {
 		p.IdleAction, p.IdleThreshold, p.IdleWindow = IdleNotify, 5, api.Seconds((30 * time.Minute).Seconds())
@@ -74,16 +82,28 @@ func Load(settings map[string]string) api.Policies {
 	return p
 }
 
-// Sched converts the API's policies to the core's.
+// Sched converts the API's policies to the core's. The API's 0 (never,
+// or at once) is the core's negative: the core's 0 is its default.
 func Sched(p api.Policies) sched.Policy {
 	return sched.Policy{
 		Name: p.Policy, Backfill: p.Backfill, Preemption: p.Preemption, Spread: p.Spread,
 		AgingInterval: p.AgingInterval.Duration(), HalfLife: p.HalfLife.Duration(),
 		DefaultEstimate: p.DefaultEstimate.Duration(), MinRunTime: p.MinRunTime.Duration(),
+		StarveAfter: orNegative(p.StarveAfter.Duration()), StarveShare: p.StarveShare, OldestFirst: p.OldestFirst,
+		ReserveAfter: orNegative(p.ReserveAfter.Duration()),
+		TailFactor:   orNegative(p.TailFactor), TailWait: orNegative(p.TailWait),
 		UserWeights: p.Weights.Users, ProjectWeights: p.Weights.Projects,
 		UserQuotas: p.Quotas.Users, ProjectQuotas: p.Quotas.Projects,
 		PreemptIdle: p.IdleAction == IdlePreempt,
 	}
+}
+
+// orNegative is v, or -1 for 0: the core's "never" (or "at once").
+func orNegative[T time.Duration | float64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // knob bounds: below or above these a value is a typo.
@@ -99,6 +119,22 @@ var knobs = []struct {
 	{"min_run_time", 0, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.MinRunTime }, func(p *api.Policies, v api.Seconds) { p.MinRunTime = v }},
 	{"preempt_grace", 0, 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.PreemptGrace }, func(p *api.Policies, v api.Seconds) { p.PreemptGrace = v }},
 	{"idle_window", time.Second, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.IdleWindow }, func(p *api.Policies, v api.Seconds) { p.IdleWindow = v }},
+	{"starve_after", 0, 365 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.StarveAfter }, func(p *api.Policies, v api.Seconds) { p.StarveAfter = v }},
+	{"reserve_after", 0, 30 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.ReserveAfter }, func(p *api.Policies, v api.Seconds) { p.ReserveAfter = v }},
+}
+
+// ratios are the knobs that are plain numbers, with their bounds: below
+// or above these a value is a typo.
+var ratios = []struct {
+	field    string
+	min, max float64
+	open     bool // min itself is refused
+	get      func(*api.PoliciesUpdate) *float64
+	set      func(*api.Policies) *float64
+}{
+	{"starve_share", 0, 1, true, func(u *api.PoliciesUpdate) *float64 { return u.StarveShare }, func(p *api.Policies) *float64 { return &p.StarveShare }},
+	{"tail_factor", 0, 1000, false, func(u *api.PoliciesUpdate) *float64 { return u.TailFactor }, func(p *api.Policies) *float64 { return &p.TailFactor }},
+	{"tail_wait", 0, 100, false, func(u *api.PoliciesUpdate) *float64 { return u.TailWait }, func(p *api.Policies) *float64 { return &p.TailWait }},
 }
 
 // Apply returns p changed by u, or an error naming the first bad field.
@@ -117,7 +153,7 @@ func Apply(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
 	for _, b := range []struct {
 		v   *bool
 		dst *bool
-	}{{u.Backfill, &p.Backfill}, {u.Preemption, &p.Preemption}, {u.Spread, &p.Spread}} {
+	}{{u.Backfill, &p.Backfill}, {u.Preemption, &p.Preemption}, {u.Spread, &p.Spread}, {u.OldestFirst, &p.OldestFirst}} {
 		if b.v != nil {
 			*b.dst = *b.v
 		}
@@ -135,6 +171,20 @@ func Apply(p api.Policies, u api.PoliciesUpdate) (api.Policies, error) {
 			return p, api.Invalid(k.field, "must be between %s and %s", k.min, k.max)
 		}
 		k.set(&p, v)
+	}
+	for _, r := range ratios {
+		v := r.get(&u)
+		if v == nil {
+			continue
+		}
+		if *v != *v || *v < r.min || *v > r.max || r.open && *v == r.min {
+			low := "at least"
+			if r.open {
+				low = "above"
+			}
+			return p, api.Invalid(r.field, "must be %s %g and at most %g", low, r.min, r.max)
+		}
+		*r.set(&p) = *v
 	}
 	if u.IdleThreshold != nil {
 		if *u.IdleThreshold < 0 || *u.IdleThreshold > 100 {

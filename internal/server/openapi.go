@@ -347,7 +347,8 @@ func rawFieldSchema(name string) (string, bool) {
 	case "priority":
 		return "PriorityInput", true
 	case "estimated_duration", "time_limit", "preempt_grace", "elastic_wait", "duration", "expires_in",
-		"idle_window", "idle_warn", "aging_interval", "half_life", "default_estimate", "min_run_time":
+		"idle_window", "idle_warn", "aging_interval", "half_life", "default_estimate", "min_run_time",
+		"starve_after", "reserve_after":
 		return "DurationInput", true
 	}
 	return "", false

@@ -42,3 +42,32 @@ func (s *sim) noEstimate(i int) bool {
 	_, known := s.estimator.Estimate(s.jobs[i].t.User)
 	return !known
 }
+
+// learnKey is what a queued job's learned estimate depends on.
+type learnKey struct {
+	user, name, command string
+	gpus                int
+}
+
+// learnedEst is a queued job's learned estimate (learnedEstimate's).
+type learnedEst struct {
+	est time.Duration
+	ok  bool
+}
+
+// relearnedEstimate is queued job i's learnedEstimate, made once per kind
+// of job in a cycle that relearns (a queue holds thousands of jobs of a
+// few kinds).
+func (s *sim) relearnedEstimate(i int) (time.Duration, bool) {
+	t := s.jobs[i].t
+	k := learnKey{t.User, t.Name, t.Command, t.GPUs}
+	e, ok := s.relearned[k]
+	if !ok {
+		e.est, _, e.ok = s.learnedEstimate(i, 0)
+		if s.relearned == nil {
+			s.relearned = map[learnKey]learnedEst{}
+		}
+		s.relearned[k] = e
+	}
+	return e.est, e.ok
+}

@@ -65,8 +65,10 @@ func (r *recorder) take() []exec.Task {
 // serverDecisions plays the trace against a real orchestrator (with its
 // store) in fake time: at every time something happens, it stops
 // scheduling, submits what arrives and reports what ends, then runs one
-// cycle, as the simulator does, and records the starts.
-func serverDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, backfill bool) []string {
+// cycle, as the simulator does, and records the starts. learned: the
+// jobs are submitted without estimated_duration (the server learns run
+// times, as the simulator's EstimatesLearned).
+func serverDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, backfill, learned bool) []string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -137,9 +139,12 @@ func serverDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, b
 		for ; next < len(jobs) && jobs[next].Submit.Equal(now); next++ {
 			j := jobs[next]
 			per, n := Gang(j.GPUs, gpus)
-			est, _ := json.Marshal(j.Duration.Seconds())
+			var est api.RawValue
+			if !learned {
+				est, _ = json.Marshal(j.Duration.Seconds())
+			}
 			prio, _ := json.Marshal(j.Priority)
-			job, _, err := o.Submit(ctx, api.SubmitRequest{Name: j.ID, User: j.User, Project: j.Project, Command: "true",
+			job, _, err := o.Submit(ctx, api.SubmitRequest{Name: j.ID, User: j.User, Project: j.Project, Command: serverCommand,
 				GPUCount: &per, Nodes: n, EstimatedDuration: est, Priority: prio}, "")
 			if err != nil {
 				t.Fatal(err)
@@ -182,12 +187,23 @@ func serverDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, b
 	return out
 }
 
+// serverCommand is every job's command on the server; the simulator's
+// learned estimates key on it as the server keys on its fingerprint.
+const serverCommand = "true"
+
 func simDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, backfill bool) []string {
 	return simDecisionsWith(t, jobs, nodes, gpus, sched.Policy{Name: policy, Backfill: backfill})
 }
 
 func simDecisionsWith(t *testing.T, jobs []Job, nodes, gpus int, p sched.Policy) []string {
-	out, err := Run(jobs, Config{Nodes: nodes, NodeGPUs: gpus, Policy: p, Record: true})
+	return simRecorded(t, jobs, Config{Nodes: nodes, NodeGPUs: gpus, Policy: p})
+}
+
+// simRecorded is the simulator's decisions under cfg, as serverDecisions
+// writes the server's.
+func simRecorded(t *testing.T, jobs []Job, cfg Config) []string {
+	cfg.Record = true
+	out, err := Run(jobs, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,22 +236,46 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 		long[i].Submit = jobs[0].Submit.Add(100 * jobs[i].Submit.Sub(jobs[0].Submit))
 		long[i].Duration *= 100
 	}
+	// Without estimates: the server learns run times from the jobs that
+	// ended, as the simulator's learned estimates do (the same names and
+	// command); until a user has enough runs its jobs have no estimate,
+	// and sjf orders them by attained service (Tiresias).
+	learned := slices.Clone(jobs)
+	for i := range learned {
+		learned[i].Name, learned[i].Command = learned[i].ID, serverCommand
+	}
 	for _, tc := range []struct {
 		name     string
 		policy   string
 		backfill bool
 		jobs     []Job
-	}{{"fcfs", sched.PolicyFCFS, true, jobs}, {"fair_share", sched.PolicyFairShare, true, jobs}, {"sjf", sched.PolicySJF, false, jobs},
-		{"fair_share_long", sched.PolicyFairShare, true, long}, {"fair_share_tail", sched.PolicyFairShare, true, tailTrace(jobs)}} {
+		learned  bool
+	}{{"fcfs", sched.PolicyFCFS, true, jobs, false}, {"fair_share", sched.PolicyFairShare, true, jobs, false}, {"sjf", sched.PolicySJF, false, jobs, false},
+		{"fair_share_long", sched.PolicyFairShare, true, long, false}, {"fair_share_tail", sched.PolicyFairShare, true, tailTrace(jobs), false},
+		{"sjf_learned", sched.PolicySJF, false, learned, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			jobs := tc.jobs
-			want := simDecisions(t, jobs, 2, 4, tc.policy, tc.backfill)
-			got := serverDecisions(t, jobs, 2, 4, tc.policy, tc.backfill)
+			cfg := Config{Nodes: 2, NodeGPUs: 4, Policy: sched.Policy{Name: tc.policy, Backfill: tc.backfill}}
+			if tc.learned {
+				cfg.Estimates = EstimatesLearned
+			}
+			want := simRecorded(t, jobs, cfg)
+			got := serverDecisions(t, jobs, 2, 4, tc.policy, tc.backfill, tc.learned)
 			if !reflect.DeepEqual(got, want) {
 				t.Fatalf("server and simulator differ\nserver:\n%q\nsim:\n%q", got, want)
 			}
 			if len(want) != len(jobs) {
 				t.Fatalf("%d starts for %d jobs", len(want), len(jobs))
+			}
+			if tc.learned {
+				// Jobs were queued without an estimate (Tiresias's order)
+				// and learned ones then reordered the queue: not FCFS's.
+				out, _ := Run(jobs, cfg)
+				fcfs := cfg
+				fcfs.Policy.Name = sched.PolicyFCFS
+				if out.Metrics.EstimatesNone == 0 || reflect.DeepEqual(want, simRecorded(t, jobs, fcfs)) {
+					t.Fatalf("no job without an estimate (%.2f), or the learned ones changed nothing", out.Metrics.EstimatesNone)
+				}
 			}
 			if tc.name == "fair_share_long" {
 				out, _ := Run(jobs, Config{Nodes: 2, NodeGPUs: 4, Policy: sched.Policy{Name: tc.policy, Backfill: true}})

@@ -187,8 +187,10 @@ type sim struct {
 
 	ledger    *sched.Ledger
 	estimator *sched.Estimator
-	predictor *sched.Predictor // EstimatesLearned
-	learned   bool             // the estimator changed since estimates were last refreshed
+	predictor *sched.Predictor        // EstimatesLearned
+	learned   bool                    // the estimator changed since estimates were last refreshed
+	relearn   bool                    // this cycle, queued jobs' learned estimates are made anew (queueJob)
+	relearned map[learnKey]learnedEst // relearn's estimates by kind of job, for one cycle
 
 	events  eventHeap
 	seq     int
@@ -473,6 +475,16 @@ func (s *sim) release(i int) {
 func (s *sim) cycle() {
 	if s.learned && s.cfg.Estimates == EstimatesAbsent {
 		s.refreshEstimates()
+	}
+	// Under sjf (never windowed with learned estimates) queued jobs'
+	// learned estimates are made anew once the predictor learned, as the
+	// server's are at every snapshot. Other policies keep the estimates
+	// jobs were queued with: their windows' lanes and tail index are
+	// built on them.
+	s.relearn = s.learned && s.cfg.Estimates == EstimatesLearned && s.policy.Name == sched.PolicySJF
+	if s.relearn {
+		s.learned = false
+		clear(s.relearned)
 	}
 
 	var usage sched.Usage // only fair_share reads it

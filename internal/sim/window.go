@@ -140,6 +140,10 @@ func (s *sim) queueJob(i int) {
 		q.Estimate, q.EstimateGiven = sched.EstimateFor(s.jobs[i].given, s.jobs[i].t.User, s.estimator, s.policy.DefaultEstimate)
 		q.NoEstimate = s.noEstimate(i)
 	}
+	if s.relearn { // cycle
+		q.Estimate, q.EstimateGiven = s.relearnedEstimate(i)
+		q.NoEstimate = !q.EstimateGiven
+	}
 	s.queue = append(s.queue, *q)
 }
 

@@ -1726,11 +1726,17 @@ class Policies(Model):
     idle_threshold: int
     idle_window: float
     min_run_time: float
+    oldest_first: bool
     policy: str
     preempt_grace: float
     preemption: bool
     quotas: Quotas
+    reserve_after: float
     spread: bool
+    starve_after: float
+    starve_share: float
+    tail_factor: float
+    tail_wait: float
     weights: Weights
     available: Optional[List[str]] = None
     classes: Optional[Dict[str, ClassIdle]] = None
@@ -1746,11 +1752,17 @@ class Policies(Model):
         ('idle_threshold', 'idle_threshold', 'int'),
         ('idle_window', 'idle_window', 'float'),
         ('min_run_time', 'min_run_time', 'float'),
+        ('oldest_first', 'oldest_first', 'bool'),
         ('policy', 'policy', 'str'),
         ('preempt_grace', 'preempt_grace', 'float'),
         ('preemption', 'preemption', 'bool'),
         ('quotas', 'quotas', 'ref:Quotas'),
+        ('reserve_after', 'reserve_after', 'float'),
         ('spread', 'spread', 'bool'),
+        ('starve_after', 'starve_after', 'float'),
+        ('starve_share', 'starve_share', 'float'),
+        ('tail_factor', 'tail_factor', 'float'),
+        ('tail_wait', 'tail_wait', 'float'),
         ('weights', 'weights', 'ref:Weights'),
         ('available', 'available', 'list:str'),
         ('classes', 'classes', 'map:ref:ClassIdle'),
@@ -1771,11 +1783,17 @@ class PoliciesUpdate(Model):
     idle_threshold: Optional[int] = None
     idle_window: Any = None
     min_run_time: Any = None
+    oldest_first: Optional[bool] = None
     policy: Optional[str] = None
     preempt_grace: Any = None
     preemption: Optional[bool] = None
     quotas: Optional[QuotasUpdate] = None
+    reserve_after: Any = None
     spread: Optional[bool] = None
+    starve_after: Any = None
+    starve_share: Optional[float] = None
+    tail_factor: Optional[float] = None
+    tail_wait: Optional[float] = None
     weights: Optional[WeightsUpdate] = None
     extra: Dict[str, Any] = _field(default_factory=dict, repr=False, compare=False)
 
@@ -1790,11 +1808,17 @@ class PoliciesUpdate(Model):
         ('idle_threshold', 'idle_threshold', 'opt:int'),
         ('idle_window', 'idle_window', 'any'),
         ('min_run_time', 'min_run_time', 'any'),
+        ('oldest_first', 'oldest_first', 'opt:bool'),
         ('policy', 'policy', 'opt:str'),
         ('preempt_grace', 'preempt_grace', 'any'),
         ('preemption', 'preemption', 'opt:bool'),
         ('quotas', 'quotas', 'opt:ref:QuotasUpdate'),
+        ('reserve_after', 'reserve_after', 'any'),
         ('spread', 'spread', 'opt:bool'),
+        ('starve_after', 'starve_after', 'any'),
+        ('starve_share', 'starve_share', 'opt:float'),
+        ('tail_factor', 'tail_factor', 'opt:float'),
+        ('tail_wait', 'tail_wait', 'opt:float'),
         ('weights', 'weights', 'opt:ref:WeightsUpdate'),
     )
 

@@ -1778,12 +1778,20 @@ export interface components {
             idle_window: number;
             /** @description a duration in seconds */
             min_run_time: number;
+            oldest_first: boolean;
             policy: string;
             /** @description a duration in seconds */
             preempt_grace: number;
             preemption: boolean;
             quotas: components["schemas"]["Quotas"];
+            /** @description a duration in seconds */
+            reserve_after: number;
             spread: boolean;
+            /** @description a duration in seconds */
+            starve_after: number;
+            starve_share: number;
+            tail_factor: number;
+            tail_wait: number;
             weights: components["schemas"]["Weights"];
         };
         PoliciesUpdate: {
@@ -1799,11 +1807,17 @@ export interface components {
             idle_threshold?: number | null;
             idle_window?: components["schemas"]["DurationInput"];
             min_run_time?: components["schemas"]["DurationInput"];
+            oldest_first?: boolean | null;
             policy?: string | null;
             preempt_grace?: components["schemas"]["DurationInput"];
             preemption?: boolean | null;
             quotas?: components["schemas"]["QuotasUpdate"] | null;
+            reserve_after?: components["schemas"]["DurationInput"];
             spread?: boolean | null;
+            starve_after?: components["schemas"]["DurationInput"];
+            starve_share?: number | null;
+            tail_factor?: number | null;
+            tail_wait?: number | null;
             weights?: components["schemas"]["WeightsUpdate"] | null;
         };
         PriceList: {

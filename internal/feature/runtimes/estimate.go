@@ -25,9 +25,13 @@ type Estimate struct {
 	Basis string
 }
 
-// Apply sets the job's estimate fields of sj.
+// Apply sets the job's estimate fields of sj. A job with neither a given
+// nor a learned estimate (the fallback's) is NoEstimate: sjf orders it by
+// the GPU time it has attained (Tiresias), as the simulator's learned
+// estimates do.
 func (e Estimate) Apply(sj *sched.Job) {
 	sj.Estimate, sj.EstimateGiven, sj.EstimateLow, sj.EstimatePoint = e.Run, e.Given, e.Low, e.Point
+	sj.NoEstimate = !e.Given
 }
 
 // ApplyRunning sets the estimate fields of a running job.
