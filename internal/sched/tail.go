@@ -86,9 +86,12 @@ const DefaultTailWait = 0.05
 
 // OnTail reports whether job j, queued at now, is on the tail given the
 // cut (see TailCut): its estimate is at least the cut, and it has waited
-// TailWait of it.
+// TailWait of it. A job that has run before (Attained: preempted, or
+// requeued after a loss) is not: going first would let a job fair share
+// just preempted take its GPUs straight back from the job it was
+// preempted for, and be preempted again.
 func OnTail(j *Job, cut time.Duration, now time.Time, p *Policy) bool {
-	if !j.EstimateGiven || j.GPUs == 0 || j.Estimate < cut {
+	if !j.EstimateGiven || j.GPUs == 0 || j.Estimate < cut || j.Attained > 0 {
 		return false
 	}
 	f := p.TailWait

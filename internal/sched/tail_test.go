@@ -107,3 +107,24 @@ func TestTailCut(t *testing.T) {
 		t.Fatal("sjf has a tail")
 	}
 }
+
+// A job that has run before is never on the tail: were it, a job fair
+// share preempted would take its GPUs straight back from the job it was
+// preempted for, and be preempted again (thrash).
+func TestOnTailNotAfterARun(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	p := Policy{Name: PolicyFairShare}
+	for _, c := range []struct {
+		name     string
+		attained time.Duration
+		want     bool
+	}{
+		{"never ran", 0, true},
+		{"preempted once", time.Minute, false},
+	} {
+		j := Job{ID: "j", GPUs: 1, Estimate: 10 * time.Hour, EstimateGiven: true, SubmittedAt: now.Add(-time.Hour), Attained: c.attained}
+		if got := OnTail(&j, time.Hour, now, &p); got != c.want {
+			t.Errorf("%s: OnTail = %v; want %v", c.name, got, c.want)
+		}
+	}
+}
