@@ -1,8 +1,10 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -421,6 +423,65 @@ func TestPartWhyNumber(t *testing.T) {
 				}
 			}
 			t.Fatalf("%s not pending: %+v", tc.id, r)
+		})
+	}
+}
+
+// Whole-GPU jobs take plain GPUs before shared ones: a node where they fit
+// on plain GPUs comes first, then plain GPUs within the node; a shared GPU
+// only when nothing else fits.
+func TestWholeJobsAvoidSharedGPUs(t *testing.T) {
+	sharedNode := func(id string, n int, shared []int, busy ...int) Node {
+		nd := node(id, n, "H100", 80, busy...)
+		for _, g := range shared {
+			nd.GPUs[g].Share = &Share{}
+		}
+		return nd
+	}
+	tests := map[string]struct {
+		nodes []Node
+		job   Job
+		want  []unit // in node then GPU order
+	}{
+		"plain GPUs of the node first": {
+			nodes: []Node{sharedNode("n1", 4, []int{0, 1})},
+			job:   job("w", 2, 1, 0),
+			want:  []unit{{"n1", 2, -1}, {"n1", 3, -1}},
+		},
+		"a shared GPU last, when the plain ones are too few": {
+			nodes: []Node{sharedNode("n1", 4, []int{0, 1})},
+			job:   job("w", 3, 1, 0),
+			want:  []unit{{"n1", 0, -1}, {"n1", 2, -1}, {"n1", 3, -1}},
+		},
+		"an emptier plain node before a fuller shared one": {
+			nodes: []Node{sharedNode("n1", 2, []int{0}, 1), sharedNode("n2", 2, nil)},
+			job:   job("w", 1, 1, 0),
+			want:  []unit{{"n2", 0, -1}},
+		},
+		"a shared GPU when nothing else fits": {
+			nodes: []Node{sharedNode("n1", 2, []int{0, 1}), sharedNode("n2", 2, nil, 0, 1)},
+			job:   job("w", 1, 1, 0),
+			want:  []unit{{"n1", 0, -1}},
+		},
+		"a gang takes the plain nodes": {
+			nodes: []Node{sharedNode("n1", 2, []int{0}), sharedNode("n2", 2, nil), sharedNode("n3", 2, nil)},
+			job:   Job{ID: "w", User: "u", GPUs: 2, Nodes: 2, SubmittedAt: t0},
+			want:  []unit{{"n2", 0, -1}, {"n2", 1, -1}, {"n3", 0, -1}, {"n3", 1, -1}},
+		},
+		"a gang takes a shared node when the plain ones are too few": {
+			nodes: []Node{sharedNode("n1", 2, []int{1}), sharedNode("n2", 2, nil)},
+			job:   Job{ID: "w", User: "u", GPUs: 2, Nodes: 2, SubmittedAt: t0},
+			want:  []unit{{"n1", 0, -1}, {"n1", 1, -1}, {"n2", 0, -1}, {"n2", 1, -1}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Schedule(Snapshot{Now: t0, Nodes: tc.nodes, Queue: []Job{tc.job}, Policy: Policy{Name: PolicyFCFS, Backfill: true}})
+			got := placed(t, r)["w"]
+			slices.SortFunc(got, func(a, b unit) int { return cmp.Or(strings.Compare(a.node, b.node), a.gpu-b.gpu) })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("placed on %v, want %v", got, tc.want)
+			}
 		})
 	}
 }
