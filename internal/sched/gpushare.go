@@ -472,16 +472,16 @@ func (c *cycle) wholeOnly(rs []Running) []Running {
 }
 
 // countParts adds the running parts to the cycle's counts (after tally
-// made them): their GPU-equivalents to the quotas', one per part to fair
-// share's in-cycle charge.
+// made them): their GPU-equivalents to the quotas' and to fair share's
+// in-cycle charge, as the usage ledger charges them.
 func (c *cycle) countParts() {
 	for i := range c.partRunning {
 		r := &c.partRunning[i]
-		n := gpuCount(r)
-		c.addParts(r.User, r.Project, Equivalents(r.Placements)) // quotas charge the fraction
+		e := Equivalents(r.Placements)
+		c.addParts(r.User, r.Project, e)
 		if !r.Preempting {
-			c.shareUser[r.User] += n
-			c.shareProject[r.Project] += n
+			c.shareUser[r.User] += e
+			c.shareProject[r.Project] += e
 		}
 	}
 }
