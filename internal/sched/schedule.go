@@ -64,6 +64,7 @@ type cycle struct {
 	partRunning  []Running
 	partsVersion int                  // bumped by every part placed
 	partMemo     map[partKey]partMemo // keys that did not fit, and why
+	sliceClaimed map[int]bool         // partRunning positions a slice job preempts or waits for (slicepreempt.go)
 	// GPU-equivalents the running and started slices and shares hold,
 	// by user and project (quotas charge a part its fraction, quota.go).
 	userParts, projectParts map[string]float64
