@@ -161,3 +161,27 @@ func TestSimShared(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldHeader: a hold's header names a part as a part, not as GPUs.
+func TestHoldHeader(t *testing.T) {
+	tests := map[string]struct {
+		as   []api.Allocation
+		want string
+	}{
+		"whole GPUs":  {[]api.Allocation{{NodeID: "n1"}, {NodeID: "n1", GPUID: 1}}, "hold h1 (job j1): 2 GPUs\n"},
+		"a slice":     {[]api.Allocation{{NodeID: "n1", MIG: &api.AllocatedSlice{Index: 3, UUID: "MIG-x", Profile: "1g.10gb"}}}, "hold h1 (job j1): 1 MIG slice (1g.10gb)\n"},
+		"a share":     {[]api.Allocation{{NodeID: "n1", ShareMiB: 20 << 10}}, "hold h1 (job j1): a 20 GiB share\n"},
+		"compute too": {[]api.Allocation{{NodeID: "n1", ShareMiB: 512, ShareCompute: 25}}, "hold h1 (job j1): a 512 MiB share (25% of the compute)\n"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var b bytes.Buffer
+			if err := printHold(&b, api.Hold{JobID: "j1", Name: "h1", Allocation: tc.as}); err != nil {
+				t.Fatal(err)
+			}
+			if got, _, _ := strings.Cut(b.String(), "  "); got != tc.want {
+				t.Errorf("header %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -132,7 +133,7 @@ func printHold(w io.Writer, h api.Hold) error {
 	if h.Name != "" {
 		name = h.Name + " (job " + h.JobID + ")"
 	}
-	fmt.Fprintf(w, "hold %s: %d GPUs\n", name, len(h.Allocation))
+	fmt.Fprintf(w, "hold %s: %s\n", name, holdWhat(h.Allocation))
 	for _, a := range h.Allocation {
 		switch {
 		case a.MIG != nil:
@@ -168,4 +169,26 @@ hold's owner or an admin may release it.`,
 			}, printHold)
 		},
 	}
+}
+
+// holdWhat says what a hold holds, for its header: "2 GPUs", "1 MIG slice
+// (1g.10gb)", "a 20 GiB share" (with its compute percent where it
+// reserves one).
+func holdWhat(as []api.Allocation) string {
+	if len(as) == 1 {
+		switch a := as[0]; {
+		case a.MIG != nil:
+			return "1 MIG slice (" + a.MIG.Profile + ")"
+		case a.ShareMiB > 0:
+			s := "a " + strings.TrimSuffix(fmtMiB(a.ShareMiB), "G") + " GiB share"
+			if a.ShareMiB < 1024 {
+				s = "a " + strings.TrimSuffix(fmtMiB(a.ShareMiB), "M") + " MiB share"
+			}
+			if a.ShareCompute > 0 {
+				s += fmt.Sprintf(" (%d%% of the compute)", a.ShareCompute)
+			}
+			return s
+		}
+	}
+	return fmt.Sprintf("%d GPUs", len(as))
 }

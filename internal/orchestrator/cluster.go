@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/gpushare"
+	"github.com/corral-sched/corral/internal/feature/limits"
 	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/sched"
@@ -209,7 +210,7 @@ func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user s
 		if _, ok := o.jobs[req.JobID]; ok {
 			return nil, api.Conflict("job_exists", "%q is a Corral job; pick another name for the hold", req.JobID)
 		}
-		if err := o.checkHoldCap(user, req.GPUCount); req.Wait && err != nil {
+		if err := o.checkHoldCap(user, limits.Asked(req.GPUCount, req.GPUPart)); req.Wait && err != nil {
 			return nil, err // a hold without wait keeps the seed's answers (holds.go)
 		}
 		j := sched.Job{ID: req.JobID, GPUs: req.GPUCount, MinMemoryMiB: int64(req.MemoryGB * 1024), GPUType: req.GPUType,

@@ -26,7 +26,7 @@ func (o *Orchestrator) queueLimits() limits.Queue {
 
 // checkHoldCap refuses a hold asked with "wait" that would take its
 // user's interactive GPUs past the limit (package limits). Loop only.
-func (o *Orchestrator) checkHoldCap(user string, n int) error {
+func (o *Orchestrator) checkHoldCap(user string, n float64) error {
 	return o.queueLimits().CheckHold(user, n)
 }
 
@@ -39,12 +39,12 @@ func (b limitBooks) QueuedBy(user string) int { return b.o.q.byUser[user] }
 // InteractiveGPUs counts the GPUs of a user's interactive jobs, queued or
 // holding GPUs, and of their holds. A scan of the queue: interactive
 // submissions are few.
-func (b limitBooks) InteractiveGPUs(user string) int {
-	o, n := b.o, 0
+func (b limitBooks) InteractiveGPUs(user string) float64 {
+	o, n := b.o, 0.0
 	count := func(ids map[string]bool) {
 		for id := range ids {
 			if j := o.jobs[id]; j != nil && j.User == user && Interactive(j.Class) {
-				n += j.GPUCount * max(j.Nodes, 1)
+				n += limits.JobEquivalents(j)
 			}
 		}
 	}
@@ -52,7 +52,9 @@ func (b limitBooks) InteractiveGPUs(user string) int {
 	count(o.active)
 	for h := range o.holds.All() {
 		if h.User == user {
-			n += len(h.Allocation)
+			for _, a := range h.Allocation {
+				n += a.Equivalents()
+			}
 		}
 	}
 	return n

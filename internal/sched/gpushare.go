@@ -11,8 +11,9 @@ import (
 // is never Free, so no whole-GPU job, reservation or booking takes it; a
 // shared GPU is Free only while no share runs on it, and a share that
 // lands on a free one takes it out of the index for the rest of the cycle.
-// Running jobs with parts are never preemption victims and never free
-// whole GPUs in a reservation's timeline.
+// Running jobs with parts are never a whole-GPU job's preemption victims
+// (only a slice job's, slicepreempt.go) and never free whole GPUs in a
+// reservation's timeline.
 
 // MIGAny asks for the smallest free slice whose memory fits the job's
 // MinMemoryMiB (ties: the fewest compute slices).
@@ -277,13 +278,16 @@ func (c *cycle) startPart(j *Job) bool {
 	if c.bk != nil {
 		v = c.ix.version + c.partsVersion + 1
 	}
-	if m, seen := c.partMemo[key]; memo && seen && m.at == v {
+	if m, seen := c.partMemo[key]; memo && seen && m.at == v && !c.mayPreemptSlice(j) {
 		why := m.why
 		why.JobID = j.ID
 		c.pend(why) // as the same key's last job, nothing having changed
 		return false
 	}
 	k, s, ok := c.findPart(j)
+	if !ok && c.preemptSlice(j) { // slicepreempt.go
+		return false
+	}
 	if !ok {
 		c.pendPart(j)
 		if memo {
@@ -472,16 +476,16 @@ func (c *cycle) wholeOnly(rs []Running) []Running {
 }
 
 // countParts adds the running parts to the cycle's counts (after tally
-// made them): their GPU-equivalents to the quotas', one per part to fair
-// share's in-cycle charge.
+// made them): their GPU-equivalents to the quotas' and to fair share's
+// in-cycle charge, as the usage ledger charges them.
 func (c *cycle) countParts() {
 	for i := range c.partRunning {
 		r := &c.partRunning[i]
-		n := gpuCount(r)
-		c.addParts(r.User, r.Project, Equivalents(r.Placements)) // quotas charge the fraction
+		e := Equivalents(r.Placements)
+		c.addParts(r.User, r.Project, e)
 		if !r.Preempting {
-			c.shareUser[r.User] += n
-			c.shareProject[r.Project] += n
+			c.shareUser[r.User] += e
+			c.shareProject[r.Project] += e
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package sched
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -421,6 +423,124 @@ func TestPartWhyNumber(t *testing.T) {
 				}
 			}
 			t.Fatalf("%s not pending: %+v", tc.id, r)
+		})
+	}
+}
+
+// Whole-GPU jobs take plain GPUs before shared ones: a node where they fit
+// on plain GPUs comes first, then plain GPUs within the node; a shared GPU
+// only when nothing else fits.
+func TestWholeJobsAvoidSharedGPUs(t *testing.T) {
+	sharedNode := func(id string, n int, shared []int, busy ...int) Node {
+		nd := node(id, n, "H100", 80, busy...)
+		for _, g := range shared {
+			nd.GPUs[g].Share = &Share{}
+		}
+		return nd
+	}
+	tests := map[string]struct {
+		nodes []Node
+		job   Job
+		want  []unit // in node then GPU order
+	}{
+		"plain GPUs of the node first": {
+			nodes: []Node{sharedNode("n1", 4, []int{0, 1})},
+			job:   job("w", 2, 1, 0),
+			want:  []unit{{"n1", 2, -1}, {"n1", 3, -1}},
+		},
+		"a shared GPU last, when the plain ones are too few": {
+			nodes: []Node{sharedNode("n1", 4, []int{0, 1})},
+			job:   job("w", 3, 1, 0),
+			want:  []unit{{"n1", 0, -1}, {"n1", 2, -1}, {"n1", 3, -1}},
+		},
+		"an emptier plain node before a fuller shared one": {
+			nodes: []Node{sharedNode("n1", 2, []int{0}, 1), sharedNode("n2", 2, nil)},
+			job:   job("w", 1, 1, 0),
+			want:  []unit{{"n2", 0, -1}},
+		},
+		"a shared GPU when nothing else fits": {
+			nodes: []Node{sharedNode("n1", 2, []int{0, 1}), sharedNode("n2", 2, nil, 0, 1)},
+			job:   job("w", 1, 1, 0),
+			want:  []unit{{"n1", 0, -1}},
+		},
+		"a gang takes the plain nodes": {
+			nodes: []Node{sharedNode("n1", 2, []int{0}), sharedNode("n2", 2, nil), sharedNode("n3", 2, nil)},
+			job:   Job{ID: "w", User: "u", GPUs: 2, Nodes: 2, SubmittedAt: t0},
+			want:  []unit{{"n2", 0, -1}, {"n2", 1, -1}, {"n3", 0, -1}, {"n3", 1, -1}},
+		},
+		"a gang takes a shared node when the plain ones are too few": {
+			nodes: []Node{sharedNode("n1", 2, []int{1}), sharedNode("n2", 2, nil)},
+			job:   Job{ID: "w", User: "u", GPUs: 2, Nodes: 2, SubmittedAt: t0},
+			want:  []unit{{"n1", 0, -1}, {"n1", 1, -1}, {"n2", 0, -1}, {"n2", 1, -1}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			r := Schedule(Snapshot{Now: t0, Nodes: tc.nodes, Queue: []Job{tc.job}, Policy: Policy{Name: PolicyFCFS, Backfill: true}})
+			got := placed(t, r)["w"]
+			slices.SortFunc(got, func(a, b unit) int { return cmp.Or(strings.Compare(a.node, b.node), a.gpu-b.gpu) })
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("placed on %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Fair share's in-cycle ranking charges a running or just placed slice or
+// share its fraction of the GPU, as the usage ledger does: a user holding
+// a 1g.10gb slice (1/7) ranks ahead of one holding a 40 GB share (1/2).
+func TestFairShareChargesFractions(t *testing.T) {
+	slice := func(id, user string, mig int) Running {
+		return Running{ID: id, User: user, Priority: 1, StartedAt: t0.Add(-time.Hour),
+			Placements: []Placement{{NodeID: "n1", GPUs: []int{0}, Part: &Part{MIG: mig, Profile: "1g.10gb", Fraction: 1.0 / 7}}}}
+	}
+	bobShare := Running{ID: "bs", User: "bob", Priority: 1, StartedAt: t0.Add(-time.Hour),
+		Placements: []Placement{{NodeID: "n1", GPUs: []int{1}, Part: &Part{MIG: -1, ShareMiB: 40 << 10, Fraction: 0.5}}}}
+	whole := func(id, user string) Job { j := job(id, 1, 1, 1); j.User = user; return j } // after the slice job
+	zedSlice := sliceJob("zs", "1g.10gb", 0)
+	zedSlice.User, zedSlice.Priority = "zed", 1
+	tests := map[string]struct {
+		running []Running
+		queue   []Job
+		want    string // the job that gets the one free whole GPU
+	}{
+		"a running slice counts its fraction": {
+			running: []Running{slice("r", "zed", 0), bobShare},
+			queue:   []Job{whole("b", "bob"), whole("z", "zed")},
+			want:    "z",
+		},
+		"a slice placed in the cycle counts its fraction": {
+			running: []Running{bobShare},
+			queue:   []Job{zedSlice, whole("b", "bob"), whole("z", "zed")},
+			want:    "z",
+		},
+		"whole GPUs still count whole": {
+			running: []Running{slice("r1", "zed", 0), slice("r2", "zed", 1), slice("r3", "zed", 2), slice("r4", "zed", 3), bobShare},
+			queue:   []Job{whole("b", "bob"), whole("z", "zed")},
+			want:    "b",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			n := node("n1", 3, "H100", 80)
+			migGPU(&n, 0, "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb")
+			n.GPUs[1].Free, n.GPUs[1].Share = false, &Share{UsedMiB: 40 << 10, User: "bob", Holders: []string{"bs"}}
+			for _, r := range tc.running {
+				if p := r.Placements[0]; p.GPUs[0] == 0 {
+					n.GPUs[0].MIG[p.Part.MIG].Free = false
+				}
+			}
+			r := Schedule(Snapshot{Now: t0, Nodes: []Node{n}, Running: tc.running, Queue: tc.queue,
+				Policy: Policy{Name: PolicyFairShare, Backfill: true}})
+			got := ""
+			for id, us := range placed(t, r) {
+				if us[0].gpu == 2 {
+					got = id
+				}
+			}
+			if got != tc.want {
+				t.Errorf("the whole GPU went to %q, want %q (starts %v, pending %v)", got, tc.want, startIDs(r), r.Pending)
+			}
 		})
 	}
 }

@@ -42,6 +42,9 @@ type nodeState struct {
 	class   int   // -1: mixed or not schedulable
 	pos     []int // GPU index -> position in node.GPUs; -1: no such GPU
 	domains int   // number of NVLink domains
+	// shared counts the node's GPUs that take MPS shares (GPU.Share):
+	// whole-GPU jobs take them only where nothing else fits (place.go).
+	shared int
 }
 
 type class struct {
@@ -123,6 +126,9 @@ func newIndex(nodes []Node) *index {
 			}
 			if gpu.MIG != nil {
 				migs++
+			}
+			if gpu.Share != nil {
+				ns.shared++
 			}
 		}
 		ns.domains = countDomains(n.GPUs)

@@ -21,20 +21,33 @@ const runningCharge = 3600.0
 // higher (see eligible). Callers that predict the core (the simulator's
 // test of whether a cycle could preempt) use it to get the same figure.
 func UserStanding(p *Policy, user string, usage float64, held int) float64 {
-	return (usage + runningCharge*float64(held)) / weight(p.UserWeights, user)
+	return userStanding(p, user, usage, float64(held))
+}
+
+// userStanding is UserStanding with held in GPU-equivalents: a running
+// slice or share counts its fraction of the GPU, as the usage ledger
+// charges it.
+func userStanding(p *Policy, user string, usage, held float64) float64 {
+	return (usage + runningCharge*held) / weight(p.UserWeights, user)
 }
 
 // ProjectStanding is UserStanding for a project, by the project's weight:
 // fair_share serves projects in this order, then users within each.
 func ProjectStanding(p *Policy, project string, usage float64, held int) float64 {
-	return (usage + runningCharge*float64(held)) / weight(p.ProjectWeights, project)
+	return projectStanding(p, project, usage, float64(held))
+}
+
+// projectStanding is ProjectStanding with held in GPU-equivalents.
+func projectStanding(p *Policy, project string, usage, held float64) float64 {
+	return (usage + runningCharge*held) / weight(p.ProjectWeights, project)
 }
 
 // walker yields queued jobs in the policy's order. placed tells it a job
-// got (or will get) GPUs, which moves fair_share's ranking.
+// got (or will get) GPUs, e of them in GPU-equivalents (a slice or share
+// its fraction), which moves fair_share's ranking.
 type walker interface {
 	next() (*Job, bool)
-	placed(j *Job)
+	placed(j *Job, e float64)
 	// again yields the last job once more, when its turn comes again (a
 	// group's next job, see group.go).
 	again()
@@ -114,24 +127,25 @@ func (w *sliceWalker) next() (*Job, bool) {
 	return w.jobs[w.i-1], true
 }
 
-func (w *sliceWalker) placed(*Job) {}
+func (w *sliceWalker) placed(*Job, float64) {}
 
 func (w *sliceWalker) again() { w.i-- }
 
-// newWalker returns the policy's walker over the queue. allocated is the
-// GPUs each user and project holds now (for fair_share's in-cycle charge).
+// newWalker returns the policy's walker over the queue. userGPUs and
+// projectGPUs are the GPU-equivalents each user and project holds now (for
+// fair_share's in-cycle charge).
 //
 // Under fair_share, the jobs starving at now (see Starving) come first,
 // while the starving hold less than their share of the GPUs (budget); a
 // zero now starves none.
-func newWalker(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int, now time.Time, budget starveBudget) walker {
+func newWalker(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]float64, now time.Time, budget starveBudget) walker {
 	w, _ := newWalkerSorted(queue, p, usage, userGPUs, projectGPUs, now, budget)
 	return w
 }
 
 // newWalkerSorted is newWalker, and also returns the queue in the
 // policy's static order (CompareQueued).
-func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int, now time.Time, budget starveBudget) (walker, []*Job) {
+func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]float64, now time.Time, budget starveBudget) (walker, []*Job) {
 	jobs := make([]*Job, len(queue))
 	for i := range queue {
 		jobs[i] = &queue[i]
@@ -161,10 +175,15 @@ func Order(queue []Job, p Policy) []Job {
 	out := make([]Job, 0, len(queue))
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		out = append(out, *j)
-		w.placed(j)
+		w.placed(j, wholeOf(j))
 	}
 	return out
 }
+
+// wholeOf is what a job holds in GPU-equivalents counted whole: its GPUs
+// on each of its nodes (a part, whose fraction is known only once it is
+// placed, as 1).
+func wholeOf(j *Job) float64 { return float64(j.GPUs * nodesWanted(j)) }
 
 // OrderWithUsage is Order for fair_share with the users' and projects'
 // usage and current GPUs taken into account.
@@ -175,7 +194,7 @@ func OrderWithUsage(s Snapshot) []Job {
 	out := make([]Job, 0, len(s.Queue))
 	for j, ok := w.next(); ok; j, ok = w.next() {
 		out = append(out, *j)
-		w.placed(j)
+		w.placed(j, wholeOf(j))
 	}
 	return out
 }
@@ -185,12 +204,21 @@ func holdings(running []Running) (users, projects map[string]int) {
 	return count(running, true)
 }
 
-// shareHoldings counts GPUs for fair share: jobs being preempted are left
-// out, since their GPUs are on their way to the jobs that preempted them;
-// counting them would keep the waiting job's user looking under share, and
-// preempting again, until the victims are gone.
-func shareHoldings(running []Running) (users, projects map[string]int) {
-	return count(running, false)
+// shareHoldings counts GPU-equivalents for fair share (a slice or share
+// its fraction): jobs being preempted are left out, since their GPUs are
+// on their way to the jobs that preempted them; counting them would keep
+// the waiting job's user looking under share, and preempting again, until
+// the victims are gone.
+func shareHoldings(running []Running) (users, projects map[string]float64) {
+	users, projects = make(map[string]float64, 8), make(map[string]float64, 8)
+	for i := range running {
+		if r := &running[i]; !r.Preempting {
+			e := Equivalents(r.Placements)
+			users[r.User] += e
+			projects[r.Project] += e
+		}
+	}
+	return users, projects
 }
 
 func count(running []Running, preempting bool) (users, projects map[string]int) {
@@ -237,7 +265,7 @@ type fairUser struct {
 	index   int
 }
 
-func newFairWalker(jobs []*Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]int) *fairWalker {
+func newFairWalker(jobs []*Job, p *Policy, usage Usage, userGPUs, projectGPUs map[string]float64) *fairWalker {
 	w := &fairWalker{p: p, byName: map[string]*fairProject{}}
 	type userKey struct{ project, user string }
 	users := map[userKey]*fairUser{}
@@ -245,14 +273,14 @@ func newFairWalker(jobs []*Job, p *Policy, usage Usage, userGPUs, projectGPUs ma
 		fp := w.byName[j.Project]
 		if fp == nil {
 			fp = &fairProject{name: j.Project,
-				share: ProjectStanding(p, j.Project, usage.Projects[j.Project], projectGPUs[j.Project])}
+				share: projectStanding(p, j.Project, usage.Projects[j.Project], projectGPUs[j.Project])}
 			w.byName[j.Project] = fp
 		}
 		key := userKey{j.Project, j.User}
 		fu := users[key]
 		if fu == nil {
 			fu = &fairUser{name: j.User, project: fp,
-				share: UserStanding(p, j.User, usage.Users[j.User], userGPUs[j.User])}
+				share: userStanding(p, j.User, usage.Users[j.User], userGPUs[j.User])}
 			users[key] = fu
 			fp.users = append(fp.users, fu)
 		}
@@ -293,12 +321,12 @@ func (w *fairWalker) next() (*Job, bool) {
 	return nil, false
 }
 
-func (w *fairWalker) placed(j *Job) {
+func (w *fairWalker) placed(j *Job, e float64) {
 	fp := w.byName[j.Project]
 	if fp == nil {
 		return
 	}
-	charge := runningCharge * float64(j.GPUs*max(j.Nodes, 1))
+	charge := runningCharge * e
 	fp.share += charge / weight(w.p.ProjectWeights, j.Project)
 	for _, fu := range fp.users {
 		if fu.name == j.User {

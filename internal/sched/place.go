@@ -21,7 +21,10 @@ const drainBudget = 16
 // running jobs keep busy at least until the job ends, else to the one it
 // would keep busy the least longer; an empty node only when no partly
 // used node fits. So small jobs pack onto fragmented nodes whose jobs end
-// with theirs, and nodes about to drain become whole for gangs.
+// with theirs, and nodes about to drain become whole for gangs. A node
+// where the job would fit only by taking shared GPUs (GPU.Share) comes
+// after every node where it fits on plain ones: a whole job on a shared
+// GPU keeps shares off it, so it takes one only when nothing else fits.
 func (ix *index) find(j *Job, spread bool) ([]Placement, bool) {
 	want := nodesWanted(j)
 	if j.GPUs == 0 {
@@ -37,7 +40,16 @@ func (ix *index) find(j *Job, spread bool) ([]Placement, bool) {
 	fallback, examined := -1, 0
 	byEnd := ix.drain != nil && !spread
 	best, bestExt := -1, int64(0) // byEnd: the node it would keep busy the least longer
+	var sharedOnly []int          // nodes where the job fits only on shared GPUs too, in order
 	ix.candidates(j, spread, func(n int) bool {
+		if ix.nodes[n].shared > 0 && ix.plainFree(n, j) < j.GPUs {
+			sharedOnly = append(sharedOnly, n)
+			if want > 1 {
+				return true
+			}
+			examined++
+			return examined < topologyBudget
+		}
 		if want > 1 {
 			chosen = append(chosen, n)
 			return len(chosen) < want
@@ -73,6 +85,12 @@ func (ix *index) find(j *Job, spread bool) ([]Placement, bool) {
 	}
 	if want == 1 && len(chosen) == 0 && fallback >= 0 {
 		chosen = append(chosen, fallback)
+	}
+	for _, n := range sharedOnly {
+		if len(chosen) == want {
+			break
+		}
+		chosen = append(chosen, n)
 	}
 	if len(chosen) < want {
 		return nil, false
@@ -163,15 +181,38 @@ func (ix *index) oneDomainFit(n int, j *Job) bool {
 	return false
 }
 
+// plainFree counts the node's available GPUs that suit the job and take
+// no MPS shares.
+func (ix *index) plainFree(n int, j *Job) int {
+	ns, c := &ix.nodes[n], 0
+	for g := range ns.node.GPUs {
+		if gpu := &ns.node.GPUs[g]; gpu.Share == nil && ns.avail(g) && matches(gpu, j) {
+			c++
+		}
+	}
+	return c
+}
+
 // pickGPUs chooses the node's GPUs for the job: within the fullest NVLink
 // domain that holds them all, else from the domains with the most free
-// GPUs first; lowest indexes first within a domain.
+// GPUs first; lowest indexes first within a domain. GPUs that take MPS
+// shares are chosen only when the plain ones are too few, and then last.
 func (ix *index) pickGPUs(n int, j *Job) []int {
 	ns := &ix.nodes[n]
+	plainOnly := ns.shared > 0 && ix.plainFree(n, j) >= j.GPUs
+	ok := func(g int) bool {
+		gpu := &ns.node.GPUs[g]
+		return ns.avail(g) && matches(gpu, j) && (!plainOnly || gpu.Share == nil)
+	}
 	if ns.domains <= 1 {
 		out := make([]int, 0, j.GPUs)
 		for g := range ns.node.GPUs {
-			if len(out) < j.GPUs && ns.avail(g) && matches(&ns.node.GPUs[g], j) {
+			if len(out) < j.GPUs && ok(g) && ns.node.GPUs[g].Share == nil {
+				out = append(out, ns.node.GPUs[g].Index)
+			}
+		}
+		for g := 0; ns.shared > 0 && g < len(ns.node.GPUs); g++ { // shared ones last, when the plain ones are too few
+			if len(out) < j.GPUs && ok(g) && ns.node.GPUs[g].Share != nil {
 				out = append(out, ns.node.GPUs[g].Index)
 			}
 		}
@@ -181,7 +222,7 @@ func (ix *index) pickGPUs(n int, j *Job) []int {
 	var domains []int
 	for g := range ns.node.GPUs {
 		gpu := &ns.node.GPUs[g]
-		if ns.avail(g) && matches(gpu, j) {
+		if ok(g) {
 			if _, ok := byDomain[gpu.Domain]; !ok {
 				domains = append(domains, gpu.Domain)
 			}

@@ -71,7 +71,7 @@ func (c *cycle) overShare(ri int, j *Job) bool {
 	if c.fairOK[k] == 0 {
 		v := &c.s.Running[ri]
 		c.fairOK[k] = -1
-		if c.shareUser[v.User] > c.shareUser[j.User]+j.GPUs*nodesWanted(j) && c.share(v.User) > c.share(j.User) {
+		if c.shareUser[v.User] > c.shareUser[j.User]+wholeOf(j) && c.share(v.User) > c.share(j.User) {
 			c.fairOK[k] = 1
 		}
 	}
@@ -91,26 +91,26 @@ func (c *cycle) staysBehind(v *Running, j *Job, victims ...[]int) bool {
 	if v.User == j.User && v.Project == j.Project {
 		return true // one user's jobs in one project: eligible has ordered them (requeuedAhead)
 	}
-	need := j.GPUs * nodesWanted(j)
-	freed := func(same func(r *Running) bool) int {
-		n := 0
+	need := wholeOf(j)
+	freed := func(same func(r *Running) bool) float64 {
+		n := 0.0
 		for _, vs := range victims {
 			for _, ri := range vs {
 				if r := &c.s.Running[ri]; same(r) {
-					n += gpuCount(r)
+					n += float64(gpuCount(r)) // victims hold whole GPUs
 				}
 			}
 		}
 		return n
 	}
 	if v.Project != j.Project {
-		mine := ProjectStanding(c.p, j.Project, c.s.Usage.Projects[j.Project], c.shareProject[j.Project]+need)
+		mine := projectStanding(c.p, j.Project, c.s.Usage.Projects[j.Project], c.shareProject[j.Project]+need)
 		gone := freed(func(r *Running) bool { return r.Project == v.Project })
-		return ProjectStanding(c.p, v.Project, c.s.Usage.Projects[v.Project], c.shareProject[v.Project]-gone) >= mine
+		return projectStanding(c.p, v.Project, c.s.Usage.Projects[v.Project], c.shareProject[v.Project]-gone) >= mine
 	}
-	mine := UserStanding(c.p, j.User, c.s.Usage.Users[j.User], c.shareUser[j.User]+need)
+	mine := userStanding(c.p, j.User, c.s.Usage.Users[j.User], c.shareUser[j.User]+need)
 	gone := freed(func(r *Running) bool { return r.User == v.User })
-	return UserStanding(c.p, v.User, c.s.Usage.Users[v.User], c.shareUser[v.User]-gone) >= mine
+	return userStanding(c.p, v.User, c.s.Usage.Users[v.User], c.shareUser[v.User]-gone) >= mine
 }
 
 // requeuedAhead reports whether v, once requeued, would come before j in
@@ -131,7 +131,7 @@ func (c *cycle) requeuedAhead(v *Running, j *Job, sameUser bool) bool {
 
 // share is a user's fair-share standing: usage plus held GPUs, per weight.
 func (c *cycle) share(user string) float64 {
-	return UserStanding(c.p, user, c.s.Usage.Users[user], c.shareUser[user])
+	return userStanding(c.p, user, c.s.Usage.Users[user], c.shareUser[user])
 }
 
 // gpusOn counts a running job's GPUs on node n that pass j's filters.
@@ -359,7 +359,7 @@ func (c *cycle) victimBound(n int, j *Job, jBorrowing, equalToo bool) int {
 // someoneOver reports whether any user holds enough more than j's user
 // that fair share would let j preempt their equal-priority jobs.
 func (c *cycle) someoneOver(j *Job) bool {
-	need := c.shareUser[j.User] + j.GPUs*nodesWanted(j)
+	need := c.shareUser[j.User] + wholeOf(j)
 	mine := c.share(j.User)
 	for u, n := range c.shareUser {
 		if u != j.User && n > need && c.share(u) > mine {
@@ -407,16 +407,15 @@ func (c *cycle) preemptFor(j *Job, jBorrowing bool, plans []victimPlan) Pending 
 			c.out.Preemptions = append(c.out.Preemptions, Preemption{JobID: r.ID, ForJob: j.ID, Reason: reason, Message: msg})
 			c.victim[ri] = true
 			// The victim's GPUs now count for the job that takes them.
-			n := gpuCount(r)
+			n := float64(gpuCount(r)) // victims hold whole GPUs
 			c.shareUser[r.User] -= n
 			c.shareProject[r.Project] -= n
 			c.claimed[ri] = true
 			names = append(names, r.ID)
 		}
 	}
-	n := j.GPUs * nodesWanted(j)
-	c.shareUser[j.User] += n
-	c.shareProject[j.Project] += n
+	c.shareUser[j.User] += wholeOf(j)
+	c.shareProject[j.Project] += wholeOf(j)
 	msg := "waiting for GPUs being freed by preempted jobs"
 	if len(names) > 0 {
 		msg = fmt.Sprintf("preempting %s to make room", strings.Join(names, ", "))

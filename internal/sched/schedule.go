@@ -17,11 +17,11 @@ type cycle struct {
 	res *headReservation
 	out Result
 
-	userGPUs, projectGPUs   map[string]int // GPUs held, this cycle's starts included (quotas)
-	shareUser, shareProject map[string]int // the same for fair share: jobs being preempted count for their takers
-	runningOn               [][]int        // node position -> running job positions
-	placedOn                []int32        // the node position (-1: none) of every running job's placements, in order
-	victim, claimed         map[int]bool   // running job positions
+	userGPUs, projectGPUs   map[string]int     // GPUs held, this cycle's starts included (quotas)
+	shareUser, shareProject map[string]float64 // the same in GPU-equivalents for fair share (a slice or share its fraction): jobs being preempted count for their takers
+	runningOn               [][]int            // node position -> running job positions
+	placedOn                []int32            // the node position (-1: none) of every running job's placements, in order
+	victim, claimed         map[int]bool       // running job positions
 	preemptTries            int
 	mayPreempt              bool            // some waiting job could take GPUs from a running one (see wait)
 	startEst                []time.Duration // estimate of each start, by position
@@ -64,6 +64,7 @@ type cycle struct {
 	partRunning  []Running
 	partsVersion int                  // bumped by every part placed
 	partMemo     map[partKey]partMemo // keys that did not fit, and why
+	sliceClaimed map[int]bool         // partRunning positions a slice job preempts or waits for (slicepreempt.go)
 	// GPU-equivalents the running and started slices and shares hold,
 	// by user and project (quotas charge a part its fraction, quota.go).
 	userParts, projectParts map[string]float64
@@ -83,9 +84,10 @@ func (c *cycle) tally() {
 	c.userSlot = make(map[string]int32, 16)
 	projectSlot := make(map[string]int32, 8)
 	type count struct {
-		name         string
-		held, shared int
-		sharing      bool // some job not being preempted
+		name    string
+		held    int
+		shared  float64
+		sharing bool // some job not being preempted
 	}
 	var users, projects []count
 	for ri := range rs {
@@ -108,8 +110,8 @@ func (c *cycle) tally() {
 		u.held += n
 		pr.held += n
 		if !r.Preempting {
-			u.shared, u.sharing = u.shared+n, true
-			pr.shared, pr.sharing = pr.shared+n, true
+			u.shared, u.sharing = u.shared+float64(n), true
+			pr.shared, pr.sharing = pr.shared+float64(n), true
 		}
 		switch {
 		case r.Preempting:
@@ -122,8 +124,8 @@ func (c *cycle) tally() {
 			c.open[ri], c.lowOpen = true, min(c.lowOpen, r.Priority)
 		}
 	}
-	fill := func(cs []count) (held, shared map[string]int) {
-		held, shared = make(map[string]int, max(len(cs), 8)), make(map[string]int, max(len(cs), 8))
+	fill := func(cs []count) (held map[string]int, shared map[string]float64) {
+		held, shared = make(map[string]int, max(len(cs), 8)), make(map[string]float64, max(len(cs), 8))
 		for _, c := range cs {
 			held[c.name] = c.held
 			if c.sharing {
@@ -290,12 +292,12 @@ func Schedule(s Snapshot) Result {
 				note: note{kind: noteBackoff, src: &noteSrc{now: c.now, at: j.NotBefore}}})
 		case j.Fractional(): // a MIG slice or an MPS share (gpushare.go)
 			if c.startPart(j) {
-				w.placed(j)
+				w.placed(j, Equivalents(c.out.Starts[len(c.out.Starts)-1].Placements)) // its fraction
 				c.again(w, j)
 			}
 		case j.Booking != "":
 			if c.startBooked(j) { // booking.go: its GPUs, in its window
-				w.placed(j)
+				w.placed(j, wholeOf(j))
 				c.again(w, j)
 			}
 		case c.overQuota(j) != "" && !mayBorrow(j.Class):
@@ -306,10 +308,10 @@ func Schedule(s Snapshot) Result {
 		default:
 			sh := c.shapeOf(j)
 			if c.landMagnetic(j) || c.start(j, sh, false) || c.startInto(j, sh, false) {
-				w.placed(j)
+				w.placed(j, wholeOf(j))
 				c.again(w, j) // a group's next job (group.go)
 			} else if c.wait(j, sh, false) {
-				w.placed(j) // GPUs are being freed for it
+				w.placed(j, wholeOf(j)) // GPUs are being freed for it
 				c.again(w, j)
 			} else {
 				c.explainBooked(j, sh) // booking.go
@@ -415,8 +417,12 @@ func (c *cycle) record(j *Job, ps []Placement, borrowed bool) {
 	c.cpuStarted(j)
 	n := j.GPUs * nodesWanted(j)
 	c.holdQuota(j, ps, n)
-	c.shareUser[j.User] += n
-	c.shareProject[j.Project] += n
+	e := float64(n)
+	if j.Fractional() {
+		e = Equivalents(ps)
+	}
+	c.shareUser[j.User] += e
+	c.shareProject[j.Project] += e
 	if c.ix.drain != nil {
 		for _, p := range ps {
 			if k, ok := c.ix.byID[p.NodeID]; ok {

@@ -88,8 +88,8 @@ func (w *starveWalker) next() (*Job, bool) {
 	return w.rest.next()
 }
 
-func (w *starveWalker) placed(j *Job) {
-	w.rest.placed(j)
+func (w *starveWalker) placed(j *Job, e float64) {
+	w.rest.placed(j, e)
 	if !w.inRest && !w.inTail {
 		w.budget.used += j.GPUs * nodesWanted(j)
 	}

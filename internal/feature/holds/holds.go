@@ -228,9 +228,29 @@ func (b *Books) Note(v *api.Job) {
 		if owner == "" {
 			owner = "someone"
 		}
-		parts = append(parts, fmt.Sprintf("%s held by %s's hold %s%s", GPUs(h.Allocation), owner, h.JobID, until))
+		parts = append(parts, fmt.Sprintf("%s held by %s's hold %s%s", Held(h.Allocation), owner, h.JobID, until))
 	}
 	v.PendingMessage += "; " + strings.Join(parts, "; ")
+}
+
+// Held says what an allocation takes: which GPUs (GPUs), or the part of
+// one: "the 1g.10gb slice 3 of GPU 0 on n1", "a 20 GiB share of GPU 1 on
+// n1".
+func Held(as []api.Allocation) string {
+	if len(as) != 1 {
+		return GPUs(as)
+	}
+	switch a := as[0]; {
+	case a.MIG != nil:
+		return fmt.Sprintf("the %s slice %d of GPU %d on %s", a.MIG.Profile, a.MIG.Index, a.GPUID, a.NodeID)
+	case a.ShareMiB > 0:
+		size := strconv.FormatInt(a.ShareMiB, 10) + " MiB"
+		if a.ShareMiB%1024 == 0 {
+			size = strconv.FormatInt(a.ShareMiB/1024, 10) + " GiB"
+		}
+		return fmt.Sprintf("a %s share of GPU %d on %s", size, a.GPUID, a.NodeID)
+	}
+	return GPUs(as)
 }
 
 // GPUs says which GPUs an allocation takes: "GPUs 0-1 on node-1".

@@ -171,3 +171,27 @@ func TestAsJobPart(t *testing.T) {
 		}
 	}
 }
+
+// TestNotePart: a hold of a slice or a share is named as that part in
+// other jobs' why-pending.
+func TestNotePart(t *testing.T) {
+	tests := map[string]struct {
+		a    api.Allocation
+		want string
+	}{
+		"a slice":     {api.Allocation{NodeID: "n1", GPUID: 0, MIG: &api.AllocatedSlice{Index: 3, Profile: "1g.10gb"}, Fraction: 1.0 / 7}, "needs a GPU; the 1g.10gb slice 3 of GPU 0 on n1 held by ana's hold h"},
+		"a share":     {api.Allocation{NodeID: "n1", GPUID: 1, ShareMiB: 20 << 10, Fraction: 0.25}, "needs a GPU; a 20 GiB share of GPU 1 on n1 held by ana's hold h"},
+		"a small one": {api.Allocation{NodeID: "n1", GPUID: 1, ShareMiB: 1500, Fraction: 0.02}, "needs a GPU; a 1500 MiB share of GPU 1 on n1 held by ana's hold h"},
+		"a whole GPU": {api.Allocation{NodeID: "n1", GPUID: 2}, "needs a GPU; GPU 2 on n1 held by ana's hold h"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			b := New(0)
+			b.Add(&api.Hold{JobID: "h", User: "ana", Allocation: []api.Allocation{tc.a}})
+			v := api.Job{State: api.StateQueued, PendingReason: sched.ReasonResources, PendingMessage: "needs a GPU"}
+			if b.Note(&v); v.PendingMessage != tc.want {
+				t.Errorf("note %q, want %q", v.PendingMessage, tc.want)
+			}
+		})
+	}
+}

@@ -8,7 +8,9 @@ package limits
 
 import (
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -51,9 +53,10 @@ type Books interface {
 	Queued() int
 	// QueuedBy is the number of user's queued jobs.
 	QueuedBy(user string) int
-	// InteractiveGPUs counts the GPUs of user's interactive jobs, queued
-	// or holding GPUs, and of their holds.
-	InteractiveGPUs(user string) int
+	// InteractiveGPUs counts, in GPU-equivalents (JobEquivalents,
+	// api.Allocation.Equivalents), the GPUs of user's interactive jobs,
+	// queued or holding GPUs, and of their holds.
+	InteractiveGPUs(user string) float64
 }
 
 // Queue checks submissions against the limits.
@@ -124,23 +127,66 @@ func (q Queue) checkInteractive(j *api.Job) error {
 		}
 	}
 	if l.MaxInteractiveGPUs > 0 {
-		return q.CheckHold(j.User, j.GPUCount*j.Nodes)
+		return q.CheckHold(j.User, Asked(j.GPUCount*max(j.Nodes, 1), j.GPUPart))
 	}
 	return nil
 }
 
-// CheckHold refuses n more interactive GPUs for user (a hold, or an
-// interactive job of n GPUs) when they would take the user's
+// CheckHold refuses n more interactive GPU-equivalents for user (a hold,
+// or an interactive job, of n: see Asked) when they would take the user's
 // interactive GPUs past MaxInteractiveGPUs. Only holds asked with "wait"
 // are refused by it (such a hold may become an interactive job); a hold
 // without wait keeps the route's old answers (201 or 409), yet counts
 // toward the cap of the user's later interactive work.
-func (q Queue) CheckHold(user string, n int) error {
+func (q Queue) CheckHold(user string, n float64) error {
 	l := q.Limits.MaxInteractiveGPUs
-	if have := q.Books.InteractiveGPUs(user); l > 0 && have+n > l {
+	if have := q.Books.InteractiveGPUs(user); l > 0 && have+n > float64(l)+equivEps {
 		return &api.Error{Status: http.StatusTooManyRequests, Code: "interactive_gpus_exceeded", Field: "gpu_count",
-			Message: fmt.Sprintf("%s has %d interactive GPUs queued, running or held; %d more would pass --max-interactive-gpus (%d per user)",
-				user, have, n, l)}
+			Message: fmt.Sprintf("%s has %s interactive GPUs queued, running or held; %s more would pass --max-interactive-gpus (%d per user)",
+				user, fmtEquiv(have), fmtEquiv(n), l)}
 	}
 	return nil
+}
+
+// equivEps absorbs the rounding of summed fractions (7 x 1/7 is not
+// exactly 1 in floating point).
+const equivEps = 1e-9
+
+// fmtEquiv writes GPU-equivalents as a person reads them: 2, 0.14, 1.43.
+func fmtEquiv(e float64) string {
+	return strconv.FormatFloat(math.Round(e*100)/100, 'f', -1, 64)
+}
+
+// Asked is what an interactive job or hold of count GPUs asking for part
+// counts against MaxInteractiveGPUs before it is placed: count whole GPUs;
+// a MIG slice its compute slices over 7 (the "3" of a 3g.40gb, as on an
+// A100 or H100; "any": 1/7, the smallest); an MPS share its compute
+// percent, else, its GPU's memory being unknown yet, 1. Once placed, it
+// counts its allocation's fraction (JobEquivalents).
+func Asked(count int, part api.GPUPart) float64 {
+	switch {
+	case part.MIGProfile != "":
+		var g int
+		if _, err := fmt.Sscanf(part.MIGProfile, "%dg.", &g); err != nil || g < 1 {
+			g = 1 // "any", or a profile of another form: the smallest
+		}
+		return min(float64(g)/7, 1)
+	case part.GPUShareMiB > 0 && part.GPUCompute > 0:
+		return min(float64(part.GPUCompute)/100, 1)
+	}
+	return float64(count)
+}
+
+// JobEquivalents is what a job counts against MaxInteractiveGPUs: its
+// allocation in GPU-equivalents while it holds one (a slice or share its
+// fraction), else what it asks for (Asked).
+func JobEquivalents(j *api.Job) float64 {
+	if len(j.Allocation) == 0 {
+		return Asked(j.GPUCount*max(j.Nodes, 1), j.GPUPart)
+	}
+	e := 0.0
+	for _, a := range j.Allocation {
+		e += a.Equivalents()
+	}
+	return e
 }

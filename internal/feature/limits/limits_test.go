@@ -2,6 +2,8 @@ package limits
 
 import (
 	"errors"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,18 +15,18 @@ import (
 type fakeBooks struct {
 	queued      int
 	byUser      map[string]int
-	interactive map[string]int
+	interactive map[string]float64
 }
 
-func (f fakeBooks) Queued() int                     { return f.queued }
-func (f fakeBooks) QueuedBy(user string) int        { return f.byUser[user] }
-func (f fakeBooks) InteractiveGPUs(user string) int { return f.interactive[user] }
+func (f fakeBooks) Queued() int                         { return f.queued }
+func (f fakeBooks) QueuedBy(user string) int            { return f.byUser[user] }
+func (f fakeBooks) InteractiveGPUs(user string) float64 { return f.interactive[user] }
 
 // TestCheckSubmit: each limit refuses with its code or field, exempt
 // submissions pass the per-user queue limit, and time limits get their
 // defaults (the interactive one for interactive work).
 func TestCheckSubmit(t *testing.T) {
-	books := fakeBooks{queued: 3, byUser: map[string]int{"ana": 2}, interactive: map[string]int{"ana": 1}}
+	books := fakeBooks{queued: 3, byUser: map[string]int{"ana": 2}, interactive: map[string]float64{"ana": 1}}
 	secs := func(d time.Duration) *api.Seconds { s := api.Seconds(d.Seconds()); return &s }
 	for _, tc := range []struct {
 		name      string
@@ -65,7 +67,7 @@ func TestCheckSubmit(t *testing.T) {
 
 // TestCheckHold: a hold counts the user's interactive GPUs, holds included.
 func TestCheckHold(t *testing.T) {
-	q := Queue{Limits: Limits{MaxInteractiveGPUs: 2}, Books: fakeBooks{interactive: map[string]int{"ana": 1}}}
+	q := Queue{Limits: Limits{MaxInteractiveGPUs: 2}, Books: fakeBooks{interactive: map[string]float64{"ana": 1}}}
 	if err := q.CheckHold("ana", 1); err != nil {
 		t.Fatalf("a second GPU: %v", err)
 	}
@@ -74,5 +76,43 @@ func TestCheckHold(t *testing.T) {
 	}
 	if err := (Queue{Books: fakeBooks{}}).CheckHold("ana", 100); err != nil {
 		t.Fatalf("no limit: %v", err)
+	}
+}
+
+// TestFractionsAgainstInteractiveCap: a slice or share counts its fraction
+// of a GPU against --max-interactive-gpus, placed (its allocation) or not
+// yet (Asked).
+func TestFractionsAgainstInteractiveCap(t *testing.T) {
+	slice := api.Allocation{NodeID: "n1", MIG: &api.AllocatedSlice{Profile: "1g.10gb"}, Fraction: 1.0 / 7}
+	tests := map[string]struct {
+		job  api.Job
+		want float64
+	}{
+		"whole GPUs":           {api.Job{GPUCount: 2, Nodes: 1}, 2},
+		"a placed slice":       {api.Job{GPUCount: 1, Nodes: 1, Allocation: []api.Allocation{slice}}, 1.0 / 7},
+		"a placed share":       {api.Job{GPUCount: 1, Nodes: 1, Allocation: []api.Allocation{{ShareMiB: 20 << 10, Fraction: 0.25}}}, 0.25},
+		"a queued 3g.40gb":     {api.Job{GPUCount: 1, Nodes: 1, GPUPart: api.GPUPart{MIGProfile: "3g.40gb"}}, 3.0 / 7},
+		"a queued any slice":   {api.Job{GPUCount: 1, Nodes: 1, GPUPart: api.GPUPart{MIGProfile: "any"}}, 1.0 / 7},
+		"a queued share, 25%":  {api.Job{GPUCount: 1, Nodes: 1, GPUPart: api.GPUPart{GPUShareMiB: 10 << 10, GPUCompute: 25}}, 0.25},
+		"a queued share, mem":  {api.Job{GPUCount: 1, Nodes: 1, GPUPart: api.GPUPart{GPUShareMiB: 10 << 10}}, 1},
+		"a whole job, 2 nodes": {api.Job{GPUCount: 2, Nodes: 2}, 4},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := JobEquivalents(&tc.job); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("JobEquivalents = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// Six 1g.10gb slices held and a seventh asked fit a cap of 1; an
+	// eighth does not, and the refusal says how much is held.
+	q := Queue{Limits: Limits{MaxInteractiveGPUs: 1}, Books: fakeBooks{interactive: map[string]float64{"ana": 6.0 / 7, "bob": 1}}}
+	if err := q.CheckHold("ana", Asked(1, api.GPUPart{MIGProfile: "1g.10gb"})); err != nil {
+		t.Fatalf("a seventh slice: %v", err)
+	}
+	err := q.CheckHold("bob", Asked(1, api.GPUPart{MIGProfile: "1g.10gb"}))
+	var ae *api.Error
+	if !errors.As(err, &ae) || ae.Code != "interactive_gpus_exceeded" || !strings.Contains(ae.Message, "bob has 1 interactive GPUs") || !strings.Contains(ae.Message, "0.14 more") {
+		t.Fatalf("an eighth slice: %v", err)
 	}
 }
