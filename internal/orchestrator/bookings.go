@@ -124,16 +124,16 @@ func (c bookingCluster) Active(id string) bool             { return c.o.active[i
 func (c bookingCluster) ActiveIDs() iter.Seq[string]       { return maps.Keys(c.o.active) }
 func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.PreemptGrace.Duration() }
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
-func (c bookingCluster) HasNode(id string) bool            { _, ok := c.o.reg.index[id]; return ok }
+func (c bookingCluster) HasNode(id string) bool            { return c.o.nodes.Has(id) }
 func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64) {
 	ownTxn(tx).chargeBookingIdle(r, gpuSeconds) // usage.go
 }
 
-func (c bookingCluster) NodeCount() int { return len(c.o.nodes) }
+func (c bookingCluster) NodeCount() int { return c.o.nodes.Len() }
 
 func (c bookingCluster) NodeAt(i int) bookings.Node {
-	n := &c.o.nodes[i]
-	return bookings.Node{ID: n.ID, Down: n.down, Devices: n.Devices}
+	n := c.o.nodes.At(i)
+	return bookings.Node{ID: n.ID, Down: n.IsDown(), Devices: n.Devices}
 }
 
 func (c bookingCluster) SortedActiveIDs() []string {

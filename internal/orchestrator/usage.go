@@ -47,7 +47,7 @@ func (o *Orchestrator) gpuModel(nodeID string, gpu int) string {
 			return d.Model
 		}
 	}
-	return n.model()
+	return n.Model()
 }
 
 // chargeLostAttempt charges an attempt lost with the previous server up
