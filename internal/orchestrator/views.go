@@ -10,6 +10,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/readview"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -34,7 +35,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 			o.arr.Pending(j, &v)
 		}
 		if sr, ok := o.plan[j.ID]; ok {
-			v.EstimatedStartTime, v.EstimatedStartLow, v.EstimatedStartHigh = startRange(sr)
+			v.EstimatedStartTime, v.EstimatedStartLow, v.EstimatedStartHigh = readview.StartRange(sr)
 		}
 		if reason, msg, held := o.deps.Pending(j); held {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = 0, reason, msg
@@ -50,12 +51,6 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		v.EstimateBasis = o.runtimes.Basis(j, o.cfg.Now(), o.estimateFallback) // feature/runtimes
 	}
 	return v
-}
-
-// startRange is a plan's start and its range as the API shows them (UTC).
-func startRange(sr sched.StartRange) (at, from, to *time.Time) {
-	a, f, t := sr.At.UTC(), sr.From.UTC(), sr.To.UTC()
-	return &a, &f, &t
 }
 
 // Job returns one job with its events: from memory, or, for a job that
@@ -140,7 +135,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		q.EstimatedDuration = j.EstimatedDuration
 		if sr, ok := o.plan[q.ID]; ok {
 			wait := max(sr.At.Sub(now).Seconds(), 0)
-			q.EstimatedStartTime, q.EstimatedStartLow, q.EstimatedStartHigh = startRange(sr)
+			q.EstimatedStartTime, q.EstimatedStartLow, q.EstimatedStartHigh = readview.StartRange(sr)
 			q.EstimatedWaitTime = &wait
 		}
 		q.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes
@@ -195,15 +190,9 @@ func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
 			sum += w
 		}
 		s.AverageWaitTime = sum / float64(len(waits))
-		s.WaitTimeP50, s.WaitTimeP95, s.WaitTimeP99 = percentile(waits, 50), percentile(waits, 95), percentile(waits, 99)
+		s.WaitTimeP50, s.WaitTimeP95, s.WaitTimeP99 = readview.Percentile(waits, 50), readview.Percentile(waits, 95), readview.Percentile(waits, 99)
 	}
 	return s
-}
-
-// percentile of sorted values, nearest rank.
-func percentile(sorted []float64, p float64) float64 {
-	i := int(float64(len(sorted))*p/100+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 // Status is GET /orchestrator/status.
