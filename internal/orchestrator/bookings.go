@@ -87,24 +87,6 @@ func (o *Orchestrator) doBooking(ctx context.Context, fn func(tx *txn) (api.Rese
 	return v.(api.Reservation), nil
 }
 
-// bookingTick is the part of bookings that stays with the loop: the
-// tick's transaction, in which the feature moves bookings along their
-// windows.
-type bookingTick struct{ o *Orchestrator }
-
-func (f bookingTick) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
-
-// checkBookings moves bookings along their windows. Loop only.
-func (o *Orchestrator) checkBookings(ctx context.Context) {
-	o.inTx(ctx, "bookings", func(tx *txn) bool {
-		if o.bookings.Len() == 0 {
-			return false
-		}
-		o.bookings.Step(tx)
-		return !tx.batch.Empty() || o.notes.Pending()
-	})
-}
-
 // expire gives the jobs whose booking's window ended the time-limit
 // treatment (bookings.Books.Expire). Write lock held.
 func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {

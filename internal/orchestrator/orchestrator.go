@@ -184,7 +184,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.runtimes = runtimes.New(spendCluster{o})
 	o.bookings = bookings.New(bookingCluster{o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
 		Now: cfg.Now, Holds: o.holds, Notes: o.notes, Log: cfg.Logger})
-	o.on.register(o.features())
+	o.on.register(o, o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.health.sig.Store(new(make(chan struct{})))
 	o.news.notify = make(chan struct{}, 1)
