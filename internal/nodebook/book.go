@@ -114,3 +114,18 @@ func (b *Book) Capacity(pools []string) jobspec.Capacity {
 	slices.Sort(c.Models)
 	return c
 }
+
+// GPUModel is the model of a node's GPU: the device's, else the node's
+// (Node.Model); "" when the node is unknown.
+func (b *Book) GPUModel(nodeID string, gpu int) string {
+	n := b.Get(nodeID)
+	if n == nil {
+		return ""
+	}
+	for _, d := range n.Devices {
+		if d.Index == gpu {
+			return d.Model
+		}
+	}
+	return n.Model()
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -140,15 +139,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		}
 		q.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes
 	}
-	slices.SortFunc(r.QueuedJobs, func(a, b api.QueuedJob) int {
-		if a.QueuePosition != b.QueuePosition {
-			return a.QueuePosition - b.QueuePosition
-		}
-		if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	readview.SortQueue(r.QueuedJobs)
 	return r
 }
 
@@ -160,39 +151,11 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 	return o.statistics(now)
 }
 
-// statistics: waits are those of jobs that started in the last 24 hours
-// (start minus last queueing); throughput is starts in the last hour.
+// statistics is readview.Statistics over the queue and the jobs that may
+// have started: active ones and the last RecentFinished that ended
+// (finished.go); older ones are not counted. Read lock held.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
-	s := api.QueueStatistics{TotalQueued: len(o.q.queued)}
-	var waits []float64
-	dayAgo, hourAgo := now.Add(-24*time.Hour), now.Add(-time.Hour)
-	// The jobs that may have started: active ones and the last
-	// RecentFinished that ended (finished.go); older ones are not counted.
-	for j := range o.startedJobs() {
-		if j.State == api.StateRunning {
-			s.TotalRunning++
-		}
-		if j.FinishedAt != nil && j.FinishedAt.After(hourAgo) && j.State == api.StateCompleted {
-			s.CompletedLastHour++
-		}
-		if j.StartedAt == nil || j.StartedAt.Before(dayAgo) {
-			continue
-		}
-		waits = append(waits, j.StartedAt.Sub(queuedAt(j)).Seconds())
-		if j.StartedAt.After(hourAgo) {
-			s.QueueThroughput++
-		}
-	}
-	if len(waits) > 0 {
-		slices.Sort(waits)
-		sum := 0.0
-		for _, w := range waits {
-			sum += w
-		}
-		s.AverageWaitTime = sum / float64(len(waits))
-		s.WaitTimeP50, s.WaitTimeP95, s.WaitTimeP99 = readview.Percentile(waits, 50), readview.Percentile(waits, 95), readview.Percentile(waits, 99)
-	}
-	return s
+	return readview.Statistics(len(o.q.queued), o.startedJobs(), queuedAt, now)
 }
 
 // Status is GET /orchestrator/status.

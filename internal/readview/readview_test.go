@@ -3,6 +3,7 @@ package readview
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 )
@@ -49,5 +50,21 @@ func TestPercentile(t *testing.T) {
 		if got := Percentile(v, tc.p); got != tc.want {
 			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
 		}
+	}
+}
+
+func TestStatistics(t *testing.T) {
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *time.Time { t := now.Add(-d); return &t }
+	jobs := []*api.Job{
+		{ID: "run", State: api.StateRunning, SubmittedAt: now.Add(-40 * time.Minute), StartedAt: at(30 * time.Minute)},                                // waited 10 min, this hour
+		{ID: "done", State: api.StateCompleted, SubmittedAt: now.Add(-3 * time.Hour), StartedAt: at(2 * time.Hour), FinishedAt: at(10 * time.Minute)}, // waited 1 h
+		{ID: "old", State: api.StateCompleted, SubmittedAt: now.Add(-50 * time.Hour), StartedAt: at(48 * time.Hour), FinishedAt: at(47 * time.Hour)},  // out of the day
+	}
+	s := Statistics(3, slices.Values(jobs), func(j *api.Job) time.Time { return j.SubmittedAt }, now)
+	want := api.QueueStatistics{TotalQueued: 3, TotalRunning: 1, CompletedLastHour: 1, QueueThroughput: 1,
+		AverageWaitTime: 2100, WaitTimeP50: 600, WaitTimeP95: 3600, WaitTimeP99: 3600}
+	if s != want {
+		t.Errorf("statistics %+v, want %+v", s, want)
 	}
 }
