@@ -62,22 +62,16 @@ func (n *Node) ForeignGPUs() map[int]bool {
 
 // Snap is the core's view of the node before GPU ownership is known:
 // schedulable or not (and why its disk keeps it out), its labels, and
-// each GPU with its NVLink domain, free unless busy(index) or foreign.
-// The caller adds what the books know of shared and sliced GPUs through
-// part, called for each such GPU with its sched.GPU and whether it is
-// taken whole or foreign.
-func (n *Node) Snap(busy func(index int) bool, part func(g *sched.GPU, d *gpuinfo.Device, taken bool)) sched.Node {
+// each GPU, in the order of Devices, with its NVLink domain, free unless
+// it runs foreign processes (then marked Foreign). The orchestrator then
+// marks the GPUs its books hold and adds what they know of shared and
+// sliced GPUs. It takes no callbacks: the cycle snapshots every node.
+func (n *Node) Snap() sched.Node {
 	foreign := n.ForeignGPUs()
 	sn := sched.Node{ID: n.ID, Schedulable: n.Schedulable(), DiskFull: n.diskFull, Labels: n.Labels, GPUs: make([]sched.GPU, 0, len(n.Devices))}
-	for i := range n.Devices {
-		d := &n.Devices[i]
-		b := busy(d.Index)
-		g := sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
-			Free: !b && !foreign[d.Index], Foreign: !b && foreign[d.Index], Domain: n.domain[d.Index]}
-		if d.Shared || d.MIG != nil {
-			part(&g, d, b || foreign[d.Index])
-		}
-		sn.GPUs = append(sn.GPUs, g)
+	for _, d := range n.Devices {
+		sn.GPUs = append(sn.GPUs, sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
+			Free: !foreign[d.Index], Foreign: foreign[d.Index], Domain: n.domain[d.Index]})
 	}
 	return sn
 }

@@ -27,17 +27,27 @@ func (o *Orchestrator) releaseJob(j *api.Job) {
 	}
 }
 
-// snapshotNodes is the core's view of the nodes, with the GPUs that are
-// neither allocated, held nor busy with foreign processes marked free
-// (nodebook.Node.Snap). Read lock held (or loop).
+// snapshotNodes is the core's view of the nodes (nodebook.Node.Snap),
+// with the GPUs that are allocated or held marked not free, and the
+// slices and shares of MIG and shared GPUs added. Read lock held (or
+// loop).
 func (o *Orchestrator) snapshotNodes() []sched.Node {
 	out := make([]sched.Node, 0, o.nodes.Len())
-	for _, n := range o.nodes.All() {
-		busy := func(index int) bool { _, ok := o.owner[gpuKey{n.ID, index}]; return ok }
-		part := func(g *sched.GPU, d *gpuinfo.Device, taken bool) { // slices and shares (package gpushare)
-			o.parts.Snap(g, gpushare.Key{Node: n.ID, GPU: d.Index}, d.MIG, d.Shared, taken, o.holderLabel)
+	for i := range o.nodes.Len() {
+		n := o.nodes.At(i)
+		sn := n.Snap()
+		for k := range sn.GPUs {
+			g, d := &sn.GPUs[k], &n.Devices[k]
+			_, busy := o.owner[gpuKey{n.ID, d.Index}]
+			taken := busy || g.Foreign
+			if busy {
+				g.Free, g.Foreign = false, false
+			}
+			if d.Shared || d.MIG != nil { // slices and shares (package gpushare)
+				o.parts.Snap(g, gpushare.Key{Node: n.ID, GPU: d.Index}, d.MIG, d.Shared, taken, o.holderLabel)
+			}
 		}
-		out = append(out, n.Snap(busy, part))
+		out = append(out, sn)
 	}
 	return out
 }
