@@ -13,7 +13,7 @@
 //	transition: event, queue and GPU books ─▶ Mover...
 //	commit:     Committer.BeforeCommit... ─▶ store ─▶ Committer.Committed...
 //	cycle:      queue ─▶ Eligibility... ─▶ snapshot + SnapshotPart... ─▶ QueueGate... ─▶ sched.Schedule ─▶ starts
-//	tick:       nodes' silence ─▶ Ticker...
+//	tick:       nodes' silence ─▶ Ticker and TxTicker...
 //	recovery:   jobs ─▶ Loader... ─▶ holds, adoption
 //
 // This package holds only the interfaces and the values they pass, so
@@ -106,6 +106,17 @@ type QueueGate interface {
 // anything.
 type Ticker interface {
 	Tick(ctx context.Context)
+}
+
+// A TxTicker does a feature's timed work once per tick in a transaction
+// of the loop's own, in its place among the Tickers: the loop takes its
+// lock, begins the transaction and calls TickTx. When TickTx reports that
+// it did work, and the batch has rows or notifications wait to be
+// written, the loop commits it and then makes the executor's calls it
+// brought; a failed commit is logged under TickName.
+type TxTicker interface {
+	TickTx(tx Tx) bool
+	TickName() string
 }
 
 // A Loader puts its feature's state back in memory from what the store

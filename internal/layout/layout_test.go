@@ -52,6 +52,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/prune", []string{"orchestrator", "server", "agent"}},
 		{"feature/ended", []string{"orchestrator", "server", "agent", "exec"}},
 		{"nodebook", []string{"orchestrator", "server", "agent", "store", "exec", "feature"}},
+		{"readview", []string{"orchestrator", "server", "agent", "exec"}},
 		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},
 		{"feature/gpushare", []string{"orchestrator", "server", "agent", "store"}},
 	} {

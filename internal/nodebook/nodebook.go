@@ -3,9 +3,10 @@
 // registration must be, when another agent may take a node, a node's
 // telemetry samples, liveness on the server's own time (a stall of the
 // server does not count against its nodes), and when a running job's GPUs
-// count as idle. The orchestrator keeps the nodes themselves (a shared
-// book: the snapshot, the views and placement read it) and calls these
-// rules from its loop.
+// count as idle. The nodes themselves are here too: the Node type, whose
+// state only its methods change, and the Book of nodes, which the
+// orchestrator holds as a shared book (the snapshot, the views and
+// placement read it) and changes from its loop.
 package nodebook
 
 import (

@@ -87,24 +87,6 @@ func (o *Orchestrator) doBooking(ctx context.Context, fn func(tx *txn) (api.Rese
 	return v.(api.Reservation), nil
 }
 
-// bookingTick is the part of bookings that stays with the loop: the
-// tick's transaction, in which the feature moves bookings along their
-// windows.
-type bookingTick struct{ o *Orchestrator }
-
-func (f bookingTick) Tick(ctx context.Context) { f.o.checkBookings(ctx) }
-
-// checkBookings moves bookings along their windows. Loop only.
-func (o *Orchestrator) checkBookings(ctx context.Context) {
-	o.inTx(ctx, "bookings", func(tx *txn) bool {
-		if o.bookings.Len() == 0 {
-			return false
-		}
-		o.bookings.Step(tx)
-		return !tx.batch.Empty() || o.notes.Pending()
-	})
-}
-
 // expire gives the jobs whose booking's window ended the time-limit
 // treatment (bookings.Books.Expire). Write lock held.
 func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
@@ -124,16 +106,16 @@ func (c bookingCluster) Active(id string) bool             { return c.o.active[i
 func (c bookingCluster) ActiveIDs() iter.Seq[string]       { return maps.Keys(c.o.active) }
 func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.PreemptGrace.Duration() }
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
-func (c bookingCluster) HasNode(id string) bool            { _, ok := c.o.reg.index[id]; return ok }
+func (c bookingCluster) HasNode(id string) bool            { return c.o.nodes.Has(id) }
 func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64) {
 	ownTxn(tx).chargeBookingIdle(r, gpuSeconds) // usage.go
 }
 
-func (c bookingCluster) NodeCount() int { return len(c.o.nodes) }
+func (c bookingCluster) NodeCount() int { return c.o.nodes.Len() }
 
 func (c bookingCluster) NodeAt(i int) bookings.Node {
-	n := &c.o.nodes[i]
-	return bookings.Node{ID: n.ID, Down: n.down, Devices: n.Devices}
+	n := c.o.nodes.At(i)
+	return bookings.Node{ID: n.ID, Down: n.IsDown(), Devices: n.Devices}
 }
 
 func (c bookingCluster) SortedActiveIDs() []string {

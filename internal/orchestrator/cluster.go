@@ -14,56 +14,6 @@ import (
 	"github.com/corral-sched/corral/internal/sched"
 )
 
-// nvlinkDomains numbers the node's NVLink domains: GPUs joined by NVLink,
-// directly or through others, share a number. GPUs with no peers get
-// domains of their own. Without any NVLink information at all, every GPU is
-// put in one domain, so that topology does not steer placement.
-func nvlinkDomains(devs []gpuinfo.Device) map[int]int {
-	out := make(map[int]int, len(devs))
-	anyLinks := false
-	parent := map[int]int{}
-	var find func(int) int
-	find = func(x int) int {
-		if p, ok := parent[x]; ok && p != x {
-			r := find(p)
-			parent[x] = r
-			return r
-		}
-		return x
-	}
-	for _, d := range devs {
-		parent[d.Index] = d.Index
-	}
-	for _, d := range devs {
-		for _, p := range d.NVLinkPeers {
-			if _, ok := parent[p]; ok {
-				anyLinks = true
-				a, b := find(d.Index), find(p)
-				if a != b {
-					parent[max(a, b)] = min(a, b)
-				}
-			}
-		}
-	}
-	for _, d := range devs {
-		if anyLinks {
-			out[d.Index] = find(d.Index)
-		} else {
-			out[d.Index] = 0
-		}
-	}
-	return out
-}
-
-// model returns the node's GPU model ("" without GPUs; the first device's
-// model when they differ).
-func (n *Node) model() string {
-	if len(n.Devices) == 0 {
-		return ""
-	}
-	return n.Devices[0].Model
-}
-
 // releaseJob frees every GPU the job holds in the books. Write lock held.
 func (o *Orchestrator) releaseJob(j *api.Job) {
 	o.parts.Release(j.ID, j.Allocation) // slices and shares (package gpushare)
@@ -78,29 +28,25 @@ func (o *Orchestrator) releaseJob(j *api.Job) {
 	}
 }
 
-// snapshotNodes is the core's view of the nodes, with the GPUs that are
-// neither allocated, held nor busy with foreign processes marked free.
-// Read lock held (or loop).
+// snapshotNodes is the core's view of the nodes (nodebook.Node.Snap),
+// with the GPUs that are allocated or held marked not free, and the
+// slices and shares of MIG and shared GPUs added. Read lock held (or
+// loop).
 func (o *Orchestrator) snapshotNodes() []sched.Node {
-	out := make([]sched.Node, 0, len(o.nodes))
-	for i := range o.nodes {
-		n := &o.nodes[i]
-		var foreign map[int]bool // nil reads as none
-		for _, f := range n.foreign {
-			if foreign == nil {
-				foreign = map[int]bool{}
-			}
-			foreign[f.GPU] = true
-		}
-		sn := sched.Node{ID: n.ID, Schedulable: n.schedulable() && n.diskFull == "", DiskFull: n.diskFull, Labels: n.Labels, GPUs: make([]sched.GPU, 0, len(n.Devices))}
-		for _, d := range n.Devices {
+	out := make([]sched.Node, 0, o.nodes.Len())
+	for i := range o.nodes.Len() {
+		n := o.nodes.At(i)
+		sn := n.Snap()
+		for k := range sn.GPUs {
+			g, d := &sn.GPUs[k], &n.Devices[k]
 			_, busy := o.owner[gpuKey{n.ID, d.Index}]
-			g := sched.GPU{Index: d.Index, Model: d.Model, MemoryMiB: d.MemoryMiB,
-				Free: !busy && !foreign[d.Index], Foreign: !busy && foreign[d.Index], Domain: n.domain[d.Index]}
-			if d.Shared || d.MIG != nil { // slices and shares (package gpushare)
-				o.parts.Snap(&g, gpushare.Key{Node: n.ID, GPU: d.Index}, d.MIG, d.Shared, busy || foreign[d.Index], o.holderLabel)
+			taken := busy || g.Foreign
+			if busy {
+				g.Free, g.Foreign = false, false
 			}
-			sn.GPUs = append(sn.GPUs, g)
+			if d.Shared || d.MIG != nil { // slices and shares (package gpushare)
+				o.parts.Snap(g, gpushare.Key{Node: n.ID, GPU: d.Index}, d.MIG, d.Shared, taken, o.holderLabel)
+			}
 		}
 		out = append(out, sn)
 	}
@@ -159,25 +105,9 @@ func (o *Orchestrator) allocate(id, user string, ps []sched.Placement) []api.All
 
 type Capacity = jobspec.Capacity
 
-// capacity reads the cluster's capacity. Read lock held.
-func (o *Orchestrator) capacity() Capacity {
-	c := Capacity{Nodes: len(o.nodes), Pools: o.cfg.Pools}
-	seen := map[string]bool{}
-	for _, n := range o.nodes {
-		if len(n.Devices) > c.MaxGPUs || c.LargestNode == "" {
-			c.MaxGPUs, c.LargestNode = max(c.MaxGPUs, len(n.Devices)), n.ID
-		}
-		for _, d := range n.Devices {
-			c.MaxMemoryGB = max(c.MaxMemoryGB, float64(d.MemoryMiB)/1024)
-			if !seen[d.Model] {
-				seen[d.Model] = true
-				c.Models = append(c.Models, d.Model)
-			}
-		}
-	}
-	slices.Sort(c.Models)
-	return c
-}
+// capacity reads the cluster's capacity (nodebook.Book.Capacity). Read
+// lock held.
+func (o *Orchestrator) capacity() Capacity { return o.nodes.Capacity(o.cfg.Pools) }
 
 // Hold takes GPUs for work run outside Corral: they go to no job until
 // Release. It fails with a 409 when they are not free now.
@@ -268,9 +198,9 @@ func (o *Orchestrator) Release(ctx context.Context, holdID string) (api.Hold, er
 // the latest reading.
 func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	o.mu.RLock()
-	sources := make([]gpuinfo.Source, len(o.nodes))
-	for i := range o.nodes {
-		sources[i] = o.nodes[i].Telemetry
+	sources := make([]gpuinfo.Source, o.nodes.Len())
+	for i, n := range o.nodes.All() {
+		sources[i] = n.Telemetry
 	}
 	o.mu.RUnlock()
 	direct := make([][]gpuinfo.Telemetry, len(sources))
@@ -284,36 +214,16 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	cs := api.ClusterStatus{Nodes: []api.Node{}}
-	for i := range o.nodes {
-		n := &o.nodes[i]
-		an := api.Node{NodeID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, GPUCount: len(n.Devices),
-			GPUType: n.model(), State: o.state(n), Simulated: n.Simulated, GPUs: []api.GPU{}, DiskFull: n.diskFull,
-			Containment: containmentOf(n), Pool: poolOf(n)}
-		if !n.lastSeen.IsZero() {
-			t := n.lastSeen
-			an.LastSeen = &t
+	for i, n := range o.nodes.All() {
+		var d0 []gpuinfo.Telemetry
+		if i < len(direct) {
+			d0 = direct[i]
 		}
-		for _, d := range n.Devices {
-			g := api.GPU{ID: d.Index, UUID: d.UUID, Model: d.Model, MemoryTotal: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG}
-			if i < len(direct) {
-				for _, t := range direct[i] {
-					if t.Index == d.Index {
-						g.MemoryUsed, g.Utilization, g.Temperature = t.MemoryUsedMiB, t.Utilization, t.Temperature
-					}
-				}
-			}
-			for _, r := range n.readings {
-				if r.Index == d.Index {
-					g.MemoryUsed, g.Utilization, g.Temperature = r.MemoryUsedMiB, r.Utilization, r.Temperature
-				}
-			}
-			for _, f := range n.foreign {
-				if f.GPU == d.Index {
-					g.Foreign = append(g.Foreign, f)
-				}
-			}
+		an := n.View(o.state(n), d0) // nodebook: the node, its GPUs' readings and foreign processes
+		for k := range an.GPUs {
+			g, d := &an.GPUs[k], &n.Devices[k]
 			cs.TotalGPUs++
-			partsBusy := o.gpuParts(&g, n.ID, &d) // its slices' and shares' holders (package gpushare)
+			partsBusy := o.gpuParts(g, n.ID, d) // its slices' and shares' holders (package gpushare)
 			switch holder, ok := o.owner[gpuKey{n.ID, d.Index}]; {
 			case ok:
 				g.AllocatedTo = &holder
@@ -329,11 +239,10 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 				cs.AllocatedGPUs++
 			case len(g.Foreign) > 0:
 				cs.ForeignGPUs++
-			case n.down:
+			case n.IsDown():
 			default:
 				cs.AvailableGPUs++
 			}
-			an.GPUs = append(an.GPUs, g)
 		}
 		cs.Nodes = append(cs.Nodes, an)
 	}

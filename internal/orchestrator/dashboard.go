@@ -7,6 +7,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/arrays"
+	"github.com/corral-sched/corral/internal/readview"
 )
 
 // ActiveJobs returns the jobs holding GPUs (scheduled, allocating,
@@ -29,7 +30,7 @@ func (o *Orchestrator) ActiveJobs() []api.Job {
 // the other, so they may be a commit apart. The rows' waits are as of At.
 func (o *Orchestrator) Dashboard(ctx context.Context) api.DashboardUpdate {
 	now := o.cfg.Now()
-	return api.DashboardUpdate{At: now.UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: pageQueue(arrays.Trim(o.queueView(), dashboardArrayRows), 0, DashboardQueueRows, now), Active: o.ActiveJobs()}
+	return api.DashboardUpdate{At: now.UTC(), Status: o.Status(), Cluster: o.Cluster(ctx), Queue: readview.PageQueue(arrays.Trim(o.queueView(), dashboardArrayRows), 0, DashboardQueueRows, now), Active: o.ActiveJobs()}
 }
 
 // dashboardArrayRows is how many of an array's queued tasks the

@@ -13,12 +13,12 @@ import (
 // words; "": it is not). It never blocks.
 func (o *Orchestrator) NodeDisk(nodeID, full string) {
 	full = nodebook.DiskNote(full)
-	o.reg.events.push(nodeEvent{nodeID: nodeID, disk: &full})
+	o.news.push(nodeEvent{nodeID: nodeID, disk: &full})
 }
 
 // setDiskFull applies NodeDisk's news to n. Loop only, write lock held.
 func (o *Orchestrator) setDiskFull(n *Node, full string) {
-	switch nodebook.DiskChange(n.diskFull, full) {
+	switch n.SetDiskFull(full) {
 	case nodebook.DiskSame:
 		return
 	case nodebook.DiskFull:
@@ -27,6 +27,5 @@ func (o *Orchestrator) setDiskFull(n *Node, full string) {
 	case nodebook.DiskRoom:
 		o.log.Info("node takes new jobs again: its log disk has room", "node", n.ID)
 	}
-	n.diskFull = full
 	o.dirty = true
 }

@@ -31,8 +31,7 @@ func (o *Orchestrator) features() []any {
 		o.queueLimits(), // what one user and the cluster may queue, interactive work's limits (feature/limits)
 		o.holds,         // GPUs held outside the queue: their share of the snapshot
 		holdExpiry{o},   // holds past their expiry release their GPUs (holds.go)
-		o.bookings,      // bookings: who may submit to one, blocked intervals, their books at recovery (feature/bookings)
-		bookingTick{o},  // bookings move along their windows, each tick in a transaction (bookings.go)
+		o.bookings,      // bookings: who may submit to one, blocked intervals, moved along their windows each tick, their books at recovery (feature/bookings)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim,      // what idle reclaim kept of an ended job's connections
 		idleReclaim{o}, // interactive jobs idle too long are reclaimed (feature/reclaim's Step, in a transaction of the loop's)

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature/sizes"
+	"github.com/corral-sched/corral/internal/readview"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -64,63 +64,13 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 		}
 		full = len(old) == f.Limit || cut
 	}
-	return mergePage(views, old, f.Limit, full)
+	page, next := readview.MergePage(views, old, f.Limit, full)
+	return page, next, nil
 }
 
-// PageBytes bounds a page of GET /jobs (and GET /queue) by size as well
-// as by count: a page stops, with its next cursor, once its jobs' JSON
-// would pass about this many bytes (three listings of 400 jobs
-// of 1 MB each, 396 MB of JSON apiece, took the server to 6.3 GB).
-const PageBytes = 8 << 20
-
-// viewBytes estimates a job's JSON: its own text (sizes.go) and about a
-// kilobyte of the rest.
-func viewBytes(j *api.Job) int64 { return sizes.JobBytes(j) + 1024 }
-
-// mergePage merges a page of jobs from memory (views, newest first) with
-// one from the store (old, newest first), at most limit of them and about
-// PageBytes, and returns the next page's cursor. A job in both is listed
-// once, from the store. When the store's page is full, nothing below its
-// last row is listed: the store has not been read there yet.
-func mergePage(views, old []api.Job, limit int, full bool) ([]api.Job, string, error) {
-	bound := ""
-	if full {
-		bound = old[len(old)-1].ID
-	}
-	stored := make(map[string]bool, len(old))
-	for i := range old {
-		stored[old[i].ID] = true
-	}
-	out := make([]api.Job, 0, min(limit, len(views)+len(old)))
-	i, k := 0, 0
-	size := int64(0)
-	for len(out) < limit && size < PageBytes && (i < len(views) || k < len(old)) {
-		switch {
-		case i < len(views) && stored[views[i].ID]:
-			i++ // ended meanwhile: listed from the store
-		case k >= len(old) || (i < len(views) && views[i].ID > old[k].ID):
-			if views[i].ID < bound {
-				i = len(views) // on the next page
-				continue
-			}
-			out = append(out, views[i])
-			size += viewBytes(&views[i])
-			i++
-		default:
-			out = append(out, endedView(&old[k], false))
-			size += viewBytes(&old[k])
-			k++
-		}
-	}
-	next := ""
-	switch {
-	case len(out) == limit || (size >= PageBytes && (i < len(views) || k < len(old) || full)):
-		next = out[len(out)-1].ID
-	case full:
-		next = bound
-	}
-	return out, next, nil
-}
+// PageBytes bounds a page of GET /jobs and GET /queue by size (package
+// readview).
+const PageBytes = readview.PageBytes
 
 // maxSkipArrays is the most arrays in memory whose tasks a page's query
 // leaves out by id (one SQL parameter each).

@@ -7,40 +7,27 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
 // Liveness is judged on the server's own running time (package nodebook
-// says how): the loop's looks at Config.Clock (o.reg.watch) forgive a stall of
+// says how): the loop's looks at Config.Clock (o.nodes) forgive a stall of
 // the server to every node that is up, through its grace.
 
 // silentFor is how long the node has been silent in the server's
 // attention at now: since its last report, or since the end of the
 // server's last stall or its start, whichever is later. Lock held.
 func (o *Orchestrator) silentFor(n *Node, now time.Time) time.Duration {
-	return now.Sub(n.silentSince())
+	return now.Sub(n.SilentSince())
 }
-
-// silentSince is when the node's silence began to count.
-func (n *Node) silentSince() time.Time { return nodebook.SilentSince(n.lastSeen, n.grace) }
 
 // attend is the loop's look at its own clock: a stall since its last look
 // is forgiven to every node that is up, by moving the start of its
 // silence forward by the stall. Loop only, write lock held.
 func (o *Orchestrator) attend() {
-	stall := o.reg.watch.Look(o.cfg.Clock(), o.cfg.Tick)
+	stall, nodes := o.nodes.Attend(o.cfg.Clock(), o.cfg.Tick)
 	if stall == 0 {
 		return
-	}
-	nodes := 0
-	for i := range o.nodes {
-		n := &o.nodes[i]
-		if n.static || n.down {
-			continue
-		}
-		n.grace = n.silentSince().Add(stall)
-		nodes++
 	}
 	o.log.Warn("the server stalled (its process stopped, its machine slept, or its store or lock held it); the stall does not count against its nodes' --node-ttl",
 		"stalled_for", stall.Round(time.Millisecond), "nodes", nodes, "node_ttl", o.cfg.NodeTTL)
@@ -56,16 +43,10 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 	o.mu.Lock()
 	// Reports that came in while the loop waited (for the lock, for the
 	// store) count before any node is judged.
-	o.applyNodeEventsLocked(ctx, o.reg.events.take())
+	o.applyNodeEventsLocked(ctx, o.news.take())
 	now := o.cfg.Now() // before attend reads Clock: a stall seen by one is seen by the other
 	o.attend()
-	var lost []*Node
-	for i := range o.nodes {
-		n := &o.nodes[i]
-		if !n.static && !n.down && o.silentFor(n, now) > o.cfg.NodeTTL {
-			lost = append(lost, n)
-		}
-	}
+	lost := o.nodes.Lost(now, o.cfg.NodeTTL)
 	if len(lost) == 0 {
 		o.mu.Unlock()
 		return
@@ -89,10 +70,10 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 
 // markDown marks the node down, with an alert. Write lock held.
 func (o *Orchestrator) markDown(n *Node, at time.Time) {
-	n.down = true
+	n.MarkDown()
 	o.dirty = true
-	since := n.silentSince() // its last report, or the server's start if it has not reported since
-	o.log.Warn("node down", "node", n.ID, "last_seen", n.lastSeen, "silent_since", since)
+	since := n.SilentSince() // its last report, or the server's start if it has not reported since
+	o.log.Warn("node down", "node", n.ID, "last_seen", n.LastSeen(), "silent_since", since)
 	o.notes.Alert(notify.AlertNodeDown, at, n.ID, nil, "node %s is down: silent since %s", n.ID, since.UTC().Format(time.RFC3339))
 }
 
@@ -125,9 +106,9 @@ func (o *Orchestrator) reviveBusyDownNodes() {
 			busy[j.NodeID] = true // a job of no GPUs
 		}
 	}
-	for i := range o.nodes {
-		if n := &o.nodes[i]; n.down && busy[n.ID] {
-			n.down, n.grace = false, o.cfg.Now()
+	for _, n := range o.nodes.All() {
+		if n.IsDown() && busy[n.ID] {
+			n.MarkUp(o.cfg.Now())
 			o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
 		}
 	}

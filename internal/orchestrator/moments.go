@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -33,9 +34,14 @@ type moments struct {
 	load     []feature.Loader
 }
 
-// register sorts features into the moments they serve.
-func (m *moments) register(features []any) {
+// register sorts features into the moments they serve. A TxTicker
+// ticks in a transaction of the loop's (txTick), in its place among the
+// Tickers.
+func (m *moments) register(o *Orchestrator, features []any) {
 	for _, f := range features {
+		if c, ok := f.(feature.TxTicker); ok {
+			m.tick = append(m.tick, txTick{o, c})
+		}
 		if c, ok := f.(feature.SubmitCheck); ok {
 			m.submit = append(m.submit, c)
 		}
@@ -61,6 +67,20 @@ func (m *moments) register(features []any) {
 			m.load = append(m.load, c)
 		}
 	}
+}
+
+// txTick runs a TxTicker in a transaction of the loop's own (inTx),
+// committed when the feature did work and the batch has rows or
+// notifications wait to be written.
+type txTick struct {
+	o *Orchestrator
+	f feature.TxTicker
+}
+
+func (t txTick) Tick(ctx context.Context) {
+	t.o.inTx(ctx, t.f.TickName(), func(tx *txn) bool {
+		return t.f.TickTx(tx) && (!tx.batch.Empty() || t.o.notes.Pending())
+	})
 }
 
 // admit runs the submission through every SubmitCheck, in order; the

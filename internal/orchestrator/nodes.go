@@ -5,10 +5,8 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
-	"github.com/corral-sched/corral/internal/ring"
 )
 
 // Node states as the API shows them (package nodebook).
@@ -20,101 +18,32 @@ const (
 	NodeDrained  = nodebook.Drained
 )
 
-// Node is a node the orchestrator schedules on. Nodes come from agents that
-// register; a node given in Config (tests, embedding) is up from the start.
-type Node struct {
-	ID        string
-	Hostname  string
-	Address   string // where other nodes reach it: a gang's CORRAL_MASTER_ADDR
-	Labels    map[string]string
-	Devices   []gpuinfo.Device
-	Telemetry gpuinfo.Source // readings taken by the server itself; nil: from the agent's reports
-	Simulated bool
-	// Containment is how its agent holds jobs (api.Node's containment).
-	Containment string
-
-	agent    string      // hex SHA-256 of the id of the agent that registered it last; "": none
-	domain   map[int]int // GPU index -> NVLink domain (see nvlinkDomains)
-	static   bool        // given in Config: never times out
-	down     bool
-	cordoned bool
-	draining bool
-	lastSeen time.Time
-	// grace: the node's silence counts from here when later than
-	// lastSeen: the server's start, or the end of its last stall
-	// (liveness.go).
-	grace    time.Time
-	readings []api.GPUReading
-	foreign  []api.ForeignProcess
-	history  ring.Ring[Sample]
-	diskFull string // the agent says its log disk is full (disk.go); "": it is not
-}
+// Node is a node the orchestrator schedules on (package nodebook).
+type Node = nodebook.Node
 
 // Sample is one telemetry reading of a node, kept for graphs.
 type Sample = nodebook.Sample
-
-// nodeRecord is a node as the store keeps it.
-type nodeRecord = nodebook.Record
-
-func (n *Node) record() nodeRecord {
-	r := nodeRecord{ID: n.ID, Hostname: n.Hostname, Address: n.Address, Labels: n.Labels, Simulated: n.Simulated,
-		Cordoned: n.cordoned, Draining: n.draining, Agent: n.agent, GPUs: []api.AgentGPU{}, Containment: n.Containment, Down: n.down && !n.static}
-	for _, d := range n.Devices {
-		r.GPUs = append(r.GPUs, api.AgentGPU{Index: d.Index, UUID: d.UUID, Model: d.Model, MemoryMiB: d.MemoryMiB, NVLinkPeers: d.NVLinkPeers, Simulated: d.Simulated, MIG: d.MIG, Shared: d.Shared})
-	}
-	return r
-}
-
-func nodeFromRecord(r nodeRecord) Node {
-	n := Node{ID: r.ID, Hostname: r.Hostname, Address: r.Address, Labels: withPool(r.Labels), Simulated: r.Simulated,
-		cordoned: r.Cordoned, draining: r.Draining, agent: r.Agent, Containment: r.Containment, down: r.Down}
-	for _, g := range r.GPUs {
-		n.Devices = append(n.Devices, gpuinfo.Device{Index: g.Index, UUID: g.UUID, Model: g.Model, MemoryMiB: g.MemoryMiB, NVLinkPeers: g.NVLinkPeers, Simulated: g.Simulated, MIG: g.MIG, Shared: g.Shared})
-	}
-	n.domain = nvlinkDomains(n.Devices)
-	return n
-}
 
 // persistNode writes the node's record in the transaction.
 func (tx *txn) persistNode(n *Node) {
 	if tx.batch.Nodes == nil {
 		tx.batch.Nodes = map[string]string{}
 	}
-	tx.batch.Nodes[n.ID] = n.record().Encode()
+	tx.batch.Nodes[n.ID] = n.Record().Encode()
 }
 
 // node returns the node with the given id. Lock held (or loop).
-func (o *Orchestrator) node(id string) *Node {
-	if i, ok := o.reg.index[id]; ok {
-		return &o.nodes[i]
-	}
-	return nil
-}
+func (o *Orchestrator) node(id string) *Node { return o.nodes.Get(id) }
 
 // addNode appends a node to the registry. Write lock held.
-func (o *Orchestrator) addNode(n Node) *Node {
-	if n.domain == nil {
-		n.domain = nvlinkDomains(n.Devices)
-	}
-	n.Labels = withPool(n.Labels) // pools.go
-	o.reg.index[n.ID] = len(o.nodes)
-	o.nodes = append(o.nodes, n)
-	return &o.nodes[len(o.nodes)-1]
-}
+func (o *Orchestrator) addNode(n Node) *Node { return o.nodes.Add(n) }
 
 // state is the node's state for the API (nodebook.State). Its jobs are
 // counted only when it drains: a view of a large cluster asks every node.
 // Lock held.
 func (o *Orchestrator) state(n *Node) string {
-	active := 0
-	if n.draining && !n.down {
-		active = o.activeOn(n.ID)
-	}
-	return nodebook.State(n.down, n.cordoned, n.draining, active)
+	return n.State(func() int { return o.activeOn(n.ID) })
 }
-
-// schedulable reports whether new jobs may start on the node.
-func (n *Node) schedulable() bool { return !n.down && !n.cordoned && !n.draining }
 
 // activeOn counts the jobs placed on a node, jobs of no GPUs included.
 // Lock held.
@@ -145,7 +74,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		o.attend() // a stall just ended does not open a node to another agent
 		now := o.cfg.Now()
 		n := o.node(reg.NodeID)
-		if n != nil && !n.static && !n.down && n.agent != "" && n.agent != nodebook.AgentHash(reg.AgentID) {
+		if n != nil && n.HeldByOther(reg.AgentID) {
 			if err := nodebook.InUse(reg.NodeID, o.silentFor(n, now), o.cfg.NodeTTL); err != nil {
 				return nil, err
 			}
@@ -153,31 +82,16 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 		if n == nil {
 			n = o.addNode(Node{ID: reg.NodeID})
 			o.log.Info("node registered", "node", reg.NodeID, "gpus", len(reg.GPUs), "hostname", reg.Hostname)
-		} else if n.down {
+		} else if n.IsDown() {
 			o.log.Info("node is back", "node", reg.NodeID)
 			o.notes.Alert(notify.AlertNodeUp, tx.now, n.ID, nil, "node %s is back up (its agent registered again)", n.ID)
 		}
-		fresh := nodeFromRecord(n.record().Register(reg, addr))
-		fresh.Telemetry, fresh.lastSeen = n.Telemetry, now
-		fresh.history = n.history
-		fresh.diskFull = nodebook.DiskNote(reg.DiskFull) // disk.go
-		*n = fresh
+		*n = n.Reregistered(reg, addr, now)
 		tx.persistNode(n)
 		o.dirty = true
 		return nil, nil
 	})
 	return err
-}
-
-// nodeRegistry is what the loop keeps beside o.nodes: where each node
-// is in it, its look at its own clock for liveness (package nodebook),
-// and the node news waiting for it. index and watch are guarded by o.mu;
-// events has a lock of its own: any goroutine pushes news without
-// waiting for the loop.
-type nodeRegistry struct {
-	index  map[string]int   // node id -> position in o.nodes
-	watch  nodebook.Watch   // the loop's last look at Config.Clock (liveness.go)
-	events queue[nodeEvent] // NodeSeen, NodeDown, NodeDisk
 }
 
 // nodeEvent is telemetry or liveness news about a node, applied by the loop.
@@ -193,12 +107,12 @@ type nodeEvent struct {
 // NodeSeen records a node's sync: it is alive, with these readings. It
 // never blocks.
 func (o *Orchestrator) NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time) {
-	o.reg.events.push(nodeEvent{nodeID: nodeID, at: at, readings: readings, foreign: foreign})
+	o.news.push(nodeEvent{nodeID: nodeID, at: at, readings: readings, foreign: foreign})
 }
 
 // NodeDown records that a node went silent past its TTL. It never blocks.
 func (o *Orchestrator) NodeDown(nodeID string, at time.Time) {
-	o.reg.events.push(nodeEvent{nodeID: nodeID, at: at, down: true})
+	o.news.push(nodeEvent{nodeID: nodeID, at: at, down: true})
 }
 
 // applyNodeEvents applies node news. A node that goes down or comes back
@@ -230,28 +144,23 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 			continue
 		}
 		if ev.down {
-			if !n.down {
+			if !n.IsDown() {
 				o.markDown(n, ev.at) // liveness.go
 				flipped = append(flipped, n)
 			}
 			continue
 		}
-		if n.down {
-			n.down = false
+		if n.IsDown() {
+			n.MarkUp(time.Time{})
 			flipped = append(flipped, n)
 			o.dirty = true
 			o.log.Info("node up", "node", n.ID)
 			o.notes.Alert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
 		}
 		o.notes.NodeReadings(n.ID, ev.readings, ev.foreign, ev.at)
-		if ev.at.After(n.lastSeen) {
-			n.lastSeen = ev.at
-		}
-		n.foreign = ev.foreign
+		n.Seen(ev.at, ev.readings, ev.foreign)
 		if ev.readings != nil {
 			o.spend.IntegrateReadings(n.ID, ev.readings, ev.at) // feature/spend: used GPU time
-			n.readings = ev.readings
-			n.recordSample(Sample{At: ev.at, Readings: ev.readings})
 			o.checkIdle(n, ev.at)
 		}
 		if len(ev.foreign) > 0 {
@@ -261,7 +170,7 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 	if len(flipped) > 0 {
 		tx := o.begin()
 		for _, n := range flipped {
-			if !n.static {
+			if !n.Static() {
 				tx.persistNode(n)
 			}
 		}
@@ -272,11 +181,6 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 	o.notify()
 }
 
-// recordSample adds a telemetry sample to the node's history.
-func (n *Node) recordSample(s Sample) {
-	n.history.Push(s, nodebook.HistoryLen)
-}
-
 // SetNodeState cordons, drains or uncordons a node; persisted.
 func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) (api.NodeAction, error) {
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
@@ -284,8 +188,7 @@ func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) 
 		if n == nil {
 			return nil, api.NotFound("no node %q", nodeID)
 		}
-		var err error
-		if n.cordoned, n.draining, err = nodebook.Act(action, n.cordoned, n.draining); err != nil {
+		if err := n.Act(action); err != nil {
 			return nil, err
 		}
 		tx.persistNode(n)
@@ -307,21 +210,15 @@ func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error)
 	if n == nil {
 		return nil, api.NotFound("no node %q", nodeID)
 	}
-	out := []Sample{}
-	for s := range n.history.All() {
-		if !s.At.Before(since) {
-			out = append(out, *s)
-		}
-	}
-	return out, nil
+	return n.Samples(since), nil
 }
 
 // checkIdle flags running jobs whose GPUs on the node have stayed under the
 // idle threshold for the idle window, and clears the flag when they work
 // again. Write lock held.
 func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
-	util := make(map[int]int, len(n.readings))
-	for _, r := range n.readings {
+	util := make(map[int]int, len(n.Readings()))
+	for _, r := range n.Readings() {
 		util[r.Index] = r.Utilization
 	}
 	rule := nodebook.IdleRule{Threshold: o.policy.IdleThreshold, Window: o.policy.IdleWindow.Duration()}

@@ -30,9 +30,9 @@ func (o *Orchestrator) notebookSlice(j *api.Job) {
 		return
 	}
 	var ms []*api.MIG
-	for i := range o.nodes {
-		for k := range o.nodes[i].Devices {
-			ms = append(ms, o.nodes[i].Devices[k].MIG)
+	for _, n := range o.nodes.All() {
+		for k := range n.Devices {
+			ms = append(ms, n.Devices[k].MIG)
 		}
 	}
 	if slices.ContainsFunc(gpushare.Profiles(ms), func(x string) bool { return strings.EqualFold(x, p) }) {

@@ -42,6 +42,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/feature/spend"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -63,10 +64,10 @@ type Orchestrator struct {
 	active    map[string]bool // jobs holding GPUs: scheduled, allocating, running
 	holds     *holds.Books    // GPUs held outside the queue (package holds)
 	idem      map[string]string
-	owner     map[gpuKey]string // GPU -> job id or hold id
-	parts     *gpushare.Books   // MIG slices and MPS shares held (package gpushare); never in owner
-	nodes     []Node
-	reg       nodeRegistry                // the nodes' index, liveness watch and news (nodes.go)
+	owner     map[gpuKey]string           // GPU -> job id or hold id
+	parts     *gpushare.Books             // MIG slices and MPS shares held (package gpushare); never in owner
+	nodes     nodebook.Book               // the nodes, by id, and the loop's watch on its clock (package nodebook)
+	news      queue[nodeEvent]            // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
 	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
 	on        moments                     // the features, by the moments they serve (features.go)
 	plan      map[string]sched.StartRange // estimated starts with their ranges, from the last plan
@@ -159,7 +160,6 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		holds:     holds.New(cfg.Limits.MaxInteractiveTime),
 		idem:      map[string]string{},
 		owner:     map[gpuKey]string{},
-		reg:       nodeRegistry{index: map[string]int{}},
 		parts:     gpushare.New(),
 		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
@@ -184,12 +184,12 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.runtimes = runtimes.New(spendCluster{o})
 	o.bookings = bookings.New(bookingCluster{o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
 		Now: cfg.Now, Holds: o.holds, Notes: o.notes, Log: cfg.Logger})
-	o.on.register(o.features())
+	o.on.register(o, o.features())
 	o.updates.notify = make(chan struct{}, 1)
 	o.health.sig.Store(new(make(chan struct{})))
-	o.reg.events.notify = make(chan struct{}, 1)
+	o.news.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
-		n.static, n.lastSeen = true, cfg.Now()
+		n.MakeStatic(cfg.Now())
 		o.addNode(n)
 	}
 	o.startedAt = cfg.Now()
@@ -242,8 +242,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			} else {
 				o.applyUpdates(ctx, us)
 			}
-		case <-o.reg.events.notify:
-			o.applyNodeEvents(ctx, o.reg.events.take())
+		case <-o.news.notify:
+			o.applyNodeEvents(ctx, o.news.take())
 		case <-o.limits.c():
 			o.limits.fired()
 			o.checkTimeLimits(ctx) // at the limit itself, not the next tick

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/readview"
 )
 
 // QueuePageOf is QueuePage over one user's queued jobs: their rows in the
@@ -42,7 +43,7 @@ func (o *Orchestrator) QueuePageOf(user string, limit int, cursor string) (api.Q
 		}
 	}
 	r.Arrays = kept
-	r = pageQueue(r, after, limit, o.cfg.Now())
+	r = readview.PageQueue(r, after, limit, o.cfg.Now())
 	if r.QueuedJobs == nil {
 		r.QueuedJobs = []api.QueuedJob{}
 	}

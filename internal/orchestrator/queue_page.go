@@ -1,12 +1,11 @@
 package orchestrator
 
 import (
-	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/readview"
 )
 
 // DefaultQueuePage is how many queued jobs GET /queue returns when the
@@ -33,7 +32,7 @@ func (o *Orchestrator) QueuePage(limit int, cursor string) (api.QueueResponse, e
 		}
 		after = n
 	}
-	return pageQueue(o.queueView(), after, limit, o.cfg.Now()), nil
+	return readview.PageQueue(o.queueView(), after, limit, o.cfg.Now()), nil
 }
 
 // queueCache is the last queue view Queue computed and the generation
@@ -64,7 +63,7 @@ const SyncQueueView = 10000
 // queueView is Queue, from the cache when nothing changed since it was
 // computed (or, past SyncQueueView queued jobs, while the next view is
 // being computed); the times that depend on now (waits, statistics) are
-// fresh. The rows are shared: callers copy what they change (pageQueue
+// fresh. The rows are shared: callers copy what they change (readview.PageQueue
 // does).
 //
 // Past SyncQueueView queued jobs a reader never waits for the
@@ -114,35 +113,4 @@ func (o *Orchestrator) statsNow() api.QueueStatistics {
 		return o.views.queue.stats
 	}
 	return o.Statistics() // none yet: wait for the lock once
-}
-
-// pageQueue keeps the rows of r after the first after, at most limit of
-// them and about PageBytes (jobs_page.go) of JSON, with their waits as of
-// now, and sets the next cursor.
-func pageQueue(r api.QueueResponse, after, limit int, now time.Time) api.QueueResponse {
-	rows := r.QueuedJobs[min(after, len(r.QueuedJobs)):]
-	if limit > 0 && len(rows) > limit {
-		rows = rows[:limit]
-	}
-	size := int64(0)
-	for i := range rows {
-		if size += queuedRowBytes(&rows[i]); size >= PageBytes && i+1 < len(rows) {
-			rows = rows[:i+1]
-			break
-		}
-	}
-	if n := after + len(rows); n < len(r.QueuedJobs) {
-		r.NextCursor = strconv.Itoa(n)
-	}
-	r.QueuedJobs = slices.Clone(rows) // the cache's rows are shared
-	for i := range r.QueuedJobs {
-		r.QueuedJobs[i].WaitClock(now)
-	}
-	return r
-}
-
-// queuedRowBytes estimates a row's JSON: its text and about 600 bytes of
-// the rest.
-func queuedRowBytes(q *api.QueuedJob) int64 {
-	return int64(len(q.ID)+len(q.Name)+len(q.User)+len(q.Project)+len(q.PendingReason)+len(q.PendingMessage)+len(q.ArrayJobID)+len(q.EstimateBasis)) + 600
 }

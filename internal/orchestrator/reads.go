@@ -2,10 +2,9 @@ package orchestrator
 
 import (
 	"errors"
-	"maps"
-	"slices"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/readview"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -30,22 +29,6 @@ func (o *Orchestrator) beforeRead(what string) {
 	}
 }
 
-// endedView copies a job read from the store for the API. An ended job's
-// view needs nothing of memory (view adds a queued job's position and
-// plan), so no lock is held.
-func endedView(j *api.Job, withEvents bool) api.Job {
-	v := *j
-	v.Env = maps.Clone(j.Env)
-	v.Allocation = slices.Clone(j.Allocation)
-	if v.Allocation == nil {
-		v.Allocation = []api.Allocation{}
-	}
-	if !withEvents {
-		v.Events = nil
-	}
-	return v
-}
-
 // jobAnywhere returns a job's view from memory (live, or recently ended),
 // or else from the store, read without the lock; false when neither holds
 // it (or the store cannot be read). A job leaves memory only after the
@@ -67,7 +50,7 @@ func (o *Orchestrator) jobAnywhere(id string, withEvents bool) (api.Job, bool) {
 		}
 		return api.Job{}, false
 	}
-	v := endedView(&j, withEvents)
+	v := readview.Ended(&j, withEvents)
 	v.Policy = policy // as view gives it
 	return v, true
 }

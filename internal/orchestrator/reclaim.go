@@ -98,14 +98,10 @@ func (r running) PreemptGrace() time.Duration     { return r.o.policy.PreemptGra
 // Util reads a GPU's last utilization from its node's report.
 func (r running) Util(nodeID string, gpu int) (pct int, node, read bool) {
 	o := r.o
-	i, ok := o.reg.index[nodeID]
-	if !ok {
+	n := o.nodes.Get(nodeID)
+	if n == nil {
 		return 0, false, false
 	}
-	for _, rd := range o.nodes[i].readings {
-		if rd.Index == gpu {
-			return rd.Utilization, true, true
-		}
-	}
-	return 0, true, false
+	pct, read = n.Util(gpu)
+	return pct, true, read
 }

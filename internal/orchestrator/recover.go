@@ -10,6 +10,7 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/holds"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -44,13 +45,13 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		if o.node(id) != nil {
 			continue // given in Config
 		}
-		var rec nodeRecord
+		var rec nodebook.Record
 		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
 			return fmt.Errorf("recover: node %s: %w", id, err)
 		}
-		n := nodeFromRecord(rec)
-		if !n.down {
-			n.grace = o.cfg.Now() // it has a TTL from now to report again
+		n := nodebook.FromRecord(rec)
+		if !n.IsDown() {
+			n.GraceFrom(o.cfg.Now()) // it has a TTL from now to report again
 		} // down before the restart: it stays down until its agent registers (liveness.go)
 		o.addNode(n)
 	}
@@ -234,10 +235,10 @@ func placedOn(j *api.Job, id string) bool {
 // its node (api.Job.NodeID), runs: `corral up`'s own machine. "" where
 // there are several: such a job is settled as lost.
 func (o *Orchestrator) onlyNode() string {
-	if len(o.nodes) != 1 {
+	if o.nodes.Len() != 1 {
 		return ""
 	}
-	return o.nodes[0].ID
+	return o.nodes.At(0).ID
 }
 
 // resetAttempt clears what belonged to the job's last attempt when it goes

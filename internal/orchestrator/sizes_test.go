@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/readview"
 )
 
 // TestJobSizeLimits: a command or env past its byte limit is a 422 naming
@@ -135,9 +136,9 @@ func TestPagesBoundedByBytes(t *testing.T) {
 		size := int64(0)
 		for i := range jobs {
 			seen[jobs[i].ID]++
-			size += viewBytes(&jobs[i])
+			size += readview.JobBytes(&jobs[i])
 		}
-		if size > PageBytes+viewBytes(&jobs[0]) {
+		if size > PageBytes+readview.JobBytes(&jobs[0]) {
 			t.Errorf("page %d: %d jobs of about %d bytes, more than %d", pages, len(jobs), size, PageBytes)
 		}
 		if next == "" || pages > n {
@@ -162,14 +163,14 @@ func TestQueuePageBoundedByBytes(t *testing.T) {
 	for i := range rows {
 		rows[i] = api.QueuedJob{ID: "j" + strconv.Itoa(i), PendingMessage: strings.Repeat("m", 400)}
 	}
-	p := pageQueue(api.QueueResponse{QueuedJobs: rows}, 0, 100000, time.Now())
+	p := readview.PageQueue(api.QueueResponse{QueuedJobs: rows}, 0, 100000, time.Now())
 	if len(p.QueuedJobs) >= len(rows) || p.NextCursor != strconv.Itoa(len(p.QueuedJobs)) {
 		t.Fatalf("%d rows, next cursor %q: want a page cut by bytes", len(p.QueuedJobs), p.NextCursor)
 	}
 	total := len(p.QueuedJobs)
 	for p.NextCursor != "" {
 		after, _ := strconv.Atoi(p.NextCursor)
-		if p = pageQueue(api.QueueResponse{QueuedJobs: rows}, after, 100000, time.Now()); len(p.QueuedJobs) == 0 {
+		if p = readview.PageQueue(api.QueueResponse{QueuedJobs: rows}, after, 100000, time.Now()); len(p.QueuedJobs) == 0 {
 			t.Fatal("an empty page")
 		}
 		total += len(p.QueuedJobs)

@@ -19,7 +19,7 @@ import (
 // spendCluster is what feature/spend reads of the books. Lock held.
 type spendCluster struct{ o *Orchestrator }
 
-func (c spendCluster) GPUModel(node string, gpu int) string { return c.o.gpuModel(node, gpu) }
+func (c spendCluster) GPUModel(node string, gpu int) string { return c.o.nodes.GPUModel(node, gpu) }
 func (c spendCluster) GPUHolder(node string, gpu int) string {
 	return c.o.owner[gpuKey{node, gpu}]
 }
@@ -34,20 +34,6 @@ func (c spendCluster) Running() iter.Seq[*api.Job] {
 			}
 		}
 	}
-}
-
-// gpuModel is the model of a node's GPU ("" when unknown).
-func (o *Orchestrator) gpuModel(nodeID string, gpu int) string {
-	n := o.node(nodeID)
-	if n == nil {
-		return ""
-	}
-	for _, d := range n.Devices {
-		if d.Index == gpu {
-			return d.Model
-		}
-	}
-	return n.model()
 }
 
 // chargeLostAttempt charges an attempt lost with the previous server up

@@ -4,12 +4,12 @@ import (
 	"context"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/notify"
+	"github.com/corral-sched/corral/internal/readview"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -34,7 +34,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 			o.arr.Pending(j, &v)
 		}
 		if sr, ok := o.plan[j.ID]; ok {
-			v.EstimatedStartTime, v.EstimatedStartLow, v.EstimatedStartHigh = startRange(sr)
+			v.EstimatedStartTime, v.EstimatedStartLow, v.EstimatedStartHigh = readview.StartRange(sr)
 		}
 		if reason, msg, held := o.deps.Pending(j); held {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = 0, reason, msg
@@ -50,12 +50,6 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 		v.EstimateBasis = o.runtimes.Basis(j, o.cfg.Now(), o.estimateFallback) // feature/runtimes
 	}
 	return v
-}
-
-// startRange is a plan's start and its range as the API shows them (UTC).
-func startRange(sr sched.StartRange) (at, from, to *time.Time) {
-	a, f, t := sr.At.UTC(), sr.From.UTC(), sr.To.UTC()
-	return &a, &f, &t
 }
 
 // Job returns one job with its events: from memory, or, for a job that
@@ -140,20 +134,12 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		q.EstimatedDuration = j.EstimatedDuration
 		if sr, ok := o.plan[q.ID]; ok {
 			wait := max(sr.At.Sub(now).Seconds(), 0)
-			q.EstimatedStartTime, q.EstimatedStartLow, q.EstimatedStartHigh = startRange(sr)
+			q.EstimatedStartTime, q.EstimatedStartLow, q.EstimatedStartHigh = readview.StartRange(sr)
 			q.EstimatedWaitTime = &wait
 		}
 		q.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes
 	}
-	slices.SortFunc(r.QueuedJobs, func(a, b api.QueuedJob) int {
-		if a.QueuePosition != b.QueuePosition {
-			return a.QueuePosition - b.QueuePosition
-		}
-		if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
+	readview.SortQueue(r.QueuedJobs)
 	return r
 }
 
@@ -165,45 +151,11 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 	return o.statistics(now)
 }
 
-// statistics: waits are those of jobs that started in the last 24 hours
-// (start minus last queueing); throughput is starts in the last hour.
+// statistics is readview.Statistics over the queue and the jobs that may
+// have started: active ones and the last RecentFinished that ended
+// (finished.go); older ones are not counted. Read lock held.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
-	s := api.QueueStatistics{TotalQueued: len(o.q.queued)}
-	var waits []float64
-	dayAgo, hourAgo := now.Add(-24*time.Hour), now.Add(-time.Hour)
-	// The jobs that may have started: active ones and the last
-	// RecentFinished that ended (finished.go); older ones are not counted.
-	for j := range o.startedJobs() {
-		if j.State == api.StateRunning {
-			s.TotalRunning++
-		}
-		if j.FinishedAt != nil && j.FinishedAt.After(hourAgo) && j.State == api.StateCompleted {
-			s.CompletedLastHour++
-		}
-		if j.StartedAt == nil || j.StartedAt.Before(dayAgo) {
-			continue
-		}
-		waits = append(waits, j.StartedAt.Sub(queuedAt(j)).Seconds())
-		if j.StartedAt.After(hourAgo) {
-			s.QueueThroughput++
-		}
-	}
-	if len(waits) > 0 {
-		slices.Sort(waits)
-		sum := 0.0
-		for _, w := range waits {
-			sum += w
-		}
-		s.AverageWaitTime = sum / float64(len(waits))
-		s.WaitTimeP50, s.WaitTimeP95, s.WaitTimeP99 = percentile(waits, 50), percentile(waits, 95), percentile(waits, 99)
-	}
-	return s
-}
-
-// percentile of sorted values, nearest rank.
-func percentile(sorted []float64, p float64) float64 {
-	i := int(float64(len(sorted))*p/100+0.5) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
+	return readview.Statistics(len(o.q.queued), o.startedJobs(), queuedAt, now)
 }
 
 // Status is GET /orchestrator/status.

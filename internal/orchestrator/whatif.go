@@ -7,6 +7,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/deps"
+	"github.com/corral-sched/corral/internal/readview"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/usage"
 )
@@ -71,7 +72,7 @@ func (o *Orchestrator) WhatIf(ctx context.Context, id string, gpus int) (api.Wha
 		}
 	}
 	if sr, ok := sched.EstimateStartRanges(snap, res, sched.DefaultPlanDepth)[id]; ok {
-		w.EstimatedStartTime, w.EstimatedStartLow, w.EstimatedStartHigh = startRange(sr)
+		w.EstimatedStartTime, w.EstimatedStartLow, w.EstimatedStartHigh = readview.StartRange(sr)
 	}
 	return w, nil
 }

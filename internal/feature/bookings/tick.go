@@ -41,6 +41,19 @@ func (b *Books) purgeAfter() time.Duration {
 	}
 }
 
+// TickTx moves the bookings along their windows each tick, in the loop's
+// transaction (feature.TxTicker); it reports whether there were any.
+func (b *Books) TickTx(tx feature.Tx) bool {
+	if b.Len() == 0 {
+		return false
+	}
+	b.Step(tx)
+	return true
+}
+
+// TickName names the bookings' tick in the log.
+func (b *Books) TickName() string { return "bookings" }
+
 // Step moves the bookings along their windows at tx's time, writing what
 // changed in tx: the jobs of bookings seen running are noted and those
 // gone counted; windows begin, close, or are released unused.

@@ -151,3 +151,24 @@ func TestExpire(t *testing.T) {
 		t.Error("a job not running, or already ending, was expired")
 	}
 }
+
+// TestTickTx: the tick in the loop's transaction does nothing while there
+// is no booking, and moves the bookings along their windows once there
+// is one.
+func TestTickTx(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	b := newBooks(newCluster(node("n1", "H100", 8)), &now, Config{})
+	if tx := (&fakeTx{now: now}); b.TickTx(tx) || !tx.batch.Empty() {
+		t.Fatalf("no booking: TickTx did work, batch %+v", tx.batch)
+	}
+	if _, _, err := create(b, now, req("r", 2, now, time.Minute, time.Hour), Booker{User: "root", Admin: true}); err != nil {
+		t.Fatal(err)
+	}
+	tx := &fakeTx{now: now.Add(2 * time.Minute)}
+	if !b.TickTx(tx) || len(tx.batch.Bookings) != 1 {
+		t.Fatalf("window opened: TickTx reported no work or wrote %d records, want 1", len(tx.batch.Bookings))
+	}
+	if b.TickName() == "" {
+		t.Error("the tick has no name for the log")
+	}
+}
