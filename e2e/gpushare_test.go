@@ -224,8 +224,8 @@ func TestGPUShare(t *testing.T) {
 	if h := gs[1].MIG.Devices[0].AllocatedTo; h != runs["slice3g"].job.ID {
 		t.Errorf("gpu-status: GPU 1 slice 0 held by %q, want %s", h, runs["slice3g"].job.ID)
 	}
-	if !gs[2].Shared || len(gs[2].Shares) != 2 {
-		t.Errorf("gpu-status: GPU 2 shared %v with shares %+v, want alice's two", gs[2].Shared, gs[2].Shares)
+	if !gs[2].Shared || len(gs[2].Shares) != 2 || gs[2].ShareLimits != api.ShareLimitsMPS {
+		t.Errorf("gpu-status: GPU 2 shared %v with shares %+v, limits %q; want alice's two, held by MPS", gs[2].Shared, gs[2].Shares, gs[2].ShareLimits)
 	}
 
 	// Accounting: each attempt charged its fraction of a GPU.

@@ -62,6 +62,10 @@ type MIG struct {
 	ComputeSlices int `json:"compute_slices,omitempty"`
 }
 
+// ShareLimitsMPS: a shared GPU's shares are held to their memory and
+// compute by MPS alone (GPU.ShareLimits).
+const ShareLimitsMPS = "mps"
+
 // MIG modes.
 const (
 	MIGEnabled  = "enabled"

@@ -397,6 +397,11 @@ type GPU struct {
 	// Shares are those running on it.
 	Shared bool             `json:"shared,omitempty"`
 	Shares []GPUShareHolder `json:"shares,omitempty"`
+	// ShareLimits, on a shared GPU, says what holds each share to its
+	// memory and compute: "mps" (MPS's per-client pinned memory limit and
+	// active thread percentage). No driver Corral knows offers per-cgroup
+	// GPU memory limits; were one to, they would be named here too.
+	ShareLimits string `json:"share_limits,omitempty"`
 	// Foreign lists compute processes on the GPU that Corral did not start;
 	// such a GPU is not handed out while they run.
 	Foreign []ForeignProcess `json:"foreign,omitempty"`

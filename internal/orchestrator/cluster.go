@@ -255,6 +255,9 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 func (o *Orchestrator) gpuParts(g *api.GPU, node string, d *gpuinfo.Device) bool {
 	k := gpushare.Key{Node: node, GPU: d.Index}
 	g.Shared = d.Shared
+	if d.Shared {
+		g.ShareLimits = api.ShareLimitsMPS
+	}
 	if d.MIG != nil {
 		m := *d.MIG // the node's record is shared: show a copy with holders
 		m.Devices = slices.Clone(m.Devices)

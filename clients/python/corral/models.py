@@ -792,6 +792,7 @@ class GPU(Model):
     held: Optional[bool] = None
     mig: Optional[MIG] = None
     nvlink_peers: Optional[List[int]] = None
+    share_limits: Optional[str] = None
     shared: Optional[bool] = None
     shares: Optional[List[GPUShareHolder]] = None
     simulated: Optional[bool] = None
@@ -811,6 +812,7 @@ class GPU(Model):
         ('held', 'held', 'bool'),
         ('mig', 'mig', 'opt:ref:MIG'),
         ('nvlink_peers', 'nvlink_peers', 'list:int'),
+        ('share_limits', 'share_limits', 'str'),
         ('shared', 'shared', 'bool'),
         ('shares', 'shares', 'list:ref:GPUShareHolder'),
         ('simulated', 'simulated', 'bool'),

@@ -1329,6 +1329,7 @@ export interface components {
             mig?: components["schemas"]["MIG"] | null;
             model: string;
             nvlink_peers?: number[];
+            share_limits?: string;
             shared?: boolean;
             shares?: components["schemas"]["GPUShareHolder"][];
             simulated?: boolean;
