@@ -12,31 +12,10 @@ import (
 	"github.com/corral-sched/corral/internal/usage"
 )
 
-// Log is what the orchestrator needs of a store (its Store interface):
-// the Log, and the reads of what its memory no longer holds. *store.Store
-// is one on either database; memstore.Store is one in memory, for tests.
-type Log interface {
-	store.Log
-	Job(ctx context.Context, id string) (api.Job, error)
-	JobsPage(ctx context.Context, q store.JobQuery) ([]api.Job, bool, error)
-	FirstEnded(ctx context.Context, id string, states ...api.State) (api.Job, error)
-	EndedSummary(ctx context.Context) ([]store.UsageRow, error)
-	Array(ctx context.Context, id string) (store.ArrayRecord, error)
-	IdempotentJob(ctx context.Context, key string) (string, bool, error)
-	NumberID(ctx context.Context, n int64) (string, bool, error)
-	NamedJobs(ctx context.Context, user, name string, limit int) ([]store.Named, error)
-	JobIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
-	ArrayIDsWithPrefix(ctx context.Context, prefix string, limit int) ([]string, error)
-	DependencyIDs(ctx context.Context, prefix string, limit int) ([]string, error)
-	UsageRecords(ctx context.Context, since, until time.Time) ([]usage.Record, error)
-	UsageTotals(ctx context.Context) ([]store.UsageTotal, error)
-	PruneFinished(ctx context.Context, before time.Time, limit int, keep []string) ([]store.PrunedJob, error)
-	PruneDoneArrays(ctx context.Context, before time.Time, limit int, keep []string) ([]store.PrunedJob, []string, error)
-	PutHistory(ctx context.Context, at time.Time, data []byte, dropBefore time.Time) error
-	History(ctx context.Context, since time.Time) ([]store.HistoryRow, error)
-}
-
-var _ Log = (*store.Store)(nil)
+// Log is what the orchestrator needs of a store (store.Backend): the
+// Log, and the reads of what its memory no longer holds. *store.Store is
+// one on either database; memstore.Store is one in memory, for tests.
+type Log = store.Backend
 
 // RunLog runs the part of the suite that holds for every Log, in a
 // database or in memory: what a batch writes, what start-up loads back,
