@@ -98,19 +98,7 @@ func TestSimMIG(t *testing.T) {
 	for i := range 6 {
 		fmt.Fprintf(&trace, `{"id":"t%d","submit":%d,"duration_s":7200,"gpus":1,"user":"t"}`+"\n", i, i)
 	}
-	path := filepath.Join(t.TempDir(), "nb.jsonl")
-	if err := os.WriteFile(path, []byte(trace.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	queue := func(args ...string) float64 {
-		t.Helper()
-		var m map[string]any
-		out := simCLI(t, append([]string{"sim", "--trace", path, "--cluster", "1x8", "--json", "--timing=false"}, args...)...)
-		if err := json.Unmarshal(out, &m); err != nil || m["completed"] != 20.0 {
-			t.Fatalf("%v: %s (%v)", args, out, err)
-		}
-		return m["max_queue_s"].(float64)
-	}
+	path, queue := simQueue(t, trace.String(), 20)
 	if q := queue("--mig", "0-1:1g.10gb*7"); q != 0 {
 		t.Errorf("with slices the longest wait is %gs, want 0", q)
 	}
@@ -135,19 +123,7 @@ func TestSimShared(t *testing.T) {
 	for i := range 6 {
 		fmt.Fprintf(&trace, `{"id":"t%d","submit":%d,"duration_s":7200,"gpus":1,"user":"t"}`+"\n", i, 8+i) // after the shares: an idle shared GPU takes a whole job too
 	}
-	path := filepath.Join(t.TempDir(), "nb.jsonl")
-	if err := os.WriteFile(path, []byte(trace.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	queue := func(args ...string) float64 {
-		t.Helper()
-		var m map[string]any
-		out := simCLI(t, append([]string{"sim", "--trace", path, "--cluster", "1x8", "--json", "--timing=false"}, args...)...)
-		if err := json.Unmarshal(out, &m); err != nil || m["completed"] != 14.0 {
-			t.Fatalf("%v: %s (%v)", args, out, err)
-		}
-		return m["max_queue_s"].(float64)
-	}
+	path, queue := simQueue(t, trace.String(), 14)
 	if q := queue("--shared", "2"); q != 0 {
 		t.Errorf("with 2 shared GPUs the longest wait is %gs, want 0", q)
 	}
@@ -183,5 +159,25 @@ func TestHoldHeader(t *testing.T) {
 				t.Errorf("header %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// simQueue writes trace to a file and returns its path and a function
+// that replays it on one 8-GPU node with args and returns the longest
+// wait, failing the test unless all jobs of the trace completed.
+func simQueue(t *testing.T, trace string, jobs int) (string, func(args ...string) float64) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "nb.jsonl")
+	if err := os.WriteFile(path, []byte(trace), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, func(args ...string) float64 {
+		t.Helper()
+		var m map[string]any
+		out := simCLI(t, append([]string{"sim", "--trace", path, "--cluster", "1x8", "--json", "--timing=false"}, args...)...)
+		if err := json.Unmarshal(out, &m); err != nil || m["completed"] != float64(jobs) {
+			t.Fatalf("%v: %s (%v)", args, out, err)
+		}
+		return m["max_queue_s"].(float64)
 	}
 }
