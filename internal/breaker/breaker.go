@@ -79,6 +79,22 @@ func New(cfg Config) *Breaker {
 	return &Breaker{cfg: cfg, state: Closed, wait: cfg.Reset}
 }
 
+// Do runs f through the breaker: refused at once (an error wrapping
+// ErrOpen) while it may not go; else f's error is reported as a Failure
+// when failed says it is one and as a Success otherwise, each at now().
+func (b *Breaker) Do(now func() time.Time, failed func(error) bool, f func() error) error {
+	if err := b.Allow(now()); err != nil {
+		return err
+	}
+	err := f()
+	if failed(err) {
+		b.Failure(now(), err)
+	} else {
+		b.Success(now())
+	}
+	return err
+}
+
 // Allow says whether a call may go now: nil while closed, and for the one
 // probe once the open breaker's timeout has passed (it turns half-open);
 // otherwise an error wrapping ErrOpen. A caller that was allowed reports

@@ -62,3 +62,23 @@ func TestBreaker(t *testing.T) {
 		t.Fatalf("after a success the wait is %s, want the reset of 1s", got)
 	}
 }
+
+// Do reports f's outcome as failed classifies it, and refuses f while
+// the breaker is open.
+func TestDo(t *testing.T) {
+	now := time.Unix(1000, 0)
+	clock := func() time.Time { return now }
+	b := New(Config{Threshold: 1, Reset: time.Minute})
+	boom := errors.New("unreachable")
+	failed := func(err error) bool { return err == boom }
+	if err := b.Do(clock, failed, func() error { return errors.New("an answer") }); err == nil || errors.Is(err, ErrOpen) {
+		t.Fatalf("an answer: %v; want it back, the breaker closed", err)
+	}
+	if err := b.Do(clock, failed, func() error { return boom }); err != boom {
+		t.Fatalf("a failure: %v; want it back", err)
+	}
+	ran := false
+	if err := b.Do(clock, failed, func() error { ran = true; return nil }); !errors.Is(err, ErrOpen) || ran {
+		t.Fatalf("while open: %v, ran %v; want ErrOpen and f not run", err, ran)
+	}
+}

@@ -226,16 +226,7 @@ func (e *Executor) WaitSynced(ctx context.Context) bool {
 // call runs f through the breaker: refused at once while it is open; an
 // unreachable API server counts as a failure, any answer as a success.
 func (e *Executor) call(f func() error) error {
-	if err := e.br.Allow(e.cfg.Now()); err != nil {
-		return err
-	}
-	err := f()
-	if Unreachable(err) {
-		e.br.Failure(e.cfg.Now(), err)
-	} else {
-		e.br.Success(e.cfg.Now())
-	}
-	return err
+	return e.br.Do(e.cfg.Now, Unreachable, f)
 }
 
 // heartbeat probes the API server (through the breaker) and tells the

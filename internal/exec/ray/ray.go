@@ -132,14 +132,5 @@ func SubmissionID(jobID string, attempt int) string {
 // call runs f through the breaker: refused at once while it is open;
 // an unreachable cluster counts as a failure, any answer as a success.
 func (e *Executor) call(f func() error) error {
-	if err := e.br.Allow(e.cfg.Now()); err != nil {
-		return err
-	}
-	err := f()
-	if Unreachable(err) {
-		e.br.Failure(e.cfg.Now(), err)
-	} else {
-		e.br.Success(e.cfg.Now())
-	}
-	return err
+	return e.br.Do(e.cfg.Now, Unreachable, f)
 }
