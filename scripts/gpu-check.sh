@@ -32,6 +32,9 @@
 #      gives a share (pipe directory, pinned memory limit 4 GiB, 50% of the
 #      threads): the one allocating 6 GiB fails, its neighbour allocating
 #      2 GiB runs on and completes. Skipped where GPU 0 has MIG on.
+#   9. the same placed by the scheduler: two --gpu-share 4G jobs on GPU 0
+#      marked shared, the agent starting MPS for them: the greedy one fails,
+#      the other completes.
 # It never changes a GPU's MIG mode or compute mode (steps 7 and 8 only
 # read them; MPS works in the default compute mode; the check's daemon has
 # a pipe directory of its own and is told to quit at the end).
@@ -41,7 +44,7 @@
 # GPU_CHECK_SIMULATE=1 runs the same steps on a machine without a GPU
 # (simulated GPUs, sh for python, a simulated MIG layout, the stand-in MPS
 # control binary of the agent's tests), to try the script itself.
-# GPU_CHECK_ONLY=mig-mps runs steps 0, 7 and 8 alone; GPU_CHECK_ONLY=no-bench
+# GPU_CHECK_ONLY=mig-mps runs steps 0, 7, 8 and 9 alone; GPU_CHECK_ONLY=no-bench
 # all but step 6.
 set -u
 BIN=$(readlink -f "${1:-./corral}")
@@ -376,6 +379,66 @@ EOF
   else
     bad "the MPS control daemon did not start"
   fi
+fi
+
+step "9. MPS shares placed by the scheduler: two PyTorch jobs on one shared GPU"
+# The processes of step 8, now submitted as jobs: the scheduler puts both
+# on GPU 0 (marked shared), the agent starts the MPS control daemon for the
+# jobs' user and gives each job its share's environment.
+rm -rf "$W/data"
+if ! command -v "$MPSBIN" >/dev/null; then
+  bad "no MPS control binary ($MPSBIN) on this machine"
+elif [ "$SIM" != 1 ] && [ "$mig0" -gt 0 ]; then
+  echo "SKIP: GPU 0 has MIG on"
+elif start_up up9 "${SIMFLAG[@]}" --shared-gpus 0 --mps-control "$MPSBIN"; then
+  if [ "$SIM" = 1 ]; then
+    # The stand-in fails as an allocation past the pinned limit would.
+    cat >"$W/share.sh" <<'EOF'
+[ -p "$CUDA_MPS_PIPE_DIRECTORY/control" ] || { echo "no MPS pipe in $CUDA_MPS_PIPE_DIRECTORY"; exit 9; }
+echo "CUDA_VISIBLE_DEVICES $CUDA_VISIBLE_DEVICES limit $CUDA_MPS_PINNED_DEVICE_MEM_LIMIT threads $CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+lim=${CUDA_MPS_PINNED_DEVICE_MEM_LIMIT#*=}; lim=${lim%M}
+if [ $(($1 * 1024)) -gt "$lim" ]; then echo "OOM allocating $1 GiB"; exit 3; fi
+echo "ALLOCATED $1 GiB"; sleep "$2"; echo "WORKED"
+EOF
+    cmd9() { echo "sh $W/share.sh $1 $2"; }
+  else
+    cmd9() { echo "$PY $W/share.py $1 $2"; }
+  fi
+  sub9() { "$BIN" submit -o json --gpus 1 --gpu-share 4G --gpu-compute 50 --name "$1" -- "$(cmd9 "$2" "$3")" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'; }
+  ended9() { case $(field "$1" 'j["state"]') in completed|failed|canceled) return 0;; esac; return 1; }
+  calm=$(sub9 calm 2 30)
+  for _ in $(seq 900); do grep -q ALLOCATED <("$BIN" logs "$calm" 2>/dev/null) && break; ended9 "$calm" && break; sleep 0.1; done
+  greedy=$(sub9 greedy 6 5)
+  for _ in $(seq 900); do ended9 "$greedy" && break; sleep 0.1; done
+  "$BIN" nodes | tee "$W/nodes9.txt"
+  calm_state=$(field "$calm" 'j["state"]')
+  for _ in $(seq 900); do ended9 "$calm" && break; sleep 0.1; done
+  echo "--- greedy job $greedy (6 GiB in a 4 GiB share): $(field "$greedy" 'j["state"] + " exit " + str(j.get("exit_code")) + " " + str(j.get("allocations"))')"
+  "$BIN" logs "$greedy" | tee "$W/greedy9.log"
+  echo "--- calm job $calm (2 GiB in a 4 GiB share), state when greedy ended: $calm_state; now $(field "$calm" 'j["state"] + " exit " + str(j.get("exit_code")) + " " + str(j.get("allocations"))')"
+  "$BIN" logs "$calm" | tee "$W/calm9.log"
+  if grep -q "limit 0=4096M threads 50" "$W/calm9.log"; then ok "the share job got its MPS environment from the agent (4096M pinned, 50% of threads)"; else bad "the share job's MPS environment"; fi
+  # Together: greedy started on GPU 0 while calm ran there (calm ends last).
+  where9() { field "$1" '",".join("%s/%s" % (a.get("node_id"), a.get("gpu_uuid")) for a in (j.get("allocation") or []) if a.get("share_mib"))'; }
+  echo "calm on $(where9 "$calm"), greedy on $(where9 "$greedy")"
+  if [ -n "$(field "$greedy" 'j.get("started_at") or ""')" ] && [ "$calm_state" = running ] && [ "$(where9 "$calm")" = "$(where9 "$greedy")" ]; then
+    ok "both share jobs ran on the same GPU at once"
+  else
+    bad "the two share jobs did not share the GPU"
+  fi
+  # NVML lists the MPS server, not its clients, on a shared GPU: the
+  # agent's own, not a foreign process (which would keep jobs off the GPU).
+  if grep -q "foreign:" "$W/nodes9.txt"; then bad "the agent's MPS server is listed as a foreign process"; else ok "the agent's MPS server is not listed as a foreign process"; fi
+  if [ "$(field "$greedy" 'j["exit_code"]')" = 3 ] && grep -q OOM "$W/greedy9.log"; then ok "the job allocating past its share failed (exit 3, out of memory)"; else bad "the job allocating past its share did not fail as expected"; fi
+  if [ "$calm_state" = running ] && [ "$(field "$calm" 'j["state"]')" = completed ] && grep -q WORKED "$W/calm9.log"; then
+    ok "its neighbour in the same MPS server ran on and completed"
+  else
+    bad "the neighbour share job: $calm_state when the other ended, now $(field "$calm" 'j["state"]')"
+  fi
+  stop_up
+  pkill -f "corral shim --host" 2>/dev/null
+else
+  bad "corral up --shared-gpus 0 did not start"
 fi
 
 if [ "$ONLY" != mig-mps ] && [ "$ONLY" != no-bench ]; then

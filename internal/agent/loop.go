@@ -402,7 +402,7 @@ func (a *Agent) sync(ctx context.Context) (api.AgentWork, error) {
 		if pl, ok := a.cfg.GPUs.(gpu.ProcessLister); ok {
 			if ps, err := pl.ForeignProcesses(ctx); err == nil {
 				for _, p := range ps {
-					if !isCorralJob(p.PID) && !a.tasks.inJobCgroup(p.PID) {
+					if !isCorralJob(p.PID) && !a.tasks.inJobCgroup(p.PID) && !isCorralMPS(p.PID) {
 						rep.Foreign = append(rep.Foreign, api.ForeignProcess{GPU: p.GPU, PID: p.PID, User: p.User, Name: p.Name})
 					}
 				}

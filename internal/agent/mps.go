@@ -165,9 +165,44 @@ func (m *mps) daemonEnv(uuid, home string) []string {
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		"CUDA_MPS_PIPE_DIRECTORY=" + filepath.Join(home, mpsPipe), "CUDA_MPS_LOG_DIRECTORY=" + filepath.Join(home, mpsLog)}
 	if uuid != "" {
-		env = append(env, "CUDA_VISIBLE_DEVICES="+uuid)
+		env = append(env, "CUDA_VISIBLE_DEVICES="+uuid, mpsGPUVar+"="+uuid)
 	}
 	return env
+}
+
+// isCorralMPS reports whether pid is an MPS process the agent started: the
+// control daemon, whose environment it wrote, or the MPS server the daemon
+// spawned (NVML lists that server, not its clients, on a shared GPU's
+// processes), marked in its own environment or its parent's.
+func isCorralMPS(pid int) bool {
+	if _, ok := corralEnviron(pid)[mpsGPUVar]; ok {
+		return true
+	}
+	ppid, ok := parentOf(pid)
+	if !ok || ppid <= 1 {
+		return false
+	}
+	_, ok = corralEnviron(ppid)[mpsGPUVar]
+	return ok
+}
+
+// parentOf reads pid's parent from /proc/PID/stat (the field after the
+// command's closing parenthesis and the state).
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(f[1])
+	return ppid, err == nil
 }
 
 // release tells the daemons of the shared GPUs that no running share

@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -138,5 +141,50 @@ func TestMPSShareEnv(t *testing.T) {
 				t.Errorf("%s: %s=%q, want %q", tc.name, k, got[k], v)
 			}
 		}
+	}
+}
+
+// TestIsCorralMPS: the agent's MPS daemon and the server it spawns are
+// told from foreign processes on a shared GPU by the daemon's mark, in
+// the process's own environment or its parent's.
+func TestIsCorralMPS(t *testing.T) {
+	start := func(t *testing.T, env []string, script string) int {
+		t.Helper()
+		cmd := osexec.Command("sh", "-c", script)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Process.Kill(); cmd.Wait() })
+		var pid int
+		if _, err := fmt.Fscan(out, &pid); err != nil {
+			t.Fatalf("read the pid: %v", err)
+		}
+		return pid
+	}
+	path := "PATH=" + os.Getenv("PATH")
+	tests := []struct {
+		name   string
+		env    []string
+		script string // prints the pid to ask about
+		want   bool
+	}{
+		{"the daemon, marked", []string{path, mpsGPUVar + "=GPU-aaa"}, "echo $$; exec sleep 30", true},
+		{"the server it spawned, unmarked itself", []string{path, mpsGPUVar + "=GPU-aaa"}, "env -i sleep 30 & echo $!; wait", true},
+		{"a foreign process", []string{path}, "echo $$; exec sleep 30", false},
+		{"a foreign process's child", []string{path, "CUDA_VISIBLE_DEVICES=0"}, "sleep 30 & echo $!; wait", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pid := start(t, tt.env, tt.script)
+			if got := isCorralMPS(pid); got != tt.want {
+				t.Errorf("isCorralMPS(%d) = %v, want %v", pid, got, tt.want)
+			}
+		})
 	}
 }

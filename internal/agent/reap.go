@@ -17,6 +17,10 @@ const (
 	attemptVar = "CORRAL_ATTEMPT"
 	nodeIDVar  = "CORRAL_NODE_ID"
 	serverVar  = "CORRAL_AGENT_SERVER" // the server of the agent that started it (standalone agents)
+	// mpsGPUVar marks the MPS control daemon the agent starts for a
+	// shared GPU (mps.go), and the MPS server it spawns: the agent's own
+	// processes on the GPU, never foreign ones.
+	mpsGPUVar = "CORRAL_MPS_GPU"
 )
 
 // stray is a process found running for a job.
