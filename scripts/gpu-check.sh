@@ -34,7 +34,12 @@
 #      2 GiB runs on and completes. Skipped where GPU 0 has MIG on.
 #   9. the same placed by the scheduler: two --gpu-share 4G jobs on GPU 0
 #      marked shared, the agent starting MPS for them: the greedy one fails,
-#      the other completes.
+#      the other completes;
+#  10. a researcher's job as the team meets it: corral up as root without
+#      --run-as agent, a fresh Unix account signing in through the login
+#      socket and submitting from her own directory and venv: the PyTorch
+#      job runs as her, there, with her venv's python, on its GPU (the
+#      account is made for the check and removed after).
 # It never changes a GPU's MIG mode or compute mode (steps 7 and 8 only
 # read them; MPS works in the default compute mode; the check's daemon has
 # a pipe directory of its own and is told to quit at the end).
@@ -439,6 +444,64 @@ EOF
   pkill -f "corral shim --host" 2>/dev/null
 else
   bad "corral up --shared-gpus 0 did not start"
+fi
+
+if [ "$ONLY" != mig-mps ]; then
+step "10. a researcher's job: corral up as root without --run-as agent, her account, her venv"
+# As a team meets it: Corral runs each job as its owner's Unix account.
+# A fresh account signs in through the login socket, makes a venv (with
+# the machine's PyTorch) and submits from her own directory; the job must
+# run as her, there, with her venv's python, on its GPU.
+rm -rf "$W/data"
+U10=gcana
+if ! id "$U10" >/dev/null 2>&1; then useradd -m -s /bin/bash "$U10" && MADE10=1; fi
+H10=$(getent passwd "$U10" | cut -d: -f6)
+chmod 0755 "$W" # the data directory's parent: the job's shim writes its log as root, but her job must reach its workdir only
+setsid "$BIN" up --listen 127.0.0.1:$PORT --data-dir "$W/data" --heartbeat 1s --login-socket "$W/login.sock" "${SIMFLAG[@]}" >>"$OUT/up10.log" 2>&1 &
+UP=$!
+for _ in $(seq 200); do curl -sf "$CORRAL_SERVER/healthz" >/dev/null && break; sleep 0.1; done
+as10() { su - "$U10" -c "export CORRAL_SERVER=$CORRAL_SERVER CORRAL_LOGIN_SOCKET=$W/login.sock; $*"; }
+cat >"$W/train.py" <<'EOF'
+import os, sys
+print("uid", os.getuid(), "cwd", os.getcwd(), "prefix", sys.prefix, flush=True)
+try:
+    import torch
+    a = torch.randn(2048, 2048, device="cuda")
+    for _ in range(200):
+        b = a @ a
+    torch.cuda.synchronize()
+    print("devices", torch.cuda.device_count(), "finite", bool(torch.isfinite(b).all()), flush=True)
+except ImportError:
+    print("devices (no torch here)", flush=True)
+open("out.txt", "w").write("trained\n")
+EOF
+as10 "mkdir -p ~/proj && cp $W/train.py ~/proj/ && python3 -m venv --system-site-packages --without-pip ~/venv" || bad "her venv could not be made"
+# The machine's PyTorch may live in a venv of its own (root's PATH finds
+# it, her login shell does not): her venv reaches it as a team's shared
+# install would, by a .pth file naming its site-packages.
+if [ "$SIM" != 1 ] && ! as10 "~/venv/bin/python -c 'import torch'" 2>/dev/null; then
+  tsite=$($PY -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+  echo "her venv finds no torch; adding $tsite to it"
+  as10 "echo $tsite > \$(~/venv/bin/python -c 'import site; print(site.getsitepackages()[0])')/shared-torch.pth"
+fi
+if timeout 30 su - "$U10" -c "export CORRAL_SERVER=$CORRAL_SERVER CORRAL_LOGIN_SOCKET=$W/login.sock; $BIN login" </dev/null >"$W/login10.txt" 2>&1; then ok "she signed in through the login socket: $(head -1 "$W/login10.txt")"; else bad "corral login as $U10: $(cat "$W/login10.txt")"; fi
+j10=$(as10 "cd ~/proj && . ~/venv/bin/activate && $BIN submit -o json --gpus 1 --name mine -- python train.py" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+for _ in $(seq 900); do case $(field "$j10" 'j["state"]') in completed|failed|canceled) break;; esac; sleep 0.1; done
+echo "--- her job $j10: $(field "$j10" 'j["state"] + " " + j["user"] + " exit " + str(j.get("exit_code"))')"
+as10 "$BIN logs $j10" | tee "$W/job10.log"
+uid10=$(id -u "$U10")
+if [ "$(field "$j10" 'j["state"]')" = completed ] && grep -q "uid $uid10 cwd $H10/proj prefix $H10/venv" "$W/job10.log"; then
+  ok "her job ran as her account ($uid10), in her directory, with her venv's python"
+else
+  bad "her job did not run as her, there, with her venv"
+fi
+if [ "$SIM" = 1 ] || grep -q "devices 1 finite True" "$W/job10.log"; then ok "it saw one GPU and multiplied on it"; else bad "her job's GPU work"; fi
+if [ "$(stat -c %U "$H10/proj/out.txt" 2>/dev/null)" = "$U10" ]; then ok "what it wrote is hers ($H10/proj/out.txt)"; else bad "out.txt is not hers"; fi
+stop_up
+pkill -f "corral shim --host" 2>/dev/null
+[ -n "${MADE10:-}" ] && userdel -r "$U10" 2>/dev/null
+chmod 0700 "$W"
+
 fi
 
 if [ "$ONLY" != mig-mps ] && [ "$ONLY" != no-bench ]; then
