@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"strconv"
 	"sync"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -24,13 +23,9 @@ const DashboardQueueRows = 500
 // order moves as it changes, so a job may appear on two pages, or none,
 // when the queue changed between them.
 func (o *Orchestrator) QueuePage(limit int, cursor string) (api.QueueResponse, error) {
-	after := 0
-	if cursor != "" {
-		n, err := strconv.Atoi(cursor)
-		if err != nil || n < 0 {
-			return api.QueueResponse{}, api.Invalid("cursor", "is not a cursor this server gave (next_cursor)")
-		}
-		after = n
+	after, err := readview.Cursor(cursor)
+	if err != nil {
+		return api.QueueResponse{}, err
 	}
 	return readview.PageQueue(o.queueView(), after, limit, o.cfg.Now()), nil
 }

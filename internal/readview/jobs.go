@@ -1,0 +1,58 @@
+package readview
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/corral-sched/corral/internal/api"
+)
+
+// JobFilter selects jobs for GET /jobs. Zero fields match everything.
+type JobFilter struct {
+	State   api.State
+	User    string
+	Project string
+	Name    string    // the job's name, exactly
+	Since   time.Time // submitted at or after
+	Until   time.Time // submitted before
+	Cursor  string    // only jobs whose ids sort before it (the last page's next cursor)
+	Limit   int       // at most this many, newest first; 0: 1000
+}
+
+// Match reports whether f selects j.
+func (f *JobFilter) Match(j *api.Job) bool {
+	return (f.Cursor == "" || j.ID < f.Cursor) && (f.State == "" || j.State == f.State) &&
+		(f.User == "" || j.User == f.User) && (f.Project == "" || j.Project == f.Project) &&
+		(f.Name == "" || j.Name == f.Name) && !j.SubmittedAt.Before(f.Since) &&
+		(f.Until.IsZero() || j.SubmittedAt.Before(f.Until))
+}
+
+// Newest sorts jobs newest (largest id: ids are ULIDs) first and keeps at
+// most limit of them.
+func Newest(jobs []*api.Job, limit int) []*api.Job {
+	slices.SortFunc(jobs, func(a, b *api.Job) int { return strings.Compare(b.ID, a.ID) })
+	if len(jobs) > limit {
+		jobs = jobs[:limit]
+	}
+	return jobs
+}
+
+// Live copies a job in memory for the API: its env, allocation (empty,
+// not null) and, when asked for, its events copied, since the loop goes
+// on changing the job; policy is the scheduling policy in force.
+func Live(j *api.Job, policy string, withEvents bool) api.Job {
+	v := *j
+	v.Env = maps.Clone(j.Env)
+	v.Allocation = slices.Clone(j.Allocation)
+	if v.Allocation == nil {
+		v.Allocation = []api.Allocation{}
+	}
+	v.Events = nil
+	v.Policy = policy
+	if withEvents {
+		v.Events = slices.Clone(j.Events)
+	}
+	return v
+}
