@@ -51,10 +51,16 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 // holders of its MIG slices and MPS shares (package gpushare). Read lock
 // held.
 func (o *Orchestrator) gpuBooks(node string, d *gpuinfo.Device) readview.GPUBooks {
+	number := func(id string) string { // a job's short number; "" for a hold
+		if j := o.jobs[id]; j != nil {
+			return j.ShortID()
+		}
+		return ""
+	}
 	k := gpushare.Key{Node: node, GPU: d.Index}
 	b := readview.GPUBooks{Shared: d.Shared, PartsBusy: o.parts.Busy(k, d.MIG)}
 	if holder, ok := o.owner[gpuKey{node, d.Index}]; ok {
-		b.Owner = readview.Holder{ID: holder, Number: o.shortNumber(holder)}
+		b.Owner = readview.Holder{ID: holder, Number: number(holder)}
 		_, b.Held = o.holds.Get(holder)
 	}
 	if d.MIG != nil {
@@ -63,21 +69,12 @@ func (o *Orchestrator) gpuBooks(node string, d *gpuinfo.Device) readview.GPUBook
 		b.MIG, b.Slices = &m, make([]readview.Holder, len(m.Devices))
 		for i := range m.Devices {
 			if h := o.parts.SliceHolder(k, m.Devices[i].Index); h != "" {
-				b.Slices[i] = readview.Holder{ID: h, Number: o.shortNumber(h)}
+				b.Slices[i] = readview.Holder{ID: h, Number: number(h)}
 			}
 		}
 	}
 	for _, h := range o.parts.Shares(k) {
-		b.Shares = append(b.Shares, api.GPUShareHolder{JobID: h.ID, User: h.User, MemoryMiB: h.MiB, Compute: h.Compute, Number: o.shortNumber(h.ID)})
+		b.Shares = append(b.Shares, api.GPUShareHolder{JobID: h.ID, User: h.User, MemoryMiB: h.MiB, Compute: h.Compute, Number: number(h.ID)})
 	}
 	return b
-}
-
-// shortNumber is a job's short number as the API shows it; "" for an id no job
-// in memory has (a hold's name). Read lock held.
-func (o *Orchestrator) shortNumber(id string) string {
-	if j := o.jobs[id]; j != nil {
-		return j.ShortID()
-	}
-	return ""
 }

@@ -38,11 +38,7 @@ func (o *Orchestrator) viewAt(j *api.Job, now time.Time, withEvents bool) api.Jo
 			v.QueuePosition, v.PendingReason, v.PendingMessage = 0, reason, msg
 		}
 		o.holds.Note(&v)
-		if !o.running {
-			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until an admin runs corral orchestrator start"
-		}
-		// The precise reason, and the one clients before the split read.
-		v.PendingCause, v.PendingReason = v.PendingReason, api.PendingReasonOf(v.PendingReason)
+		readview.Pending(&v, !o.running) // scheduling stopped; the precise reason, and the one clients before the split read
 	}
 	if j.State == api.StateQueued || j.State.Active() {
 		v.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes

@@ -56,3 +56,24 @@ func Live(j *api.Job, policy string, withEvents bool) api.Job {
 	}
 	return v
 }
+
+// SchedulingStopped is why every queued job waits while an admin has
+// stopped scheduling.
+const SchedulingStopped = "scheduling_stopped"
+
+// Pending finishes why a queued job's view v waits: while scheduling is
+// stopped (stopped), that is why, whatever else holds it; then the
+// precise reason goes to PendingCause and PendingReason gets the one
+// clients before the reasons were split read (api.PendingReasonOf).
+func Pending(v *api.Job, stopped bool) {
+	if stopped {
+		v.PendingReason, v.PendingMessage = SchedulingStopped, "the orchestrator is stopped: nothing new starts until an admin runs corral orchestrator start"
+	}
+	v.PendingCause, v.PendingReason = v.PendingReason, api.PendingReasonOf(v.PendingReason)
+}
+
+// ByID sorts views by id: ids are ULIDs, so their order is the
+// submission order.
+func ByID(jobs []api.Job) {
+	slices.SortFunc(jobs, func(a, b api.Job) int { return strings.Compare(a.ID, b.ID) })
+}

@@ -80,3 +80,31 @@ func TestLive(t *testing.T) {
 		}
 	}
 }
+
+func TestPending(t *testing.T) {
+	tests := []struct {
+		name                  string
+		reason                string
+		stopped               bool
+		wantReason, wantCause string
+	}{
+		{"a reason kept", "resources", false, "resources", "resources"},
+		{"stopped wins", "resources", true, SchedulingStopped, SchedulingStopped},
+		{"a split reason: the old one for old clients", api.ReasonBooking, false, api.ReasonReservation, api.ReasonBooking},
+	}
+	for _, tc := range tests {
+		v := &api.Job{PendingReason: tc.reason, PendingMessage: "m"}
+		Pending(v, tc.stopped)
+		if v.PendingReason != tc.wantReason || v.PendingCause != tc.wantCause || (tc.stopped && v.PendingMessage == "m") {
+			t.Errorf("%s: reason %q cause %q message %q; want %q %q", tc.name, v.PendingReason, v.PendingCause, v.PendingMessage, tc.wantReason, tc.wantCause)
+		}
+	}
+}
+
+func TestByID(t *testing.T) {
+	jobs := []api.Job{{ID: "03"}, {ID: "01"}, {ID: "02"}}
+	ByID(jobs)
+	if jobs[0].ID != "01" || jobs[1].ID != "02" || jobs[2].ID != "03" {
+		t.Errorf("order %v, want by id", jobs)
+	}
+}
