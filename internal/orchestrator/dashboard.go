@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"slices"
-	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/arrays"
@@ -14,13 +12,12 @@ import (
 // running), in submission order, without events.
 func (o *Orchestrator) ActiveJobs() []api.Job {
 	o.mu.RLock()
-	defer o.mu.RUnlock()
 	out := make([]api.Job, 0, len(o.active))
 	for id := range o.active {
 		out = append(out, o.view(o.jobs[id], false))
 	}
-	// Ids are ULIDs: their order is the submission order.
-	slices.SortFunc(out, func(a, b api.Job) int { return strings.Compare(a.ID, b.ID) })
+	o.mu.RUnlock()
+	readview.ByID(out)
 	return out
 }
 

@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/readview"
@@ -82,12 +81,6 @@ const maxSkipArrays = 1000
 // full: a user's newest 100 among 100,000 queued jobs cost a few thousand
 // steps, not a pass over every job and a sort. Read lock held.
 func (o *Orchestrator) memoryPage(f JobFilter) []*api.Job {
-	match := func(j *api.Job) bool {
-		return (f.Cursor == "" || j.ID < f.Cursor) && (f.State == "" || j.State == f.State) &&
-			(f.User == "" || j.User == f.User) && (f.Project == "" || j.Project == f.Project) &&
-			(f.Name == "" || j.Name == f.Name) && !j.SubmittedAt.Before(f.Since) &&
-			(f.Until.IsZero() || j.SubmittedAt.Before(f.Until))
-	}
 	var mem []*api.Job
 	if !o.order.unsorted {
 		end := len(o.order.ids)
@@ -95,20 +88,16 @@ func (o *Orchestrator) memoryPage(f JobFilter) []*api.Job {
 			end, _ = slices.BinarySearch(o.order.ids, f.Cursor)
 		}
 		for i := end - 1; i >= 0 && len(mem) < f.Limit; i-- {
-			if j := o.jobs[o.order.ids[i]]; j != nil && match(j) {
+			if j := o.jobs[o.order.ids[i]]; j != nil && f.Match(j) {
 				mem = append(mem, j)
 			}
 		}
 		return mem
 	}
 	for _, j := range o.jobs {
-		if match(j) {
+		if f.Match(j) {
 			mem = append(mem, j)
 		}
 	}
-	slices.SortFunc(mem, func(a, b *api.Job) int { return strings.Compare(b.ID, a.ID) })
-	if len(mem) > f.Limit {
-		mem = mem[:f.Limit]
-	}
-	return mem
+	return readview.Newest(mem, f.Limit)
 }

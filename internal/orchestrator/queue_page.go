@@ -1,11 +1,9 @@
 package orchestrator
 
 import (
-	"strconv"
-	"sync"
-
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/readview"
+	"github.com/corral-sched/corral/internal/viewcache"
 )
 
 // DefaultQueuePage is how many queued jobs GET /queue returns when the
@@ -24,93 +22,34 @@ const DashboardQueueRows = 500
 // order moves as it changes, so a job may appear on two pages, or none,
 // when the queue changed between them.
 func (o *Orchestrator) QueuePage(limit int, cursor string) (api.QueueResponse, error) {
-	after := 0
-	if cursor != "" {
-		n, err := strconv.Atoi(cursor)
-		if err != nil || n < 0 {
-			return api.QueueResponse{}, api.Invalid("cursor", "is not a cursor this server gave (next_cursor)")
-		}
-		after = n
+	after, err := readview.Cursor(cursor)
+	if err != nil {
+		return api.QueueResponse{}, err
 	}
 	return readview.PageQueue(o.queueView(), after, limit, o.cfg.Now()), nil
 }
 
-// queueCache is the last queue view Queue computed and the generation
-// (viewGen) it was computed at: until the next commit or cycle, readers
-// share it instead of ordering every queued job again (at 100,000 queued
-// jobs, ordering them costs hundreds of milliseconds; a page of 500 from
-// the cache, a few).
-type queueCache struct {
-	mu         sync.Mutex
-	valid      bool
-	gen        uint64
-	r          api.QueueResponse
-	refreshing bool // a goroutine computes the next view
-	// stats are the last statistics computed, served when a cycle holds
-	// the write lock (statsNow).
-	stats    api.QueueStatistics
-	hasStats bool
-	// syncMax is SyncQueueView unless a test sets it.
-	syncMax int
-}
+// queueCache is the last queue view computed (package viewcache), kept
+// in the books' viewCache with the generation that dates it.
+type queueCache = viewcache.Queue
 
 // SyncQueueView is the most queued jobs for which a reader computes a
-// stale queue view itself. Beyond it, readers get the last view computed
-// while one goroutine computes the next: at 100,000 queued jobs a view
-// costs about a second of CPU, and the queue changes at every cycle.
-const SyncQueueView = 10000
+// stale queue view itself (viewcache.SyncMax).
+const SyncQueueView = viewcache.SyncMax
 
-// queueView is Queue, from the cache when nothing changed since it was
-// computed (or, past SyncQueueView queued jobs, while the next view is
-// being computed); the times that depend on now (waits, statistics) are
-// fresh. The rows are shared: callers copy what they change (readview.PageQueue
-// does).
-//
-// Past SyncQueueView queued jobs a reader never waits for the
-// orchestrator's lock, which a scheduling cycle holds while it decides and
-// commits: the generation and the queue's size are atomics, the view is
-// the cached one, and the statistics are computed if the lock is free at
-// once, else the last ones computed (a cycle old at most).
+// queueView is Queue from the cache (viewcache.Queue.View): computed
+// afresh when nothing is cached or the books changed since, while the
+// queue is small; past SyncQueueView queued jobs a reader never waits for
+// the lock. The generation and the queue's size are atomics, read
+// without the lock.
 func (o *Orchestrator) queueView() api.QueueResponse {
-	gen, queued := o.views.gen.Load(), int(o.views.queued.Load())
-	o.views.queue.mu.Lock()
-	defer o.views.queue.mu.Unlock()
-	syncMax := SyncQueueView
-	if o.views.queue.syncMax > 0 {
-		syncMax = o.views.queue.syncMax
+	tryStats := func() (api.QueueStatistics, bool) { // Statistics, if the read lock can be had at once
+		if !o.mu.TryRLock() {
+			return api.QueueStatistics{}, false
+		}
+		defer o.mu.RUnlock()
+		return o.statistics(o.cfg.Now()), true
 	}
-	if !o.views.queue.valid || (o.views.queue.gen != gen && queued <= syncMax) {
-		o.views.queue.r, o.views.queue.gen, o.views.queue.valid = o.Queue(), gen, true
-		o.views.queue.stats, o.views.queue.hasStats = o.views.queue.r.Statistics, true
-		return o.views.queue.r
-	}
-	if o.views.queue.gen != gen && !o.views.queue.refreshing {
-		o.views.queue.refreshing = true
-		go func() {
-			r := o.Queue()
-			o.views.queue.mu.Lock()
-			o.views.queue.r, o.views.queue.gen, o.views.queue.refreshing = r, gen, false
-			o.views.queue.stats, o.views.queue.hasStats = r.Statistics, true
-			o.views.queue.mu.Unlock()
-		}()
-	}
-	r := o.views.queue.r
-	r.Statistics = o.statsNow()
-	r.NextCursor = ""
-	return r
-}
-
-// statsNow is Statistics if the read lock can be had at once, else the
-// last statistics computed. qcache.mu held.
-func (o *Orchestrator) statsNow() api.QueueStatistics {
-	if o.mu.TryRLock() {
-		s := o.statistics(o.cfg.Now())
-		o.mu.RUnlock()
-		o.views.queue.stats, o.views.queue.hasStats = s, true
-		return s
-	}
-	if o.views.queue.hasStats {
-		return o.views.queue.stats
-	}
-	return o.Statistics() // none yet: wait for the lock once
+	return o.views.queue.View(o.views.gen.Load(), int(o.views.queued.Load()),
+		viewcache.Source{Build: o.Queue, TryStats: tryStats, Stats: o.Statistics})
 }

@@ -19,9 +19,7 @@ func TestQueueViewWithoutTheLock(t *testing.T) {
 	for range 3 {
 		h.submit(api.SubmitRequest{Command: "a", GPUCount: gpus(1)})
 	}
-	h.o.views.queue.mu.Lock()
-	h.o.views.queue.syncMax = 1 // three queued jobs count as many
-	h.o.views.queue.mu.Unlock()
+	h.o.views.queue.SetSyncMax(1) // three queued jobs count as many
 	first, err := h.o.QueuePage(500, "")
 	if err != nil || len(first.QueuedJobs) != 3 || first.Statistics.TotalQueued != 3 {
 		t.Fatalf("first page: %d jobs, %d queued, %v", len(first.QueuedJobs), first.Statistics.TotalQueued, err)

@@ -2,8 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -16,17 +14,17 @@ import (
 // view copies a job for the API, adding its queue position and why it
 // waits. Read lock held.
 func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
-	v := *j
-	v.Env = maps.Clone(j.Env)
-	v.Allocation = slices.Clone(j.Allocation)
-	if v.Allocation == nil {
-		v.Allocation = []api.Allocation{}
+	var now time.Time
+	if j.State == api.StateQueued || j.State.Active() { // the clock is read only for an estimate
+		now = o.cfg.Now()
 	}
-	v.Events = nil
-	v.Policy = o.policy.Policy
-	if withEvents {
-		v.Events = slices.Clone(j.Events)
-	}
+	return o.viewAt(j, now, withEvents)
+}
+
+// viewAt is view with a queued or active job's run-time estimate's basis
+// as of now. Read lock held.
+func (o *Orchestrator) viewAt(j *api.Job, now time.Time, withEvents bool) api.Job {
+	v := readview.Live(j, o.policy.Policy, withEvents)
 	if j.State == api.StateQueued {
 		if p, ok := o.pending.get(j.ID); ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
@@ -40,14 +38,10 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = 0, reason, msg
 		}
 		o.holds.Note(&v)
-		if !o.running {
-			v.PendingReason, v.PendingMessage = "scheduling_stopped", "the orchestrator is stopped: nothing new starts until an admin runs corral orchestrator start"
-		}
-		// The precise reason, and the one clients before the split read.
-		v.PendingCause, v.PendingReason = v.PendingReason, api.PendingReasonOf(v.PendingReason)
+		readview.Pending(&v, !o.running) // scheduling stopped; the precise reason, and the one clients before the split read
 	}
 	if j.State == api.StateQueued || j.State.Active() {
-		v.EstimateBasis = o.runtimes.Basis(j, o.cfg.Now(), o.estimateFallback) // feature/runtimes
+		v.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes
 	}
 	return v
 }
@@ -62,17 +56,9 @@ func (o *Orchestrator) Job(id string) (api.Job, error) {
 	return j, nil
 }
 
-// JobFilter selects jobs for Jobs. Zero fields match everything.
-type JobFilter struct {
-	State   api.State
-	User    string
-	Project string
-	Name    string    // the job's name, exactly
-	Since   time.Time // submitted at or after
-	Until   time.Time // submitted before
-	Cursor  string    // only jobs whose ids sort before it (the last page's next cursor)
-	Limit   int       // at most this many, newest first; 0: 1000
-}
+// JobFilter selects jobs for Jobs and JobPage (package readview). Zero
+// fields match everything.
+type JobFilter = readview.JobFilter
 
 // Jobs returns the jobs that match, newest first, without events: the
 // first page of JobPage.
@@ -94,51 +80,31 @@ func (o *Orchestrator) JobState(id string) (api.State, int, bool) {
 }
 
 // Queue is GET /queue: queued jobs in the order they will be considered.
+// Under the read lock each queued job's view becomes its row, the rows
+// are numbered anew when the last cycle's positions do not hold
+// (readview.Unordered: the policy's order over the snapshot as it is
+// now), the jobs held by their dependencies go last and the arrays take
+// their places (both read the features' books); the rows are sorted
+// after the lock is released.
 func (o *Orchestrator) Queue() api.QueueResponse {
 	now := o.cfg.Now()
 	o.mu.RLock()
-	defer o.mu.RUnlock()
 	r := api.QueueResponse{QueuedJobs: make([]api.QueuedJob, 0, len(o.q.queued)), Statistics: o.statistics(now)}
 	for id := range o.q.queued {
 		j := o.jobs[id]
-		v := o.view(j, false)
-		qa := queuedAt(j)
-		r.QueuedJobs = append(r.QueuedJobs, api.QueuedJob{
-			ID: j.ID, Number: j.Number, Name: j.Name, User: j.User, Project: j.Project, Priority: j.Priority, RequestedGPUs: j.GPUCount * j.Nodes,
-			Nodes: j.Nodes, QueuedAt: qa, QueuePosition: v.QueuePosition, WaitedSeconds: now.Sub(qa).Seconds(),
-			PendingReason: v.PendingReason, PendingCause: v.PendingCause, PendingMessage: v.PendingMessage, RequestedGPUsMin: j.GPUCountMin,
-			ArrayJobID: j.ArrayJobID, ArrayTaskID: j.ArrayTaskID,
-		})
-	}
-	// Positions are the last cycle's order. When some job has none (it
-	// came after the cycle, or scheduling is stopped), the policy's order
-	// over the queue as it is now gives them all.
-	fresh := false
-	for _, q := range r.QueuedJobs {
-		fresh = fresh || (q.QueuePosition == 0 && q.ArrayJobID == "" && !deps.HeldReason(q.PendingReason)) || !o.running
-	}
-	if fresh {
-		pos := map[string]int{}
-		for i, j := range sched.OrderWithUsage(o.snapshot(now, o.queuedJobs(), nil)) {
-			pos[j.ID] = i + 1
+		v := o.viewAt(j, now, false)
+		var plan *sched.StartRange
+		if sr, ok := o.plan[id]; ok {
+			plan = &sr
 		}
-		for i := range r.QueuedJobs {
-			r.QueuedJobs[i].QueuePosition = pos[r.QueuedJobs[i].ID]
-		}
+		r.QueuedJobs = append(r.QueuedJobs, readview.QueuedRow(&v, queuedAt(j), plan, now))
+	}
+	if readview.Unordered(r.QueuedJobs, o.running, deps.HeldReason) {
+		readview.Renumber(r.QueuedJobs, sched.OrderWithUsage(o.snapshot(now, o.queuedJobs(), nil)))
 	}
 	deps.PositionHeld(r.QueuedJobs)          // jobs held by dependencies last
 	r.Arrays = o.arr.Positions(r.QueuedJobs) // package arrays
-	for i := range r.QueuedJobs {
-		q := &r.QueuedJobs[i]
-		j := o.jobs[q.ID]
-		q.EstimatedDuration = j.EstimatedDuration
-		if sr, ok := o.plan[q.ID]; ok {
-			wait := max(sr.At.Sub(now).Seconds(), 0)
-			q.EstimatedStartTime, q.EstimatedStartLow, q.EstimatedStartHigh = readview.StartRange(sr)
-			q.EstimatedWaitTime = &wait
-		}
-		q.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes
-	}
+	o.mu.RUnlock()
 	readview.SortQueue(r.QueuedJobs)
 	return r
 }

@@ -13,12 +13,11 @@ import (
 )
 
 // WhatIf answers when a queued job would start with gpus GPUs per node
-// instead of its own count, without submitting or changing anything: the
-// pure core decides and plans (EstimateStartRanges) on a snapshot of the
-// queue as it is, with the job's count changed. The job keeps its
-// run-time estimate (fewer GPUs may run longer; the answer does not
-// guess how much). A job held by its dependencies or a budget is
-// answered with its hold: GPUs do not change that. Read lock only.
+// instead of its own count, without submitting or changing anything
+// (readview.WhatIf). The job's view and the snapshot are taken under the
+// read lock, and the core decides under it too: the snapshot is not a
+// deep copy of the books (the nodes' and jobs' labels, what the features
+// add to it), which the loop may change once the lock is released.
 func (o *Orchestrator) WhatIf(ctx context.Context, id string, gpus int) (api.WhatIf, error) {
 	now := o.cfg.Now()
 	o.mu.RLock()
@@ -36,45 +35,9 @@ func (o *Orchestrator) WhatIf(ctx context.Context, id string, gpus int) (api.Wha
 	snap := o.snapshot(now, o.whatIfQueue(), nil)
 	est := o.estimates(now)
 	o.arr.AddGroups(&snap, func(j *api.Job) sched.Job { return schedJob(j, est) })
-	most := 0
-	for _, n := range snap.Nodes {
-		most = max(most, len(n.GPUs))
-	}
-	if gpus < 1 || gpus > most {
-		return api.WhatIf{}, api.Invalid("gpus", "%d GPUs is out of range: from 1 to %d, the GPUs of the largest node", gpus, most)
-	}
 	v := o.view(j, false)
-	w := api.WhatIf{JobID: j.ID, GPUs: gpus, CurrentGPUs: j.GPUCount, Nodes: max(j.Nodes, 1), EstimateBasis: v.EstimateBasis}
-	if deps.HeldReason(v.PendingCause) || v.PendingCause == usage.ReasonBudgetExhausted {
-		w.PendingReason, w.PendingMessage = v.PendingReason, v.PendingMessage
-		return w, nil
-	}
-	for i := range snap.Queue {
-		if q := &snap.Queue[i]; q.ID == id {
-			q.GPUs = gpus
-			if q.GPUsMin >= gpus {
-				q.GPUsMin = 0 // elastic down to fewer than it now asks for: not elastic
-			}
-		}
-	}
-	res := sched.Schedule(snap)
-	for _, s := range res.Starts {
-		if s.JobID == id {
-			w.StartsNow = true
-			t := now.UTC()
-			w.EstimatedStartTime, w.EstimatedStartLow, w.EstimatedStartHigh = &t, &t, &t
-			return w, nil
-		}
-	}
-	for _, p := range res.Pending {
-		if p.JobID == id {
-			w.PendingReason, w.PendingMessage = api.PendingReasonOf(p.Reason), p.Message()
-		}
-	}
-	if sr, ok := sched.EstimateStartRanges(snap, res, sched.DefaultPlanDepth)[id]; ok {
-		w.EstimatedStartTime, w.EstimatedStartLow, w.EstimatedStartHigh = readview.StartRange(sr)
-	}
-	return w, nil
+	held := deps.HeldReason(v.PendingCause) || v.PendingCause == usage.ReasonBudgetExhausted
+	return readview.WhatIf(snap, &v, gpus, held, now)
 }
 
 // whatIfQueue is the queue as a cycle would see it: in id order, without

@@ -1,10 +1,13 @@
 // Package readview builds the API's read views from values the
-// orchestrator has already copied: a page of GET /jobs merged from memory
-// and the store, a page of the queue bounded by count and bytes, a job
-// read from the store as the API shows it, a plan's start range, a
-// percentile of waits. It is pure: no lock, no store, no clock (the time
-// is given). The orchestrator takes its read lock, copies what a view
-// needs, releases it, and calls these.
+// orchestrator has already copied under its read lock: a job in memory
+// or read from the store as the API shows it, the filter of GET /jobs
+// and a page of it merged from memory and the store, the queue's rows,
+// their order and a page of them (all of them, or one user's), the
+// queue's statistics, a plan's start range, a what-if's answer from a
+// snapshot, and GET /cluster/gpu-status from each GPU's holders. It is
+// pure: no lock, no store, no clock (the time is given). The orchestrator
+// takes its read lock, copies what a view needs, releases it, and calls
+// these.
 package readview
 
 import (

@@ -3,7 +3,6 @@ package readview
 import (
 	"iter"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -43,18 +42,4 @@ func Statistics(queued int, started iter.Seq[*api.Job], queuedAt func(*api.Job) 
 		s.WaitTimeP50, s.WaitTimeP95, s.WaitTimeP99 = Percentile(waits, 50), Percentile(waits, 95), Percentile(waits, 99)
 	}
 	return s
-}
-
-// SortQueue orders GET /queue's rows: by position, then by when each
-// joined the queue, then by id.
-func SortQueue(rows []api.QueuedJob) {
-	slices.SortFunc(rows, func(a, b api.QueuedJob) int {
-		if a.QueuePosition != b.QueuePosition {
-			return a.QueuePosition - b.QueuePosition
-		}
-		if c := a.QueuedAt.Compare(b.QueuedAt); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 }
