@@ -2,6 +2,8 @@ package feature
 
 import (
 	"context"
+
+	"github.com/corral-sched/corral/internal/api"
 )
 
 // Loop is what a feature's API operations need of the orchestrator's
@@ -26,6 +28,20 @@ type Loop interface {
 	// the lock (a test's hook checks that no lock is held); what names
 	// the read.
 	BeforeRead(what string)
+
+	// What an operation asks of the loop inside Do's fn, in its
+	// transaction (the write lock held):
+
+	// Touch marks j changed in tx, so that its row is written.
+	Touch(tx Tx, j *api.Job)
+	// Transition moves j to state to in tx, with its event: the queue
+	// and GPU books follow, and every Mover is told.
+	Transition(tx Tx, j *api.Job, to api.State, reason, message string)
+	// Replan marks a scheduling cycle due: what may start has changed.
+	Replan()
+	// Running is the running work, whose stops (Running.Stop) the loop
+	// makes once tx is committed, with ctx's values (not its end).
+	Running(ctx context.Context) Running
 }
 
 // Do is Loop.Do for an fn of one result type: its value once durable,

@@ -100,7 +100,8 @@ func (t runTick) Tick(ctx context.Context) {
 
 // loop is the loop as a feature's API operations see it (feature.Loop):
 // an op of the loop's (do), the read lock, the test's hook before a read
-// of the store made without the lock.
+// of the store made without the lock, and what an op's transaction may
+// ask of the shared books.
 type loop struct{ o *Orchestrator }
 
 func (l loop) Do(ctx context.Context, fn func(tx feature.Tx) (any, error)) (any, error) {
@@ -114,6 +115,15 @@ func (l loop) Read(fn func()) {
 }
 
 func (l loop) BeforeRead(what string) { l.o.beforeRead(what) } // reads.go
+
+func (l loop) Touch(tx feature.Tx, j *api.Job) { ownTxn(tx).touch(j) }
+func (l loop) Replan()                         { l.o.dirty = true }
+
+func (l loop) Transition(tx feature.Tx, j *api.Job, to api.State, reason, message string) {
+	ownTxn(tx).transition(j, to, reason, message)
+}
+
+func (l loop) Running(ctx context.Context) feature.Running { return running{l.o, ctx} }
 
 // admit runs the submission through every SubmitCheck, in order; the
 // first refusal is the answer.
