@@ -16,6 +16,11 @@
 //	tick:       nodes' silence ─▶ Ticker, TxTicker and RunningTicker...
 //	recovery:   jobs ─▶ Loader... ─▶ holds, adoption
 //
+// A feature's API operations (a budget set, a booking made, an array's
+// throttle changed) are its own too: they reach the loop through Loop
+// (loop.go), a change as one op of its transaction, a read under its
+// read lock.
+//
 // This package holds only the interfaces and the values they pass, so
 // that a feature's package and the orchestrator both import it and
 // neither imports the other.

@@ -82,7 +82,7 @@ func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.P
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
 func (c bookingCluster) HasNode(id string) bool            { return c.o.nodes.Has(id) }
 func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64) {
-	ownTxn(tx).chargeBookingIdle(r, gpuSeconds) // usage.go
+	c.o.spend.ChargeBookingIdle(tx, r, gpuSeconds) // feature/spend: once per occurrence
 }
 
 func (c bookingCluster) NodeCount() int { return c.o.nodes.Len() }

@@ -33,14 +33,17 @@ func (o *Orchestrator) features() []any {
 		o.sizes,         // a job's command and env, and each user's live jobs, bounded in bytes
 		o.queueLimits(), // what one user and the cluster may queue, interactive work's limits (feature/limits)
 		o.holds,         // GPUs held outside the queue: their share of the snapshot
-		holds.Expiry{Books: o.holds, Release: holdBooks{o}, Now: o.cfg.Now, Log: o.log}, // holds past their expiry release their GPUs (holds.go)
+		// holds past their expiry release their GPUs (holds.go: the loop frees them)
+		holds.Expiry{Books: o.holds, Release: holdBooks{o}, Now: o.cfg.Now, Log: o.log},
 		o.bookings, // bookings: who may submit to one, blocked intervals, moved along their windows each tick, their books at recovery (feature/bookings)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim, // what idle reclaim kept of an ended job's connections
-		reclaim.Tick{Books: o.reclaim, Cluster: reclaimCluster{o}, Notes: o.notes, Now: o.cfg.Now, Log: o.log}, // interactive jobs idle too long are reclaimed
+		// interactive jobs idle too long are warned, then reclaimed (feature/reclaim)
+		reclaim.Tick{Books: o.reclaim, Cluster: reclaimCluster{o}, Notes: o.notes, Now: o.cfg.Now, Log: o.log},
 		o.timeLimits(), // running attempts past their time limit are stopped (feature/limits, reclaim.go)
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
-		notes.Flush{Notes: o.notes, Now: o.cfg.Now}, // the queue wait's alert; what was noted, committed when nothing else commits
+		// the queue wait's alert; what was noted, committed when nothing else commits
+		notes.Flush{Notes: o.notes, Now: o.cfg.Now},
 		endedJobs{o}, // ended jobs summarised (feature/ended), then out of memory (finished.go)
 		usageTick{o}, // the heartbeat, and budgets' look at running attempts (usage.go)
 		o.arr,        // job arrays: their limits at submit, their books, done arrays out of memory (feature/arrays)
@@ -49,8 +52,8 @@ func (o *Orchestrator) features() []any {
 	}
 }
 
-// The rooms below still live in this package and reach into the shared
-// books through o; each is the seam along which its feature moves out.
+// The registrations below are the loop's side of a feature: they reach
+// into the shared books through o.
 
 type endedJobs struct{ o *Orchestrator }
 

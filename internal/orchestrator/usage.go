@@ -49,13 +49,6 @@ func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) {
 	o.spend.ChargeAttempt(tx, j, end)
 }
 
-// chargeBookingIdle charges a booking's GPU time left idle to its booker
-// (spend's ChargeBookingIdle: once per occurrence). Called when a window
-// closes (bookings_tick.go). Write lock held.
-func (tx *txn) chargeBookingIdle(r *api.Reservation, gpuSeconds float64) {
-	tx.o.spend.ChargeBookingIdle(tx, r, gpuSeconds)
-}
-
 // heartbeat commits the time the running attempts were last known alive
 // while any job holds GPUs, at most once a tick, after the budgets have
 // looked at the running attempts. Loop only; a failed write is logged
