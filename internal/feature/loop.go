@@ -18,8 +18,8 @@ type Loop interface {
 	// Do runs fn in the loop's next transaction, with the write lock
 	// held, and returns what fn returned once the transaction is durable.
 	// When ctx ends first, fn either never runs (Do returns ctx.Err():
-	// nothing changed) or Do waits for its result. A store that cannot
-	// write is an error, and nothing is changed.
+	// nothing changed) or Do waits for its result. While the store
+	// cannot write, Do is refused at once and fn never runs.
 	Do(ctx context.Context, fn func(tx Tx) (any, error)) (any, error)
 	// Read runs fn with the read lock held: memory does not change while
 	// it runs. fn must not block (no store read, no I/O).
