@@ -13,8 +13,13 @@
 //	transition: event, queue and GPU books ─▶ Mover...
 //	commit:     Committer.BeforeCommit... ─▶ store ─▶ Committer.Committed...
 //	cycle:      queue ─▶ Eligibility... ─▶ snapshot + SnapshotPart... ─▶ QueueGate... ─▶ sched.Schedule ─▶ starts
-//	tick:       nodes' silence ─▶ Ticker and TxTicker...
+//	tick:       nodes' silence ─▶ Ticker, TxTicker and RunningTicker...
 //	recovery:   jobs ─▶ Loader... ─▶ holds, adoption
+//
+// A feature's API operations (a budget set, a booking made, an array's
+// throttle changed) are its own too: they reach the loop through Loop
+// (loop.go), a change as one op of its transaction, a read under its
+// read lock.
 //
 // This package holds only the interfaces and the values they pass, so
 // that a feature's package and the orchestrator both import it and
@@ -116,6 +121,18 @@ type Ticker interface {
 // brought; a failed commit is logged under TickName.
 type TxTicker interface {
 	TickTx(tx Tx) bool
+	TickName() string
+}
+
+// A RunningTicker does a feature's timed work on the running jobs (time
+// limits, idle reclaim) once per tick, in a transaction of the loop's
+// own, in its place among the Tickers: the loop takes its lock, begins
+// the transaction and calls TickRunning with the running work as this
+// tick sees it. When TickRunning reports true, the loop commits the
+// transaction and then makes the stops it asked for (Running.Stop); a
+// failed commit is logged under TickName.
+type RunningTicker interface {
+	TickRunning(tx Tx, run Running) bool
 	TickName() string
 }
 

@@ -51,6 +51,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/limits", []string{"orchestrator", "server", "agent"}},
 		{"feature/prune", []string{"orchestrator", "server", "agent"}},
 		{"feature/ended", []string{"orchestrator", "server", "agent", "exec"}},
+		{"feature/featuretest", []string{"orchestrator", "server", "agent"}},
 		{"nodebook", []string{"orchestrator", "server", "agent", "store", "exec", "feature"}},
 		{"readview", []string{"orchestrator", "server", "agent", "exec"}},
 		{"viewcache", []string{"orchestrator", "server", "agent", "exec", "store", "readview", "feature"}},

@@ -17,9 +17,9 @@ import (
 // Job arrays are the feature of package arrays (o.arr): their books,
 // rules and moments (features.go). What is left here is what it reads of
 // the orchestrator's books (arrayJobs), the submission of an array's
-// tasks into those books, and the API's reads and ops on arrays, which
-// take the lock or make a transaction; arrays_stored.go reads done arrays
-// from the store.
+// tasks into those books, and the delegates of the API's reads and
+// operations (arrays.Ops); arrays_stored.go reads done arrays from the
+// store.
 
 // newArrays makes the arrays feature over o's books.
 func newArrays(o *Orchestrator) *arrays.Books {
@@ -113,145 +113,34 @@ func (o *Orchestrator) replayArray(id string) (submitResult, bool) {
 	return submitResult{o.view(tasks[0], true), true}, true
 }
 
-// Array returns the array that id names (exactly or by prefix), with its
-// counts by state and its task indexes: from memory, or from the store
-// when it is done, read without the lock (reads.go).
-func (o *Orchestrator) Array(id string) (api.Array, error) {
-	aid, live, ok, err := o.refs.Array(id) // feature/refs
-	if err != nil {
-		return api.Array{}, err
-	}
-	if !ok {
-		return api.Array{}, api.NotFound("no job array %q", id)
-	}
-	if live {
-		o.mu.RLock()
-		s, ok := o.arr.Summary(aid, true)
-		o.mu.RUnlock()
-		if ok {
-			return s, nil
-		}
-		// done meanwhile: the store has it
-	}
-	o.beforeRead("array")
-	rec, err := o.storedArray(aid) // arrays_stored.go
-	if err != nil {
-		return api.Array{}, err
-	}
-	return arrays.Summarize(rec.Array), nil
+// The API's reads and operations on arrays are package arrays'
+// (arrays.Ops): each method below is its delegate.
+
+func (o *Orchestrator) arrayOps() arrays.Ops {
+	return arrays.Ops{Books: o.arr, Loop: loop{o}, Refs: o.refs, Store: o.arrayStore(), Grace: o.cfg.CancelGrace, Log: o.log}
 }
 
+// Array returns the array that id names (exactly or by prefix), with its
+// counts by state and its task indexes, live or done.
+func (o *Orchestrator) Array(id string) (api.Array, error) { return o.arrayOps().Get(id) }
+
 // ArraySummaries returns the summaries (counts, no task list) of the
-// arrays named, in the order given, skipping unknown ids: from memory,
-// or from the store for done arrays, read without the lock.
-func (o *Orchestrator) ArraySummaries(ids []string) []api.Array {
-	out := make([]api.Array, len(ids))
-	have := make([]bool, len(ids))
-	o.mu.RLock()
-	for i, id := range ids {
-		out[i], have[i] = o.arr.Summary(id, false)
-	}
-	o.mu.RUnlock()
-	for i, id := range ids {
-		if have[i] {
-			continue
-		}
-		o.beforeRead("array")
-		if rec, err := o.storedArray(id); err == nil {
-			s := arrays.Summarize(rec.Array)
-			s.Tasks = nil
-			out[i], have[i] = s, true
-		}
-	}
-	kept := out[:0]
-	for i := range out {
-		if have[i] {
-			kept = append(kept, out[i])
-		}
-	}
-	return kept
-}
+// arrays named, in the order given, skipping unknown ids.
+func (o *Orchestrator) ArraySummaries(ids []string) []api.Array { return o.arrayOps().Summaries(ids) }
 
 // ArrayOwner returns the user and project of an array.
 func (o *Orchestrator) ArrayOwner(id string) (user, project string, ok bool) {
-	o.mu.RLock()
-	if rec, _ := o.arr.Live(id); rec != nil {
-		user, project = rec.User, rec.Project
-		o.mu.RUnlock()
-		return user, project, true
-	}
-	o.mu.RUnlock()
-	o.beforeRead("array")
-	rec, err := o.storedArray(id)
-	if err != nil {
-		return "", "", false
-	}
-	return rec.Array.User, rec.Array.Project, true
+	return o.arrayOps().Owner(id)
 }
 
 // SetThrottle changes how many of an array's tasks may be active at once
-// (0: no limit); the change is persisted with the array's record and takes
-// effect at the next cycle. Tasks already running are never stopped.
+// (0: no limit), durably (arrays.Ops.SetThrottle).
 func (o *Orchestrator) SetThrottle(ctx context.Context, id string, n int) (api.Array, error) {
-	if n < 0 {
-		return api.Array{}, api.Invalid("throttle", "must be 0 (no limit) or more, not %d", n)
-	}
-	_, err := o.do(ctx, func(tx *txn) (any, error) {
-		found, changed := o.arr.SetThrottle(tx, id, n)
-		if !found {
-			return nil, o.throttleDone(tx, id, n) // arrays_stored.go
-		}
-		if changed {
-			o.dirty = true
-			o.log.Info("job array throttle changed", "array_id", id, "throttle", n)
-		}
-		return nil, nil
-	})
-	if err != nil {
-		return api.Array{}, err
-	}
-	return o.Array(id)
+	return o.arrayOps().SetThrottle(ctx, id, n)
 }
 
-// CancelArray cancels every unfinished task of an array, as Cancel does
-// each: queued tasks at once, running ones with SIGTERM, then SIGKILL
-// after grace (0: the configured default). stopping reports whether some
-// were running and are being stopped. All of it is one transaction.
-func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Duration) (arr api.Array, stopping bool, err error) {
-	if grace <= 0 {
-		grace = o.cfg.CancelGrace
-	}
-	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		steps, stopping, found, err := o.arr.Cancel(id) // feature/arrays: what each task gets
-		if !found {
-			return nil, o.cancelDone(id) // arrays_stored.go
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, st := range steps {
-			j := st.Task
-			if !st.Stop {
-				now := tx.now
-				j.FinishedAt = &now
-				tx.transition(j, api.StateCanceled, api.ReasonCanceled, "canceled while queued (its array was canceled)")
-				continue
-			}
-			j.CancelRequested = true
-			tx.touch(j)
-			jid, attempt := j.ID, j.RetryCount
-			tx.after = append(tx.after, func() {
-				if err := o.cfg.Executor.Stop(context.WithoutCancel(ctx), jid, attempt, grace); err != nil {
-					o.log.Error("stop job", "job_id", jid, "err", err)
-				}
-			})
-		}
-		o.log.Info("job array canceled", "array_id", id, "stopping", stopping)
-		return stopping, nil
-	})
-	if err != nil {
-		return api.Array{}, false, err
-	}
-	arr, err = o.Array(id)
-	return arr, v.(bool), err
+// CancelArray cancels every unfinished task of an array in one
+// transaction (arrays.Ops.Cancel); grace 0: the configured default.
+func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Duration) (api.Array, bool, error) {
+	return o.arrayOps().Cancel(ctx, id, grace)
 }

@@ -14,10 +14,9 @@ import (
 )
 
 // Bookings are a feature of their own (feature/bookings): their books,
-// rules, tick and share of the snapshot. What stays here is what takes
-// the lock, makes a transaction or calls the executor: the API's
-// operations through the loop, the tick's commit, and stopping the jobs
-// of a booking whose window ended; and bookingCluster, the books the
+// rules, tick, share of the snapshot and the API's operations
+// (bookings.Ops). What stays here is the expiry of a booking's window in
+// the cycle (the loop stops its jobs), and bookingCluster, the books the
 // feature reads.
 
 // Booker is who creates or changes a booking.
@@ -32,59 +31,34 @@ const DefaultBookingAllowance = bookings.DefaultAllowance
 // released (--purge-after).
 const DefaultPurgeAfter = bookings.DefaultPurgeAfter
 
+// The API's operations on bookings are package bookings' (bookings.Ops):
+// each method below is its delegate.
+
+func (o *Orchestrator) bookingOps() bookings.Ops {
+	return bookings.Ops{Books: o.bookings, Loop: loop{o}}
+}
+
 // Bookings returns every booking (released and ended ones too), by
 // start then name.
-func (o *Orchestrator) Bookings() []api.Reservation {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.bookings.List()
-}
+func (o *Orchestrator) Bookings() []api.Reservation { return o.bookingOps().List() }
 
 // Booking returns the booking named name.
-func (o *Orchestrator) Booking(name string) (api.Reservation, error) {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.bookings.Get(name)
-}
+func (o *Orchestrator) Booking(name string) (api.Reservation, error) { return o.bookingOps().Get(name) }
 
 // CreateBooking checks and makes a booking for who, committed before it
-// is answered (bookings.Books.Create).
+// is answered.
 func (o *Orchestrator) CreateBooking(ctx context.Context, req api.ReservationRequest, who Booker) (api.Reservation, error) {
-	if err := bookings.CheckCreate(&req); err != nil {
-		return api.Reservation{}, err
-	}
-	return o.doBooking(ctx, func(tx *txn) (api.Reservation, error) { return o.bookings.Create(tx, req, who) })
+	return o.bookingOps().Create(ctx, req, who)
 }
 
-// UpdateBooking changes the fields req gives of a live booking,
-// committed before it is answered (bookings.Books.Update).
+// UpdateBooking changes the fields req gives of a live booking.
 func (o *Orchestrator) UpdateBooking(ctx context.Context, name string, req api.ReservationRequest, who Booker) (api.Reservation, error) {
-	if err := bookings.CheckUpdate(name, &req); err != nil {
-		return api.Reservation{}, err
-	}
-	return o.doBooking(ctx, func(tx *txn) (api.Reservation, error) { return o.bookings.Update(tx, name, req, who) })
+	return o.bookingOps().Update(ctx, name, req, who)
 }
 
-// DeleteBooking cancels a booking, committed before it is answered
-// (bookings.Books.Delete). It returns the booking as it was left.
+// DeleteBooking cancels a booking and returns it as it was left.
 func (o *Orchestrator) DeleteBooking(ctx context.Context, name string, who Booker) (api.Reservation, error) {
-	return o.doBooking(ctx, func(tx *txn) (api.Reservation, error) { return o.bookings.Delete(tx, name, who) })
-}
-
-// doBooking runs fn through the loop and returns its booking once
-// committed.
-func (o *Orchestrator) doBooking(ctx context.Context, fn func(tx *txn) (api.Reservation, error)) (api.Reservation, error) {
-	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		r, err := fn(tx)
-		if err != nil {
-			return nil, err
-		}
-		return r, nil
-	})
-	if err != nil {
-		return api.Reservation{}, err
-	}
-	return v.(api.Reservation), nil
+	return o.bookingOps().Delete(ctx, name, who)
 }
 
 // expire gives the jobs whose booking's window ended the time-limit
@@ -108,7 +82,7 @@ func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.P
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
 func (c bookingCluster) HasNode(id string) bool            { return c.o.nodes.Has(id) }
 func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64) {
-	ownTxn(tx).chargeBookingIdle(r, gpuSeconds) // usage.go
+	c.o.spend.ChargeBookingIdle(tx, r, gpuSeconds) // feature/spend: once per occurrence
 }
 
 func (c bookingCluster) NodeCount() int { return c.o.nodes.Len() }

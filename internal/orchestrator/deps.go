@@ -12,8 +12,8 @@ import (
 
 // Job dependencies are the feature of package deps (o.deps): its state,
 // its rules and its moments (features.go). What is left here is what it
-// reads of the orchestrator's books (depJobs) and the API's call that
-// changes a queued job's dependency, a loop op.
+// reads of the orchestrator's books (depJobs), and the delegate of the
+// API's operation (deps.Ops).
 
 // DefaultDependencyTimeout is how long a job whose dependency can never
 // be met stays queued before it is canceled, unless Config says otherwise.
@@ -88,32 +88,7 @@ func (b depJobs) Cancel(tx feature.Tx, j *api.Job, reason, message string) {
 }
 
 // SetDependency replaces the depends_on of a queued job (raw "" removes
-// it), checked as at submission and also for cycles through the jobs
-// that depend on it. The job's row is rewritten; no state changes, so
-// there is no event (the API's audit trail records the call). Only
-// queued jobs: 409 otherwise.
+// it), durably (deps.Ops.Set: its rules).
 func (o *Orchestrator) SetDependency(ctx context.Context, id, raw string) (api.Job, error) {
-	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		j, ok := o.jobs[id]
-		if !ok {
-			return nil, api.NotFound("no job %q", id)
-		}
-		if j.State != api.StateQueued {
-			return nil, api.Conflict("wrong_state", "job %s is %s: only a queued job's dependencies can change", id, j.State)
-		}
-		old := j.DependsOn
-		if err := o.deps.Set(j, raw, j.ArrayJobID != ""); err != nil {
-			return nil, err
-		}
-		if j.DependsOn != old {
-			tx.touch(j)
-			o.dirty = true
-			o.log.Info("job dependency changed", "job_id", id, "depends_on", j.DependsOn)
-		}
-		return o.view(j, true), nil
-	})
-	if err != nil {
-		return api.Job{}, err
-	}
-	return v.(api.Job), nil
+	return deps.Ops{Tracker: o.deps, Loop: loop{o}, View: func(j *api.Job) api.Job { return o.view(j, true) }}.Set(ctx, id, raw)
 }

@@ -5,7 +5,10 @@ import (
 
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/cpujobs"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/jobio"
+	"github.com/corral-sched/corral/internal/feature/notes"
+	"github.com/corral-sched/corral/internal/feature/reclaim"
 )
 
 // features are Corral's features in the one order the loop calls them,
@@ -30,43 +33,27 @@ func (o *Orchestrator) features() []any {
 		o.sizes,         // a job's command and env, and each user's live jobs, bounded in bytes
 		o.queueLimits(), // what one user and the cluster may queue, interactive work's limits (feature/limits)
 		o.holds,         // GPUs held outside the queue: their share of the snapshot
-		holdExpiry{o},   // holds past their expiry release their GPUs (holds.go)
-		o.bookings,      // bookings: who may submit to one, blocked intervals, moved along their windows each tick, their books at recovery (feature/bookings)
+		// holds past their expiry release their GPUs (holds.go: the loop frees them)
+		holds.Expiry{Books: o.holds, Release: holdBooks{o}, Now: o.cfg.Now, Log: o.log},
+		o.bookings, // bookings: who may submit to one, blocked intervals, moved along their windows each tick, their books at recovery (feature/bookings)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
-		o.reclaim,      // what idle reclaim kept of an ended job's connections
-		idleReclaim{o}, // interactive jobs idle too long are reclaimed (feature/reclaim's Step, in a transaction of the loop's)
-		timeLimits{o},  // running attempts past their time limit are stopped (feature/limits' TimeLimits, likewise)
+		o.reclaim, // what idle reclaim kept of an ended job's connections
+		// interactive jobs idle too long are warned, then reclaimed (feature/reclaim)
+		reclaim.Tick{Books: o.reclaim, Cluster: reclaimCluster{o}, Notes: o.notes, Now: o.cfg.Now, Log: o.log},
+		o.timeLimits(), // running attempts past their time limit are stopped (feature/limits, reclaim.go)
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
-		noteFlush{o},   // what was noted, committed when nothing else commits (notify.go)
-		endedJobs{o},   // ended jobs summarised (feature/ended), then out of memory (finished.go)
-		usageTick{o},   // the heartbeat, and budgets' look at running attempts (usage.go)
-		o.arr,          // job arrays: their limits at submit, their books, done arrays out of memory (feature/arrays)
-		o.spend,        // GPU time charged; exhausted budgets at submit and in the queue (feature/spend)
-		o.runtimes,     // learned run times: a run row as an attempt ends, the history back at recovery (feature/runtimes)
+		// the queue wait's alert; what was noted, committed when nothing else commits
+		notes.Flush{Notes: o.notes, Now: o.cfg.Now},
+		endedJobs{o}, // ended jobs summarised (feature/ended), then out of memory (finished.go)
+		usageTick{o}, // the heartbeat, and budgets' look at running attempts (usage.go)
+		o.arr,        // job arrays: their limits at submit, their books, done arrays out of memory (feature/arrays)
+		o.spend,      // GPU time charged; exhausted budgets at submit and in the queue (feature/spend)
+		o.runtimes,   // learned run times: a run row as an attempt ends, the history back at recovery (feature/runtimes)
 	}
 }
 
-// The rooms below still live in this package and reach into the shared
-// books through o; each is the seam along which its feature moves out.
-
-type holdExpiry struct{ o *Orchestrator }
-
-func (f holdExpiry) Tick(ctx context.Context) { f.o.checkHolds(ctx) }
-
-type idleReclaim struct{ o *Orchestrator }
-
-func (f idleReclaim) Tick(ctx context.Context) { f.o.checkInteractiveIdle(ctx) }
-
-type timeLimits struct{ o *Orchestrator }
-
-func (f timeLimits) Tick(ctx context.Context) { f.o.checkTimeLimits(ctx) }
-
-// noteFlush is the part of notifications that stays with the loop: what
-// was noted (feature/notes) must be committed even when nothing else
-// commits, and only the loop makes a transaction.
-type noteFlush struct{ o *Orchestrator }
-
-func (f noteFlush) Tick(ctx context.Context) { f.o.flushNotes(ctx) }
+// The registrations below are the loop's side of a feature: they reach
+// into the shared books through o.
 
 type endedJobs struct{ o *Orchestrator }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/holds"
 )
 
@@ -76,15 +77,8 @@ func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
 	return out
 }
 
-// checkHolds ends every hold past its expiry. Loop only.
-func (o *Orchestrator) checkHolds(ctx context.Context) {
-	now := o.cfg.Now()
-	o.inTx(ctx, "hold expiry", func(tx *txn) bool {
-		due := o.holds.Due(now)
-		for _, h := range due {
-			o.releaseHold(tx, h)
-			o.log.Info("hold expired; GPUs released", "hold", h.JobID, "user", h.User)
-		}
-		return len(due) > 0
-	})
-}
+// holdBooks is what feature/holds asks of the loop (holds.Releaser):
+// an expired hold's GPUs released. Write lock held.
+type holdBooks struct{ o *Orchestrator }
+
+func (b holdBooks) ReleaseHold(tx feature.Tx, h *api.Hold) { b.o.releaseHold(ownTxn(tx), h) }

@@ -34,13 +34,16 @@ type moments struct {
 	load     []feature.Loader
 }
 
-// register sorts features into the moments they serve. A TxTicker
-// ticks in a transaction of the loop's (txTick), in its place among the
-// Tickers.
+// register sorts features into the moments they serve. A TxTicker and a
+// RunningTicker tick in a transaction of the loop's (txTick, runTick), in
+// their places among the Tickers.
 func (m *moments) register(o *Orchestrator, features []any) {
 	for _, f := range features {
 		if c, ok := f.(feature.TxTicker); ok {
 			m.tick = append(m.tick, txTick{o, c})
+		}
+		if c, ok := f.(feature.RunningTicker); ok {
+			m.tick = append(m.tick, runTick{o, c})
 		}
 		if c, ok := f.(feature.SubmitCheck); ok {
 			m.submit = append(m.submit, c)
@@ -82,6 +85,45 @@ func (t txTick) Tick(ctx context.Context) {
 		return t.f.TickTx(tx) && (!tx.batch.Empty() || t.o.notes.Pending())
 	})
 }
+
+// runTick runs a RunningTicker in a transaction of the loop's own
+// (inTx), with the running work as this tick sees it; committed when the
+// feature says so.
+type runTick struct {
+	o *Orchestrator
+	f feature.RunningTicker
+}
+
+func (t runTick) Tick(ctx context.Context) {
+	t.o.inTx(ctx, t.f.TickName(), func(tx *txn) bool { return t.f.TickRunning(tx, running{t.o, ctx}) })
+}
+
+// loop is the loop as a feature's API operations see it (feature.Loop):
+// an op of the loop's (do), the read lock, the test's hook before a read
+// of the store made without the lock, and what an op's transaction may
+// ask of the shared books.
+type loop struct{ o *Orchestrator }
+
+func (l loop) Do(ctx context.Context, fn func(tx feature.Tx) (any, error)) (any, error) {
+	return l.o.do(ctx, func(tx *txn) (any, error) { return fn(tx) })
+}
+
+func (l loop) Read(fn func()) {
+	l.o.mu.RLock()
+	defer l.o.mu.RUnlock()
+	fn()
+}
+
+func (l loop) BeforeRead(what string) { l.o.beforeRead(what) } // reads.go
+
+func (l loop) Touch(tx feature.Tx, j *api.Job) { ownTxn(tx).touch(j) }
+func (l loop) Replan()                         { l.o.dirty = true }
+
+func (l loop) Transition(tx feature.Tx, j *api.Job, to api.State, reason, message string) {
+	ownTxn(tx).transition(j, to, reason, message)
+}
+
+func (l loop) Running(ctx context.Context) feature.Running { return running{l.o, ctx} }
 
 // admit runs the submission through every SubmitCheck, in order; the
 // first refusal is the answer.

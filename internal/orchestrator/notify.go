@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"context"
 	"iter"
 	"time"
 
@@ -49,34 +48,6 @@ func (b notesBooks) QueueWaits() iter.Seq2[time.Time, time.Time] {
 			}
 		}
 	}
-}
-
-// flushNotes commits the events noted since the last commit when nothing
-// else has (scheduling stopped, no job changing). Loop only.
-func (o *Orchestrator) flushNotes(ctx context.Context) {
-	o.checkQueueWait(o.cfg.Now())
-	o.mu.Lock()
-	if !o.notes.Pending() {
-		o.mu.Unlock()
-		return
-	}
-	tx := o.begin()
-	err := o.commit(ctx, tx)
-	o.mu.Unlock()
-	if err != nil {
-		o.log.Error("notifications not committed", "err", err)
-	}
-}
-
-// checkQueueWait lets the notifications feature compare the queue wait
-// p95 with Config.AlertQueueWait. Loop only, no lock held.
-func (o *Orchestrator) checkQueueWait(now time.Time) {
-	if o.cfg.Notify == nil || o.cfg.AlertQueueWait <= 0 {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.notes.CheckQueueWait(now)
 }
 
 // JobEnv returns a copy of a job's env (nil when there is no such job):

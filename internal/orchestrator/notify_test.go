@@ -305,7 +305,9 @@ func TestNotifyQueueWait(t *testing.T) {
 		mu.Lock()
 		now = now.Add(d)
 		mu.Unlock()
-		o.checkQueueWait(clock())
+		o.mu.Lock() // what the notifications' tick does (notes.Flush)
+		o.notes.CheckQueueWait(clock())
+		o.mu.Unlock()
 		if _, err := o.SetScheduling(ctx, false); err != nil { // a commit: it carries what was noted
 			t.Fatal(err)
 		}

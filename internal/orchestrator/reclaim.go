@@ -15,26 +15,15 @@ import (
 // limits, feature/reclaim's idle reclaim); here is the loop's side: the
 // tick's transaction, and the running work as they see it (running).
 
-// checkTimeLimits stops every running attempt past its time limit
-// (limits.TimeLimits). Loop only.
-func (o *Orchestrator) checkTimeLimits(ctx context.Context) {
-	now := o.cfg.Now()
-	o.inTx(ctx, "time limits", func(tx *txn) bool {
-		limits.TimeLimits{Running: running{o, ctx}, Notes: o.notes, Grace: o.cfg.CancelGrace,
-			Arm: o.limits.arm, Log: o.log}.Check(tx, now)
-		return true
-	})
+// timeLimits is the time limits' tick (limits.Timer), which the loop
+// also runs when the earliest limit is due (checkTimeLimits).
+func (o *Orchestrator) timeLimits() limits.Timer {
+	return limits.Timer{Notes: o.notes, Grace: o.cfg.CancelGrace, Arm: o.limits.arm, Now: o.cfg.Now, Log: o.log}
 }
 
-// checkInteractiveIdle warns, then ends, idle interactive jobs
-// (reclaim.Books.Step). Loop only.
-func (o *Orchestrator) checkInteractiveIdle(ctx context.Context) {
-	now := o.cfg.Now()
-	o.inTx(ctx, "idle reclaim", func(tx *txn) bool {
-		o.reclaim.Step(tx, now, running{o, ctx}, o.notes, o.log)
-		return true
-	})
-}
+// checkTimeLimits stops every running attempt past its time limit, at
+// the limit itself (the limit timer). Loop only.
+func (o *Orchestrator) checkTimeLimits(ctx context.Context) { runTick{o, o.timeLimits()}.Tick(ctx) }
 
 // inTx runs step, a ticker's work, in a transaction of its own under the
 // lock, and commits it unless step says there is nothing to commit; what
@@ -57,7 +46,7 @@ func (o *Orchestrator) inTx(ctx context.Context, what string, step func(tx *txn)
 }
 
 // running is the running work as the timed features see it
-// (feature.Running, reclaim.Loop), for one tick: ctx is the tick's, which
+// (feature.Running), for one tick: ctx is the tick's, which
 // the executor's calls outlive. Lock held.
 type running struct {
 	o   *Orchestrator
@@ -92,13 +81,16 @@ func (r running) Stop(tx feature.Tx, j *api.Job, grace time.Duration, notice, fa
 	})
 }
 
-func (r running) Class(name string) api.ClassIdle { return r.o.policy.Classes[name] }
-func (r running) PreemptGrace() time.Duration     { return r.o.policy.PreemptGrace.Duration() }
+// reclaimCluster is what idle reclaim reads of the books at its tick
+// (reclaim.Cluster). Lock held.
+type reclaimCluster struct{ o *Orchestrator }
+
+func (c reclaimCluster) Class(name string) api.ClassIdle { return c.o.policy.Classes[name] }
+func (c reclaimCluster) PreemptGrace() time.Duration     { return c.o.policy.PreemptGrace.Duration() }
 
 // Util reads a GPU's last utilization from its node's report.
-func (r running) Util(nodeID string, gpu int) (pct int, node, read bool) {
-	o := r.o
-	n := o.nodes.Get(nodeID)
+func (c reclaimCluster) Util(nodeID string, gpu int) (pct int, node, read bool) {
+	n := c.o.nodes.Get(nodeID)
 	if n == nil {
 		return 0, false, false
 	}

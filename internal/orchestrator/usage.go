@@ -11,9 +11,9 @@ import (
 	"github.com/corral-sched/corral/internal/usage"
 )
 
-// The usage ledger, budgets and prices are package spend's (o.spend);
-// here is what takes the loop's lock or makes its transactions: the
-// tick's commits, the API's changes and reads, and the charge of an
+// The usage ledger, budgets and prices are package spend's (o.spend),
+// with the API's operations (spend.Ops); here is what the feature reads
+// of the books (spendCluster), the tick's commits, and the charge of an
 // attempt lost with the previous server.
 
 // spendCluster is what feature/spend reads of the books. Lock held.
@@ -47,13 +47,6 @@ func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) {
 	}
 	j.GPUSeconds += gpushare.Equivalents(j.Allocation) * end.Sub(*j.StartedAt).Seconds() // rebuildLedger counts it
 	o.spend.ChargeAttempt(tx, j, end)
-}
-
-// chargeBookingIdle charges a booking's GPU time left idle to its booker
-// (spend's ChargeBookingIdle: once per occurrence). Called when a window
-// closes (bookings_tick.go). Write lock held.
-func (tx *txn) chargeBookingIdle(r *api.Reservation, gpuSeconds float64) {
-	tx.o.spend.ChargeBookingIdle(tx, r, gpuSeconds)
 }
 
 // heartbeat commits the time the running attempts were last known alive
@@ -99,86 +92,51 @@ func (o *Orchestrator) checkBudgetsRunning(ctx context.Context) {
 // UsageQuery is what GET /usage asks.
 type UsageQuery = spend.Query
 
-// Usage reports the ledger over the window, grouped and priced at today's
-// prices. It reads the store, not memory. Bad input is an *api.Error
-// naming the field.
-func (o *Orchestrator) Usage(ctx context.Context, q UsageQuery) (usage.Report, error) {
-	return spend.Report(ctx, o.cfg.Store, q, o.Prices)
-}
-
 // UsageTotal is one user's and project's all-time charge, for metrics.
 type UsageTotal = spend.Total
 
+// The API's operations on budgets, prices and the ledger are package
+// spend's (spend.Ops): each method below is its delegate.
+
+func (o *Orchestrator) spendOps() spend.Ops {
+	return spend.Ops{Books: o.spend, Loop: loop{o}, Store: o.cfg.Store}
+}
+
+// Usage reports the ledger over the window (spend.Ops.Usage).
+func (o *Orchestrator) Usage(ctx context.Context, q UsageQuery) (usage.Report, error) {
+	return o.spendOps().Usage(ctx, q)
+}
+
 // UsageTotals returns the all-time totals per user and project.
-func (o *Orchestrator) UsageTotals() []UsageTotal {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.spend.Totals()
-}
+func (o *Orchestrator) UsageTotals() []UsageTotal { return o.spendOps().Totals() }
 
-// Budgets returns every budget with its month-to-date status, by kind
-// then name.
-func (o *Orchestrator) Budgets() []usage.BudgetStatus {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.spend.Budgets()
-}
+// Budgets returns every budget with its month-to-date status.
+func (o *Orchestrator) Budgets() []usage.BudgetStatus { return o.spendOps().Budgets() }
 
-// SetBudget creates or replaces a budget, durably, and tells at once the
-// thresholds its month-to-date spend already crossed.
+// SetBudget creates or replaces a budget, durably (spend.Ops.SetBudget).
 func (o *Orchestrator) SetBudget(ctx context.Context, b usage.Budget) (usage.BudgetStatus, error) {
-	if err := spend.CheckBudget(b); err != nil {
-		return usage.BudgetStatus{}, err
-	}
-	v, err := o.do(ctx, func(tx *txn) (any, error) { return o.spend.SetBudget(tx, b) })
-	if err != nil {
-		return usage.BudgetStatus{}, err
-	}
-	return v.(usage.BudgetStatus), nil
+	return o.spendOps().SetBudget(ctx, b)
 }
 
 // UnsetBudget removes a budget; 404 when there is none.
 func (o *Orchestrator) UnsetBudget(ctx context.Context, kind, name string) error {
-	_, err := o.do(ctx, func(tx *txn) (any, error) { return nil, o.spend.UnsetBudget(tx, kind, name) })
-	return err
+	return o.spendOps().UnsetBudget(ctx, kind, name)
 }
 
-// ReleaseBudget lifts an exhausted budget's action until the next period
-// (an admin's word); 404 when there is no such budget.
+// ReleaseBudget lifts an exhausted budget's action until the next period.
 func (o *Orchestrator) ReleaseBudget(ctx context.Context, kind, name string) (usage.BudgetStatus, error) {
-	v, err := o.do(ctx, func(tx *txn) (any, error) { return o.spend.ReleaseBudget(tx, kind, name) })
-	if err != nil {
-		return usage.BudgetStatus{}, err
-	}
-	return v.(usage.BudgetStatus), nil
+	return o.spendOps().ReleaseBudget(ctx, kind, name)
 }
 
 // Prices returns a copy of the GPU prices (dollars per GPU-hour by model).
-func (o *Orchestrator) Prices() usage.Prices {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.spend.Prices()
-}
+func (o *Orchestrator) Prices() usage.Prices { return o.spendOps().Prices() }
 
-// SetPrice sets a GPU model's price, durably. A bad model or price is an
-// *api.Error naming the field (model, dollars_per_hour). Costs already
-// counted in the metrics keep their price; reports price at today's.
+// SetPrice sets a GPU model's price, durably (spend.Ops.SetPrice).
 func (o *Orchestrator) SetPrice(ctx context.Context, model string, dollarsPerHour float64) (usage.Prices, error) {
-	if err := spend.CheckPrice(model, dollarsPerHour); err != nil {
-		return nil, err
-	}
-	return o.changePrices(ctx, func(tx *txn) (usage.Prices, error) { return o.spend.SetPrice(tx, model, dollarsPerHour) })
+	return o.spendOps().SetPrice(ctx, model, dollarsPerHour)
 }
 
 // UnsetPrice removes a GPU model's price; 404 when it has none.
 func (o *Orchestrator) UnsetPrice(ctx context.Context, model string) (usage.Prices, error) {
-	return o.changePrices(ctx, func(tx *txn) (usage.Prices, error) { return o.spend.UnsetPrice(tx, model) })
-}
-
-func (o *Orchestrator) changePrices(ctx context.Context, change func(*txn) (usage.Prices, error)) (usage.Prices, error) {
-	v, err := o.do(ctx, func(tx *txn) (any, error) { return change(tx) })
-	if err != nil {
-		return nil, err
-	}
-	return v.(usage.Prices), nil
+	return o.spendOps().UnsetPrice(ctx, model)
 }

@@ -198,7 +198,7 @@ func TestUsageChargesIdleBookings(t *testing.T) {
 	r := &api.Reservation{Name: "deadline", GPUs: 3, Owner: "ana", Project: "vision", Start: start, End: start.Add(time.Hour),
 		Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}, {NodeID: "n1", GPUID: 1}, {NodeID: "n2", GPUID: 0}}}
 	for range 2 {
-		if _, err := h.o.do(ctx, func(tx *txn) (any, error) { tx.chargeBookingIdle(r, 3*3600); return nil, nil }); err != nil {
+		if _, err := h.o.do(ctx, func(tx *txn) (any, error) { h.o.spend.ChargeBookingIdle(tx, r, 3*3600); return nil, nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

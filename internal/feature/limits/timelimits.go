@@ -54,6 +54,30 @@ func (t TimeLimits) Check(tx feature.Tx, now time.Time) {
 	}
 }
 
+// Timer is the time limits' timed work (feature.RunningTicker): Check,
+// each tick and when the earliest limit is due, in a transaction of the
+// loop's, over the running work of that tick.
+type Timer struct {
+	Notes Noter
+	Grace time.Duration // the cancel grace
+	// Arm wakes the loop at the earliest limit not yet reached
+	// (TimeLimits.Arm).
+	Arm func(due, now time.Time)
+	Now func() time.Time // the orchestrator's clock, read at each check
+	Log *slog.Logger
+}
+
+// TickRunning checks the running work run at Now. It reports true
+// whether or not a job changed: the tick's transaction is always
+// committed, and the commit's features run (ended jobs leave memory).
+func (t Timer) TickRunning(tx feature.Tx, run feature.Running) bool {
+	TimeLimits{Running: run, Notes: t.Notes, Grace: t.Grace, Arm: t.Arm, Log: t.Log}.Check(tx, t.Now())
+	return true
+}
+
+// TickName names the time limits' tick in the log.
+func (t Timer) TickName() string { return "time limits" }
+
 // Outcome is how a job stopped at its time limit ends.
 func Outcome(j *api.Job, code int) (api.State, string, string) {
 	return api.StateFailed, api.ReasonTimeLimit, fmt.Sprintf("ran past its time limit of %s and was stopped (exit code %d)", limitText(j.TimeLimit), code)

@@ -76,3 +76,25 @@ func TestTimeLimitsCheck(t *testing.T) {
 		t.Errorf("armed %v, want the under job's limit at +50m", r.armed)
 	}
 }
+
+// TestTimerTicksOverTheRunningWork: the timer checks the running work the
+// loop hands it at its own clock, and asks for the tick's commit.
+func TestTimerTicksOverTheRunningWork(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	hour := api.Seconds(3600)
+	started := t0.Add(-2 * time.Hour)
+	over := &api.Job{ID: "over", State: api.StateRunning, StartedAt: &started, TimeLimit: &hour}
+	r := &fakeRunning{jobs: []*api.Job{over}}
+	tm := Timer{Notes: r, Grace: 3 * time.Second, Arm: func(time.Time, time.Time) {}, Now: func() time.Time { return t0 },
+		Log: slog.New(slog.DiscardHandler)}
+	if !tm.TickRunning(&fakeTx{}, r) || tm.TickName() != "time limits" {
+		t.Fatal("the tick does not ask for its commit")
+	}
+	if fmt.Sprint(r.stops) != `[over 3s ""]` || !over.TimedOut {
+		t.Fatalf("stops %v, timed out %v", r.stops, over.TimedOut)
+	}
+	r.jobs = nil
+	if !tm.TickRunning(&fakeTx{}, r) || len(r.stops) != 1 {
+		t.Fatalf("a tick with nothing running: stops %v", r.stops)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
@@ -113,3 +114,22 @@ func queueWaitP95(b Books, now time.Time) time.Duration {
 	i := int(float64(len(waits))*95/100+0.5) - 1
 	return time.Duration(waits[min(max(i, 0), len(waits)-1)] * float64(time.Second))
 }
+
+// Flush is the notifications' tick (feature.TxTicker): the queue wait
+// compared with Config.QueueWait, and what was noted since the last
+// commit committed when nothing else has (scheduling stopped, no job
+// changing): only the loop makes a transaction.
+type Flush struct {
+	Notes *Notes
+	Now   func() time.Time // the orchestrator's clock, read at each tick
+}
+
+// TickTx checks the queue wait at Now; it reports whether notifications
+// wait to be committed.
+func (f Flush) TickTx(feature.Tx) bool {
+	f.Notes.CheckQueueWait(f.Now())
+	return f.Notes.Pending()
+}
+
+// TickName names the notifications' tick in the log.
+func (f Flush) TickName() string { return "notifications" }

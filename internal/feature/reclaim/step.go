@@ -14,6 +14,12 @@ import (
 // the GPUs' readings.
 type Loop interface {
 	feature.Running
+	Cluster
+}
+
+// Cluster is what idle reclaim reads of the books at its tick, besides
+// the running work. Lock held.
+type Cluster interface {
 	// Class is the idle settings of the class named name.
 	Class(name string) api.ClassIdle
 	// PreemptGrace is the policy's grace of a preempted job.
@@ -25,6 +31,33 @@ type Loop interface {
 // Noter is what idle reclaim tells the notifications feature.
 type Noter interface {
 	Job(j *api.Job, k notify.Kind, at time.Time)
+}
+
+// Tick is idle reclaim's timed work (feature.RunningTicker): Step, each
+// tick, in a transaction of the loop's.
+type Tick struct {
+	Books   *Books
+	Cluster Cluster
+	Notes   Noter
+	Now     func() time.Time // the orchestrator's clock, read at each tick
+	Log     *slog.Logger
+}
+
+// TickRunning steps at Now over the running work run. It reports true
+// whether or not a job changed: the tick's transaction is always
+// committed, and the commit's features run (ended jobs leave memory).
+func (t Tick) TickRunning(tx feature.Tx, run feature.Running) bool {
+	t.Books.Step(tx, t.Now(), tickLoop{run, t.Cluster}, t.Notes, t.Log)
+	return true
+}
+
+// TickName names idle reclaim's tick in the log.
+func (t Tick) TickName() string { return "idle reclaim" }
+
+// tickLoop is the running work of one tick with the books' Cluster.
+type tickLoop struct {
+	feature.Running
+	Cluster
 }
 
 // Step warns, then ends, idle interactive jobs at now, in tx: a warning

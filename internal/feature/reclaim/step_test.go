@@ -89,3 +89,23 @@ func TestStep(t *testing.T) {
 		t.Fatal("the batch job was touched")
 	}
 }
+
+// TestTickStepsAtItsClock: the tick steps over the running work the loop
+// hands it, with the books' classes, at its own clock, and asks for the
+// tick's commit.
+func TestTickStepsAtItsClock(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)
+	ia := &api.Job{ID: "ia", Class: api.ClassInteractive, State: api.StateRunning, StartedAt: &t0, Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}}}
+	l := &fakeLoop{jobs: []*api.Job{ia}}
+	now := t0
+	tk := Tick{Books: New(0, nil), Cluster: l, Notes: l, Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
+	for _, at := range []time.Duration{0, 55 * time.Minute} {
+		now = t0.Add(at)
+		if !tk.TickRunning(&fakeTx{now: now}, l) {
+			t.Fatal("the tick does not ask for its commit")
+		}
+	}
+	if ia.IdleEndsAt == nil || fmt.Sprint(l.notes) != "[ia job.idle_warning]" || tk.TickName() != "idle reclaim" {
+		t.Fatalf("after 55 quiet minutes: ends %v, notes %v", ia.IdleEndsAt, l.notes)
+	}
+}
