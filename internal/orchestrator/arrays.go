@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"context"
 	"iter"
 	"time"
 
@@ -111,36 +110,4 @@ func (o *Orchestrator) replayArray(id string) (submitResult, bool) {
 		return o.replayDone(id) // arrays_stored.go
 	}
 	return submitResult{o.view(tasks[0], true), true}, true
-}
-
-// The API's reads and operations on arrays are package arrays'
-// (arrays.Ops): each method below is its delegate.
-
-func (o *Orchestrator) arrayOps() arrays.Ops {
-	return arrays.Ops{Books: o.arr, Loop: loop{o}, Refs: o.refs, Store: o.arrayStore(), Grace: o.cfg.CancelGrace, Log: o.log}
-}
-
-// Array returns the array that id names (exactly or by prefix), with its
-// counts by state and its task indexes, live or done.
-func (o *Orchestrator) Array(id string) (api.Array, error) { return o.arrayOps().Get(id) }
-
-// ArraySummaries returns the summaries (counts, no task list) of the
-// arrays named, in the order given, skipping unknown ids.
-func (o *Orchestrator) ArraySummaries(ids []string) []api.Array { return o.arrayOps().Summaries(ids) }
-
-// ArrayOwner returns the user and project of an array.
-func (o *Orchestrator) ArrayOwner(id string) (user, project string, ok bool) {
-	return o.arrayOps().Owner(id)
-}
-
-// SetThrottle changes how many of an array's tasks may be active at once
-// (0: no limit), durably (arrays.Ops.SetThrottle).
-func (o *Orchestrator) SetThrottle(ctx context.Context, id string, n int) (api.Array, error) {
-	return o.arrayOps().SetThrottle(ctx, id, n)
-}
-
-// CancelArray cancels every unfinished task of an array in one
-// transaction (arrays.Ops.Cancel); grace 0: the configured default.
-func (o *Orchestrator) CancelArray(ctx context.Context, id string, grace time.Duration) (api.Array, bool, error) {
-	return o.arrayOps().Cancel(ctx, id, grace)
 }

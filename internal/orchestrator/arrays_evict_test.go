@@ -85,7 +85,7 @@ func TestDoneArrayLeavesMemory(t *testing.T) {
 	if array, tasks := h.inMemory(aid); !array || tasks != n {
 		t.Fatalf("before the end: array in memory %v, %d tasks; want it whole", array, tasks)
 	}
-	before, err := h.o.Array(aid)
+	before, err := h.o.FeatureOps().Arrays.Get(aid)
 	if err != nil || before.Counts.Completed != n-2 || before.Counts.Failed != 1 || before.Counts.Active() != 1 {
 		t.Fatalf("array before its end = %+v, %v", before.Counts, err)
 	}
@@ -134,7 +134,7 @@ func TestDoneArrayLeavesMemory(t *testing.T) {
 
 	check := func(when string) {
 		t.Helper()
-		a, err := h.o.Array(aid[:12])
+		a, err := h.o.FeatureOps().Arrays.Get(aid[:12])
 		if err != nil {
 			t.Fatalf("%s: Array: %v", when, err)
 		}
@@ -154,20 +154,20 @@ func TestDoneArrayLeavesMemory(t *testing.T) {
 		if got := h.allPages(JobFilter{State: api.StateFailed}, 1); !slices.Equal(got, []string{aid + "_2"}) {
 			t.Fatalf("%s: failed jobs %v", when, got)
 		}
-		sums := h.o.ArraySummaries([]string{aid, live})
+		sums := h.o.FeatureOps().Arrays.Summaries([]string{aid, live})
 		if len(sums) != 2 || sums[0].Counts != want.Counts || sums[0].Tasks != nil || sums[1].Counts.Canceled != 1 {
 			t.Fatalf("%s: summaries %+v", when, sums)
 		}
-		if u, p, ok := h.o.ArrayOwner(aid); !ok || u != "ana" || p != first.Project {
+		if u, p, ok := h.o.FeatureOps().Arrays.Owner(aid); !ok || u != "ana" || p != first.Project {
 			t.Fatalf("%s: owner %q %q %v", when, u, p, ok)
 		}
-		if _, _, err := h.o.CancelArray(ctx, aid, 0); !isStatus(err, 409) {
+		if _, _, err := h.o.FeatureOps().Arrays.Cancel(ctx, aid, 0); !isStatus(err, 409) {
 			t.Fatalf("%s: cancel of the done array: %v, want 409", when, err)
 		}
 		if j, replayed, err := h.o.Submit(ctx, req, "sweep-key"); err != nil || !replayed || j.ID != first.ID {
 			t.Fatalf("%s: the array's idempotency key replays %s (replayed %v), %v; want its first task", when, j.ID, replayed, err)
 		}
-		if _, err := h.o.ResolveJobID(aid); !isStatus(err, 404) || !strings.Contains(err.Error(), "is a job array") {
+		if _, err := h.o.FeatureOps().Refs.JobID(aid); !isStatus(err, 404) || !strings.Contains(err.Error(), "is a job array") {
 			t.Fatalf("%s: the array's id as a job: %v, want 404 is_array", when, err)
 		}
 		c := h.o.JobStateCounts()
@@ -205,7 +205,7 @@ func TestDoneArrayLeavesMemory(t *testing.T) {
 	check("after a restart")
 
 	// The throttle of a done array is stored with its record, as before.
-	if a, err := h.o.SetThrottle(ctx, aid, 2); err != nil || a.Throttle != 2 || a.Counts != want.Counts {
+	if a, err := h.o.FeatureOps().Arrays.SetThrottle(ctx, aid, 2); err != nil || a.Throttle != 2 || a.Counts != want.Counts {
 		t.Fatalf("throttle of the done array: %+v, %v", a, err)
 	}
 }
@@ -270,7 +270,7 @@ func TestDependOnDoneArray(t *testing.T) {
 			if n, err := h.o.PruneOnce(ctx, clk.now().Add(time.Hour)); err != nil || n > 1 {
 				t.Fatalf("pruned %d, %v: want at most the job that ran", n, err)
 			}
-			if a, err := h.o.Array(aid); err != nil || a.Counts.Total() != len(tc.codes) {
+			if a, err := h.o.FeatureOps().Arrays.Get(aid); err != nil || a.Counts.Total() != len(tc.codes) {
 				t.Fatalf("pruning took the array: %+v, %v", a, err)
 			}
 

@@ -38,7 +38,7 @@ func TestPruneDoneArray(t *testing.T) {
 	if n, err := h.o.PruneOnce(ctx, time.Now().Add(time.Hour)); err != nil || n != 4 {
 		t.Fatalf("pruned %d, %v; want the done array's 4 tasks", n, err)
 	}
-	if _, err := h.o.Array(done); err == nil {
+	if _, err := h.o.FeatureOps().Arrays.Get(done); err == nil {
 		t.Error("the pruned array still answers")
 	}
 	for i := range 4 {
@@ -53,7 +53,7 @@ func TestPruneDoneArray(t *testing.T) {
 	if c := h.o.JobStateCounts(); c[api.StateCompleted] != countsBefore[api.StateCompleted]-4 {
 		t.Errorf("completed jobs counted %d after pruning, %d before: want 4 fewer", c[api.StateCompleted], countsBefore[api.StateCompleted])
 	}
-	if a, err := h.o.Array(live); err != nil || a.Counts.Canceled != 1 || a.Counts.Queued != 1 {
+	if a, err := h.o.FeatureOps().Arrays.Get(live); err != nil || a.Counts.Canceled != 1 || a.Counts.Queued != 1 {
 		t.Errorf("the array not done: %+v, %v; want it whole", a.Counts, err)
 	}
 }

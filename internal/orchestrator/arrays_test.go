@@ -67,7 +67,7 @@ func TestArrayThrottleAndEnv(t *testing.T) {
 	if err != nil || j.State != api.StateQueued || j.PendingReason != api.ReasonArrayThrottle {
 		t.Fatalf("task 5: %v %s %q, want queued with reason array_throttle", err, j.State, j.PendingReason)
 	}
-	a, err := h.o.Array(aid)
+	a, err := h.o.FeatureOps().Arrays.Get(aid)
 	if err != nil || a.Counts.Queued != 7 || a.Counts.Active() != 3 || a.TaskCount != 10 || a.Throttle != 3 || len(a.Tasks) != 10 {
 		t.Fatalf("array = %+v, %v", a, err)
 	}
@@ -76,11 +76,11 @@ func TestArrayThrottleAndEnv(t *testing.T) {
 	if more := h.takeStarts(1); more[0].JobID != aid+"_3" {
 		t.Fatalf("after one task ended, started %s; want task 3", more[0].JobID)
 	}
-	if _, err := h.o.SetThrottle(context.Background(), aid, 6); err != nil {
+	if _, err := h.o.FeatureOps().Arrays.SetThrottle(context.Background(), aid, 6); err != nil {
 		t.Fatal(err)
 	}
 	h.takeStarts(3) // throttle 3 -> 6
-	if _, err := h.o.SetThrottle(context.Background(), aid, -1); !errors.Is(err, api.ErrInvalid) {
+	if _, err := h.o.FeatureOps().Arrays.SetThrottle(context.Background(), aid, -1); !errors.Is(err, api.ErrInvalid) {
 		t.Fatalf("throttle -1: %v, want 422", err)
 	}
 
@@ -88,7 +88,7 @@ func TestArrayThrottleAndEnv(t *testing.T) {
 	h.stop()
 	h.stop = nil
 	h2 := start(t, h.path, nil)
-	a, err = h2.o.Array(aid[:10])
+	a, err = h2.o.FeatureOps().Arrays.Get(aid[:10])
 	if err != nil || a.ID != aid || a.Throttle != 6 || a.TaskCount != 10 || a.Counts.Completed != 1 || a.Counts.Total() != 10 {
 		t.Fatalf("after a restart: %+v, %v", a, err)
 	}
@@ -150,13 +150,13 @@ func TestArraySubmitRules(t *testing.T) {
 	}
 
 	aid := j.ArrayJobID
-	if _, err := h.o.ResolveJobID(aid); err == nil || !strings.Contains(err.Error(), "job array") {
+	if _, err := h.o.FeatureOps().Refs.JobID(aid); err == nil || !strings.Contains(err.Error(), "job array") {
 		t.Fatalf("ResolveJobID(array id) = %v; want an error saying it is an array", err)
 	}
-	if id, err := h.o.ResolveJobID(aid + "_3"); err != nil || id != aid+"_3" {
+	if id, err := h.o.FeatureOps().Refs.JobID(aid + "_3"); err != nil || id != aid+"_3" {
 		t.Fatalf("ResolveJobID(task) = %q, %v", id, err)
 	}
-	if id, err := h.o.ResolveArrayID(aid[:len(aid)-2]); err != nil || id != aid {
+	if id, err := h.o.FeatureOps().Refs.ArrayID(aid[:len(aid)-2]); err != nil || id != aid {
 		t.Fatalf("ResolveArrayID(prefix) = %q, %v", id, err)
 	}
 }
@@ -169,7 +169,7 @@ func TestCancelArray(t *testing.T) {
 	starts := h.takeStarts(2)
 	h.finish(starts[0])
 	h.takeStarts(1)
-	a, stopping, err := h.o.CancelArray(context.Background(), j.ArrayJobID, 0)
+	a, stopping, err := h.o.FeatureOps().Arrays.Cancel(context.Background(), j.ArrayJobID, 0)
 	if err != nil || !stopping {
 		t.Fatalf("CancelArray: %v stopping=%v", err, stopping)
 	}
@@ -183,7 +183,7 @@ func TestCancelArray(t *testing.T) {
 			t.Fatal("a running task was not stopped")
 		}
 	}
-	if _, _, err := h.o.CancelArray(context.Background(), "nosuch", 0); !errors.Is(err, api.ErrNotFound) {
+	if _, _, err := h.o.FeatureOps().Arrays.Cancel(context.Background(), "nosuch", 0); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("unknown array: %v", err)
 	}
 }

@@ -19,9 +19,6 @@ import (
 // the cycle (the loop stops its jobs), and bookingCluster, the books the
 // feature reads.
 
-// Booker is who creates or changes a booking.
-type Booker = bookings.Booker
-
 // DefaultBookingAllowance is the weekly allowance of a user's booked
 // GPU-hours that `corral server` and `corral up` give by default
 // (--booking-allowance).
@@ -30,36 +27,6 @@ const DefaultBookingAllowance = bookings.DefaultAllowance
 // DefaultPurgeAfter is how long after its start an unused booking is
 // released (--purge-after).
 const DefaultPurgeAfter = bookings.DefaultPurgeAfter
-
-// The API's operations on bookings are package bookings' (bookings.Ops):
-// each method below is its delegate.
-
-func (o *Orchestrator) bookingOps() bookings.Ops {
-	return bookings.Ops{Books: o.bookings, Loop: loop{o}}
-}
-
-// Bookings returns every booking (released and ended ones too), by
-// start then name.
-func (o *Orchestrator) Bookings() []api.Reservation { return o.bookingOps().List() }
-
-// Booking returns the booking named name.
-func (o *Orchestrator) Booking(name string) (api.Reservation, error) { return o.bookingOps().Get(name) }
-
-// CreateBooking checks and makes a booking for who, committed before it
-// is answered.
-func (o *Orchestrator) CreateBooking(ctx context.Context, req api.ReservationRequest, who Booker) (api.Reservation, error) {
-	return o.bookingOps().Create(ctx, req, who)
-}
-
-// UpdateBooking changes the fields req gives of a live booking.
-func (o *Orchestrator) UpdateBooking(ctx context.Context, name string, req api.ReservationRequest, who Booker) (api.Reservation, error) {
-	return o.bookingOps().Update(ctx, name, req, who)
-}
-
-// DeleteBooking cancels a booking and returns it as it was left.
-func (o *Orchestrator) DeleteBooking(ctx context.Context, name string, who Booker) (api.Reservation, error) {
-	return o.bookingOps().Delete(ctx, name, who)
-}
 
 // expire gives the jobs whose booking's window ended the time-limit
 // treatment (bookings.Books.Expire). Write lock held.

@@ -119,7 +119,7 @@ func TestBookingMagnetic(t *testing.T) {
 	if got := h.running(j.ID); !slices.Equal(gpuIDs(got), []int{0, 1}) || got.Reservation != "" {
 		t.Fatalf("ana's plain job on %v naming %q, want it on the booked GPUs naming none", gpuIDs(got), got.Reservation)
 	}
-	if r, err := h.o.Booking("vis"); err != nil || r.UsedAt == nil {
+	if r, err := h.o.FeatureOps().Bookings.Get("vis"); err != nil || r.UsedAt == nil {
 		t.Fatal("the magnetic booking's used_at is not set")
 	}
 	// At the window's end it is stopped as a job of the booking.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/sched"
@@ -73,10 +74,10 @@ func TestBookingRules(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)} // a Monday
 	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8), a100Node("n2", 4)}, Tick: time.Hour, Now: clk.now, BookingAllowance: 64})
-	admin, ana, bo := Booker{User: "root", Admin: true}, Booker{User: "ana", Admin: false}, Booker{User: "bo", Admin: false}
+	admin, ana, bo := bookings.Booker{User: "root", Admin: true}, bookings.Booker{User: "ana", Admin: false}, bookings.Booker{User: "bo", Admin: false}
 	steps := []struct {
 		name   string
-		who    Booker
+		who    bookings.Booker
 		req    api.ReservationRequest
 		status int    // 0: accepted
 		field  string // of the refusal
@@ -108,7 +109,7 @@ func TestBookingRules(t *testing.T) {
 		{"daily longer than a day", admin, with(bookReq("x", 1, base, 20*time.Hour, 45*time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("daily") }), 422, "duration", "repeats", ""},
 	}
 	for _, s := range steps {
-		r, err := h.o.CreateBooking(context.Background(), s.req, s.who)
+		r, err := h.o.FeatureOps().Bookings.Create(context.Background(), s.req, s.who)
 		if s.status == 0 {
 			if err != nil {
 				t.Fatalf("%s: %v", s.name, err)
@@ -122,38 +123,38 @@ func TestBookingRules(t *testing.T) {
 		if !errors.As(err, &e) || e.Status != s.status || e.Field != s.field || !strings.Contains(e.Message, s.msg) {
 			t.Fatalf("%s: got %v (%+v), want %d on %q saying %q", s.name, err, e, s.status, s.field, s.msg)
 		}
-		if _, err := h.o.Booking(s.req.Name); err == nil && s.req.Name == "x" {
+		if _, err := h.o.FeatureOps().Bookings.Get(s.req.Name); err == nil && s.req.Name == "x" {
 			t.Fatalf("%s: a refused booking was kept", s.name)
 		}
 	}
 	// Users default to the booker; a user may change only their own.
-	if r, _ := h.o.Booking("bo1"); len(r.Users) != 1 || r.Users[0] != "bo" {
+	if r, _ := h.o.FeatureOps().Bookings.Get("bo1"); len(r.Users) != 1 || r.Users[0] != "bo" {
 		t.Fatalf("bo1's users: %v", r.Users)
 	}
-	if _, err := h.o.UpdateBooking(context.Background(), "vision", api.ReservationRequest{GPUs: new(2)}, ana); !errors.Is(err, &api.Error{Status: 403}) {
+	if _, err := h.o.FeatureOps().Bookings.Update(context.Background(), "vision", api.ReservationRequest{GPUs: new(2)}, ana); !errors.Is(err, &api.Error{Status: 403}) {
 		t.Fatalf("ana changed root's booking: %v", err)
 	}
 	// An update is checked too, and keeps the GPUs that still fit.
-	if _, err := h.o.UpdateBooking(context.Background(), "bo1", api.ReservationRequest{GPUs: new(6)}, bo); err == nil {
+	if _, err := h.o.FeatureOps().Bookings.Update(context.Background(), "bo1", api.ReservationRequest{GPUs: new(6)}, bo); err == nil {
 		t.Fatal("bo1 grew to 6 A100s of 4")
 	}
-	if r, err := h.o.UpdateBooking(context.Background(), "bo1", api.ReservationRequest{GPUs: new(3)}, bo); err != nil || len(r.Allocation) != 3 {
+	if r, err := h.o.FeatureOps().Bookings.Update(context.Background(), "bo1", api.ReservationRequest{GPUs: new(3)}, bo); err != nil || len(r.Allocation) != 3 {
 		t.Fatalf("bo1 to 3 GPUs: %+v %v", r, err)
 	}
-	if r, _ := h.o.Booking("bo1"); r.GPUs != 3 {
+	if r, _ := h.o.FeatureOps().Bookings.Get("bo1"); r.GPUs != 3 {
 		t.Fatalf("bo1 after update: %+v", r)
 	}
 	// A booking not yet begun is forgotten when deleted, in the store too.
-	if _, err := h.o.DeleteBooking(context.Background(), "bo1", bo); err != nil {
+	if _, err := h.o.FeatureOps().Bookings.Delete(context.Background(), "bo1", bo); err != nil {
 		t.Fatal(err)
 	}
 	h.stop()
 	h.stop = nil
 	h2 := startConfig(t, h.path, Config{Nodes: []Node{simNode("n1", 8), a100Node("n2", 4)}, Tick: time.Hour, Now: clk.now, BookingAllowance: 64})
-	if _, err := h2.o.Booking("bo1"); err == nil {
+	if _, err := h2.o.FeatureOps().Bookings.Get("bo1"); err == nil {
 		t.Fatal("bo1 came back after its deletion")
 	}
-	r, err := h2.o.Booking("vision")
+	r, err := h2.o.FeatureOps().Bookings.Get("vision")
 	if err != nil || r.GPUs != 8 || len(r.Allocation) != 8 || r.Users[0] != "ana" {
 		t.Fatalf("vision after a restart: %+v %v", r, err)
 	}
@@ -168,16 +169,16 @@ func TestBookingRunningJobs(t *testing.T) {
 	h.nextStart()
 	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: clk.now()})
 	h.waitState(j.ID, api.StateRunning)
-	root := Booker{User: "root", Admin: true}
+	root := bookings.Booker{User: "root", Admin: true}
 	base := clk.now()
-	_, err := h.o.CreateBooking(context.Background(), bookReq("early", 1, base, time.Hour, 3*time.Hour), root)
+	_, err := h.o.FeatureOps().Bookings.Create(context.Background(), bookReq("early", 1, base, time.Hour, 3*time.Hour), root)
 	if err == nil || !strings.Contains(err.Error(), "GPUs 0-1 on n1 are held by running job "+j.ID+" until 2026-11-30 10:00 UTC (its time limit)") {
 		t.Fatalf("booked into a running job: %v", err)
 	}
-	if _, err := h.o.CreateBooking(context.Background(), bookReq("late", 1, base, 2*time.Hour, 3*time.Hour), root); err != nil {
+	if _, err := h.o.FeatureOps().Bookings.Create(context.Background(), bookReq("late", 1, base, 2*time.Hour, 3*time.Hour), root); err != nil {
 		t.Fatalf("after the job's time limit: %v", err)
 	}
-	if _, err := h.o.CreateBooking(context.Background(), with(bookReq("forced", 1, base, time.Hour, 90*time.Minute), func(r *api.ReservationRequest) { r.Flags = strs("ignore_jobs") }), root); err != nil {
+	if _, err := h.o.FeatureOps().Bookings.Create(context.Background(), with(bookReq("forced", 1, base, time.Hour, 90*time.Minute), func(r *api.ReservationRequest) { r.Flags = strs("ignore_jobs") }), root); err != nil {
 		t.Fatalf("ignore_jobs: %v", err)
 	}
 }
@@ -187,7 +188,7 @@ func waitBooking(t *testing.T, o *Orchestrator, name string, ok func(api.Reserva
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		r, err := o.Booking(name)
+		r, err := o.FeatureOps().Bookings.Get(name)
 		if err == nil && ok(r) {
 			return r
 		}
@@ -209,7 +210,7 @@ func TestBookingLifecycle(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	notes := &noteRecorder{}
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: 10 * time.Millisecond, Now: clk.now, PurgeAfter: 30 * time.Minute, Notify: notes})
-	root := Booker{User: "root", Admin: true}
+	root := bookings.Booker{User: "root", Admin: true}
 	base := clk.now()
 	ctx := context.Background()
 	for _, req := range []api.ReservationRequest{
@@ -217,7 +218,7 @@ func TestBookingLifecycle(t *testing.T) {
 		bookReq("used", 2, base, time.Minute, 2*time.Hour),
 		with(bookReq("daily", 1, base, time.Minute, time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("daily") }),
 	} {
-		if _, err := h.o.CreateBooking(ctx, req, root); err != nil {
+		if _, err := h.o.FeatureOps().Bookings.Create(ctx, req, root); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,7 +244,7 @@ func TestBookingLifecycle(t *testing.T) {
 	if rel := notes.released(); len(rel) != 2 || rel[0].Name != "daily" || rel[1].Name != "unused" || rel[1].Owner != "root" || rel[1].Users[0] != "root" {
 		t.Fatalf("release notifications: %+v", rel)
 	}
-	if r, _ := h.o.Booking("used"); r.State != api.BookingActive {
+	if r, _ := h.o.FeatureOps().Bookings.Get("used"); r.State != api.BookingActive {
 		t.Fatalf("a used booking was purged: %+v", r)
 	}
 	// The job runs 58 (08:02 to 09:00) of the used booking's 119 minutes.
@@ -261,15 +262,15 @@ func TestBookingLifecycle(t *testing.T) {
 	// A booking deleted in its window is released, its idle time so far
 	// counted, and nobody is told (they asked for it).
 	now := clk.now()
-	if _, err := h.o.CreateBooking(ctx, bookReq("brief", 4, now, time.Minute, time.Hour), root); err != nil {
+	if _, err := h.o.FeatureOps().Bookings.Create(ctx, bookReq("brief", 4, now, time.Minute, time.Hour), root); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(11 * time.Minute)
 	waitBooking(t, h.o, "brief", func(r api.Reservation) bool { return r.State == api.BookingActive })
-	if r, err := h.o.UpdateBooking(ctx, "brief", api.ReservationRequest{Duration: api.RawValue(`"2h"`)}, root); err != nil || !r.End.Equal(now.Add(121*time.Minute)) {
+	if r, err := h.o.FeatureOps().Bookings.Update(ctx, "brief", api.ReservationRequest{Duration: api.RawValue(`"2h"`)}, root); err != nil || !r.End.Equal(now.Add(121*time.Minute)) {
 		t.Fatalf("extending a booking in its window: %+v %v", r, err)
 	}
-	r, err := h.o.DeleteBooking(ctx, "brief", root)
+	r, err := h.o.FeatureOps().Bookings.Delete(ctx, "brief", root)
 	if err != nil || r.State != api.BookingReleased || math.Abs(r.IdleGPUSeconds-4*10*60) > 1 {
 		t.Fatalf("deleted in its window: %+v %v", r, err)
 	}
@@ -292,7 +293,7 @@ func TestBookingDailyMovesOn(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	h := startConfig(t, filepath.Join(t.TempDir(), "c.db"), Config{Nodes: []Node{simNode("n1", 8)}, Tick: 10 * time.Millisecond, Now: clk.now, PurgeAfter: -1})
 	base := clk.now()
-	if _, err := h.o.CreateBooking(context.Background(), with(bookReq("d", 1, base, time.Minute, time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("weekly") }), Booker{User: "root", Admin: true}); err != nil {
+	if _, err := h.o.FeatureOps().Bookings.Create(context.Background(), with(bookReq("d", 1, base, time.Minute, time.Hour), func(r *api.ReservationRequest) { r.Flags = strs("weekly") }), bookings.Booker{User: "root", Admin: true}); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(90 * time.Minute)
@@ -307,13 +308,13 @@ func TestBookingDailyMovesOn(t *testing.T) {
 func TestBookingRefusalNamesFew(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)}
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Now: clk.now})
-	root, base := Booker{User: "root", Admin: true}, clk.now()
+	root, base := bookings.Booker{User: "root", Admin: true}, clk.now()
 	for i := range 7 {
-		if _, err := h.o.CreateBooking(context.Background(), bookReq(fmt.Sprintf("r%d", i), 1, base, time.Hour, 2*time.Hour), root); err != nil {
+		if _, err := h.o.FeatureOps().Bookings.Create(context.Background(), bookReq(fmt.Sprintf("r%d", i), 1, base, time.Hour, 2*time.Hour), root); err != nil {
 			t.Fatal(err)
 		}
 	}
-	_, err := h.o.CreateBooking(context.Background(), bookReq("all", 8, base, time.Hour, 2*time.Hour), root)
+	_, err := h.o.FeatureOps().Bookings.Create(context.Background(), bookReq("all", 8, base, time.Hour, 2*time.Hour), root)
 	if err == nil || !strings.Contains(err.Error(), "only 1 are free then: GPU 0 on n1 is booked by r0") || !strings.Contains(err.Error(), "GPU 4 on n1 is booked by r4") ||
 		!strings.Contains(err.Error(), "; and 2 more bookings, jobs or holds") || strings.Contains(err.Error(), "by r5") {
 		t.Fatalf("a refusal with 7 in the way: %v", err)

@@ -86,9 +86,3 @@ func (b depJobs) Cancel(tx feature.Tx, j *api.Job, reason, message string) {
 	j.FinishedAt = &now
 	ownTxn(tx).transition(j, api.StateCanceled, reason, message)
 }
-
-// SetDependency replaces the depends_on of a queued job (raw "" removes
-// it), durably (deps.Ops.Set: its rules).
-func (o *Orchestrator) SetDependency(ctx context.Context, id, raw string) (api.Job, error) {
-	return deps.Ops{Tracker: o.deps, Loop: loop{o}, View: func(j *api.Job) api.Job { return o.view(j, true) }}.Set(ctx, id, raw)
-}

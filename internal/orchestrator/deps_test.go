@@ -286,7 +286,7 @@ func TestDependencyRefused(t *testing.T) {
 	}
 	for name, c := range updates {
 		t.Run(name, func(t *testing.T) {
-			_, err := h.o.SetDependency(ctx, c.id, c.expr)
+			_, err := h.o.FeatureOps().Deps.Set(ctx, c.id, c.expr)
 			var ae *api.Error
 			if !errors.As(err, &ae) || ae.Status != 422 || ae.Field != "depends_on" || !strings.Contains(ae.Message, c.msg) {
 				t.Fatalf("SetDependency(%s, %q): %v, want a 422 naming depends_on saying %q", c.id, c.expr, err, c.msg)
@@ -298,16 +298,16 @@ func TestDependencyRefused(t *testing.T) {
 	}
 	// A fine update is stored (no event: the state stays queued);
 	// removing it lets the job run.
-	j, err := h.o.SetDependency(ctx, b.ID, "afterany:"+a.ID)
+	j, err := h.o.FeatureOps().Deps.Set(ctx, b.ID, "afterany:"+a.ID)
 	if err != nil || j.DependsOn != "afterany:"+a.ID || len(j.Events) != 1 {
 		t.Fatalf("update: %+v, %v", j, err)
 	}
-	if _, err := h.o.SetDependency(ctx, b.ID, ""); err != nil {
+	if _, err := h.o.FeatureOps().Deps.Set(ctx, b.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.o.SetScheduling(ctx, true)
 	h.waitState(b.ID, api.StateAllocating)
-	if _, err := h.o.SetDependency(ctx, b.ID, "afterok:"+a.ID); !errors.Is(err, api.ErrConflict) {
+	if _, err := h.o.FeatureOps().Deps.Set(ctx, b.ID, "afterok:"+a.ID); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("update of a started job: %v, want 409", err)
 	}
 }

@@ -44,7 +44,7 @@ func TestFinishedJobsLeaveMemory(t *testing.T) {
 		}
 		// 20 characters: past the id's 10 of time, which the live job,
 		// submitted in the same millisecond, may share.
-		if id, err := h.o.ResolveJobID(done.ID[:20]); err != nil || id != done.ID {
+		if id, err := h.o.FeatureOps().Refs.JobID(done.ID[:20]); err != nil || id != done.ID {
 			t.Fatalf("%s: the ended job's prefix resolves to %q, %v", when, id, err)
 		}
 		jobs, next, err := h.o.JobPage(ctx, JobFilter{User: "ana"})

@@ -28,6 +28,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/orchestrator"
 	"github.com/corral-sched/corral/internal/store"
@@ -78,9 +79,9 @@ func (d *day) play() {
 	d.start()
 
 	d.step("prices and a budget: H100 at $2/GPU-hour; carol may spend $4 this month, then her work is held")
-	d.must(d.o.SetPrice(ctx, "H100", 2))
+	d.must(d.o.FeatureOps().Spend.SetPrice(ctx, "H100", 2))
 	d.settle()
-	d.must(d.o.SetBudget(ctx, usage.Budget{Kind: usage.BudgetUser, Name: "carol", Dollars: 4, Action: usage.ActionHold}))
+	d.must(d.o.FeatureOps().Spend.SetBudget(ctx, usage.Budget{Kind: usage.BudgetUser, Name: "carol", Dollars: 4, Action: usage.ActionHold}))
 	d.settle()
 
 	d.step("two agents register their nodes, 4 simulated H100 each")
@@ -121,9 +122,9 @@ func (d *day) play() {
 	d.settle()
 
 	d.step("an admin books 4 GPUs for dave from 10:00 to 11:00")
-	d.must(d.o.CreateBooking(ctx, api.ReservationRequest{Name: "dave-demo", GPUs: ptr(4),
+	d.must(d.o.FeatureOps().Bookings.Create(ctx, api.ReservationRequest{Name: "dave-demo", GPUs: ptr(4),
 		Start: ptr(dayStart.Add(2 * time.Hour).Format(time.RFC3339)), End: ptr(dayStart.Add(3 * time.Hour).Format(time.RFC3339)),
-		Users: &[]string{"dave"}}, orchestrator.Booker{User: "admin", Admin: true}))
+		Users: &[]string{"dave"}}, bookings.Booker{User: "admin", Admin: true}))
 	d.settle()
 
 	d.advance(20*time.Minute, "n1", "n2")
@@ -389,7 +390,7 @@ func (d *day) submit(req api.SubmitRequest) string {
 		d.jobs = append(d.jobs, j.ID)
 		return j.ID
 	}
-	a, err := d.o.Array(j.ArrayJobID) // its tasks are ID_0, ID_1, ...
+	a, err := d.o.FeatureOps().Arrays.Get(j.ArrayJobID) // its tasks are ID_0, ID_1, ...
 	if err != nil {
 		d.t.Fatalf("array %s: %v", j.ArrayJobID, err)
 	}
@@ -512,7 +513,7 @@ func (d *day) view(ids ...string) {
 }
 
 func (d *day) budgets() {
-	for _, b := range d.o.Budgets() {
+	for _, b := range d.o.FeatureOps().Spend.Budgets() {
 		d.rec.line(fmt.Sprintf("   ? budget %s: $%.2f of $%.2f, exhausted %v, action %s", b.Key(), b.UsedDollars, b.Dollars, b.Exhausted, b.EffectiveAction))
 	}
 }

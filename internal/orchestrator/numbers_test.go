@@ -34,7 +34,7 @@ func TestNumbers(t *testing.T) {
 	if j1.Number != 1 || j2.Number != 2 || first.Number != 3 || first.ShortID() != "3_0" {
 		t.Fatalf("numbers %d, %d, %d (%s); want 1, 2, 3 (3_0)", j1.Number, j2.Number, first.Number, first.ShortID())
 	}
-	if a, err := h.o.Array(first.ArrayJobID); err != nil || a.Number != 3 {
+	if a, err := h.o.FeatureOps().Arrays.Get(first.ArrayJobID); err != nil || a.Number != 3 {
 		t.Fatalf("Array = %+v, %v; want number 3", a, err)
 	}
 	got := map[string]string{}
@@ -126,7 +126,7 @@ func TestResolveRef(t *testing.T) {
 		{ref: "1_0", status: 404},
 		{ref: "0", status: 404},
 	} {
-		got, array, err := h.o.ResolveRef(tc.ref, tc.user)
+		got, array, err := h.o.FeatureOps().Refs.Ref(tc.ref, tc.user)
 		if tc.status == 0 {
 			if err != nil || got != tc.want || array != tc.array {
 				t.Errorf("%q as %q: %q, %v, %v; want %q, %v", tc.ref, tc.user, got, array, err, tc.want, tc.array)
@@ -142,10 +142,10 @@ func TestResolveRef(t *testing.T) {
 		}
 	}
 	// A job route given an array, an array route given a job.
-	if _, err := h.o.ResolveJobRef("5", "ana"); api.AsError(err).Code != "is_array" {
+	if _, err := h.o.FeatureOps().Refs.JobRef("5", "ana"); api.AsError(err).Code != "is_array" {
 		t.Errorf("ResolveJobRef(5) = %v; want is_array", err)
 	}
-	if _, err := h.o.ResolveArrayRef("1", "ana"); api.AsError(err).Status != 404 {
+	if _, err := h.o.FeatureOps().Refs.ArrayRef("1", "ana"); api.AsError(err).Status != 404 {
 		t.Errorf("ResolveArrayRef(1) = %v; want 404", err)
 	}
 	// Dependencies take numbers too.
@@ -159,7 +159,7 @@ func TestResolveRef(t *testing.T) {
 		t.Fatal(err)
 	}
 	h = h.restart()
-	if got, _, err := h.o.ResolveRef("eval", "ana"); err != nil || got != eval.ID {
+	if got, _, err := h.o.FeatureOps().Refs.Ref("eval", "ana"); err != nil || got != eval.ID {
 		t.Errorf("eval after it ended and the server restarted: %q, %v", got, err)
 	}
 }

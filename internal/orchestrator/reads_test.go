@@ -134,7 +134,7 @@ func TestSlowStoreReadsWithoutTheLock(t *testing.T) {
 		}},
 		{"job env", func(o *Orchestrator) error { o.JobEnv(ended.ID); return nil }},
 		{"job prefix", func(o *Orchestrator) error {
-			id, err := o.ResolveJobID(ended.ID[:len(ended.ID)-1])
+			id, err := o.FeatureOps().Refs.JobID(ended.ID[:len(ended.ID)-1])
 			if err == nil && id != ended.ID {
 				err = fmt.Errorf("resolved to %s", id)
 			}
@@ -142,7 +142,7 @@ func TestSlowStoreReadsWithoutTheLock(t *testing.T) {
 		}},
 		{"array prefix", func(o *Orchestrator) error {
 			var e *api.Error
-			if _, err := o.ResolveArrayID(ended.ID[:8]); !errors.As(err, &e) || e.Status != http.StatusNotFound {
+			if _, err := o.FeatureOps().Refs.ArrayID(ended.ID[:8]); !errors.As(err, &e) || e.Status != http.StatusNotFound {
 				return fmt.Errorf("want a 404, got %v", err)
 			}
 			return nil

@@ -28,51 +28,6 @@ func newRefs(o *Orchestrator) *refs.Resolver { return refs.New(refBooks{o}, o.lo
 // Loop only (write lock held).
 func (tx *txn) takeNumber(id string) int64 { return tx.o.refs.Take(tx, id) }
 
-// ResolveRef resolves what a person typed for a job to the job's id, or
-// to an array's id (array true): a number, a task (NUMBER_INDEX or
-// PREFIX_INDEX), an id or a unique prefix of at least MinIDPrefix
-// characters, else a name that names exactly one of user's jobs and
-// arrays (package refs says how). No lock is held across the store's
-// reads.
-func (o *Orchestrator) ResolveRef(ref, user string) (id string, array bool, err error) {
-	return o.refs.Ref(ref, user)
-}
-
-// ResolveJobRef is ResolveRef for a route that takes a job: an array is
-// a 404 is_array.
-func (o *Orchestrator) ResolveJobRef(ref, user string) (string, error) {
-	return o.refs.JobRef(ref, user)
-}
-
-// ResolveArrayRef is ResolveRef for a route that takes an array: a job
-// is a 404.
-func (o *Orchestrator) ResolveArrayRef(ref, user string) (string, error) {
-	return o.refs.ArrayRef(ref, user)
-}
-
-// ResolveArrayID returns the id of the array that id names (exactly, or by
-// a unique prefix of at least MinIDPrefix characters): 404 when none does,
-// 409 ambiguous_id when several do. The store is read without the lock.
-func (o *Orchestrator) ResolveArrayID(id string) (string, error) {
-	return o.refs.ArrayID(id)
-}
-
-// ResolveJobID returns the id of the job that id names: the job whose id
-// it is exactly, or else the one job whose id starts with id, when id has
-// at least MinIDPrefix characters. No match is a 404, several a 409
-// ambiguous_id; an id that names an array is a 404 is_array. The store is
-// read without the lock (reads.go).
-func (o *Orchestrator) ResolveJobID(id string) (string, error) {
-	return o.refs.JobID(id)
-}
-
-// ActiveRefs lists user's unfinished jobs and arrays (an array once),
-// newest first: what shell completion offers. Memory only, under the
-// read lock.
-func (o *Orchestrator) ActiveRefs(user string) []api.JobRef {
-	return o.refs.Active(user)
-}
-
 // storedNumberID reads the id of the job or array numbered n from the
 // store; found is false when none is (or there is no store: a bare
 // orchestrator of a unit test). Lock held or not.

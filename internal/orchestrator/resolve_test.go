@@ -42,7 +42,7 @@ func TestResolveJobID(t *testing.T) {
 		{in: "j03aaaaaa", status: 404},
 		{in: "", status: 404},
 	} {
-		got, err := o.ResolveJobID(tc.in)
+		got, err := o.FeatureOps().Refs.JobID(tc.in)
 		if tc.status == 0 {
 			if err != nil || got != tc.want {
 				t.Errorf("%q: %q, %v; want %q", tc.in, got, err, tc.want)
@@ -73,7 +73,7 @@ func BenchmarkResolveJobIDPrefix(b *testing.B) {
 	}
 	o := resolver(ids...)
 	for b.Loop() {
-		got, err := o.ResolveJobID("j00000000000000000000099999")
+		got, err := o.FeatureOps().Refs.JobID("j00000000000000000000099999")
 		if err != nil || got != ids[99_999] {
 			b.Fatalf("%q, %v", got, err)
 		}

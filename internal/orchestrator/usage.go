@@ -8,7 +8,6 @@ import (
 	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/store"
-	"github.com/corral-sched/corral/internal/usage"
 )
 
 // The usage ledger, budgets and prices are package spend's (o.spend),
@@ -87,56 +86,4 @@ func (o *Orchestrator) checkBudgetsRunning(ctx context.Context) {
 	if err != nil {
 		o.log.Error("budget notifications not committed", "err", err)
 	}
-}
-
-// UsageQuery is what GET /usage asks.
-type UsageQuery = spend.Query
-
-// UsageTotal is one user's and project's all-time charge, for metrics.
-type UsageTotal = spend.Total
-
-// The API's operations on budgets, prices and the ledger are package
-// spend's (spend.Ops): each method below is its delegate.
-
-func (o *Orchestrator) spendOps() spend.Ops {
-	return spend.Ops{Books: o.spend, Loop: loop{o}, Store: o.cfg.Store}
-}
-
-// Usage reports the ledger over the window (spend.Ops.Usage).
-func (o *Orchestrator) Usage(ctx context.Context, q UsageQuery) (usage.Report, error) {
-	return o.spendOps().Usage(ctx, q)
-}
-
-// UsageTotals returns the all-time totals per user and project.
-func (o *Orchestrator) UsageTotals() []UsageTotal { return o.spendOps().Totals() }
-
-// Budgets returns every budget with its month-to-date status.
-func (o *Orchestrator) Budgets() []usage.BudgetStatus { return o.spendOps().Budgets() }
-
-// SetBudget creates or replaces a budget, durably (spend.Ops.SetBudget).
-func (o *Orchestrator) SetBudget(ctx context.Context, b usage.Budget) (usage.BudgetStatus, error) {
-	return o.spendOps().SetBudget(ctx, b)
-}
-
-// UnsetBudget removes a budget; 404 when there is none.
-func (o *Orchestrator) UnsetBudget(ctx context.Context, kind, name string) error {
-	return o.spendOps().UnsetBudget(ctx, kind, name)
-}
-
-// ReleaseBudget lifts an exhausted budget's action until the next period.
-func (o *Orchestrator) ReleaseBudget(ctx context.Context, kind, name string) (usage.BudgetStatus, error) {
-	return o.spendOps().ReleaseBudget(ctx, kind, name)
-}
-
-// Prices returns a copy of the GPU prices (dollars per GPU-hour by model).
-func (o *Orchestrator) Prices() usage.Prices { return o.spendOps().Prices() }
-
-// SetPrice sets a GPU model's price, durably (spend.Ops.SetPrice).
-func (o *Orchestrator) SetPrice(ctx context.Context, model string, dollarsPerHour float64) (usage.Prices, error) {
-	return o.spendOps().SetPrice(ctx, model, dollarsPerHour)
-}
-
-// UnsetPrice removes a GPU model's price; 404 when it has none.
-func (o *Orchestrator) UnsetPrice(ctx context.Context, model string) (usage.Prices, error) {
-	return o.spendOps().UnsetPrice(ctx, model)
 }

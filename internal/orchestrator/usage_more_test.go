@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/store"
 	"github.com/corral-sched/corral/internal/usage"
@@ -45,7 +46,7 @@ func TestBudgetNotifiesEachThresholdOnce(t *testing.T) {
 	rec := &planRecorder{}
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Notify: rec})
 	ctx := context.Background()
-	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "user", Name: "ana", GPUHours: 100.0 / 3600}); err != nil {
+	if _, err := h.o.FeatureOps().Spend.SetBudget(ctx, usage.Budget{Kind: "user", Name: "ana", GPUHours: 100.0 / 3600}); err != nil {
 		t.Fatal(err)
 	}
 	end := time.Now().UTC()
@@ -78,7 +79,7 @@ func TestBudgetNotifiesEachThresholdOnce(t *testing.T) {
 	if got := rec2.budgetKinds(); len(got) != 0 {
 		t.Fatalf("after a restart: %v told again", got)
 	}
-	if b := h2.o.Budgets(); len(b) != 1 || b[0].Notified != 100 || !near(b[0].UsedGPUHours*3600, 2*66) {
+	if b := h2.o.FeatureOps().Spend.Budgets(); len(b) != 1 || b[0].Notified != 100 || !near(b[0].UsedGPUHours*3600, 2*66) {
 		t.Fatalf("budget after restart: %+v", b)
 	}
 }
@@ -133,7 +134,7 @@ func TestUsageIntegratesUtilization(t *testing.T) {
 	}
 	h.runFor(j.ID, t0, t0.Add(20*time.Second), 0)
 	h.waitState(j.ID, api.StateCompleted)
-	rep, err := h.o.Usage(ctx, UsageQuery{})
+	rep, err := h.o.FeatureOps().Spend.Usage(ctx, spend.Query{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,17 +165,17 @@ func TestBudgetHoldEndsWithTheMonth(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)}
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, Now: clk.now})
 	ctx := context.Background()
-	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", Dollars: 1, Action: usage.ActionHold}); err != nil {
+	if _, err := h.o.FeatureOps().Spend.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", Dollars: 1, Action: usage.ActionHold}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.o.SetPrice(ctx, "H100", 36); err != nil { // 100 GPU-seconds: $1
+	if _, err := h.o.FeatureOps().Spend.SetPrice(ctx, "H100", 36); err != nil { // 100 GPU-seconds: $1
 		t.Fatal(err)
 	}
 	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(2), User: "ana", Project: "vision"})
 	h.nextStart()
 	h.runFor(j.ID, clk.now().Add(-time.Minute), clk.now(), 0) // 120 GPU-seconds: $1.20
 	h.waitState(j.ID, api.StateCompleted)
-	if b := h.o.Budgets(); len(b) != 1 || !b[0].Exhausted || !near(b[0].UsedDollars, 1.2) || b[0].Period != "2026-11" {
+	if b := h.o.FeatureOps().Spend.Budgets(); len(b) != 1 || !b[0].Exhausted || !near(b[0].UsedDollars, 1.2) || b[0].Period != "2026-11" {
 		t.Fatalf("budget in November: %+v", b)
 	}
 	held := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(1), User: "bo", Project: "vision"})
@@ -184,7 +185,7 @@ func TestBudgetHoldEndsWithTheMonth(t *testing.T) {
 	if task := h.nextStart(); task.JobID != held.ID {
 		t.Fatalf("started %s in December, want %s", task.JobID, held.ID)
 	}
-	if b := h.o.Budgets(); b[0].Exhausted || b[0].UsedDollars != 0 || b[0].Period != "2026-12" {
+	if b := h.o.FeatureOps().Spend.Budgets(); b[0].Exhausted || b[0].UsedDollars != 0 || b[0].Period != "2026-12" {
 		t.Fatalf("budget in December: %+v", b)
 	}
 }
@@ -202,7 +203,7 @@ func TestUsageChargesIdleBookings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, _ := h.o.Usage(ctx, UsageQuery{By: usage.ByNode})
+	rep, _ := h.o.FeatureOps().Spend.Usage(ctx, spend.Query{By: usage.ByNode})
 	if len(rep.Rows) != 2 || !near(rep.Rows[0].GPUSeconds, 7200) || rep.Rows[0].Key != "n1" || !near(rep.Total.GPUSeconds, 3*3600) {
 		t.Fatalf("idle booking by node: %+v", rep.Rows)
 	}
@@ -215,7 +216,7 @@ func TestBudgetCountsRunningAttempts(t *testing.T) {
 	rec := &planRecorder{}
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: 20 * time.Millisecond, Notify: rec})
 	ctx := context.Background()
-	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", GPUHours: 100.0 / 3600, Action: usage.ActionHold}); err != nil {
+	if _, err := h.o.FeatureOps().Spend.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", GPUHours: 100.0 / 3600, Action: usage.ActionHold}); err != nil {
 		t.Fatal(err)
 	}
 	long := h.submit(api.SubmitRequest{Command: "x", GPUCount: gpus(2), User: "ana", Project: "vision"})
@@ -225,7 +226,7 @@ func TestBudgetCountsRunningAttempts(t *testing.T) {
 	h.waitState(long.ID, api.StateRunning)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b := h.o.Budgets()
+		b := h.o.FeatureOps().Spend.Budgets()
 		if len(b) == 1 && b[0].Exhausted && b[0].Notified == 100 {
 			break
 		}
@@ -243,7 +244,7 @@ func TestBudgetCountsRunningAttempts(t *testing.T) {
 	h.o.Sink(exec.Update{JobID: long.ID, Kind: exec.Exited, At: end})
 	h.waitState(long.ID, api.StateCompleted)
 	want := 2 * end.Sub(started).Seconds()
-	if b := h.o.Budgets(); !near(b[0].UsedGPUHours*3600, want) {
+	if b := h.o.FeatureOps().Spend.Budgets(); !near(b[0].UsedGPUHours*3600, want) {
 		t.Fatalf("after the end: %v GPU-seconds, want %v (counted once)", b[0].UsedGPUHours*3600, want)
 	}
 	if got := rec.budgetKinds(); !equalKinds(got, []notify.Kind{notify.Budget50, notify.Budget80, notify.Budget100}) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/usage"
 )
 
@@ -57,7 +58,7 @@ func TestUsageReportAgreesWithFairShareLedger(t *testing.T) {
 		ids[j.ID] = c.ended
 	}
 	for _, by := range []string{usage.ByUser, usage.ByProject} {
-		rep, err := h.o.Usage(ctx, UsageQuery{By: by})
+		rep, err := h.o.FeatureOps().Spend.Usage(ctx, spend.Query{By: by})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,11 +90,11 @@ func TestUsageReportAgreesWithFairShareLedger(t *testing.T) {
 		}
 	}
 	// A user sees only their own usage.
-	rep, _ := h.o.Usage(ctx, UsageQuery{User: "bo"})
+	rep, _ := h.o.FeatureOps().Spend.Usage(ctx, spend.Query{User: "bo"})
 	if len(rep.Rows) != 1 || rep.Rows[0].Key != "bo" {
 		t.Fatalf("bo's view: %+v", rep.Rows)
 	}
-	if _, err := h.o.Usage(ctx, UsageQuery{By: "color"}); err == nil {
+	if _, err := h.o.FeatureOps().Spend.Usage(ctx, spend.Query{By: "color"}); err == nil {
 		t.Fatal("by=color was accepted")
 	}
 }
@@ -129,7 +130,7 @@ func TestUsageChargesCrashLostAttempts(t *testing.T) {
 	h2.o.mu.RLock()
 	ledger := h2.o.ledger.UserUsage("ana", at)
 	h2.o.mu.RUnlock()
-	rep, _ := h2.o.Usage(ctx, UsageQuery{})
+	rep, _ := h2.o.FeatureOps().Spend.Usage(ctx, spend.Query{})
 	if !near(ledger, want) || !near(rep.Total.GPUSeconds, want) {
 		t.Fatalf("ledger %v, report %v, want %v", ledger, rep.Total.GPUSeconds, want)
 	}
@@ -137,7 +138,7 @@ func TestUsageChargesCrashLostAttempts(t *testing.T) {
 	h2.stop()
 	h2.stop = nil
 	h3 := start(t, h.path, nil)
-	rep, _ = h3.o.Usage(ctx, UsageQuery{})
+	rep, _ = h3.o.FeatureOps().Spend.Usage(ctx, spend.Query{})
 	if !near(rep.Total.GPUSeconds, want) || rep.Total.Records != 1 {
 		t.Fatalf("after a second restart: %+v", rep.Total)
 	}
@@ -148,10 +149,10 @@ func TestUsageChargesCrashLostAttempts(t *testing.T) {
 func TestBudgetHold(t *testing.T) {
 	h := start(t, "", nil)
 	ctx := context.Background()
-	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "user", Name: "ana", GPUHours: 0.01, Action: usage.ActionHold}); err != nil {
+	if _, err := h.o.FeatureOps().Spend.SetBudget(ctx, usage.Budget{Kind: "user", Name: "ana", GPUHours: 0.01, Action: usage.ActionHold}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "user", Name: "ana", Action: "hold"}); err == nil {
+	if _, err := h.o.FeatureOps().Spend.SetBudget(ctx, usage.Budget{Kind: "user", Name: "ana", Action: "hold"}); err == nil {
 		t.Fatal("a budget with no limit was accepted")
 	}
 	end := time.Now().UTC()
@@ -159,7 +160,7 @@ func TestBudgetHold(t *testing.T) {
 	h.nextStart()
 	h.runFor(j.ID, end.Add(-time.Minute), end, 0) // 120 GPU-seconds > 36
 	h.waitState(j.ID, api.StateCompleted)
-	st := h.o.Budgets()
+	st := h.o.FeatureOps().Spend.Budgets()
 	if len(st) != 1 || !st[0].Exhausted || st[0].Notified != 100 || st[0].EffectiveAction != usage.ActionHold {
 		t.Fatalf("budgets %+v", st)
 	}
@@ -172,7 +173,7 @@ func TestBudgetHold(t *testing.T) {
 	if v, _ := h.o.Job(held.ID); v.PendingReason != usage.ReasonBudgetExhausted {
 		t.Fatalf("held job: pending %q (%s)", v.PendingReason, v.PendingMessage)
 	}
-	if _, err := h.o.ReleaseBudget(ctx, "user", "ana"); err != nil {
+	if _, err := h.o.FeatureOps().Spend.ReleaseBudget(ctx, "user", "ana"); err != nil {
 		t.Fatal(err)
 	}
 	if task := h.nextStart(); task.JobID != held.ID {
@@ -185,7 +186,7 @@ func TestBudgetHold(t *testing.T) {
 func TestBudgetPreemptible(t *testing.T) {
 	h := startConfig(t, "", Config{Nodes: []Node{simNode("n1", 8)}, Tick: time.Hour, BudgetAction: usage.ActionPreemptible})
 	ctx := context.Background()
-	if _, err := h.o.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", GPUHours: 0.01}); err != nil {
+	if _, err := h.o.FeatureOps().Spend.SetBudget(ctx, usage.Budget{Kind: "project", Name: "vision", GPUHours: 0.01}); err != nil {
 		t.Fatal(err)
 	}
 	end := time.Now().UTC()

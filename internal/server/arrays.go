@@ -14,7 +14,7 @@ import (
 // arrayID is the full id of the array the path's {array_id} names, made
 // the call's audit target.
 func (s *Server) arrayID(r *http.Request) (string, error) {
-	id, err := s.o.ResolveArrayRef(r.PathValue("array_id"), principal(r).User) // a number or a name too
+	id, err := s.feat.Refs.ArrayRef(r.PathValue("array_id"), principal(r).User) // a number or a name too
 	if err != nil {
 		return "", err
 	}
@@ -25,7 +25,7 @@ func (s *Server) arrayID(r *http.Request) (string, error) {
 // mayActOnArray answers 403 unless the caller may change the array: its
 // owner, its project's admin, or an admin, as for its tasks.
 func (s *Server) mayActOnArray(r *http.Request, id string) error {
-	owner, project, ok := s.o.ArrayOwner(id)
+	owner, project, ok := s.feat.Arrays.Owner(id)
 	if !ok {
 		return nil
 	}
@@ -39,7 +39,7 @@ func (s *Server) array(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	a, err := s.o.Array(id)
+	a, err := s.feat.Arrays.Get(id)
 	if err != nil {
 		return err
 	}
@@ -66,7 +66,7 @@ func (s *Server) setArray(w http.ResponseWriter, r *http.Request) error {
 	if err := s.mayActOnArray(r, id); err != nil {
 		return err
 	}
-	a, err := s.o.SetThrottle(r.Context(), id, *req.Throttle)
+	a, err := s.feat.Arrays.SetThrottle(r.Context(), id, *req.Throttle)
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func (s *Server) cancelArrayID(w http.ResponseWriter, r *http.Request, id string
 	if err := s.mayActOnArray(r, id); err != nil {
 		return err
 	}
-	a, stopping, err := s.o.CancelArray(r.Context(), id, grace)
+	a, stopping, err := s.feat.Arrays.Cancel(r.Context(), id, grace)
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func cancelGrace(r *http.Request) (time.Duration, error) {
 func (s *Server) submittedArray(w http.ResponseWriter, r *http.Request, job api.Job) error {
 	setTarget(r, job.ArrayJobID)
 	ans := api.SubmitAnswer{Job: job}
-	if a, err := s.o.Array(job.ArrayJobID); err == nil {
+	if a, err := s.feat.Arrays.Get(job.ArrayJobID); err == nil {
 		a.Tasks = nil
 		ans.ArraySummary = &a
 	}
@@ -141,5 +141,5 @@ func (s *Server) arraySummaries(ids func(yield func(string) bool)) []api.Array {
 	if len(list) == 0 {
 		return nil
 	}
-	return s.o.ArraySummaries(list)
+	return s.feat.Arrays.Summaries(list)
 }

@@ -25,7 +25,7 @@ func (s *Server) setDependency(w http.ResponseWriter, r *http.Request) error {
 	if err := s.mayActOnJob(r, id); err != nil {
 		return err
 	}
-	job, err := s.o.SetDependency(r.Context(), id, *req.DependsOn)
+	job, err := s.feat.Deps.Set(r.Context(), id, *req.DependsOn)
 	if err != nil {
 		return err
 	}

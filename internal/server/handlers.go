@@ -114,7 +114,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) error {
 		}
 		grace = d.Duration()
 	}
-	id, array, err := s.o.ResolveRef(r.PathValue("job_id"), principal(r).User)
+	id, array, err := s.feat.Refs.Ref(r.PathValue("job_id"), principal(r).User)
 	if err != nil {
 		return err
 	}
@@ -167,7 +167,7 @@ func (s *Server) setPriority(w http.ResponseWriter, r *http.Request) error {
 // 409 ambiguous_id when several do; orchestrator.ResolveRef). The audit
 // entry's target becomes the full id.
 func (s *Server) jobID(r *http.Request) (string, error) {
-	id, err := s.o.ResolveJobRef(r.PathValue("job_id"), principal(r).User)
+	id, err := s.feat.Refs.JobRef(r.PathValue("job_id"), principal(r).User)
 	if err != nil {
 		return "", err
 	}

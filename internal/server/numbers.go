@@ -11,5 +11,5 @@ import (
 // what the CLI's shell completion offers for a job id (one call, from
 // memory).
 func (s *Server) completeJobs(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, http.StatusOK, api.JobRefList{Jobs: s.o.ActiveRefs(principal(r).User)})
+	return writeJSON(w, http.StatusOK, api.JobRefList{Jobs: s.feat.Refs.Active(principal(r).User)})
 }

@@ -4,7 +4,7 @@ import (
 	"net/http"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 )
 
 // Bookings' routes (docs/bookings.md): GET and POST /reservations, GET,
@@ -14,19 +14,19 @@ import (
 // are internal/feature/bookings').
 
 // booker is the caller as the booking rules see them.
-func booker(r *http.Request) orchestrator.Booker {
+func booker(r *http.Request) bookings.Booker {
 	p := principal(r)
-	return orchestrator.Booker{User: p.User, Admin: p.IsAdmin()}
+	return bookings.Booker{User: p.User, Admin: p.IsAdmin()}
 }
 
 // listReservations is GET /reservations: every booking, by start.
 func (s *Server) listReservations(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, http.StatusOK, api.ReservationList{Reservations: s.o.Bookings()})
+	return writeJSON(w, http.StatusOK, api.ReservationList{Reservations: s.feat.Bookings.List()})
 }
 
 // reservation is GET /reservations/{name}.
 func (s *Server) reservation(w http.ResponseWriter, r *http.Request) error {
-	res, err := s.o.Booking(r.PathValue("name"))
+	res, err := s.feat.Bookings.Get(r.PathValue("name"))
 	if err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func (s *Server) createReservation(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	setTarget(r, req.Name)
-	res, err := s.o.CreateBooking(r.Context(), req, booker(r))
+	res, err := s.feat.Bookings.Create(r.Context(), req, booker(r))
 	if err != nil {
 		return err
 	}
@@ -57,7 +57,7 @@ func (s *Server) updateReservation(w http.ResponseWriter, r *http.Request) error
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	res, err := s.o.UpdateBooking(r.Context(), name, req, booker(r))
+	res, err := s.feat.Bookings.Update(r.Context(), name, req, booker(r))
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (s *Server) updateReservation(w http.ResponseWriter, r *http.Request) error
 func (s *Server) deleteReservation(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	setTarget(r, name)
-	res, err := s.o.DeleteBooking(r.Context(), name, booker(r))
+	res, err := s.feat.Bookings.Delete(r.Context(), name, booker(r))
 	if err != nil {
 		return err
 	}

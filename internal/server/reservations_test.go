@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/internal/feature/bookings"
 )
 
 // bookingStart is a start an hour or more ahead, 10 minutes apart per n,
@@ -23,8 +23,8 @@ func (e *authEnv) booking() string {
 	e.t.Helper()
 	n := e.seq.Add(1)
 	name, start, g, d := fmt.Sprintf("alice-%d", n), bookingStart(n), 1, api.RawValue(`"1m"`)
-	if _, err := e.o.CreateBooking(context.Background(), api.ReservationRequest{Name: name, GPUs: &g, Start: &start, Duration: d},
-		orchestrator.Booker{User: "alice"}); err != nil {
+	if _, err := e.o.FeatureOps().Bookings.Create(context.Background(), api.ReservationRequest{Name: name, GPUs: &g, Start: &start, Duration: d},
+		bookings.Booker{User: "alice"}); err != nil {
 		e.t.Fatal(err)
 	}
 	return name

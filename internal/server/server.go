@@ -35,6 +35,7 @@ const MaxBodyBytes = 1 << 20
 // Server serves the API. Create it with New.
 type Server struct {
 	o             *orchestrator.Orchestrator
+	feat          orchestrator.FeatureOps // the features' own operations (budgets, bookings, arrays, refs, ...), over o's loop
 	agents        Agents
 	join          string // the join token agents present; empty: agent routes refuse
 	sessions      agentSessions
@@ -109,6 +110,9 @@ func WithAttach(r *attach.Registry) Option {
 // New returns the API server over o.
 func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Server {
 	s := &Server{o: o, log: logger, mux: http.NewServeMux(), sessions: agentSessions{byNode: map[string]string{}}}
+	if o != nil { // nil: a route table's tests, which call no handler
+		s.feat = o.FeatureOps()
+	}
 	for _, opt := range opts {
 		opt(s)
 	}

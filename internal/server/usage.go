@@ -8,14 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/orchestrator"
+	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/usage"
 )
 
 // usageRoutes are the usage ledger's, prices' and budgets' routes (issue
 // 14; docs/usage.md). It also registers the usage metrics.
 func (s *Server) usageRoutes() []route {
-	s.metrics.reg.MustRegister(&usageCollector{o: s.o})
+	s.metrics.reg.MustRegister(&usageCollector{spend: s.feat.Spend})
 	return []route{
 		{"GET", "/usage", "GPU usage by user, project, gpu-type, node or week over [since, until) (by, since, until, format=csv); users see their own, admins all", s.usage, viewer, ""},
 		{"GET", "/prices", "GPU prices in dollars per GPU-hour, by model", s.prices, viewer, ""},
@@ -31,7 +31,7 @@ func (s *Server) usageRoutes() []route {
 // usage is GET /usage.
 func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	var uq orchestrator.UsageQuery
+	var uq spend.Query
 	uq.By = q.Get("by")
 	var err error
 	if uq.Since, err = usage.ParseTime(q.Get("since"), time.Local); err != nil {
@@ -57,7 +57,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 	if p := principal(r); !p.IsAdmin() {
 		uq.User = p.User // users see their own usage
 	}
-	rep, err := s.o.Usage(r.Context(), uq)
+	rep, err := s.feat.Spend.Usage(r.Context(), uq)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) prices(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, http.StatusOK, usage.PriceList{Prices: s.o.Prices()})
+	return writeJSON(w, http.StatusOK, usage.PriceList{Prices: s.feat.Spend.Prices()})
 }
 
 func (s *Server) setPrice(w http.ResponseWriter, r *http.Request) error {
@@ -84,7 +84,7 @@ func (s *Server) setPrice(w http.ResponseWriter, r *http.Request) error {
 	}
 	model := r.PathValue("model")
 	setTarget(r, model)
-	p, err := s.o.SetPrice(r.Context(), model, *req.DollarsPerHour)
+	p, err := s.feat.Spend.SetPrice(r.Context(), model, *req.DollarsPerHour)
 	if err != nil {
 		return err
 	}
@@ -94,7 +94,7 @@ func (s *Server) setPrice(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) unsetPrice(w http.ResponseWriter, r *http.Request) error {
 	model := r.PathValue("model")
 	setTarget(r, model)
-	p, err := s.o.UnsetPrice(r.Context(), model)
+	p, err := s.feat.Spend.UnsetPrice(r.Context(), model)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ func (s *Server) unsetPrice(w http.ResponseWriter, r *http.Request) error {
 // budgets is GET /budgets: admins see every budget; others their own
 // user's and their projects' (every project's when their token names none).
 func (s *Server) budgets(w http.ResponseWriter, r *http.Request) error {
-	all := s.o.Budgets()
+	all := s.feat.Spend.Budgets()
 	p := principal(r)
 	if !p.IsAdmin() {
 		mine := all[:0]
@@ -126,7 +126,7 @@ func (s *Server) setBudget(w http.ResponseWriter, r *http.Request) error {
 	}
 	b := usage.Budget{Kind: r.PathValue("kind"), Name: r.PathValue("name"), GPUHours: req.GPUHours, Dollars: req.Dollars, Action: req.Action}
 	setTarget(r, b.Key())
-	st, err := s.o.SetBudget(r.Context(), b)
+	st, err := s.feat.Spend.SetBudget(r.Context(), b)
 	if err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func (s *Server) setBudget(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) unsetBudget(w http.ResponseWriter, r *http.Request) error {
 	kind, name := r.PathValue("kind"), r.PathValue("name")
 	setTarget(r, kind+"/"+name)
-	if err := s.o.UnsetBudget(r.Context(), kind, name); err != nil {
+	if err := s.feat.Spend.UnsetBudget(r.Context(), kind, name); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -146,7 +146,7 @@ func (s *Server) unsetBudget(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) releaseBudget(w http.ResponseWriter, r *http.Request) error {
 	kind, name := r.PathValue("kind"), r.PathValue("name")
 	setTarget(r, kind+"/"+name)
-	st, err := s.o.ReleaseBudget(r.Context(), kind, name)
+	st, err := s.feat.Spend.ReleaseBudget(r.Context(), kind, name)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (s *Server) releaseBudget(w http.ResponseWriter, r *http.Request) error {
 
 // usageCollector exports the ledger's all-time totals by user and project
 // at scrape time.
-type usageCollector struct{ o *orchestrator.Orchestrator }
+type usageCollector struct{ spend spend.Ops }
 
 var (
 	descUsageGPUSeconds = prometheus.NewDesc("corral_usage_gpu_seconds_total", "GPU-seconds charged to the usage ledger (ended attempts, holds, idle bookings), by user and project.", []string{"user", "project"}, nil)
@@ -168,7 +168,7 @@ func (c *usageCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *usageCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, t := range c.o.UsageTotals() {
+	for _, t := range c.spend.Totals() {
 		ch <- prometheus.MustNewConstMetric(descUsageGPUSeconds, prometheus.CounterValue, t.GPUSeconds, t.User, t.Project)
 		ch <- prometheus.MustNewConstMetric(descCostDollars, prometheus.CounterValue, t.Dollars, t.User, t.Project)
 	}
