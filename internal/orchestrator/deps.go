@@ -78,7 +78,7 @@ func (b depJobs) StoredIDs(prefix string, limit int) []string {
 }
 
 func (b depJobs) Number(ref string) (int64, string, bool) {
-	return refs.NumberID(ref, b.o.storedNumberID) // refs.go: the store's number -> id
+	return refs.NumberID(ref, b.o.refs.StoredNumber) // feature/refs: the store's number -> id
 }
 
 func (b depJobs) Cancel(tx feature.Tx, j *api.Job, reason, message string) {

@@ -1,49 +1,42 @@
 package orchestrator
 
 import (
-	"context"
 	"iter"
 	"slices"
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/refs"
-	"github.com/corral-sched/corral/internal/store"
 )
 
 // Short numbers and what a person may type for a job are the feature of
-// package refs (o.refs): the last number given, and the rules of
-// resolution. What is left here is what it reads of the orchestrator's
-// books (refBooks): memory under the read lock, the store without it
-// (reads.go), and the exported methods the API calls.
+// package refs (o.refs): the last number given, the rules of resolution
+// and the store's reads; the API calls it through FeatureOps.Refs. What
+// is left here is what it reads of the orchestrator's memory (refBooks),
+// under the read lock.
 
 // MinIDPrefix is the fewest characters of a job id that may name the job
 // by prefix, as in git and docker.
 const MinIDPrefix = refs.MinIDPrefix
 
-// newRefs makes the feature of short numbers over o's books.
-func newRefs(o *Orchestrator) *refs.Resolver { return refs.New(refBooks{o}, o.log) }
+// newRefs makes the feature of short numbers over o's books and store.
+func newRefs(o *Orchestrator) *refs.Resolver {
+	// BeforeRead: the test hook (reads.go). A bare orchestrator of a unit
+	// test has no store: memory only.
+	cfg := refs.Config{BeforeRead: o.beforeRead, Log: o.log}
+	if o.cfg.Store != nil {
+		cfg.Store = o.cfg.Store
+	}
+	return refs.New(refBooks{o}, cfg)
+}
 
 // takeNumber gives the job or array id the next number, written with tx.
 // Loop only (write lock held).
 func (tx *txn) takeNumber(id string) int64 { return tx.o.refs.Take(tx, id) }
 
-// storedNumberID reads the id of the job or array numbered n from the
-// store; found is false when none is (or there is no store: a bare
-// orchestrator of a unit test). Lock held or not.
-func (o *Orchestrator) storedNumberID(n int64) (id string, found bool, err error) {
-	if o.cfg.Store == nil {
-		return "", false, nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	return o.cfg.Store.NumberID(ctx, n)
-}
-
-// refBooks is what package refs reads of the orchestrator's books
+// refBooks is what package refs reads of the orchestrator's memory
 // (refs.Jobs, refs.View). View takes the read lock and Done releases it;
-// the store's methods are called without it, each after the test hook
-// that checks so (reads.go).
+// package refs reads the store itself, without it.
 type refBooks struct{ o *Orchestrator }
 
 func (b refBooks) View() refs.View {
@@ -96,35 +89,4 @@ func (b refBooks) All() iter.Seq[*api.Job] {
 			}
 		}
 	}
-}
-
-func (b refBooks) NumberID(n int64) (string, bool, error) {
-	b.o.beforeRead("job number")
-	return b.o.storedNumberID(n)
-}
-
-func (b refBooks) Stored(id string) bool {
-	b.o.beforeRead("job")
-	_, err := b.o.stored(id) // finished.go: a job that ended
-	return err == nil
-}
-
-func (b refBooks) StoredJobIDs(prefix string, limit int) []string {
-	b.o.beforeRead("job ids")
-	return b.o.storedIDs("job ids", prefix, limit, Store.JobIDsWithPrefix) // finished.go
-}
-
-func (b refBooks) StoredArrayIDs(prefix string, limit int) []string {
-	b.o.beforeRead("array ids")
-	return b.o.storedArrayIDs(prefix, limit) // arrays_stored.go
-}
-
-func (b refBooks) Named(user, name string, limit int) ([]store.Named, error) {
-	if b.o.cfg.Store == nil { // a bare orchestrator of a unit test
-		return nil, nil
-	}
-	b.o.beforeRead("job names")
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	return b.o.cfg.Store.NamedJobs(ctx, user, name, limit)
 }

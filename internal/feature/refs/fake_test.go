@@ -1,6 +1,7 @@
 package refs
 
 import (
+	"context"
 	"iter"
 	"slices"
 	"strings"
@@ -11,8 +12,8 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// fakeJobs is the orchestrator's books as the feature reads them (Jobs
-// and View): jobs and arrays in memory, and the store's ended jobs, done
+// fakeJobs is the orchestrator's books as the feature reads them (Jobs,
+// View and Store): jobs and arrays in memory, and the store's ended jobs, done
 // arrays, numbers and names. It fails t when the store is read while a
 // view is open, as the orchestrator's read lock would be held then.
 type fakeJobs struct {
@@ -96,28 +97,31 @@ func (f *fakeJobs) All() iter.Seq[*api.Job] {
 	}
 }
 
-func (f *fakeJobs) NumberID(n int64) (string, bool, error) {
+func (f fakeStore) NumberID(_ context.Context, n int64) (string, bool, error) {
 	f.read("number")
 	id, ok := f.numbers[n]
 	return id, ok, nil
 }
 
-func (f *fakeJobs) Stored(id string) bool {
+func (f fakeStore) Job(_ context.Context, id string) (api.Job, error) {
 	f.read("job")
-	return slices.Contains(f.ended, id)
+	if !slices.Contains(f.ended, id) {
+		return api.Job{}, store.ErrNoJob
+	}
+	return api.Job{ID: id, State: api.StateCompleted}, nil
 }
 
-func (f *fakeJobs) StoredJobIDs(prefix string, limit int) []string {
+func (f fakeStore) JobIDsWithPrefix(_ context.Context, prefix string, limit int) ([]string, error) {
 	f.read("job ids")
-	return withPrefix(f.ended, prefix, limit)
+	return withPrefix(f.ended, prefix, limit), nil
 }
 
-func (f *fakeJobs) StoredArrayIDs(prefix string, limit int) []string {
+func (f fakeStore) ArrayIDsWithPrefix(_ context.Context, prefix string, limit int) ([]string, error) {
 	f.read("array ids")
-	return withPrefix(f.done, prefix, limit)
+	return withPrefix(f.done, prefix, limit), nil
 }
 
-func (f *fakeJobs) Named(user, name string, limit int) ([]store.Named, error) {
+func (f fakeStore) NamedJobs(_ context.Context, user, name string, limit int) ([]store.Named, error) {
 	f.read("names")
 	return f.names[:min(len(f.names), limit)], nil
 }
@@ -144,6 +148,10 @@ func withPrefix(ids []string, prefix string, limit int) []string {
 	}
 	return out
 }
+
+// fakeStore is the store as the feature reads it (Store): the store's
+// part of fakeJobs.
+type fakeStore struct{ *fakeJobs }
 
 // fakeTx is a transaction: its time and its batch.
 type fakeTx struct{ batch store.Batch }

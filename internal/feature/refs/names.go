@@ -31,7 +31,7 @@ func (r *Resolver) named(name, user string) ([]store.Named, error) {
 		}
 	}
 	v.Done()
-	stored, err := r.jobs.Named(user, name, maxNamed+1)
+	stored, err := r.storedNamed(user, name, maxNamed+1)
 	if err != nil {
 		return nil, err
 	}

@@ -83,7 +83,7 @@ func (r *Resolver) Array(id string) (aid string, live, ok bool, err error) {
 	}
 	m := memoryPrefix(v, id, true)
 	v.Done()
-	stored := r.jobs.StoredArrayIDs(id, len(m.arrays)+2)
+	stored := r.storedArrayIDs(id, len(m.arrays)+2)
 	return arrayByPrefix(id, m, stored)
 }
 
@@ -104,7 +104,7 @@ func (r *Resolver) arrayOnlyPrefix(prefix string) (string, bool, error) {
 	m := memoryPrefix(v, prefix, true)
 	v.Done()
 	m.jobs = nil
-	aid, _, ok, err := arrayByPrefix(prefix, m, r.jobs.StoredArrayIDs(prefix, len(m.arrays)+2))
+	aid, _, ok, err := arrayByPrefix(prefix, m, r.storedArrayIDs(prefix, len(m.arrays)+2))
 	return aid, ok, err
 }
 
@@ -144,11 +144,11 @@ func (r *Resolver) JobID(id string) (string, error) {
 		return "", isArray(id)
 	}
 	if prefixed {
-		if aid, _, ok, err := arrayByPrefix(id, m, r.jobs.StoredArrayIDs(id, len(m.arrays)+2)); ok && err == nil {
+		if aid, _, ok, err := arrayByPrefix(id, m, r.storedArrayIDs(id, len(m.arrays)+2)); ok && err == nil {
 			return "", isArray(aid)
 		}
 	}
-	if r.jobs.Stored(id) { // a job that ended
+	if r.stored(id) { // a job that ended
 		return id, nil
 	}
 	if len(id) < MinIDPrefix {
@@ -161,7 +161,7 @@ func (r *Resolver) JobID(id string) (string, error) {
 		n++
 	}
 	// Ended jobs are in the store only.
-	for _, cand := range r.jobs.StoredJobIDs(id, n+2) {
+	for _, cand := range r.storedJobIDs(id, n+2) {
 		if _, live := m.jobs[cand]; !live {
 			found = cand
 			n++

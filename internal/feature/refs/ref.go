@@ -9,7 +9,7 @@ import (
 // numberID returns the id of the job or array numbered n: 404 when none
 // is. It reads the store.
 func (r *Resolver) numberID(n int64) (string, error) {
-	id, found, err := r.jobs.NumberID(n)
+	id, found, err := r.storedNumber(n)
 	if err != nil {
 		return "", err
 	}

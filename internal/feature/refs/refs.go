@@ -36,28 +36,13 @@ import (
 // by prefix, as in git and docker.
 const MinIDPrefix = 6
 
-// Jobs is what references read of the orchestrator's books: memory
-// through a View, and the store. The store's methods are called with no
-// View open (never under the loop's lock); they bound the read in time
-// themselves.
+// Jobs is what references read of the orchestrator's memory: a View,
+// opened under the loop's read lock. The store is read (Store) with no
+// View open, never under the lock.
 type Jobs interface {
 	// View opens a read-only view of memory: nothing changes it until its
 	// Done is called. The store must not be read while it is open.
 	View() View
-	// NumberID reads from the store the id of the job or array numbered
-	// n; found is false when none is.
-	NumberID(n int64) (id string, found bool, err error)
-	// Stored reports whether the store holds the job id (one that ended).
-	Stored(id string) bool
-	// StoredJobIDs returns up to limit ids of jobs in the store that
-	// start with prefix.
-	StoredJobIDs(prefix string, limit int) []string
-	// StoredArrayIDs returns up to limit ids of arrays in the store (done
-	// or not) that start with prefix.
-	StoredArrayIDs(prefix string, limit int) []string
-	// Named reads from the store up to limit of user's jobs and arrays
-	// (an array once) named name.
-	Named(user, name string, limit int) ([]store.Named, error)
 }
 
 // View is memory as it is while the view is open (under the loop's read
@@ -84,18 +69,32 @@ type View interface {
 // turn what a person typed into an id. The last number is written by the
 // loop only; resolving reads it not at all, so any goroutine may resolve.
 type Resolver struct {
-	jobs Jobs
-	log  *slog.Logger
-	last int64 // the last number given; loop only
+	jobs       Jobs
+	store      Store
+	beforeRead func(what string)
+	log        *slog.Logger
+	last       int64 // the last number given; loop only
 }
 
-// New returns the feature, reading the orchestrator's books through
-// jobs. A nil log is slog.Default.
-func New(jobs Jobs, log *slog.Logger) *Resolver {
-	if log == nil {
-		log = slog.Default()
+// Config is what the feature needs besides the books' memory.
+type Config struct {
+	// Store is read for what memory no longer holds; nil: memory only
+	// (a bare orchestrator of a unit test).
+	Store Store
+	// BeforeRead, when set, runs before each store read a resolution
+	// makes, naming it (a test's hook checks that no lock is held then).
+	BeforeRead func(what string)
+	// Log takes a failed read's warning; nil: slog.Default.
+	Log *slog.Logger
+}
+
+// New returns the feature, reading the orchestrator's memory through
+// jobs and its store through cfg.Store.
+func New(jobs Jobs, cfg Config) *Resolver {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
 	}
-	return &Resolver{jobs: jobs, log: log}
+	return &Resolver{jobs: jobs, store: cfg.Store, beforeRead: cfg.BeforeRead, log: cfg.Log}
 }
 
 // Load sets the last number given from the store's, at recovery.

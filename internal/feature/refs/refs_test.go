@@ -41,7 +41,7 @@ func TestParseNumber(t *testing.T) {
 // TestTakeAndLoad: numbers follow the largest the store holds, and each
 // is written in the batch of its job.
 func TestTakeAndLoad(t *testing.T) {
-	r := New(newFake(t), nil)
+	r := New(newFake(t), Config{})
 	r.Load(&store.State{MaxNumber: 7, Jobs: []api.Job{{Number: 9}}, Arrays: []store.ArrayRecord{{Array: api.Array{Number: 8}}}})
 	tx := &fakeTx{}
 	if n := r.Take(tx, "a"); n != 10 {
@@ -68,7 +68,7 @@ func TestJobID(t *testing.T) {
 	f.recent["j05recent"] = true
 	f.ended = []string{"j02zzzzzz", "j01abcqqq"}
 	f.done = []string{"old0001"}
-	r := New(f, nil)
+	r := New(f, Config{Store: fakeStore{f}})
 	for _, tc := range []struct {
 		in, want string
 		status   int
@@ -114,7 +114,7 @@ func TestArrayID(t *testing.T) {
 	f := newFake(t)
 	f.add(api.Job{ID: "arr0001_0", ArrayJobID: "arr0001"}, api.Job{ID: "arr0002"})
 	f.done = []string{"old0001", "old0002", "arr0001"}
-	r := New(f, nil)
+	r := New(f, Config{Store: fakeStore{f}})
 	for _, tc := range []struct {
 		in, want string
 		live     bool
@@ -152,7 +152,7 @@ func TestRef(t *testing.T) {
 		api.Job{ID: "arr0005_0", ArrayJobID: "arr0005", Name: "sweep", User: "ana", Number: 5},
 		api.Job{ID: "arr0005_1", ArrayJobID: "arr0005", Name: "sweep", User: "ana", Number: 5})
 	f.numbers = map[int64]string{1: "job0001", 5: "arr0005"}
-	r := New(f, nil)
+	r := New(f, Config{Store: fakeStore{f}})
 	for _, tc := range []struct {
 		ref, user, want string
 		array           bool
@@ -201,7 +201,7 @@ func TestRefNamedInStore(t *testing.T) {
 	f := newFake(t)
 	f.add(api.Job{ID: "job0002", Name: "eval", User: "ana", Number: 2})
 	f.names = []store.Named{{ID: "job0002", Number: 2}}
-	r := New(f, nil)
+	r := New(f, Config{Store: fakeStore{f}})
 	if got, _, err := r.Ref("eval", "ana"); err != nil || got != "job0002" {
 		t.Fatalf("Ref(eval) = %q, %v; want job0002", got, err)
 	}
@@ -220,7 +220,7 @@ func TestActive(t *testing.T) {
 		api.Job{ID: "job0003", User: "bob", Number: 3, State: api.StateRunning},
 		api.Job{ID: "arr0004_0", ArrayJobID: "arr0004", User: "ana", Number: 4, State: api.StateQueued},
 		api.Job{ID: "arr0004_1", ArrayJobID: "arr0004", User: "ana", Number: 4, State: api.StateRunning})
-	got := New(f, nil).Active("ana")
+	got := New(f, Config{Store: fakeStore{f}}).Active("ana")
 	want := []api.JobRef{{Number: 1, ID: "job0001", State: api.StateQueued},
 		{Number: 4, ID: "arr0004", State: api.StateRunning, Array: true}} // by id, descending
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -228,5 +228,53 @@ func TestActive(t *testing.T) {
 	}
 	if len(f.reads) != 0 {
 		t.Fatalf("Active read the store: %v", f.reads)
+	}
+}
+
+// TestStoreReads: each read of the store is announced to BeforeRead by
+// name, with no view open; without a store, only memory answers and
+// what it does not hold is a 404.
+func TestStoreReads(t *testing.T) {
+	f := newFake(t)
+	f.add(api.Job{ID: "j01live0", Name: "train", User: "ana", Number: 1})
+	f.ended = []string{"j02ended"}
+	f.numbers = map[int64]string{2: "j02ended"}
+	for _, tc := range []struct {
+		name      string
+		withStore bool
+		ref       string
+		wantID    string
+		status    int
+		announced []string
+	}{
+		{"a number, from the store, then its id", true, "2", "j02ended", 0, []string{"job number", "array ids", "array ids", "job"}},
+		{"an ended job's id", true, "j02ended", "j02ended", 0, []string{"array ids", "array ids", "job"}},
+		{"a live job's id: no array of that prefix", true, "j01live0", "j01live0", 0, []string{"array ids"}},
+		{"a number, no store", false, "2", "", 404, []string{"job number"}},
+		{"an ended job's id, no store", false, "j02ended", "", 404, []string{"array ids", "array ids", "job", "job ids"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var announced []string
+			cfg := Config{BeforeRead: func(what string) {
+				if f.open {
+					t.Fatalf("BeforeRead(%s) with a view open", what)
+				}
+				announced = append(announced, what)
+			}}
+			if tc.withStore {
+				cfg.Store = fakeStore{f}
+			}
+			id, err := New(f, cfg).JobRef(tc.ref, "ana")
+			var e *api.Error
+			switch {
+			case tc.status == 0 && (err != nil || id != tc.wantID):
+				t.Fatalf("JobRef(%q) = %q, %v; want %q", tc.ref, id, err, tc.wantID)
+			case tc.status != 0 && (!errors.As(err, &e) || e.Status != tc.status):
+				t.Fatalf("JobRef(%q) = %q, %v; want %d", tc.ref, id, err, tc.status)
+			}
+			if fmt.Sprint(announced) != fmt.Sprint(tc.announced) {
+				t.Fatalf("reads announced %v; want %v", announced, tc.announced)
+			}
+		})
 	}
 }
