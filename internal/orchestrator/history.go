@@ -9,10 +9,11 @@ import (
 	"github.com/corral-sched/corral/internal/feature/history"
 )
 
-// The cluster over time is the feature of package history (o.hist); the
-// orchestrator samples it every history.Interval with what it reads of
-// its own books, and tells it of jobs that leave memory (finished.go)
-// and of each cycle's duration (cycle.go).
+// The cluster over time is the feature of package history (o.hist), and
+// its reads the API's (FeatureOps.History); the orchestrator samples it
+// every history.Interval with what it reads of its own books, and tells
+// it of jobs that leave memory (finished.go) and of each cycle's
+// duration (cycle.go).
 
 // recordHistory samples the cluster now and then every history.Interval
 // until ctx ends. Run starts it.
@@ -54,23 +55,6 @@ func (o *Orchestrator) liveJobs() iter.Seq[*api.Job] {
 		}
 	}
 }
-
-// ClusterHistory averages the samples since q.Since into about q.Points
-// steps, oldest first (history.Books.History).
-func (o *Orchestrator) ClusterHistory(q history.Query) api.History {
-	return o.hist.History(q, o.cfg.Now())
-}
-
-// JobCounters brings the counts of job events up to date and returns a
-// copy.
-func (o *Orchestrator) JobCounters() history.JobCounters {
-	o.mu.RLock()
-	defer o.mu.RUnlock()
-	return o.hist.JobCounters(o.liveJobs(), o.cfg.Now())
-}
-
-// CycleDurations returns the histogram of scheduling-cycle durations.
-func (o *Orchestrator) CycleDurations() history.Histogram { return o.hist.CycleDurations() }
 
 // JobStateCounts counts the jobs in each state.
 func (o *Orchestrator) JobStateCounts() map[api.State]int {

@@ -31,7 +31,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 
 	clk.add(time.Minute)
 	o = open()
-	h := o.ClusterHistory(history.Query{Since: first.Add(-time.Minute), Points: 1000})
+	h := o.FeatureOps().History.History(history.Query{Since: first.Add(-time.Minute), Points: 1000})
 	if len(h.Points) != 2 || h.Points[0].At.After(first.Add(history.Interval)) {
 		t.Fatalf("after a restart: points %+v; want the 2 samples from before, the first in the step after %v", h.Points, first)
 	}
@@ -39,7 +39,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	clk.add(history.Retention)
 	o.SampleHistory(ctx)
 	o = open()
-	h = o.ClusterHistory(history.Query{Since: first, Points: 5000})
+	h = o.FeatureOps().History.History(history.Query{Since: first, Points: 5000})
 	if len(h.Points) != 1 {
 		t.Fatalf("%d points a day later; want only the new sample", len(h.Points))
 	}

@@ -90,7 +90,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	return writeJSON(w, http.StatusOK, s.o.ClusterHistory(hq))
+	return writeJSON(w, http.StatusOK, s.feat.History.History(hq))
 }
 
 // dashboardFor is the dashboard's update as who may see it: the env

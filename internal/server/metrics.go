@@ -25,14 +25,14 @@ type metrics struct {
 	submissions prometheus.Counter
 }
 
-func newMetrics(o *orchestrator.Orchestrator) *metrics {
+func newMetrics(o *orchestrator.Orchestrator, hist history.Ops) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "corral_api_request_duration_seconds", Help: "API request latency by route and status code.",
 		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1, 5},
 	}, []string{"route", "code"})
 	m.submissions = prometheus.NewCounter(prometheus.CounterOpts{Name: "corral_job_submissions_total", Help: "Jobs accepted by POST /queue/submit (idempotent replays not counted)."})
-	m.reg.MustRegister(m.requests, m.submissions, &stateCollector{o: o},
+	m.reg.MustRegister(m.requests, m.submissions, &stateCollector{o: o, hist: hist},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
@@ -43,7 +43,10 @@ func (m *metrics) observe(route string, status int, d time.Duration) {
 }
 
 // stateCollector reads jobs and GPUs from the orchestrator at scrape time.
-type stateCollector struct{ o *orchestrator.Orchestrator }
+type stateCollector struct {
+	o    *orchestrator.Orchestrator
+	hist history.Ops // the job counters and cycle durations
+}
 
 // gpuLabels are the labels of the per-GPU series, as dcgm-exporter has
 // them (gpu, UUID, Hostname, modelName), in Prometheus' lower case.
@@ -126,10 +129,10 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.o.Status()
 	ch <- prometheus.MustNewConstMetric(descCycles, prometheus.CounterValue, float64(st.Cycles))
 	gauge(descCycle, st.LastCycleMS/1000)
-	cyc := c.o.CycleDurations()
+	cyc := c.hist.CycleDurations()
 	ch <- prometheus.MustNewConstHistogram(descCycleHist, cyc.Count, cyc.Sum, buckets(history.CycleBuckets, cyc.Counts))
 
-	jc := c.o.JobCounters()
+	jc := c.hist.JobCounters()
 	ch <- prometheus.MustNewConstMetric(descStarts, prometheus.CounterValue, float64(jc.Starts))
 	for _, s := range []api.State{api.StateCompleted, api.StateFailed, api.StateCanceled} {
 		ch <- prometheus.MustNewConstMetric(descEnded, prometheus.CounterValue, float64(jc.Ended[s]), string(s))

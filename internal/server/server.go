@@ -125,7 +125,7 @@ func New(o *orchestrator.Orchestrator, logger *slog.Logger, opts ...Option) *Ser
 	if s.auth != nil {
 		s.audits = &auditSpool{write: s.auth.Record, log: logger}
 	}
-	s.metrics = newMetrics(o)
+	s.metrics = newMetrics(o, s.feat.History)
 	// Who may call each route (access) and what the audit trail calls it
 	// (action; empty: a read, not audited). The role matrix test in
 	// authz_test.go checks every row.
