@@ -1,6 +1,7 @@
 package orchestrator
 
 import (
+	"context"
 	"strconv"
 
 	"github.com/corral-sched/corral/internal/feature/arrays"
@@ -20,9 +21,19 @@ func (o *Orchestrator) arrayStore() arrays.Store {
 }
 
 // storedArrayIDs returns up to limit ids of arrays in the store (done or
-// not) that start with prefix. Lock held or not.
+// not) that start with prefix; none without a store, or when the read
+// fails (logged). Lock held or not.
 func (o *Orchestrator) storedArrayIDs(prefix string, limit int) []string {
-	return o.storedIDs("array ids", prefix, limit, Store.ArrayIDsWithPrefix) // finished.go
+	if o.cfg.Store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	defer cancel()
+	ids, err := o.cfg.Store.ArrayIDsWithPrefix(ctx, prefix, limit)
+	if err != nil {
+		o.log.Warn("look up array ids in the store", "prefix", prefix, "err", err)
+	}
+	return ids
 }
 
 // isArray reports whether id is the id of an array, in memory or done.

@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"context"
 	"iter"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -11,9 +10,9 @@ import (
 )
 
 // Job dependencies are the feature of package deps (o.deps): its state,
-// its rules and its moments (features.go). What is left here is what it
-// reads of the orchestrator's books (depJobs), and the delegate of the
-// API's operation (deps.Ops).
+// its rules, its moments (features.go), its reads of the store, and the
+// API's operation (deps.Ops, through FeatureOps.Deps). What is left here
+// is what it reads of the orchestrator's memory (depJobs).
 
 // DefaultDependencyTimeout is how long a job whose dependency can never
 // be met stays queued before it is canceled, unless Config says otherwise.
@@ -21,7 +20,11 @@ const DefaultDependencyTimeout = deps.DefaultTimeout
 
 // newDeps makes the dependencies feature over o's books.
 func newDeps(o *Orchestrator) *deps.Tracker {
-	return deps.New(depJobs{o}, deps.Config{Timeout: o.cfg.DependencyTimeout, MinIDPrefix: MinIDPrefix, Logger: o.log})
+	cfg := deps.Config{Timeout: o.cfg.DependencyTimeout, MinIDPrefix: MinIDPrefix, Logger: o.log}
+	if o.cfg.Store != nil { // a bare orchestrator of a unit test has none: memory only
+		cfg.Store = o.cfg.Store
+	}
+	return deps.New(depJobs{o}, cfg)
 }
 
 // depJobs is what package deps reads of the orchestrator's books
@@ -54,8 +57,7 @@ func (b depJobs) Active() iter.Seq[*api.Job] {
 }
 
 func (b depJobs) Queued(id string) bool             { return b.o.q.queued[id] }
-func (b depJobs) Recent(id string) (*api.Job, bool) { return b.o.lookup(id) } // finished.go
-func (b depJobs) Stored(id string) (api.Job, error) { return b.o.stored(id) }
+func (b depJobs) Recent(id string) (*api.Job, bool) { return b.o.lookup(id) }  // finished.go
 func (b depJobs) IsArray(id string) bool            { return b.o.isArray(id) } // arrays_stored.go
 
 func (b depJobs) Known(id string) bool {
@@ -65,16 +67,6 @@ func (b depJobs) Known(id string) bool {
 
 func (b depJobs) Array(id string) ([]*api.Job, bool) {
 	return b.o.arr.Tasks(id)
-}
-
-func (b depJobs) FirstEnded(id string, states ...api.State) (api.Job, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	return b.o.cfg.Store.FirstEnded(ctx, id, states...)
-}
-
-func (b depJobs) StoredIDs(prefix string, limit int) []string {
-	return b.o.storedIDs("dependency ids", prefix, limit, Store.DependencyIDs) // finished.go
 }
 
 func (b depJobs) Number(ref string) (int64, string, bool) {

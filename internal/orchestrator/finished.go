@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/ended"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -33,8 +34,9 @@ import (
 // (package ended) after they leave o.jobs.
 const RecentFinished = ended.Recent
 
-// storeReadTimeout bounds one read of a finished job from the store.
-const storeReadTimeout = 5 * time.Second
+// storeReadTimeout bounds one read of a finished job from the store (the
+// features' reads have the same bound).
+const storeReadTimeout = feature.StoreReadTimeout
 
 // evictFinished takes the jobs the committed tx ended out of o.jobs (into
 // the recent ring), counting their last events first. Write lock held.
@@ -123,23 +125,6 @@ func (o *Orchestrator) endedError(id string) error {
 		return api.Conflict("wrong_state", "job %s is already %s", id, j.State)
 	}
 	return api.NotFound("no job %q", id)
-}
-
-// storedIDs returns up to limit ids from the store that a prefix may
-// mean, read by read (store.Store's JobIDsWithPrefix, ArrayIDsWithPrefix,
-// DependencyIDs); what names them in the warning a failed read logs.
-// None without a store. Lock held or not.
-func (o *Orchestrator) storedIDs(what, prefix string, limit int, read func(Store, context.Context, string, int) ([]string, error)) []string {
-	if o.cfg.Store == nil {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	ids, err := read(o.cfg.Store, ctx, prefix, limit)
-	if err != nil {
-		o.log.Warn("look up "+what+" in the store", "prefix", prefix, "err", err)
-	}
-	return ids
 }
 
 // storedIdempotent returns the job that a key submitted, from the store

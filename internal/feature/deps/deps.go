@@ -30,9 +30,6 @@ type Jobs interface {
 	// Recent returns a job from memory: one Job holds, or one of the
 	// recently ended (possibly without its command and env).
 	Recent(id string) (*api.Job, bool)
-	// Stored reads an ended job from the store: store.ErrNoJob when the
-	// store holds none.
-	Stored(id string) (api.Job, error)
 	// Known reports whether memory or the store holds the job id.
 	Known(id string) bool
 	// Array returns the tasks of the array id in memory, in index
@@ -40,13 +37,6 @@ type Jobs interface {
 	Array(id string) ([]*api.Job, bool)
 	// IsArray reports whether id is an array's, in memory or done.
 	IsArray(id string) bool
-	// FirstEnded reads from the store the task of the done array id that
-	// ended first in one of states: store.ErrNoJob when none did.
-	FirstEnded(id string, states ...api.State) (api.Job, error)
-	// StoredIDs returns up to limit ids from the store that a
-	// dependency naming prefix may mean: arrays, and jobs that are not
-	// tasks of those arrays.
-	StoredIDs(prefix string, limit int) []string
 	// Number reads a job's number as a person types it ("1234",
 	// "1234_7": a task of the array numbered 1234) and returns the id it
 	// names, "" when no job or array has the number n (or the store
@@ -62,6 +52,7 @@ type Jobs interface {
 // read lock.
 type Tracker struct {
 	jobs      Jobs
+	store     Store         // nil: memory only
 	timeout   time.Duration // the dependency timeout, read (Timeout)
 	minPrefix int
 	log       *slog.Logger
@@ -85,7 +76,10 @@ type Config struct {
 	// MinIDPrefix is the fewest characters of a job's or an array's id
 	// that a depends_on may give for the whole id.
 	MinIDPrefix int
-	Logger      *slog.Logger
+	// Store is read for the jobs that left memory; nil: memory only (a
+	// bare orchestrator of a unit test).
+	Store  Store
+	Logger *slog.Logger // nil: slog.Default
 }
 
 // New returns the feature, reading the orchestrator's books through
@@ -98,7 +92,10 @@ func New(jobs Jobs, c Config) *Tracker {
 	case timeout < 0:
 		timeout = 0
 	}
-	return &Tracker{jobs: jobs, timeout: timeout, minPrefix: c.MinIDPrefix, log: c.Logger}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return &Tracker{jobs: jobs, store: c.Store, timeout: timeout, minPrefix: c.MinIDPrefix, log: c.Logger}
 }
 
 // Timeout is the dependency timeout: how long a job whose dependency
@@ -229,7 +226,7 @@ func (tr *Tracker) resolve(id string) (string, error) {
 		}
 		found[cand] = true
 	}
-	for _, cand := range tr.jobs.StoredIDs(id, len(found)+2) { // ended jobs, arrays
+	for _, cand := range tr.storedIDs(id, len(found)+2) { // ended jobs, arrays
 		if _, live := tr.jobs.Job(cand); !live {
 			found[cand] = true
 		}

@@ -62,7 +62,7 @@ func (tr *Tracker) predecessorOf(j *api.Job, k Kind, id string) *api.Job {
 	default: // after, afterany: every task has ended
 		return &api.Job{ID: id, State: api.StateCompleted}
 	}
-	t, err := tr.jobs.FirstEnded(id, fails...)
+	t, err := tr.firstEnded(id, fails...)
 	switch {
 	case err == nil:
 		return &t
@@ -82,7 +82,7 @@ func (tr *Tracker) predecessorJob(id string) *api.Job {
 	if j, ok := tr.jobs.Recent(id); ok {
 		return j
 	}
-	j, err := tr.jobs.Stored(id)
+	j, err := tr.stored(id)
 	switch {
 	case err == nil:
 		return &j

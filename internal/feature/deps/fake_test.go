@@ -1,6 +1,7 @@
 package deps
 
 import (
+	"context"
 	"io"
 	"iter"
 	"log/slog"
@@ -15,7 +16,7 @@ import (
 )
 
 // fakeJobs is the orchestrator's books as the tracker reads them
-// (Jobs), in memory: live jobs, the recently ended, the store's ended
+// (Jobs, and Store through fakeStore), in memory: live jobs, the recently ended, the store's ended
 // jobs and done arrays, and job numbers.
 type fakeJobs struct {
 	jobs     map[string]*api.Job   // live (o.jobs)
@@ -29,6 +30,10 @@ type fakeJobs struct {
 	tr       *Tracker // told of the cancels it makes, as the loop's movers are
 }
 
+// fakeStore is the store as the tracker reads it (Store): the store's
+// part of fakeJobs.
+type fakeStore struct{ *fakeJobs }
+
 func newFake() *fakeJobs {
 	return &fakeJobs{jobs: map[string]*api.Job{}, arrays: map[string][]*api.Job{}, recent: map[string]*api.Job{},
 		stored: map[string]api.Job{}, done: map[string][]api.Job{}, numbers: map[int64]string{}}
@@ -36,7 +41,7 @@ func newFake() *fakeJobs {
 
 // tracker is a Tracker over f with the dependency timeout given.
 func (f *fakeJobs) tracker(timeout time.Duration) *Tracker {
-	f.tr = New(f, Config{Timeout: timeout, MinIDPrefix: 5, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	f.tr = New(f, Config{Timeout: timeout, MinIDPrefix: 5, Store: fakeStore{f}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	return f.tr
 }
 
@@ -111,7 +116,7 @@ func (f *fakeJobs) Recent(id string) (*api.Job, bool) {
 	return j, ok
 }
 
-func (f *fakeJobs) Stored(id string) (api.Job, error) {
+func (f fakeStore) Job(_ context.Context, id string) (api.Job, error) {
 	if j, ok := f.stored[id]; ok {
 		return j, nil
 	}
@@ -135,7 +140,7 @@ func (f *fakeJobs) IsArray(id string) bool {
 	return mem || done
 }
 
-func (f *fakeJobs) FirstEnded(id string, states ...api.State) (api.Job, error) {
+func (f fakeStore) FirstEnded(_ context.Context, id string, states ...api.State) (api.Job, error) {
 	var first *api.Job
 	for i, t := range f.done[id] {
 		for _, s := range states {
@@ -150,7 +155,7 @@ func (f *fakeJobs) FirstEnded(id string, states ...api.State) (api.Job, error) {
 	return *first, nil
 }
 
-func (f *fakeJobs) StoredIDs(prefix string, limit int) []string {
+func (f fakeStore) DependencyIDs(_ context.Context, prefix string, limit int) ([]string, error) {
 	var out []string
 	for id := range f.stored {
 		if strings.HasPrefix(id, prefix) && !strings.Contains(id, "_") && len(out) < limit {
@@ -162,7 +167,7 @@ func (f *fakeJobs) StoredIDs(prefix string, limit int) []string {
 			out = append(out, id)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (f *fakeJobs) Number(ref string) (int64, string, bool) {
