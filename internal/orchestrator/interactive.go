@@ -15,10 +15,6 @@ const (
 	DefaultMaxInteractiveTime = limits.DefaultMaxInteractiveTime
 )
 
-// Interactive reports whether a job's class is one of the interactive
-// classes (interactive, interactive-preemptible).
-func Interactive(class string) bool { return reclaim.Interactive(class) }
-
 // queueLimits is the limits feature over this orchestrator's queue.
 func (o *Orchestrator) queueLimits() limits.Queue {
 	return limits.Queue{Limits: o.cfg.Limits, Books: limitBooks{o}}
@@ -43,7 +39,7 @@ func (b limitBooks) InteractiveGPUs(user string) float64 {
 	o, n := b.o, 0.0
 	count := func(ids map[string]bool) {
 		for id := range ids {
-			if j := o.jobs[id]; j != nil && j.User == user && Interactive(j.Class) {
+			if j := o.jobs[id]; j != nil && j.User == user && reclaim.Interactive(j.Class) {
 				n += limits.JobEquivalents(j)
 			}
 		}

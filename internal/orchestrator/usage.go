@@ -5,15 +5,14 @@ import (
 	"iter"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/store"
 )
 
 // The usage ledger, budgets and prices are package spend's (o.spend),
-// with the API's operations (spend.Ops); here is what the feature reads
-// of the books (spendCluster), the tick's commits, and the charge of an
-// attempt lost with the previous server.
+// with the API's operations (spend.Ops, through FeatureOps.Spend); here
+// is what the feature reads of the books (spendCluster) and the tick's
+// commits.
 
 // spendCluster is what feature/spend reads of the books. Lock held.
 type spendCluster struct{ o *Orchestrator }
@@ -36,17 +35,9 @@ func (c spendCluster) Running() iter.Seq[*api.Job] {
 }
 
 // chargeLostAttempt charges an attempt lost with the previous server up
-// to the last moment that server knew it alive (spend's AliveAt), to the
-// job and in the ledger, in tx. From recover, before the job's
-// transition (which gives the rows their reason).
-func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) {
-	end := o.spend.AliveAt()
-	if j.StartedAt == nil || !end.After(*j.StartedAt) {
-		return
-	}
-	j.GPUSeconds += gpushare.Equivalents(j.Allocation) * end.Sub(*j.StartedAt).Seconds() // rebuildLedger counts it
-	o.spend.ChargeAttempt(tx, j, end)
-}
+// to its last heartbeat (spend.Books.ChargeLost; rebuildLedger counts
+// it). From recover, before the job's transition.
+func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) { o.spend.ChargeLost(tx, j) }
 
 // heartbeat commits the time the running attempts were last known alive
 // while any job holds GPUs, at most once a tick, after the budgets have

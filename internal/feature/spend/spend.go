@@ -232,6 +232,25 @@ func (b *Books) ChargeAttempt(tx feature.Tx, j *api.Job, end time.Time) {
 	}
 }
 
+// ChargeLost charges an attempt lost with the previous server up to the
+// last moment that server knew it alive (AliveAt): to the job (its
+// GPUSeconds, in GPU equivalents: a slice or share counts its part) and
+// in the ledger, in tx. Nothing when the attempt started after that
+// moment. At recovery, before the job's transition, which gives the rows
+// their reason.
+func (b *Books) ChargeLost(tx feature.Tx, j *api.Job) {
+	end := b.aliveAt
+	if j.StartedAt == nil || !end.After(*j.StartedAt) {
+		return
+	}
+	eq := 0.0
+	for i := range j.Allocation {
+		eq += j.Allocation[i].Equivalents()
+	}
+	j.GPUSeconds += eq * end.Sub(*j.StartedAt).Seconds()
+	b.ChargeAttempt(tx, j, end)
+}
+
 // Moved gives the job's rows waiting in tx the reason of its transition
 // (j.State is already the new state), and forgets the utilization of a
 // job that no longer holds GPUs (feature.Mover).

@@ -364,3 +364,41 @@ func TestReport(t *testing.T) {
 		t.Errorf("%+v, %v", rep, err)
 	}
 }
+
+// An attempt lost with the previous server is charged up to its last
+// heartbeat, to the job in GPU equivalents and in the ledger; one that
+// started after it, or never, is not charged.
+func TestChargeLost(t *testing.T) {
+	alive := t0.Add(-time.Minute)
+	for _, tc := range []struct {
+		name        string
+		started     *time.Time
+		alloc       []api.Allocation
+		wantSeconds float64 // added to the job's GPUSeconds
+		wantRows    int
+	}{
+		{"two whole GPUs for 10 minutes", new(alive.Add(-10 * time.Minute)),
+			[]api.Allocation{{NodeID: "n1", GPUID: 0}, {NodeID: "n1", GPUID: 1}}, 1200, 1},
+		{"half a GPU for 10 minutes", new(alive.Add(-10 * time.Minute)),
+			[]api.Allocation{{NodeID: "n1", GPUID: 0, Fraction: 0.5}}, 300, 1},
+		{"started after the last heartbeat", new(alive.Add(time.Second)),
+			[]api.Allocation{{NodeID: "n1", GPUID: 0}}, 0, 0},
+		{"never started", nil, []api.Allocation{{NodeID: "n1", GPUID: 0}}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _, _ := books(t, map[string]string{settingAliveAt: alive.Format(time.RFC3339Nano)}, nil)
+			j := &api.Job{ID: "j", User: "ana", Project: "p", StartedAt: tc.started, Allocation: tc.alloc, State: api.StateRunning, GPUSeconds: 7}
+			tx := &fakeTx{now: t0}
+			b.ChargeLost(tx, j)
+			if !near(j.GPUSeconds, 7+tc.wantSeconds) {
+				t.Errorf("job's GPU-seconds %v; want %v", j.GPUSeconds, 7+tc.wantSeconds)
+			}
+			if len(tx.batch.Usage) != tc.wantRows {
+				t.Fatalf("%d usage rows; want %d: %+v", len(tx.batch.Usage), tc.wantRows, tx.batch.Usage)
+			}
+			if tc.wantRows > 0 && (!tx.batch.Usage[0].End.Equal(alive) || !near(tx.batch.Usage[0].GPUSeconds, tc.wantSeconds)) {
+				t.Errorf("row %+v; want to end at the heartbeat with %v GPU-seconds", tx.batch.Usage[0], tc.wantSeconds)
+			}
+		})
+	}
+}
