@@ -14,11 +14,11 @@ import (
 )
 
 // Job arrays are the feature of package arrays (o.arr): their books,
-// rules and moments (features.go). What is left here is what it reads of
-// the orchestrator's books (arrayJobs), the submission of an array's
-// tasks into those books, and the delegates of the API's reads and
-// operations (arrays.Ops); arrays_stored.go reads done arrays from the
-// store.
+// rules, moments (features.go) and the API's reads and operations
+// (arrays.Ops, through FeatureOps.Arrays). What is left here is what it
+// reads of the orchestrator's books (arrayJobs) and the submission of an
+// array's tasks into those books; arrays_stored.go reads done arrays from
+// the store.
 
 // newArrays makes the arrays feature over o's books.
 func newArrays(o *Orchestrator) *arrays.Books {

@@ -15,7 +15,7 @@ import (
 
 // Bookings are a feature of their own (feature/bookings): their books,
 // rules, tick, share of the snapshot and the API's operations
-// (bookings.Ops). What stays here is the expiry of a booking's window in
+// (bookings.Ops, through FeatureOps.Bookings). What stays here is the expiry of a booking's window in
 // the cycle (the loop stops its jobs), and bookingCluster, the books the
 // feature reads.
 
