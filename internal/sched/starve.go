@@ -103,11 +103,12 @@ func (w *starveWalker) again() {
 	w.replay = true
 }
 
-// starvingOf returns the starving jobs of jobs, in order.
-func starvingOf(jobs []*Job, p *Policy, now time.Time) []*Job {
+// starvingOf returns the starving jobs of jobs, in order: those Starving
+// that have also waited the budget's after (StarveBacklog).
+func starvingOf(jobs []*Job, p *Policy, now time.Time, after time.Duration) []*Job {
 	var starving []*Job
 	for _, j := range jobs {
-		if Starving(j, now, p) {
+		if Starving(j, now, p) && !j.SubmittedAt.After(now.Add(-after)) {
 			starving = append(starving, j)
 		}
 	}
@@ -126,6 +127,25 @@ type starveBudget struct {
 	tail      time.Duration
 	onTail    bool
 	oldest    bool // the oldest starving job goes first past the cap
+	// oldestWait: under oldest, the oldest starving job goes first past
+	// the cap only once it has waited this long (OldestBacklog times the
+	// backlog), and oldestStretch times its estimate.
+	oldestWait    time.Duration
+	oldestStretch float64
+	// after: a job starves only once it has waited this long too
+	// (StarveBacklog times the backlog; StarveAfter stays the floor).
+	after time.Duration
+}
+
+// oldestGoes reports whether j, the oldest starving job, goes first past
+// the cap at now: OldestFirst is on, and j has waited long against the
+// backlog and against its own estimate (OldestBacklog, OldestStretch).
+func (b *starveBudget) oldestGoes(j *Job, now time.Time) bool {
+	if !b.oldest {
+		return false
+	}
+	waited := now.Sub(j.SubmittedAt)
+	return waited >= b.oldestWait && float64(waited) >= b.oldestStretch*float64(j.Estimate)
 }
 
 // budgetOf is the snapshot's starve budget: the cap is StarveShare of
@@ -150,7 +170,16 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 	for i := range s.Nodes {
 		gpus += len(s.Nodes[i].GPUs)
 	}
-	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: p.OldestFirst}
+	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: p.OldestFirst,
+		oldestStretch: max(p.OldestStretch, 0)}
+	if b.oldest && p.OldestBacklog > 0 || p.StarveBacklog > 0 {
+		if backlog, ok := Backlog(s); ok {
+			if b.oldest {
+				b.oldestWait = time.Duration(max(p.OldestBacklog, 0) * float64(backlog))
+			}
+			b.after = time.Duration(max(p.StarveBacklog, 0) * float64(backlog))
+		}
+	}
 	for i := range s.Running {
 		r := &s.Running[i]
 		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {
@@ -169,10 +198,13 @@ func (c *cycle) starvesAhead(v *Running, j *Job) bool {
 		return false
 	}
 	vj := Job{ID: v.ID, SubmittedAt: v.SubmittedAt, Priority: v.Priority, Estimate: v.Estimate}
+	starving := func(j *Job) bool {
+		return Starving(j, c.now, c.p) && !j.SubmittedAt.After(c.now.Add(-c.starveAfter))
+	}
 	switch {
-	case !Starving(&vj, c.now, c.p):
+	case !starving(&vj):
 		return false
-	case !Starving(j, c.now, c.p):
+	case !starving(j):
 		return true
 	}
 	return compareKeyed(keyOf(&vj, c.p), keyOf(j, c.p)) < 0

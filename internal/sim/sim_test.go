@@ -265,8 +265,26 @@ func TestSkippedCyclesDecideNothing(t *testing.T) {
 
 // Starving jobs are tried before every other under fair_share: windowed
 // cycles, which must hand the core every starving job, still decide
-// what whole-queue cycles do, and so does skipping cycles.
+// what whole-queue cycles do, and so does skipping cycles; also where the
+// starving threshold grows with the backlog (StarveBacklog) and where the
+// oldest goes first once passed over (OldestBacklog, OldestStretch).
 func TestWindowedIsExactStarving(t *testing.T) {
+	variants := map[string]func(p *sched.Policy){
+		"fixed":          func(*sched.Policy) {},
+		"starve-backlog": func(p *sched.Policy) { p.StarveBacklog, p.StarveShare = 0.5, 1 },
+		"oldest-backlog": func(p *sched.Policy) { p.OldestFirst, p.OldestBacklog, p.StarveShare = true, 0.5, 0.1 },
+		"oldest-stretch": func(p *sched.Policy) { p.OldestFirst, p.OldestStretch, p.StarveShare = true, 2, 0.1 },
+	}
+	for name, variant := range variants {
+		t.Run(name, func(t *testing.T) { windowedIsExactStarving(t, variant, name != "fixed") })
+	}
+}
+
+// windowedIsExactStarving replays the policy variant windowed, whole and
+// at every event; mustAct: its decisions must differ from the fixed
+// threshold's somewhere, or the variant tested nothing.
+func windowedIsExactStarving(t *testing.T, variant func(p *sched.Policy), mustAct bool) {
+	acted := false
 	for seed := range uint64(4) {
 		jobs := randomTrace(seed, 400)
 		for i := range jobs {
@@ -278,10 +296,16 @@ func TestWindowedIsExactStarving(t *testing.T) {
 			cfg := Config{Nodes: 3, NodeGPUs: 8, Policy: sched.Policy{Name: sched.PolicyFairShare, Backfill: sw.backfill,
 				Preemption: sw.preemption, MinRunTime: sched.DefaultMinRunTime, StarveAfter: 40 * time.Minute}, Record: true,
 				Estimates: []string{EstimatesExact, EstimatesNoisy}[seed%2]}
+			fixed := cfg
+			variant(&cfg.Policy)
 			cfg.window = 2
 			a, err := Run(jobs, cfg)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if mustAct && !acted {
+				f, _ := Run(jobs, fixed)
+				acted = !reflect.DeepEqual(a.Decisions, f.Decisions)
 			}
 			full := cfg
 			full.FullQueue = true
@@ -300,5 +324,8 @@ func TestWindowedIsExactStarving(t *testing.T) {
 				t.Fatalf("seed %d: no job waited 40 minutes (max %.0fs): the test tests nothing", seed, a.Metrics.MaxQueue)
 			}
 		}
+	}
+	if mustAct && !acted {
+		t.Fatal("the variant decided as the fixed threshold does everywhere: the test tests nothing")
 	}
 }
