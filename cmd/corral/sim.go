@@ -127,7 +127,7 @@ run.`,
 	pf.BoolVar(&f.oldestFirst, "oldest-first", false, "fair_share: the oldest starving job goes first whatever the jobs that went first for starving hold (--starve-share)")
 	pf.Float64Var(&f.oldestBacklog, "oldest-backlog", 0, "fair_share with --oldest-first: the oldest starving job goes first only once it has waited this many times the backlog (queued and running work over every GPU; 0: always)")
 	pf.Float64Var(&f.oldestStretch, "oldest-stretch", 0, "fair_share with --oldest-first: the oldest starving job goes first only once it has waited this many times its estimate (0: always)")
-	pf.Float64Var(&f.starveBacklog, "starve-backlog", 0, "fair_share: a job is starving only once it has also waited this many times the backlog (queued and running work over every GPU; 0: --starve-after alone)")
+	pf.Float64Var(&f.starveBacklog, "starve-backlog", sched.DefaultStarveBacklog, "fair_share: a job is starving only once it has also waited this many times the backlog (queued and running work over every GPU; 0: --starve-after alone)")
 	pf.Float64Var(&f.tailWait, "tail-wait", sched.DefaultTailWait, "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)")
 	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
 	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
@@ -322,6 +322,9 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	}
 	cfg.Policy.TailFactor, cfg.Policy.TailWait, cfg.Policy.OldestFirst = f.tailFactor, f.tailWait, f.oldestFirst
 	cfg.Policy.OldestBacklog, cfg.Policy.OldestStretch, cfg.Policy.StarveBacklog = f.oldestBacklog, f.oldestStretch, f.starveBacklog
+	if f.starveBacklog == 0 {
+		cfg.Policy.StarveBacklog = -1 // zero means --starve-after alone, not the default
+	}
 	if f.tailWait == 0 {
 		cfg.Policy.TailWait = -1
 	}

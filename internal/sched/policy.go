@@ -65,7 +65,7 @@ type Policy struct {
 	// and running work, see Backlog), so that the threshold grows with
 	// the load instead of staying at StarveAfter: at a load the cluster
 	// does not keep up with, every job would otherwise end up starving.
-	// Zero: StarveAfter alone.
+	// Zero: DefaultStarveBacklog; negative: StarveAfter alone.
 	StarveBacklog float64
 	// OldestFirst: under fair_share the oldest starving job goes first
 	// whatever the starving budget (StarveShare) holds, so that a starving

@@ -11,7 +11,11 @@ import (
 // used less, for as long as they keep submitting: a big or long job of a
 // heavy user can wait for weeks, and a long job started late stretches
 // the makespan. So a job that has waited StarveAfter since it was
-// submitted is starving, and a cycle serves the starving jobs before
+// submitted, and StarveBacklog times the backlog (the time the cluster
+// needs to drain its queued and running work: at a load it does not keep
+// up with, the backlog grows and so does the threshold, and the queue
+// does not age into starving as a whole, which would serve it
+// first-come first-served), is starving, and a cycle serves the starving jobs before
 // every other, oldest first (by aged priority, the order of one user's
 // jobs), as long as the jobs that went first hold less than StarveShare
 // of the GPUs (past it, a starving job waits its fair-share turn: were
@@ -117,7 +121,22 @@ func starvingOf(jobs []*Job, p *Policy, now time.Time, after time.Duration) []*J
 
 // DefaultStarveShare is the share of the cluster's GPUs that starving
 // jobs may hold by going first, when the policy does not say.
-const DefaultStarveShare = 0.3
+const DefaultStarveShare = 1.0
+
+// DefaultStarveBacklog is how many backlogs a job waits, besides
+// StarveAfter, before it is starving, when the policy does not say.
+const DefaultStarveBacklog = 1.0
+
+// starveBacklog is p's StarveBacklog with its default; 0: none.
+func starveBacklog(p *Policy) float64 {
+	switch {
+	case p.StarveBacklog < 0:
+		return 0
+	case p.StarveBacklog == 0:
+		return DefaultStarveBacklog
+	}
+	return p.StarveBacklog
+}
 
 // starveBudget is how many GPUs starving jobs hold by going first (used),
 // and the most they may (cap); and the shortest estimate on the tail
@@ -172,12 +191,12 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 	}
 	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: p.OldestFirst,
 		oldestStretch: max(p.OldestStretch, 0)}
-	if b.oldest && p.OldestBacklog > 0 || p.StarveBacklog > 0 {
+	if b.oldest && p.OldestBacklog > 0 || starveBacklog(p) > 0 {
 		if backlog, ok := Backlog(s); ok {
 			if b.oldest {
 				b.oldestWait = time.Duration(max(p.OldestBacklog, 0) * float64(backlog))
 			}
-			b.after = time.Duration(max(p.StarveBacklog, 0) * float64(backlog))
+			b.after = time.Duration(starveBacklog(p) * float64(backlog))
 		}
 	}
 	for i := range s.Running {

@@ -199,7 +199,7 @@ func TestStarveShare(t *testing.T) {
 		{0.125, true, 20, 0, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},  // 18 backlogs < 20
 		{0.125, true, 0, 100, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}}, // 90 estimates < 100
 		{0.125, false, 0, 0, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
-		{0, false, 0, 0, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.3: 4 of 16
+		{0, false, 0, 0, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 1: all 16
 	} {
 		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
 		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: tc.running, Usage: usage,

@@ -94,7 +94,7 @@ func Backlog(s *Snapshot) (time.Duration, bool) {
 
 // DefaultTailWait is the share of its estimate a job waits before it
 // may go first on the tail, when the policy does not say.
-const DefaultTailWait = 0.05
+const DefaultTailWait = 0.02
 
 // OnTail reports whether job j, queued at now, is on the tail given the
 // cut (see TailCut): its estimate is at least the cut, and it has waited

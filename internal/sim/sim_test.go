@@ -272,6 +272,7 @@ func TestWindowedIsExactStarving(t *testing.T) {
 	variants := map[string]func(p *sched.Policy){
 		"fixed":          func(*sched.Policy) {},
 		"starve-backlog": func(p *sched.Policy) { p.StarveBacklog, p.StarveShare = 0.5, 1 },
+		"the defaults":   func(p *sched.Policy) { p.StarveBacklog, p.StarveShare = 0, 0 },
 		"oldest-backlog": func(p *sched.Policy) { p.OldestFirst, p.OldestBacklog, p.StarveShare = true, 0.5, 0.1 },
 		"oldest-stretch": func(p *sched.Policy) { p.OldestFirst, p.OldestStretch, p.StarveShare = true, 2, 0.1 },
 	}
@@ -294,7 +295,8 @@ func windowedIsExactStarving(t *testing.T, variant func(p *sched.Policy), mustAc
 		}
 		for _, sw := range []struct{ backfill, preemption bool }{{true, false}, {false, false}, {true, true}} {
 			cfg := Config{Nodes: 3, NodeGPUs: 8, Policy: sched.Policy{Name: sched.PolicyFairShare, Backfill: sw.backfill,
-				Preemption: sw.preemption, MinRunTime: sched.DefaultMinRunTime, StarveAfter: 40 * time.Minute}, Record: true,
+				Preemption: sw.preemption, MinRunTime: sched.DefaultMinRunTime, StarveAfter: 40 * time.Minute,
+				StarveShare: 0.3, StarveBacklog: -1}, Record: true,
 				Estimates: []string{EstimatesExact, EstimatesNoisy}[seed%2]}
 			fixed := cfg
 			variant(&cfg.Policy)
