@@ -32,9 +32,12 @@ import (
 // the policy does not say.
 const DefaultStarveAfter = 48 * time.Hour
 
-// Starving reports whether job j, queued at now, has waited long enough
-// under policy p (as given or with its defaults) to be served before the
-// jobs that have not (see StarveAfter).
+// Starving reports whether job j, queued at now, has waited StarveAfter
+// under policy p (as given or with its defaults). A cycle also asks the
+// starving to have waited StarveBacklog times the backlog (starvingOf), so
+// this is the floor: every job a cycle serves first for starving is
+// Starving (a caller that hands the core part of its queue hands it every
+// Starving job).
 func Starving(j *Job, now time.Time, p *Policy) bool {
 	after := p.StarveAfter
 	if after == 0 {
