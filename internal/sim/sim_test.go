@@ -55,16 +55,33 @@ func TestHandWorkedFCFS(t *testing.T) {
 	want := Metrics{Jobs: 3, Completed: 3,
 		AvgJCT: 116.667, P50JCT: 110, P95JCT: 140, P99JCT: 140, // JCTs 100, 140, 110
 		AvgQueue: 56.667, P95Queue: 90, MaxQueue: 90, // queued 0, 90, 80
-		Makespan:           150,
-		MakespanLowerBound: 140,     // (400+100+60) GPU-s / 4 GPUs beats the latest ideal end (100)
-		Utilization:        0.93333, // 560 / (4 x 150)
-		BacklogUtilization: 1,       // jobs waited during 10-100, with all 4 GPUs busy
-		JainFairness:       1,       // one team
-		EstimatesWithin50:  1,       // exact
-		SchedCycles:        2,       // at 0 and 100 (at 10 and 20 nothing could start: skipped)
+		Makespan:             150,
+		MakespanLowerBound:   140,     // (400+100+60) GPU-s / 4 GPUs beats the latest ideal end (100)
+		MakespanArrivalBound: 140,     // the work from 10 on needs 10+40, from 20 on 20+15: less
+		Utilization:          0.93333, // 560 / (4 x 150)
+		BacklogUtilization:   1,       // jobs waited during 10-100, with all 4 GPUs busy
+		JainFairness:         1,       // one team
+		EstimatesWithin50:    1,       // exact
+		SchedCycles:          2,       // at 0 and 100 (at 10 and 20 nothing could start: skipped)
 	}
 	if m != want {
 		t.Fatalf("metrics\n got %+v\nwant %+v", m, want)
+	}
+}
+
+// The bound by arrivals: a runs alone on the idle node for 0-10, then b
+// and c, submitted at 100, need the node until 200 whatever the order:
+// the work from 100 on (400 GPU-s over 2 GPUs) ends at 200 at the
+// earliest, past the total work's bound (210/2) and the latest ideal end
+// (150).
+func TestHandWorkedArrivalBound(t *testing.T) {
+	jobs := jsonl(t,
+		`{"id":"a","submit":0,"duration_s":10,"gpus":1,"user":"x"}`,
+		`{"id":"b","submit":100,"duration_s":50,"gpus":2,"user":"x"}`,
+		`{"id":"c","submit":100,"duration_s":50,"gpus":2,"user":"x"}`)
+	m := run(t, jobs, 1, 2, sched.Policy{Name: sched.PolicyFCFS}).Metrics
+	if m.Makespan != 200 || m.MakespanLowerBound != 150 || m.MakespanArrivalBound != 200 {
+		t.Fatalf("makespan %v, lower bound %v, bound by arrivals %v; want 200, 150, 200", m.Makespan, m.MakespanLowerBound, m.MakespanArrivalBound)
 	}
 }
 
