@@ -215,21 +215,6 @@ func placedNode(ps []sched.Placement) string {
 	return ps[0].NodeID
 }
 
-// placedOn reports whether the job's attempt was placed on node id: one of
-// its GPUs is there, or it is its node (a job of no GPUs has no GPUs to
-// say so). Lock held.
-func placedOn(j *api.Job, id string) bool {
-	if j.NodeID == id {
-		return true
-	}
-	for _, a := range j.Allocation {
-		if a.NodeID == id {
-			return true
-		}
-	}
-	return false
-}
-
 // onlyNode is the cluster's one node, where a job of no GPUs that was
 // active when the server stopped, stored by a version that did not record
 // its node (api.Job.NodeID), runs: `corral up`'s own machine. "" where
