@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
 )
 
 // What the loop's events change of the Book: an agent's registration, a
@@ -144,4 +145,25 @@ func Placed(j *api.Job, id string) bool {
 		}
 	}
 	return false
+}
+
+// PlacedNode is the node a job placed on ps runs on: rank 0's. A job of
+// no GPUs (always on one node) has no allocation to name it, so the job
+// records it (api.Job.NodeID), for a restarted server to adopt it there
+// and for a node's loss to settle it.
+func PlacedNode(ps []sched.Placement) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	return ps[0].NodeID
+}
+
+// Only is the cluster's one node, "" where there are several (or none):
+// where a job of no GPUs runs that was stored without its node by a
+// version that did not record it (`corral up`'s own machine).
+func (b *Book) Only() string {
+	if len(b.nodes) != 1 {
+		return ""
+	}
+	return b.nodes[0].ID
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
 )
 
 func TestBookRegister(t *testing.T) {
@@ -200,5 +201,26 @@ func TestIdleApply(t *testing.T) {
 	n.Seen(at, []api.GPUReading{{Index: 0, Utilization: 7}, {Index: 3, Utilization: 0}}, nil)
 	if got := n.UtilByGPU(); !reflect.DeepEqual(got, map[int]int{0: 7, 3: 0}) {
 		t.Errorf("util by GPU %v", got)
+	}
+}
+
+func TestPlacedNodeAndOnly(t *testing.T) {
+	if got := PlacedNode(nil); got != "" {
+		t.Errorf("no placement: %q", got)
+	}
+	if got := PlacedNode([]sched.Placement{{NodeID: "a"}, {NodeID: "b"}}); got != "a" {
+		t.Errorf("rank 0's node: %q, want a", got)
+	}
+	var b Book
+	if b.Only() != "" {
+		t.Errorf("no node: %q", b.Only())
+	}
+	b.Add(Node{ID: "a"})
+	if b.Only() != "a" {
+		t.Errorf("one node: %q", b.Only())
+	}
+	b.Add(Node{ID: "b"})
+	if b.Only() != "" {
+		t.Errorf("two nodes: %q", b.Only())
 	}
 }

@@ -64,7 +64,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
 	var adopt []*api.Job
-	only := o.onlyNode() // where a job of no GPUs stored without its node runs, when that is certain
+	only := o.nodes.Only() // where a job of no GPUs stored without its node runs, when that is certain
 	for i := range st.Jobs {
 		j := &st.Jobs[i]
 		if j.Allocation == nil {
@@ -109,7 +109,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			ps = []sched.Placement{{NodeID: node, GPUs: []int{}}}
 		}
 		t := o.task(j, ps)
-		t.Placed = lastEvent(j, api.StateScheduled) // its start may have come before this restart
+		t.Placed = j.LastEntered(api.StateScheduled) // its start may have come before this restart
 		if err := adopter.Adopt(ctx, t); err != nil {
 			return fmt.Errorf("recover: adopt job %s: %w", id, err)
 		}
@@ -154,7 +154,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			j.RetryCount++
 			tx.transition(j, api.StateQueued, api.ReasonLost,
 				fmt.Sprintf("the server stopped while the job was %s; requeued (retry %d of %d)", j.State, j.RetryCount-j.Preemptions, j.MaxRetries))
-			resetAttempt(j)
+			j.ResetAttempt()
 		default:
 			j.FinishedAt = &tx.now
 			tx.transition(j, api.StateFailed, api.ReasonLost,
@@ -199,40 +199,9 @@ func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
 	from := j.State
 	tx.transition(j, api.StateQueued, api.ReasonRequeued,
 		fmt.Sprintf("its node came back without it while it was %s (it never started); requeued without counting a retry", from))
-	resetAttempt(j)
+	j.ResetAttempt()
 	o.log.Warn("job requeued: it never started", "job_id", j.ID, "was", string(from))
 	return true
-}
-
-// placedNode is the node a job placed on ps runs on: rank 0's. A job of no
-// GPUs (always on one node) has no allocation to name it, so the job
-// records it (api.Job.NodeID), for a restarted server to adopt it there
-// and for a node's loss to settle it.
-func placedNode(ps []sched.Placement) string {
-	if len(ps) == 0 {
-		return ""
-	}
-	return ps[0].NodeID
-}
-
-// onlyNode is the cluster's one node, where a job of no GPUs that was
-// active when the server stopped, stored by a version that did not record
-// its node (api.Job.NodeID), runs: `corral up`'s own machine. "" where
-// there are several: such a job is settled as lost.
-func (o *Orchestrator) onlyNode() string {
-	if o.nodes.Len() != 1 {
-		return ""
-	}
-	return o.nodes.At(0).ID
-}
-
-// resetAttempt clears what belonged to the job's last attempt when it goes
-// back to the queue (or ends without it).
-func resetAttempt(j *api.Job) {
-	j.StartedAt, j.ExitCode = nil, nil
-	j.Allocation, j.NodeID = []api.Allocation{}, ""
-	j.Borrowed, j.Preempting, j.PreemptMessage = false, false, ""
-	j.Idle, j.IdleSince = false, nil
 }
 
 // rebuildLedger recomputes decayed usage from every job's recorded GPU time
@@ -260,14 +229,4 @@ func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	for user, u := range o.holds.Usage() { // each user's at its time: the ledger decays it from there
 		o.ledger.Add(user, holds.Project, u.GPUSeconds, u.At)
 	}
-}
-
-// lastEvent is when the job last entered state to; zero when it never did.
-func lastEvent(j *api.Job, to api.State) time.Time {
-	for i := len(j.Events) - 1; i >= 0; i-- {
-		if j.Events[i].To == to {
-			return j.Events[i].At
-		}
-	}
-	return time.Time{}
 }
