@@ -1,9 +1,12 @@
 package nodebook
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -166,4 +169,43 @@ func (b *Book) Only() string {
 		return ""
 	}
 	return b.nodes[0].ID
+}
+
+// Load adds the nodes stored before a restart (records by id, as
+// Record.Encode wrote them), but for those already in the Book (given in
+// Config). A node that was up has a TTL from now to report again; one
+// that was down stays down until its agent registers. A record that does
+// not decode is an error naming the node, and the nodes before it are
+// kept.
+func (b *Book) Load(records map[string]string, now time.Time) error {
+	for id, raw := range records {
+		if b.Has(id) {
+			continue // given in Config
+		}
+		var rec Record
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			return fmt.Errorf("node %s: %w", id, err)
+		}
+		n := FromRecord(rec)
+		if !n.IsDown() {
+			n.GraceFrom(now)
+		}
+		b.Add(n)
+	}
+	return nil
+}
+
+// Device is GPU index of node id, with its node; nil, nil when either is
+// unknown.
+func (b *Book) Device(id string, index int) (*Node, *gpuinfo.Device) {
+	n := b.Get(id)
+	if n == nil {
+		return nil, nil
+	}
+	for k := range n.Devices {
+		if n.Devices[k].Index == index {
+			return n, &n.Devices[k]
+		}
+	}
+	return nil, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -222,5 +223,62 @@ func TestPlacedNodeAndOnly(t *testing.T) {
 	b.Add(Node{ID: "b"})
 	if b.Only() != "" {
 		t.Errorf("two nodes: %q", b.Only())
+	}
+}
+
+func TestBookLoad(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	up := Record{ID: "up", GPUs: []api.AgentGPU{{Index: 0, MemoryMiB: 81920}}}
+	down := Record{ID: "down", Down: true}
+	given := Record{ID: "given", Hostname: "stored"}
+	for _, tc := range []struct {
+		name    string
+		records map[string]string
+		wantErr bool
+		ids     []string // the Book's nodes after, sorted
+	}{
+		{"stored nodes", map[string]string{"up": up.Encode(), "down": down.Encode(), "given": given.Encode()}, false, []string{"down", "given", "up"}},
+		{"a bad record", map[string]string{"bad": "{"}, true, []string{"given"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b Book
+			static := Node{ID: "given"}
+			static.MakeStatic(t0)
+			b.Add(static)
+			err := b.Load(tc.records, now)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err %v, want error %v", err, tc.wantErr)
+			}
+			var ids []string
+			for _, n := range b.All() {
+				ids = append(ids, n.ID)
+			}
+			slices.Sort(ids)
+			if !reflect.DeepEqual(ids, tc.ids) {
+				t.Fatalf("nodes %v, want %v", ids, tc.ids)
+			}
+			if g := b.Get("given"); g.Hostname == "stored" || !g.Static() {
+				t.Errorf("a node given in Config was replaced by its stored record")
+			}
+			if tc.wantErr {
+				return
+			}
+			if n := b.Get("up"); n.IsDown() || n.SilentSince() != now {
+				t.Errorf("an up node: down %v, silent since %v; want up with a TTL from now", n.IsDown(), n.SilentSince())
+			}
+			if !b.Get("down").IsDown() {
+				t.Errorf("a down node came back up without its agent")
+			}
+			if n, d := b.Device("up", 0); n == nil || d == nil || d.MemoryMiB != 81920 {
+				t.Errorf("device up/0: %v %v", n, d)
+			}
+			if n, d := b.Device("up", 1); n != nil || d != nil {
+				t.Errorf("device up/1 found")
+			}
+			if n, d := b.Device("nope", 0); n != nil || d != nil {
+				t.Errorf("device of an unknown node found")
+			}
+		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/limits"
-	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -62,26 +61,13 @@ func (o *Orchestrator) holderLabel(id string) string {
 	return id
 }
 
-func (o *Orchestrator) device(nodeID string, index int) (*Node, *gpuinfo.Device) {
-	n := o.node(nodeID)
-	if n == nil {
-		return nil, nil
-	}
-	for k := range n.Devices {
-		if n.Devices[k].Index == index {
-			return n, &n.Devices[k]
-		}
-	}
-	return nil, nil
-}
-
 // allocation turns placements into the API's allocation records and marks
 // the GPUs as owned by id. Write lock held.
 func (o *Orchestrator) allocate(id, user string, ps []sched.Placement) []api.Allocation {
 	var out []api.Allocation
 	for _, p := range ps {
 		for _, idx := range p.GPUs {
-			n, d := o.device(p.NodeID, idx)
+			n, d := o.nodes.Device(p.NodeID, idx)
 			if d == nil {
 				continue
 			}

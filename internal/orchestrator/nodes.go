@@ -32,9 +32,6 @@ func (tx *txn) persistNode(n *Node) {
 	tx.batch.Nodes[n.ID] = n.Record().Encode()
 }
 
-// node returns the node with the given id. Lock held (or loop).
-func (o *Orchestrator) node(id string) *Node { return o.nodes.Get(id) }
-
 // addNode appends a node to the registry. Write lock held.
 func (o *Orchestrator) addNode(n Node) *Node { return o.nodes.Add(n) }
 
@@ -130,7 +127,7 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 	for _, ev := range evs {
 		switch {
 		case ev.disk != nil:
-			if n := o.node(ev.nodeID); n != nil {
+			if n := o.nodes.Get(ev.nodeID); n != nil {
 				o.setDiskFull(n, *ev.disk)
 			}
 		case ev.down:

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/holds"
-	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -41,19 +39,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if err := o.reclaim.Check(o.policy); err != nil {
 		return fmt.Errorf("recover: the stored policies: %w", err)
 	}
-	for id, raw := range st.Nodes {
-		if o.node(id) != nil {
-			continue // given in Config
-		}
-		var rec nodebook.Record
-		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-			return fmt.Errorf("recover: node %s: %w", id, err)
-		}
-		n := nodebook.FromRecord(rec)
-		if !n.IsDown() {
-			n.GraceFrom(o.cfg.Now()) // it has a TTL from now to report again
-		} // down before the restart: it stays down until its agent registers (liveness.go)
-		o.addNode(n)
+	// The stored nodes (nodebook.Book.Load): one that was up has a TTL
+	// from now to report again; one that was down stays down until its
+	// agent registers (liveness.go).
+	if err := o.nodes.Load(st.Nodes, o.cfg.Now()); err != nil {
+		return fmt.Errorf("recover: %w", err)
 	}
 	defer o.reviveBusyDownNodes() // liveness.go: once the jobs are loaded
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
