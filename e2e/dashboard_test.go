@@ -173,6 +173,35 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	shot("queue")
 
+	// What-if on bob's queued job (8 GPUs; alice's holds 2 for an hour):
+	// with 6 it would start now, with 7 not before hers ends; nothing
+	// changes.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(s.URL+"/#/jobs/"+eval.ID),
+		chromedp.WaitVisible(chromedp.CSS(`[data-role=whatif] [data-role=whatif-gpus]`)),
+	)
+	if err != nil {
+		t.Fatalf("job page of a queued job: the what-if panel: %v", err)
+	}
+	for _, tc := range []struct{ gpus, want string }{{"6", "now (in the next cycle)"}, {"7", "in "}} {
+		err = chromedp.Do(ctx,
+			chromedp.SetValue(chromedp.CSS(`[data-role=whatif-gpus]`), tc.gpus),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-role=whatif-answer]').textContent = ''`),
+			chromedp.Click(chromedp.CSS(`[data-act=whatif]`)),
+			chromedp.WaitVisible(chromedp.CSS(`[data-role=whatif-when]`)),
+		)
+		if err != nil {
+			t.Fatalf("what-if with %s GPUs: %v", tc.gpus, err)
+		}
+		if got := text(`[data-role=whatif-answer]`); !strings.Contains(got, "With "+tc.gpus+" GPUs") || !strings.Contains(text(`[data-role=whatif-when]`), tc.want) {
+			t.Errorf("what-if with %s GPUs says %q, want %q", tc.gpus, got, tc.want)
+		}
+	}
+	if j := s.job(eval.ID); j.GPUCount != 8 || j.State != api.StateQueued {
+		t.Errorf("after what-if: %d GPUs, %s; want 8, queued", j.GPUCount, j.State)
+	}
+	shot("whatif")
+
 	// Job: alice's job runs, with its log; it ends while the page stays
 	// open, and the page shows it without a reload.
 	err = chromedp.Do(ctx,

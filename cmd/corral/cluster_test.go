@@ -83,15 +83,15 @@ func TestNodesMIG(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	f := newFakeServer(t)
 	pol := api.Policies{Policy: "fair_share", Backfill: true, Gang: true, Available: []string{"fair_share", "priority", "fcfs", "sjf"},
-		StarveAfter: 172800, StarveShare: 0.3, ReserveAfter: 7200, TailFactor: 1, TailWait: 0.05}
+		StarveAfter: 172800, StarveShare: 1, StarveBacklog: 1, ReserveAfter: 7200, TailFactor: 1, TailWait: 0.02}
 	f.on("GET", "/orchestrator/policies", 200, pol)
 	f.on("PUT", "/orchestrator/policies", 200, pol)
 
 	for _, args := range [][]string{{"policy"}, {"policy", "get"}} {
 		res := f.run(args...)
 		if res.code != 0 || !strings.Contains(res.stdout, "fair_share") || !strings.Contains(res.stdout, "backfill:") ||
-			!strings.Contains(res.stdout, "after 2d0h, holding at most 0.3 of the GPUs, oldest first off") ||
-			!strings.Contains(res.stdout, "estimate 1 x the backlog, after waiting 0.05 of it") {
+			!strings.Contains(res.stdout, "after 2d0h and 1 x the backlog, holding at most 1 of the GPUs, oldest first off") ||
+			!strings.Contains(res.stdout, "estimate 1 x the backlog, after waiting 0.02 of it") {
 			t.Errorf("%v: exit %d, %q %q", args, res.code, res.stdout, res.stderr)
 		}
 	}
@@ -107,6 +107,7 @@ func TestPolicy(t *testing.T) {
 		{[]string{"policy", "set", "--starve-after", "96h", "--starve-share", "0.2", "--oldest-first", "--reserve-after", "0", "--tail-factor", "2", "--tail-wait", "0.02"},
 			`{"starve_after":"96h","starve_share":0.2,"oldest_first":true,"reserve_after":"0","tail_factor":2,"tail_wait":0.02}`},
 		{[]string{"policy", "set", "--tail-factor", "0"}, `{"tail_factor":0}`},
+		{[]string{"policy", "set", "--starve-backlog", "0"}, `{"starve_backlog":0}`},
 		{[]string{"quota", "set", "project", "vision", "16"}, `{"quotas":{"projects":{"vision":16}}}`},
 		{[]string{"quota", "rm", "user", "ana"}, `{"quotas":{"users":{"ana":null}}}`},
 		{[]string{"weight", "set", "user", "ana", "2.5"}, `{"weights":{"users":{"ana":2.5}}}`},

@@ -23,7 +23,7 @@ type policyFlags struct {
 	minRunTime, preemptGrace, idle string
 	starveAfter, reserveAfter      string
 	starveShare, tailFactor        float64
-	tailWait                       float64
+	tailWait, starveBacklog        float64
 	oldestFirst                    bool
 	classIdle                      classIdleFlags // policyclass.go
 }
@@ -52,6 +52,7 @@ var numberFlags = []struct {
 	set        func(*api.PoliciesUpdate, *float64)
 }{
 	{"starve-share", "fair_share: the most of the GPUs that jobs which went first for starving may hold (above 0, at most 1)", func(f *policyFlags) *float64 { return &f.starveShare }, func(u *api.PoliciesUpdate, v *float64) { u.StarveShare = v }},
+	{"starve-backlog", "fair_share: a job is starving only once it has also waited this many times the backlog (queued and running work over every GPU; 0: --starve-after alone)", func(f *policyFlags) *float64 { return &f.starveBacklog }, func(u *api.PoliciesUpdate, v *float64) { u.StarveBacklog = v }},
 	{"tail-factor", "fair_share: a job whose estimate is at least this many times the backlog goes first, the longest first (0: never)", func(f *policyFlags) *float64 { return &f.tailFactor }, func(u *api.PoliciesUpdate, v *float64) { u.TailFactor = v }},
 	{"tail-wait", "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)", func(f *policyFlags) *float64 { return &f.tailWait }, func(u *api.PoliciesUpdate, v *float64) { u.TailWait = v }},
 }
@@ -156,6 +157,10 @@ func printPolicies(w io.Writer, p api.Policies) error {
 	starve := "never"
 	if p.StarveAfter > 0 {
 		starve = fmt.Sprintf("after %s, holding at most %g of the GPUs", fmtDuration(p.StarveAfter.Duration()), p.StarveShare)
+		if p.StarveBacklog > 0 {
+			starve = fmt.Sprintf("after %s and %g x the backlog, holding at most %g of the GPUs",
+				fmtDuration(p.StarveAfter.Duration()), p.StarveBacklog, p.StarveShare)
+		}
 	}
 	t.row("starving first:", starve+", oldest first "+onOff(p.OldestFirst))
 	reserve := "at once"

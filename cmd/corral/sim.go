@@ -26,6 +26,7 @@ type simFlags struct {
 	backfill, preemption, spread, oldestFirst     bool
 	estimates                                     string
 	noiseSigma, starveShare, tailFactor, tailWait float64
+	oldestBacklog, oldestStretch, starveBacklog   float64
 	seed                                          uint64
 	preemptGrace, minRunTime                      time.Duration
 	starveAfter                                   time.Duration
@@ -72,7 +73,9 @@ figures: the share of jobs whose estimate was within 50% of the truth, off by
 more than 2x, or missing (too little history).
 
 --json prints one object (jobs, completed, avg_jct_s, p50/p95/p99_jct_s,
-avg/p95/max_queue_s, makespan_s, makespan_lower_bound_s, utilization,
+avg/p95/max_queue_s, makespan_s, makespan_lower_bound_s, makespan_arrival_bound_s
+(the same bound counting only the work submitted after each moment: above
+the other where the cluster idles at first for lack of work), utilization,
 backlog_utilization, jain_fairness, preemptions, estimates_within_50pct,
 estimates_off_2x, estimates_none, sched_cycles,
 sched_cycle_p99_ms, wall_s). The last two are wall-clock measurements; with
@@ -124,6 +127,9 @@ run.`,
 	pf.Float64Var(&f.starveShare, "starve-share", sched.DefaultStarveShare, "fair_share: the most of the GPUs that jobs which went first for starving may hold (0 to 1)")
 	pf.Float64Var(&f.tailFactor, "tail-factor", sched.DefaultTailFactor, "fair_share: a job whose estimate is at least this many times the backlog (queued and running work over every GPU) goes first, the longest first (0: never)")
 	pf.BoolVar(&f.oldestFirst, "oldest-first", false, "fair_share: the oldest starving job goes first whatever the jobs that went first for starving hold (--starve-share)")
+	pf.Float64Var(&f.oldestBacklog, "oldest-backlog", 0, "fair_share with --oldest-first: the oldest starving job goes first only once it has waited this many times the backlog (queued and running work over every GPU; 0: always)")
+	pf.Float64Var(&f.oldestStretch, "oldest-stretch", 0, "fair_share with --oldest-first: the oldest starving job goes first only once it has waited this many times its estimate (0: always)")
+	pf.Float64Var(&f.starveBacklog, "starve-backlog", sched.DefaultStarveBacklog, "fair_share: a job is starving only once it has also waited this many times the backlog (queued and running work over every GPU; 0: --starve-after alone)")
 	pf.Float64Var(&f.tailWait, "tail-wait", sched.DefaultTailWait, "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)")
 	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
 	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
@@ -280,6 +286,14 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if f.tailWait < 0 || math.IsNaN(f.tailWait) || math.IsInf(f.tailWait, 0) {
 		return nil, cfg, usagef("--tail-wait must be 0 (at once) or above")
 	}
+	for _, v := range []struct {
+		name string
+		v    float64
+	}{{"--oldest-backlog", f.oldestBacklog}, {"--oldest-stretch", f.oldestStretch}, {"--starve-backlog", f.starveBacklog}} {
+		if v.v < 0 || math.IsNaN(v.v) || math.IsInf(v.v, 0) {
+			return nil, cfg, usagef("%s must be 0 or above", v.name)
+		}
+	}
 	if f.placement != "by-end" && f.placement != "best-fit" {
 		return nil, cfg, usagef("--placement %q: want by-end or best-fit", f.placement)
 	}
@@ -309,6 +323,10 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 		cfg.Policy.StarveAfter = -1 // zero means never, not the default
 	}
 	cfg.Policy.TailFactor, cfg.Policy.TailWait, cfg.Policy.OldestFirst = f.tailFactor, f.tailWait, f.oldestFirst
+	cfg.Policy.OldestBacklog, cfg.Policy.OldestStretch, cfg.Policy.StarveBacklog = f.oldestBacklog, f.oldestStretch, f.starveBacklog
+	if f.starveBacklog == 0 {
+		cfg.Policy.StarveBacklog = -1 // zero means --starve-after alone, not the default
+	}
 	if f.tailWait == 0 {
 		cfg.Policy.TailWait = -1
 	}
@@ -407,6 +425,9 @@ func printSim(w io.Writer, f *simFlags, cfg sim.Config, out *sim.Outcome) error 
 		ratio = m.Makespan / m.MakespanLowerBound
 	}
 	t.row("makespan", fmt.Sprintf("%s (lower bound %s, x%.3f)", secs(m.Makespan), secs(m.MakespanLowerBound), ratio))
+	if m.MakespanArrivalBound > m.MakespanLowerBound {
+		t.row("", fmt.Sprintf("(bound by arrivals %s, x%.3f)", secs(m.MakespanArrivalBound), m.Makespan/m.MakespanArrivalBound))
+	}
 	t.row("utilization", fmt.Sprintf("%.2f%% (%.2f%% while jobs waited)", 100*m.Utilization, 100*m.BacklogUtilization))
 	t.row("fairness", fmt.Sprintf("Jain %.4f over teams' mean slowdowns", m.JainFairness))
 	t.row("preemptions", strconv.Itoa(m.Preemptions))

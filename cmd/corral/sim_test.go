@@ -41,7 +41,7 @@ func TestSimJSONDeterministic(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"jobs", "completed", "avg_jct_s", "p50_jct_s", "p95_jct_s", "p99_jct_s", "avg_queue_s", "p95_queue_s",
-		"max_queue_s", "makespan_s", "makespan_lower_bound_s", "utilization", "backlog_utilization", "jain_fairness",
+		"max_queue_s", "makespan_s", "makespan_lower_bound_s", "makespan_arrival_bound_s", "utilization", "backlog_utilization", "jain_fairness",
 		"estimates_within_50pct", "estimates_off_2x", "estimates_none",
 		"preemptions", "sched_cycles", "sched_cycle_p99_ms", "wall_s"}
 	if len(m) != len(want) {

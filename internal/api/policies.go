@@ -19,12 +19,15 @@ type Policies struct {
 	IdleAction      string  `json:"idle_action"`      // notify (flag it), or preempt (flagged jobs may be preempted for waiting work)
 
 	// fair_share's starving, reservation and tail knobs (docs/scheduling.md).
-	StarveAfter  Seconds `json:"starve_after"`  // a job waiting this long goes before every job that has not, oldest first; 0: never
-	StarveShare  float64 `json:"starve_share"`  // the most of the GPUs that jobs which went first for starving may hold (above 0, at most 1)
-	OldestFirst  bool    `json:"oldest_first"`  // the oldest starving job goes first whatever starve_share holds
-	ReserveAfter Seconds `json:"reserve_after"` // with backfill, a job holds a reservation only once it has waited this long; 0: at once
-	TailFactor   float64 `json:"tail_factor"`   // a job whose estimate is at least this many times the backlog goes first, the longest first; 0: never
-	TailWait     float64 `json:"tail_wait"`     // a job goes first on the tail only once it has waited this share of its estimate; 0: at once
+	StarveAfter Seconds `json:"starve_after"` // a job waiting this long goes before every job that has not, oldest first; 0: never
+	StarveShare float64 `json:"starve_share"` // the most of the GPUs that jobs which went first for starving may hold (above 0, at most 1)
+	// StarveBacklog: a job is starving only once it has also waited this
+	// many times the backlog (queued and running work over every GPU); 0: starve_after alone.
+	StarveBacklog float64 `json:"starve_backlog"`
+	OldestFirst   bool    `json:"oldest_first"`  // the oldest starving job goes first whatever starve_share holds
+	ReserveAfter  Seconds `json:"reserve_after"` // with backfill, a job holds a reservation only once it has waited this long; 0: at once
+	TailFactor    float64 `json:"tail_factor"`   // a job whose estimate is at least this many times the backlog goes first, the longest first; 0: never
+	TailWait      float64 `json:"tail_wait"`     // a job goes first on the tail only once it has waited this share of its estimate; 0: at once
 
 	Weights Weights `json:"weights"` // fair-share weights; missing means 1
 	Quotas  Quotas  `json:"quotas"`  // guaranteed GPUs; missing means none
@@ -67,6 +70,7 @@ type PoliciesUpdate struct {
 	IdleAction      *string        `json:"idle_action,omitempty"`
 	StarveAfter     RawValue       `json:"starve_after,omitempty"`
 	StarveShare     *float64       `json:"starve_share,omitempty"`
+	StarveBacklog   *float64       `json:"starve_backlog,omitempty"`
 	OldestFirst     *bool          `json:"oldest_first,omitempty"`
 	ReserveAfter    RawValue       `json:"reserve_after,omitempty"`
 	TailFactor      *float64       `json:"tail_factor,omitempty"`

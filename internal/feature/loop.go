@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
 )
 
 // Loop is what a feature's API operations need of the orchestrator's
@@ -66,4 +67,16 @@ func Read[T any](l Loop, fn func() T) T {
 	var v T
 	l.Read(func() { v = fn() })
 	return v
+}
+
+// GPUs is what an operation that takes GPUs outside the queue (a hold)
+// asks of the loop's GPU books, in its transaction (the write lock held).
+type GPUs interface {
+	// Place is the core's answer for j alone on the cluster as it is at
+	// tx's time: first come, first served, on the GPUs free now, kept off
+	// GPUs booked within j's time limit. It changes nothing.
+	Place(tx Tx, j sched.Job) sched.Result
+	// Take gives the GPUs of placements to id (user's) in the books and
+	// returns them as the API's allocation.
+	Take(tx Tx, id, user string, ps []sched.Placement) []api.Allocation
 }

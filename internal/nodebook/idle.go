@@ -49,3 +49,31 @@ func (r IdleRule) Check(j *api.Job, node string, util map[int]int, at time.Time)
 	}
 	return IdleNone
 }
+
+// Apply is Check, with what it found written on j: busy clears its idle
+// flag and the start of its quiet; began starts the quiet at at; now
+// flags it idle. The caller says so (a log line, a notification) and
+// acts on an idle job as its policy says.
+func (r IdleRule) Apply(j *api.Job, node string, util map[int]int, at time.Time) Idle {
+	c := r.Check(j, node, util, at)
+	switch c {
+	case IdleBusy:
+		j.Idle, j.IdleSince = false, nil
+	case IdleBegan:
+		t := at
+		j.IdleSince = &t
+	case IdleNow:
+		j.Idle = true
+	}
+	return c
+}
+
+// UtilByGPU is the node's last readings as GPU index -> utilization, as
+// IdleRule.Check reads them.
+func (n *Node) UtilByGPU() map[int]int {
+	util := make(map[int]int, len(n.readings))
+	for _, r := range n.readings {
+		util[r.Index] = r.Utilization
+	}
+	return util
+}

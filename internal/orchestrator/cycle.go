@@ -14,6 +14,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/runtimes"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -187,7 +188,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 		j := o.arr.Next(o.jobs[s.JobID], groups) // an array's group stands for its tasks
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
 		j.Allocation = o.allocate(j.ID, j.User, s.Placements)
-		j.NodeID = placedNode(s.Placements) // recover.go: a job of no GPUs has no other record of it
+		j.NodeID = nodebook.PlacedNode(s.Placements) // a job of no GPUs has no other record of it
 		j.GrantedGPUs = len(j.Allocation)
 		j.GPUEquivalents = gpushare.Equivalents(j.Allocation)
 		j.Borrowed = s.Borrowed
@@ -369,7 +370,7 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 				j.Preemptions++
 				tx.transition(j, api.StateQueued, api.ReasonPreempted,
 					fmt.Sprintf("%s; requeued as attempt %d (exit code %d)", j.PreemptMessage, j.RetryCount, u.ExitCode))
-				resetAttempt(j)
+				j.ResetAttempt()
 				o.log.Info("preempted job requeued", "job_id", j.ID, "attempt", j.RetryCount)
 				continue
 			}
@@ -428,7 +429,7 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	j.NotBefore = &notBefore
 	msg += fmt.Sprintf(" to start no sooner than in %s", wait)
 	tx.transition(j, api.StateQueued, reason, msg)
-	resetAttempt(j)
+	j.ResetAttempt()
 	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "not_before", j.NotBefore)
 }
 
@@ -447,7 +448,7 @@ func (o *Orchestrator) endAttempt(tx *txn, j *api.Job, at time.Time) {
 // queuedAt is when the job last entered the queue (its submission, or its
 // latest requeue).
 func queuedAt(j *api.Job) time.Time {
-	if t := lastEvent(j, api.StateQueued); !t.IsZero() {
+	if t := j.LastEntered(api.StateQueued); !t.IsZero() {
 		return t
 	}
 	return j.SubmittedAt

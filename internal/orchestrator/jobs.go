@@ -143,10 +143,10 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, grace time.Duratio
 		if !ok {
 			return nil, o.endedError(id) // finished.go
 		}
-		switch {
-		case j.State.Terminal():
-			return nil, api.Conflict("wrong_state", "job %s is already %s", id, j.State)
-		case j.State == api.StateQueued:
+		if err := jobspec.NotEnded(j); err != nil {
+			return nil, err
+		}
+		if j.State == api.StateQueued {
 			now := tx.now
 			j.FinishedAt = &now
 			tx.transition(j, api.StateCanceled, api.ReasonCanceled, "canceled while queued")
@@ -173,20 +173,17 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, grace time.Duratio
 
 // SetPriority changes the priority of a job that has not ended.
 func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawValue) (api.Job, error) {
-	if api.IsNull(raw) {
-		return api.Job{}, api.Invalid("priority", "is required")
-	}
-	p, err := api.ParsePriorityJSON(raw)
+	p, err := jobspec.Priority(raw)
 	if err != nil {
-		return api.Job{}, api.Invalid("priority", "%s", err.Error())
+		return api.Job{}, err
 	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j, ok := o.jobs[id]
 		if !ok {
 			return nil, o.endedError(id) // finished.go
 		}
-		if j.State.Terminal() {
-			return nil, api.Conflict("wrong_state", "job %s is already %s", id, j.State)
+		if err := jobspec.NotEnded(j); err != nil {
+			return nil, err
 		}
 		if j.Priority != p {
 			j.Priority = p

@@ -7,19 +7,13 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
 // Liveness is judged on the server's own running time (package nodebook
 // says how): the loop's looks at Config.Clock (o.nodes) forgive a stall of
 // the server to every node that is up, through its grace.
-
-// silentFor is how long the node has been silent in the server's
-// attention at now: since its last report, or since the end of the
-// server's last stall or its start, whichever is later. Lock held.
-func (o *Orchestrator) silentFor(n *Node, now time.Time) time.Duration {
-	return now.Sub(n.SilentSince())
-}
 
 // attend is the loop's look at its own clock: a stall since its last look
 // is forgiven to every node that is up, by moving the start of its
@@ -46,7 +40,7 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 	o.applyNodeEventsLocked(ctx, o.news.take())
 	now := o.cfg.Now() // before attend reads Clock: a stall seen by one is seen by the other
 	o.attend()
-	lost := o.nodes.Lost(now, o.cfg.NodeTTL)
+	lost := o.nodes.MarkLost(now, o.cfg.NodeTTL)
 	if len(lost) == 0 {
 		o.mu.Unlock()
 		return
@@ -54,7 +48,7 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 	tx := o.begin()
 	var us []exec.Update
 	for _, n := range lost {
-		o.markDown(n, now)
+		o.wentDown(n, now)
 		tx.persistNode(n)
 		us = append(us, o.lostUpdates(n.ID, now)...)
 	}
@@ -68,9 +62,9 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 	o.runAfter(ctx, tx)
 }
 
-// markDown marks the node down, with an alert. Write lock held.
-func (o *Orchestrator) markDown(n *Node, at time.Time) {
-	n.MarkDown()
+// wentDown is what follows a node's going down in the loop (the Book
+// marked it): a cycle, a log line and an alert. Write lock held.
+func (o *Orchestrator) wentDown(n *Node, at time.Time) {
 	o.dirty = true
 	since := n.SilentSince() // its last report, or the server's start if it has not reported since
 	o.log.Warn("node down", "node", n.ID, "last_seen", n.LastSeen(), "silent_since", since)
@@ -82,7 +76,7 @@ func (o *Orchestrator) markDown(n *Node, at time.Time) {
 func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 	var us []exec.Update
 	for id := range o.active {
-		if j := o.jobs[id]; placedOn(j, nodeID) { // recover.go: a job of no GPUs too
+		if j := o.jobs[id]; nodebook.Placed(j, nodeID) { // a job of no GPUs too
 			us = append(us, exec.Update{JobID: id, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
 				Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
 		}
@@ -91,25 +85,14 @@ func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 }
 
 // reviveBusyDownNodes brings up, with a fresh TTL, a node stored down that
-// holds jobs adopted at start-up (stored by a server that marked it down
-// without settling them): their agent may still run them, and a node that
-// is down is never checked, so they would wait for ever. From recover,
-// once the jobs are loaded.
+// holds jobs adopted at start-up (nodebook.Book.Revive says why). From
+// recover, once the jobs are loaded.
 func (o *Orchestrator) reviveBusyDownNodes() {
-	busy := map[string]bool{}
+	jobs := make([]*api.Job, 0, len(o.active))
 	for id := range o.active {
-		j := o.jobs[id]
-		for _, a := range j.Allocation {
-			busy[a.NodeID] = true
-		}
-		if j.NodeID != "" {
-			busy[j.NodeID] = true // a job of no GPUs
-		}
+		jobs = append(jobs, o.jobs[id])
 	}
-	for _, n := range o.nodes.All() {
-		if n.IsDown() && busy[n.ID] {
-			n.MarkUp(o.cfg.Now())
-			o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
-		}
+	for _, n := range o.nodes.Revive(jobs, o.cfg.Now()) {
+		o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
 	}
 }

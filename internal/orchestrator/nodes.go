@@ -32,9 +32,6 @@ func (tx *txn) persistNode(n *Node) {
 	tx.batch.Nodes[n.ID] = n.Record().Encode()
 }
 
-// node returns the node with the given id. Lock held (or loop).
-func (o *Orchestrator) node(id string) *Node { return o.nodes.Get(id) }
-
 // addNode appends a node to the registry. Write lock held.
 func (o *Orchestrator) addNode(n Node) *Node { return o.nodes.Add(n) }
 
@@ -50,7 +47,7 @@ func (o *Orchestrator) state(n *Node) string {
 func (o *Orchestrator) activeOn(nodeID string) int {
 	c := 0
 	for id := range o.active {
-		if placedOn(o.jobs[id], nodeID) {
+		if nodebook.Placed(o.jobs[id], nodeID) {
 			c++
 		}
 	}
@@ -60,33 +57,26 @@ func (o *Orchestrator) activeOn(nodeID string) int {
 // RegisterNode records a node an agent introduces (new, restarted or
 // returning after being down); it is durable before it returns. addr is
 // where the agent connected from, used as its address when it gives none.
-// The agent that registered a node last is kept with it (as a hash of its
-// id): while the node is up and heard from within the TTL (after a server
-// restart: the TTL from the start), another agent's registration is
-// refused with 409 node_in_use, as the agent pool refuses it while it
-// knows the holder. The TTL is of the server's attention (liveness.go):
-// a stall of the server does not count.
+// The registration's rules are nodebook's (CheckRegistration, and
+// Book.Register: 409 node_in_use while another agent holds the node, up
+// and heard from within the TTL of the server's attention, liveness.go).
 func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistration, addr string) error {
 	if err := nodebook.CheckRegistration(reg); err != nil {
 		return err
 	}
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
 		o.attend() // a stall just ended does not open a node to another agent
-		now := o.cfg.Now()
-		n := o.node(reg.NodeID)
-		if n != nil && n.HeldByOther(reg.AgentID) {
-			if err := nodebook.InUse(reg.NodeID, o.silentFor(n, now), o.cfg.NodeTTL); err != nil {
-				return nil, err
-			}
+		n, joined, err := o.nodes.Register(reg, addr, o.cfg.Now(), o.cfg.NodeTTL)
+		if err != nil {
+			return nil, err
 		}
-		if n == nil {
-			n = o.addNode(Node{ID: reg.NodeID})
+		switch joined {
+		case nodebook.New:
 			o.log.Info("node registered", "node", reg.NodeID, "gpus", len(reg.GPUs), "hostname", reg.Hostname)
-		} else if n.IsDown() {
+		case nodebook.Back:
 			o.log.Info("node is back", "node", reg.NodeID)
 			o.notes.Alert(notify.AlertNodeUp, tx.now, n.ID, nil, "node %s is back up (its agent registered again)", n.ID)
 		}
-		*n = n.Reregistered(reg, addr, now)
 		tx.persistNode(n)
 		o.dirty = true
 		return nil, nil
@@ -135,36 +125,20 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 	}
 	var flipped []*Node
 	for _, ev := range evs {
-		n := o.node(ev.nodeID)
-		if n == nil {
-			continue
-		}
-		if ev.disk != nil {
-			o.setDiskFull(n, *ev.disk)
-			continue
-		}
-		if ev.down {
-			if !n.IsDown() {
-				o.markDown(n, ev.at) // liveness.go
+		switch {
+		case ev.disk != nil:
+			if n := o.nodes.Get(ev.nodeID); n != nil {
+				o.setDiskFull(n, *ev.disk)
+			}
+		case ev.down:
+			if n, down := o.nodes.Silent(ev.nodeID); down {
+				o.wentDown(n, ev.at) // liveness.go
 				flipped = append(flipped, n)
 			}
-			continue
-		}
-		if n.IsDown() {
-			n.MarkUp(time.Time{})
-			flipped = append(flipped, n)
-			o.dirty = true
-			o.log.Info("node up", "node", n.ID)
-			o.notes.Alert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
-		}
-		o.notes.NodeReadings(n.ID, ev.readings, ev.foreign, ev.at)
-		n.Seen(ev.at, ev.readings, ev.foreign)
-		if ev.readings != nil {
-			o.spend.IntegrateReadings(n.ID, ev.readings, ev.at) // feature/spend: used GPU time
-			o.checkIdle(n, ev.at)
-		}
-		if len(ev.foreign) > 0 {
-			o.dirty = true // foreign GPUs are not handed out
+		default:
+			if n := o.nodeReport(ev); n != nil {
+				flipped = append(flipped, n)
+			}
 		}
 	}
 	if len(flipped) > 0 {
@@ -181,14 +155,40 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 	o.notify()
 }
 
-// SetNodeState cordons, drains or uncordons a node; persisted.
+// nodeReport applies a node's report (nodebook.Book.Report) and what
+// follows in the loop's books: a node back up is alerted; its readings go
+// to the alerts, the used GPU time and the idle check. It returns the
+// node when it came back up (its state is stored). Write lock held.
+func (o *Orchestrator) nodeReport(ev nodeEvent) *Node {
+	n, back := o.nodes.Report(ev.nodeID, ev.at, ev.readings, ev.foreign)
+	if n == nil {
+		return nil
+	}
+	if back {
+		o.dirty = true
+		o.log.Info("node up", "node", n.ID)
+		o.notes.Alert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
+	}
+	o.notes.NodeReadings(n.ID, ev.readings, ev.foreign, ev.at)
+	if ev.readings != nil {
+		o.spend.IntegrateReadings(n.ID, ev.readings, ev.at) // feature/spend: used GPU time
+		o.checkIdle(n, ev.at)
+	}
+	if len(ev.foreign) > 0 {
+		o.dirty = true // foreign GPUs are not handed out
+	}
+	if back {
+		return n
+	}
+	return nil
+}
+
+// SetNodeState cordons, drains or uncordons a node (nodebook.Book.Act);
+// persisted.
 func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) (api.NodeAction, error) {
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		n := o.node(nodeID)
-		if n == nil {
-			return nil, api.NotFound("no node %q", nodeID)
-		}
-		if err := n.Act(action); err != nil {
+		n, err := o.nodes.Act(nodeID, action)
+		if err != nil {
 			return nil, err
 		}
 		tx.persistNode(n)
@@ -206,38 +206,29 @@ func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) 
 func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	n := o.node(nodeID)
-	if n == nil {
-		return nil, api.NotFound("no node %q", nodeID)
-	}
-	return n.Samples(since), nil
+	return o.nodes.Samples(nodeID, since)
 }
 
 // checkIdle flags running jobs whose GPUs on the node have stayed under the
 // idle threshold for the idle window, and clears the flag when they work
-// again. Write lock held.
+// again (nodebook.IdleRule); here is what follows: a log line, the
+// notification, a cycle when the policy preempts idle jobs. Write lock
+// held.
 func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
-	util := make(map[int]int, len(n.Readings()))
-	for _, r := range n.Readings() {
-		util[r.Index] = r.Utilization
-	}
+	util := n.UtilByGPU()
 	rule := nodebook.IdleRule{Threshold: o.policy.IdleThreshold, Window: o.policy.IdleWindow.Duration()}
 	for id := range o.active {
 		j := o.jobs[id]
 		if j.State != api.StateRunning {
 			continue
 		}
-		switch rule.Check(j, n.ID, util, at) {
+		wasIdle := j.Idle
+		switch rule.Apply(j, n.ID, util, at) {
 		case nodebook.IdleBusy:
-			if j.Idle {
+			if wasIdle {
 				o.log.Info("job busy again", "job_id", id)
 			}
-			j.Idle, j.IdleSince = false, nil
-		case nodebook.IdleBegan:
-			t := at
-			j.IdleSince = &t
 		case nodebook.IdleNow:
-			j.Idle = true
 			o.notes.Job(j, notify.JobIdle, at)
 			if o.policy.IdleAction == IdlePreempt {
 				o.dirty = true

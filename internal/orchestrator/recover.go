@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/holds"
-	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -41,19 +39,11 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if err := o.reclaim.Check(o.policy); err != nil {
 		return fmt.Errorf("recover: the stored policies: %w", err)
 	}
-	for id, raw := range st.Nodes {
-		if o.node(id) != nil {
-			continue // given in Config
-		}
-		var rec nodebook.Record
-		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
-			return fmt.Errorf("recover: node %s: %w", id, err)
-		}
-		n := nodebook.FromRecord(rec)
-		if !n.IsDown() {
-			n.GraceFrom(o.cfg.Now()) // it has a TTL from now to report again
-		} // down before the restart: it stays down until its agent registers (liveness.go)
-		o.addNode(n)
+	// The stored nodes (nodebook.Book.Load): one that was up has a TTL
+	// from now to report again; one that was down stays down until its
+	// agent registers (liveness.go).
+	if err := o.nodes.Load(st.Nodes, o.cfg.Now()); err != nil {
+		return fmt.Errorf("recover: %w", err)
 	}
 	defer o.reviveBusyDownNodes() // liveness.go: once the jobs are loaded
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
@@ -64,7 +54,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
 	var adopt []*api.Job
-	only := o.onlyNode() // where a job of no GPUs stored without its node runs, when that is certain
+	only := o.nodes.Only() // where a job of no GPUs stored without its node runs, when that is certain
 	for i := range st.Jobs {
 		j := &st.Jobs[i]
 		if j.Allocation == nil {
@@ -109,7 +99,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			ps = []sched.Placement{{NodeID: node, GPUs: []int{}}}
 		}
 		t := o.task(j, ps)
-		t.Placed = lastEvent(j, api.StateScheduled) // its start may have come before this restart
+		t.Placed = j.LastEntered(api.StateScheduled) // its start may have come before this restart
 		if err := adopter.Adopt(ctx, t); err != nil {
 			return fmt.Errorf("recover: adopt job %s: %w", id, err)
 		}
@@ -154,7 +144,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			j.RetryCount++
 			tx.transition(j, api.StateQueued, api.ReasonLost,
 				fmt.Sprintf("the server stopped while the job was %s; requeued (retry %d of %d)", j.State, j.RetryCount-j.Preemptions, j.MaxRetries))
-			resetAttempt(j)
+			j.ResetAttempt()
 		default:
 			j.FinishedAt = &tx.now
 			tx.transition(j, api.StateFailed, api.ReasonLost,
@@ -199,55 +189,9 @@ func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
 	from := j.State
 	tx.transition(j, api.StateQueued, api.ReasonRequeued,
 		fmt.Sprintf("its node came back without it while it was %s (it never started); requeued without counting a retry", from))
-	resetAttempt(j)
+	j.ResetAttempt()
 	o.log.Warn("job requeued: it never started", "job_id", j.ID, "was", string(from))
 	return true
-}
-
-// placedNode is the node a job placed on ps runs on: rank 0's. A job of no
-// GPUs (always on one node) has no allocation to name it, so the job
-// records it (api.Job.NodeID), for a restarted server to adopt it there
-// and for a node's loss to settle it.
-func placedNode(ps []sched.Placement) string {
-	if len(ps) == 0 {
-		return ""
-	}
-	return ps[0].NodeID
-}
-
-// placedOn reports whether the job's attempt was placed on node id: one of
-// its GPUs is there, or it is its node (a job of no GPUs has no GPUs to
-// say so). Lock held.
-func placedOn(j *api.Job, id string) bool {
-	if j.NodeID == id {
-		return true
-	}
-	for _, a := range j.Allocation {
-		if a.NodeID == id {
-			return true
-		}
-	}
-	return false
-}
-
-// onlyNode is the cluster's one node, where a job of no GPUs that was
-// active when the server stopped, stored by a version that did not record
-// its node (api.Job.NodeID), runs: `corral up`'s own machine. "" where
-// there are several: such a job is settled as lost.
-func (o *Orchestrator) onlyNode() string {
-	if o.nodes.Len() != 1 {
-		return ""
-	}
-	return o.nodes.At(0).ID
-}
-
-// resetAttempt clears what belonged to the job's last attempt when it goes
-// back to the queue (or ends without it).
-func resetAttempt(j *api.Job) {
-	j.StartedAt, j.ExitCode = nil, nil
-	j.Allocation, j.NodeID = []api.Allocation{}, ""
-	j.Borrowed, j.Preempting, j.PreemptMessage = false, false, ""
-	j.Idle, j.IdleSince = false, nil
 }
 
 // rebuildLedger recomputes decayed usage from every job's recorded GPU time
@@ -275,14 +219,4 @@ func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	for user, u := range o.holds.Usage() { // each user's at its time: the ledger decays it from there
 		o.ledger.Add(user, holds.Project, u.GPUSeconds, u.At)
 	}
-}
-
-// lastEvent is when the job last entered state to; zero when it never did.
-func lastEvent(j *api.Job, to api.State) time.Time {
-	for i := len(j.Events) - 1; i >= 0; i-- {
-		if j.Events[i].To == to {
-			return j.Events[i].At
-		}
-	}
-	return time.Time{}
 }

@@ -43,6 +43,7 @@ func Defaults() api.Policies {
 		IdleAction:      IdleNotify,
 		StarveAfter:     api.Seconds(sched.DefaultStarveAfter.Seconds()),
 		StarveShare:     sched.DefaultStarveShare,
+		StarveBacklog:   sched.DefaultStarveBacklog,
 		ReserveAfter:    api.Seconds(sched.DefaultReserveAfter.Seconds()),
 		TailFactor:      sched.DefaultTailFactor,
 		TailWait:        sched.DefaultTailWait,
@@ -90,8 +91,9 @@ func Sched(p api.Policies) sched.Policy {
 		AgingInterval: p.AgingInterval.Duration(), HalfLife: p.HalfLife.Duration(),
 		DefaultEstimate: p.DefaultEstimate.Duration(), MinRunTime: p.MinRunTime.Duration(),
 		StarveAfter: orNegative(p.StarveAfter.Duration()), StarveShare: p.StarveShare, OldestFirst: p.OldestFirst,
-		ReserveAfter: orNegative(p.ReserveAfter.Duration()),
-		TailFactor:   orNegative(p.TailFactor), TailWait: orNegative(p.TailWait),
+		StarveBacklog: orNegative(p.StarveBacklog),
+		ReserveAfter:  orNegative(p.ReserveAfter.Duration()),
+		TailFactor:    orNegative(p.TailFactor), TailWait: orNegative(p.TailWait),
 		UserWeights: p.Weights.Users, ProjectWeights: p.Weights.Projects,
 		UserQuotas: p.Quotas.Users, ProjectQuotas: p.Quotas.Projects,
 		PreemptIdle: p.IdleAction == IdlePreempt,
@@ -133,6 +135,7 @@ var ratios = []struct {
 	set      func(*api.Policies) *float64
 }{
 	{"starve_share", 0, 1, true, func(u *api.PoliciesUpdate) *float64 { return u.StarveShare }, func(p *api.Policies) *float64 { return &p.StarveShare }},
+	{"starve_backlog", 0, 1000, false, func(u *api.PoliciesUpdate) *float64 { return u.StarveBacklog }, func(p *api.Policies) *float64 { return &p.StarveBacklog }},
 	{"tail_factor", 0, 1000, false, func(u *api.PoliciesUpdate) *float64 { return u.TailFactor }, func(p *api.Policies) *float64 { return &p.TailFactor }},
 	{"tail_wait", 0, 100, false, func(u *api.PoliciesUpdate) *float64 { return u.TailWait }, func(p *api.Policies) *float64 { return &p.TailWait }},
 }

@@ -154,10 +154,13 @@ func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs 
 	if p.Name != PolicyFairShare {
 		return &sliceWalker{jobs: jobs}, jobs
 	}
-	starving := starvingOf(jobs, p, now)
+	starving := starvingOf(jobs, p, now, budget.after)
 	var tail []*Job
 	if budget.onTail {
 		tail = tailOf(jobs, budget.tail, now, p)
+	}
+	if len(starving) > 0 && budget.oldest && !budget.oldestGoes(starving[0], now) {
+		budget.oldest = false
 	}
 	fw := newFairWalker(jobs, p, usage, userGPUs, projectGPUs)
 	if len(tail) == 0 && (len(starving) == 0 || budget.used >= budget.cap && !budget.oldest) {

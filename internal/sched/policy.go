@@ -60,12 +60,30 @@ type Policy struct {
 	// first for starving may hold (see budgetOf). Zero:
 	// DefaultStarveShare; 1 or more: all.
 	StarveShare float64
+	// StarveBacklog: a job starves only once it has also waited this many
+	// times the backlog (the time the cluster needs to drain its queued
+	// and running work, see Backlog), so that the threshold grows with
+	// the load instead of staying at StarveAfter: at a load the cluster
+	// does not keep up with, every job would otherwise end up starving.
+	// Zero: DefaultStarveBacklog; negative: StarveAfter alone.
+	StarveBacklog float64
 	// OldestFirst: under fair_share the oldest starving job goes first
 	// whatever the starving budget (StarveShare) holds, so that a starving
 	// big job becomes the head (see starve.go). Off by default: it bounds
 	// the longest wait but costs average JCT and replay time (measured in
 	// docs/scheduling.md).
 	OldestFirst bool
+	// OldestBacklog: under OldestFirst, the oldest starving job goes first
+	// past StarveShare only once it has waited this many times the backlog
+	// (the time the cluster needs to drain its queued and running work,
+	// see Backlog): at a load the cluster keeps up with, a job that waited
+	// many backlogs was passed over; at a load it does not, every old job
+	// has waited about a backlog, and serving the oldest first would be
+	// first-come first-served. Zero: no such bound.
+	OldestBacklog float64
+	// OldestStretch: likewise, only once it has waited this many times its
+	// own estimate. Zero: no such bound.
+	OldestStretch float64
 	// OldestHead: under fair_share with backfill, the head (the job
 	// holding the reservation) is the oldest job that cannot start, not
 	// the first of the walk that does not fit (see OldestHead).

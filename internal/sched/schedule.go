@@ -16,6 +16,9 @@ type cycle struct {
 	tl  *timeline // built when first needed
 	res *headReservation
 	out Result
+	// starveAfter: a job starves only once it has waited this long too
+	// (the budget's after: StarveBacklog times the backlog; starve.go).
+	starveAfter time.Duration
 
 	userGPUs, projectGPUs   map[string]int     // GPUs held, this cycle's starts included (quotas)
 	shareUser, shareProject map[string]float64 // the same in GPU-equivalents for fair share (a slice or share its fraction): jobs being preempted count for their takers
@@ -265,7 +268,9 @@ func Schedule(s Snapshot) Result {
 	}
 
 	// 1. Walk the queue in the policy's order.
-	w, sorted := newWalkerSorted(s.Queue, &p, s.Usage, c.shareUser, c.shareProject, s.Now, budgetOf(&s, &p))
+	budget := budgetOf(&s, &p)
+	c.starveAfter = budget.after
+	w, sorted := newWalkerSorted(s.Queue, &p, s.Usage, c.shareUser, c.shareProject, s.Now, budget)
 	if OldestHead(&p) && c.bk == nil {
 		c.reserveOldest(sorted) // starve.go
 	}

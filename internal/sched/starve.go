@@ -11,7 +11,11 @@ import (
 // used less, for as long as they keep submitting: a big or long job of a
 // heavy user can wait for weeks, and a long job started late stretches
 // the makespan. So a job that has waited StarveAfter since it was
-// submitted is starving, and a cycle serves the starving jobs before
+// submitted, and StarveBacklog times the backlog (the time the cluster
+// needs to drain its queued and running work: at a load it does not keep
+// up with, the backlog grows and so does the threshold, and the queue
+// does not age into starving as a whole, which would serve it
+// first-come first-served), is starving, and a cycle serves the starving jobs before
 // every other, oldest first (by aged priority, the order of one user's
 // jobs), as long as the jobs that went first hold less than StarveShare
 // of the GPUs (past it, a starving job waits its fair-share turn: were
@@ -28,9 +32,12 @@ import (
 // the policy does not say.
 const DefaultStarveAfter = 48 * time.Hour
 
-// Starving reports whether job j, queued at now, has waited long enough
-// under policy p (as given or with its defaults) to be served before the
-// jobs that have not (see StarveAfter).
+// Starving reports whether job j, queued at now, has waited StarveAfter
+// under policy p (as given or with its defaults). A cycle also asks the
+// starving to have waited StarveBacklog times the backlog (starvingOf), so
+// this is the floor: every job a cycle serves first for starving is
+// Starving (a caller that hands the core part of its queue hands it every
+// Starving job).
 func Starving(j *Job, now time.Time, p *Policy) bool {
 	after := p.StarveAfter
 	if after == 0 {
@@ -103,11 +110,12 @@ func (w *starveWalker) again() {
 	w.replay = true
 }
 
-// starvingOf returns the starving jobs of jobs, in order.
-func starvingOf(jobs []*Job, p *Policy, now time.Time) []*Job {
+// starvingOf returns the starving jobs of jobs, in order: those Starving
+// that have also waited the budget's after (StarveBacklog).
+func starvingOf(jobs []*Job, p *Policy, now time.Time, after time.Duration) []*Job {
 	var starving []*Job
 	for _, j := range jobs {
-		if Starving(j, now, p) {
+		if Starving(j, now, p) && !j.SubmittedAt.After(now.Add(-after)) {
 			starving = append(starving, j)
 		}
 	}
@@ -116,7 +124,22 @@ func starvingOf(jobs []*Job, p *Policy, now time.Time) []*Job {
 
 // DefaultStarveShare is the share of the cluster's GPUs that starving
 // jobs may hold by going first, when the policy does not say.
-const DefaultStarveShare = 0.3
+const DefaultStarveShare = 1.0
+
+// DefaultStarveBacklog is how many backlogs a job waits, besides
+// StarveAfter, before it is starving, when the policy does not say.
+const DefaultStarveBacklog = 1.0
+
+// starveBacklog is p's StarveBacklog with its default; 0: none.
+func starveBacklog(p *Policy) float64 {
+	switch {
+	case p.StarveBacklog < 0:
+		return 0
+	case p.StarveBacklog == 0:
+		return DefaultStarveBacklog
+	}
+	return p.StarveBacklog
+}
 
 // starveBudget is how many GPUs starving jobs hold by going first (used),
 // and the most they may (cap); and the shortest estimate on the tail
@@ -126,6 +149,25 @@ type starveBudget struct {
 	tail      time.Duration
 	onTail    bool
 	oldest    bool // the oldest starving job goes first past the cap
+	// oldestWait: under oldest, the oldest starving job goes first past
+	// the cap only once it has waited this long (OldestBacklog times the
+	// backlog), and oldestStretch times its estimate.
+	oldestWait    time.Duration
+	oldestStretch float64
+	// after: a job starves only once it has waited this long too
+	// (StarveBacklog times the backlog; StarveAfter stays the floor).
+	after time.Duration
+}
+
+// oldestGoes reports whether j, the oldest starving job, goes first past
+// the cap at now: OldestFirst is on, and j has waited long against the
+// backlog and against its own estimate (OldestBacklog, OldestStretch).
+func (b *starveBudget) oldestGoes(j *Job, now time.Time) bool {
+	if !b.oldest {
+		return false
+	}
+	waited := now.Sub(j.SubmittedAt)
+	return waited >= b.oldestWait && float64(waited) >= b.oldestStretch*float64(j.Estimate)
 }
 
 // budgetOf is the snapshot's starve budget: the cap is StarveShare of
@@ -150,7 +192,16 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 	for i := range s.Nodes {
 		gpus += len(s.Nodes[i].GPUs)
 	}
-	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: p.OldestFirst}
+	b := starveBudget{cap: int(math.Floor(min(share, 1) * float64(gpus))), tail: cut, onTail: onTail, oldest: p.OldestFirst,
+		oldestStretch: max(p.OldestStretch, 0)}
+	if b.oldest && p.OldestBacklog > 0 || starveBacklog(p) > 0 {
+		if backlog, ok := Backlog(s); ok {
+			if b.oldest {
+				b.oldestWait = time.Duration(max(p.OldestBacklog, 0) * float64(backlog))
+			}
+			b.after = time.Duration(starveBacklog(p) * float64(backlog))
+		}
+	}
 	for i := range s.Running {
 		r := &s.Running[i]
 		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {
@@ -169,10 +220,13 @@ func (c *cycle) starvesAhead(v *Running, j *Job) bool {
 		return false
 	}
 	vj := Job{ID: v.ID, SubmittedAt: v.SubmittedAt, Priority: v.Priority, Estimate: v.Estimate}
+	starving := func(j *Job) bool {
+		return Starving(j, c.now, c.p) && !j.SubmittedAt.After(c.now.Add(-c.starveAfter))
+	}
 	switch {
-	case !Starving(&vj, c.now, c.p):
+	case !starving(&vj):
 		return false
-	case !Starving(j, c.now, c.p):
+	case !starving(j):
 		return true
 	}
 	return compareKeyed(keyOf(&vj, c.p), keyOf(j, c.p)) < 0

@@ -173,32 +173,75 @@ func TestReserveAfter(t *testing.T) {
 // Starving jobs go first only while the jobs that went first hold less
 // than StarveShare of the GPUs; past it they wait their fair-share turn,
 // but for the oldest under OldestFirst, which goes first whatever they
-// hold.
+// hold (once it has waited OldestBacklog backlogs and OldestStretch times
+// its estimate).
 func TestStarveShare(t *testing.T) {
 	h := time.Hour
 	now := t0.Add(100 * h)
 	usage := Usage{Users: map[string]float64{"heavy": 1e7}, Projects: map[string]float64{}}
 	queue := jobs(mk("h1").user("heavy").at(10*h), mk("h2").user("heavy").at(11*h), mk("h3").user("heavy").at(12*h),
 		mk("l1").user("light").at(99*h), mk("l2").user("light").at(99*h))
-	// A running job that waited 60h before it started went first.
+	// A running job that waited 60h before it started went first; its
+	// 40h left on 2 of the 16 GPUs are the backlog: 5h. h1 has waited 90h,
+	// 18 backlogs, 90 times its estimate.
 	first := submitted(run("r", "heavy", 2, "n2", 90*h, 50*h, 0, 1), 30*h)
 	for _, tc := range []struct {
-		share       float64
-		oldestFirst bool
-		running     []Running
-		want        []string
+		share            float64
+		oldestFirst      bool
+		backlog, stretch float64 // OldestBacklog, OldestStretch
+		running          []Running
+		want             []string
 	}{
-		{1, false, nil, []string{"h1", "h2", "h3", "l1", "l2"}},
-		{0.125, false, nil, []string{"h1", "h2", "l1", "l2", "h3"}}, // 2 of 16 GPUs
-		{0.125, true, []Running{first}, []string{"h1", "l1", "l2", "h2", "h3"}},
-		{0.125, false, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
-		{0, false, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 0.3: 4 of 16
+		{1, false, 0, 0, nil, []string{"h1", "h2", "h3", "l1", "l2"}},
+		{0.125, false, 0, 0, nil, []string{"h1", "h2", "l1", "l2", "h3"}}, // 2 of 16 GPUs
+		{0.125, true, 0, 0, []Running{first}, []string{"h1", "l1", "l2", "h2", "h3"}},
+		{0.125, true, 10, 50, []Running{first}, []string{"h1", "l1", "l2", "h2", "h3"}},
+		{0.125, true, 20, 0, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},  // 18 backlogs < 20
+		{0.125, true, 0, 100, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}}, // 90 estimates < 100
+		{0.125, false, 0, 0, []Running{first}, []string{"l1", "l2", "h1", "h2", "h3"}},
+		{0, false, 0, 0, nil, []string{"h1", "h2", "h3", "l1", "l2"}}, // the default, 1: all 16
 	} {
 		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
 		r := Schedule(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: tc.running, Usage: usage,
-			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share, OldestFirst: tc.oldestFirst}})
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: tc.share, OldestFirst: tc.oldestFirst,
+				OldestBacklog: tc.backlog, OldestStretch: tc.stretch}})
 		if got := startIDs(r); !slices.Equal(got, tc.want) {
-			t.Errorf("share %v, %d running: starts %v, want %v", tc.share, len(tc.running), got, tc.want)
+			t.Errorf("share %v, oldest first %v (backlogs %v, stretch %v), %d running: starts %v, want %v",
+				tc.share, tc.oldestFirst, tc.backlog, tc.stretch, len(tc.running), got, tc.want)
 		}
+	}
+}
+
+// With StarveBacklog a job starves only once it has also waited that many
+// backlogs: the threshold grows with the work the cluster has to drain.
+func TestStarveBacklog(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e7}, Projects: map[string]float64{}}
+	queue := jobs(mk("h1").user("heavy").at(50*h), mk("l1").user("light").at(99*h))
+	// 320h left on 2 of the 16 GPUs: a backlog of 40h. h1 has waited 50h.
+	running := []Running{run("r", "other", 2, "n2", 90*h, 330*h, 0, 1)}
+	for _, tc := range []struct {
+		backlogs float64
+		want     []string
+	}{
+		{0, []string{"h1", "l1"}},   // 50h > StarveAfter (48h)
+		{1, []string{"h1", "l1"}},   // 50h > 40h
+		{1.5, []string{"l1", "h1"}}, // 50h < 60h: the fair-share order
+		{0.1, []string{"h1", "l1"}}, // StarveAfter stays the floor
+	} {
+		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
+		got := ids(OrderWithUsage(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: running, Usage: usage,
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: 1, StarveBacklog: tc.backlogs}}))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("starve after %v backlogs: order %v, want %v", tc.backlogs, got, tc.want)
+		}
+	}
+	// The floor: with StarveAfter at 60h, 0.1 backlogs (4h) starves nothing.
+	nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
+	got := ids(OrderWithUsage(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: running, Usage: usage,
+		Policy: Policy{Name: PolicyFairShare, StarveAfter: 60 * h, StarveShare: 1, StarveBacklog: 0.1}}))
+	if want := []string{"l1", "h1"}; !slices.Equal(got, want) {
+		t.Errorf("starve after 60h or 0.1 backlogs: order %v, want %v", got, want)
 	}
 }

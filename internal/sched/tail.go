@@ -57,6 +57,18 @@ func TailCut(s *Snapshot) (time.Duration, bool) {
 	if f == 0 {
 		return 0, false
 	}
+	b, ok := Backlog(s)
+	if !ok {
+		return 0, false
+	}
+	return time.Duration(f * float64(b)), true
+}
+
+// Backlog is how long s's cluster needs to drain the work it has: the
+// given estimates of the jobs queued (and left out of the snapshot,
+// LeftOutWork) and the estimated rest of the jobs running, in GPU-seconds,
+// over every GPU; false without GPUs.
+func Backlog(s *Snapshot) (time.Duration, bool) {
 	gpus := int64(0)
 	for i := range s.Nodes {
 		gpus += int64(len(s.Nodes[i].GPUs))
@@ -77,12 +89,12 @@ func TailCut(s *Snapshot) (time.Duration, bool) {
 			work += int64(left/time.Second) * int64(gpuCount(r))
 		}
 	}
-	return time.Duration(f * float64(work/gpus) * float64(time.Second)), true
+	return time.Duration(work/gpus) * time.Second, true
 }
 
 // DefaultTailWait is the share of its estimate a job waits before it
 // may go first on the tail, when the policy does not say.
-const DefaultTailWait = 0.05
+const DefaultTailWait = 0.02
 
 // OnTail reports whether job j, queued at now, is on the tail given the
 // cut (see TailCut): its estimate is at least the cut, and it has waited

@@ -33,9 +33,9 @@ func TestTailJobsComeFirst(t *testing.T) {
 				mk("l1").user("light").at(99*h).est(h)),
 			want: []string{"longer", "long", "l1"},
 		},
-		"not yet waited 5% of its estimate": {
+		"not yet waited 2% of its estimate": {
 			policy: Policy{Name: PolicyFairShare},
-			queue:  jobs(mk("long").user("heavy").at(97*h).est(100*h), mk("l1").user("light").at(99*h).est(h)),
+			queue:  jobs(mk("long").user("heavy").at(99*h).est(100*h), mk("l1").user("light").at(99*h).est(h)),
 			want:   []string{"l1", "long"},
 		},
 		"TailWait negative: at once": {

@@ -231,11 +231,7 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 	// under fair_share, waits pass sched.DefaultReserveAfter and
 	// sched.DefaultStarveAfter, so the reservations that wait and the
 	// starving jobs that go first are decided alike too.
-	long := slices.Clone(jobs)
-	for i := range long {
-		long[i].Submit = jobs[0].Submit.Add(100 * jobs[i].Submit.Sub(jobs[0].Submit))
-		long[i].Duration *= 100
-	}
+	long := longTrace(jobs)
 	// Without estimates: the server learns run times from the jobs that
 	// ended, as the simulator's learned estimates do (the same names and
 	// command); until a user has enough runs its jobs have no estimate,
@@ -287,6 +283,16 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 	}
 }
 
+// longTrace is jobs 100 times as long, arriving 100 times as far apart.
+func longTrace(jobs []Job) []Job {
+	long := slices.Clone(jobs)
+	for i := range long {
+		long[i].Submit = jobs[0].Submit.Add(100 * jobs[i].Submit.Sub(jobs[0].Submit))
+		long[i].Duration *= 100
+	}
+	return long
+}
+
 // tailTrace is jobs with every seventh job 30 times as long: long jobs
 // that wait behind short ones go first on the tail (sched's tail.go).
 func tailTrace(jobs []Job) []Job {
@@ -310,5 +316,27 @@ func TestAgreementTracesHaveTailJobs(t *testing.T) {
 	on := simDecisionsWith(t, jobs, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true})
 	if reflect.DeepEqual(on, off) {
 		t.Fatal("no job went first on the tail: the agreement test does not cover it")
+	}
+}
+
+// The agreement test's long trace has starving jobs (sched's starve.go),
+// and the starving threshold that grows with the backlog (StarveBacklog,
+// a default) decides some of them, so the server and the simulator are
+// compared on both.
+func TestAgreementTracesHaveStarvingJobs(t *testing.T) {
+	jobs := randomTrace(11, 40)
+	for i := range jobs {
+		jobs[i].ID = fmt.Sprintf("j%02d", i)
+		jobs[i].GPUs = min(jobs[i].GPUs, 8)
+	}
+	long := longTrace(jobs)
+	defaults := simDecisionsWith(t, long, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true})
+	never := simDecisionsWith(t, long, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true, StarveAfter: -1})
+	fixed := simDecisionsWith(t, long, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true, StarveBacklog: -1})
+	if reflect.DeepEqual(defaults, never) {
+		t.Error("no job went first for starving: the agreement test does not cover it")
+	}
+	if reflect.DeepEqual(defaults, fixed) {
+		t.Error("the backlog threshold changed nothing: the agreement test does not cover it")
 	}
 }

@@ -55,16 +55,33 @@ func TestHandWorkedFCFS(t *testing.T) {
 	want := Metrics{Jobs: 3, Completed: 3,
 		AvgJCT: 116.667, P50JCT: 110, P95JCT: 140, P99JCT: 140, // JCTs 100, 140, 110
 		AvgQueue: 56.667, P95Queue: 90, MaxQueue: 90, // queued 0, 90, 80
-		Makespan:           150,
-		MakespanLowerBound: 140,     // (400+100+60) GPU-s / 4 GPUs beats the latest ideal end (100)
-		Utilization:        0.93333, // 560 / (4 x 150)
-		BacklogUtilization: 1,       // jobs waited during 10-100, with all 4 GPUs busy
-		JainFairness:       1,       // one team
-		EstimatesWithin50:  1,       // exact
-		SchedCycles:        2,       // at 0 and 100 (at 10 and 20 nothing could start: skipped)
+		Makespan:             150,
+		MakespanLowerBound:   140,     // (400+100+60) GPU-s / 4 GPUs beats the latest ideal end (100)
+		MakespanArrivalBound: 140,     // the work from 10 on needs 10+40, from 20 on 20+15: less
+		Utilization:          0.93333, // 560 / (4 x 150)
+		BacklogUtilization:   1,       // jobs waited during 10-100, with all 4 GPUs busy
+		JainFairness:         1,       // one team
+		EstimatesWithin50:    1,       // exact
+		SchedCycles:          2,       // at 0 and 100 (at 10 and 20 nothing could start: skipped)
 	}
 	if m != want {
 		t.Fatalf("metrics\n got %+v\nwant %+v", m, want)
+	}
+}
+
+// The bound by arrivals: a runs alone on the idle node for 0-10, then b
+// and c, submitted at 100, need the node until 200 whatever the order:
+// the work from 100 on (400 GPU-s over 2 GPUs) ends at 200 at the
+// earliest, past the total work's bound (210/2) and the latest ideal end
+// (150).
+func TestHandWorkedArrivalBound(t *testing.T) {
+	jobs := jsonl(t,
+		`{"id":"a","submit":0,"duration_s":10,"gpus":1,"user":"x"}`,
+		`{"id":"b","submit":100,"duration_s":50,"gpus":2,"user":"x"}`,
+		`{"id":"c","submit":100,"duration_s":50,"gpus":2,"user":"x"}`)
+	m := run(t, jobs, 1, 2, sched.Policy{Name: sched.PolicyFCFS}).Metrics
+	if m.Makespan != 200 || m.MakespanLowerBound != 150 || m.MakespanArrivalBound != 200 {
+		t.Fatalf("makespan %v, lower bound %v, bound by arrivals %v; want 200, 150, 200", m.Makespan, m.MakespanLowerBound, m.MakespanArrivalBound)
 	}
 }
 
@@ -265,8 +282,27 @@ func TestSkippedCyclesDecideNothing(t *testing.T) {
 
 // Starving jobs are tried before every other under fair_share: windowed
 // cycles, which must hand the core every starving job, still decide
-// what whole-queue cycles do, and so does skipping cycles.
+// what whole-queue cycles do, and so does skipping cycles; also where the
+// starving threshold grows with the backlog (StarveBacklog) and where the
+// oldest goes first once passed over (OldestBacklog, OldestStretch).
 func TestWindowedIsExactStarving(t *testing.T) {
+	variants := map[string]func(p *sched.Policy){
+		"fixed":          func(*sched.Policy) {},
+		"starve-backlog": func(p *sched.Policy) { p.StarveBacklog, p.StarveShare = 0.5, 1 },
+		"the defaults":   func(p *sched.Policy) { p.StarveBacklog, p.StarveShare = 0, 0 },
+		"oldest-backlog": func(p *sched.Policy) { p.OldestFirst, p.OldestBacklog, p.StarveShare = true, 0.5, 0.1 },
+		"oldest-stretch": func(p *sched.Policy) { p.OldestFirst, p.OldestStretch, p.StarveShare = true, 2, 0.1 },
+	}
+	for name, variant := range variants {
+		t.Run(name, func(t *testing.T) { windowedIsExactStarving(t, variant, name != "fixed") })
+	}
+}
+
+// windowedIsExactStarving replays the policy variant windowed, whole and
+// at every event; mustAct: its decisions must differ from the fixed
+// threshold's somewhere, or the variant tested nothing.
+func windowedIsExactStarving(t *testing.T, variant func(p *sched.Policy), mustAct bool) {
+	acted := false
 	for seed := range uint64(4) {
 		jobs := randomTrace(seed, 400)
 		for i := range jobs {
@@ -276,12 +312,19 @@ func TestWindowedIsExactStarving(t *testing.T) {
 		}
 		for _, sw := range []struct{ backfill, preemption bool }{{true, false}, {false, false}, {true, true}} {
 			cfg := Config{Nodes: 3, NodeGPUs: 8, Policy: sched.Policy{Name: sched.PolicyFairShare, Backfill: sw.backfill,
-				Preemption: sw.preemption, MinRunTime: sched.DefaultMinRunTime, StarveAfter: 40 * time.Minute}, Record: true,
+				Preemption: sw.preemption, MinRunTime: sched.DefaultMinRunTime, StarveAfter: 40 * time.Minute,
+				StarveShare: 0.3, StarveBacklog: -1}, Record: true,
 				Estimates: []string{EstimatesExact, EstimatesNoisy}[seed%2]}
+			fixed := cfg
+			variant(&cfg.Policy)
 			cfg.window = 2
 			a, err := Run(jobs, cfg)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if mustAct && !acted {
+				f, _ := Run(jobs, fixed)
+				acted = !reflect.DeepEqual(a.Decisions, f.Decisions)
 			}
 			full := cfg
 			full.FullQueue = true
@@ -300,5 +343,8 @@ func TestWindowedIsExactStarving(t *testing.T) {
 				t.Fatalf("seed %d: no job waited 40 minutes (max %.0fs): the test tests nothing", seed, a.Metrics.MaxQueue)
 			}
 		}
+	}
+	if mustAct && !acted {
+		t.Fatal("the variant decided as the fixed threshold does everywhere: the test tests nothing")
 	}
 }

@@ -35,6 +35,7 @@ type Backend interface {
 
 	PruneFinished(ctx context.Context, before time.Time, limit int, keep []string) ([]PrunedJob, error)
 	PruneDoneArrays(ctx context.Context, before time.Time, limit int, keep []string) ([]PrunedJob, []string, error)
+	PruneRuns(ctx context.Context, before time.Time, keep, limit int) (int, error)
 
 	// PutHistory stores a sample taken at at and drops those taken
 	// before dropBefore; History returns the samples taken since since,

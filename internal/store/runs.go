@@ -116,3 +116,38 @@ func (s *Store) loadRuns(ctx context.Context, limit int) ([]RunRow, error) {
 	slices.Reverse(out)
 	return out, nil
 }
+
+// PruneRuns deletes, oldest first and at most limit of them, the runs
+// that ended before before and are not among the keep most recent (those
+// Load reads back for the predictor: a quiet cluster keeps what it
+// learned), and returns how many it deleted.
+func (s *Store) PruneRuns(ctx context.Context, before time.Time, keep, limit int) (int, error) {
+	bound := before.UnixNano()
+	if keep > 0 {
+		found := false
+		err := s.read(ctx, `SELECT end_ns FROM runs ORDER BY end_ns DESC LIMIT 1 OFFSET ?`, []any{keep - 1}, func(rows *sql.Rows) error {
+			var end int64
+			if err := rows.Scan(&end); err != nil {
+				return err
+			}
+			bound, found = min(bound, end), true
+			return nil
+		})
+		if err != nil || !found { // fewer than keep runs: none goes
+			return 0, err
+		}
+	}
+	var n int64
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE end_ns < ? ORDER BY end_ns LIMIT ?)`, bound, limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune runs: %w", err)
+	}
+	return int(n), nil
+}

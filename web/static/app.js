@@ -736,7 +736,13 @@ function jobPage(id) {
       </div></div>
     <div data-role="msg"></div>
     <div class="grid2">
-      <section class="panel"><header><h2>Details</h2></header><div class="body"><dl class="fields" data-role="fields"></dl></div></section>
+      <div>
+        <section class="panel"><header><h2>Details</h2></header><div class="body"><dl class="fields" data-role="fields"></dl></div></section>
+        <section class="panel" data-role="whatif" hidden><header><h2>With fewer GPUs?</h2></header><div class="body">
+          <div class="filters"><label>GPUs per node <select data-role="whatif-gpus"></select></label>
+          <button type="button" class="btn" data-act="whatif">When would it start?</button></div>
+          <div class="sub" data-role="whatif-answer"></div></div></section>
+      </div>
       <div>
         <section class="panel"><header><h2>Events</h2></header><div class="body"><ol class="timeline" data-role="events"></ol></div></section>
         <section class="panel"><header><h2>Allocation</h2></header><div class="body flush"><table><thead><tr><th>Node</th><th class="num">GPU</th><th>UUID</th><th class="num">Memory</th></tr></thead><tbody data-role="alloc"></tbody></table></div></section>
@@ -794,6 +800,14 @@ function jobPage(id) {
       j.notebook ? ['Notebook', notebookCell(j)] : null,
     ].filter(Boolean);
     $('[data-role=fields]', root).innerHTML = rows.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join('');
+    // What-if (GET /jobs/{id}/what-if?gpus=N): when a queued job would
+    // start with fewer GPUs per node, nothing submitted.
+    const wi = $('[data-role=whatif]', root);
+    wi.hidden = !(j.state === 'queued' && j.gpu_count > 1);
+    const wsel = $('[data-role=whatif-gpus]', root);
+    if (!wi.hidden && wsel.options.length !== j.gpu_count - 1) {
+      wsel.innerHTML = Array.from({ length: j.gpu_count - 1 }, (_, i) => `<option>${j.gpu_count - 1 - i}</option>`).join('');
+    }
     const colors = { queued: '#0284c7', scheduled: '#7c3aed', allocating: '#7c3aed', running: '#2563eb', completed: '#16a34a', failed: '#dc2626', canceled: '#64748b' };
     $('[data-role=events]', root).innerHTML = (j.events || [])
       .map((e) => `<li style="--c:${colors[e.to] || '#94a3b8'}"><b>${esc(e.to)}</b>${e.reason && e.reason !== e.to ? ` <span class="muted">${esc(e.reason)}</span>` : ''}
@@ -891,6 +905,22 @@ function jobPage(id) {
   root.addEventListener('click', async (ev) => {
     const act = ev.target.dataset.act;
     if (!act || !job) return;
+    if (act === 'whatif') {
+      const n = $('[data-role=whatif-gpus]', root).value;
+      const out = $('[data-role=whatif-answer]', root);
+      try {
+        const w = await api.get(`/jobs/${enc(job.id)}/what-if?gpus=${enc(n)}`);
+        const when = w.starts_now ? 'now (in the next cycle)'
+          : w.estimated_start_time ? `${until(w.estimated_start_time)} (${esc(startRange(w) || clock(w.estimated_start_time))})` : 'unknown';
+        out.innerHTML = `With ${gpuWord(w.gpus)}${w.nodes > 1 ? ` × ${w.nodes} nodes` : ''} it would start <b data-role="whatif-when">${when}</b>`
+          + (w.estimate_basis ? ` · ${esc(w.estimate_basis)}` : '')
+          + (!w.starts_now && w.pending_message ? `<div class="why">${esc(w.pending_message)}</div>` : '')
+          + `<div class="muted">With ${gpuWord(w.current_gpus)} as asked: ${job.estimated_start_time ? esc(startRange(job) || clock(job.estimated_start_time)) : 'unknown'}. Nothing was changed; resubmit with --gpus ${esc(w.gpus)} to take it.</div>`;
+      } catch (e) {
+        out.textContent = e.message;
+      }
+      return;
+    }
     ev.target.disabled = true;
     try {
       if (act === 'cancel') {

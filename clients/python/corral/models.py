@@ -1736,6 +1736,7 @@ class Policies(Model):
     reserve_after: float
     spread: bool
     starve_after: float
+    starve_backlog: float
     starve_share: float
     tail_factor: float
     tail_wait: float
@@ -1762,6 +1763,7 @@ class Policies(Model):
         ('reserve_after', 'reserve_after', 'float'),
         ('spread', 'spread', 'bool'),
         ('starve_after', 'starve_after', 'float'),
+        ('starve_backlog', 'starve_backlog', 'float'),
         ('starve_share', 'starve_share', 'float'),
         ('tail_factor', 'tail_factor', 'float'),
         ('tail_wait', 'tail_wait', 'float'),
@@ -1793,6 +1795,7 @@ class PoliciesUpdate(Model):
     reserve_after: Any = None
     spread: Optional[bool] = None
     starve_after: Any = None
+    starve_backlog: Optional[float] = None
     starve_share: Optional[float] = None
     tail_factor: Optional[float] = None
     tail_wait: Optional[float] = None
@@ -1818,6 +1821,7 @@ class PoliciesUpdate(Model):
         ('reserve_after', 'reserve_after', 'any'),
         ('spread', 'spread', 'opt:bool'),
         ('starve_after', 'starve_after', 'any'),
+        ('starve_backlog', 'starve_backlog', 'opt:float'),
         ('starve_share', 'starve_share', 'opt:float'),
         ('tail_factor', 'tail_factor', 'opt:float'),
         ('tail_wait', 'tail_wait', 'opt:float'),

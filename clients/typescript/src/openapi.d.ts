@@ -1790,6 +1790,7 @@ export interface components {
             spread: boolean;
             /** @description a duration in seconds */
             starve_after: number;
+            starve_backlog: number;
             starve_share: number;
             tail_factor: number;
             tail_wait: number;
@@ -1816,6 +1817,7 @@ export interface components {
             reserve_after?: components["schemas"]["DurationInput"];
             spread?: boolean | null;
             starve_after?: components["schemas"]["DurationInput"];
+            starve_backlog?: number | null;
             starve_share?: number | null;
             tail_factor?: number | null;
             tail_wait?: number | null;

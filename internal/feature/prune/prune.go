@@ -4,7 +4,9 @@
 // and log files, in small batches, so that the writer is never held for
 // long. A job array goes whole, once it is done and its last task ended
 // longer ago than the kept time. Jobs that waiting jobs depend on are
-// kept.
+// kept. The run times learned from (the store's runs) that ended longer
+// ago go too, but for the KeepRuns most recent, which the predictor reads
+// back at start-up: a quiet cluster keeps what it learned.
 //
 // It runs beside the loop, not in it: it reads the books through its
 // Books (which take the orchestrator's lock themselves) and deletes
@@ -33,6 +35,10 @@ const ArrayBatch = 16
 // Every is how often Run looks for ended jobs to delete.
 const Every = 10 * time.Minute
 
+// KeepRuns is how many of the most recent runs pruning never deletes:
+// as many as the store loads for the predictor.
+const KeepRuns = store.DefaultLoadRuns
+
 // maxKeep bounds the ids a pruning query leaves out (one SQL parameter
 // each; SQLite allows 32,766 in one statement).
 const maxKeep = 30000
@@ -41,6 +47,7 @@ const maxKeep = 30000
 type Store interface {
 	PruneFinished(ctx context.Context, before time.Time, limit int, keep []string) ([]store.PrunedJob, error)
 	PruneDoneArrays(ctx context.Context, before time.Time, limit int, keep []string) ([]store.PrunedJob, []string, error)
+	PruneRuns(ctx context.Context, before time.Time, keep, limit int) (int, error)
 }
 
 // Books is what pruning reads and changes of the orchestrator's memory.
@@ -115,7 +122,29 @@ func (p Pruner) Once(ctx context.Context, before time.Time) (int, error) {
 			p.forget(gone)
 		}
 	}
+	runs, err := p.pruneRuns(ctx, before)
+	if runs > 0 {
+		p.Log.Info("learned run times pruned", "deleted", runs, "kept_at_least", KeepRuns)
+	}
+	if err != nil {
+		return total, err
+	}
 	return total, ctx.Err()
+}
+
+// pruneRuns deletes the runs that ended before before, a batch at a
+// time, but for the KeepRuns most recent, and returns how many it
+// deleted.
+func (p Pruner) pruneRuns(ctx context.Context, before time.Time) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		n, err := p.Store.PruneRuns(ctx, before, KeepRuns, Batch)
+		total += n
+		if err != nil || n < Batch {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // arraysOf is keep with, for each array task it names (ARRAY_INDEX), its

@@ -125,3 +125,39 @@ func TestOnceWaitsWhenTooManyAreKept(t *testing.T) {
 		t.Fatalf("j1 was deleted: %v", err)
 	}
 }
+
+// TestOncePrunesRuns: the runs that ended before the time go, in
+// batches, but for the KeepRuns most recent.
+func TestOncePrunesRuns(t *testing.T) {
+	total := KeepRuns + Batch + 7 // more than one batch beyond what is kept
+	for _, tc := range []struct {
+		name   string
+		before time.Duration // after at; run i ended at at+i seconds
+		left   int
+	}{
+		{"the oldest 100", 100 * time.Second, total - 100},
+		{"all but those kept", 1000 * time.Hour, KeepRuns},
+		{"none", 0, total},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := memstore.New()
+			var b store.Batch
+			for i := range total {
+				b.Runs = append(b.Runs, store.RunRow{JobID: fmt.Sprintf("r%06d", i), User: "ana", Project: "p", Name: "sweep", CommandFP: "fp",
+					GPUs: 1, Ran: time.Minute, EndedAt: at.Add(time.Duration(i) * time.Second), Outcome: "exited"})
+			}
+			if err := st.Commit(ctx, &b); err != nil {
+				t.Fatal(err)
+			}
+			p := Pruner{Store: st, Books: &fakeBooks{}, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return at }}
+			if _, err := p.Once(ctx, at.Add(tc.before)); err != nil {
+				t.Fatal(err)
+			}
+			// What is left, counted by deleting it all.
+			if n, err := st.PruneRuns(ctx, at.Add(10000*time.Hour), 0, 2*total); err != nil || n != tc.left {
+				t.Fatalf("runs left: %d, %v; want %d", n, err, tc.left)
+			}
+		})
+	}
+}

@@ -47,6 +47,7 @@ type Store struct {
 	numbers  map[int64]string
 	numberOf map[string]int64
 	history  map[int64][]byte
+	runs     map[runKey]store.RunRow
 	// fail, when set, is what Commit returns instead of writing (a
 	// store that is down, for tests of the loop's retries).
 	fail error
@@ -65,6 +66,11 @@ type usageKey struct {
 	node     string
 }
 
+type runKey struct {
+	job     string
+	attempt int
+}
+
 type endedKey struct {
 	user, project, state string
 	hour                 int64
@@ -78,6 +84,7 @@ func New() *Store {
 		arrays: map[string]store.ArrayRecord{}, bookings: map[string]api.Reservation{},
 		usage: map[usageKey]usage.Record{}, ended: map[endedKey]*store.UsageRow{},
 		numbers: map[int64]string{}, numberOf: map[string]int64{}, history: map[int64][]byte{},
+		runs: map[runKey]store.RunRow{},
 	}
 }
 
@@ -166,6 +173,10 @@ func (s *Store) Commit(ctx context.Context, b *store.Batch) error {
 		r.Start, r.End = r.Start.UTC(), r.End.UTC()
 		s.usage[usageKey{r.Kind, r.ID, r.Attempt, r.Node}] = r
 	}
+	for _, r := range b.Runs {
+		r.EndedAt = r.EndedAt.UTC()
+		s.runs[runKey{r.JobID, r.Attempt}] = r
+	}
 	s.summarize(b.Ended, 1)
 	for _, n := range b.Numbers {
 		s.numbers[n.Number], s.numberOf[n.ID] = n.ID, n.Number
@@ -251,6 +262,14 @@ func (s *Store) check(b *store.Batch) (*prepared, error) {
 		}
 		if err := checkTimes("usage of "+r.ID, r.End, nil, nil); err != nil {
 			return nil, err
+		}
+	}
+	for _, r := range b.Runs {
+		if err := checkTimes("run of "+r.JobID, r.EndedAt, nil, nil); err != nil {
+			return nil, err
+		}
+		if r.Ran < 0 || r.TimeLimit < 0 {
+			return nil, fmt.Errorf("%w: run of %s: a negative run time or time limit", store.ErrUnstorable, r.JobID)
 		}
 	}
 	seen := map[int64]bool{}
@@ -394,6 +413,7 @@ func (s *Store) Load(ctx context.Context) (*store.State, error) {
 	for n := range s.numbers {
 		st.MaxNumber = max(st.MaxNumber, n)
 	}
+	st.Runs = s.recentRuns(store.DefaultLoadRuns)
 	return st, nil
 }
 

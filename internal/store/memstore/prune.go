@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -106,4 +107,48 @@ func (s *Store) dropNumbers(ids []string) {
 			delete(s.numberOf, id)
 		}
 	}
+}
+
+// recentRuns returns the n most recent runs, oldest first, as the SQL
+// stores' Load does (by end, then job id and attempt). s.mu held.
+func (s *Store) recentRuns(n int) []store.RunRow {
+	runs := make([]store.RunRow, 0, len(s.runs))
+	for _, r := range s.runs {
+		runs = append(runs, r)
+	}
+	slices.SortFunc(runs, func(a, b store.RunRow) int {
+		if c := a.EndedAt.Compare(b.EndedAt); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.JobID, b.JobID); c != 0 {
+			return c
+		}
+		return a.Attempt - b.Attempt
+	})
+	return runs[max(len(runs)-n, 0):]
+}
+
+// PruneRuns deletes, oldest first and at most limit of them, the runs
+// that ended before before and are not among the keep most recent, and
+// returns how many it deleted.
+func (s *Store) PruneRuns(ctx context.Context, before time.Time, keep, limit int) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	all := s.recentRuns(len(s.runs))
+	if len(all) < keep {
+		return 0, nil
+	}
+	bound := before
+	if keep > 0 && all[len(all)-keep].EndedAt.Before(bound) {
+		bound = all[len(all)-keep].EndedAt
+	}
+	n := 0
+	for _, r := range all {
+		if n == limit || !r.EndedAt.Before(bound) {
+			break
+		}
+		delete(s.runs, runKey{r.JobID, r.Attempt})
+		n++
+	}
+	return n, nil
 }

@@ -33,6 +33,7 @@ func RunLog(t *testing.T, newLog func(t *testing.T) Log) {
 		{"RefusedBatchWritesNothing", testRefusedBatchWritesNothing},
 		{"UsageLedger", testUsageLedger},
 		{"HistorySamples", testHistorySamples},
+		{"PrunesRuns", testPrunesRuns},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, newLog(t)) })
 	}
@@ -336,5 +337,51 @@ func testHistorySamples(t *testing.T, s Log) {
 	}
 	if err != nil || fmt.Sprint(got) != "[b C]" {
 		t.Errorf("History = %v, %v: want b, C", got, err)
+	}
+}
+
+// testPrunesRuns: PruneRuns deletes the oldest runs that ended before the
+// time given, at most limit at once, never one of the keep most recent;
+// Load reads back what is left, oldest first.
+func testPrunesRuns(t *testing.T, s Log) {
+	ctx := context.Background()
+	var b store.Batch
+	for i := range 5 {
+		b.Runs = append(b.Runs, store.RunRow{JobID: fmt.Sprintf("r%d", i), Attempt: 0, User: "ana", Project: "p", Name: "sweep",
+			CommandFP: "fp", GPUs: 1, GPUModel: "H100", Ran: time.Duration(i+1) * time.Minute,
+			EndedAt: at.Add(time.Duration(i) * time.Hour), Outcome: "exited"})
+	}
+	commit(t, s, &b)
+	left := func() []string {
+		t.Helper()
+		st, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, r := range st.Runs {
+			ids = append(ids, r.JobID)
+		}
+		return ids
+	}
+	steps := []struct {
+		before      time.Time
+		keep, limit int
+		want        int
+		left        string
+	}{
+		{at.Add(10 * time.Hour), 10, 100, 0, "[r0 r1 r2 r3 r4]"}, // fewer than keep: none goes
+		{at.Add(90 * time.Minute), 0, 100, 2, "[r2 r3 r4]"},      // ended before 01:30: r0, r1
+		{at.Add(10 * time.Hour), 2, 1, 1, "[r3 r4]"},             // the limit: one at a time
+		{at.Add(10 * time.Hour), 2, 100, 0, "[r3 r4]"},           // the 2 most recent stay
+	}
+	for i, st := range steps {
+		n, err := s.PruneRuns(ctx, st.before, st.keep, st.limit)
+		if err != nil || n != st.want {
+			t.Fatalf("step %d: PruneRuns = %d, %v; want %d", i, n, err, st.want)
+		}
+		if got := fmt.Sprint(left()); got != st.left {
+			t.Fatalf("step %d: runs left %s, want %s", i, got, st.left)
+		}
 	}
 }
