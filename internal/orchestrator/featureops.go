@@ -6,6 +6,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/history"
+	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/refs"
 	"github.com/corral-sched/corral/internal/feature/spend"
 )
@@ -30,6 +31,9 @@ type FeatureOps struct {
 	// characters, a name), and the caller's unfinished jobs for shell
 	// completion. No lock is held across the store's reads.
 	Refs *refs.Resolver
+	// Holds: GPUs held outside the queue (POST /cluster/gpu-allocate,
+	// gpu-release).
+	Holds holds.Ops
 	// History: the cluster over time (the dashboard's graphs), the job
 	// counters and cycle durations of /metrics.
 	History history.Ops
@@ -43,6 +47,7 @@ func (o *Orchestrator) FeatureOps() FeatureOps {
 		Deps:     deps.Ops{Tracker: o.deps, Loop: loop{o}, View: func(j *api.Job) api.Job { return o.view(j, true) }},
 		Arrays:   arrays.Ops{Books: o.arr, Loop: loop{o}, Refs: o.refs, Store: o.arrayStore(), Grace: o.cfg.CancelGrace, Log: o.log},
 		Refs:     o.refs,
+		Holds:    o.holdOps(),                                                                  // cluster.go
 		History:  history.Ops{Books: &o.hist, Loop: loop{o}, Live: o.liveJobs, Now: o.cfg.Now}, // history.go: liveJobs
 	}
 }

@@ -295,7 +295,7 @@ func (s *Server) allocate(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	setTarget(r, req.JobID)
-	h, err := s.o.Hold(r.Context(), req, principal(r).User)
+	h, err := s.feat.Holds.Hold(r.Context(), req, principal(r).User)
 	if err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	h, err := s.o.Release(r.Context(), req.JobID)
+	h, err := s.feat.Holds.Release(r.Context(), req.JobID)
 	if err != nil {
 		return err
 	}
