@@ -344,9 +344,11 @@ func TestWholeJobNeverFitsMIGGPUs(t *testing.T) {
 // BenchmarkCycleParts: 1,000 nodes x 8 GPUs, GPUs 0-3 of each in seven
 // 1g.10gb slices and GPUs 4-5 shared; 10,000 queued jobs, a third
 // slices, a third shares, a third whole GPUs (most of them wait).
-func BenchmarkCycleParts(b *testing.B) {
+// partsSnapshot is nodes nodes of 8 GPUs, 4 of each in seven 1g.10gb
+// slices and 2 shared, and 10,000 queued jobs: slices, shares and whole.
+func partsSnapshot(nodeCount int) Snapshot {
 	var nodes []Node
-	for n := range 1000 {
+	for n := range nodeCount {
 		nd := node(fmt.Sprintf("node-%04d", n), 8, "H100", 80)
 		for g := range 4 {
 			migGPU(&nd, g, "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb")
@@ -368,10 +370,34 @@ func BenchmarkCycleParts(b *testing.B) {
 		j.User, j.SubmittedAt, j.Estimate = fmt.Sprintf("user%d", i%8), t0.Add(time.Duration(i)*time.Second), time.Hour
 		queue = append(queue, j)
 	}
-	s := Snapshot{Now: t0.Add(24 * time.Hour), Nodes: nodes, Queue: queue, Policy: Policy{Name: PolicyFairShare, Backfill: true}}
+	return Snapshot{Now: t0.Add(24 * time.Hour), Nodes: nodes, Queue: queue, Policy: Policy{Name: PolicyFairShare, Backfill: true}}
+}
+
+func BenchmarkCycleParts(b *testing.B) {
+	s := partsSnapshot(1000)
 	b.ReportAllocs()
 	for b.Loop() {
 		Schedule(s)
+	}
+}
+
+// BenchmarkEstimateStartsParts: the start plan after a cycle of
+// BenchmarkCycleParts's slices and shares (6,667) on 100 of its nodes:
+// the parts are full, and the 500 waiting jobs planned are slices and
+// shares (the parts' plan, plan_parts.go).
+func BenchmarkEstimateStartsParts(b *testing.B) {
+	s := partsSnapshot(100)
+	parts := s.Queue[:0]
+	for _, j := range s.Queue {
+		if j.Fractional() {
+			parts = append(parts, j)
+		}
+	}
+	s.Queue = parts
+	r := Schedule(s)
+	b.ReportAllocs()
+	for b.Loop() {
+		EstimateStarts(s, r, DefaultPlanDepth)
 	}
 }
 

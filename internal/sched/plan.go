@@ -50,6 +50,7 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 		}
 		tl.mark(ix, st.Placements, s.Now.Add(est))
 	}
+	var parts *partPlan // made for the first waiting slice or share (plan_parts.go)
 	out := make(map[string]time.Time, min(len(r.Pending), depth))
 	for i, pd := range r.Pending {
 		if i >= depth {
@@ -61,8 +62,16 @@ func EstimateStarts(s Snapshot, r Result, depth int) map[string]time.Time {
 		}
 		if j == nil || pd.Reason == ReasonUnsatisfiable || pd.Reason == ReasonNoNodes || pd.Reason == ReasonNodeDiskFull ||
 			pd.Reason == ReasonUserCPUJobLimit || // it starts when one of its user's ends: not known
-			j.Held != "" || // held (a budget's): it starts when someone acts, not at a time
-			j.Fractional() { // a slice or share: the timeline plans whole GPUs only
+			j.Held != "" { // held (a budget's): it starts when someone acts, not at a time
+			continue
+		}
+		if j.Fractional() { // a slice or share: on the parts' plan, not the whole GPUs' timeline
+			if parts == nil {
+				parts = newPartPlan(ix, &s, running, r.Starts, jobs, p.DefaultEstimate)
+			}
+			if at, ok := parts.earliest(j); ok && at.After(s.Now) {
+				out[j.ID] = at
+			}
 			continue
 		}
 		if j.Booking != "" { // a job of a booking: its GPUs, in its window (booking_plan.go)
