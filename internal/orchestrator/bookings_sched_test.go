@@ -218,18 +218,18 @@ func TestBookingNotice(t *testing.T) {
 func TestBookingHold(t *testing.T) {
 	h, clk, _ := startBooked(t)
 	ctx := context.Background()
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "long", GPUCount: 6, Duration: api.RawValue(`"2h"`)}, "bo"); api.AsError(err) == nil || api.AsError(err).Status != 409 {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "long", GPUCount: 6, Duration: api.RawValue(`"2h"`)}, "bo"); api.AsError(err) == nil || api.AsError(err).Status != 409 {
 		t.Fatalf("a 2h hold of 6 GPUs an hour before the booking: %v, want 409", err)
 	}
-	short, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "short", GPUCount: 6, Duration: api.RawValue(`"30m"`)}, "bo")
+	short, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "short", GPUCount: 6, Duration: api.RawValue(`"30m"`)}, "bo")
 	if err != nil {
 		t.Fatalf("a 30m hold of 6 GPUs: %v", err)
 	}
-	if _, err := h.o.Release(ctx, short.JobID); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Release(ctx, short.JobID); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(90 * time.Minute)
-	held, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "in", GPUCount: 4, Duration: api.RawValue(`"30m"`)}, "bo")
+	held, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "in", GPUCount: 4, Duration: api.RawValue(`"30m"`)}, "bo")
 	if err != nil {
 		t.Fatal(err)
 	}

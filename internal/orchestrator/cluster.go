@@ -101,16 +101,6 @@ func (o *Orchestrator) holdOps() holds.Ops {
 	return holds.Ops{Books: o.holds, Loop: loop{o}, Cluster: holdCluster{o}, Log: o.log}
 }
 
-// Hold takes GPUs for work run outside Corral (holds.Ops.Hold).
-func (o *Orchestrator) Hold(ctx context.Context, req api.AllocateRequest, user string) (api.Hold, error) {
-	return o.holdOps().Hold(ctx, req, user)
-}
-
-// Release frees the GPUs of a hold, or cancels a queued one (holds.Ops.Release).
-func (o *Orchestrator) Release(ctx context.Context, id string) (api.Hold, error) {
-	return o.holdOps().Release(ctx, id)
-}
-
 // holdCluster is what a hold's operations ask of the loop's books
 // (holds.Cluster): the GPU books, the jobs, a waiting hold's cap, and
 // holds queued as jobs (holds.go). Write lock held, or the read lock for

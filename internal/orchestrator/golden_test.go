@@ -115,7 +115,7 @@ func (d *day) play() {
 	d.startAll()
 
 	d.step("erin holds the last free GPU for an hour (gpu-allocate)")
-	hold, err := d.o.Hold(ctx, api.AllocateRequest{JobID: "erin-debug", GPUCount: 1, Duration: raw(`"1h"`)}, "erin")
+	hold, err := d.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "erin-debug", GPUCount: 1, Duration: raw(`"1h"`)}, "erin")
 	if err != nil {
 		d.t.Fatalf("hold: %v", err)
 	}
@@ -142,7 +142,7 @@ func (d *day) play() {
 	d.view(arr + "_4")
 
 	d.step("erin releases her hold")
-	d.must(d.o.Release(ctx, hold.JobID))
+	d.must(d.o.FeatureOps().Holds.Release(ctx, hold.JobID))
 	d.settle()
 
 	d.step("erin asks for 1 GPU for 2h: the free GPU is booked from 10:00, so it waits; 1 GPU for 1h fits before")

@@ -47,7 +47,7 @@ func TestHoldParts(t *testing.T) {
 		"negative share":        {api.AllocateRequest{GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: -1}}, "gpu_share_mib"},
 	} {
 		tc.req.JobID = "bad"
-		_, err := h.o.Hold(ctx, tc.req, "ana")
+		_, err := h.o.FeatureOps().Holds.Hold(ctx, tc.req, "ana")
 		if !errors.Is(err, api.ErrInvalid) || api.AsError(err).Field != tc.field {
 			t.Errorf("%s: %v, want a 422 naming %s", name, err, tc.field)
 		}
@@ -56,7 +56,7 @@ func TestHoldParts(t *testing.T) {
 		t.Fatal("a refused hold was kept")
 	}
 
-	slice, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 1, GPUPart: api.GPUPart{MIGProfile: "1G.10GB"}}, "ana")
+	slice, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 1, GPUPart: api.GPUPart{MIGProfile: "1G.10GB"}}, "ana")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestHoldParts(t *testing.T) {
 		slice.Allocation[0].MIG.Profile != "1g.10gb" || math.Abs(slice.Allocation[0].Fraction-1.0/7) > 1e-9 {
 		t.Fatalf("slice hold: %+v", slice.Allocation)
 	}
-	share, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "mps", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 20 << 10, GPUCompute: 25}}, "ana")
+	share, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "mps", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 20 << 10, GPUCompute: 25}}, "ana")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func TestHoldParts(t *testing.T) {
 		t.Fatalf("share hold: %+v", a)
 	}
 	// Another user's share never joins ana's MPS server: no other shared GPU.
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "bobs", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 1 << 10}}, "bob"); !errors.Is(err, api.ErrConflict) {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "bobs", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 1 << 10}}, "bob"); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("bob's share beside ana's: %v, want 409", err)
 	}
 	// A whole-GPU hold takes neither the MIG GPU nor the shared one.
-	whole, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "w", GPUCount: 2}, "bob")
+	whole, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "w", GPUCount: 2}, "bob")
 	if err != nil || len(whole.Allocation) != 2 || whole.Allocation[0].GPUID != 2 || whole.Allocation[1].GPUID != 3 {
 		t.Fatalf("whole hold: %+v %v", whole.Allocation, err)
 	}
@@ -112,16 +112,16 @@ func TestHoldParts(t *testing.T) {
 	if s, m := holders(); s != "nb" || m != "mps" {
 		t.Fatalf("holders after a restart: slice %q, share %q", s, m)
 	}
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "bobs", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 1 << 10}}, "bob"); !errors.Is(err, api.ErrConflict) {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "bobs", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 1 << 10}}, "bob"); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("bob's share after a restart: %v, want 409", err)
 	}
 
 	// Released, the part is free and its time charged as its fraction.
 	clk.add(700 * time.Second)
-	if _, err := h.o.Release(ctx, "nb"); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Release(ctx, "nb"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.o.Release(ctx, "mps"); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Release(ctx, "mps"); err != nil {
 		t.Fatal(err)
 	}
 	if s, m := holders(); s != "" || m != "" {
@@ -133,7 +133,7 @@ func TestHoldParts(t *testing.T) {
 	if want := 700.0/7 + 700.0/4; math.Abs(used-want) > 2 {
 		t.Fatalf("ana's usage of the holds: %v GPU-seconds, want %v (1/7 and 1/4 of 700 s)", used, want)
 	}
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "bobs", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 1 << 10}}, "bob"); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "bobs", GPUCount: 1, GPUPart: api.GPUPart{GPUShareMiB: 1 << 10}}, "bob"); err != nil {
 		t.Fatalf("bob's share once ana's is released: %v", err)
 	}
 }

@@ -45,10 +45,10 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 	clk := newClock()
 	h := startInteractive(t, clk, Limits{MaxInteractiveGPUs: 4, MaxInteractiveTime: 8 * time.Hour})
 	ctx := context.Background()
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "x", GPUCount: 1, Duration: api.RawValue(`"9h"`)}, "ana"); !errors.Is(err, api.ErrInvalid) || api.AsError(err).Field != "duration" {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "x", GPUCount: 1, Duration: api.RawValue(`"9h"`)}, "ana"); !errors.Is(err, api.ErrInvalid) || api.AsError(err).Field != "duration" {
 		t.Fatalf("9h hold: %v, want a 422 naming duration", err)
 	}
-	nb, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 2, Duration: api.RawValue(`"1h"`)}, "ana")
+	nb, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 2, Duration: api.RawValue(`"1h"`)}, "ana")
 	if err != nil || nb.Queued || nb.ExpiresAt == nil || !nb.ExpiresAt.Equal(clk.now().Add(time.Hour)) {
 		t.Fatalf("hold: %+v %v", nb, err)
 	}
@@ -57,10 +57,10 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 		t.Fatalf("started %s", task.JobID)
 	}
 	// Without wait: 409, as before.
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "w", GPUCount: 2}, "ana"); !errors.Is(err, api.ErrConflict) {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "w", GPUCount: 2}, "ana"); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("hold with no free GPUs: %v, want a conflict", err)
 	}
-	w, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "w", GPUCount: 2, Wait: true, Duration: api.RawValue(`"30m"`)}, "ana")
+	w, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "w", GPUCount: 2, Wait: true, Duration: api.RawValue(`"30m"`)}, "ana")
 	if err != nil || !w.Queued || w.Name != "w" || w.Poll != "/queue/"+w.JobID {
 		t.Fatalf("hold with wait: %+v %v", w, err)
 	}
@@ -72,11 +72,11 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 		t.Fatalf("owner of the queued hold: %q %v", owner, ok)
 	}
 	// ana has 4 interactive GPUs held or queued: a fifth is refused.
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "y", GPUCount: 1, Wait: true}, "ana"); api.AsError(err) == nil || api.AsError(err).Status != http.StatusTooManyRequests {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "y", GPUCount: 1, Wait: true}, "ana"); api.AsError(err) == nil || api.AsError(err).Status != http.StatusTooManyRequests {
 		t.Fatalf("fifth interactive GPU: %v, want 429", err)
 	}
 	// Without wait, the route's old answers: here 409, not the cap's 429.
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "y", GPUCount: 1}, "ana"); !errors.Is(err, api.ErrConflict) {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "y", GPUCount: 1}, "ana"); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("fifth GPU without wait: %v, want 409", err)
 	}
 	// nb expires: its GPUs go to the queued hold.
@@ -84,7 +84,7 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 	if task := h.nextStart(); task.JobID != w.JobID || task.Command != "sleep 1800" {
 		t.Fatalf("started %s %q, want the queued hold", task.JobID, task.Command)
 	}
-	if _, err := h.o.Release(ctx, "nb"); !errors.Is(err, api.ErrNotFound) {
+	if _, err := h.o.FeatureOps().Holds.Release(ctx, "nb"); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("nb after its expiry: %v", err)
 	}
 	h.o.mu.RLock()
@@ -93,7 +93,7 @@ func TestHoldsWaitAndExpire(t *testing.T) {
 	if u < 2*3600-1 {
 		t.Fatalf("ana's usage after a 2-GPU hour: %v GPU-seconds", u)
 	}
-	r, err := h.o.Release(ctx, w.JobID)
+	r, err := h.o.FeatureOps().Holds.Release(ctx, w.JobID)
 	if err != nil || r.ReleasedAt == nil {
 		t.Fatalf("release of the queued hold: %+v %v", r, err)
 	}
@@ -124,11 +124,11 @@ func TestHoldUsageSurvivesRestart(t *testing.T) {
 	}
 	o, stop := open()
 	ctx := context.Background()
-	if _, err := o.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 2}, "ana"); err != nil {
+	if _, err := o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 2}, "ana"); err != nil {
 		t.Fatal(err)
 	}
 	clk.add(time.Hour)
-	if _, err := o.Release(ctx, "nb"); err != nil {
+	if _, err := o.FeatureOps().Holds.Release(ctx, "nb"); err != nil {
 		t.Fatal(err)
 	}
 	// A policy change in a later batch keeps the stored usage.

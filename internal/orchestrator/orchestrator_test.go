@@ -315,11 +315,11 @@ func TestIdempotentSubmit(t *testing.T) {
 func TestHoldBlocksJobs(t *testing.T) {
 	h := start(t, "", nil)
 	ctx := context.Background()
-	hold, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "notebook", GPUCount: 2}, "")
+	hold, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "notebook", GPUCount: 2}, "")
 	if err != nil || len(hold.Allocation) != 2 {
 		t.Fatalf("hold: %+v %v", hold, err)
 	}
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "more", GPUCount: 7}, ""); !errors.Is(err, api.ErrConflict) {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "more", GPUCount: 7}, ""); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("hold of 7 with 6 free: %v, want a conflict", err)
 	}
 	big := h.submit(api.SubmitRequest{Command: "big", GPUCount: gpus(8)})
@@ -327,13 +327,13 @@ func TestHoldBlocksJobs(t *testing.T) {
 	if cs := h.o.Cluster(ctx); cs.HeldGPUs != 2 || !cs.Nodes[0].GPUs[0].Held {
 		t.Fatalf("cluster = %+v", cs)
 	}
-	if _, err := h.o.Release(ctx, "notebook"); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Release(ctx, "notebook"); err != nil {
 		t.Fatal(err)
 	}
 	if task := h.nextStart(); task.JobID != big.ID {
 		t.Fatalf("started %s", task.JobID)
 	}
-	if _, err := h.o.Release(ctx, "notebook"); !errors.Is(err, api.ErrNotFound) {
+	if _, err := h.o.FeatureOps().Holds.Release(ctx, "notebook"); !errors.Is(err, api.ErrNotFound) {
 		t.Fatalf("second release: %v", err)
 	}
 }
@@ -350,7 +350,7 @@ func TestRecoveryAfterCrash(t *testing.T) {
 	h.nextStart()
 	h.o.Sink(exec.Update{JobID: retry.ID, Kind: exec.Started, At: time.Now()})
 	h.waitState(retry.ID, api.StateRunning)
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 1}, ""); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 1}, ""); err != nil {
 		t.Fatal(err)
 	}
 	h.o.SetPolicies(ctx, api.PoliciesUpdate{Policy: ptr("fcfs")})

@@ -147,10 +147,10 @@ func TestUsageIntegratesUtilization(t *testing.T) {
 func TestUsageChargesHolds(t *testing.T) {
 	h := start(t, "", nil)
 	ctx := context.Background()
-	if _, err := h.o.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 2}, "ana"); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Hold(ctx, api.AllocateRequest{JobID: "nb", GPUCount: 2}, "ana"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.o.Release(ctx, "nb"); err != nil {
+	if _, err := h.o.FeatureOps().Holds.Release(ctx, "nb"); err != nil {
 		t.Fatal(err)
 	}
 	recs, _ := h.o.cfg.Store.UsageRecords(ctx, time.Time{}, time.Time{})

@@ -127,7 +127,7 @@ func (e *authEnv) job() string {
 func (e *authEnv) hold() string {
 	e.t.Helper()
 	id := fmt.Sprintf("nb-%d", e.seq.Add(1))
-	if _, err := e.o.Hold(context.Background(), api.AllocateRequest{JobID: id, GPUCount: 1}, "alice"); err != nil {
+	if _, err := e.o.FeatureOps().Holds.Hold(context.Background(), api.AllocateRequest{JobID: id, GPUCount: 1}, "alice"); err != nil {
 		e.t.Fatal(err)
 	}
 	return id
@@ -310,7 +310,7 @@ func TestRoleMatrix(t *testing.T) {
 				if err := json.Unmarshal(b, &h); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := e.o.Release(context.Background(), h.JobID); err != nil {
+				if _, err := e.o.FeatureOps().Holds.Release(context.Background(), h.JobID); err != nil {
 					t.Fatal(err)
 				}
 			}
