@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/holds"
 )
@@ -26,8 +28,8 @@ func strs(v ...string) *[]string { return &v }
 
 // create checks and makes a booking at now, as the orchestrator's
 // CreateBooking does, returning the transaction it was written in.
-func create(b *Books, now time.Time, r api.ReservationRequest, who Booker) (api.Reservation, *fakeTx, error) {
-	tx := &fakeTx{now: now}
+func create(b *Books, now time.Time, r api.ReservationRequest, who Booker) (api.Reservation, *featuretest.Tx, error) {
+	tx := &featuretest.Tx{At: now}
 	if err := CheckCreate(&r); err != nil {
 		return api.Reservation{}, tx, err
 	}
@@ -84,8 +86,8 @@ func TestRules(t *testing.T) {
 			if got := holds.GPUs(r.Allocation); got != s.gpus || r.Owner != s.who.User || r.State != api.BookingScheduled {
 				t.Fatalf("%s: got %s owner %s state %s, want %s by %s, scheduled", s.name, got, r.Owner, r.State, s.gpus, s.who.User)
 			}
-			if len(tx.batch.Bookings) != 1 || tx.batch.Bookings[0].Name != r.Name {
-				t.Fatalf("%s: the batch holds %+v, want its record", s.name, tx.batch.Bookings)
+			if len(tx.B.Bookings) != 1 || tx.B.Bookings[0].Name != r.Name {
+				t.Fatalf("%s: the batch holds %+v, want its record", s.name, tx.B.Bookings)
 			}
 			continue
 		}
@@ -93,8 +95,8 @@ func TestRules(t *testing.T) {
 		if !errors.As(err, &e) || e.Status != s.status || e.Field != s.field || !strings.Contains(e.Message, s.msg) {
 			t.Fatalf("%s: got %v (%+v), want %d on %q saying %q", s.name, err, e, s.status, s.field, s.msg)
 		}
-		if !tx.batch.Empty() {
-			t.Fatalf("%s: a refusal wrote %+v", s.name, tx.batch)
+		if !tx.B.Empty() {
+			t.Fatalf("%s: a refusal wrote %+v", s.name, tx.B)
 		}
 	}
 	if _, err := b.Get("x"); err == nil {
@@ -105,22 +107,22 @@ func TestRules(t *testing.T) {
 	}
 	// A user may change only their own; a change is checked and keeps the
 	// GPUs that still fit.
-	if _, err := b.Update(&fakeTx{now: now}, "vision", api.ReservationRequest{GPUs: new(2)}, ana); !errors.Is(err, &api.Error{Status: 403}) {
+	if _, err := b.Update(&featuretest.Tx{At: now}, "vision", api.ReservationRequest{GPUs: new(2)}, ana); !errors.Is(err, &api.Error{Status: 403}) {
 		t.Fatalf("ana changed root's booking: %v", err)
 	}
-	if _, err := b.Update(&fakeTx{now: now}, "bo1", api.ReservationRequest{GPUs: new(6)}, bo); err == nil {
+	if _, err := b.Update(&featuretest.Tx{At: now}, "bo1", api.ReservationRequest{GPUs: new(6)}, bo); err == nil {
 		t.Fatal("bo1 grew to 6 A100s of 4")
 	}
 	if err := CheckUpdate("bo1", &api.ReservationRequest{Name: "bo9"}); err == nil {
 		t.Fatal("a booking was renamed")
 	}
-	if r, err := b.Update(&fakeTx{now: now}, "bo1", api.ReservationRequest{GPUs: new(3)}, bo); err != nil || holds.GPUs(r.Allocation) != "GPUs 0-2 on n2" {
+	if r, err := b.Update(&featuretest.Tx{At: now}, "bo1", api.ReservationRequest{GPUs: new(3)}, bo); err != nil || holds.GPUs(r.Allocation) != "GPUs 0-2 on n2" {
 		t.Fatalf("bo1 to 3 GPUs: %+v %v", r, err)
 	}
 	// One not yet begun is forgotten when deleted, in the store too.
-	tx := &fakeTx{now: now}
-	if _, err := b.Delete(tx, "bo1", bo); err != nil || len(tx.batch.DeleteBookings) != 1 {
-		t.Fatalf("deleting bo1: %v, batch %+v", err, tx.batch)
+	tx := &featuretest.Tx{At: now}
+	if _, err := b.Delete(tx, "bo1", bo); err != nil || len(tx.B.DeleteBookings) != 1 {
+		t.Fatalf("deleting bo1: %v, batch %+v", err, tx.B)
 	}
 	if _, err := b.Get("bo1"); err == nil {
 		t.Fatal("bo1 is kept after its deletion")

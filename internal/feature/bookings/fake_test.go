@@ -14,7 +14,6 @@ import (
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/notify"
-	"github.com/corral-sched/corral/internal/store"
 )
 
 // fakeCluster is the orchestrator's books as the feature sees them.
@@ -94,13 +93,6 @@ func node(id, model string, n int) Node {
 }
 
 // fakeTx is a transaction: its time and batch.
-type fakeTx struct {
-	now   time.Time
-	batch store.Batch
-}
-
-func (tx *fakeTx) Now() time.Time      { return tx.now }
-func (tx *fakeTx) Batch() *store.Batch { return &tx.batch }
 
 // noter keeps the notifications noted.
 type noter struct{ evs []notify.Event }

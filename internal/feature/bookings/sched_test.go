@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/sched"
@@ -71,11 +73,11 @@ func TestSnapshot(t *testing.T) {
 		t.Fatalf("running %+v, queue %+v", snap.Running, snap.Queue)
 	}
 	// A start in a booking marks it used, once.
-	tx := &fakeTx{now: now}
+	tx := &featuretest.Tx{At: now}
 	b.Started(tx, "live")
 	b.Started(tx, "live")
 	b.Started(tx, "")
-	if r, _ := b.Get("live"); r.UsedAt == nil || len(tx.batch.Bookings) != 1 {
-		t.Fatalf("started in live: used_at %v, %d records", r.UsedAt, len(tx.batch.Bookings))
+	if r, _ := b.Get("live"); r.UsedAt == nil || len(tx.B.Bookings) != 1 {
+		t.Fatalf("started in live: used_at %v, %d records", r.UsedAt, len(tx.B.Bookings))
 	}
 }

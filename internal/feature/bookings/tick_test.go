@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/notify"
@@ -14,8 +16,8 @@ import (
 )
 
 // step runs one tick's Step at now and returns its transaction.
-func step(b *Books, now time.Time) *fakeTx {
-	tx := &fakeTx{now: now}
+func step(b *Books, now time.Time) *featuretest.Tx {
+	tx := &featuretest.Tx{At: now}
 	b.Step(tx)
 	return tx
 }
@@ -38,12 +40,12 @@ func TestLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if tx := step(b, now); !tx.batch.Empty() {
-		t.Fatalf("a tick before any window changed %+v", tx.batch)
+	if tx := step(b, now); !tx.B.Empty() {
+		t.Fatalf("a tick before any window changed %+v", tx.B)
 	}
 	now = base.Add(2 * time.Minute) // every window open
-	if tx := step(b, now); len(tx.batch.Bookings) != 2 {
-		t.Fatalf("windows opened: %d records, want 2", len(tx.batch.Bookings))
+	if tx := step(b, now); len(tx.B.Bookings) != 2 {
+		t.Fatalf("windows opened: %d records, want 2", len(tx.B.Bookings))
 	}
 	if r, _ := b.Get("unused"); r.State != api.BookingActive {
 		t.Fatalf("unused at 08:02: %s", r.State)
@@ -85,7 +87,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = now.Add(11 * time.Minute)
-	r, err := b.Delete(&fakeTx{now: now}, "brief", root)
+	r, err := b.Delete(&featuretest.Tx{At: now}, "brief", root)
 	if err != nil || r.State != api.BookingReleased || math.Abs(r.IdleGPUSeconds-4*10*60) > 1 || len(told.evs) != 1 {
 		t.Fatalf("deleted in its window: %+v %v, %d told", r, err, len(told.evs))
 	}
@@ -140,7 +142,7 @@ func TestExpire(t *testing.T) {
 	b := newBooks(c, &now, Config{})
 	r := &expiryRunning{}
 	es := []sched.Expiry{{JobID: "run", Booking: "b"}, {JobID: "ending", Booking: "b"}, {JobID: "queued", Booking: "b"}, {JobID: "gone", Booking: "b"}}
-	b.Expire(&fakeTx{}, es, r, r, 10*time.Second)
+	b.Expire(&featuretest.Tx{}, es, r, r, 10*time.Second)
 	if j := c.jobs["run"]; !j.TimedOut || !j.ReservationEnded {
 		t.Errorf("run: timed out %v, booking ended %v", j.TimedOut, j.ReservationEnded)
 	}
@@ -158,15 +160,15 @@ func TestExpire(t *testing.T) {
 func TestTickTx(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	b := newBooks(newCluster(node("n1", "H100", 8)), &now, Config{})
-	if tx := (&fakeTx{now: now}); b.TickTx(tx) || !tx.batch.Empty() {
-		t.Fatalf("no booking: TickTx did work, batch %+v", tx.batch)
+	if tx := (&featuretest.Tx{At: now}); b.TickTx(tx) || !tx.B.Empty() {
+		t.Fatalf("no booking: TickTx did work, batch %+v", tx.B)
 	}
 	if _, _, err := create(b, now, req("r", 2, now, time.Minute, time.Hour), Booker{User: "root", Admin: true}); err != nil {
 		t.Fatal(err)
 	}
-	tx := &fakeTx{now: now.Add(2 * time.Minute)}
-	if !b.TickTx(tx) || len(tx.batch.Bookings) != 1 {
-		t.Fatalf("window opened: TickTx reported no work or wrote %d records, want 1", len(tx.batch.Bookings))
+	tx := &featuretest.Tx{At: now.Add(2 * time.Minute)}
+	if !b.TickTx(tx) || len(tx.B.Bookings) != 1 {
+		t.Fatalf("window opened: TickTx reported no work or wrote %d records, want 1", len(tx.B.Bookings))
 	}
 	if b.TickName() == "" {
 		t.Error("the tick has no name for the log")

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 )
 
@@ -36,7 +38,7 @@ func BenchmarkEligible(b *testing.B) {
 				}
 				prev = id
 			}
-			queue, tx := f.queue(), &fakeTx{now: t0}
+			queue, tx := f.queue(), &featuretest.Tx{At: t0}
 			tr.Eligible(tx, queue) // expressions parsed
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 )
@@ -216,7 +218,7 @@ func TestForgetAndDependedOn(t *testing.T) {
 	if tr.entries[j.ID] == nil {
 		t.Fatalf("no entry for a held job")
 	}
-	tr.Moved(&fakeTx{now: t0}, j, api.Event{From: api.StateQueued, To: api.StateCanceled})
+	tr.Moved(&featuretest.Tx{At: t0}, j, api.Event{From: api.StateQueued, To: api.StateCanceled})
 	if tr.entries[j.ID] != nil {
 		t.Fatalf("the entry of an ended job is kept")
 	}

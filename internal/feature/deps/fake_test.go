@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/store"
@@ -190,13 +192,6 @@ func (f *fakeJobs) Cancel(tx feature.Tx, j *api.Job, reason, message string) {
 }
 
 // fakeTx is the loop's transaction at a time.
-type fakeTx struct {
-	now   time.Time
-	batch store.Batch
-}
-
-func (tx *fakeTx) Now() time.Time      { return tx.now }
-func (tx *fakeTx) Batch() *store.Batch { return &tx.batch }
 
 var t0 = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 
@@ -212,5 +207,5 @@ func ids(js []*api.Job) []string {
 // eligible runs one pass at now and returns the ids it let through.
 func eligible(t *testing.T, f *fakeJobs, now time.Time) []string {
 	t.Helper()
-	return ids(f.tr.Eligible(&fakeTx{now: now}, f.queue()))
+	return ids(f.tr.Eligible(&featuretest.Tx{At: now}, f.queue()))
 }

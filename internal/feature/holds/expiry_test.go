@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 )
@@ -48,11 +50,11 @@ func TestExpiryReleasesDueHolds(t *testing.T) {
 	}
 	for _, c := range cases {
 		now = t0.Add(c.at)
-		tx := &fakeTx{now: now}
+		tx := &featuretest.Tx{At: now}
 		if got := e.TickTx(tx); got != c.work || !slices.Equal(r.ids, c.ids) {
 			t.Fatalf("at +%s: work %v, released %v; want %v %v", c.at, got, r.ids, c.work, c.ids)
 		}
-		if c.work && len(tx.batch.DeleteHolds) == 0 {
+		if c.work && len(tx.B.DeleteHolds) == 0 {
 			t.Fatalf("at +%s: a release wrote no row", c.at)
 		}
 	}

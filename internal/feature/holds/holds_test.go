@@ -7,19 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/sched"
-	"github.com/corral-sched/corral/internal/store"
 )
 
 // fakeTx is a feature.Tx: a batch at a time.
-type fakeTx struct {
-	now   time.Time
-	batch store.Batch
-}
-
-func (t *fakeTx) Now() time.Time      { return t.now }
-func (t *fakeTx) Batch() *store.Batch { return &t.batch }
 
 // A hold's duration is the server's maximum by default and at most; the
 // errors name the field.
@@ -75,31 +69,31 @@ func TestExpiryAndUsage(t *testing.T) {
 		t.Fatalf("due at 1h: %d; want both (old expires at the maximum)", len(due))
 	}
 
-	tx := &fakeTx{now: t0.Add(30 * time.Minute)}
+	tx := &featuretest.Tx{At: t0.Add(30 * time.Minute)}
 	gs, err := b.Ended(tx, a, time.Hour)
 	if err != nil || gs != 2*1800 {
 		t.Fatalf("ended: %v GPU-seconds, %v; want 3600", gs, err)
 	}
-	if _, ok := b.Get("a"); ok || len(tx.batch.DeleteHolds) != 1 || tx.batch.DeleteHolds[0] != "a" {
-		t.Fatalf("a still kept, or its row not deleted: %v", tx.batch.DeleteHolds)
+	if _, ok := b.Get("a"); ok || len(tx.B.DeleteHolds) != 1 || tx.B.DeleteHolds[0] != "a" {
+		t.Fatalf("a still kept, or its row not deleted: %v", tx.B.DeleteHolds)
 	}
 	// An hour (one half-life) later, ana's second hold adds to half of
 	// the first.
 	again := &api.Hold{JobID: "a2", User: "ana", HeldAt: t0.Add(80 * time.Minute), Allocation: a.Allocation[:1]}
 	b.Add(again)
-	tx = &fakeTx{now: t0.Add(90 * time.Minute)}
+	tx = &featuretest.Tx{At: t0.Add(90 * time.Minute)}
 	if _, err := b.Ended(tx, again, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	var stored map[string]Used
-	if err := json.Unmarshal([]byte(tx.batch.Settings[settingUsage]), &stored); err != nil {
-		t.Fatalf("stored usage %q: %v", tx.batch.Settings[settingUsage], err)
+	if err := json.Unmarshal([]byte(tx.B.Settings[settingUsage]), &stored); err != nil {
+		t.Fatalf("stored usage %q: %v", tx.B.Settings[settingUsage], err)
 	}
-	if u := stored["ana"]; u.GPUSeconds != 3600/2+600 || !u.At.Equal(tx.now) {
-		t.Fatalf("ana's usage %+v; want 2400 GPU-seconds as of %v", u, tx.now)
+	if u := stored["ana"]; u.GPUSeconds != 3600/2+600 || !u.At.Equal(tx.At) {
+		t.Fatalf("ana's usage %+v; want 2400 GPU-seconds as of %v", u, tx.At)
 	}
 	r := New(time.Hour)
-	if err := r.LoadUsage(tx.batch.Settings); err != nil {
+	if err := r.LoadUsage(tx.B.Settings); err != nil {
 		t.Fatal(err)
 	}
 	for user, u := range r.Usage() {

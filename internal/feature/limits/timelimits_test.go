@@ -8,16 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/notify"
-	"github.com/corral-sched/corral/internal/store"
 )
-
-type fakeTx struct{ batch store.Batch }
-
-func (t *fakeTx) Now() time.Time      { return time.Time{} }
-func (t *fakeTx) Batch() *store.Batch { return &t.batch }
 
 // fakeRunning records what the time limits ask of the loop and tell the
 // notifications.
@@ -65,7 +61,7 @@ func TestTimeLimitsCheck(t *testing.T) {
 	}}
 	tl := TimeLimits{Running: r, Notes: r, Grace: 10 * time.Second, Log: slog.New(slog.DiscardHandler),
 		Arm: func(due, _ time.Time) { r.armed = append(r.armed, due) }}
-	tl.Check(&fakeTx{}, t0)
+	tl.Check(&featuretest.Tx{}, t0)
 	if !over.TimedOut || fmt.Sprint(r.touched) != "[over]" || fmt.Sprint(r.stops) != `[over 10s ""]` {
 		t.Errorf("over its limit: timed out %v, touched %v, stops %v", over.TimedOut, r.touched, r.stops)
 	}
@@ -87,14 +83,14 @@ func TestTimerTicksOverTheRunningWork(t *testing.T) {
 	r := &fakeRunning{jobs: []*api.Job{over}}
 	tm := Timer{Notes: r, Grace: 3 * time.Second, Arm: func(time.Time, time.Time) {}, Now: func() time.Time { return t0 },
 		Log: slog.New(slog.DiscardHandler)}
-	if !tm.TickRunning(&fakeTx{}, r) || tm.TickName() != "time limits" {
+	if !tm.TickRunning(&featuretest.Tx{}, r) || tm.TickName() != "time limits" {
 		t.Fatal("the tick does not ask for its commit")
 	}
 	if fmt.Sprint(r.stops) != `[over 3s ""]` || !over.TimedOut {
 		t.Fatalf("stops %v, timed out %v", r.stops, over.TimedOut)
 	}
 	r.jobs = nil
-	if !tm.TickRunning(&fakeTx{}, r) || len(r.stops) != 1 {
+	if !tm.TickRunning(&featuretest.Tx{}, r) || len(r.stops) != 1 {
 		t.Fatalf("a tick with nothing running: stops %v", r.stops)
 	}
 }

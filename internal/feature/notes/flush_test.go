@@ -3,6 +3,8 @@ package notes
 import (
 	"testing"
 	"time"
+
+	"github.com/corral-sched/corral/internal/feature/featuretest"
 )
 
 // TestFlush: the notifications' tick checks the queue wait at its clock
@@ -23,7 +25,7 @@ func TestFlush(t *testing.T) {
 	}
 	for _, c := range cases {
 		now = t0.Add(c.at)
-		if got := f.TickTx(&fakeTx{now: now}); got != c.pending {
+		if got := f.TickTx(&featuretest.Tx{At: now}); got != c.pending {
 			t.Fatalf("at +%s: commit %v, want %v", c.at, got, c.pending)
 		}
 	}

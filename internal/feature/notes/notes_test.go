@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/store"
@@ -62,13 +64,6 @@ func (f *fakeNotifier) Plan(evs []notify.Event) []store.OutboxItem {
 func (f *fakeNotifier) Kick() { f.kicks++ }
 
 // fakeTx is a transaction of the loop.
-type fakeTx struct {
-	now   time.Time
-	batch store.Batch
-}
-
-func (tx *fakeTx) Now() time.Time      { return tx.now }
-func (tx *fakeTx) Batch() *store.Batch { return &tx.batch }
 
 var t0 = time.Date(2025, 3, 1, 9, 0, 0, 0, time.UTC)
 
@@ -135,9 +130,9 @@ func TestBeforeCommit(t *testing.T) {
 			if c.noted != nil {
 				c.noted(n)
 			}
-			tx := &fakeTx{now: t0, batch: store.Batch{Events: c.events}}
+			tx := &featuretest.Tx{At: t0, B: store.Batch{Events: c.events}}
 			n.BeforeCommit(tx)
-			if got := kinds(tx.batch.Outbox); !slices.Equal(got, c.want) {
+			if got := kinds(tx.B.Outbox); !slices.Equal(got, c.want) {
 				t.Errorf("rows %q, want %q", got, c.want)
 			}
 			if n.Pending() {
@@ -166,11 +161,11 @@ func TestOff(t *testing.T) {
 			if n == nil {
 				return
 			}
-			tx := &fakeTx{now: t0, batch: store.Batch{Events: []store.JobEvent{ev("a", api.StateRunning, api.StateFailed, "")}}}
+			tx := &featuretest.Tx{At: t0, B: store.Batch{Events: []store.JobEvent{ev("a", api.StateRunning, api.StateFailed, "")}}}
 			n.BeforeCommit(tx)
 			n.Committed(tx)
-			if len(tx.batch.Outbox) != 0 {
-				t.Errorf("%d rows", len(tx.batch.Outbox))
+			if len(tx.B.Outbox) != 0 {
+				t.Errorf("%d rows", len(tx.B.Outbox))
 			}
 		})
 	}
@@ -184,9 +179,9 @@ func TestTimeWarning(t *testing.T) {
 	b := &fakeBooks{jobs: map[string]*api.Job{"a": j}}
 	n, _ := newNotes(b, Config{})
 	warnings := func() int {
-		tx := &fakeTx{now: t0}
+		tx := &featuretest.Tx{At: t0}
 		n.BeforeCommit(tx)
-		return len(tx.batch.Outbox)
+		return len(tx.B.Outbox)
 	}
 	for _, s := range []struct {
 		at    time.Duration
@@ -205,7 +200,7 @@ func TestTimeWarning(t *testing.T) {
 			t.Errorf("at %s, attempt %d: %d warnings, want %d", s.at, s.retry, got, s.want)
 		}
 	}
-	n.BeforeCommit(&fakeTx{now: t0, batch: store.Batch{Events: []store.JobEvent{ev("a", api.StateRunning, api.StateCanceled, "")}}})
+	n.BeforeCommit(&featuretest.Tx{At: t0, B: store.Batch{Events: []store.JobEvent{ev("a", api.StateRunning, api.StateCanceled, "")}}})
 	n.TimeWarning(j, t0.Add(58*time.Minute))
 	if got := warnings(); got != 1 {
 		t.Errorf("after its end: %d warnings, want 1 (it was forgotten)", got)
@@ -222,10 +217,10 @@ func TestTimeWarning(t *testing.T) {
 func TestNodeReadings(t *testing.T) {
 	n, _ := newNotes(&fakeBooks{}, Config{GPUTemp: 85})
 	alerts := func() []string {
-		tx := &fakeTx{now: t0}
+		tx := &featuretest.Tx{At: t0}
 		n.BeforeCommit(tx)
 		var out []string
-		for _, r := range tx.batch.Outbox {
+		for _, r := range tx.B.Outbox {
 			out = append(out, r.Kind)
 		}
 		return out
@@ -301,7 +296,7 @@ func TestQueueWait(t *testing.T) {
 		if n.Pending() != s.want {
 			t.Errorf("step %d: alert %v, want %v", i, n.Pending(), s.want)
 		}
-		n.BeforeCommit(&fakeTx{now: now})
+		n.BeforeCommit(&featuretest.Tx{At: now})
 	}
 	off, _ := newNotes(&fakeBooks{waits: [][2]time.Time{{t0.Add(-100 * time.Hour), time.Time{}}}}, Config{})
 	off.CheckQueueWait(t0)

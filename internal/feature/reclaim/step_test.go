@@ -8,19 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/notify"
-	"github.com/corral-sched/corral/internal/store"
 )
-
-type fakeTx struct {
-	now   time.Time
-	batch store.Batch
-}
-
-func (t *fakeTx) Now() time.Time      { return t.now }
-func (t *fakeTx) Batch() *store.Batch { return &t.batch }
 
 // fakeLoop is the running work and what Step asks of the loop, recorded.
 type fakeLoop struct {
@@ -63,7 +56,7 @@ func TestStep(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	step := func(at time.Duration) {
 		now := t0.Add(at)
-		b.Step(&fakeTx{now: now}, now, l, l, log)
+		b.Step(&featuretest.Tx{At: now}, now, l, l, log)
 	}
 	step(0)
 	step(55 * time.Minute)
@@ -101,7 +94,7 @@ func TestTickStepsAtItsClock(t *testing.T) {
 	tk := Tick{Books: New(0, nil), Cluster: l, Notes: l, Now: func() time.Time { return now }, Log: slog.New(slog.DiscardHandler)}
 	for _, at := range []time.Duration{0, 55 * time.Minute} {
 		now = t0.Add(at)
-		if !tk.TickRunning(&fakeTx{now: now}, l) {
+		if !tk.TickRunning(&featuretest.Tx{At: now}, l) {
 			t.Fatal("the tick does not ask for its commit")
 		}
 	}

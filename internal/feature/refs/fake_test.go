@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/store"
@@ -152,9 +151,3 @@ func withPrefix(ids []string, prefix string, limit int) []string {
 // fakeStore is the store as the feature reads it (Store): the store's
 // part of fakeJobs.
 type fakeStore struct{ *fakeJobs }
-
-// fakeTx is a transaction: its time and its batch.
-type fakeTx struct{ batch store.Batch }
-
-func (tx *fakeTx) Now() time.Time      { return time.Time{} }
-func (tx *fakeTx) Batch() *store.Batch { return &tx.batch }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -43,7 +45,7 @@ func TestParseNumber(t *testing.T) {
 func TestTakeAndLoad(t *testing.T) {
 	r := New(newFake(t), Config{})
 	r.Load(&store.State{MaxNumber: 7, Jobs: []api.Job{{Number: 9}}, Arrays: []store.ArrayRecord{{Array: api.Array{Number: 8}}}})
-	tx := &fakeTx{}
+	tx := &featuretest.Tx{}
 	if n := r.Take(tx, "a"); n != 10 {
 		t.Fatalf("first number %d; want 10", n)
 	}
@@ -51,8 +53,8 @@ func TestTakeAndLoad(t *testing.T) {
 		t.Fatalf("second number %d; want 11", n)
 	}
 	want := []store.NumberRow{{Number: 10, ID: "a"}, {Number: 11, ID: "b"}}
-	if fmt.Sprint(tx.batch.Numbers) != fmt.Sprint(want) {
-		t.Fatalf("batch numbers %v; want %v", tx.batch.Numbers, want)
+	if fmt.Sprint(tx.B.Numbers) != fmt.Sprint(want) {
+		t.Fatalf("batch numbers %v; want %v", tx.B.Numbers, want)
 	}
 }
 

@@ -5,17 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/store"
 )
-
-type fakeTx struct {
-	now   time.Time
-	batch store.Batch
-}
-
-func (tx *fakeTx) Now() time.Time      { return tx.now }
-func (tx *fakeTx) Batch() *store.Batch { return &tx.batch }
 
 type fakeCluster struct{}
 
@@ -34,9 +28,9 @@ func job(id, name string, ran time.Duration) *api.Job {
 		Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}, {NodeID: "n1", GPUID: 1}, {NodeID: "n1", GPUID: 2}, {NodeID: "n1", GPUID: 3}}}
 }
 
-func ended(b *Book, j *api.Job, reason string) *fakeTx {
-	tx := &fakeTx{now: *j.FinishedAt}
-	b.Moved(tx, j, api.Event{At: tx.now, From: api.StateRunning, To: j.State, Reason: reason})
+func ended(b *Book, j *api.Job, reason string) *featuretest.Tx {
+	tx := &featuretest.Tx{At: *j.FinishedAt}
+	b.Moved(tx, j, api.Event{At: tx.At, From: api.StateRunning, To: j.State, Reason: reason})
 	return tx
 }
 
@@ -62,15 +56,15 @@ func TestMovedWritesRunsThatCount(t *testing.T) {
 			b := New(fakeCluster{})
 			j := job("j1", "resnet-sweep", 40*time.Minute)
 			j.TimeLimit = secs(2 * time.Hour)
-			tx := &fakeTx{now: *j.FinishedAt}
-			b.Moved(tx, j, api.Event{At: tx.now, From: c.from, To: api.StateFailed, Reason: c.reason})
-			if got := len(tx.batch.Runs) == 1; got != c.want {
-				t.Fatalf("rows %+v; want a row: %v", tx.batch.Runs, c.want)
+			tx := &featuretest.Tx{At: *j.FinishedAt}
+			b.Moved(tx, j, api.Event{At: tx.At, From: c.from, To: api.StateFailed, Reason: c.reason})
+			if got := len(tx.B.Runs) == 1; got != c.want {
+				t.Fatalf("rows %+v; want a row: %v", tx.B.Runs, c.want)
 			}
 			if !c.want {
 				return
 			}
-			r := tx.batch.Runs[0]
+			r := tx.B.Runs[0]
 			want := store.RunRow{JobID: "j1", User: "ana", Project: "vision", Name: "resnet-sweep", CommandFP: Fingerprint(j), GPUs: 4,
 				GPUModel: "NVIDIA H100 80GB HBM3", TimeLimit: 2 * time.Hour, Ran: 40 * time.Minute, EndedAt: *j.FinishedAt, Outcome: c.reason}
 			if r != want {
@@ -142,7 +136,7 @@ func TestLoadKeepsLearnedEstimates(t *testing.T) {
 	var st store.State
 	for i, ran := range []time.Duration{time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour} {
 		tx := ended(b, job(string(rune('a'+i)), "bert", ran), api.ReasonExitCode)
-		st.Runs = append(st.Runs, tx.batch.Runs...)
+		st.Runs = append(st.Runs, tx.B.Runs...)
 	}
 	q := &api.Job{ID: "q", User: "ana", Name: "bert", Command: "python train.py", GPUCount: 4, Nodes: 1, State: api.StateQueued}
 	before := b.Estimator(t0, fallback)(q)

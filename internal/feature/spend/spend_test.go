@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/corral-sched/corral/internal/feature/featuretest"
+
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/notify"
@@ -19,13 +21,6 @@ import (
 )
 
 // fakeTx is a feature.Tx: a batch at a time.
-type fakeTx struct {
-	now   time.Time
-	batch store.Batch
-}
-
-func (t *fakeTx) Now() time.Time      { return t.now }
-func (t *fakeTx) Batch() *store.Batch { return &t.batch }
 
 // fakeCluster is the orchestrator's books as the feature reads them:
 // every GPU an H100, holders by "node/index", the running jobs.
@@ -100,13 +95,13 @@ func TestChargeAttempt(t *testing.T) {
 	if got := b.Used("j1", "n1"); !near(got, 5) {
 		t.Fatalf("used %v GPU-seconds, want 5", got)
 	}
-	other := &fakeTx{now: t0.Add(time.Minute)}
-	tx := &fakeTx{now: t0.Add(time.Minute)}
-	b.ChargeAttempt(tx, j, tx.now)
+	other := &featuretest.Tx{At: t0.Add(time.Minute)}
+	tx := &featuretest.Tx{At: t0.Add(time.Minute)}
+	b.ChargeAttempt(tx, j, tx.At)
 	b.Moved(other, j, api.Event{To: api.StateCompleted, Reason: "elsewhere"})
 	j.State = api.StateCompleted
 	b.Moved(tx, j, api.Event{To: api.StateCompleted, Reason: "exit_0"})
-	rows := tx.batch.Usage
+	rows := tx.B.Usage
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want one per node: %+v", len(rows), rows)
 	}
@@ -124,13 +119,13 @@ func TestChargeAttempt(t *testing.T) {
 		t.Errorf("totals %+v", tot)
 	}
 	// A transaction committed forgets its unsettled rows.
-	tx2 := &fakeTx{now: t0.Add(2 * time.Minute)}
+	tx2 := &featuretest.Tx{At: t0.Add(2 * time.Minute)}
 	j2 := ran("j2", "ana", t0, api.Allocation{NodeID: "n1", GPUID: 2})
-	b.ChargeAttempt(tx2, j2, tx2.now)
+	b.ChargeAttempt(tx2, j2, tx2.At)
 	b.Committed(tx2)
 	b.Moved(tx2, j2, api.Event{Reason: "late"})
-	if tx2.batch.Usage[0].Ended != "" {
-		t.Errorf("a committed transaction's row was settled: %+v", tx2.batch.Usage[0])
+	if tx2.B.Usage[0].Ended != "" {
+		t.Errorf("a committed transaction's row was settled: %+v", tx2.B.Usage[0])
 	}
 }
 
@@ -156,16 +151,16 @@ func TestIntegrateReadings(t *testing.T) {
 // A hold's rows are charged to the project given, with the reason given.
 func TestChargeHold(t *testing.T) {
 	b, _, _ := books(t, nil, nil)
-	tx := &fakeTx{now: t0.Add(time.Hour)}
+	tx := &featuretest.Tx{At: t0.Add(time.Hour)}
 	b.ChargeHold(tx, &api.Hold{JobID: "h1", User: "bo", HeldAt: t0, Allocation: []api.Allocation{{NodeID: "n1", GPUID: 3}}}, "default", "released")
-	if len(tx.batch.Usage) != 1 {
-		t.Fatalf("rows %+v", tx.batch.Usage)
+	if len(tx.B.Usage) != 1 {
+		t.Fatalf("rows %+v", tx.B.Usage)
 	}
-	if r := tx.batch.Usage[0]; r.Kind != usage.KindHold || r.Project != "default" || r.Ended != "released" || !near(r.GPUSeconds, 3600) {
+	if r := tx.B.Usage[0]; r.Kind != usage.KindHold || r.Project != "default" || r.Ended != "released" || !near(r.GPUSeconds, 3600) {
 		t.Errorf("row %+v", r)
 	}
-	b.ChargeHold(tx, &api.Hold{JobID: "h2", HeldAt: tx.now}, "default", "released")
-	if len(tx.batch.Usage) != 1 {
+	b.ChargeHold(tx, &api.Hold{JobID: "h2", HeldAt: tx.At}, "default", "released")
+	if len(tx.B.Usage) != 1 {
 		t.Error("a hold of no time was charged")
 	}
 }
@@ -174,23 +169,23 @@ func TestChargeHold(t *testing.T) {
 // booking with no GPUs chosen is one row without a node.
 func TestChargeBookingIdle(t *testing.T) {
 	b, _, _ := books(t, nil, nil)
-	tx := &fakeTx{now: t0.Add(time.Hour)}
+	tx := &featuretest.Tx{At: t0.Add(time.Hour)}
 	r := &api.Reservation{Name: "demo", Owner: "ana", Project: "p", Start: t0, End: t0.Add(2 * time.Hour),
 		Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}, {NodeID: "n1", GPUID: 1}, {NodeID: "n2", GPUID: 0}}}
 	b.ChargeBookingIdle(tx, r, 3000)
-	rows := tx.batch.Usage
-	if len(rows) != 2 || !near(rows[0].GPUSeconds, 2000) || !near(rows[1].GPUSeconds, 1000) || !rows[0].End.Equal(tx.now) ||
+	rows := tx.B.Usage
+	if len(rows) != 2 || !near(rows[0].GPUSeconds, 2000) || !near(rows[1].GPUSeconds, 1000) || !rows[0].End.Equal(tx.At) ||
 		rows[0].Ended != "idle" || rows[0].Attempt != int(t0.Unix()) || rows[0].Kind != usage.KindBookingIdle {
 		t.Errorf("rows %+v", rows)
 	}
-	tx = &fakeTx{now: t0.Add(3 * time.Hour)}
+	tx = &featuretest.Tx{At: t0.Add(3 * time.Hour)}
 	b.ChargeBookingIdle(tx, &api.Reservation{Name: "any", Owner: "ana", GPUs: 2, GPUType: "A100", Start: t0, End: t0.Add(time.Hour)}, 100)
-	if rows := tx.batch.Usage; len(rows) != 1 || rows[0].Node != "" || rows[0].GPUs != 2 || !rows[0].End.Equal(t0.Add(time.Hour)) {
+	if rows := tx.B.Usage; len(rows) != 1 || rows[0].Node != "" || rows[0].GPUs != 2 || !rows[0].End.Equal(t0.Add(time.Hour)) {
 		t.Errorf("rows %+v", rows)
 	}
 	b.ChargeBookingIdle(tx, r, 0)
 	b.ChargeBookingIdle(tx, nil, 10)
-	if len(tx.batch.Usage) != 1 {
+	if len(tx.B.Usage) != 1 {
 		t.Error("nothing to charge was charged")
 	}
 }
@@ -200,36 +195,36 @@ func TestChargeBookingIdle(t *testing.T) {
 // it; with action preemptible, new jobs are made preemptible.
 func TestBudgets(t *testing.T) {
 	b, c, n := books(t, map[string]string{settingPrices: `{"H100": 2}`}, nil)
-	tx := &fakeTx{now: t0}
+	tx := &featuretest.Tx{At: t0}
 	if err := CheckBudget(usage.Budget{Kind: "team", Name: "x", Dollars: 1}); err == nil {
 		t.Error("a budget of kind team was taken")
 	}
 	if _, err := b.SetBudget(tx, usage.Budget{Kind: usage.BudgetUser, Name: "carol", Dollars: 4, Action: usage.ActionHold}); err != nil {
 		t.Fatal(err)
 	}
-	if tx.batch.Settings[settingBudgets] == "" {
+	if tx.B.Settings[settingBudgets] == "" {
 		t.Error("the budget is not stored")
 	}
 	// A running attempt counts: 2 GPUs for 30 minutes at $2 is $2, 50%.
 	c.running = []*api.Job{ran("j1", "carol", t0, api.Allocation{NodeID: "n1", GPUID: 0}, api.Allocation{NodeID: "n1", GPUID: 1})}
-	tx = &fakeTx{now: t0.Add(30 * time.Minute)}
+	tx = &featuretest.Tx{At: t0.Add(30 * time.Minute)}
 	b.CheckRunning(tx)
-	if len(n.evs) != 1 || n.evs[0].Kind != notify.Budget50 || tx.batch.Settings[settingBudgetState] == "" {
-		t.Fatalf("noted %+v, settings %v", n.evs, tx.batch.Settings)
+	if len(n.evs) != 1 || n.evs[0].Kind != notify.Budget50 || tx.B.Settings[settingBudgetState] == "" {
+		t.Fatalf("noted %+v, settings %v", n.evs, tx.B.Settings)
 	}
 	b.CheckRunning(tx)
 	if len(n.evs) != 1 {
 		t.Errorf("a threshold told twice: %+v", n.evs)
 	}
 	// It ends after an hour: $4, 100% (80 and 100 told at once).
-	tx = &fakeTx{now: t0.Add(time.Hour)}
-	b.ChargeAttempt(tx, c.running[0], tx.now)
+	tx = &featuretest.Tx{At: t0.Add(time.Hour)}
+	b.ChargeAttempt(tx, c.running[0], tx.At)
 	c.running = nil
 	if len(n.evs) != 3 || n.evs[2].Kind != notify.Budget100 || c.reschedule == 0 {
 		t.Fatalf("noted %+v, reschedule %d", n.evs, c.reschedule)
 	}
 	q := []sched.Job{{ID: "j2", User: "carol", Project: "p"}, {ID: "j3", User: "bo", Project: "p"}}
-	b.GateQueue(q, tx.now)
+	b.GateQueue(q, tx.At)
 	if q[0].Held != usage.ReasonBudgetExhausted || q[0].HeldNote == "" || q[1].Held != "" {
 		t.Errorf("queue %+v", q)
 	}
@@ -238,7 +233,7 @@ func TestBudgets(t *testing.T) {
 		t.Fatalf("release: %+v, %v", st, err)
 	}
 	q[0].Held = ""
-	b.GateQueue(q, tx.now)
+	b.GateQueue(q, tx.At)
 	if q[0].Held != "" {
 		t.Error("a released budget still holds")
 	}
@@ -269,7 +264,7 @@ func TestBudgets(t *testing.T) {
 func TestCheckSubmitPreemptible(t *testing.T) {
 	b, _, _ := books(t, nil, &fakeLedger{recs: []usage.Record{{Kind: usage.KindJob, ID: "old", User: "ana", Project: "p",
 		GPUs: 1, GPUSeconds: 7200, Start: t0.Add(-3 * time.Hour), End: t0.Add(-time.Hour)}}})
-	tx := &fakeTx{now: t0}
+	tx := &featuretest.Tx{At: t0}
 	if _, err := b.SetBudget(tx, usage.Budget{Kind: usage.BudgetProject, Name: "p", GPUHours: 2, Action: usage.ActionPreemptible}); err != nil {
 		t.Fatal(err)
 	}
@@ -322,10 +317,10 @@ func TestLoad(t *testing.T) {
 // field.
 func TestPrices(t *testing.T) {
 	b, _, _ := books(t, nil, nil)
-	tx := &fakeTx{now: t0}
+	tx := &featuretest.Tx{At: t0}
 	p, err := b.SetPrice(tx, "H100", 2.5)
-	if err != nil || p["H100"] != 2.5 || tx.batch.Settings[settingPrices] != `{"H100":2.5}` {
-		t.Fatalf("%v, %v, %v", p, err, tx.batch.Settings)
+	if err != nil || p["H100"] != 2.5 || tx.B.Settings[settingPrices] != `{"H100":2.5}` {
+		t.Fatalf("%v, %v, %v", p, err, tx.B.Settings)
 	}
 	p["H100"] = 9
 	if b.Prices()["H100"] != 2.5 {
@@ -388,16 +383,16 @@ func TestChargeLost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b, _, _ := books(t, map[string]string{settingAliveAt: alive.Format(time.RFC3339Nano)}, nil)
 			j := &api.Job{ID: "j", User: "ana", Project: "p", StartedAt: tc.started, Allocation: tc.alloc, State: api.StateRunning, GPUSeconds: 7}
-			tx := &fakeTx{now: t0}
+			tx := &featuretest.Tx{At: t0}
 			b.ChargeLost(tx, j)
 			if !near(j.GPUSeconds, 7+tc.wantSeconds) {
 				t.Errorf("job's GPU-seconds %v; want %v", j.GPUSeconds, 7+tc.wantSeconds)
 			}
-			if len(tx.batch.Usage) != tc.wantRows {
-				t.Fatalf("%d usage rows; want %d: %+v", len(tx.batch.Usage), tc.wantRows, tx.batch.Usage)
+			if len(tx.B.Usage) != tc.wantRows {
+				t.Fatalf("%d usage rows; want %d: %+v", len(tx.B.Usage), tc.wantRows, tx.B.Usage)
 			}
-			if tc.wantRows > 0 && (!tx.batch.Usage[0].End.Equal(alive) || !near(tx.batch.Usage[0].GPUSeconds, tc.wantSeconds)) {
-				t.Errorf("row %+v; want to end at the heartbeat with %v GPU-seconds", tx.batch.Usage[0], tc.wantSeconds)
+			if tc.wantRows > 0 && (!tx.B.Usage[0].End.Equal(alive) || !near(tx.B.Usage[0].GPUSeconds, tc.wantSeconds)) {
+				t.Errorf("row %+v; want to end at the heartbeat with %v GPU-seconds", tx.B.Usage[0], tc.wantSeconds)
 			}
 		})
 	}
