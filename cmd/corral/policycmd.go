@@ -22,8 +22,10 @@ type policyFlags struct {
 	aging, halfLife, estimate      string
 	minRunTime, preemptGrace, idle string
 	starveAfter, reserveAfter      string
+	starveLightDrain               string
 	starveShare, tailFactor        float64
 	tailWait, starveBacklog        float64
+	starveLightShare               float64
 	oldestFirst                    bool
 	classIdle                      classIdleFlags // policyclass.go
 }
@@ -41,6 +43,7 @@ var durationFlags = []struct {
 	{"preempt-grace", "SIGTERM to SIGKILL for a preempted job without its own (e.g. 30s)", func(f *policyFlags) *string { return &f.preemptGrace }, func(u *api.PoliciesUpdate, v api.RawValue) { u.PreemptGrace = v }},
 	{"idle-window", "a job whose GPUs stay under the idle threshold this long is flagged idle (e.g. 30m)", func(f *policyFlags) *string { return &f.idle }, func(u *api.PoliciesUpdate, v api.RawValue) { u.IdleWindow = v }},
 	{"starve-after", "fair_share: a job waiting this long goes before every job that has not, oldest first (e.g. 48h; 0: never)", func(f *policyFlags) *string { return &f.starveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveAfter = v }},
+	{"starve-light-drain", "fair_share: the longest drain time of the queued work at which --starve-light-share applies (e.g. 168h; 0: never)", func(f *policyFlags) *string { return &f.starveLightDrain }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveLightDrain = v }},
 	{"reserve-after", "fair_share with backfill: a job holds a reservation only once it has waited this long (e.g. 2h; 0: at once)", func(f *policyFlags) *string { return &f.reserveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.ReserveAfter = v }},
 }
 
@@ -53,6 +56,7 @@ var numberFlags = []struct {
 }{
 	{"starve-share", "fair_share: the most of the GPUs that jobs which went first for starving may hold (above 0, at most 1)", func(f *policyFlags) *float64 { return &f.starveShare }, func(u *api.PoliciesUpdate, v *float64) { u.StarveShare = v }},
 	{"starve-backlog", "fair_share: a job is starving only once it has also waited this many times the backlog (queued and running work over every GPU; 0: --starve-after alone)", func(f *policyFlags) *float64 { return &f.starveBacklog }, func(u *api.PoliciesUpdate, v *float64) { u.StarveBacklog = v }},
+	{"starve-light-share", "fair_share: while the queued work drains within --starve-light-drain, a job that waited --starve-after alone goes first too, while the jobs that went first for starving hold less than this share of the GPUs (0 to 1; 0: never)", func(f *policyFlags) *float64 { return &f.starveLightShare }, func(u *api.PoliciesUpdate, v *float64) { u.StarveLightShare = v }},
 	{"tail-factor", "fair_share: a job whose estimate is at least this many times the backlog goes first, the longest first (0: never)", func(f *policyFlags) *float64 { return &f.tailFactor }, func(u *api.PoliciesUpdate, v *float64) { u.TailFactor = v }},
 	{"tail-wait", "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)", func(f *policyFlags) *float64 { return &f.tailWait }, func(u *api.PoliciesUpdate, v *float64) { u.TailWait = v }},
 }
@@ -163,6 +167,10 @@ func printPolicies(w io.Writer, p api.Policies) error {
 		}
 	}
 	t.row("starving first:", starve+", oldest first "+onOff(p.OldestFirst))
+	if p.StarveAfter > 0 && p.StarveLightShare > 0 && p.StarveLightDrain > 0 {
+		t.row("light starving:", fmt.Sprintf("after %s alone, holding at most %g of the GPUs, while the queue drains within %s",
+			fmtDuration(p.StarveAfter.Duration()), p.StarveLightShare, fmtDuration(p.StarveLightDrain.Duration())))
+	}
 	reserve := "at once"
 	if p.ReserveAfter > 0 {
 		reserve = "after " + fmtDuration(p.ReserveAfter.Duration())

@@ -24,10 +24,18 @@ type Policies struct {
 	// StarveBacklog: a job is starving only once it has also waited this
 	// many times the backlog (queued and running work over every GPU); 0: starve_after alone.
 	StarveBacklog float64 `json:"starve_backlog"`
-	OldestFirst   bool    `json:"oldest_first"`  // the oldest starving job goes first whatever starve_share holds
-	ReserveAfter  Seconds `json:"reserve_after"` // with backfill, a job holds a reservation only once it has waited this long; 0: at once
-	TailFactor    float64 `json:"tail_factor"`   // a job whose estimate is at least this many times the backlog goes first, the longest first; 0: never
-	TailWait      float64 `json:"tail_wait"`     // a job goes first on the tail only once it has waited this share of its estimate; 0: at once
+	// StarveLightShare: while the queued work drains within
+	// starve_light_drain (light load), a job that waited starve_after
+	// alone goes first too, while the jobs that went first for starving
+	// hold less than this share of the GPUs; 0: never.
+	StarveLightShare float64 `json:"starve_light_share"`
+	// StarveLightDrain: the longest drain time of the queued work at which
+	// starve_light_share applies; 0: never.
+	StarveLightDrain Seconds `json:"starve_light_drain"`
+	OldestFirst      bool    `json:"oldest_first"`  // the oldest starving job goes first whatever starve_share holds
+	ReserveAfter     Seconds `json:"reserve_after"` // with backfill, a job holds a reservation only once it has waited this long; 0: at once
+	TailFactor       float64 `json:"tail_factor"`   // a job whose estimate is at least this many times the backlog goes first, the longest first; 0: never
+	TailWait         float64 `json:"tail_wait"`     // a job goes first on the tail only once it has waited this share of its estimate; 0: at once
 
 	Weights Weights `json:"weights"` // fair-share weights; missing means 1
 	Quotas  Quotas  `json:"quotas"`  // guaranteed GPUs; missing means none
@@ -55,28 +63,30 @@ type Quotas struct {
 // keep their value. Weights and quotas are merged by name; a null value
 // removes that user's or project's entry.
 type PoliciesUpdate struct {
-	Policy          *string        `json:"policy,omitempty"`
-	Backfill        *bool          `json:"backfill,omitempty"`
-	Preemption      *bool          `json:"preemption,omitempty"`
-	Gang            *bool          `json:"gang,omitempty"`
-	Spread          *bool          `json:"spread,omitempty"`
-	AgingInterval   RawValue       `json:"aging_interval,omitempty"`
-	HalfLife        RawValue       `json:"half_life,omitempty"`
-	DefaultEstimate RawValue       `json:"default_estimate,omitempty"`
-	MinRunTime      RawValue       `json:"min_run_time,omitempty"`
-	PreemptGrace    RawValue       `json:"preempt_grace,omitempty"`
-	IdleThreshold   *int           `json:"idle_threshold,omitempty"`
-	IdleWindow      RawValue       `json:"idle_window,omitempty"`
-	IdleAction      *string        `json:"idle_action,omitempty"`
-	StarveAfter     RawValue       `json:"starve_after,omitempty"`
-	StarveShare     *float64       `json:"starve_share,omitempty"`
-	StarveBacklog   *float64       `json:"starve_backlog,omitempty"`
-	OldestFirst     *bool          `json:"oldest_first,omitempty"`
-	ReserveAfter    RawValue       `json:"reserve_after,omitempty"`
-	TailFactor      *float64       `json:"tail_factor,omitempty"`
-	TailWait        *float64       `json:"tail_wait,omitempty"`
-	Weights         *WeightsUpdate `json:"weights,omitempty"`
-	Quotas          *QuotasUpdate  `json:"quotas,omitempty"`
+	Policy           *string        `json:"policy,omitempty"`
+	Backfill         *bool          `json:"backfill,omitempty"`
+	Preemption       *bool          `json:"preemption,omitempty"`
+	Gang             *bool          `json:"gang,omitempty"`
+	Spread           *bool          `json:"spread,omitempty"`
+	AgingInterval    RawValue       `json:"aging_interval,omitempty"`
+	HalfLife         RawValue       `json:"half_life,omitempty"`
+	DefaultEstimate  RawValue       `json:"default_estimate,omitempty"`
+	MinRunTime       RawValue       `json:"min_run_time,omitempty"`
+	PreemptGrace     RawValue       `json:"preempt_grace,omitempty"`
+	IdleThreshold    *int           `json:"idle_threshold,omitempty"`
+	IdleWindow       RawValue       `json:"idle_window,omitempty"`
+	IdleAction       *string        `json:"idle_action,omitempty"`
+	StarveAfter      RawValue       `json:"starve_after,omitempty"`
+	StarveShare      *float64       `json:"starve_share,omitempty"`
+	StarveBacklog    *float64       `json:"starve_backlog,omitempty"`
+	StarveLightShare *float64       `json:"starve_light_share,omitempty"`
+	StarveLightDrain RawValue       `json:"starve_light_drain,omitempty"`
+	OldestFirst      *bool          `json:"oldest_first,omitempty"`
+	ReserveAfter     RawValue       `json:"reserve_after,omitempty"`
+	TailFactor       *float64       `json:"tail_factor,omitempty"`
+	TailWait         *float64       `json:"tail_wait,omitempty"`
+	Weights          *WeightsUpdate `json:"weights,omitempty"`
+	Quotas           *QuotasUpdate  `json:"quotas,omitempty"`
 	// Classes changes idle reclaim settings by class (interactive.go).
 	Classes map[string]ClassIdleUpdate `json:"classes,omitempty"`
 }

@@ -49,6 +49,13 @@ func TestApply(t *testing.T) {
 		"reserve at once":     {u: api.PoliciesUpdate{ReserveAfter: raw("0s")}, check: func(p api.Policies) bool { return p.ReserveAfter == 0 }},
 		"reserve negative":    {u: api.PoliciesUpdate{ReserveAfter: api.RawValue(`-60`)}, field: "reserve_after"},
 		"reserve after 2 mo":  {u: api.PoliciesUpdate{ReserveAfter: raw("1500h")}, field: "reserve_after"},
+		"light share":         {u: api.PoliciesUpdate{StarveLightShare: f(0.2)}, check: func(p api.Policies) bool { return p.StarveLightShare == 0.2 }},
+		"light never":         {u: api.PoliciesUpdate{StarveLightShare: f(0)}, check: func(p api.Policies) bool { return p.StarveLightShare == 0 }},
+		"light share over":    {u: api.PoliciesUpdate{StarveLightShare: f(1.5)}, field: "starve_light_share"},
+		"light share neg":     {u: api.PoliciesUpdate{StarveLightShare: f(-0.1)}, field: "starve_light_share"},
+		"light drain":         {u: api.PoliciesUpdate{StarveLightDrain: raw("96h")}, check: func(p api.Policies) bool { return p.StarveLightDrain.Duration().Hours() == 96 }},
+		"light drain neg":     {u: api.PoliciesUpdate{StarveLightDrain: api.RawValue(`-60`)}, field: "starve_light_drain"},
+		"light drain 2 years": {u: api.PoliciesUpdate{StarveLightDrain: raw("20000h")}, field: "starve_light_drain"},
 		"tail factor":         {u: api.PoliciesUpdate{TailFactor: f(2)}, check: func(p api.Policies) bool { return p.TailFactor == 2 }},
 		"tail never":          {u: api.PoliciesUpdate{TailFactor: f(0)}, check: func(p api.Policies) bool { return p.TailFactor == 0 }},
 		"tail factor neg":     {u: api.PoliciesUpdate{TailFactor: f(-1)}, field: "tail_factor"},
@@ -103,7 +110,8 @@ func TestStarveAndTailKnobs(t *testing.T) {
 	for _, p := range []api.Policies{Defaults(), old} {
 		s := Sched(p)
 		if s.StarveAfter != sched.DefaultStarveAfter || s.StarveShare != sched.DefaultStarveShare || s.OldestFirst ||
-			s.ReserveAfter != sched.DefaultReserveAfter || s.TailFactor != sched.DefaultTailFactor || s.TailWait != sched.DefaultTailWait {
+			s.ReserveAfter != sched.DefaultReserveAfter || s.TailFactor != sched.DefaultTailFactor || s.TailWait != sched.DefaultTailWait ||
+			s.StarveLightShare != sched.DefaultStarveLightShare || s.StarveLightDrain != sched.DefaultStarveLightDrain {
 			t.Fatalf("defaults: %+v", s)
 		}
 	}
@@ -119,6 +127,8 @@ func TestStarveAndTailKnobs(t *testing.T) {
 		{"reserve at once", api.PoliciesUpdate{ReserveAfter: api.RawValue(`0`)}, func(s sched.Policy) bool { return s.ReserveAfter < 0 }},
 		{"no tail", api.PoliciesUpdate{TailFactor: new(float64)}, func(s sched.Policy) bool { return s.TailFactor < 0 }},
 		{"tail at once", api.PoliciesUpdate{TailWait: new(float64)}, func(s sched.Policy) bool { return s.TailWait < 0 }},
+		{"no light starving", api.PoliciesUpdate{StarveLightShare: new(float64)}, func(s sched.Policy) bool { return s.StarveLightShare < 0 }},
+		{"no light drain", api.PoliciesUpdate{StarveLightDrain: api.RawValue(`0`)}, func(s sched.Policy) bool { return s.StarveLightDrain < 0 }},
 		{"values", api.PoliciesUpdate{StarveAfter: api.RawValue(`"96h"`), ReserveAfter: api.RawValue(`"1h"`), OldestFirst: ptr(true), TailFactor: ptr(2.0), TailWait: ptr(0.02), StarveShare: ptr(0.2)},
 			func(s sched.Policy) bool {
 				return s.StarveAfter == 96*time.Hour && s.ReserveAfter == time.Hour && s.OldestFirst && s.TailFactor == 2 && s.TailWait == 0.02 && s.StarveShare == 0.2

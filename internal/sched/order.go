@@ -155,6 +155,10 @@ func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs 
 		return &sliceWalker{jobs: jobs}, jobs
 	}
 	starving := starvingOf(jobs, p, now, budget.after)
+	if budget.light {
+		budget.nFull = len(starving)
+		starving = append(starving, lightStarvingOf(jobs, p, now, budget.after)...)
+	}
 	var tail []*Job
 	if budget.onTail {
 		tail = tailOf(jobs, budget.tail, now, p)

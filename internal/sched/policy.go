@@ -67,6 +67,19 @@ type Policy struct {
 	// does not keep up with, every job would otherwise end up starving.
 	// Zero: DefaultStarveBacklog; negative: StarveAfter alone.
 	StarveBacklog float64
+	// StarveLightShare: at light load, while the queued work would drain
+	// within StarveLightDrain (see DrainTime), a job that has waited
+	// StarveAfter but not yet StarveBacklog backlogs starves too, after
+	// those that have, as long as the jobs that went first for starving
+	// hold less than this share of the GPUs: there the backlog is mostly
+	// the time left of long running jobs, days, and a job passed over
+	// would wait it out (see starve.go). Zero: DefaultStarveLightShare;
+	// negative: never.
+	StarveLightShare float64
+	// StarveLightDrain: the longest drain time of the queued work
+	// (DrainTime) at which StarveLightShare applies. Zero:
+	// DefaultStarveLightDrain; negative: never.
+	StarveLightDrain time.Duration
 	// OldestFirst: under fair_share the oldest starving job goes first
 	// whatever the starving budget (StarveShare) holds, so that a starving
 	// big job becomes the head (see starve.go). Off by default: it bounds

@@ -28,6 +28,25 @@ import (
 // head that the next cycle abandons sit idle). The jobs that have not
 // waited that long keep the fair-share order among themselves.
 
+// At light load the backlog is mostly the time left of long running jobs,
+// not a queue: one backlog is days, and a gang that fair share passes over
+// waits it out where StarveAfter alone would have served it. So while the
+// queued work would drain within StarveLightDrain (DrainTime: the queue is
+// short, whatever the running jobs have left), a job that has waited
+// StarveAfter starves too (light starving), after the jobs that have also
+// waited the backlog, and only while the jobs that went first for starving
+// hold less than StarveLightShare of the GPUs. At high load the queue
+// drains in weeks and the rule is off, so it does not turn the queue
+// first-come first-served there.
+
+// DefaultStarveLightShare is the share of the GPUs below which light
+// starving jobs go first, when the policy does not say.
+const DefaultStarveLightShare = 0.3
+
+// DefaultStarveLightDrain is the longest drain time of the queued work at
+// which jobs starve light, when the policy does not say.
+const DefaultStarveLightDrain = 168 * time.Hour
+
 // DefaultStarveAfter is how long a job waits before it is starving, when
 // the policy does not say.
 const DefaultStarveAfter = 48 * time.Hour
@@ -79,7 +98,7 @@ func (w *starveWalker) next() (*Job, bool) {
 		}
 	}
 	w.inTail = false
-	for w.budget.used < w.budget.cap || w.first.i == 0 && w.budget.oldest {
+	for w.first.i < len(w.first.jobs) && (w.budget.used < w.budget.capAt(w.first.i) || w.first.i == 0 && w.budget.oldest) {
 		j, ok := w.first.next()
 		if !ok {
 			break
@@ -122,6 +141,18 @@ func starvingOf(jobs []*Job, p *Policy, now time.Time, after time.Duration) []*J
 	return starving
 }
 
+// lightStarvingOf returns the jobs of jobs, in order, that are Starving
+// but have not waited after (those starvingOf leaves out).
+func lightStarvingOf(jobs []*Job, p *Policy, now time.Time, after time.Duration) []*Job {
+	var light []*Job
+	for _, j := range jobs {
+		if Starving(j, now, p) && j.SubmittedAt.After(now.Add(-after)) {
+			light = append(light, j)
+		}
+	}
+	return light
+}
+
 // DefaultStarveShare is the share of the cluster's GPUs that starving
 // jobs may hold by going first, when the policy does not say.
 const DefaultStarveShare = 1.0
@@ -157,6 +188,20 @@ type starveBudget struct {
 	// after: a job starves only once it has waited this long too
 	// (StarveBacklog times the backlog; StarveAfter stays the floor).
 	after time.Duration
+	// light: light starving is on (StarveLightShare); the starving jobs
+	// past the first nFull starve light, and go first only while used is
+	// under lightCap.
+	light    bool
+	lightCap int
+	nFull    int
+}
+
+// capAt is the cap for the i-th starving job of the walk.
+func (b *starveBudget) capAt(i int) int {
+	if b.light && i >= b.nFull {
+		return min(b.cap, b.lightCap)
+	}
+	return b.cap
 }
 
 // oldestGoes reports whether j, the oldest starving job, goes first past
@@ -202,6 +247,7 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 			b.after = time.Duration(starveBacklog(p) * float64(backlog))
 		}
 	}
+	b.light, b.lightCap = lightOf(s, p, gpus)
 	for i := range s.Running {
 		r := &s.Running[i]
 		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {
@@ -209,6 +255,26 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 		}
 	}
 	return b
+}
+
+// lightOf reports whether light starving is on in s under p, and the
+// most GPUs the jobs that went first for starving may hold for a light
+// starving job to go first.
+func lightOf(s *Snapshot, p *Policy, gpus int) (bool, int) {
+	share, drain := p.StarveLightShare, p.StarveLightDrain
+	if share == 0 {
+		share = DefaultStarveLightShare
+	}
+	if drain == 0 {
+		drain = DefaultStarveLightDrain
+	}
+	if share < 0 || drain < 0 || starveBacklog(p) == 0 {
+		return false, 0
+	}
+	if d, ok := DrainTime(s); !ok || d > drain {
+		return false, 0
+	}
+	return true, int(math.Floor(min(share, 1) * float64(gpus)))
 }
 
 // starvesAhead reports whether running job v, once requeued, would be

@@ -232,7 +232,8 @@ func TestStarveBacklog(t *testing.T) {
 	} {
 		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
 		got := ids(OrderWithUsage(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: running, Usage: usage,
-			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: 1, StarveBacklog: tc.backlogs}}))
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: 1, StarveBacklog: tc.backlogs,
+				StarveLightShare: -1}}))
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("starve after %v backlogs: order %v, want %v", tc.backlogs, got, tc.want)
 		}
@@ -243,5 +244,73 @@ func TestStarveBacklog(t *testing.T) {
 		Policy: Policy{Name: PolicyFairShare, StarveAfter: 60 * h, StarveShare: 1, StarveBacklog: 0.1}}))
 	if want := []string{"l1", "h1"}; !slices.Equal(got, want) {
 		t.Errorf("starve after 60h or 0.1 backlogs: order %v, want %v", got, want)
+	}
+}
+
+// At light load (the queued work drains within StarveLightDrain) a job
+// that waited StarveAfter but not the backlog starves too, after those
+// that waited both, while the jobs that went first hold less than
+// StarveLightShare of the GPUs.
+func TestStarveLight(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e7, "mid": 1e6}, Projects: map[string]float64{}}
+	// 640h left on 2 of the 16 GPUs: a backlog of 80h, but nothing queued
+	// to drain. h1 has waited 90h (one backlog), m1 50h (StarveAfter
+	// only), l1 1h.
+	queue := jobs(mk("h1").user("heavy").at(10*h), mk("m1").user("mid").at(50*h), mk("l1").user("light").at(99*h))
+	long := run("r", "other", 2, "n2", 90*h, 650*h, 0, 1)
+	// A running job that went first for starving (it waited 60h) holds 4
+	// of the 16 GPUs: a quarter (a share of 0.45 allows 7, room for h1 and m1 too; 0.25 allows 4).
+	first := submitted(run("s", "other", 4, "n2", 90*h, 20*h, 2, 3, 4, 5), 30*h)
+	for _, tc := range []struct {
+		name    string
+		share   float64
+		drain   time.Duration
+		running []Running
+		want    []string
+	}{
+		{"the defaults", 0, 0, []Running{long}, []string{"h1", "m1", "l1"}},
+		{"off", -1, 0, []Running{long}, []string{"h1", "l1", "m1"}},
+		{"drain over the bound", 0, -1, []Running{long}, []string{"h1", "l1", "m1"}},
+		{"under the share", 0.45, 0, []Running{long, first}, []string{"h1", "m1", "l1"}},
+		{"past the share", 0.25, 0, []Running{long, first}, []string{"h1", "l1", "m1"}},
+	} {
+		nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1, 2, 3, 4, 5)}
+		got := ids(OrderWithUsage(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: tc.running, Usage: usage,
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: 1, StarveLightShare: tc.share,
+				StarveLightDrain: tc.drain}}))
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: order %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// DrainTime counts a running job only for as long as the queue takes to
+// drain, where Backlog counts all its time left.
+func TestDrainTime(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	for _, tc := range []struct {
+		name          string
+		queue         []Job
+		running       []Running
+		drain, backlg time.Duration
+	}{
+		{"nothing", nil, nil, 0, 0},
+		{"queue alone", jobs(mk("a").gpus(8).est(10 * h)), nil, 5 * h, 5 * h},
+		{"a long job beside a short queue", jobs(mk("a").gpus(8).est(10 * h)),
+			[]Running{run("r", "u", 8, "n1", 90*h, 330*h, 0, 1, 2, 3, 4, 5, 6, 7)}, 10 * h, 165 * h},
+		{"every GPU held until 2h", jobs(mk("a").gpus(8).est(4 * h)),
+			[]Running{run("r", "u", 16, "n1", 90*h, 12*h, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)}, 4 * h, 4 * h},
+	} {
+		s := &Snapshot{Now: now, Nodes: []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80)},
+			Queue: tc.queue, Running: tc.running}
+		if got, ok := DrainTime(s); !ok || got != tc.drain {
+			t.Errorf("%s: drain time %v (%v), want %v", tc.name, got, ok, tc.drain)
+		}
+		if got, _ := Backlog(s); got != tc.backlg {
+			t.Errorf("%s: backlog %v, want %v", tc.name, got, tc.backlg)
+		}
 	}
 }

@@ -1737,6 +1737,8 @@ class Policies(Model):
     spread: bool
     starve_after: float
     starve_backlog: float
+    starve_light_drain: float
+    starve_light_share: float
     starve_share: float
     tail_factor: float
     tail_wait: float
@@ -1764,6 +1766,8 @@ class Policies(Model):
         ('spread', 'spread', 'bool'),
         ('starve_after', 'starve_after', 'float'),
         ('starve_backlog', 'starve_backlog', 'float'),
+        ('starve_light_drain', 'starve_light_drain', 'float'),
+        ('starve_light_share', 'starve_light_share', 'float'),
         ('starve_share', 'starve_share', 'float'),
         ('tail_factor', 'tail_factor', 'float'),
         ('tail_wait', 'tail_wait', 'float'),
@@ -1796,6 +1800,8 @@ class PoliciesUpdate(Model):
     spread: Optional[bool] = None
     starve_after: Any = None
     starve_backlog: Optional[float] = None
+    starve_light_drain: Any = None
+    starve_light_share: Optional[float] = None
     starve_share: Optional[float] = None
     tail_factor: Optional[float] = None
     tail_wait: Optional[float] = None
@@ -1822,6 +1828,8 @@ class PoliciesUpdate(Model):
         ('spread', 'spread', 'opt:bool'),
         ('starve_after', 'starve_after', 'any'),
         ('starve_backlog', 'starve_backlog', 'opt:float'),
+        ('starve_light_drain', 'starve_light_drain', 'any'),
+        ('starve_light_share', 'starve_light_share', 'opt:float'),
         ('starve_share', 'starve_share', 'opt:float'),
         ('tail_factor', 'tail_factor', 'opt:float'),
         ('tail_wait', 'tail_wait', 'opt:float'),

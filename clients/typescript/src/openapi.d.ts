@@ -1791,6 +1791,9 @@ export interface components {
             /** @description a duration in seconds */
             starve_after: number;
             starve_backlog: number;
+            /** @description a duration in seconds */
+            starve_light_drain: number;
+            starve_light_share: number;
             starve_share: number;
             tail_factor: number;
             tail_wait: number;
@@ -1818,6 +1821,8 @@ export interface components {
             spread?: boolean | null;
             starve_after?: components["schemas"]["DurationInput"];
             starve_backlog?: number | null;
+            starve_light_drain?: components["schemas"]["DurationInput"];
+            starve_light_share?: number | null;
             starve_share?: number | null;
             tail_factor?: number | null;
             tail_wait?: number | null;
