@@ -13,16 +13,9 @@ import (
 // adds the GPUs it holds meanwhile, not its month (Backlog counts all of
 // it); false without GPUs.
 func DrainTime(s *Snapshot) (time.Duration, bool) {
-	gpus := int64(0)
-	for i := range s.Nodes {
-		gpus += int64(len(s.Nodes[i].GPUs))
-	}
+	gpus, queued := queuedWork(s)
 	if gpus == 0 {
 		return 0, false
-	}
-	queued := s.LeftOutWork
-	for i := range s.Queue {
-		queued += WorkOf(&s.Queue[i])
 	}
 	if queued <= 0 {
 		return 0, true
@@ -56,4 +49,17 @@ func DrainTime(s *Snapshot) (time.Duration, bool) {
 	}
 	free := gpus - held
 	return time.Duration(t+(queued-done+free-1)/free) * time.Second, true
+}
+
+// queuedWork is s's GPUs in all and its queued work in GPU-seconds: the
+// given estimates of the jobs queued, and LeftOutWork.
+func queuedWork(s *Snapshot) (gpus, work int64) {
+	for i := range s.Nodes {
+		gpus += int64(len(s.Nodes[i].GPUs))
+	}
+	work = s.LeftOutWork
+	for i := range s.Queue {
+		work += WorkOf(&s.Queue[i])
+	}
+	return gpus, work
 }

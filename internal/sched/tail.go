@@ -69,16 +69,9 @@ func TailCut(s *Snapshot) (time.Duration, bool) {
 // LeftOutWork) and the estimated rest of the jobs running, in GPU-seconds,
 // over every GPU; false without GPUs.
 func Backlog(s *Snapshot) (time.Duration, bool) {
-	gpus := int64(0)
-	for i := range s.Nodes {
-		gpus += int64(len(s.Nodes[i].GPUs))
-	}
+	gpus, work := queuedWork(s) // drain.go
 	if gpus == 0 {
 		return 0, false
-	}
-	work := s.LeftOutWork
-	for i := range s.Queue {
-		work += WorkOf(&s.Queue[i])
 	}
 	for i := range s.Running {
 		r := &s.Running[i]
