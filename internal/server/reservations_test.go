@@ -34,7 +34,14 @@ func (e *authEnv) booking() string {
 // status, code and field, and the bookings they make.
 func TestReservationsAPI(t *testing.T) {
 	e := newAuthEnv(t)
-	start := time.Now().UTC().Truncate(time.Minute).Add(24 * time.Hour)
+	// A Tuesday's midnight (UTC), a day ahead at least: every booking of
+	// the test then falls in one ISO week, which the weekly allowance
+	// counts (a start near Monday split one across two weeks, and the
+	// test failed on Saturday afternoons).
+	start := time.Now().UTC().Truncate(24 * time.Hour).Add(48 * time.Hour)
+	for start.Weekday() != time.Tuesday {
+		start = start.Add(24 * time.Hour)
+	}
 	at := func(d time.Duration) string { return start.Add(d).Format(time.RFC3339) }
 	cases := []struct {
 		name, caller, method, path, body string
