@@ -18,16 +18,13 @@ type Store interface {
 	Array(ctx context.Context, id string) (store.ArrayRecord, error)
 }
 
-// StoreReadTimeout bounds one read of a done array.
-const StoreReadTimeout = 5 * time.Second
-
 // Stored reads a done array's record, with its counts, from st: a 404
 // naming the id when st holds none (or there is no store: st nil).
 func Stored(st Store, id string) (store.ArrayRecord, error) {
 	if st == nil {
 		return store.ArrayRecord{}, api.NotFound("no job array %q", id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), StoreReadTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), feature.StoreReadTimeout)
 	defer cancel()
 	rec, err := st.Array(ctx, id)
 	switch {
