@@ -186,19 +186,10 @@ func isCorralMPS(pid int) bool {
 	return ok
 }
 
-// parentOf reads pid's parent from /proc/PID/stat (the field after the
-// command's closing parenthesis and the state).
+// parentOf reads pid's parent from /proc/PID/stat.
 func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return 0, false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
+	f, err := procStat(pid)
+	if err != nil || len(f) < 2 {
 		return 0, false
 	}
 	ppid, err := strconv.Atoi(f[1])

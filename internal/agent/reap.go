@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -152,4 +153,19 @@ func corralEnviron(pid int) map[string]string {
 func environJobID(pid int) (string, bool) {
 	id, ok := corralEnviron(pid)[jobIDVar]
 	return id, ok
+}
+
+// procStat returns the fields of /proc/PID/stat that follow the command
+// in parentheses ("pid (comm) S ppid ..."): the state first, then the
+// parent; none where the line has no command.
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil, nil
+	}
+	return strings.Fields(string(b[i+1:])), nil
 }

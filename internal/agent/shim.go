@@ -10,7 +10,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -279,15 +278,9 @@ func alive(pid int) bool {
 	if pid <= 0 || syscall.Kill(pid, 0) != nil {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procStat(pid)
 	if err != nil {
 		return !errors.Is(err, os.ErrNotExist)
 	}
-	// The state follows the command in parentheses: "pid (comm) S ...".
-	for i := len(b) - 1; i > 0; i-- {
-		if b[i] == ')' && i+2 < len(b) {
-			return b[i+2] != 'Z'
-		}
-	}
-	return true
+	return len(f) == 0 || f[0] != "Z"
 }
