@@ -178,6 +178,15 @@ func (c *cycle) fewestFree() int {
 	return 0
 }
 
+// partOK reports whether the job may have a part of GPU g (a position)
+// of node n (a position): the node takes new jobs, has the job's labels,
+// and the GPU is of the job's type.
+func (ix *index) partOK(n, g int, j *Job) bool {
+	ns := &ix.nodes[n]
+	return ns.node.Schedulable && (len(j.NodeLabels) == 0 || ix.labelsOK(n, j)) &&
+		(j.GPUType == "" || containsFold(ns.node.GPUs[g].Model, j.GPUType))
+}
+
 // sliceFits reports whether the slice is of the profile the job asks for.
 func sliceFits(s *Slice, j *Job) bool {
 	if strings.EqualFold(j.MIGProfile, MIGAny) {
@@ -211,7 +220,7 @@ func (c *cycle) findPart(j *Job) (k, s int, ok bool) {
 		pg := &parts[i]
 		ns := &c.ix.nodes[pg.n]
 		gpu := &ns.node.GPUs[pg.g]
-		if !ns.node.Schedulable || len(j.NodeLabels) > 0 && !c.ix.labelsOK(pg.n, j) || j.GPUType != "" && !containsFold(gpu.Model, j.GPUType) {
+		if !c.ix.partOK(pg.n, pg.g, j) {
 			continue
 		}
 		if j.MIGProfile != "" {

@@ -134,12 +134,6 @@ func (pp *partPlan) earliest(j *Job) (time.Time, bool) {
 	return pp.earliestShare(j)
 }
 
-func (pp *partPlan) fits(n, g int, j *Job) bool {
-	ns := &pp.ix.nodes[n]
-	gpu := &ns.node.GPUs[g]
-	return ns.node.Schedulable && (len(j.NodeLabels) == 0 || pp.ix.labelsOK(n, j)) && (j.GPUType == "" || containsFold(gpu.Model, j.GPUType))
-}
-
 func (pp *partPlan) earliestSlice(j *Job) (time.Time, bool) {
 	best := -1
 	for i := range pp.slices {
@@ -148,7 +142,7 @@ func (pp *partPlan) earliestSlice(j *Job) (time.Time, bool) {
 			continue // the first free soonest, in node order, wins
 		}
 		k := sp.at
-		if sliceFits(&pp.ix.nodes[k.node].node.GPUs[k.gpu].MIG[k.slice], j) && pp.fits(k.node, k.gpu, j) {
+		if sliceFits(&pp.ix.nodes[k.node].node.GPUs[k.gpu].MIG[k.slice], j) && pp.ix.partOK(k.node, k.gpu, j) {
 			best = i
 		}
 	}
@@ -165,7 +159,7 @@ func (pp *partPlan) earliestShare(j *Job) (time.Time, bool) {
 	var at time.Time
 	for _, sp := range pp.shares {
 		k := sp.at
-		if j.ShareMiB > sp.memMiB || j.ShareCompute > 100 || !pp.fits(k.node, k.gpu, j) {
+		if j.ShareMiB > sp.memMiB || j.ShareCompute > 100 || !pp.ix.partOK(k.node, k.gpu, j) {
 			continue
 		}
 		// Only a start before the best so far is looked for: the first

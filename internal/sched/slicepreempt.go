@@ -101,13 +101,10 @@ func (c *cycle) sliceSuits(r *Running, j *Job) bool {
 	}
 	ns := &c.ix.nodes[n]
 	g, ok := ns.at(p.GPUs[0])
-	if !ok || !ns.node.Schedulable || len(j.NodeLabels) > 0 && !c.ix.labelsOK(n, j) {
+	if !ok || !c.ix.partOK(n, g, j) {
 		return false
 	}
 	gpu := &ns.node.GPUs[g]
-	if j.GPUType != "" && !containsFold(gpu.Model, j.GPUType) {
-		return false
-	}
 	for si := range gpu.MIG {
 		if sl := &gpu.MIG[si]; sl.Index == p.Part.MIG {
 			return sliceFits(sl, j)
