@@ -51,15 +51,6 @@ func (p *jobPaging) footer(w io.Writer, l api.JobList) error {
 	return err
 }
 
-// queuePage fetches corral queue's jobs: one page of limit jobs (0: the
-// server's default, 500), or the whole queue when all is set.
-func queuePage(ctx context.Context, cl *client.Client, limit int, all bool) (api.QueueResponse, error) {
-	if all {
-		return cl.QueueAll(ctx)
-	}
-	return cl.QueuePage(ctx, limit, "")
-}
-
 // queueFooter says, under the queue's table, that it goes on.
 func queueFooter(w io.Writer, q api.QueueResponse) error {
 	if q.NextCursor == "" {

@@ -72,15 +72,6 @@ func (b bitset) each(fn func(int) bool) {
 	}
 }
 
-func (b bitset) empty() bool {
-	for _, w := range b {
-		if w != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 func newIndex(nodes []Node) *index {
 	ix := &index{nodes: make([]nodeState, len(nodes)), byID: make(map[string]int, len(nodes))}
 	words := (len(nodes) + 63) / 64

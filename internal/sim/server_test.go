@@ -191,10 +191,6 @@ func serverDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, b
 // learned estimates key on it as the server keys on its fingerprint.
 const serverCommand = "true"
 
-func simDecisions(t *testing.T, jobs []Job, nodes, gpus int, policy string, backfill bool) []string {
-	return simDecisionsWith(t, jobs, nodes, gpus, sched.Policy{Name: policy, Backfill: backfill})
-}
-
 func simDecisionsWith(t *testing.T, jobs []Job, nodes, gpus int, p sched.Policy) []string {
 	return simRecorded(t, jobs, Config{Nodes: nodes, NodeGPUs: gpus, Policy: p})
 }
