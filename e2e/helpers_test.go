@@ -313,7 +313,12 @@ type withToken struct {
 }
 
 func newWithToken(token string) *withToken {
-	return &withToken{token: token, base: http.DefaultTransport.(*http.Transport).Clone()}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	// A request that asks first (Expect: 100-continue) waits for the
+	// server's answer however loaded the machine is, rather than
+	// sending its body after a second and racing the server's close.
+	base.ExpectContinueTimeout = 30 * time.Second
+	return &withToken{token: token, base: base}
 }
 
 func (w *withToken) RoundTrip(r *http.Request) (*http.Response, error) {

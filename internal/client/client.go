@@ -121,8 +121,13 @@ func newTransport() http.RoundTripper {
 	}
 	t = t.Clone()
 	t.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	t.ExpectContinueTimeout = 5 * time.Second
 	return t
 }
+
+// askFirstBytes is the body size above which a request asks the server
+// before sending it (Expect: 100-continue), as curl does.
+const askFirstBytes = 64 << 10
 
 // BaseURL returns the server address the client talks to, normalized: of
 // several, the one that answered last.
@@ -228,6 +233,11 @@ func (c *Client) sendTo(ctx context.Context, base string, r request, b []byte) (
 	}
 	if r.body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if len(b) > askFirstBytes {
+		// The server refuses a body too large unread and closes the
+		// connection; asking first gets its answer rather than a reset.
+		req.Header.Set("Expect", "100-continue")
 	}
 	if req.Header.Get("Accept") == "" {
 		req.Header.Set("Accept", "application/json")

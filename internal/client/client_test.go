@@ -395,3 +395,41 @@ func TestLogsEndedByRevocation(t *testing.T) {
 		t.Fatalf("err = %v, output %q; want the output, then a 401 saying the token was revoked", err, out.String())
 	}
 }
+
+// TestOversizedSubmitGetsTheAnswer: a server that refuses a large body
+// unread (as Corral's does past 1 MiB) and closes the connection; the
+// client asks first, so it reads the 413 rather than meeting a reset while
+// it still writes the body.
+func TestOversizedSubmitGetsTheAnswer(t *testing.T) {
+	var mu sync.Mutex
+	expect := map[bool]string{} // large body or not: the Expect header seen
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		large := r.ContentLength > 1<<20
+		mu.Lock()
+		expect[large] = r.Header.Get("Expect")
+		mu.Unlock()
+		if large {
+			w.Header().Set("Connection", "close")
+			writeJSON(w, http.StatusRequestEntityTooLarge, api.ErrorBody{Error: api.ErrorDetail{Code: "too_large", Message: "request body too large"}})
+			return
+		}
+		writeJSON(w, http.StatusCreated, api.Job{ID: "01JSMALL", State: api.StateQueued, Priority: api.PriorityNormal})
+	}))
+	defer srv.Close()
+	c := New(srv.URL)
+	for i := range 10 {
+		_, err := c.Submit(context.Background(), api.SubmitRequest{Command: strings.Repeat("x", 4<<20)}, "")
+		var e *api.Error
+		if !errors.As(err, &e) || e.Status != http.StatusRequestEntityTooLarge {
+			t.Fatalf("submission %d: %v, want the server's 413", i, err)
+		}
+	}
+	if _, err := c.Submit(context.Background(), api.SubmitRequest{Command: "true"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if expect[true] != "100-continue" || expect[false] != "" {
+		t.Errorf("Expect header: large body %q, small body %q; want 100-continue and none", expect[true], expect[false])
+	}
+}
