@@ -55,7 +55,7 @@ func (o *Orchestrator) snapshotNodes() []sched.Node {
 // holderLabel is a holder of a slice or share as people know it: the
 // job's short number, else its id (a hold's name).
 func (o *Orchestrator) holderLabel(id string) string {
-	if j := o.jobs[id]; j != nil && j.Number > 0 {
+	if j := o.jobs.Get(id); j != nil && j.Number > 0 {
 		return j.ShortID()
 	}
 	return id
@@ -120,7 +120,7 @@ func (c holdCluster) Take(_ feature.Tx, id, user string, ps []sched.Placement) [
 func (c holdCluster) Capacity() jobspec.Capacity { return c.o.capacity() }
 
 func (c holdCluster) Job(id string) (job, queuedHold bool) {
-	_, job = c.o.jobs[id]
+	job = c.o.jobs.Get(id) != nil
 	return job, c.o.holdJob(id) != nil
 }
 

@@ -52,7 +52,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 // held.
 func (o *Orchestrator) gpuBooks(node string, d *gpuinfo.Device) readview.GPUBooks {
 	number := func(id string) string { // a job's short number; "" for a hold
-		if j := o.jobs[id]; j != nil {
+		if j := o.jobs.Get(id); j != nil {
 			return j.ShortID()
 		}
 		return ""

@@ -46,8 +46,8 @@ func (o *Orchestrator) state(n *Node) string {
 // Lock held.
 func (o *Orchestrator) activeOn(nodeID string) int {
 	c := 0
-	for id := range o.active {
-		if nodebook.Placed(o.jobs[id], nodeID) {
+	for id := range o.jobs.ActiveIDs() {
+		if nodebook.Placed(o.jobs.Get(id), nodeID) {
 			c++
 		}
 	}
@@ -217,8 +217,8 @@ func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error)
 func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
 	util := n.UtilByGPU()
 	rule := nodebook.IdleRule{Threshold: o.policy.IdleThreshold, Window: o.policy.IdleWindow.Duration()}
-	for id := range o.active {
-		j := o.jobs[id]
+	for id := range o.jobs.ActiveIDs() {
+		j := o.jobs.Get(id)
 		if j.State != api.StateRunning {
 			continue
 		}
