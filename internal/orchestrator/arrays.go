@@ -90,13 +90,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 		o.jobs.SetQueued(t, true)
 	}
 	o.dirty = true
-	if idemKey != "" {
-		o.jobs.SetKey(idemKey, id)
-		if tx.batch.Idempotency == nil {
-			tx.batch.Idempotency = map[string]string{}
-		}
-		tx.batch.Idempotency[idemKey] = id
-	}
+	tx.keepKey(idemKey, id) // jobs.go
 	o.log.Debug("job array submitted", "array_id", id, "tasks", n, "user", j.User, "throttle", spec.Throttle)
 	return submitResult{o.view(tasks[0], true), false}, nil
 }

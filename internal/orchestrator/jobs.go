@@ -112,17 +112,25 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	jp := &j
 	o.jobs.Add(jp)
 	tx.transition(jp, api.StateQueued, api.ReasonSubmitted, "")
-	if idemKey != "" {
-		o.jobs.SetKey(idemKey, j.ID)
-		if tx.batch.Idempotency == nil {
-			tx.batch.Idempotency = map[string]string{}
-		}
-		tx.batch.Idempotency[idemKey] = j.ID
-	}
+	tx.keepKey(idemKey, j.ID)
 	// Debug: the API's request line (info) already names the new job, and
 	// at thousands of submissions a second each line costs.
 	o.log.Debug("job submitted", "job_id", j.ID, "user", j.User, "gpus", j.GPUCount, "priority", j.Priority.String())
 	return submitResult{o.view(jp, true), false}, nil
+}
+
+// keepKey records, in memory and with tx's batch, that the submission
+// under the idempotency key ("": none) made the job or array id. Write
+// lock held.
+func (tx *txn) keepKey(key, id string) {
+	if key == "" {
+		return
+	}
+	tx.o.jobs.SetKey(key, id)
+	if tx.batch.Idempotency == nil {
+		tx.batch.Idempotency = map[string]string{}
+	}
+	tx.batch.Idempotency[key] = id
 }
 
 // Cancel cancels a job. A queued job is canceled at once; a running one is
