@@ -19,7 +19,9 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 )
 
-// Book is the jobs in memory. Make one with New.
+// Book is the jobs in memory. Make one with New. It has no lock of its
+// own: its owner's lock guards it, and the owner's loop is its one
+// writer.
 type Book struct {
 	jobs map[string]*api.Job
 	// order is the ids of the jobs in memory in submission order, which
