@@ -80,7 +80,7 @@ type task struct {
 
 	notice string // its preemption notice's own path (notice.go); "": beside its log
 
-	// A task with an image (container.go): preparing while its image is
+	// A task with an image (container_task.go): preparing while its image is
 	// fetched (cancelPrep ends that), then run as image says.
 	preparing  bool
 	cancelPrep context.CancelFunc
@@ -174,7 +174,7 @@ func (t *tasks) startWith(spec api.TaskSpec, cred credentialFunc) {
 	t.mu.Unlock()
 
 	if spec.Image != "" {
-		t.startImage(tk, cred) // fetch the image first (container.go)
+		t.startImage(tk, cred) // fetch the image first (container_task.go)
 		return
 	}
 	if err := t.launch(tk, cred); err != nil {
@@ -254,7 +254,7 @@ func (t *tasks) launch(tk *task, credFor credentialFunc) error {
 	if t.detach && fence > 0 && !t.unfenced {
 		args = append(args, "--alive", t.alivePath(), "--fence", fence.String())
 	}
-	argv, env, runAs := t.jobProcess(tk, cred, t.jobArgv(spec.Command), t.env(spec, cred)) // container.go
+	argv, env, runAs := t.jobProcess(tk, cred, t.jobArgv(spec.Command), t.env(spec, cred)) // container_task.go
 	args = append(args, runAs.shimArgs()...)
 	args = append(args, t.shimContainArgs(spec)...)
 	args = append(append(args, "--env-stdin", "--"), argv...)
@@ -300,7 +300,7 @@ func (t *tasks) launchDirect(tk *task, cred *credential) error {
 		out.finish()
 		return fmt.Errorf("containment: %w", err)
 	}
-	argv, env, cred := t.jobProcess(tk, cred, t.jobArgv(spec.Command), t.env(spec, cred)) // container.go
+	argv, env, cred := t.jobProcess(tk, cred, t.jobArgv(spec.Command), t.env(spec, cred)) // container_task.go
 	cmd := osexec.Command(argv[0], argv[1:]...)
 	jcg.wrap(cmd) // gated: runs nothing of the job's before it is in its cgroup
 	cmd.Dir = spec.Workdir
@@ -398,7 +398,7 @@ func (t *tasks) finish(tk *task, st api.TaskStatus) {
 	}
 	t.mu.Unlock()
 	t.log.Info("task ended", "job_id", st.JobID, "rank", st.Rank, "exit_code", st.ExitCode, "signal", st.Signal, "err", st.Error)
-	t.endImage(tk)               // what podman left of its container (container.go)
+	t.endImage(tk)               // what podman left of its container (container_task.go)
 	t.shells.end(keyOf(tk.spec)) // shell.go
 	t.changed()
 }
@@ -417,7 +417,7 @@ func (t *tasks) stop(k taskKey, grace time.Duration, notice string) {
 	first := !tk.stopping && grace >= 0
 	tk.stopping = tk.stopping || grace >= 0
 	if tk.stopping && tk.cancelPrep != nil {
-		tk.cancelPrep() // its image is being fetched: it ends unstarted (container.go)
+		tk.cancelPrep() // its image is being fetched: it ends unstarted (container_task.go)
 	}
 	t.mu.Unlock()
 	if writeNotice {
