@@ -4,8 +4,9 @@
 // allocations and given to their holder, a holder's GPUs released, the
 // core's view of the nodes with every owned or foreign GPU marked not
 // free, the per-GPU holders GET /cluster/gpu-status shows, what a hold
-// asks of the books (Place, then Allocate), and the owners rebuilt from
-// the stored allocations at recovery.
+// asks of the books (Place, then Allocate), the owners rebuilt from the
+// stored allocations at recovery, and a node's readings marking the
+// running jobs on its GPUs idle or busy again.
 //
 // The orchestrator keeps one Book as a shared book and does the rest
 // around it: the op and its transaction, the rows stored, the executor's

@@ -197,30 +197,21 @@ func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error)
 
 // checkIdle flags running jobs whose GPUs on the node have stayed under the
 // idle threshold for the idle window, and clears the flag when they work
-// again (nodebook.IdleRule); here is what follows: a log line, the
+// again (gpubook.Idle); here is what follows: a log line, the
 // notification, a cycle when the policy preempts idle jobs. Write lock
 // held.
 func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
-	util := n.UtilByGPU()
 	rule := nodebook.IdleRule{Threshold: o.policy.IdleThreshold, Window: o.policy.IdleWindow.Duration()}
-	for id := range o.active {
-		j := o.jobs[id]
-		if j.State != api.StateRunning {
-			continue
+	idle, busy := gpubook.Idle(rule, n, running{o: o}.Active(), at)
+	for _, j := range busy {
+		o.log.Info("job busy again", "job_id", j.ID)
+	}
+	for _, j := range idle {
+		o.notes.Job(j, notify.JobIdle, at)
+		if o.policy.IdleAction == IdlePreempt {
+			o.dirty = true
 		}
-		wasIdle := j.Idle
-		switch rule.Apply(j, n.ID, util, at) {
-		case nodebook.IdleBusy:
-			if wasIdle {
-				o.log.Info("job busy again", "job_id", id)
-			}
-		case nodebook.IdleNow:
-			o.notes.Job(j, notify.JobIdle, at)
-			if o.policy.IdleAction == IdlePreempt {
-				o.dirty = true
-			}
-			o.log.Warn("job idle: its GPUs are under the threshold", "job_id", id, "user", j.User,
-				"threshold_pct", o.policy.IdleThreshold, "since", j.IdleSince, "action", o.policy.IdleAction)
-		}
+		o.log.Warn("job idle: its GPUs are under the threshold", "job_id", j.ID, "user", j.User,
+			"threshold_pct", o.policy.IdleThreshold, "since", j.IdleSince, "action", o.policy.IdleAction)
 	}
 }
