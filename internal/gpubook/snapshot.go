@@ -16,7 +16,7 @@ import (
 // uses, marked not free, and the slices and shares of MIG and shared
 // GPUs added, each holder named as people know it (Label).
 func (b *Book) Snapshot(jobs Jobs) []sched.Node {
-	label := func(id string) string { return Label(jobs, id) }
+	var label func(string) string // made at the first GPU with parts: most clusters have none
 	out := make([]sched.Node, 0, b.nodes.Len())
 	for i := range b.nodes.Len() {
 		n := b.nodes.At(i)
@@ -29,6 +29,9 @@ func (b *Book) Snapshot(jobs Jobs) []sched.Node {
 				g.Free, g.Foreign = false, false
 			}
 			if d.Shared || d.MIG != nil {
+				if label == nil {
+					label = func(id string) string { return Label(jobs, id) }
+				}
 				b.parts.Snap(g, Key{Node: n.ID, GPU: d.Index}, d.MIG, d.Shared, taken, label)
 			}
 		}
