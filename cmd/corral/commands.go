@@ -43,7 +43,7 @@ var commands = [...]command{
 	{"agent", func(*cli) *cobra.Command { return daemon.NewAgentCmd() }},
 	{"shim", func(*cli) *cobra.Command { return daemon.NewShimCmd() }},
 
-	// Jobs (jobs.go).
+	// Jobs (submit.go, jobs.go, show.go, cancel.go).
 	{"submit", (*cli).newSubmitCmd},
 	{"queue", (*cli).newQueueCmd},
 	{"jobs", (*cli).newJobsCmd},

@@ -174,9 +174,12 @@ func TestIsCorralMPS(t *testing.T) {
 		script string // prints the pid to ask about
 		want   bool
 	}{
-		{"the daemon, marked", []string{path, mpsGPUVar + "=GPU-aaa"}, "echo $$; exec sleep 30", true},
+		// The shell asked about never execs (a process's environment
+		// cannot be read while it execs; the trailing ":" keeps a shell
+		// from exec'ing its last command).
+		{"the daemon, marked", []string{path, mpsGPUVar + "=GPU-aaa"}, "echo $$; sleep 30; :", true},
 		{"the server it spawned, unmarked itself", []string{path, mpsGPUVar + "=GPU-aaa"}, "env -i sleep 30 & echo $!; wait", true},
-		{"a foreign process", []string{path}, "echo $$; exec sleep 30", false},
+		{"a foreign process", []string{path}, "echo $$; sleep 30; :", false},
 		{"a foreign process's child", []string{path, "CUDA_VISIBLE_DEVICES=0"}, "sleep 30 & echo $!; wait", false},
 	}
 	for _, tt := range tests {

@@ -25,7 +25,7 @@ func (t *tasks) prepareNotice(tk *task, cred *credential) error {
 	made := tk.notice != ""
 	t.mu.Unlock()
 	if cred == nil || made {
-		return nil // beside the log (noticeOf), or made already (an image's task, container.go)
+		return nil // beside the log (noticeOf), or made already (an image's task, container_task.go)
 	}
 	dir, err := os.MkdirTemp("", "corral-notice-")
 	if err != nil {

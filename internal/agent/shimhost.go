@@ -231,7 +231,7 @@ func (h *shimHost) close() {
 // one-job shim.
 func (t *tasks) shimJobOf(tk *task, cred *credential, env []string) shimJob {
 	spec, k := tk.spec, keyOf(tk.spec)
-	argv, env, cred := t.jobProcess(tk, cred, t.jobArgv(spec.Command), env) // container.go
+	argv, env, cred := t.jobProcess(tk, cred, t.jobArgv(spec.Command), env) // container_task.go
 	j := shimJob{State: tk.state, Log: t.logPath(k), Workdir: spec.Workdir, MaxLog: t.maxLogSize, UID: -1, GID: -1,
 		Env: env, Argv: argv}
 	if cred != nil {

@@ -58,6 +58,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"viewcache", []string{"orchestrator", "server", "agent", "exec", "store", "readview", "feature"}},
 		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},
 		{"feature/gpushare", []string{"orchestrator", "server", "agent", "store"}},
+		{"gpubook", []string{"orchestrator", "server", "agent", "exec"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", mod+c.pkg).Output()
 		if err != nil {

@@ -67,7 +67,7 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	if err != nil {
 		return submitResult{}, err
 	}
-	j, err := jobspec.Parse(req, o.capacity())
+	j, err := jobspec.Parse(req, o.gpus.Capacity(o.cfg.Pools))
 	if err != nil {
 		return submitResult{}, err
 	}

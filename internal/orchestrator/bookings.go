@@ -47,14 +47,14 @@ type bookingCluster struct {
 func (c bookingCluster) Lookup(id string) (*api.Job, bool) { return c.o.lookup(id) }
 func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.PreemptGrace.Duration() }
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
-func (c bookingCluster) HasNode(id string) bool            { return c.o.nodes.Has(id) }
+func (c bookingCluster) HasNode(id string) bool            { return c.o.gpus.Nodes().Has(id) }
 func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64) {
 	c.o.spend.ChargeBookingIdle(tx, r, gpuSeconds) // feature/spend: once per occurrence
 }
 
-func (c bookingCluster) NodeCount() int { return c.o.nodes.Len() }
+func (c bookingCluster) NodeCount() int { return c.o.gpus.Nodes().Len() }
 
 func (c bookingCluster) NodeAt(i int) bookings.Node {
-	n := c.o.nodes.At(i)
+	n := c.o.gpus.Nodes().At(i)
 	return bookings.Node{ID: n.ID, Down: n.IsDown(), Devices: n.Devices}
 }

@@ -29,7 +29,7 @@ const (
 // queue, in that order; its Queue is appended to buf[:0]. The caller holds
 // a lock, or is the loop (the only writer).
 func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job) sched.Snapshot {
-	snap := sched.Snapshot{Now: now, Nodes: o.snapshotNodes(), Policy: policy.Sched(o.policy), Usage: o.ledger.Usage(now)}
+	snap := sched.Snapshot{Now: now, Nodes: o.gpus.Snapshot(o.jobs.Get), Policy: policy.Sched(o.policy), Usage: o.ledger.Usage(now)}
 	est := o.estimates(now)
 	snap.Running = make([]sched.Running, 0, o.jobs.ActiveLen())
 	for j := range o.jobs.Active() {
@@ -165,7 +165,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	for _, s := range res.Starts {
 		j := o.arr.Next(o.jobs.Get(s.JobID), groups) // an array's group stands for its tasks
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
-		j.Allocation = o.allocate(j.ID, j.User, s.Placements)
+		j.Allocation = o.gpus.Allocate(j.ID, j.User, s.Placements)
 		j.NodeID = nodebook.PlacedNode(s.Placements) // a job of no GPUs has no other record of it
 		j.GrantedGPUs = len(j.Allocation)
 		j.GPUEquivalents = gpushare.Equivalents(j.Allocation)

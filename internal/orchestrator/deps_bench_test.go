@@ -80,7 +80,7 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 	}
 	blocker := add("jblocker", api.StateRunning)
 	blocker.GPUCount, blocker.StartedAt = 8, &now
-	blocker.Allocation = o.allocate(blocker.ID, blocker.User, []sched.Placement{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}})
+	blocker.Allocation = o.gpus.Allocate(blocker.ID, blocker.User, []sched.Placement{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}})
 	o.jobs.SetActive(blocker.ID, true)
 	done := add("jdone", api.StateCompleted)
 	done.FinishedAt = &now

@@ -21,10 +21,11 @@ import (
 // the snapshot's holds must be in it before bookings give running work
 // its grace. The golden day test (golden_test.go) records it.
 //
-// GPU sharing's books (o.parts, package gpushare) serve no moment: they
-// are the GPU books' other half, kept where the whole GPUs' are
-// (allocate, releaseJob, snapshotNodes, recover), so that a hold's
-// snapshot sees the slices and shares too.
+// The GPU books (o.gpus, package gpubook: whole GPUs' owners, and GPU
+// sharing's slices and shares) serve no moment: they are a shared book,
+// which the loop changes where it allocates, releases and recovers and
+// reads where it snapshots, so that a hold's snapshot sees the slices
+// and shares too.
 func (o *Orchestrator) features() []any {
 	return []any{
 		o.refs,          // short numbers: the last one given, at recovery (feature/refs)

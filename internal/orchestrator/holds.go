@@ -55,13 +55,7 @@ func (o *Orchestrator) releaseHoldJob(ctx context.Context, id string) (api.Hold,
 // releaseHold frees a hold's GPUs in tx and charges its GPU time to its
 // user's usage. Loop only.
 func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
-	o.parts.Release(h.JobID, h.Allocation) // slices and shares (package gpushare)
-	for _, a := range h.Allocation {
-		k := gpuKey{a.NodeID, a.GPUID}
-		if o.owner[k] == h.JobID {
-			delete(o.owner, k)
-		}
-	}
+	o.gpus.Release(h.JobID, h.Allocation)
 	o.dirty = true
 	gs, err := o.holds.Ended(tx, h, o.ledger.HalfLife())
 	if err != nil {

@@ -97,7 +97,7 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	if req.Array != "" {
 		return o.submitArray(tx, req, idemKey, exempt) // arrays.go
 	}
-	j, err := jobspec.Parse(req, o.capacity())
+	j, err := jobspec.Parse(req, o.gpus.Capacity(o.cfg.Pools))
 	if err != nil {
 		return submitResult{}, err
 	}

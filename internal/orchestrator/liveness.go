@@ -13,14 +13,14 @@ import (
 )
 
 // Liveness is judged on the server's own running time (package nodebook
-// says how): the loop's looks at Config.Clock (o.nodes) forgive a stall of
+// says how): the loop's looks at Config.Clock (o.gpus' nodes) forgive a stall of
 // the server to every node that is up, through its grace.
 
 // attend is the loop's look at its own clock: a stall since its last look
 // is forgiven to every node that is up, by moving the start of its
 // silence forward by the stall. Loop only, write lock held.
 func (o *Orchestrator) attend() {
-	stall, nodes := o.nodes.Attend(o.cfg.Clock(), o.cfg.Tick)
+	stall, nodes := o.gpus.Nodes().Attend(o.cfg.Clock(), o.cfg.Tick)
 	if stall == 0 {
 		return
 	}
@@ -41,7 +41,7 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 	o.applyNodeEventsLocked(ctx, o.news.take())
 	now := o.cfg.Now() // before attend reads Clock: a stall seen by one is seen by the other
 	o.attend()
-	lost := o.nodes.MarkLost(now, o.cfg.NodeTTL)
+	lost := o.gpus.Nodes().MarkLost(now, o.cfg.NodeTTL)
 	if len(lost) == 0 {
 		o.mu.Unlock()
 		return
@@ -89,7 +89,7 @@ func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 // holds jobs adopted at start-up (nodebook.Book.Revive says why). From
 // recover, once the jobs are loaded.
 func (o *Orchestrator) reviveBusyDownNodes() {
-	for _, n := range o.nodes.Revive(slices.Collect(o.jobs.Active()), o.cfg.Now()) {
+	for _, n := range o.gpus.Nodes().Revive(slices.Collect(o.jobs.Active()), o.cfg.Now()) {
 		o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
 	}
 }

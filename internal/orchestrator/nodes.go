@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/gpubook"
 	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
 )
@@ -32,26 +33,11 @@ func (tx *txn) persistNode(n *Node) {
 	tx.batch.Nodes[n.ID] = n.Record().Encode()
 }
 
-// addNode appends a node to the registry. Write lock held.
-func (o *Orchestrator) addNode(n Node) *Node { return o.nodes.Add(n) }
-
 // state is the node's state for the API (nodebook.State). Its jobs are
 // counted only when it drains: a view of a large cluster asks every node.
 // Lock held.
 func (o *Orchestrator) state(n *Node) string {
-	return n.State(func() int { return o.activeOn(n.ID) })
-}
-
-// activeOn counts the jobs placed on a node, jobs of no GPUs included.
-// Lock held.
-func (o *Orchestrator) activeOn(nodeID string) int {
-	c := 0
-	for id := range o.jobs.ActiveIDs() {
-		if nodebook.Placed(o.jobs.Get(id), nodeID) {
-			c++
-		}
-	}
-	return c
+	return n.State(func() int { return gpubook.CountOn(n.ID, o.jobs.Active()) })
 }
 
 // RegisterNode records a node an agent introduces (new, restarted or
@@ -66,7 +52,7 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 	}
 	_, err := o.do(ctx, func(tx *txn) (any, error) {
 		o.attend() // a stall just ended does not open a node to another agent
-		n, joined, err := o.nodes.Register(reg, addr, o.cfg.Now(), o.cfg.NodeTTL)
+		n, joined, err := o.gpus.Nodes().Register(reg, addr, o.cfg.Now(), o.cfg.NodeTTL)
 		if err != nil {
 			return nil, err
 		}
@@ -127,11 +113,11 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 	for _, ev := range evs {
 		switch {
 		case ev.disk != nil:
-			if n := o.nodes.Get(ev.nodeID); n != nil {
+			if n := o.gpus.Nodes().Get(ev.nodeID); n != nil {
 				o.setDiskFull(n, *ev.disk)
 			}
 		case ev.down:
-			if n, down := o.nodes.Silent(ev.nodeID); down {
+			if n, down := o.gpus.Nodes().Silent(ev.nodeID); down {
 				o.wentDown(n, ev.at) // liveness.go
 				flipped = append(flipped, n)
 			}
@@ -160,7 +146,7 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 // to the alerts, the used GPU time and the idle check. It returns the
 // node when it came back up (its state is stored). Write lock held.
 func (o *Orchestrator) nodeReport(ev nodeEvent) *Node {
-	n, back := o.nodes.Report(ev.nodeID, ev.at, ev.readings, ev.foreign)
+	n, back := o.gpus.Nodes().Report(ev.nodeID, ev.at, ev.readings, ev.foreign)
 	if n == nil {
 		return nil
 	}
@@ -187,7 +173,7 @@ func (o *Orchestrator) nodeReport(ev nodeEvent) *Node {
 // persisted.
 func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) (api.NodeAction, error) {
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		n, err := o.nodes.Act(nodeID, action)
+		n, err := o.gpus.Nodes().Act(nodeID, action)
 		if err != nil {
 			return nil, err
 		}
@@ -206,35 +192,26 @@ func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) 
 func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	return o.nodes.Samples(nodeID, since)
+	return o.gpus.Nodes().Samples(nodeID, since)
 }
 
 // checkIdle flags running jobs whose GPUs on the node have stayed under the
 // idle threshold for the idle window, and clears the flag when they work
-// again (nodebook.IdleRule); here is what follows: a log line, the
+// again (gpubook.Idle); here is what follows: a log line, the
 // notification, a cycle when the policy preempts idle jobs. Write lock
 // held.
 func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
-	util := n.UtilByGPU()
 	rule := nodebook.IdleRule{Threshold: o.policy.IdleThreshold, Window: o.policy.IdleWindow.Duration()}
-	for id := range o.jobs.ActiveIDs() {
-		j := o.jobs.Get(id)
-		if j.State != api.StateRunning {
-			continue
+	idle, busy := gpubook.Idle(rule, n, o.jobs.Active(), at)
+	for _, j := range busy {
+		o.log.Info("job busy again", "job_id", j.ID)
+	}
+	for _, j := range idle {
+		o.notes.Job(j, notify.JobIdle, at)
+		if o.policy.IdleAction == IdlePreempt {
+			o.dirty = true
 		}
-		wasIdle := j.Idle
-		switch rule.Apply(j, n.ID, util, at) {
-		case nodebook.IdleBusy:
-			if wasIdle {
-				o.log.Info("job busy again", "job_id", id)
-			}
-		case nodebook.IdleNow:
-			o.notes.Job(j, notify.JobIdle, at)
-			if o.policy.IdleAction == IdlePreempt {
-				o.dirty = true
-			}
-			o.log.Warn("job idle: its GPUs are under the threshold", "job_id", id, "user", j.User,
-				"threshold_pct", o.policy.IdleThreshold, "since", j.IdleSince, "action", o.policy.IdleAction)
-		}
+		o.log.Warn("job idle: its GPUs are under the threshold", "job_id", j.ID, "user", j.User,
+			"threshold_pct", o.policy.IdleThreshold, "since", j.IdleSince, "action", o.policy.IdleAction)
 	}
 }

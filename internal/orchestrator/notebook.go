@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature/gpushare"
 )
 
 // notebookEnv gives a notebook job's task environment (env, the task's
@@ -29,13 +28,7 @@ func (o *Orchestrator) notebookSlice(j *api.Job) {
 	if p == "" || !j.Notebook || j.Partial() || j.GPUCount != 1 || j.Nodes > 1 || j.GPUType != "" || j.GPUMemoryGB > 0 || j.GPUCountMin > 0 {
 		return
 	}
-	var ms []*api.MIG
-	for _, n := range o.nodes.All() {
-		for k := range n.Devices {
-			ms = append(ms, n.Devices[k].MIG)
-		}
-	}
-	if slices.ContainsFunc(gpushare.Profiles(ms), func(x string) bool { return strings.EqualFold(x, p) }) {
+	if slices.ContainsFunc(o.gpus.Profiles(), func(x string) bool { return strings.EqualFold(x, p) }) {
 		j.MIGProfile = p
 	}
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/ended"
-	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/feature/notes"
@@ -42,8 +41,8 @@ import (
 	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/feature/spend"
+	"github.com/corral-sched/corral/internal/gpubook"
 	"github.com/corral-sched/corral/internal/jobbook"
-	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -61,9 +60,7 @@ type Orchestrator struct {
 	mu        sync.RWMutex                // guards everything below; written by the loop only
 	jobs      *jobbook.Book               // the jobs in memory: in submission order, the queue, the active set, idempotency keys (package jobbook)
 	holds     *holds.Books                // GPUs held outside the queue (package holds)
-	owner     map[gpuKey]string           // GPU -> job id or hold id
-	parts     *gpushare.Books             // MIG slices and MPS shares held (package gpushare); never in owner
-	nodes     nodebook.Book               // the nodes, by id, and the loop's watch on its clock (package nodebook)
+	gpus      *gpubook.Book               // the nodes, each whole GPU's owner, the slices and shares held (package gpubook)
 	news      queue[nodeEvent]            // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
 	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
 	on        moments                     // the features, by the moments they serve (features.go)
@@ -109,11 +106,6 @@ type cycleStats struct {
 	buf    []sched.Job // the last snapshot's queue, reused (loop only)
 }
 
-type gpuKey struct {
-	node  string
-	index int
-}
-
 // ErrStore wraps a store's failure to commit. The loop retries the commit
 // until it succeeds (storedown.go); the server does not stop.
 var ErrStore = errors.New("the store could not commit")
@@ -156,8 +148,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		entropy:   ulid.Monotonic(rand.Reader, 0),
 		jobs:      jobbook.New(arrays.Grouped), // arrays' tasks enter the snapshot by array (package arrays)
 		holds:     holds.New(cfg.Limits.MaxInteractiveTime),
-		owner:     map[gpuKey]string{},
-		parts:     gpushare.New(),
+		gpus:      gpubook.New(),
 		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
 		estimator: sched.NewEstimator(),
@@ -187,7 +178,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.news.notify = make(chan struct{}, 1)
 	for _, n := range cfg.Nodes {
 		n.MakeStatic(cfg.Now())
-		o.addNode(n)
+		o.gpus.Nodes().Add(n)
 	}
 	o.startedAt = cfg.Now()
 	if err := o.recover(ctx); err != nil {
@@ -363,7 +354,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	tx.touch(j)
 	tx.o.jobs.Moved(j) // the queue and the active set
 	if to.Terminal() || to == api.StateQueued {
-		tx.o.releaseJob(j)
+		tx.o.gpus.Release(j.ID, j.Allocation)
 	}
 	for _, m := range tx.o.on.movers { // features.go
 		m.Moved(tx, j, e)

@@ -82,7 +82,7 @@ func (c reclaimCluster) PreemptGrace() time.Duration     { return c.o.policy.Pre
 
 // Util reads a GPU's last utilization from its node's report.
 func (c reclaimCluster) Util(nodeID string, gpu int) (pct int, node, read bool) {
-	n := c.o.nodes.Get(nodeID)
+	n := c.o.gpus.Nodes().Get(nodeID)
 	if n == nil {
 		return 0, false, false
 	}

@@ -42,7 +42,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	// The stored nodes (nodebook.Book.Load): one that was up has a TTL
 	// from now to report again; one that was down stays down until its
 	// agent registers (liveness.go).
-	if err := o.nodes.Load(st.Nodes, o.cfg.Now()); err != nil {
+	if err := o.gpus.Nodes().Load(st.Nodes, o.cfg.Now()); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	defer o.reviveBusyDownNodes() // liveness.go: once the jobs are loaded
@@ -54,7 +54,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
 	var adopt []*api.Job
-	only := o.nodes.Only() // where a job of no GPUs stored without its node runs, when that is certain
+	only := o.gpus.Nodes().Only() // where a job of no GPUs stored without its node runs, when that is certain
 	for i := range st.Jobs {
 		j := &st.Jobs[i]
 		if j.Allocation == nil {
@@ -68,11 +68,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)
 			o.jobs.SetActive(j.ID, true)
-			for _, a := range j.Allocation {
-				if !o.parts.Take(j.ID, j.User, &a) { // a slice or share: its own books (package gpushare)
-					o.owner[gpuKey{a.NodeID, a.GPUID}] = j.ID
-				}
-			}
+			o.gpus.Own(j.ID, j.User, j.Allocation) // its GPUs, slices and shares (package gpubook)
 		case j.State.Active():
 			lost[j.ID] = true
 		}
@@ -81,11 +77,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	for i := range st.Holds {
 		h := &st.Holds[i]
 		o.holds.Add(h)
-		for _, a := range h.Allocation {
-			if !o.parts.Take(h.JobID, h.User, &a) { // a slice or share: its own books (package gpushare)
-				o.owner[gpuKey{a.NodeID, a.GPUID}] = h.JobID
-			}
-		}
+		o.gpus.Own(h.JobID, h.User, h.Allocation)
 	}
 	for _, j := range adopt {
 		id, attempt := j.ID, j.RetryCount

@@ -21,9 +21,11 @@ type spendCluster struct {
 	o *Orchestrator
 }
 
-func (c spendCluster) GPUModel(node string, gpu int) string { return c.o.nodes.GPUModel(node, gpu) }
+func (c spendCluster) GPUModel(node string, gpu int) string {
+	return c.o.gpus.Nodes().GPUModel(node, gpu)
+}
 func (c spendCluster) GPUHolder(node string, gpu int) string {
-	return c.o.owner[gpuKey{node, gpu}]
+	return c.o.gpus.Owner(node, gpu)
 }
 func (c spendCluster) Reschedule() { c.o.dirty = true }
 

@@ -4,8 +4,8 @@
 // (sched.GPU's MIG and Share), a placement's part into the allocation
 // that the job carries (and the store keeps: the books are rebuilt from
 // the running jobs' allocations at restart), and an allocation back into
-// its release. The whole-GPU books stay the orchestrator's: a slice or
-// share never enters them.
+// its release. The whole GPUs' owners are package gpubook's, which keeps
+// these books beside them: a slice or share never enters the owners.
 package gpushare
 
 import (
@@ -36,7 +36,8 @@ type Holder struct {
 }
 
 // Books are the slices' and shares' holders. Not safe for concurrent
-// use: the orchestrator's lock guards it, as it does its other books.
+// use: the orchestrator's lock guards them, within its GPU books
+// (gpubook.Book).
 type Books struct {
 	slices map[sliceKey]string
 	shares map[Key][]Holder
