@@ -53,6 +53,7 @@ func TestImportsPointOneWay(t *testing.T) {
 		{"feature/ended", []string{"orchestrator", "server", "agent", "exec"}},
 		{"feature/featuretest", []string{"orchestrator", "server", "agent"}},
 		{"nodebook", []string{"orchestrator", "server", "agent", "store", "exec", "feature"}},
+		{"jobbook", []string{"orchestrator", "server", "agent", "store", "exec", "feature"}},
 		{"readview", []string{"orchestrator", "server", "agent", "exec"}},
 		{"viewcache", []string{"orchestrator", "server", "agent", "exec", "store", "readview", "feature"}},
 		{"joblogs", []string{"orchestrator", "server", "agent", "store"}},

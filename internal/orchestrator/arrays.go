@@ -1,7 +1,6 @@
 package orchestrator
 
 import (
-	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -9,6 +8,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/ended"
 	"github.com/corral-sched/corral/internal/feature/sizes"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -23,17 +23,17 @@ import (
 // newArrays makes the arrays feature over o's books.
 func newArrays(o *Orchestrator) *arrays.Books {
 	l := o.cfg.Limits
-	return arrays.New(arrayJobs{o}, arrays.Config{MaxSize: l.MaxArraySize, MaxQueueSize: l.MaxQueueSize, MaxQueuedPerUser: l.MaxQueuedPerUser})
+	return arrays.New(arrayJobs{o.jobs, o}, arrays.Config{MaxSize: l.MaxArraySize, MaxQueueSize: l.MaxQueueSize, MaxQueuedPerUser: l.MaxQueuedPerUser})
 }
 
 // arrayJobs is what package arrays reads of the orchestrator's books
-// (arrays.Jobs). Its methods are called with the write lock held.
-type arrayJobs struct{ o *Orchestrator }
-
-func (b arrayJobs) Queued() int              { return len(b.o.q.queued) }
-func (b arrayJobs) QueuedBy(user string) int { return b.o.q.byUser[user] }
-
-func (b arrayJobs) All() iter.Seq[*api.Job] { return depJobs(b).All() } // deps.go
+// (arrays.Jobs): the job books themselves (Queued, QueuedBy, All), a
+// transaction's jobs, and what leaves memory with a done array. Its
+// methods are called with the write lock held.
+type arrayJobs struct {
+	*jobbook.Book
+	o *Orchestrator
+}
 
 func (b arrayJobs) Changed(tx feature.Tx) map[string]*api.Job { return ownTxn(tx).dirty }
 
@@ -50,7 +50,7 @@ func (b arrayJobs) Forget(tx feature.Tx, done []arrays.Done) {
 		o.sizes.Add(a.Rec.User, -sizes.JobBytes(a.Template))
 		o.deps.ForgetArray(a.Rec.ID)
 		for _, t := range a.Tasks {
-			if o.jobs[t.ID] == t {
+			if o.jobs.Get(t.ID) == t {
 				gone = append(gone, t)
 			}
 		}
@@ -84,20 +84,13 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 	j.SubmittedAt = tx.now
 	tasks := o.arr.Add(tx, id, &j, spec, req.Array)
 	for _, t := range tasks {
-		o.jobs[t.ID] = t
-		o.addOrder(t.ID)
+		o.jobs.Add(t)
 	}
 	for _, t := range tasks {
-		o.setQueued(t, true)
+		o.jobs.SetQueued(t, true)
 	}
 	o.dirty = true
-	if idemKey != "" {
-		o.idem[idemKey] = id
-		if tx.batch.Idempotency == nil {
-			tx.batch.Idempotency = map[string]string{}
-		}
-		tx.batch.Idempotency[idemKey] = id
-	}
+	tx.keepKey(idemKey, id) // jobs.go
 	o.log.Debug("job array submitted", "array_id", id, "tasks", n, "user", j.User, "throttle", spec.Throttle)
 	return submitResult{o.view(tasks[0], true), false}, nil
 }

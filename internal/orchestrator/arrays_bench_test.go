@@ -138,8 +138,8 @@ func BenchmarkCycleArrays(b *testing.B) {
 				o.dirty = true
 				o.cycle(ctx, nil)
 			}
-			if o.stats.count == 0 || len(o.active) != 8000 || len(o.q.queued) != arrays*1000 {
-				b.Fatalf("%d active, %d queued", len(o.active), len(o.q.queued))
+			if o.stats.count == 0 || o.jobs.ActiveLen() != 8000 || o.jobs.Queued() != arrays*1000 {
+				b.Fatalf("%d active, %d queued", o.jobs.ActiveLen(), o.jobs.Queued())
 			}
 		})
 	}

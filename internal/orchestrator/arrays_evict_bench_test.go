@@ -98,7 +98,7 @@ func BenchmarkRestartDoneArrays(b *testing.B) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		heap += ms.HeapInuse
-		live = len(o.jobs)
+		live = o.jobs.Len()
 		runtime.KeepAlive(o)
 		st.Close()
 	}

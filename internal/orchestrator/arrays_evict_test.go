@@ -18,8 +18,8 @@ func (h *harness) inMemory(aid string) (array bool, tasks int) {
 	h.o.mu.RLock()
 	defer h.o.mu.RUnlock()
 	array = h.o.arr.Knows(aid)
-	for id := range h.o.jobs {
-		if strings.HasPrefix(id, aid+"_") {
+	for j := range h.o.jobs.Unordered() {
+		if strings.HasPrefix(j.ID, aid+"_") {
 			tasks++
 		}
 	}

@@ -227,11 +227,11 @@ func TestArrayWithDependenciesGoesOneByOne(t *testing.T) {
 		tmpl.DependsOn = "afterok:j1" // as the dependencies' submit would set it
 		tasks, _ := h.o.arr.Tasks(j.ArrayJobID)
 		for _, t := range tasks {
-			h.o.setQueued(t, false)
+			h.o.jobs.SetQueued(t, false)
 			t.DependsOn = tmpl.DependsOn
-			h.o.setQueued(t, true)
+			h.o.jobs.SetQueued(t, true)
 		}
-		snap, groups := h.o.snapshotGroups(time.Now(), h.o.queueOrder(), nil)
+		snap, groups := h.o.snapshotGroups(time.Now(), h.o.jobs.QueueOrder(), nil)
 		return []any{snap, groups}, nil
 	})
 	if err != nil {

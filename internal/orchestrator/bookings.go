@@ -2,14 +2,12 @@ package orchestrator
 
 import (
 	"context"
-	"iter"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/bookings"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/sched"
 )
 
@@ -38,13 +36,15 @@ func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
 }
 
 // bookingCluster is what feature/bookings reads of the books
-// (bookings.Cluster). Called with the lock held.
-type bookingCluster struct{ o *Orchestrator }
+// (bookings.Cluster): the job books themselves (Get, IsActive, ActiveIDs,
+// SortedActiveIDs), and the nodes, the policy, the ended jobs, the loop.
+// Called with the lock held.
+type bookingCluster struct {
+	*jobbook.Book
+	o *Orchestrator
+}
 
-func (c bookingCluster) Job(id string) *api.Job            { return c.o.jobs[id] }
 func (c bookingCluster) Lookup(id string) (*api.Job, bool) { return c.o.lookup(id) }
-func (c bookingCluster) Active(id string) bool             { return c.o.active[id] }
-func (c bookingCluster) ActiveIDs() iter.Seq[string]       { return maps.Keys(c.o.active) }
 func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.PreemptGrace.Duration() }
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
 func (c bookingCluster) HasNode(id string) bool            { return c.o.gpus.Nodes().Has(id) }
@@ -57,13 +57,4 @@ func (c bookingCluster) NodeCount() int { return c.o.gpus.Nodes().Len() }
 func (c bookingCluster) NodeAt(i int) bookings.Node {
 	n := c.o.gpus.Nodes().At(i)
 	return bookings.Node{ID: n.ID, Down: n.IsDown(), Devices: n.Devices}
-}
-
-func (c bookingCluster) SortedActiveIDs() []string {
-	ids := make([]string, 0, len(c.o.active))
-	for id := range c.o.active {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
 }

@@ -230,7 +230,7 @@ func TestBookingLifecycle(t *testing.T) {
 	j := h.submit(api.SubmitRequest{Command: "x", GPUCount: new(1)})
 	h.nextStart()
 	h.o.mu.Lock()
-	h.o.jobs[j.ID].Reservation = "used" // as --reservation used (the bookings-sched part) sets it
+	h.o.jobs.Get(j.ID).Reservation = "used" // as --reservation used (the bookings-sched part) sets it
 	h.o.mu.Unlock()
 	h.o.Sink(exec.Update{JobID: j.ID, Kind: exec.Started, At: clk.now()})
 	h.waitState(j.ID, api.StateRunning)

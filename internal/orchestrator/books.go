@@ -2,27 +2,10 @@ package orchestrator
 
 import (
 	"sync/atomic"
-
-	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/sched"
 )
 
 // The shared books the Orchestrator struct holds, grouped by what they
 // keep; the features keep theirs in their own packages (features.go).
-
-// queueBooks are the queued jobs. Written by the loop under the write
-// lock, read under the read lock.
-type queueBooks struct {
-	queued map[string]bool
-	byUser map[string]int // queued jobs per user, kept with queued (setQueued)
-	// jobs holds every queued job, in id order (submission order), and
-	// perhaps jobs no longer queued: the snapshot hands the core the queue
-	// in this order, which its sort then mostly keeps (the core's order
-	// does not depend on it). Loop only (queueOrder).
-	jobs   []*api.Job
-	sorted bool        // jobs is in order, without repeats
-	buf    []sched.Job // the cycle snapshot's queue, reused (loop only)
-}
 
 // storeHealth is what the loop knows of its store's ability to write
 // (storedown.go).

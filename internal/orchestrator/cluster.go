@@ -12,10 +12,6 @@ import (
 	"github.com/corral-sched/corral/internal/sched"
 )
 
-// job is the job with the id in the job books, nil when there is none:
-// what the GPU books are given to name a job (gpubook.Jobs). Lock held.
-func (o *Orchestrator) job(id string) *api.Job { return o.jobs[id] }
-
 // The API's operations on holds are package holds' (holds.Ops), over
 // the loop and holdCluster: the methods below are their delegates.
 func (o *Orchestrator) holdOps() holds.Ops {
@@ -30,7 +26,7 @@ type holdCluster struct{ o *Orchestrator }
 
 func (c holdCluster) Place(tx feature.Tx, j sched.Job) sched.Result {
 	now := tx.Now()
-	return c.o.gpus.Place(now, j, c.o.bookings.At(now), c.o.job) // kept off feature/bookings' intervals
+	return c.o.gpus.Place(now, j, c.o.bookings.At(now), c.o.jobs.Get) // kept off feature/bookings' intervals
 }
 
 func (c holdCluster) Take(_ feature.Tx, id, user string, ps []sched.Placement) []api.Allocation {
@@ -40,7 +36,7 @@ func (c holdCluster) Take(_ feature.Tx, id, user string, ps []sched.Placement) [
 func (c holdCluster) Capacity() jobspec.Capacity { return c.o.gpus.Capacity(c.o.cfg.Pools) }
 
 func (c holdCluster) Job(id string) (job, queuedHold bool) {
-	_, job = c.o.jobs[id]
+	job = c.o.jobs.Get(id) != nil
 	return job, c.o.holdJob(id) != nil
 }
 

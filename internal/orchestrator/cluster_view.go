@@ -38,7 +38,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 		nb := readview.NodeBooks{View: n.View(o.state(n), d0), Down: n.IsDown()} // nodebook: the node, its GPUs' readings and foreign processes
 		nb.GPUs = make([]readview.GPUBooks, len(nb.View.GPUs))
 		for k := range nb.GPUs {
-			nb.GPUs[k] = o.gpus.GPU(n.ID, &n.Devices[k], o.job, held) // gpubook: its owner, slices and shares
+			nb.GPUs[k] = o.gpus.GPU(n.ID, &n.Devices[k], o.jobs.Get, held) // gpubook: its owner, slices and shares
 		}
 		nodes = append(nodes, nb)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -30,11 +29,10 @@ const (
 // queue, in that order; its Queue is appended to buf[:0]. The caller holds
 // a lock, or is the loop (the only writer).
 func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job) sched.Snapshot {
-	snap := sched.Snapshot{Now: now, Nodes: o.gpus.Snapshot(o.job), Policy: policy.Sched(o.policy), Usage: o.ledger.Usage(now)}
+	snap := sched.Snapshot{Now: now, Nodes: o.gpus.Snapshot(o.jobs.Get), Policy: policy.Sched(o.policy), Usage: o.ledger.Usage(now)}
 	est := o.estimates(now)
-	snap.Running = make([]sched.Running, 0, len(o.active))
-	for id := range o.active {
-		j := o.jobs[id]
+	snap.Running = make([]sched.Running, 0, o.jobs.ActiveLen())
+	for j := range o.jobs.Active() {
 		started := now
 		if j.StartedAt != nil {
 			started = *j.StartedAt
@@ -73,26 +71,6 @@ func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sch
 		g.GateQueue(snap.Queue, now)
 	}
 	return snap, groups
-}
-
-// queueOrder returns the queued jobs in id order (submission order),
-// dropping from queueJobs the jobs that left the queue. Loop only, write
-// lock held: it changes queueJobs.
-func (o *Orchestrator) queueOrder() []*api.Job {
-	if !o.q.sorted {
-		slices.SortFunc(o.q.jobs, func(a, b *api.Job) int { return strings.Compare(a.ID, b.ID) })
-		o.q.jobs = slices.CompactFunc(o.q.jobs, func(a, b *api.Job) bool { return a.ID == b.ID })
-		o.q.sorted = true
-	}
-	q := o.q.jobs[:0]
-	for _, j := range o.q.jobs {
-		if o.q.queued[j.ID] {
-			q = append(q, j)
-		}
-	}
-	clear(o.q.jobs[len(q):])
-	o.q.jobs = q
-	return q
 }
 
 // estimates returns each job's run-time estimate for a snapshot at now
@@ -145,8 +123,8 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.applyUpdatesTx(tx, us)
 	began := time.Now()
 	now := o.cfg.Now()
-	snap, groups := o.snapshotGroups(now, o.on.eligibleQueue(tx, o.queueOrder()), o.q.buf) // features.go: jobs with unmet dependencies wait outside
-	var reports *txn                                                                       // committed before the decision (split)
+	snap, groups := o.snapshotGroups(now, o.on.eligibleQueue(tx, o.jobs.QueueOrder()), o.stats.buf) // features.go: jobs with unmet dependencies wait outside
+	var reports *txn                                                                                // committed before the decision (split)
 	splitMax, deciding := splitQueue, o.test.deciding
 	if o.test.splitMax > 0 {
 		splitMax = o.test.splitMax
@@ -172,7 +150,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
 	// (what it still points to, jobs' strings and maps, o.jobs holds).
-	o.q.buf = snap.Queue[:0]
+	o.stats.buf = snap.Queue[:0]
 	if reports != nil {
 		o.mu.Lock()
 		tx = o.begin()
@@ -185,7 +163,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	o.arr.NotePending(groups, &res)
 	var tasks []exec.Task
 	for _, s := range res.Starts {
-		j := o.arr.Next(o.jobs[s.JobID], groups) // an array's group stands for its tasks
+		j := o.arr.Next(o.jobs.Get(s.JobID), groups) // an array's group stands for its tasks
 		tx.transition(j, api.StateScheduled, api.ReasonScheduled, "")
 		j.Allocation = o.gpus.Allocate(j.ID, j.User, s.Placements)
 		j.NodeID = nodebook.PlacedNode(s.Placements) // a job of no GPUs has no other record of it
@@ -239,7 +217,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 // preempt marks a victim and, once that is durable, warns it (the notice
 // file, then SIGTERM) and kills it after its grace period. Write lock held.
 func (o *Orchestrator) preempt(ctx context.Context, tx *txn, p sched.Preemption) {
-	j := o.jobs[p.JobID]
+	j := o.jobs.Get(p.JobID)
 	if j == nil || !j.State.Active() || j.Preempting {
 		return
 	}
@@ -333,8 +311,8 @@ func (o *Orchestrator) applyUpdates(ctx context.Context, us []exec.Update) {
 func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 	for _, u := range us {
 		o.settleAfter(tx, u) // recover.go: the executor may drop the attempt once this commits
-		j, ok := o.jobs[u.JobID]
-		if !ok || j.RetryCount != u.Attempt || !j.State.Active() {
+		j := o.jobs.Get(u.JobID)
+		if j == nil || j.RetryCount != u.Attempt || !j.State.Active() {
 			o.log.Debug("stale executor update dropped", "job_id", u.JobID, "attempt", u.Attempt, "kind", u.Kind.String())
 			continue
 		}

@@ -12,9 +12,9 @@ import (
 // running), in submission order, without events.
 func (o *Orchestrator) ActiveJobs() []api.Job {
 	o.mu.RLock()
-	out := make([]api.Job, 0, len(o.active))
-	for id := range o.active {
-		out = append(out, o.view(o.jobs[id], false))
+	out := make([]api.Job, 0, o.jobs.ActiveLen())
+	for j := range o.jobs.Active() {
+		out = append(out, o.view(j, false))
 	}
 	o.mu.RUnlock()
 	readview.ByID(out)

@@ -1,12 +1,11 @@
 package orchestrator
 
 import (
-	"iter"
-
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/deps"
 	"github.com/corral-sched/corral/internal/feature/refs"
+	"github.com/corral-sched/corral/internal/jobbook"
 )
 
 // Job dependencies are the feature of package deps (o.deps): its state,
@@ -24,39 +23,18 @@ func newDeps(o *Orchestrator) *deps.Tracker {
 	if o.cfg.Store != nil { // a bare orchestrator of a unit test has none: memory only
 		cfg.Store = o.cfg.Store
 	}
-	return deps.New(depJobs{o}, cfg)
+	return deps.New(depJobs{o.jobs, o}, cfg)
 }
 
 // depJobs is what package deps reads of the orchestrator's books
-// (deps.Jobs). Its methods are called with the lock held.
-type depJobs struct{ o *Orchestrator }
-
-func (b depJobs) Job(id string) (*api.Job, bool) {
-	j, ok := b.o.jobs[id]
-	return j, ok
+// (deps.Jobs): the job books themselves (Get, All, Active, IsQueued), and
+// what else memory, the store and the loop know. Its methods are called
+// with the lock held.
+type depJobs struct {
+	*jobbook.Book
+	o *Orchestrator
 }
 
-func (b depJobs) All() iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for _, id := range b.o.order.ids { // finished.go: evicted ids are skipped
-			if j, live := b.o.jobs[id]; live && !yield(j) {
-				return
-			}
-		}
-	}
-}
-
-func (b depJobs) Active() iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for id := range b.o.active {
-			if !yield(b.o.jobs[id]) {
-				return
-			}
-		}
-	}
-}
-
-func (b depJobs) Queued(id string) bool             { return b.o.q.queued[id] }
 func (b depJobs) Recent(id string) (*api.Job, bool) { return b.o.lookup(id) }  // finished.go
 func (b depJobs) IsArray(id string) bool            { return b.o.isArray(id) } // arrays_stored.go
 

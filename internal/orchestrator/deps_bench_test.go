@@ -49,7 +49,7 @@ func BenchmarkDependencyPass(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				o.on.eligibleQueue(o.begin(), o.queueOrder())
+				o.on.eligibleQueue(o.begin(), o.jobs.QueueOrder())
 			}
 		})
 	}
@@ -75,14 +75,13 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 	add := func(id string, state api.State) *api.Job {
 		j := &api.Job{ID: id, User: "ana", Project: "default", Command: "true", GPUCount: 1, Nodes: 1, Priority: api.PriorityNormal,
 			State: state, SubmittedAt: now, Allocation: []api.Allocation{}}
-		o.jobs[id] = j
-		o.order.ids = append(o.order.ids, id)
+		o.jobs.Add(j)
 		return j
 	}
 	blocker := add("jblocker", api.StateRunning)
 	blocker.GPUCount, blocker.StartedAt = 8, &now
 	blocker.Allocation = o.gpus.Allocate(blocker.ID, blocker.User, []sched.Placement{{NodeID: "n1", GPUs: []int{0, 1, 2, 3, 4, 5, 6, 7}}})
-	o.active[blocker.ID] = true
+	o.jobs.SetActive(blocker.ID, true)
 	done := add("jdone", api.StateCompleted)
 	done.FinishedAt = &now
 	for i := range 100 { // an array in memory: its tasks decide
@@ -101,7 +100,7 @@ func depBenchQueue(b *testing.B, mode string) *Orchestrator {
 		case "array":
 			j.DependsOn = "afterok:jarr"
 		}
-		o.setQueued(j, true)
+		o.jobs.SetQueued(j, true)
 		prev = j.ID
 	}
 	o.dirty = true

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -26,9 +25,8 @@ import (
 // ends, the array and all its tasks leave memory the same way
 // (arrayJobs.Forget, arrays.go).
 //
-// o.order.ids keeps the ids of evicted jobs until it is compacted (when
-// they are more than half of it): whoever walks o.order.ids skips ids that
-// o.jobs no longer holds.
+// The jobs' submission order keeps the ids of evicted jobs until it is
+// compacted (when they are more than half of it; jobbook.Book.Compact).
 
 // RecentFinished is how many of the jobs that ended last stay in memory
 // (package ended) after they leave o.jobs.
@@ -44,7 +42,7 @@ func (o *Orchestrator) evictFinished(tx *txn) {
 	var gone []*api.Job
 	for _, j := range tx.dirty {
 		switch {
-		case !j.State.Terminal() || o.jobs[j.ID] != j:
+		case !j.State.Terminal() || o.jobs.Get(j.ID) != j:
 		case j.ArrayJobID != "":
 			o.gone.Remember(j, false) // its array keeps it in o.jobs until done; the statistics read it here
 		default:
@@ -66,26 +64,20 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	}
 	o.hist.Gone(gone, now) // their events not yet counted
 	for _, j := range gone {
-		delete(o.jobs, j.ID)
+		o.jobs.Remove(j.ID)
 		o.pending.drop(j.ID)
 		delete(o.plan, j.ID)
 	}
-	if o.gone.Left(gone, len(o.order.ids)) {
-		o.order.ids = slices.DeleteFunc(o.order.ids, func(id string) bool { _, ok := o.jobs[id]; return !ok })
+	if o.gone.Left(gone, o.jobs.OrderLen()) {
+		o.jobs.Compact()
 	}
-	if len(o.idem) > 2*len(o.jobs)+RecentFinished {
-		for k, id := range o.idem { // the store keeps the keys of ended jobs
-			if _, ok := o.jobs[id]; !ok {
-				delete(o.idem, k)
-			}
-		}
-	}
+	o.jobs.TrimKeys(RecentFinished) // the store keeps the keys of ended jobs
 }
 
 // lookup returns a job from memory: a live one, or one of the recently
 // ended. Lock held.
 func (o *Orchestrator) lookup(id string) (*api.Job, bool) {
-	if j, ok := o.jobs[id]; ok {
+	if j := o.jobs.Get(id); j != nil {
 		return j, true
 	}
 	return o.gone.Get(id)
@@ -171,8 +163,8 @@ func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
 // it). Lock held.
 func (o *Orchestrator) startedJobs() iter.Seq[*api.Job] {
 	return func(yield func(*api.Job) bool) {
-		for id := range o.active {
-			if !yield(o.jobs[id]) {
+		for j := range o.jobs.Active() {
+			if !yield(j) {
 				return
 			}
 		}
@@ -187,7 +179,7 @@ func (o *Orchestrator) startedJobs() iter.Seq[*api.Job] {
 // replay returns what a submission under key gave the first time: its
 // job, from memory or the store, or its array. Write lock held.
 func (o *Orchestrator) replay(key string) (submitResult, bool) {
-	id, ok := o.idem[key]
+	id, ok := o.jobs.Key(key)
 	if !ok {
 		if id, ok = o.storedIdempotent(key); !ok {
 			return submitResult{}, false

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -36,23 +35,11 @@ func (o *Orchestrator) SampleHistory(ctx context.Context) {
 	cs := o.Cluster(ctx)
 	o.mu.RLock()
 	now := o.cfg.Now().UTC()
-	queued, running := len(o.q.queued), len(o.active)
-	iv := o.hist.Take(o.liveJobs(), now)
+	queued, running := o.jobs.Queued(), o.jobs.ActiveLen()
+	iv := o.hist.Take(o.jobs.All(), now)
 	o.mu.RUnlock()
 	if err := o.hist.Add(ctx, o.cfg.Store, now, cs, queued, running, iv); err != nil && ctx.Err() == nil {
 		o.log.Warn("history sample not stored", "err", err)
-	}
-}
-
-// liveJobs yields the jobs in memory, in submission order. Lock held
-// while it is walked.
-func (o *Orchestrator) liveJobs() iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for _, id := range o.order.ids {
-			if j, ok := o.jobs[id]; ok && !yield(j) {
-				return
-			}
-		}
 	}
 }
 
@@ -61,7 +48,7 @@ func (o *Orchestrator) JobStateCounts() map[api.State]int {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	out := make(map[api.State]int, len(api.States))
-	for _, j := range o.jobs {
+	for j := range o.jobs.Unordered() {
 		out[j.State]++
 	}
 	for s, n := range o.gone.ByState() { // finished.go: those that left memory

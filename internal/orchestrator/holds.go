@@ -26,7 +26,7 @@ func (o *Orchestrator) queueHold(tx *txn, req api.AllocateRequest, user string, 
 	if err != nil {
 		return api.Hold{}, err
 	}
-	j := o.jobs[r.job.ID]
+	j := o.jobs.Get(r.job.ID)
 	j.Hold = req.JobID
 	j.TimeLimit = &limit
 	o.log.Info("hold queued", "hold", req.JobID, "job_id", j.ID, "gpus", req.GPUCount, "duration", d)
@@ -36,7 +36,7 @@ func (o *Orchestrator) queueHold(tx *txn, req api.AllocateRequest, user string, 
 
 // holdJob returns the job a queued hold became, if id is one. Lock held.
 func (o *Orchestrator) holdJob(id string) *api.Job {
-	if j := o.jobs[id]; j != nil && j.Hold != "" {
+	if j := o.jobs.Get(id); j != nil && j.Hold != "" {
 		return j
 	}
 	return nil

@@ -110,20 +110,27 @@ func (o *Orchestrator) submit(tx *txn, req *api.SubmitRequest, idemKey string, e
 	j.Number = tx.takeNumber(j.ID) // feature/refs
 	j.SubmittedAt = tx.now
 	jp := &j
-	o.jobs[j.ID] = jp
-	o.addOrder(j.ID)
+	o.jobs.Add(jp)
 	tx.transition(jp, api.StateQueued, api.ReasonSubmitted, "")
-	if idemKey != "" {
-		o.idem[idemKey] = j.ID
-		if tx.batch.Idempotency == nil {
-			tx.batch.Idempotency = map[string]string{}
-		}
-		tx.batch.Idempotency[idemKey] = j.ID
-	}
+	tx.keepKey(idemKey, j.ID)
 	// Debug: the API's request line (info) already names the new job, and
 	// at thousands of submissions a second each line costs.
 	o.log.Debug("job submitted", "job_id", j.ID, "user", j.User, "gpus", j.GPUCount, "priority", j.Priority.String())
 	return submitResult{o.view(jp, true), false}, nil
+}
+
+// keepKey records, in memory and with tx's batch, that the submission
+// under the idempotency key ("": none) made the job or array id. Write
+// lock held.
+func (tx *txn) keepKey(key, id string) {
+	if key == "" {
+		return
+	}
+	tx.o.jobs.SetKey(key, id)
+	if tx.batch.Idempotency == nil {
+		tx.batch.Idempotency = map[string]string{}
+	}
+	tx.batch.Idempotency[key] = id
 }
 
 // Cancel cancels a job. A queued job is canceled at once; a running one is
@@ -139,8 +146,8 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, grace time.Duratio
 		stopping bool
 	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		j, ok := o.jobs[id]
-		if !ok {
+		j := o.jobs.Get(id)
+		if j == nil {
 			return nil, o.endedError(id) // finished.go
 		}
 		if err := jobspec.NotEnded(j); err != nil {
@@ -178,8 +185,8 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 		return api.Job{}, err
 	}
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
-		j, ok := o.jobs[id]
-		if !ok {
+		j := o.jobs.Get(id)
+		if j == nil {
 			return nil, o.endedError(id) // finished.go
 		}
 		if err := jobspec.NotEnded(j); err != nil {
@@ -224,25 +231,4 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 	default:
 		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("exit code %d", code)
 	}
-}
-
-// jobOrder is the ids of the jobs in memory in submission order, which is
-// id order (ids are made of the time): JobPage and prefix lookups search
-// it. Ids of jobs that left memory stay until it is compacted
-// (finished.go).
-type jobOrder struct {
-	ids []string
-	// unsorted: ids is not in id order (a job's id came out smaller than
-	// the last one's: the clock stepped back across a restart); JobPage
-	// then reads o.jobs whole (jobs_page.go).
-	unsorted bool
-}
-
-// addOrder records a new job's id in o.order.ids, noting when it breaks the
-// id order. Write lock held.
-func (o *Orchestrator) addOrder(id string) {
-	if n := len(o.order.ids); n > 0 && id <= o.order.ids[n-1] {
-		o.order.unsorted = true
-	}
-	o.order.ids = append(o.order.ids, id)
 }

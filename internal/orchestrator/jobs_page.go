@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"slices"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/readview"
@@ -28,7 +27,7 @@ func (o *Orchestrator) JobPage(ctx context.Context, f JobFilter) ([]api.Job, str
 	wantStore := f.State == "" || f.State.Terminal()
 	var skip []string
 	o.mu.RLock()
-	mem := o.memoryPage(f)
+	mem := o.jobs.Newest(f.Cursor, f.Limit, f.Match) // in id order, a walk down from the cursor
 	views := make([]api.Job, len(mem))
 	for i, j := range mem {
 		views[i] = o.view(j, false)
@@ -74,30 +73,3 @@ const PageBytes = readview.PageBytes
 // maxSkipArrays is the most arrays in memory whose tasks a page's query
 // leaves out by id (one SQL parameter each).
 const maxSkipArrays = 1000
-
-// memoryPage is the jobs in memory that f matches, newest first, at most
-// f.Limit of them. o.order.ids is in id order (but for orderUnsorted), so it
-// is walked down from the cursor and the walk stops once the page is
-// full: a user's newest 100 among 100,000 queued jobs cost a few thousand
-// steps, not a pass over every job and a sort. Read lock held.
-func (o *Orchestrator) memoryPage(f JobFilter) []*api.Job {
-	var mem []*api.Job
-	if !o.order.unsorted {
-		end := len(o.order.ids)
-		if f.Cursor != "" {
-			end, _ = slices.BinarySearch(o.order.ids, f.Cursor)
-		}
-		for i := end - 1; i >= 0 && len(mem) < f.Limit; i-- {
-			if j := o.jobs[o.order.ids[i]]; j != nil && f.Match(j) {
-				mem = append(mem, j)
-			}
-		}
-		return mem
-	}
-	for _, j := range o.jobs {
-		if f.Match(j) {
-			mem = append(mem, j)
-		}
-	}
-	return readview.Newest(mem, f.Limit)
-}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,7 +147,7 @@ func TestQueuedPerUserFollowsQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.nextStart()
-	got := queuedBy(h.o)
+	got, _ := queuedBy(h.o)
 	if got["ana"]+got["bob"] != 2 {
 		t.Errorf("after one start: %v, want 2 queued in all", got)
 	}
@@ -166,15 +167,23 @@ func TestQueuedPerUserFollowsQueue(t *testing.T) {
 	checkQueuedBy(t, r2.o, map[string]int{"cy": 2})
 }
 
-// queuedBy copies the orchestrator's per-user counts.
-func queuedBy(o *Orchestrator) map[string]int {
+// queuedBy copies the orchestrator's per-user counts of the users given
+// and of those with queued jobs, and reports whether they add up to the
+// queue's length.
+func queuedBy(o *Orchestrator, users ...string) (map[string]int, bool) {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	m := map[string]int{}
-	for u, n := range o.q.byUser {
-		m[u] = n
+	m, total := map[string]int{}, 0
+	for j := range o.jobs.QueuedJobs() {
+		users = append(users, j.User)
 	}
-	return m
+	for _, u := range users {
+		if n := o.jobs.QueuedBy(u); n > 0 && m[u] == 0 {
+			m[u] = n
+			total += n
+		}
+	}
+	return m, total == o.jobs.Queued()
 }
 
 // checkQueuedBy checks the per-user counts against want and against a
@@ -183,12 +192,12 @@ func checkQueuedBy(t *testing.T, o *Orchestrator, want map[string]int) {
 	t.Helper()
 	o.mu.RLock()
 	counted := map[string]int{}
-	for id := range o.q.queued {
-		counted[o.jobs[id].User]++
+	for j := range o.jobs.QueuedJobs() {
+		counted[j.User]++
 	}
 	o.mu.RUnlock()
-	got := queuedBy(o)
-	if !maps.Equal(got, want) || !maps.Equal(got, counted) {
+	got, sum := queuedBy(o, slices.Collect(maps.Keys(want))...)
+	if !maps.Equal(got, want) || !maps.Equal(got, counted) || !sum {
 		t.Errorf("queued per user %v, want %v (the queue holds %v)", got, want, counted)
 	}
 }

@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -75,9 +76,9 @@ func (o *Orchestrator) wentDown(n *Node, at time.Time) {
 // held.
 func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 	var us []exec.Update
-	for id := range o.active {
-		if j := o.jobs[id]; nodebook.Placed(j, nodeID) { // a job of no GPUs too
-			us = append(us, exec.Update{JobID: id, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
+	for j := range o.jobs.Active() {
+		if nodebook.Placed(j, nodeID) { // a job of no GPUs too
+			us = append(us, exec.Update{JobID: j.ID, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
 				Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
 		}
 	}
@@ -88,11 +89,7 @@ func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 // holds jobs adopted at start-up (nodebook.Book.Revive says why). From
 // recover, once the jobs are loaded.
 func (o *Orchestrator) reviveBusyDownNodes() {
-	jobs := make([]*api.Job, 0, len(o.active))
-	for id := range o.active {
-		jobs = append(jobs, o.jobs[id])
-	}
-	for _, n := range o.gpus.Nodes().Revive(jobs, o.cfg.Now()) {
+	for _, n := range o.gpus.Nodes().Revive(slices.Collect(o.jobs.Active()), o.cfg.Now()) {
 		o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
 	}
 }

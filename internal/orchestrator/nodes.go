@@ -37,7 +37,7 @@ func (tx *txn) persistNode(n *Node) {
 // counted only when it drains: a view of a large cluster asks every node.
 // Lock held.
 func (o *Orchestrator) state(n *Node) string {
-	return n.State(func() int { return gpubook.CountOn(n.ID, running{o: o}.Active()) })
+	return n.State(func() int { return gpubook.CountOn(n.ID, o.jobs.Active()) })
 }
 
 // RegisterNode records a node an agent introduces (new, restarted or
@@ -202,7 +202,7 @@ func (o *Orchestrator) History(nodeID string, since time.Time) ([]Sample, error)
 // held.
 func (o *Orchestrator) checkIdle(n *Node, at time.Time) {
 	rule := nodebook.IdleRule{Threshold: o.policy.IdleThreshold, Window: o.policy.IdleWindow.Duration()}
-	idle, busy := gpubook.Idle(rule, n, running{o: o}.Active(), at)
+	idle, busy := gpubook.Idle(rule, n, o.jobs.Active(), at)
 	for _, j := range busy {
 		o.log.Info("job busy again", "job_id", j.ID)
 	}

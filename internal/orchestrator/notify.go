@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/notes"
+	"github.com/corral-sched/corral/internal/jobbook"
 )
 
 // Notifier plans the notifications of a batch and is kicked once they are
@@ -23,9 +24,10 @@ const QueueWaitFor = notes.QueueWaitFor
 // notesBooks is what the notifications feature (feature/notes) reads of
 // the books. Its methods run with the write lock held: the feature calls
 // them only from its own methods, which the loop calls with the lock.
-type notesBooks struct{ o *Orchestrator }
-
-func (b notesBooks) Job(id string) *api.Job { return b.o.jobs[id] }
+type notesBooks struct {
+	*jobbook.Book // Get
+	o             *Orchestrator
+}
 
 func (b notesBooks) Array(id string) (*api.Array, string) {
 	rec, tmpl := b.o.arr.Live(id)
@@ -37,8 +39,8 @@ func (b notesBooks) Array(id string) (*api.Array, string) {
 
 func (b notesBooks) QueueWaits() iter.Seq2[time.Time, time.Time] {
 	return func(yield func(time.Time, time.Time) bool) {
-		for id := range b.o.q.queued {
-			if !yield(queuedAt(b.o.jobs[id]), time.Time{}) {
+		for j := range b.QueuedJobs() {
+			if !yield(queuedAt(j), time.Time{}) {
 				return
 			}
 		}

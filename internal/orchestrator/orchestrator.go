@@ -42,6 +42,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/sizes"
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/gpubook"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -56,13 +57,9 @@ type Orchestrator struct {
 	updates queue[exec.Update]
 	entropy *ulid.MonotonicEntropy // ids are made by the loop only
 
-	mu        sync.RWMutex // guards everything below; written by the loop only
-	jobs      map[string]*api.Job
-	order     jobOrder        // job ids in submission order (addOrder, jobs.go)
-	q         queueBooks      // the queued jobs, by id, per user and in order (setQueued, queueOrder)
-	active    map[string]bool // jobs holding GPUs: scheduled, allocating, running
-	holds     *holds.Books    // GPUs held outside the queue (package holds)
-	idem      map[string]string
+	mu        sync.RWMutex                // guards everything below; written by the loop only
+	jobs      *jobbook.Book               // the jobs in memory: in submission order, the queue, the active set, idempotency keys (package jobbook)
+	holds     *holds.Books                // GPUs held outside the queue (package holds)
 	gpus      *gpubook.Book               // the nodes, each whole GPU's owner, the slices and shares held (package gpubook)
 	news      queue[nodeEvent]            // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
 	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
@@ -100,10 +97,13 @@ type Orchestrator struct {
 	refs *refs.Resolver // short numbers, and what a person may type for a job (feature/refs)
 }
 
+// cycleStats is what the cycles leave behind: how many ran, when and how
+// long the last one took, and its snapshot's queue for the next to reuse.
 type cycleStats struct {
 	count  uint64
 	last   time.Time
 	lastMS float64
+	buf    []sched.Job // the last snapshot's queue, reused (loop only)
 }
 
 // ErrStore wraps a store's failure to commit. The loop retries the commit
@@ -146,11 +146,8 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		log:       cfg.Logger,
 		ops:       make(chan *op, 1024),
 		entropy:   ulid.Monotonic(rand.Reader, 0),
-		jobs:      map[string]*api.Job{},
-		q:         queueBooks{queued: map[string]bool{}, byUser: map[string]int{}, sorted: true},
-		active:    map[string]bool{},
+		jobs:      jobbook.New(arrays.Grouped), // arrays' tasks enter the snapshot by array (package arrays)
 		holds:     holds.New(cfg.Limits.MaxInteractiveTime),
-		idem:      map[string]string{},
 		gpus:      gpubook.New(),
 		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
@@ -161,7 +158,7 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	}
 	o.sizes = sizes.New(sizes.Limits{MaxCommandBytes: cfg.Limits.MaxCommandBytes, MaxEnvBytes: cfg.Limits.MaxEnvBytes,
 		MaxUserQueuedBytes: cfg.Limits.MaxUserQueuedBytes})
-	o.notes = notes.New(notesBooks{o}, notes.Config{Notify: cfg.Notify, GPUTemp: cfg.AlertGPUTemp, QueueWait: cfg.AlertQueueWait})
+	o.notes = notes.New(notesBooks{o.jobs, o}, notes.Config{Notify: cfg.Notify, GPUTemp: cfg.AlertGPUTemp, QueueWait: cfg.AlertQueueWait})
 	var att reclaim.Attachments
 	if cfg.Attach != nil {
 		att = cfg.Attach
@@ -170,10 +167,10 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.refs = newRefs(o)  // refs.go
 	o.deps = newDeps(o)  // deps.go
 	o.arr = newArrays(o) // arrays.go
-	o.spend = spend.New(spendCluster{o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
+	o.spend = spend.New(spendCluster{o.jobs, o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
 		NodeTTL: cfg.NodeTTL, BudgetAction: cfg.BudgetAction})
-	o.runtimes = runtimes.New(spendCluster{o})
-	o.bookings = bookings.New(bookingCluster{o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
+	o.runtimes = runtimes.New(spendCluster{o.jobs, o})
+	o.bookings = bookings.New(bookingCluster{o.jobs, o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
 		Now: cfg.Now, Holds: o.holds, Notes: o.notes, Log: cfg.Logger})
 	o.on.register(o, o.features())
 	o.updates.notify = make(chan struct{}, 1)
@@ -355,12 +352,7 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	j.State, j.Reason, j.Message = to, reason, message
 	tx.batch.Events = append(tx.batch.Events, store.JobEvent{JobID: j.ID, Event: e})
 	tx.touch(j)
-	tx.o.setQueued(j, to == api.StateQueued)
-	if to.Active() {
-		tx.o.active[j.ID] = true
-	} else {
-		delete(tx.o.active, j.ID)
-	}
+	tx.o.jobs.Moved(j) // the queue and the active set
 	if to.Terminal() || to == api.StateQueued {
 		tx.o.gpus.Release(j.ID, j.Allocation)
 	}
@@ -373,35 +365,6 @@ func (tx *txn) transition(j *api.Job, to api.State, reason, message string) {
 	// Unless a job waits on dependencies: "after" waits for a start.
 	if to != api.StateRunning || tx.o.deps.Held() > 0 {
 		tx.o.dirty = true
-	}
-}
-
-// setQueued adds the job to the queue or takes it out, keeping the
-// per-user counts (checkLimits) in step. Write lock held.
-func (o *Orchestrator) setQueued(j *api.Job, queued bool) {
-	if o.q.queued[j.ID] == queued {
-		return
-	}
-	if queued {
-		o.q.queued[j.ID] = true
-		o.q.byUser[j.User]++
-		if arrays.Grouped(j) {
-			return // arrays' tasks enter the snapshot by array (package arrays)
-		}
-		// New jobs' ids only grow: appending keeps the order. A
-		// requeued job's id (it may still be listed) does not.
-		if n := len(o.q.jobs); n > 0 && j.ID <= o.q.jobs[n-1].ID {
-			o.q.sorted = false
-		}
-		o.q.jobs = append(o.q.jobs, j)
-		return
-	}
-	delete(o.q.queued, j.ID)
-	if o.q.byUser[j.User]--; o.q.byUser[j.User] <= 0 {
-		delete(o.q.byUser, j.User)
-	}
-	if len(o.q.jobs) > 2*len(o.q.queued)+1024 {
-		o.queueOrder() // with no cycles (the orchestrator stopped), drop the jobs that left
 	}
 }
 
@@ -433,7 +396,7 @@ func (o *Orchestrator) commit(ctx context.Context, tx *txn) error {
 // notify wakes everyone waiting on Changed. Write lock held.
 func (o *Orchestrator) notify() {
 	o.views.gen.Add(1) // views computed before are stale (queue_page.go)
-	o.views.queued.Store(int64(len(o.q.queued)))
+	o.views.queued.Store(int64(o.jobs.Queued()))
 	close(o.changed)
 	o.changed = make(chan struct{})
 }

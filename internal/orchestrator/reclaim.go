@@ -53,15 +53,7 @@ type running struct {
 	ctx context.Context
 }
 
-func (r running) Active() iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for id := range r.o.active {
-			if !yield(r.o.jobs[id]) {
-				return
-			}
-		}
-	}
-}
+func (r running) Active() iter.Seq[*api.Job] { return r.o.jobs.Active() }
 
 func (r running) Touch(tx feature.Tx, j *api.Job) { ownTxn(tx).touch(j) }
 

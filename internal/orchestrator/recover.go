@@ -48,7 +48,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	defer o.reviveBusyDownNodes() // liveness.go: once the jobs are loaded
 	defer o.rebuildLedger(o.policy.HalfLife.Duration())
 	o.running = st.Settings[settingScheduling] != "off"
-	o.idem = st.Idempotency
+	o.jobs.LoadKeys(st.Idempotency)
 	arrays.AddTasks(st) // tasks with no row yet
 
 	lost := map[string]bool{}
@@ -60,15 +60,14 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		if j.Allocation == nil {
 			j.Allocation = []api.Allocation{}
 		}
-		o.jobs[j.ID] = j
-		o.addOrder(j.ID)
+		o.jobs.Add(j)
 		switch {
 		case j.State == api.StateQueued:
-			o.setQueued(j, true)
+			o.jobs.SetQueued(j, true)
 		case j.State.Active() && canAdopt && (len(j.Allocation) > 0 || j.GPUCount == 0 && (j.NodeID != "" || only != "")):
 			// Its agent may still run it: adopt it; the agent says otherwise.
 			adopt = append(adopt, j)
-			o.active[j.ID] = true
+			o.jobs.SetActive(j.ID, true)
 			o.gpus.Own(j.ID, j.User, j.Allocation) // its GPUs, slices and shares (package gpubook)
 		case j.State.Active():
 			lost[j.ID] = true
@@ -119,11 +118,10 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		}
 	}
 	tx := o.begin()
-	for _, id := range o.order.ids {
-		if !lost[id] {
+	for j := range o.jobs.All() {
+		if !lost[j.ID] {
 			continue
 		}
-		j := o.jobs[id]
 		o.chargeLostAttempt(tx, j) // usage.go: up to the last heartbeat
 		switch {
 		case j.TimedOut:
@@ -142,7 +140,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			tx.transition(j, api.StateFailed, api.ReasonLost,
 				fmt.Sprintf("the server stopped while the job was %s; no retries left (max_retries %d)", j.State, j.MaxRetries))
 		}
-		o.log.Warn("job lost with the previous server", "job_id", id, "now", string(j.State))
+		o.log.Warn("job lost with the previous server", "job_id", j.ID, "now", string(j.State))
 	}
 	if err := o.commit(ctx, tx); err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -192,11 +190,7 @@ func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
 func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	o.ledger = sched.NewLedger(halfLife)
 	o.estimator = sched.NewEstimator()
-	for _, id := range o.order.ids {
-		j, ok := o.jobs[id]
-		if !ok {
-			continue // ended: counted by rebuildFinished
-		}
+	for j := range o.jobs.All() { // ended ones are counted by rebuildFinished
 		if j.GPUSeconds > 0 && len(j.Events) > 0 {
 			o.ledger.Add(j.User, j.Project, j.GPUSeconds, j.Events[len(j.Events)-1].At)
 		}

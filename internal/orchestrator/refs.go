@@ -1,12 +1,10 @@
 package orchestrator
 
 import (
-	"iter"
-	"slices"
 	"strings"
 
-	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/refs"
+	"github.com/corral-sched/corral/internal/jobbook"
 )
 
 // Short numbers and what a person may type for a job are the feature of
@@ -27,7 +25,7 @@ func newRefs(o *Orchestrator) *refs.Resolver {
 	if o.cfg.Store != nil {
 		cfg.Store = o.cfg.Store
 	}
-	return refs.New(refBooks{o}, cfg)
+	return refs.New(refBooks{o.jobs, o}, cfg)
 }
 
 // takeNumber gives the job or array id the next number, written with tx.
@@ -35,9 +33,13 @@ func newRefs(o *Orchestrator) *refs.Resolver {
 func (tx *txn) takeNumber(id string) int64 { return tx.o.refs.Take(tx, id) }
 
 // refBooks is what package refs reads of the orchestrator's memory
-// (refs.Jobs, refs.View). View takes the read lock and Done releases it;
-// package refs reads the store itself, without it.
-type refBooks struct{ o *Orchestrator }
+// (refs.Jobs, refs.View): the job books themselves (WithPrefix, All), the
+// recently ended jobs and the arrays. View takes the read lock and Done
+// releases it; package refs reads the store itself, without it.
+type refBooks struct {
+	*jobbook.Book
+	o *Orchestrator
+}
 
 func (b refBooks) View() refs.View {
 	b.o.mu.RLock()
@@ -57,36 +59,6 @@ func (b refBooks) ArraysWithPrefix(prefix string, into map[string]bool) {
 	for aid := range b.o.arr.IDs() {
 		if strings.HasPrefix(aid, prefix) {
 			into[aid] = true
-		}
-	}
-}
-
-func (b refBooks) JobsWithPrefix(prefix string, into map[string]string) {
-	o := b.o
-	// o.order.ids is in id order (but for orderUnsorted): the jobs that start
-	// with prefix are one run of it.
-	if !o.order.unsorted {
-		i, _ := slices.BinarySearch(o.order.ids, prefix)
-		for ; i < len(o.order.ids) && strings.HasPrefix(o.order.ids[i], prefix); i++ {
-			if j, live := o.jobs[o.order.ids[i]]; live {
-				into[j.ID] = j.ArrayJobID
-			}
-		}
-		return
-	}
-	for _, cand := range o.order.ids {
-		if j, live := o.jobs[cand]; live && strings.HasPrefix(cand, prefix) {
-			into[j.ID] = j.ArrayJobID
-		}
-	}
-}
-
-func (b refBooks) All() iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for _, j := range b.o.jobs {
-			if !yield(j) {
-				return
-			}
 		}
 	}
 }

@@ -8,14 +8,14 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/arrays"
+	"github.com/corral-sched/corral/internal/jobbook"
 )
 
 func resolver(ids ...string) *Orchestrator {
-	o := &Orchestrator{jobs: map[string]*api.Job{}, arr: arrays.New(nil, arrays.Config{})}
+	o := &Orchestrator{jobs: jobbook.New(arrays.Grouped), arr: arrays.New(nil, arrays.Config{})}
 	o.refs = newRefs(o)
 	for _, id := range ids {
-		o.jobs[id] = &api.Job{ID: id}
-		o.order.ids = append(o.order.ids, id)
+		o.jobs.Add(&api.Job{ID: id})
 	}
 	return o
 }

@@ -14,7 +14,7 @@ import (
 // ended.
 func (o *Orchestrator) recountLive() {
 	o.sizes.Reset()
-	for _, j := range o.jobs {
+	for j := range o.jobs.Unordered() {
 		if j.ArrayJobID == "" && !j.State.Terminal() {
 			o.sizes.Add(j.User, sizes.JobBytes(j))
 		}

@@ -200,7 +200,7 @@ func TestRecentRingKeepsLargeJobsSlim(t *testing.T) {
 			}
 			h.o.mu.RLock()
 			kept, inRing := h.o.gone.Get(j.ID)
-			_, live := h.o.jobs[j.ID]
+			live := h.o.jobs.Get(j.ID) != nil
 			h.o.mu.RUnlock()
 			if !inRing || live {
 				t.Fatalf("in the ring %v, in o.jobs %v", inRing, live)

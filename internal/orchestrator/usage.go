@@ -2,10 +2,10 @@ package orchestrator
 
 import (
 	"context"
-	"iter"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/spend"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -14,8 +14,12 @@ import (
 // is what the feature reads of the books (spendCluster) and the tick's
 // commits.
 
-// spendCluster is what feature/spend reads of the books. Lock held.
-type spendCluster struct{ o *Orchestrator }
+// spendCluster is what feature/spend reads of the books: the job books
+// themselves (Active), the nodes' GPUs and who holds them. Lock held.
+type spendCluster struct {
+	*jobbook.Book
+	o *Orchestrator
+}
 
 func (c spendCluster) GPUModel(node string, gpu int) string {
 	return c.o.gpus.Nodes().GPUModel(node, gpu)
@@ -24,17 +28,6 @@ func (c spendCluster) GPUHolder(node string, gpu int) string {
 	return c.o.gpus.Owner(node, gpu)
 }
 func (c spendCluster) Reschedule() { c.o.dirty = true }
-
-// Running yields the jobs in o.active.
-func (c spendCluster) Running() iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for id := range c.o.active {
-			if j := c.o.jobs[id]; j != nil && !yield(j) {
-				return
-			}
-		}
-	}
-}
 
 // chargeLostAttempt charges an attempt lost with the previous server up
 // to its last heartbeat (spend.Books.ChargeLost; rebuildLedger counts
@@ -48,7 +41,7 @@ func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) { o.spend.ChargeLo
 func (o *Orchestrator) heartbeat(ctx context.Context) {
 	o.checkBudgetsRunning(ctx)
 	o.mu.RLock()
-	busy := len(o.active) > 0
+	busy := o.jobs.ActiveLen() > 0
 	o.mu.RUnlock()
 	now := o.cfg.Now().UTC()
 	if !busy {

@@ -89,18 +89,17 @@ func (o *Orchestrator) JobState(id string) (api.State, int, bool) {
 func (o *Orchestrator) Queue() api.QueueResponse {
 	now := o.cfg.Now()
 	o.mu.RLock()
-	r := api.QueueResponse{QueuedJobs: make([]api.QueuedJob, 0, len(o.q.queued)), Statistics: o.statistics(now)}
-	for id := range o.q.queued {
-		j := o.jobs[id]
+	r := api.QueueResponse{QueuedJobs: make([]api.QueuedJob, 0, o.jobs.Queued()), Statistics: o.statistics(now)}
+	for j := range o.jobs.QueuedJobs() {
 		v := o.viewAt(j, now, false)
 		var plan *sched.StartRange
-		if sr, ok := o.plan[id]; ok {
+		if sr, ok := o.plan[j.ID]; ok {
 			plan = &sr
 		}
 		r.QueuedJobs = append(r.QueuedJobs, readview.QueuedRow(&v, queuedAt(j), plan, now))
 	}
 	if readview.Unordered(r.QueuedJobs, o.running, deps.HeldReason) {
-		readview.Renumber(r.QueuedJobs, sched.OrderWithUsage(o.snapshot(now, o.queuedJobs(), nil)))
+		readview.Renumber(r.QueuedJobs, sched.OrderWithUsage(o.snapshot(now, o.jobs.QueuedList(), nil)))
 	}
 	deps.PositionHeld(r.QueuedJobs)          // jobs held by dependencies last
 	r.Arrays = o.arr.Positions(r.QueuedJobs) // package arrays
@@ -121,7 +120,7 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 // have started: active ones and the last RecentFinished that ended
 // (finished.go); older ones are not counted. Read lock held.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
-	return readview.Statistics(len(o.q.queued), o.startedJobs(), queuedAt, now)
+	return readview.Statistics(o.jobs.Queued(), o.startedJobs(), queuedAt, now)
 }
 
 // Status is GET /orchestrator/status.
@@ -129,12 +128,12 @@ func (o *Orchestrator) Status() api.OrchestratorStatus {
 	o.mu.RLock()
 	defer o.mu.RUnlock()
 	s := api.OrchestratorStatus{Running: o.running, Policy: o.policy.Policy, Cycles: o.stats.count, LastCycleMS: o.stats.lastMS,
-		QueuedJobs: len(o.q.queued), StartedAt: o.startedAt, Version: o.cfg.Version, Executors: o.executorStatus()}
+		QueuedJobs: o.jobs.Queued(), StartedAt: o.startedAt, Version: o.cfg.Version, Executors: o.executorStatus()}
 	if !o.stats.last.IsZero() {
 		t := o.stats.last
 		s.LastCycleAt = &t
 	}
-	for _, j := range o.jobs {
+	for j := range o.jobs.Unordered() {
 		if j.State.Active() {
 			s.RunningJobs++
 		}
@@ -168,13 +167,4 @@ func (o *Orchestrator) SetScheduling(ctx context.Context, on bool) (api.Orchestr
 		return api.OrchestratorStatus{}, err
 	}
 	return o.Status(), nil
-}
-
-// queuedJobs returns the queued jobs, in no order. Lock held.
-func (o *Orchestrator) queuedJobs() []*api.Job {
-	q := make([]*api.Job, 0, len(o.q.queued))
-	for id := range o.q.queued {
-		q = append(q, o.jobs[id])
-	}
-	return q
 }

@@ -22,8 +22,8 @@ func (o *Orchestrator) WhatIf(ctx context.Context, id string, gpus int) (api.Wha
 	now := o.cfg.Now()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
-	j, ok := o.jobs[id]
-	if !ok {
+	j := o.jobs.Get(id)
+	if j == nil {
 		return api.WhatIf{}, api.NotFound("no job %q", id)
 	}
 	if j.State != api.StateQueued {
@@ -43,7 +43,7 @@ func (o *Orchestrator) WhatIf(ctx context.Context, id string, gpus int) (api.Wha
 // whatIfQueue is the queue as a cycle would see it: in id order, without
 // the jobs their dependencies hold. Read lock held.
 func (o *Orchestrator) whatIfQueue() []*api.Job {
-	q := o.queuedJobs()
+	q := o.jobs.QueuedList()
 	q = slices.DeleteFunc(q, func(j *api.Job) bool {
 		_, _, held := o.deps.Pending(j)
 		return held

@@ -29,16 +29,6 @@ func (f *JobFilter) Match(j *api.Job) bool {
 		(f.Until.IsZero() || j.SubmittedAt.Before(f.Until))
 }
 
-// Newest sorts jobs newest (largest id: ids are ULIDs) first and keeps at
-// most limit of them.
-func Newest(jobs []*api.Job, limit int) []*api.Job {
-	slices.SortFunc(jobs, func(a, b *api.Job) int { return strings.Compare(b.ID, a.ID) })
-	if len(jobs) > limit {
-		jobs = jobs[:limit]
-	}
-	return jobs
-}
-
 // Live copies a job in memory for the API: its env, allocation (empty,
 // not null) and, when asked for, its events copied, since the loop goes
 // on changing the job; policy is the scheduling policy in force.

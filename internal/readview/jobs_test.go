@@ -1,7 +1,6 @@
 package readview
 
 import (
-	"slices"
 	"testing"
 	"time"
 
@@ -31,31 +30,6 @@ func TestJobFilterMatch(t *testing.T) {
 	for _, tc := range tests {
 		if got := tc.f.Match(j); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestNewest(t *testing.T) {
-	tests := []struct {
-		ids   []string
-		limit int
-		want  []string
-	}{
-		{[]string{"02", "09", "05"}, 10, []string{"09", "05", "02"}},
-		{[]string{"02", "09", "05"}, 2, []string{"09", "05"}},
-		{nil, 5, nil},
-	}
-	for _, tc := range tests {
-		var jobs []*api.Job
-		for _, id := range tc.ids {
-			jobs = append(jobs, &api.Job{ID: id})
-		}
-		var got []string
-		for _, j := range Newest(jobs, tc.limit) {
-			got = append(got, j.ID)
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("Newest(%v, %d) = %v, want %v", tc.ids, tc.limit, got, tc.want)
 		}
 	}
 }

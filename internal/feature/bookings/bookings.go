@@ -38,12 +38,12 @@ import (
 // orchestrator's write lock held (a read lock for the reads), from the
 // feature's own methods only.
 type Cluster interface {
-	// Job is the job with id in memory (queued or active), or nil.
-	Job(id string) *api.Job
+	// Get is the job with id in memory (queued or active), or nil.
+	Get(id string) *api.Job
 	// Lookup is a job in memory: a live one, or one recently ended.
 	Lookup(id string) (*api.Job, bool)
-	// Active reports whether job id is active (holds its GPUs).
-	Active(id string) bool
+	// IsActive reports whether job id is active (holds its GPUs).
+	IsActive(id string) bool
 	// ActiveIDs yields the ids of the active jobs, in no order.
 	ActiveIDs() iter.Seq[string]
 	// SortedActiveIDs returns the ids of the active jobs, in order.

@@ -32,7 +32,7 @@ func newCluster(nodes ...Node) *fakeCluster {
 		nodes: nodes, grace: 30 * time.Second, charged: map[string]float64{}}
 }
 
-func (c *fakeCluster) Job(id string) *api.Job { return c.jobs[id] }
+func (c *fakeCluster) Get(id string) *api.Job { return c.jobs[id] }
 func (c *fakeCluster) Lookup(id string) (*api.Job, bool) {
 	if j, ok := c.jobs[id]; ok {
 		return j, true
@@ -40,7 +40,7 @@ func (c *fakeCluster) Lookup(id string) (*api.Job, bool) {
 	j, ok := c.ended[id]
 	return j, ok
 }
-func (c *fakeCluster) Active(id string) bool       { return c.active[id] }
+func (c *fakeCluster) IsActive(id string) bool     { return c.active[id] }
 func (c *fakeCluster) ActiveIDs() iter.Seq[string] { return maps.Keys(c.active) }
 func (c *fakeCluster) PreemptGrace() time.Duration { return c.grace }
 func (c *fakeCluster) Replan()                     { c.replans++ }

@@ -451,7 +451,7 @@ func (b *Books) allocate(r *api.Reservation) ([]api.Allocation, error) {
 // its expiry.
 func (b *Books) blockRunning(name string, start time.Time, block func(string, []gpuKey)) {
 	for _, id := range b.cluster.SortedActiveIDs() {
-		j := b.cluster.Job(id)
+		j := b.cluster.Get(id)
 		if j == nil || j.Reservation == name {
 			continue
 		}

@@ -96,7 +96,7 @@ func (b *Books) AddToSnapshot(snap *sched.Snapshot, now time.Time) {
 	def := b.cluster.PreemptGrace()
 	for i := range snap.Running {
 		r := &snap.Running[i]
-		if j := b.cluster.Job(r.ID); j != nil { // nil: a hold outside the queue
+		if j := b.cluster.Get(r.ID); j != nil { // nil: a hold outside the queue
 			r.Booking, r.Grace = j.Reservation, def
 			if j.PreemptGrace != nil {
 				r.Grace = j.PreemptGrace.Duration()
@@ -185,7 +185,7 @@ type JobNoter interface {
 // ending, is left alone.
 func (b *Books) Expire(tx feature.Tx, es []sched.Expiry, run feature.Running, notes JobNoter, grace time.Duration) {
 	for _, e := range es {
-		j := b.cluster.Job(e.JobID)
+		j := b.cluster.Get(e.JobID)
 		if j == nil || j.State != api.StateRunning || j.TimedOut || j.CancelRequested {
 			continue
 		}

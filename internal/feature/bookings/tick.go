@@ -65,7 +65,7 @@ func (b *Books) Step(tx feature.Tx) {
 		b.running = map[string]runningJob{}
 	}
 	for id := range b.cluster.ActiveIDs() {
-		j := b.cluster.Job(id)
+		j := b.cluster.Get(id)
 		if j == nil || j.Reservation == "" || j.State != api.StateRunning || j.StartedAt == nil {
 			continue
 		}
@@ -82,7 +82,7 @@ func (b *Books) Step(tx feature.Tx) {
 		}
 	}
 	for id, rj := range b.running {
-		if j := b.cluster.Job(id); j != nil && b.cluster.Active(id) && j.State == api.StateRunning {
+		if j := b.cluster.Get(id); j != nil && b.cluster.IsActive(id) && j.State == api.StateRunning {
 			continue
 		}
 		end := now

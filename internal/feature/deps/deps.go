@@ -18,16 +18,16 @@ const DefaultTimeout = 24 * time.Hour
 // method is called with the loop's lock held; those that read the store
 // bound the read in time themselves.
 type Jobs interface {
-	// Job returns a job memory holds and has not evicted: queued,
-	// running, or ended but not yet out of memory.
-	Job(id string) (*api.Job, bool)
-	// All yields the jobs Job holds, in submission order.
+	// Get returns a job memory holds and has not evicted: queued,
+	// running, or ended but not yet out of memory; nil when none.
+	Get(id string) *api.Job
+	// All yields the jobs Get holds, in submission order.
 	All() iter.Seq[*api.Job]
 	// Active yields the jobs starting or running.
 	Active() iter.Seq[*api.Job]
-	// Queued reports whether the job id is in the queue.
-	Queued(id string) bool
-	// Recent returns a job from memory: one Job holds, or one of the
+	// IsQueued reports whether the job id is in the queue.
+	IsQueued(id string) bool
+	// Recent returns a job from memory: one Get holds, or one of the
 	// recently ended (possibly without its command and env).
 	Recent(id string) (*api.Job, bool)
 	// Known reports whether memory or the store holds the job id.
@@ -206,7 +206,7 @@ func (tr *Tracker) resolve(id string) (string, error) {
 		}
 		id = full
 	}
-	if _, ok := tr.jobs.Job(id); ok || len(tr.arrayTasks(id)) > 0 {
+	if tr.jobs.Get(id) != nil || len(tr.arrayTasks(id)) > 0 {
 		return id, nil
 	}
 	if tr.jobs.Known(id) || tr.jobs.IsArray(id) { // a job that ended, a done array
@@ -227,7 +227,7 @@ func (tr *Tracker) resolve(id string) (string, error) {
 		found[cand] = true
 	}
 	for _, cand := range tr.storedIDs(id, len(found)+2) { // ended jobs, arrays
-		if _, live := tr.jobs.Job(cand); !live {
+		if tr.jobs.Get(cand) == nil {
 			found[cand] = true
 		}
 	}
@@ -257,8 +257,8 @@ func (tr *Tracker) cycle(j *api.Job, e Expr) []string {
 			return nil
 		}
 		seen[id] = true
-		nj, ok := tr.jobs.Job(id)
-		if !ok { // an array: it leads to each of its tasks
+		nj := tr.jobs.Get(id)
+		if nj == nil { // an array: it leads to each of its tasks
 			for _, task := range tr.arrayTasks(id) {
 				if p := walk(task.ID, path); p != nil {
 					return p

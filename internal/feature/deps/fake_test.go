@@ -80,10 +80,7 @@ func (f *fakeJobs) end(id string, s api.State, at time.Time) {
 	j.State, j.FinishedAt = s, &at
 }
 
-func (f *fakeJobs) Job(id string) (*api.Job, bool) {
-	j, ok := f.jobs[id]
-	return j, ok
-}
+func (f *fakeJobs) Get(id string) *api.Job { return f.jobs[id] }
 
 func (f *fakeJobs) All() iter.Seq[*api.Job] {
 	return func(yield func(*api.Job) bool) {
@@ -105,7 +102,7 @@ func (f *fakeJobs) Active() iter.Seq[*api.Job] {
 	}
 }
 
-func (f *fakeJobs) Queued(id string) bool {
+func (f *fakeJobs) IsQueued(id string) bool {
 	j, ok := f.jobs[id]
 	return ok && j.State == api.StateQueued
 }

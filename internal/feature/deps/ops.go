@@ -26,8 +26,8 @@ type Ops struct {
 func (o Ops) Set(ctx context.Context, id, raw string) (api.Job, error) {
 	return feature.Do(ctx, o.Loop, func(tx feature.Tx) (api.Job, error) {
 		t := o.Tracker
-		j, ok := t.jobs.Job(id)
-		if !ok {
+		j := t.jobs.Get(id)
+		if j == nil {
 			return api.Job{}, api.NotFound("no job %q", id)
 		}
 		if j.State != api.StateQueued {

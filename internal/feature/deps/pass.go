@@ -122,7 +122,7 @@ func (tr *Tracker) activeKeys() map[singletonKey]*api.Job {
 func (tr *Tracker) prune(n int) map[string]*entry {
 	m := make(map[string]*entry, n)
 	for id, d := range tr.entries {
-		if tr.jobs.Queued(id) {
+		if tr.jobs.IsQueued(id) {
 			m[id] = d
 		}
 	}

@@ -34,7 +34,7 @@ func (tr *Tracker) newEntry(j *api.Job) *entry {
 	for i, t := range d.expr.Terms {
 		d.preds[i] = make([]*api.Job, len(t.IDs))
 		for k, id := range t.IDs {
-			p, _ := tr.jobs.Job(id)
+			p := tr.jobs.Get(id)
 			if p == nil {
 				if _, array := tr.jobs.Array(id); !array {
 					// A job that ended: its final state, from the
@@ -137,7 +137,7 @@ func (tr *Tracker) checkTerm(j *api.Job, t Term, preds []*api.Job, ev *eval) che
 		}
 		if t.Kind == AfterCorr && j.ArrayTaskID != nil {
 			// Task i waits for task i of the other array, if it has one.
-			if p, ok := tr.jobs.Job(id + "_" + strconv.Itoa(*j.ArrayTaskID)); ok && p.ArrayJobID == id {
+			if p := tr.jobs.Get(id + "_" + strconv.Itoa(*j.ArrayTaskID)); p != nil && p.ArrayJobID == id {
 				out = allOf(out, predecessor(t.Kind, p))
 			}
 			continue

@@ -8,6 +8,7 @@ package limits
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"net/http"
 	"strconv"
@@ -46,23 +47,29 @@ const (
 	DefaultMaxInteractiveTime = holds.DefaultTime // a hold's default duration too
 )
 
-// Books is what the checks read of the orchestrator's queue, under the
-// loop (they run at submit).
+// Books is what the checks read of the orchestrator's job books
+// (jobbook.Book is one), under the loop (they run at submit).
 type Books interface {
 	// Queued is the number of queued jobs in all.
 	Queued() int
 	// QueuedBy is the number of user's queued jobs.
 	QueuedBy(user string) int
-	// InteractiveGPUs counts, in GPU-equivalents (JobEquivalents,
-	// api.Allocation.Equivalents), the GPUs of user's interactive jobs,
-	// queued or holding GPUs, and of their holds.
-	InteractiveGPUs(user string) float64
+	// QueuedJobs yields the queued jobs, Active those holding GPUs
+	// (scheduled, allocating, running); both in no order.
+	QueuedJobs() iter.Seq[*api.Job]
+	Active() iter.Seq[*api.Job]
+}
+
+// Holds yields the GPUs held outside the queue (holds.Books is one).
+type Holds interface {
+	All() iter.Seq[*api.Hold]
 }
 
 // Queue checks submissions against the limits.
 type Queue struct {
 	Limits Limits
 	Books  Books
+	Holds  Holds // nil: none
 }
 
 var _ feature.SubmitCheck = Queue{}
@@ -140,12 +147,40 @@ func (q Queue) checkInteractive(j *api.Job) error {
 // toward the cap of the user's later interactive work.
 func (q Queue) CheckHold(user string, n float64) error {
 	l := q.Limits.MaxInteractiveGPUs
-	if have := q.Books.InteractiveGPUs(user); l > 0 && have+n > float64(l)+equivEps {
+	if have := q.interactiveGPUs(user); l > 0 && have+n > float64(l)+equivEps {
 		return &api.Error{Status: http.StatusTooManyRequests, Code: "interactive_gpus_exceeded", Field: "gpu_count",
 			Message: fmt.Sprintf("%s has %s interactive GPUs queued, running or held; %s more would pass --max-interactive-gpus (%d per user)",
 				user, fmtEquiv(have), fmtEquiv(n), l)}
 	}
 	return nil
+}
+
+// interactiveGPUs counts, in GPU-equivalents (JobEquivalents,
+// api.Allocation.Equivalents), the GPUs of user's interactive jobs,
+// queued or holding GPUs, and of their holds. A scan of the queue:
+// interactive submissions are few.
+func (q Queue) interactiveGPUs(user string) float64 {
+	n := 0.0
+	count := func(jobs iter.Seq[*api.Job]) {
+		for j := range jobs {
+			if j != nil && j.User == user && reclaim.Interactive(j.Class) {
+				n += JobEquivalents(j)
+			}
+		}
+	}
+	count(q.Books.QueuedJobs())
+	count(q.Books.Active())
+	if q.Holds == nil {
+		return n
+	}
+	for h := range q.Holds.All() {
+		if h.User == user {
+			for _, a := range h.Allocation {
+				n += a.Equivalents()
+			}
+		}
+	}
+	return n
 }
 
 // equivEps absorbs the rounding of summed fractions (7 x 1/7 is not

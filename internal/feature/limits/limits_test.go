@@ -2,7 +2,9 @@ package limits
 
 import (
 	"errors"
+	"iter"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,22 +13,34 @@ import (
 	"github.com/corral-sched/corral/internal/feature"
 )
 
-// fakeBooks is the queue as the checks read it.
+// fakeBooks is the queue as the checks read it: counts, and the jobs
+// that count against the interactive cap.
 type fakeBooks struct {
-	queued      int
-	byUser      map[string]int
-	interactive map[string]float64
+	queued          int
+	byUser          map[string]int
+	waiting, active []*api.Job
 }
 
-func (f fakeBooks) Queued() int                         { return f.queued }
-func (f fakeBooks) QueuedBy(user string) int            { return f.byUser[user] }
-func (f fakeBooks) InteractiveGPUs(user string) float64 { return f.interactive[user] }
+func (f fakeBooks) Queued() int                    { return f.queued }
+func (f fakeBooks) QueuedBy(user string) int       { return f.byUser[user] }
+func (f fakeBooks) QueuedJobs() iter.Seq[*api.Job] { return slices.Values(f.waiting) }
+func (f fakeBooks) Active() iter.Seq[*api.Job]     { return slices.Values(f.active) }
+
+// fakeHolds are the holds as the checks read them.
+type fakeHolds []*api.Hold
+
+func (f fakeHolds) All() iter.Seq[*api.Hold] { return slices.Values(f) }
+
+// interactive is an interactive job of user's, of gpus whole GPUs.
+func interactive(user string, gpus int) *api.Job {
+	return &api.Job{User: user, Class: api.ClassInteractive, GPUCount: gpus, Nodes: 1}
+}
 
 // TestCheckSubmit: each limit refuses with its code or field, exempt
 // submissions pass the per-user queue limit, and time limits get their
 // defaults (the interactive one for interactive work).
 func TestCheckSubmit(t *testing.T) {
-	books := fakeBooks{queued: 3, byUser: map[string]int{"ana": 2}, interactive: map[string]float64{"ana": 1}}
+	books := fakeBooks{queued: 3, byUser: map[string]int{"ana": 2}, waiting: []*api.Job{interactive("ana", 1), {User: "ana", GPUCount: 4, Nodes: 1}}}
 	secs := func(d time.Duration) *api.Seconds { s := api.Seconds(d.Seconds()); return &s }
 	for _, tc := range []struct {
 		name      string
@@ -65,14 +79,30 @@ func TestCheckSubmit(t *testing.T) {
 	}
 }
 
-// TestCheckHold: a hold counts the user's interactive GPUs, holds included.
+// TestCheckHold: a hold counts the user's interactive GPUs, queued,
+// running and held; not batch jobs, nor other users'.
 func TestCheckHold(t *testing.T) {
-	q := Queue{Limits: Limits{MaxInteractiveGPUs: 2}, Books: fakeBooks{interactive: map[string]float64{"ana": 1}}}
-	if err := q.CheckHold("ana", 1); err != nil {
-		t.Fatalf("a second GPU: %v", err)
-	}
-	if err := q.CheckHold("ana", 2); err == nil {
-		t.Fatal("a third GPU: admitted")
+	held := &api.Hold{User: "ana", Allocation: []api.Allocation{{NodeID: "n1", GPUID: 0}}}
+	for _, tc := range []struct {
+		name  string
+		books fakeBooks
+		holds fakeHolds
+		ask   float64
+		ok    bool
+	}{
+		{"a second GPU, one queued", fakeBooks{waiting: []*api.Job{interactive("ana", 1)}}, nil, 1, true},
+		{"a third GPU, one queued", fakeBooks{waiting: []*api.Job{interactive("ana", 1)}}, nil, 2, false},
+		{"a second GPU, one running", fakeBooks{active: []*api.Job{interactive("ana", 1)}}, nil, 1, true},
+		{"a third GPU, one running and one held", fakeBooks{active: []*api.Job{interactive("ana", 1)}}, fakeHolds{held}, 1, false},
+		{"batch jobs do not count", fakeBooks{waiting: []*api.Job{{User: "ana", GPUCount: 8, Nodes: 1}}}, nil, 2, true},
+		{"another user's do not count", fakeBooks{active: []*api.Job{interactive("bob", 2)}}, fakeHolds{{User: "bob", Allocation: held.Allocation}}, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := Queue{Limits: Limits{MaxInteractiveGPUs: 2}, Books: tc.books, Holds: tc.holds}
+			if err := q.CheckHold("ana", tc.ask); (err == nil) != tc.ok {
+				t.Fatalf("CheckHold(%v) = %v, want ok %v", tc.ask, err, tc.ok)
+			}
+		})
 	}
 	if err := (Queue{Books: fakeBooks{}}).CheckHold("ana", 100); err != nil {
 		t.Fatalf("no limit: %v", err)
@@ -106,7 +136,9 @@ func TestFractionsAgainstInteractiveCap(t *testing.T) {
 	}
 	// Six 1g.10gb slices held and a seventh asked fit a cap of 1; an
 	// eighth does not, and the refusal says how much is held.
-	q := Queue{Limits: Limits{MaxInteractiveGPUs: 1}, Books: fakeBooks{interactive: map[string]float64{"ana": 6.0 / 7, "bob": 1}}}
+	six := []api.Allocation{slice, slice, slice, slice, slice, slice}
+	q := Queue{Limits: Limits{MaxInteractiveGPUs: 1}, Books: fakeBooks{active: []*api.Job{interactive("bob", 1)}},
+		Holds: fakeHolds{{User: "ana", Allocation: six}}}
 	if err := q.CheckHold("ana", Asked(1, api.GPUPart{MIGProfile: "1g.10gb"})); err != nil {
 		t.Fatalf("a seventh slice: %v", err)
 	}

@@ -37,8 +37,8 @@ type Notifier interface {
 // methods are called with the orchestrator's write lock held, from the
 // feature's own methods only.
 type Books interface {
-	// Job is the job with id in memory, or nil.
-	Job(id string) *api.Job
+	// Get is the job with id in memory, or nil.
+	Get(id string) *api.Job
 	// Array is the record of an array in memory (its counts kept live)
 	// and its tasks' notify field; nil when there is none. The feature
 	// only reads the record.
@@ -155,7 +155,7 @@ func (n *Notes) BeforeCommit(tx feature.Tx) {
 	n.pending = nil
 	ended := map[string]bool{}
 	for _, je := range b.Events {
-		j := n.books.Job(je.JobID)
+		j := n.books.Get(je.JobID)
 		if j == nil {
 			continue
 		}

@@ -21,7 +21,7 @@ type fakeBooks struct {
 	waits  [][2]time.Time // when each job was queued, and started (zero: waiting)
 }
 
-func (b *fakeBooks) Job(id string) *api.Job { return b.jobs[id] }
+func (b *fakeBooks) Get(id string) *api.Job { return b.jobs[id] }
 
 func (b *fakeBooks) Array(id string) (*api.Array, string) {
 	if a := b.arrays[id]; a != nil {

@@ -76,11 +76,13 @@ func (f *fakeJobs) ArraysWithPrefix(prefix string, into map[string]bool) {
 	}
 }
 
-func (f *fakeJobs) JobsWithPrefix(prefix string, into map[string]string) {
+func (f *fakeJobs) WithPrefix(prefix string) iter.Seq[*api.Job] {
 	f.inView()
-	for id, j := range f.jobs {
-		if strings.HasPrefix(id, prefix) {
-			into[id] = j.ArrayJobID
+	return func(yield func(*api.Job) bool) {
+		for id, j := range f.jobs {
+			if strings.HasPrefix(id, prefix) && !yield(j) {
+				return
+			}
 		}
 	}
 }

@@ -24,7 +24,9 @@ func memoryPrefix(v View, prefix string, arrays bool) prefixMemory {
 	if arrays {
 		v.ArraysWithPrefix(prefix, m.arrays)
 	}
-	v.JobsWithPrefix(prefix, m.jobs)
+	for j := range v.WithPrefix(prefix) {
+		m.jobs[j.ID] = j.ArrayJobID
+	}
 	return m
 }
 

@@ -56,9 +56,8 @@ type View interface {
 	// ArraysWithPrefix adds to into the ids of the arrays in memory that
 	// start with prefix.
 	ArraysWithPrefix(prefix string, into map[string]bool)
-	// JobsWithPrefix adds to into, for each live job whose id starts with
-	// prefix, its id and its array's id ("" for none).
-	JobsWithPrefix(prefix string, into map[string]string)
+	// WithPrefix yields the live jobs whose ids start with prefix.
+	WithPrefix(prefix string) iter.Seq[*api.Job]
 	// All yields the live jobs, in no order.
 	All() iter.Seq[*api.Job]
 	// Done closes the view.

@@ -148,7 +148,7 @@ func (b *Books) liveSpend(now time.Time) *liveSpend {
 	if len(b.budget.budgets) == 0 {
 		return l
 	}
-	for j := range b.cluster.Running() {
+	for j := range b.cluster.Active() {
 		if j.StartedAt == nil || len(j.Allocation) == 0 || !b.budgeted(j.User, j.Project) {
 			continue
 		}

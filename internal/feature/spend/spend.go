@@ -45,9 +45,9 @@ type Cluster interface {
 	GPUModel(node string, gpu int) string
 	// GPUHolder is the job or hold that holds a node's GPU ("" for none).
 	GPUHolder(node string, gpu int) string
-	// Running yields the jobs that hold GPUs or are starting, in no
+	// Active yields the jobs that hold GPUs or are starting, in no
 	// order.
-	Running() iter.Seq[*api.Job]
+	Active() iter.Seq[*api.Job]
 	// Reschedule asks for a scheduling cycle: a budget's action changed
 	// what may start. Write lock held.
 	Reschedule()

@@ -34,8 +34,8 @@ func (c *fakeCluster) GPUModel(node string, gpu int) string { return "H100" }
 func (c *fakeCluster) GPUHolder(node string, gpu int) string {
 	return c.holders[fmt.Sprintf("%s/%d", node, gpu)]
 }
-func (c *fakeCluster) Running() iter.Seq[*api.Job] { return slices.Values(c.running) }
-func (c *fakeCluster) Reschedule()                 { c.reschedule++ }
+func (c *fakeCluster) Active() iter.Seq[*api.Job] { return slices.Values(c.running) }
+func (c *fakeCluster) Reschedule()                { c.reschedule++ }
 
 // fakeNotes keeps what was noted.
 type fakeNotes struct{ evs []notify.Event }
