@@ -13,6 +13,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/runtimes"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
@@ -159,7 +160,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	// 3. Commit: every start moves queued -> scheduled -> allocating with
 	// its GPUs reserved in the books; every victim is marked preempting.
 	// The reasons replace the last cycle's.
-	o.pending.reset(res.Pending)
+	o.pending.Reset(res.Pending)
 	o.arr.NotePending(groups, &res)
 	var tasks []exec.Task
 	for _, s := range res.Starts {
@@ -423,75 +424,11 @@ func (o *Orchestrator) endAttempt(tx *txn, j *api.Job, at time.Time) {
 	o.spend.ChargeAttempt(tx, j, at) // feature/spend: the ledger's rows, in the same transaction
 }
 
-// queuedAt is when the job last entered the queue (its submission, or its
-// latest requeue).
-func queuedAt(j *api.Job) time.Time {
-	if t := j.LastEntered(api.StateQueued); !t.IsZero() {
-		return t
-	}
-	return j.SubmittedAt
-}
-
-// later is the later of two times.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// pendingBook is why each queued job waits, as the last cycle said: its
-// list, and each job's index in it. A map of the reasons themselves cost
-// a cycle 27-41 ms at 100,000 queued jobs to fill (each value is moved
-// into the map's groups), one of indexes about 4 ms.
-type pendingBook struct {
-	list []sched.Pending
-	at   map[string]int32
-}
-
-// reset replaces the reasons with ps, which the book keeps. The index map
-// is reused unless the queue has shrunk a lot (a map keeps its size).
-func (b *pendingBook) reset(ps []sched.Pending) {
-	if b.at == nil || len(ps) < len(b.at)/4 {
-		b.at = make(map[string]int32, len(ps))
-	} else {
-		clear(b.at)
-	}
-	b.list = ps
-	for i := range ps {
-		b.at[ps[i].JobID] = int32(i)
-	}
-}
-
-// get returns why job id waits.
-func (b *pendingBook) get(id string) (sched.Pending, bool) {
-	i, ok := b.at[id]
-	if !ok {
-		return sched.Pending{}, false
-	}
-	return b.list[i], true
-}
-
-// drop forgets job id's reason.
-func (b *pendingBook) drop(id string) { delete(b.at, id) }
-
-// schedJob is a queued job as the core sees it.
+// schedJob is a queued job as the core sees it: the job's own part
+// (jobbook.SchedJob), its run-time estimate and its booking.
 func schedJob(j *api.Job, est func(*api.Job) runtimes.Estimate) sched.Job {
-	sj := sched.Job{
-		ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
-		GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
-		NodeLabels: j.NodeLabels, Class: j.Class,
-		MIGProfile: j.MIGProfile, ShareMiB: j.GPUShareMiB, ShareCompute: j.GPUCompute, // a part of a GPU (package gpushare)
-	}
+	sj := jobbook.SchedJob(j)
 	est(j).Apply(&sj)
-	sj.Attained = time.Duration(j.GPUSeconds * float64(time.Second)) // its earlier attempts' GPU time (endAttempt)
-	if j.NotBefore != nil {
-		sj.NotBefore = *j.NotBefore
-	}
-	if j.Begin != nil && j.Begin.After(sj.NotBefore) { // jobio.go: sbatch --begin
-		sj.NotBefore, sj.Begin = *j.Begin, true
-	}
-	elasticJob(&sj, j)    // elastic.go
 	bookings.View(&sj, j) // feature/bookings
 	return sj
 }

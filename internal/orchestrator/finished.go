@@ -65,7 +65,7 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	o.hist.Gone(gone, now) // their events not yet counted
 	for _, j := range gone {
 		o.jobs.Remove(j.ID)
-		o.pending.drop(j.ID)
+		o.pending.Drop(j.ID)
 		delete(o.plan, j.ID)
 	}
 	if o.gone.Left(gone, o.jobs.OrderLen()) {

@@ -62,7 +62,7 @@ type Orchestrator struct {
 	holds     *holds.Books                // GPUs held outside the queue (package holds)
 	gpus      *gpubook.Book               // the nodes, each whole GPU's owner, the slices and shares held (package gpubook)
 	news      queue[nodeEvent]            // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
-	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
+	pending   jobbook.Pending             // why each queued job waits, from the last cycle (cycle.go)
 	on        moments                     // the features, by the moments they serve (features.go)
 	plan      map[string]sched.StartRange // estimated starts with their ranges, from the last plan
 	planAt    time.Time                   // when the plan was made

@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/deps"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/readview"
 	"github.com/corral-sched/corral/internal/sched"
@@ -26,7 +27,7 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 func (o *Orchestrator) viewAt(j *api.Job, now time.Time, withEvents bool) api.Job {
 	v := readview.Live(j, o.policy.Policy, withEvents)
 	if j.State == api.StateQueued {
-		if p, ok := o.pending.get(j.ID); ok {
+		if p, ok := o.pending.Get(j.ID); ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
 		} else if j.ArrayJobID != "" {
 			o.arr.Pending(j, &v)
@@ -96,7 +97,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 		if sr, ok := o.plan[j.ID]; ok {
 			plan = &sr
 		}
-		r.QueuedJobs = append(r.QueuedJobs, readview.QueuedRow(&v, queuedAt(j), plan, now))
+		r.QueuedJobs = append(r.QueuedJobs, readview.QueuedRow(&v, jobbook.QueuedAt(j), plan, now))
 	}
 	if readview.Unordered(r.QueuedJobs, o.running, deps.HeldReason) {
 		readview.Renumber(r.QueuedJobs, sched.OrderWithUsage(o.snapshot(now, o.jobs.QueuedList(), nil)))
@@ -120,7 +121,7 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 // have started: active ones and the last RecentFinished that ended
 // (finished.go); older ones are not counted. Read lock held.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
-	return readview.Statistics(o.jobs.Queued(), o.startedJobs(), queuedAt, now)
+	return readview.Statistics(o.jobs.Queued(), o.startedJobs(), jobbook.QueuedAt, now)
 }
 
 // Status is GET /orchestrator/status.
