@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -244,49 +243,21 @@ func (o *Orchestrator) preempt(ctx context.Context, tx *txn, p sched.Preemption)
 	})
 }
 
-// task builds the executor's task for a job's placements: one rank per
-// node, rank 0 first.
+// task is the executor's task for a job's placements (exec.NewTask: one
+// rank per node, rank 0 first), with its array task's and notebook's env.
 func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
-	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
-		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
-	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
-	t.Script, t.Output, t.Error, t.Signal = j.Script, j.Output, j.Error, j.Signal // jobio.go
-	t.Name, t.ArrayJobID, t.ArrayTask = j.Name, j.ArrayJobID, j.ArrayTaskID
-	t.Image, t.Mounts = j.Image, slices.Clone(j.Mounts)
-	if j.TimeLimit != nil {
-		t.TimeLimit = j.TimeLimit.Duration()
+	ranks := make([]exec.Rank, len(ps))
+	for i, p := range ps {
+		ranks[i] = exec.Rank{NodeID: p.NodeID, GPUs: p.GPUs}
 	}
+	t := exec.NewTask(j, ranks, o.LogPath(j.ID, j.RetryCount), o.attemptPath(j.ID, j.RetryCount, ".preempt"))
 	if j.ArrayJobID != "" {
 		t.Env = o.arr.Env(j, t.Env)
 	}
 	if j.Notebook {
 		t.Env = notebookEnv(j, t.Env)
 	}
-	for _, p := range ps {
-		r := exec.Rank{NodeID: p.NodeID, GPUs: append([]int{}, p.GPUs...)}
-		for _, a := range j.Allocation {
-			if a.NodeID == p.NodeID {
-				r.GPUUUIDs = append(r.GPUUUIDs, a.GPUUUID)
-			}
-			switch { // a slice or a share (package gpushare): what the node needs to run it
-			case a.NodeID != p.NodeID:
-			case a.MIG != nil && a.MIG.UUID != "":
-				t.MIGDevices = append(t.MIGDevices, a.MIG.UUID)
-			case a.ShareMiB > 0:
-				t.GPUShareMiB, t.GPUCompute = a.ShareMiB, a.ShareCompute
-			}
-		}
-		t.Ranks = append(t.Ranks, r)
-	}
-	if len(t.Ranks) > 0 {
-		t.NodeID, t.GPUs, t.GPUUUIDs = t.Ranks[0].NodeID, t.Ranks[0].GPUs, t.Ranks[0].GPUUUIDs
-	}
 	return t
-}
-
-// noticePath is where an attempt's preemption notice is written.
-func (o *Orchestrator) noticePath(jobID string, attempt int) string {
-	return o.attemptPath(jobID, attempt, ".preempt")
 }
 
 // applyUpdates applies executor reports in one transaction. Loop only.
