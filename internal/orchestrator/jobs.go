@@ -148,7 +148,7 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, grace time.Duratio
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j := o.jobs.Get(id)
 		if j == nil {
-			return nil, o.endedError(id) // finished.go
+			return nil, o.found().EndedError(id)
 		}
 		if err := jobspec.NotEnded(j); err != nil {
 			return nil, err
@@ -187,7 +187,7 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j := o.jobs.Get(id)
 		if j == nil {
-			return nil, o.endedError(id) // finished.go
+			return nil, o.found().EndedError(id)
 		}
 		if err := jobspec.NotEnded(j); err != nil {
 			return nil, err

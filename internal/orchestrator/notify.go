@@ -44,7 +44,7 @@ func (b notesBooks) QueueWaits() iter.Seq2[time.Time, time.Time] {
 				return
 			}
 		}
-		for j := range b.o.startedJobs() { // finished.go
+		for j := range b.o.found().Started() {
 			if j.StartedAt != nil && !j.StartedAt.IsZero() && !yield(jobbook.QueuedAt(j), *j.StartedAt) {
 				return
 			}

@@ -121,7 +121,7 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 // have started: active ones and the last RecentFinished that ended
 // (finished.go); older ones are not counted. Read lock held.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
-	return readview.Statistics(o.jobs.Queued(), o.startedJobs(), jobbook.QueuedAt, now)
+	return readview.Statistics(o.jobs.Queued(), o.found().Started(), jobbook.QueuedAt, now)
 }
 
 // Status is GET /orchestrator/status.
