@@ -44,3 +44,17 @@ func QueuedAt(j *api.Job) time.Time {
 	}
 	return j.SubmittedAt
 }
+
+// SchedRunning is an active job as the core sees it, from the job alone:
+// who, its placements, since when it runs (now, when it has not started
+// yet), and what makes it a victim or not (borrowed GPUs, a preemption
+// under way, idleness, its class). Its run-time estimate the caller adds.
+func SchedRunning(j *api.Job, now time.Time) sched.Running {
+	started := now
+	if j.StartedAt != nil {
+		started = *j.StartedAt
+	}
+	return sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
+		Placements: sched.PlacementsOf(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Borrowed: j.Borrowed, Preempting: j.Preempting,
+		Idle: j.Idle, Class: j.Class}
+}

@@ -70,3 +70,25 @@ func TestPending(t *testing.T) {
 		t.Fatalf("c: %+v %v", p, ok)
 	}
 }
+
+func TestSchedRunning(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	started := t0.Add(-time.Hour)
+	alloc := []api.Allocation{{NodeID: "n1", GPUID: 2}, {NodeID: "n1", GPUID: 3}}
+	for _, tc := range []struct {
+		name  string
+		job   api.Job
+		check func(sched.Running) bool
+	}{
+		{"not started yet: now", api.Job{ID: "a", User: "ana", Allocation: alloc}, func(r sched.Running) bool {
+			return r.ID == "a" && r.User == "ana" && r.StartedAt.Equal(t0) && len(r.Placements) == 1 && len(r.Placements[0].GPUs) == 2
+		}},
+		{"started", api.Job{StartedAt: &started, Borrowed: true, Preempting: true, Idle: true, Class: "interactive"}, func(r sched.Running) bool {
+			return r.StartedAt.Equal(started) && r.Borrowed && r.Preempting && r.Idle && r.Class == "interactive"
+		}},
+	} {
+		if got := SchedRunning(&tc.job, t0); !tc.check(got) {
+			t.Errorf("%s: %+v", tc.name, got)
+		}
+	}
+}

@@ -33,13 +33,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 	est := o.estimates(now)
 	snap.Running = make([]sched.Running, 0, o.jobs.ActiveLen())
 	for j := range o.jobs.Active() {
-		started := now
-		if j.StartedAt != nil {
-			started = *j.StartedAt
-		}
-		r := sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
-			Placements: sched.PlacementsOf(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Borrowed: j.Borrowed, Preempting: j.Preempting,
-			Idle: j.Idle, Class: j.Class}
+		r := jobbook.SchedRunning(j, now)
 		est(j).ApplyRunning(&r)
 		snap.Running = append(snap.Running, r)
 	}

@@ -14,7 +14,7 @@ import (
 // read it from there (Job, Jobs, JobState fall back to the store). Memory
 // keeps what scheduling needs: queued and active jobs, holds, bookings,
 // nodes; and, for views and log tails that come just after a job ends,
-// the last RecentFinished jobs that ended (a ring).
+// the last ended.Recent jobs that ended (a ring).
 //
 // Array tasks stay with their array while it is not done: its books
 // (package arrays) hold every task, ended or not. Once its last task
@@ -23,10 +23,6 @@ import (
 //
 // The jobs' submission order keeps the ids of evicted jobs until it is
 // compacted (when they are more than half of it; jobbook.Book.Compact).
-
-// RecentFinished is how many of the jobs that ended last stay in memory
-// (package ended) after they leave o.jobs.
-const RecentFinished = ended.Recent
 
 // evictFinished takes the jobs the committed tx ended out of o.jobs (into
 // the recent ring), counting their last events first. Write lock held.
@@ -63,7 +59,7 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	if o.gone.Left(gone, o.jobs.OrderLen()) {
 		o.jobs.Compact()
 	}
-	o.jobs.TrimKeys(RecentFinished) // the store keeps the keys of ended jobs
+	o.jobs.TrimKeys(ended.Recent) // the store keeps the keys of ended jobs
 }
 
 // found finds a job wherever it is (package ended): the live books, the
@@ -73,26 +69,15 @@ func (o *Orchestrator) found() ended.Finder {
 }
 
 // rebuildFinished adds what ended jobs, kept only in the store, gave
-// the fair-share ledger (GPU time by user, project and hour), the
-// run-time estimator (each user's mean run time over at least their last
-// 20 completed jobs, by the hour they ended in) and the counts of ended
-// jobs, from the store's summary (one row per user, project, hour and
-// state). Before the loop runs, or write lock held.
+// the fair-share ledger, the run-time estimator and the counts of ended
+// jobs, from the store's summary (ended.Books.Rebuild). Before the loop
+// runs, or write lock held.
 func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
 	rows, err := o.cfg.Store.EndedSummary(ctx)
 	if err != nil {
 		return err
 	}
-	for _, r := range rows { // by user, newest hour first
-		if r.GPUSeconds > 0 {
-			o.ledger.Add(r.User, r.Project, r.GPUSeconds, r.Hour.Add(30*time.Minute))
-		}
-	}
-	for user, u := range o.gone.Load(rows) {
-		for range u.N {
-			o.estimator.Observe(user, u.Mean)
-		}
-	}
+	o.gone.Rebuild(rows, o.ledger, o.estimator)
 	return nil
 }
 

@@ -118,7 +118,7 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 }
 
 // statistics is readview.Statistics over the queue and the jobs that may
-// have started: active ones and the last RecentFinished that ended
+// have started: active ones and the last ended.Recent that ended
 // (finished.go); older ones are not counted. Read lock held.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
 	return readview.Statistics(o.jobs.Queued(), o.found().Started(), jobbook.QueuedAt, now)
