@@ -13,6 +13,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/jobbook"
+	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
@@ -333,17 +334,14 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 	}
 }
 
-// Backoff after a lost node: the default base (Config.RetryBackoff),
-// doubling per retry, capped.
-const (
-	backoffBase = 10 * time.Second
-	backoffMax  = 10 * time.Minute
-)
+// backoffBase is the default wait before a lost job's next attempt
+// (Config.RetryBackoff), doubling per retry (jobspec.Lost).
+const backoffBase = 10 * time.Second
 
 // lose settles a job whose attempt's processes are gone (its node was
-// lost, or its agent came back without it): requeued while retries remain
-// (preemptions do not count), after a backoff, else failed with the reason
-// ("lost", "node_lost"). Write lock held.
+// lost, or its agent came back without it): requeued after a backoff
+// while retries remain, else failed, with the reason ("lost",
+// "node_lost"; jobspec.Lost). Write lock held.
 func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	why := "its processes are gone"
 	if cause != nil {
@@ -356,22 +354,16 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 		// its GPUs are free.
 		o.cfg.Executor.Stop(context.Background(), id, attempt, 0)
 	})
-	if j.RetryCount-j.Preemptions >= j.MaxRetries {
+	requeue, notBefore, msg := jobspec.Lost(why, j.RetryCount, j.Preemptions, j.MaxRetries, o.cfg.RetryBackoff, tx.now)
+	if !requeue {
 		now := tx.now
 		j.FinishedAt = &now
-		tx.transition(j, api.StateFailed, reason, fmt.Sprintf("%s; no retries left (max_retries %d)", why, j.MaxRetries))
+		tx.transition(j, api.StateFailed, reason, msg)
 		o.log.Warn("job lost", "job_id", j.ID, "reason", reason)
 		return
 	}
-	retry := j.RetryCount - j.Preemptions + 1
 	j.RetryCount++
-	msg := fmt.Sprintf("%s; requeued (retry %d of %d)", why, retry, j.MaxRetries)
-	// A node or agent that failed may fail again: back off, doubling per
-	// retry.
-	wait := min(o.cfg.RetryBackoff<<(retry-1), backoffMax)
-	notBefore := tx.now.Add(wait)
 	j.NotBefore = &notBefore
-	msg += fmt.Sprintf(" to start no sooner than in %s", wait)
 	tx.transition(j, api.StateQueued, reason, msg)
 	j.ResetAttempt()
 	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "not_before", j.NotBefore)
