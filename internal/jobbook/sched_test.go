@@ -58,9 +58,17 @@ func TestPending(t *testing.T) {
 	if p, ok := b.Get("b"); !ok || p.Reason != "priority" {
 		t.Fatalf("b: %+v %v", p, ok)
 	}
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	b.Plan(map[string]sched.StartRange{"b": {At: t0}}, t0)
+	if sr, ok := b.Start("b"); !ok || !sr.At.Equal(t0) || !b.Planned().Equal(t0) {
+		t.Fatalf("b's start: %+v %v, planned %v", sr, ok, b.Planned())
+	}
 	b.Drop("b")
 	if _, ok := b.Get("b"); ok {
 		t.Fatal("b still has a reason after Drop")
+	}
+	if _, ok := b.Start("b"); ok {
+		t.Fatal("b still has a start after Drop")
 	}
 	b.Reset([]sched.Pending{{JobID: "c", Reason: "resources"}})
 	if _, ok := b.Get("a"); ok {

@@ -140,7 +140,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	}
 	res := sched.Schedule(snap)
 	var plan map[string]sched.StartRange
-	if arrays.QueueSize(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
+	if arrays.QueueSize(snap.Queue) <= planSmallQueue || now.Sub(o.pending.Planned()) >= planEvery {
 		plan = sched.EstimateStartRanges(snap, res, sched.DefaultPlanDepth)
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
@@ -178,7 +178,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	}
 	o.expire(ctx, tx, res.Expired) // bookings.go
 	if plan != nil {
-		o.plan, o.planAt = plan, now
+		o.pending.Plan(plan, now)
 	}
 	o.stats.count++
 	o.stats.last = now

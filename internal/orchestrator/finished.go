@@ -54,7 +54,6 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	for _, j := range gone {
 		o.jobs.Remove(j.ID)
 		o.pending.Drop(j.ID)
-		delete(o.plan, j.ID)
 	}
 	if o.gone.Left(gone, o.jobs.OrderLen()) {
 		o.jobs.Compact()

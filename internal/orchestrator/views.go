@@ -32,7 +32,7 @@ func (o *Orchestrator) viewAt(j *api.Job, now time.Time, withEvents bool) api.Jo
 		} else if j.ArrayJobID != "" {
 			o.arr.Pending(j, &v)
 		}
-		if sr, ok := o.plan[j.ID]; ok {
+		if sr, ok := o.pending.Start(j.ID); ok {
 			v.EstimatedStartTime, v.EstimatedStartLow, v.EstimatedStartHigh = readview.StartRange(sr)
 		}
 		if reason, msg, held := o.deps.Pending(j); held {
@@ -94,7 +94,7 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	for j := range o.jobs.QueuedJobs() {
 		v := o.viewAt(j, now, false)
 		var plan *sched.StartRange
-		if sr, ok := o.plan[j.ID]; ok {
+		if sr, ok := o.pending.Start(j.ID); ok {
 			plan = &sr
 		}
 		r.QueuedJobs = append(r.QueuedJobs, readview.QueuedRow(&v, jobbook.QueuedAt(j), plan, now))
