@@ -45,7 +45,7 @@ var durationFlags = []struct {
 	{"idle-window", "a job whose GPUs stay under the idle threshold this long is flagged idle (e.g. 30m)", func(f *policyFlags) *string { return &f.idle }, func(u *api.PoliciesUpdate, v api.RawValue) { u.IdleWindow = v }},
 	{"starve-after", "fair_share: a job waiting this long goes before every job that has not, oldest first (e.g. 48h; 0: never)", func(f *policyFlags) *string { return &f.starveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveAfter = v }},
 	{"starve-light-drain", "fair_share: the longest drain time of the queued work at which --starve-light-share applies (e.g. 168h; 0: never)", func(f *policyFlags) *string { return &f.starveLightDrain }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveLightDrain = v }},
-	{"starve-light-floor", "fair_share: under --starve-light-share, a job starves light once it has waited the queue's drain time times --starve-after over --starve-light-drain, never less than this (e.g. 12h; 0: --starve-after alone)", func(f *policyFlags) *string { return &f.starveLightFloor }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveLightFloor = v }},
+	{"starve-light-floor", "fair_share: under --starve-light-share, a job starves light once it has waited --starve-after for every week the queue takes to drain, never less than this (e.g. 12h; 0: --starve-after alone)", func(f *policyFlags) *string { return &f.starveLightFloor }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveLightFloor = v }},
 	{"reserve-after", "fair_share with backfill: a job holds a reservation only once it has waited this long (e.g. 2h; 0: at once)", func(f *policyFlags) *string { return &f.reserveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.ReserveAfter = v }},
 }
 

@@ -33,8 +33,8 @@ type Policies struct {
 	// starve_light_share applies; 0: never.
 	StarveLightDrain Seconds `json:"starve_light_drain"`
 	// StarveLightFloor: under starve_light_share, a job starves light once
-	// it has waited the queue's drain time times starve_after over
-	// starve_light_drain, never less than this (nor more than
+	// it has waited starve_after for every week the queue takes to
+	// drain, never less than this (nor more than
 	// starve_after); 0: starve_after alone.
 	StarveLightFloor Seconds `json:"starve_light_floor"`
 	OldestFirst      bool    `json:"oldest_first"`  // the oldest starving job goes first whatever starve_share holds

@@ -81,9 +81,9 @@ type Policy struct {
 	// DefaultStarveLightDrain; negative: never.
 	StarveLightDrain time.Duration
 	// StarveLightFloor: while light starving applies, a job starves light
-	// once it has waited the queue's drain time (DrainTime) times
-	// StarveAfter over StarveLightDrain (StarveAfter where light starving
-	// begins, less as the queue gets shorter), but never less than this:
+	// once it has waited StarveAfter for every StarveLightScale (a week)
+	// the queue takes to drain (DrainTime), less as the queue gets
+	// shorter, but never less than this:
 	// at light load the queue drains in hours, and a gang that fair share
 	// passes over would otherwise wait StarveAfter. Zero:
 	// DefaultStarveLightFloor; negative: StarveAfter alone.

@@ -43,12 +43,16 @@ import (
 // the lightest loads the queue drains in hours, and fair share can pass
 // over a heavy team's gang for a day or more, where first-come
 // first-served would have started it within hours. So the light
-// threshold shrinks with the queue: StarveAfter times the drain time over
-// StarveLightDrain (StarveAfter where light starving begins), never under
-// StarveLightFloor. The jobs that go first for it are still bounded by
+// threshold shrinks with the queue: StarveAfter for every StarveLightScale
+// (a week) the queue takes to drain, never under StarveLightFloor nor
+// over StarveAfter. The jobs that go first for it are still bounded by
 // StarveLightShare, and only those that waited StarveAfter count against
 // it: counting the sooner ones too would fill the share with them and
 // keep the jobs that waited two days out.
+
+// StarveLightScale is the drain time at which the light threshold
+// reaches StarveAfter: below it the threshold shrinks in proportion.
+const StarveLightScale = 168 * time.Hour
 
 // DefaultStarveLightFloor is the least a job waits to starve light, when
 // the policy does not say.
@@ -307,7 +311,7 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 // lightOf reports whether light starving is on in s under p, the most
 // GPUs the jobs that went first for starving may hold for a light
 // starving job to go first, and how long a job waits to starve light:
-// the drain time times StarveAfter over StarveLightDrain, within
+// StarveAfter for every StarveLightScale of drain time, within
 // StarveLightFloor and StarveAfter.
 func lightOf(s *Snapshot, p *Policy, gpus int) (bool, int, time.Duration) {
 	share, drain := p.StarveLightShare, p.StarveLightDrain
@@ -330,7 +334,7 @@ func lightOf(s *Snapshot, p *Policy, gpus int) (bool, int, time.Duration) {
 	}
 	lightAfter := after
 	if floor > 0 {
-		scale := float64(after) / float64(drain)
+		scale := float64(after) / float64(StarveLightScale)
 		lightAfter = max(floor, min(after, time.Duration(scale*float64(d))))
 	}
 	return true, int(math.Floor(min(share, 1) * float64(gpus))), lightAfter

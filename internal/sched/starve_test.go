@@ -336,16 +336,20 @@ func TestStarveLightFloor(t *testing.T) {
 		want  []string
 		// floorWant: StarveFloor's answer
 		floorWant time.Duration
+		drain     time.Duration // StarveLightDrain
 	}{
-		{"the default, 12h", 0, jobs(m1, l1), []string{"m1", "l1"}, 12 * h},
-		{"off", -1, jobs(m1, l1), []string{"l1", "m1"}, 48 * h},
-		{"a floor over the wait", 16 * h, jobs(m1, l1), []string{"l1", "m1"}, 16 * h},
-		{"a floor under the wait", 6 * h, jobs(m1, l1), []string{"m1", "l1"}, 6 * h},
+		{"the default, 12h", 0, jobs(m1, l1), []string{"m1", "l1"}, 12 * h, 0},
+		{"off", -1, jobs(m1, l1), []string{"l1", "m1"}, 48 * h, 0},
+		{"a floor over the wait", 16 * h, jobs(m1, l1), []string{"l1", "m1"}, 16 * h, 0},
+		{"a floor under the wait", 6 * h, jobs(m1, l1), []string{"m1", "l1"}, 6 * h, 0},
 		{"the drain time scaled over the wait", 12 * h, jobs(m1, l1, big), []string{"l1", "m1", "big"},
-			time.Duration(float64(48*h) / float64(168*h) * float64(363825*time.Second))},
+			time.Duration(float64(48*h) / float64(168*h) * float64(363825*time.Second)), 0},
+		{"scaled by a week whatever the gate", 12 * h, jobs(m1, l1, big), []string{"l1", "m1", "big"},
+			time.Duration(float64(48*h) / float64(168*h) * float64(363825*time.Second)), 336 * h},
+		{"the gate shut", 12 * h, jobs(m1, l1, big), []string{"l1", "m1", "big"}, 48 * h, 100 * h},
 	} {
 		s := Snapshot{Now: now, Nodes: []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80)}, Queue: tc.queue, Usage: usage,
-			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: 1, StarveLightFloor: tc.floor, TailFactor: -1}}
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: 1, StarveLightFloor: tc.floor, StarveLightDrain: tc.drain, TailFactor: -1}}
 		if got := ids(OrderWithUsage(s)); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: order %v, want %v", tc.name, got, tc.want)
 		}
