@@ -64,7 +64,7 @@ const DefaultStarveLightShare = 0.3
 
 // DefaultStarveLightDrain is the longest drain time of the queued work at
 // which jobs starve light, when the policy does not say.
-const DefaultStarveLightDrain = 240 * time.Hour
+const DefaultStarveLightDrain = 168 * time.Hour
 
 // DefaultStarveAfter is how long a job waits before it is starving, when
 // the policy does not say.
