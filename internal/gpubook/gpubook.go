@@ -129,3 +129,10 @@ func CountOn(nodeID string, running iter.Seq[*api.Job]) int {
 	}
 	return c
 }
+
+// State is node n's state for the API (nodebook.Node.State). Its jobs,
+// those of active placed on it, are counted only when it drains: a view
+// of a large cluster asks every node.
+func State(n *nodebook.Node, active iter.Seq[*api.Job]) string {
+	return n.State(func() int { return CountOn(n.ID, active) })
+}

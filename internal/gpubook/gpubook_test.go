@@ -293,6 +293,32 @@ func TestCountOn(t *testing.T) {
 	}
 }
 
+func TestState(t *testing.T) {
+	active := []*api.Job{{ID: "a", Allocation: []api.Allocation{{NodeID: "n1"}}}}
+	for _, tc := range []struct {
+		node   string
+		action string // an admin's, before
+		want   string
+	}{
+		{"n1", "", nodebook.Up},
+		{"n1", "cordon", nodebook.Cordoned},
+		{"n1", "drain", nodebook.Draining}, // its job is still on it
+		{"n2", "drain", nodebook.Drained},  // no job on it
+	} {
+		t.Run(tc.node+" "+tc.action, func(t *testing.T) {
+			n := &nodebook.Node{ID: tc.node}
+			if tc.action != "" {
+				if err := n.Act(tc.action); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := State(n, slices.Values(active)); got != tc.want {
+				t.Errorf("state %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestProfiles(t *testing.T) {
 	if got := book().Profiles(); !slices.Equal(got, []string{"3g.40gb"}) {
 		t.Errorf("profiles %v", got)

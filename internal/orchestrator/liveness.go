@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -83,13 +82,4 @@ func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
 		}
 	}
 	return us
-}
-
-// reviveBusyDownNodes brings up, with a fresh TTL, a node stored down that
-// holds jobs adopted at start-up (nodebook.Book.Revive says why). From
-// recover, once the jobs are loaded.
-func (o *Orchestrator) reviveBusyDownNodes() {
-	for _, n := range o.gpus.Nodes().Revive(slices.Collect(o.jobs.Active()), o.cfg.Now()) {
-		o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
-	}
 }

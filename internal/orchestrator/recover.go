@@ -3,6 +3,7 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
@@ -49,9 +50,15 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 		return fmt.Errorf("recover: %w", err)
 	}
 	// 7. Last, however recovery ends: the fair-share ledger rebuilt from
-	// every job, then the nodes stored down that hold adopted jobs revived.
-	defer o.reviveBusyDownNodes() // liveness.go
-	defer o.rebuildLedger(o.policy.HalfLife.Duration())
+	// every job; a node stored down that holds adopted jobs is up, with a
+	// fresh TTL, for its agent to confirm them (nodebook.Book.Revive).
+	halfLife := o.policy.HalfLife.Duration()
+	defer func() {
+		o.rebuildLedger(halfLife)
+		for _, n := range o.gpus.Nodes().Revive(slices.Collect(o.jobs.Active()), o.cfg.Now()) {
+			o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
+		}
+	}()
 	o.running = st.Settings[settingScheduling] != "off"
 	o.jobs.LoadKeys(st.Idempotency)
 	arrays.AddTasks(st) // tasks with no row yet
