@@ -291,6 +291,13 @@ func TestCountOn(t *testing.T) {
 			t.Errorf("%s: %d jobs, want %d", node, got, want)
 		}
 	}
+	var on []string
+	for j := range On("n2", slices.Values(running)) {
+		on = append(on, j.ID)
+	}
+	if !slices.Equal(on, []string{"a", "b"}) {
+		t.Errorf("on n2: %v, want [a b] in running's order", on)
+	}
 }
 
 func TestState(t *testing.T) {
