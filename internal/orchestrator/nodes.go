@@ -114,9 +114,16 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodebook
 			o.log.Info("node up", "node", n.ID)
 			o.notes.Alert(notify.AlertNodeUp, ev.At, n.ID, nil, "node %s is back up", n.ID)
 			flipped = append(flipped, n)
-			o.nodeReport(n, ev)
-		case nodebook.Reported:
-			o.nodeReport(n, ev)
+			fallthrough
+		case nodebook.Reported: // its readings go to the alerts, the used GPU time and the idle check
+			o.notes.NodeReadings(n.ID, ev.Readings, ev.Foreign, ev.At)
+			if ev.Readings != nil {
+				o.spend.IntegrateReadings(n.ID, ev.Readings, ev.At) // feature/spend: used GPU time
+				o.checkIdle(n, ev.At)
+			}
+			if len(ev.Foreign) > 0 {
+				o.dirty = true // GPUs used outside Corral are not handed out
+			}
 		case nodebook.DiskFilled:
 			o.dirty = true
 			o.log.Warn("node takes no new jobs: its log disk is full", "node", n.ID, "why", *ev.Disk)
@@ -140,21 +147,6 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodebook
 		}
 	}
 	o.notify()
-}
-
-// nodeReport is what follows a node's report in the loop's books: its
-// readings go to the alerts, the used GPU time and the idle check; its
-// GPUs used by processes outside Corral are not handed out. Write lock
-// held.
-func (o *Orchestrator) nodeReport(n *Node, ev nodebook.News) {
-	o.notes.NodeReadings(n.ID, ev.Readings, ev.Foreign, ev.At)
-	if ev.Readings != nil {
-		o.spend.IntegrateReadings(n.ID, ev.Readings, ev.At) // feature/spend: used GPU time
-		o.checkIdle(n, ev.At)
-	}
-	if len(ev.Foreign) > 0 {
-		o.dirty = true
-	}
 }
 
 // SetNodeState cordons, drains or uncordons a node (nodebook.Book.Act);
