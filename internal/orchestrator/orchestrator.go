@@ -43,6 +43,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/gpubook"
 	"github.com/corral-sched/corral/internal/jobbook"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
@@ -61,7 +62,7 @@ type Orchestrator struct {
 	jobs      *jobbook.Book               // the jobs in memory: in submission order, the queue, the active set, idempotency keys (package jobbook)
 	holds     *holds.Books                // GPUs held outside the queue (package holds)
 	gpus      *gpubook.Book               // the nodes, each whole GPU's owner, the slices and shares held (package gpubook)
-	news      queue[nodeEvent]            // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
+	news      queue[nodebook.News]        // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
 	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
 	on        moments                     // the features, by the moments they serve (features.go)
 	plan      map[string]sched.StartRange // estimated starts with their ranges, from the last plan
