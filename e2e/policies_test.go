@@ -758,6 +758,7 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 		{`{"starve_backlog": -0.5}`, "starve_backlog"},
 		{`{"starve_light_share": 1.5}`, "starve_light_share"},
 		{`{"starve_light_drain": "often"}`, "starve_light_drain"},
+		{`{"starve_light_floor": -5}`, "starve_light_floor"},
 		{`{"tail_wait": "soon"}`, "tail_wait"},
 		// One bad field spoils the whole update.
 		{`{"policy": "fcfs", "backfill": false, "quotas": {"projects": {"vision": 2}}, "preempt_grace": "forever"}`, "preempt_grace"},
@@ -779,7 +780,7 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 	good := map[string]any{
 		"policy": "sjf", "backfill": false, "preemption": true, "spread": true,
 		"aging_interval": "2h", "half_life": "72h", "default_estimate": 2700, "min_run_time": 0, "preempt_grace": "5s",
-		"starve_after": "96h", "starve_backlog": 2, "starve_light_share": 0.2, "starve_light_drain": "96h", "oldest_first": true, "tail_factor": 2, "tail_wait": 0,
+		"starve_after": "96h", "starve_backlog": 2, "starve_light_share": 0.2, "starve_light_drain": "96h", "starve_light_floor": "6h", "oldest_first": true, "tail_factor": 2, "tail_wait": 0,
 		"weights": map[string]any{"users": map[string]any{"ana": 2, "bob": 0.5}, "projects": map[string]any{"vision": 3}},
 		"quotas":  map[string]any{"users": map[string]any{"ana": 4}, "projects": map[string]any{"vision": 6, "nlp": 2}},
 	}
@@ -793,7 +794,7 @@ func TestPoliciesPersistAndValidate(t *testing.T) {
 		Policy: "sjf", Backfill: false, Preemption: true, Gang: true, Spread: true,
 		AgingInterval: 7200, HalfLife: 72 * 3600, DefaultEstimate: 2700, MinRunTime: 0, PreemptGrace: 5,
 		IdleThreshold: 5, IdleWindow: 1800, IdleAction: "notify", // the defaults
-		StarveAfter: 96 * 3600, StarveShare: 1, StarveBacklog: 2, StarveLightShare: 0.2, StarveLightDrain: 96 * 3600, OldestFirst: true, ReserveAfter: 7200, TailFactor: 2, TailWait: 0,
+		StarveAfter: 96 * 3600, StarveShare: 1, StarveBacklog: 2, StarveLightShare: 0.2, StarveLightDrain: 96 * 3600, StarveLightFloor: 6 * 3600, OldestFirst: true, ReserveAfter: 7200, TailFactor: 2, TailWait: 0,
 		Weights: api.Weights{Users: map[string]float64{"ana": 2, "cy": 1.5}, Projects: map[string]float64{"vision": 3}},
 		Quotas:  api.Quotas{Users: map[string]int{"ana": 4}, Projects: map[string]int{"vision": 6}},
 		// The interactive classes' idle reclaim defaults (docs/interactive.md).

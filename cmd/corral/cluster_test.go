@@ -83,7 +83,7 @@ func TestNodesMIG(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	f := newFakeServer(t)
 	pol := api.Policies{Policy: "fair_share", Backfill: true, Gang: true, Available: []string{"fair_share", "priority", "fcfs", "sjf"},
-		StarveAfter: 172800, StarveShare: 1, StarveBacklog: 1, StarveLightShare: 0.3, StarveLightDrain: 604800, ReserveAfter: 7200, TailFactor: 1, TailWait: 0.02}
+		StarveAfter: 172800, StarveShare: 1, StarveBacklog: 1, StarveLightShare: 0.3, StarveLightDrain: 604800, StarveLightFloor: 43200, ReserveAfter: 7200, TailFactor: 1, TailWait: 0.02}
 	f.on("GET", "/orchestrator/policies", 200, pol)
 	f.on("PUT", "/orchestrator/policies", 200, pol)
 
@@ -91,7 +91,7 @@ func TestPolicy(t *testing.T) {
 		res := f.run(args...)
 		if res.code != 0 || !strings.Contains(res.stdout, "fair_share") || !strings.Contains(res.stdout, "backfill:") ||
 			!strings.Contains(res.stdout, "after 2d0h and 1 x the backlog, holding at most 1 of the GPUs, oldest first off") ||
-			!strings.Contains(res.stdout, "after 2d0h alone, holding at most 0.3 of the GPUs, while the queue drains within 7d0h") ||
+			!strings.Contains(res.stdout, "after 2d0h alone, holding at most 0.3 of the GPUs, while the queue drains within 7d0h; sooner as the queue shortens, down to 12h0m") ||
 			!strings.Contains(res.stdout, "estimate 1 x the backlog, after waiting 0.02 of it") {
 			t.Errorf("%v: exit %d, %q %q", args, res.code, res.stdout, res.stderr)
 		}
@@ -110,6 +110,7 @@ func TestPolicy(t *testing.T) {
 		{[]string{"policy", "set", "--tail-factor", "0"}, `{"tail_factor":0}`},
 		{[]string{"policy", "set", "--starve-backlog", "0"}, `{"starve_backlog":0}`},
 		{[]string{"policy", "set", "--starve-light-share", "0.2", "--starve-light-drain", "96h"}, `{"starve_light_share":0.2,"starve_light_drain":"96h"}`},
+		{[]string{"policy", "set", "--starve-light-floor", "6h"}, `{"starve_light_floor":"6h"}`},
 		{[]string{"quota", "set", "project", "vision", "16"}, `{"quotas":{"projects":{"vision":16}}}`},
 		{[]string{"quota", "rm", "user", "ana"}, `{"quotas":{"users":{"ana":null}}}`},
 		{[]string{"weight", "set", "user", "ana", "2.5"}, `{"weights":{"users":{"ana":2.5}}}`},

@@ -23,6 +23,7 @@ type policyFlags struct {
 	minRunTime, preemptGrace, idle string
 	starveAfter, reserveAfter      string
 	starveLightDrain               string
+	starveLightFloor               string
 	starveShare, tailFactor        float64
 	tailWait, starveBacklog        float64
 	starveLightShare               float64
@@ -44,6 +45,7 @@ var durationFlags = []struct {
 	{"idle-window", "a job whose GPUs stay under the idle threshold this long is flagged idle (e.g. 30m)", func(f *policyFlags) *string { return &f.idle }, func(u *api.PoliciesUpdate, v api.RawValue) { u.IdleWindow = v }},
 	{"starve-after", "fair_share: a job waiting this long goes before every job that has not, oldest first (e.g. 48h; 0: never)", func(f *policyFlags) *string { return &f.starveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveAfter = v }},
 	{"starve-light-drain", "fair_share: the longest drain time of the queued work at which --starve-light-share applies (e.g. 168h; 0: never)", func(f *policyFlags) *string { return &f.starveLightDrain }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveLightDrain = v }},
+	{"starve-light-floor", "fair_share: under --starve-light-share, a job starves light once it has waited --starve-after for every week the queue takes to drain, never less than this (e.g. 12h; 0: --starve-after alone)", func(f *policyFlags) *string { return &f.starveLightFloor }, func(u *api.PoliciesUpdate, v api.RawValue) { u.StarveLightFloor = v }},
 	{"reserve-after", "fair_share with backfill: a job holds a reservation only once it has waited this long (e.g. 2h; 0: at once)", func(f *policyFlags) *string { return &f.reserveAfter }, func(u *api.PoliciesUpdate, v api.RawValue) { u.ReserveAfter = v }},
 }
 
@@ -168,8 +170,12 @@ func printPolicies(w io.Writer, p api.Policies) error {
 	}
 	t.row("starving first:", starve+", oldest first "+onOff(p.OldestFirst))
 	if p.StarveAfter > 0 && p.StarveLightShare > 0 && p.StarveLightDrain > 0 {
-		t.row("light starving:", fmt.Sprintf("after %s alone, holding at most %g of the GPUs, while the queue drains within %s",
-			fmtDuration(p.StarveAfter.Duration()), p.StarveLightShare, fmtDuration(p.StarveLightDrain.Duration())))
+		light := fmt.Sprintf("after %s alone, holding at most %g of the GPUs, while the queue drains within %s",
+			fmtDuration(p.StarveAfter.Duration()), p.StarveLightShare, fmtDuration(p.StarveLightDrain.Duration()))
+		if p.StarveLightFloor > 0 && p.StarveLightFloor < p.StarveAfter {
+			light += fmt.Sprintf("; sooner as the queue shortens, down to %s", fmtDuration(p.StarveLightFloor.Duration()))
+		}
+		t.row("light starving:", light)
 	}
 	reserve := "at once"
 	if p.ReserveAfter > 0 {

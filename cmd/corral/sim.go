@@ -29,6 +29,7 @@ type simFlags struct {
 	oldestBacklog, oldestStretch, starveBacklog   float64
 	starveLightShare                              float64
 	starveLightDrain                              time.Duration
+	starveLightFloor                              time.Duration
 	seed                                          uint64
 	preemptGrace, minRunTime                      time.Duration
 	starveAfter                                   time.Duration
@@ -134,6 +135,7 @@ run.`,
 	pf.Float64Var(&f.starveBacklog, "starve-backlog", sched.DefaultStarveBacklog, "fair_share: a job is starving only once it has also waited this many times the backlog (queued and running work over every GPU; 0: --starve-after alone)")
 	pf.Float64Var(&f.starveLightShare, "starve-light-share", sched.DefaultStarveLightShare, "fair_share: while the queued work drains within --starve-light-drain, a job that waited --starve-after alone goes first too, while the jobs that went first for starving hold less than this share of the GPUs (0: never)")
 	durationVar(pf, &f.starveLightDrain, "starve-light-drain", sched.DefaultStarveLightDrain, "fair_share: the longest drain time of the queued work (running jobs holding their GPUs meanwhile) at which --starve-light-share applies (0: never)")
+	durationVar(pf, &f.starveLightFloor, "starve-light-floor", sched.DefaultStarveLightFloor, "fair_share: while --starve-light-share applies, a job starves light once it has waited --starve-after for every week the queue takes to drain, never less than this nor more than --starve-after (0: --starve-after alone)")
 	pf.Float64Var(&f.tailWait, "tail-wait", sched.DefaultTailWait, "fair_share: a job goes first on the tail only once it has waited this share of its estimate (0: at once)")
 	durationVar(pf, &f.reserveAfter, "reserve-after", sched.DefaultReserveAfter, "fair_share with backfill: a job holds a reservation only once it has waited this long (0: at once)")
 	pf.StringVar(&f.head, "head", "walk", "fair_share with backfill: which job holds the reservation, the oldest that cannot start (oldest) or the first of the walk that does not fit (walk)")
@@ -304,8 +306,8 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	if f.head != "oldest" && f.head != "walk" {
 		return nil, cfg, usagef("--head %q: want oldest or walk", f.head)
 	}
-	if f.preemptGrace < 0 || f.minRunTime < 0 || f.starveAfter < 0 || f.reserveAfter < 0 || f.starveLightDrain < 0 {
-		return nil, cfg, usagef("--preempt-grace, --min-run-time, --starve-after, --starve-light-drain and --reserve-after cannot be negative")
+	if f.preemptGrace < 0 || f.minRunTime < 0 || f.starveAfter < 0 || f.reserveAfter < 0 || f.starveLightDrain < 0 || f.starveLightFloor < 0 {
+		return nil, cfg, usagef("--preempt-grace, --min-run-time, --starve-after, --starve-light-drain, --starve-light-floor and --reserve-after cannot be negative")
 	}
 	jobs, err := readTrace(f.trace, f.format, f.teamsFrom)
 	if err != nil {
@@ -329,6 +331,10 @@ func (f *simFlags) load() ([]sim.Job, sim.Config, error) {
 	cfg.Policy.TailFactor, cfg.Policy.TailWait, cfg.Policy.OldestFirst = f.tailFactor, f.tailWait, f.oldestFirst
 	cfg.Policy.OldestBacklog, cfg.Policy.OldestStretch, cfg.Policy.StarveBacklog = f.oldestBacklog, f.oldestStretch, f.starveBacklog
 	cfg.Policy.StarveLightShare, cfg.Policy.StarveLightDrain = f.starveLightShare, f.starveLightDrain
+	cfg.Policy.StarveLightFloor = f.starveLightFloor
+	if f.starveLightFloor == 0 {
+		cfg.Policy.StarveLightFloor = -1 // zero means --starve-after alone, not the default
+	}
 	if f.starveLightShare == 0 || f.starveLightDrain == 0 {
 		cfg.Policy.StarveLightShare = -1 // zero means never, not the default
 	}

@@ -32,6 +32,11 @@ type Policies struct {
 	// StarveLightDrain: the longest drain time of the queued work at which
 	// starve_light_share applies; 0: never.
 	StarveLightDrain Seconds `json:"starve_light_drain"`
+	// StarveLightFloor: under starve_light_share, a job starves light once
+	// it has waited starve_after for every week the queue takes to
+	// drain, never less than this (nor more than
+	// starve_after); 0: starve_after alone.
+	StarveLightFloor Seconds `json:"starve_light_floor"`
 	OldestFirst      bool    `json:"oldest_first"`  // the oldest starving job goes first whatever starve_share holds
 	ReserveAfter     Seconds `json:"reserve_after"` // with backfill, a job holds a reservation only once it has waited this long; 0: at once
 	TailFactor       float64 `json:"tail_factor"`   // a job whose estimate is at least this many times the backlog goes first, the longest first; 0: never
@@ -81,6 +86,7 @@ type PoliciesUpdate struct {
 	StarveBacklog    *float64       `json:"starve_backlog,omitempty"`
 	StarveLightShare *float64       `json:"starve_light_share,omitempty"`
 	StarveLightDrain RawValue       `json:"starve_light_drain,omitempty"`
+	StarveLightFloor RawValue       `json:"starve_light_floor,omitempty"`
 	OldestFirst      *bool          `json:"oldest_first,omitempty"`
 	ReserveAfter     RawValue       `json:"reserve_after,omitempty"`
 	TailFactor       *float64       `json:"tail_factor,omitempty"`

@@ -122,10 +122,28 @@ func (b *Book) Own(id, user string, as []api.Allocation) {
 // for.
 func CountOn(nodeID string, running iter.Seq[*api.Job]) int {
 	c := 0
-	for j := range running {
-		if nodebook.Placed(j, nodeID) {
-			c++
-		}
+	for range On(nodeID, running) {
+		c++
 	}
 	return c
+}
+
+// On is the jobs among running that are placed on the node, jobs of no
+// GPUs included (nodebook.Placed), in running's order: what a lost node
+// takes with it.
+func On(nodeID string, running iter.Seq[*api.Job]) iter.Seq[*api.Job] {
+	return func(yield func(*api.Job) bool) {
+		for j := range running {
+			if nodebook.Placed(j, nodeID) && !yield(j) {
+				return
+			}
+		}
+	}
+}
+
+// State is node n's state for the API (nodebook.Node.State). Its jobs,
+// those of active placed on it, are counted only when it drains: a view
+// of a large cluster asks every node.
+func State(n *nodebook.Node, active iter.Seq[*api.Job]) string {
+	return n.State(func() int { return CountOn(n.ID, active) })
 }

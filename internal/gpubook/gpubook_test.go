@@ -291,6 +291,39 @@ func TestCountOn(t *testing.T) {
 			t.Errorf("%s: %d jobs, want %d", node, got, want)
 		}
 	}
+	var on []string
+	for j := range On("n2", slices.Values(running)) {
+		on = append(on, j.ID)
+	}
+	if !slices.Equal(on, []string{"a", "b"}) {
+		t.Errorf("on n2: %v, want [a b] in running's order", on)
+	}
+}
+
+func TestState(t *testing.T) {
+	active := []*api.Job{{ID: "a", Allocation: []api.Allocation{{NodeID: "n1"}}}}
+	for _, tc := range []struct {
+		node   string
+		action string // an admin's, before
+		want   string
+	}{
+		{"n1", "", nodebook.Up},
+		{"n1", "cordon", nodebook.Cordoned},
+		{"n1", "drain", nodebook.Draining}, // its job is still on it
+		{"n2", "drain", nodebook.Drained},  // no job on it
+	} {
+		t.Run(tc.node+" "+tc.action, func(t *testing.T) {
+			n := &nodebook.Node{ID: tc.node}
+			if tc.action != "" {
+				if err := n.Act(tc.action); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := State(n, slices.Values(active)); got != tc.want {
+				t.Errorf("state %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestProfiles(t *testing.T) {

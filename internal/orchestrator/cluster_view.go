@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/gpubook"
 	"github.com/corral-sched/corral/internal/gpuinfo"
 	"github.com/corral-sched/corral/internal/readview"
 )
@@ -35,7 +36,7 @@ func (o *Orchestrator) Cluster(ctx context.Context) api.ClusterStatus {
 		if i < len(direct) {
 			d0 = direct[i]
 		}
-		nb := readview.NodeBooks{View: n.View(o.state(n), d0), Down: n.IsDown()} // nodebook: the node, its GPUs' readings and foreign processes
+		nb := readview.NodeBooks{View: n.View(gpubook.State(n, o.jobs.Active()), d0), Down: n.IsDown()} // nodebook: the node, its GPUs' readings and foreign processes
 		nb.GPUs = make([]readview.GPUBooks, len(nb.View.GPUs))
 		for k := range nb.GPUs {
 			nb.GPUs[k] = o.gpus.GPU(n.ID, &n.Devices[k], o.jobs.Get, held) // gpubook: its owner, slices and shares

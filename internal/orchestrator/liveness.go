@@ -3,12 +3,11 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
-	"github.com/corral-sched/corral/internal/nodebook"
+	"github.com/corral-sched/corral/internal/gpubook"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
@@ -51,7 +50,10 @@ func (o *Orchestrator) checkNodes(ctx context.Context) {
 	for _, n := range lost {
 		o.wentDown(n, now)
 		tx.persistNode(n)
-		us = append(us, o.lostUpdates(n.ID, now)...)
+		for j := range gpubook.On(n.ID, o.jobs.Active()) { // their attempts end, lost with the node
+			us = append(us, exec.Update{JobID: j.ID, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
+				Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", n.ID, o.cfg.NodeTTL)})
+		}
 	}
 	o.applyUpdatesTx(tx, us)
 	err := o.commit(ctx, tx)
@@ -70,26 +72,4 @@ func (o *Orchestrator) wentDown(n *Node, at time.Time) {
 	since := n.SilentSince() // its last report, or the server's start if it has not reported since
 	o.log.Warn("node down", "node", n.ID, "last_seen", n.LastSeen(), "silent_since", since)
 	o.notes.Alert(notify.AlertNodeDown, at, n.ID, nil, "node %s is down: silent since %s", n.ID, since.UTC().Format(time.RFC3339))
-}
-
-// lostUpdates ends the current attempt of every job on a down node. Lock
-// held.
-func (o *Orchestrator) lostUpdates(nodeID string, now time.Time) []exec.Update {
-	var us []exec.Update
-	for j := range o.jobs.Active() {
-		if nodebook.Placed(j, nodeID) { // a job of no GPUs too
-			us = append(us, exec.Update{JobID: j.ID, Attempt: j.RetryCount, Kind: exec.Exited, At: now, ExitCode: -1,
-				Lost: api.ReasonNodeLost, Err: fmt.Errorf("node %s stopped reporting for %s", nodeID, o.cfg.NodeTTL)})
-		}
-	}
-	return us
-}
-
-// reviveBusyDownNodes brings up, with a fresh TTL, a node stored down that
-// holds jobs adopted at start-up (nodebook.Book.Revive says why). From
-// recover, once the jobs are loaded.
-func (o *Orchestrator) reviveBusyDownNodes() {
-	for _, n := range o.gpus.Nodes().Revive(slices.Collect(o.jobs.Active()), o.cfg.Now()) {
-		o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
-	}
 }

@@ -33,13 +33,6 @@ func (tx *txn) persistNode(n *Node) {
 	tx.batch.Nodes[n.ID] = n.Record().Encode()
 }
 
-// state is the node's state for the API (nodebook.State). Its jobs are
-// counted only when it drains: a view of a large cluster asks every node.
-// Lock held.
-func (o *Orchestrator) state(n *Node) string {
-	return n.State(func() int { return gpubook.CountOn(n.ID, o.jobs.Active()) })
-}
-
 // RegisterNode records a node an agent introduces (new, restarted or
 // returning after being down); it is durable before it returns. addr is
 // where the agent connected from, used as its address when it gives none.
@@ -70,32 +63,32 @@ func (o *Orchestrator) RegisterNode(ctx context.Context, reg api.AgentRegistrati
 	return err
 }
 
-// nodeEvent is telemetry or liveness news about a node, applied by the loop.
-type nodeEvent struct {
-	nodeID   string
-	at       time.Time
-	down     bool
-	readings []api.GPUReading
-	foreign  []api.ForeignProcess
-	disk     *string // NodeDisk: the node's log disk state (disk.go)
-}
-
 // NodeSeen records a node's sync: it is alive, with these readings. It
 // never blocks.
 func (o *Orchestrator) NodeSeen(nodeID string, readings []api.GPUReading, foreign []api.ForeignProcess, at time.Time) {
-	o.news.push(nodeEvent{nodeID: nodeID, at: at, readings: readings, foreign: foreign})
+	o.news.push(nodebook.News{Node: nodeID, At: at, Readings: readings, Foreign: foreign})
 }
 
 // NodeDown records that a node went silent past its TTL. It never blocks.
 func (o *Orchestrator) NodeDown(nodeID string, at time.Time) {
-	o.news.push(nodeEvent{nodeID: nodeID, at: at, down: true})
+	o.news.push(nodebook.News{Node: nodeID, At: at, Down: true})
 }
 
-// applyNodeEvents applies node news. A node that goes down or comes back
-// up is stored so, so that a restart keeps it down until its agent
-// reports. A report never moves a node's last sight back in time (news
-// queued behind a stall may arrive after newer news). Loop only.
-func (o *Orchestrator) applyNodeEvents(ctx context.Context, evs []nodeEvent) {
+// NodeDisk records whether a node's log disk is full (full: the agent's
+// words; "": it is not): a node whose disk is full takes no new jobs
+// (package nodebook says how). It never blocks.
+func (o *Orchestrator) NodeDisk(nodeID, full string) {
+	full = nodebook.DiskNote(full)
+	o.news.push(nodebook.News{Node: nodeID, Disk: &full})
+}
+
+// applyNodeEvents applies node news (nodebook.Book.Apply) and what
+// follows in the loop: a node that goes down or comes back up is stored
+// so, so that a restart keeps it down until its agent reports; alerts,
+// log lines, a cycle due. A report never moves a node's last sight back
+// in time (news queued behind a stall may arrive after newer news). Loop
+// only.
+func (o *Orchestrator) applyNodeEvents(ctx context.Context, evs []nodebook.News) {
 	if len(evs) == 0 {
 		return
 	}
@@ -105,26 +98,41 @@ func (o *Orchestrator) applyNodeEvents(ctx context.Context, evs []nodeEvent) {
 }
 
 // applyNodeEventsLocked is applyNodeEvents with the write lock held.
-func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEvent) {
+func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodebook.News) {
 	if len(evs) == 0 {
 		return
 	}
 	var flipped []*Node
 	for _, ev := range evs {
-		switch {
-		case ev.disk != nil:
-			if n := o.gpus.Nodes().Get(ev.nodeID); n != nil {
-				o.setDiskFull(n, *ev.disk)
+		n, c := o.gpus.Nodes().Apply(ev)
+		switch c {
+		case nodebook.WentDown:
+			o.wentDown(n, ev.At) // liveness.go
+			flipped = append(flipped, n)
+		case nodebook.CameBack:
+			o.dirty = true
+			o.log.Info("node up", "node", n.ID)
+			o.notes.Alert(notify.AlertNodeUp, ev.At, n.ID, nil, "node %s is back up", n.ID)
+			flipped = append(flipped, n)
+			fallthrough
+		case nodebook.Reported: // its readings go to the alerts, the used GPU time and the idle check
+			o.notes.NodeReadings(n.ID, ev.Readings, ev.Foreign, ev.At)
+			if ev.Readings != nil {
+				o.spend.IntegrateReadings(n.ID, ev.Readings, ev.At) // feature/spend: used GPU time
+				o.checkIdle(n, ev.At)
 			}
-		case ev.down:
-			if n, down := o.gpus.Nodes().Silent(ev.nodeID); down {
-				o.wentDown(n, ev.at) // liveness.go
-				flipped = append(flipped, n)
+			if len(ev.Foreign) > 0 {
+				o.dirty = true // GPUs used outside Corral are not handed out
 			}
-		default:
-			if n := o.nodeReport(ev); n != nil {
-				flipped = append(flipped, n)
-			}
+		case nodebook.DiskFilled:
+			o.dirty = true
+			o.log.Warn("node takes no new jobs: its log disk is full", "node", n.ID, "why", *ev.Disk)
+			o.notes.Alert(notify.AlertDiskFull, o.cfg.Now(), n.ID, nil, "node %s's log disk is nearly full (%s): it takes no new jobs", n.ID, *ev.Disk)
+		case nodebook.DiskHasRoom:
+			o.dirty = true
+			o.log.Info("node takes new jobs again: its log disk has room", "node", n.ID)
+		case nodebook.DiskReworded:
+			o.dirty = true
 		}
 	}
 	if len(flipped) > 0 {
@@ -141,34 +149,6 @@ func (o *Orchestrator) applyNodeEventsLocked(ctx context.Context, evs []nodeEven
 	o.notify()
 }
 
-// nodeReport applies a node's report (nodebook.Book.Report) and what
-// follows in the loop's books: a node back up is alerted; its readings go
-// to the alerts, the used GPU time and the idle check. It returns the
-// node when it came back up (its state is stored). Write lock held.
-func (o *Orchestrator) nodeReport(ev nodeEvent) *Node {
-	n, back := o.gpus.Nodes().Report(ev.nodeID, ev.at, ev.readings, ev.foreign)
-	if n == nil {
-		return nil
-	}
-	if back {
-		o.dirty = true
-		o.log.Info("node up", "node", n.ID)
-		o.notes.Alert(notify.AlertNodeUp, ev.at, n.ID, nil, "node %s is back up", n.ID)
-	}
-	o.notes.NodeReadings(n.ID, ev.readings, ev.foreign, ev.at)
-	if ev.readings != nil {
-		o.spend.IntegrateReadings(n.ID, ev.readings, ev.at) // feature/spend: used GPU time
-		o.checkIdle(n, ev.at)
-	}
-	if len(ev.foreign) > 0 {
-		o.dirty = true // foreign GPUs are not handed out
-	}
-	if back {
-		return n
-	}
-	return nil
-}
-
 // SetNodeState cordons, drains or uncordons a node (nodebook.Book.Act);
 // persisted.
 func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) (api.NodeAction, error) {
@@ -180,7 +160,7 @@ func (o *Orchestrator) SetNodeState(ctx context.Context, nodeID, action string) 
 		tx.persistNode(n)
 		o.dirty = true
 		o.log.Info("node "+action, "node", nodeID)
-		return api.NodeAction{NodeID: nodeID, State: o.state(n)}, nil
+		return api.NodeAction{NodeID: nodeID, State: gpubook.State(n, o.jobs.Active())}, nil
 	})
 	if err != nil {
 		return api.NodeAction{}, err

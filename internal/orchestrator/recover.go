@@ -3,12 +3,14 @@ package orchestrator
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature/arrays"
 	"github.com/corral-sched/corral/internal/feature/holds"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
 )
@@ -17,13 +19,15 @@ import (
 const settingScheduling = "scheduling"
 
 // recover loads the store into memory and settles jobs that were active
-// when the last server stopped. With an Adopter executor, those placed on
-// nodes (the in-process agent of `corral up` included: its jobs outlive
-// the server) are adopted: their agents report them running or ended,
-// with their real exit codes. The others are lost: their processes are
-// killed (Reap), and each is requeued while retries remain, else failed
-// with reason "lost". Holds survive: they are for work outside Corral.
+// when the last server stopped (what each becomes is jobbook.Recovered's
+// rule). With an Adopter executor, those placed on nodes (the in-process
+// agent of `corral up` included: its jobs outlive the server) are
+// adopted: their agents report them running or ended, with their real
+// exit codes. The others are lost: their processes are killed (Reap),
+// and each becomes what jobbook.LostWithServer says. Holds survive: they
+// are for work outside Corral. The order of its steps is the recovery's.
 func (o *Orchestrator) recover(ctx context.Context) error {
+	// 1. The settings: the policy and the features' stored state.
 	st, err := o.cfg.Log.Load(ctx)
 	if err != nil {
 		return fmt.Errorf("recover: %w", err)
@@ -39,18 +43,27 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if err := o.reclaim.Check(o.policy); err != nil {
 		return fmt.Errorf("recover: the stored policies: %w", err)
 	}
-	// The stored nodes (nodebook.Book.Load): one that was up has a TTL
+	// 2. The stored nodes (nodebook.Book.Load): one that was up has a TTL
 	// from now to report again; one that was down stays down until its
 	// agent registers (liveness.go).
 	if err := o.gpus.Nodes().Load(st.Nodes, o.cfg.Now()); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	defer o.reviveBusyDownNodes() // liveness.go: once the jobs are loaded
-	defer o.rebuildLedger(o.policy.HalfLife.Duration())
+	// 7. Last, however recovery ends: the fair-share ledger rebuilt from
+	// every job; a node stored down that holds adopted jobs is up, with a
+	// fresh TTL, for its agent to confirm them (nodebook.Book.Revive).
+	halfLife := o.policy.HalfLife.Duration()
+	defer func() {
+		o.rebuildLedger(halfLife)
+		for _, n := range o.gpus.Nodes().Revive(slices.Collect(o.jobs.Active()), o.cfg.Now()) {
+			o.log.Warn("node was stored down but holds jobs: up for a TTL for its agent to confirm them", "node", n.ID)
+		}
+	}()
 	o.running = st.Settings[settingScheduling] != "off"
 	o.jobs.LoadKeys(st.Idempotency)
 	arrays.AddTasks(st) // tasks with no row yet
 
+	// 3. The jobs, each as its fate says; an adopted job keeps its GPUs.
 	lost := map[string]bool{}
 	adopter, canAdopt := o.cfg.Executor.(exec.Adopter)
 	var adopt []*api.Job
@@ -61,44 +74,37 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 			j.Allocation = []api.Allocation{}
 		}
 		o.jobs.Add(j)
-		switch {
-		case j.State == api.StateQueued:
+		switch jobbook.Recovered(j, canAdopt, only) {
+		case jobbook.Queue:
 			o.jobs.SetQueued(j, true)
-		case j.State.Active() && canAdopt && (len(j.Allocation) > 0 || j.GPUCount == 0 && (j.NodeID != "" || only != "")):
-			// Its agent may still run it: adopt it; the agent says otherwise.
+		case jobbook.Adopt:
 			adopt = append(adopt, j)
 			o.jobs.SetActive(j.ID, true)
 			o.gpus.Own(j.ID, j.User, j.Allocation) // its GPUs, slices and shares (package gpubook)
-		case j.State.Active():
+		case jobbook.Lost:
 			lost[j.ID] = true
 		}
 	}
-	o.on.loadAll(st) // features.go: bookings, arrays
+	// 4. The features' loaders (features.go: bookings, arrays), then the
+	// holds with their GPUs.
+	o.on.loadAll(st)
 	for i := range st.Holds {
 		h := &st.Holds[i]
 		o.holds.Add(h)
 		o.gpus.Own(h.JobID, h.User, h.Allocation)
 	}
+	// 5. Adoption; a job being stopped is stopped again.
 	for _, j := range adopt {
-		id, attempt := j.ID, j.RetryCount
-		ps := sched.PlacementsOf(j.Allocation)
-		if len(ps) == 0 { // a job of no GPUs: on the node it was placed on
-			node := j.NodeID
-			if node == "" {
-				node = only // stored by a server that did not record it
-			}
-			ps = []sched.Placement{{NodeID: node, GPUs: []int{}}}
-		}
-		t := o.task(j, ps)
+		t := o.task(j, jobbook.Placements(j, only))
 		t.Placed = j.LastEntered(api.StateScheduled) // its start may have come before this restart
 		if err := adopter.Adopt(ctx, t); err != nil {
-			return fmt.Errorf("recover: adopt job %s: %w", id, err)
+			return fmt.Errorf("recover: adopt job %s: %w", j.ID, err)
 		}
 		switch {
 		case j.CancelRequested, j.TimedOut:
-			o.cfg.Executor.Stop(ctx, id, attempt, o.cfg.CancelGrace)
+			o.cfg.Executor.Stop(ctx, j.ID, j.RetryCount, o.cfg.CancelGrace)
 		case j.Preempting:
-			o.cfg.Executor.Stop(ctx, id, attempt, o.policy.PreemptGrace.Duration())
+			o.cfg.Executor.Stop(ctx, j.ID, j.RetryCount, o.policy.PreemptGrace.Duration())
 		}
 	}
 	if len(adopt) > 0 {
@@ -107,7 +113,8 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	if len(lost) == 0 {
 		return nil
 	}
-
+	// 6. The lost jobs: their leftover processes killed, each settled and
+	// charged up to its last heartbeat, in one commit.
 	if o.cfg.Reap != nil {
 		n, err := o.cfg.Reap(lost)
 		if err != nil {
@@ -119,33 +126,31 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	}
 	tx := o.begin()
 	for j := range o.jobs.All() {
-		if !lost[j.ID] {
-			continue
+		if lost[j.ID] {
+			o.chargeLostAttempt(tx, j) // usage.go
+			tx.settle(j, jobbook.LostWithServer(j))
+			o.log.Warn("job lost with the previous server", "job_id", j.ID, "now", string(j.State))
 		}
-		o.chargeLostAttempt(tx, j) // usage.go: up to the last heartbeat
-		switch {
-		case j.TimedOut:
-			j.FinishedAt = &tx.now
-			tx.transition(j, api.StateFailed, api.ReasonTimeLimit, "ran past its time limit; the server stopped while it was being stopped")
-		case j.CancelRequested:
-			j.FinishedAt = &tx.now
-			tx.transition(j, api.StateCanceled, api.ReasonCanceled, "the server stopped while the job was being canceled")
-		case j.RetryCount-j.Preemptions < j.MaxRetries:
-			j.RetryCount++
-			tx.transition(j, api.StateQueued, api.ReasonLost,
-				fmt.Sprintf("the server stopped while the job was %s; requeued (retry %d of %d)", j.State, j.RetryCount-j.Preemptions, j.MaxRetries))
-			j.ResetAttempt()
-		default:
-			j.FinishedAt = &tx.now
-			tx.transition(j, api.StateFailed, api.ReasonLost,
-				fmt.Sprintf("the server stopped while the job was %s; no retries left (max_retries %d)", j.State, j.MaxRetries))
-		}
-		o.log.Warn("job lost with the previous server", "job_id", j.ID, "now", string(j.State))
 	}
 	if err := o.commit(ctx, tx); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
 	return nil
+}
+
+// settle makes the transition s says of j (package jobbook's rules for
+// an attempt that ends without a report of its own).
+func (tx *txn) settle(j *api.Job, s jobbook.Settle) {
+	if s.Ended {
+		j.FinishedAt = &tx.now
+	}
+	if s.Retry {
+		j.RetryCount++
+	}
+	tx.transition(j, s.State, s.Reason, s.Detail)
+	if s.Reset {
+		j.ResetAttempt()
+	}
 }
 
 // settleAfter tells the executor, once tx is committed, that an attempt's
@@ -163,43 +168,29 @@ func (o *Orchestrator) settleAfter(tx *txn, u exec.Update) {
 	tx.after = append(tx.after, func() { s.Settled(id, attempt) })
 }
 
-// requeueUnstarted settles an attempt that no agent ever ran (every node
-// it was placed on came back without it: exec.Update.Unstarted) for a job
-// not yet known to run: adopted after a restart while scheduled or
-// allocating, or placed just before its agent restarted. It goes back to
-// the queue without counting a retry, and keeps its attempt number: no
-// process of that attempt exists, nor a record of it on any node. It
-// reports false (nothing done) for a job that ran, or that is being
-// canceled or stopped at its time limit: those end as a lost attempt
-// does. Write lock held.
+// requeueUnstarted settles an attempt that no agent ever ran, when
+// jobbook.Unstarted says it goes back to the queue, and reports whether
+// it did. Write lock held.
 func (o *Orchestrator) requeueUnstarted(tx *txn, j *api.Job) bool {
-	if j.State == api.StateRunning || j.CancelRequested || j.TimedOut {
+	s, ok := jobbook.Unstarted(j)
+	if !ok {
 		return false
 	}
 	from := j.State
-	tx.transition(j, api.StateQueued, api.ReasonRequeued,
-		fmt.Sprintf("its node came back without it while it was %s (it never started); requeued without counting a retry", from))
-	j.ResetAttempt()
+	tx.settle(j, s)
 	o.log.Warn("job requeued: it never started", "job_id", j.ID, "was", string(from))
 	return true
 }
 
-// rebuildLedger recomputes decayed usage from every job's recorded GPU time
-// (each counted at the job's latest event) and learned run times from
-// completed jobs. Write lock held, or before the loop runs.
+// rebuildLedger recomputes decayed usage and learned run times from
+// every job in memory (jobbook.Learn), the store's ended jobs
+// (rebuildFinished) and the holds' usage. Write lock held, or before the
+// loop runs.
 func (o *Orchestrator) rebuildLedger(halfLife time.Duration) {
 	o.ledger = sched.NewLedger(halfLife)
 	o.estimator = sched.NewEstimator()
-	for j := range o.jobs.All() { // ended ones are counted by rebuildFinished
-		if j.GPUSeconds > 0 && len(j.Events) > 0 {
-			o.ledger.Add(j.User, j.Project, j.GPUSeconds, j.Events[len(j.Events)-1].At)
-		}
-		if j.State == api.StateCompleted && j.StartedAt != nil && j.FinishedAt != nil {
-			o.estimator.Observe(j.User, j.FinishedAt.Sub(*j.StartedAt))
-		}
-	}
-	// Ended jobs are in the store only (finished.go).
-	if err := o.rebuildFinished(context.Background()); err != nil {
+	jobbook.Learn(o.jobs.All(), o.ledger, o.estimator)
+	if err := o.rebuildFinished(context.Background()); err != nil { // finished.go
 		o.log.Error("rebuild the fair-share ledger from the store's ended jobs", "err", err)
 	}
 	for user, u := range o.holds.Usage() { // each user's at its time: the ledger decays it from there

@@ -46,6 +46,7 @@ func Defaults() api.Policies {
 		StarveBacklog:    sched.DefaultStarveBacklog,
 		StarveLightShare: sched.DefaultStarveLightShare,
 		StarveLightDrain: api.Seconds(sched.DefaultStarveLightDrain.Seconds()),
+		StarveLightFloor: api.Seconds(sched.DefaultStarveLightFloor.Seconds()),
 		ReserveAfter:     api.Seconds(sched.DefaultReserveAfter.Seconds()),
 		TailFactor:       sched.DefaultTailFactor,
 		TailWait:         sched.DefaultTailWait,
@@ -95,8 +96,9 @@ func Sched(p api.Policies) sched.Policy {
 		StarveAfter: orNegative(p.StarveAfter.Duration()), StarveShare: p.StarveShare, OldestFirst: p.OldestFirst,
 		StarveBacklog:    orNegative(p.StarveBacklog),
 		StarveLightShare: orNegative(p.StarveLightShare), StarveLightDrain: orNegative(p.StarveLightDrain.Duration()),
-		ReserveAfter: orNegative(p.ReserveAfter.Duration()),
-		TailFactor:   orNegative(p.TailFactor), TailWait: orNegative(p.TailWait),
+		StarveLightFloor: orNegative(p.StarveLightFloor.Duration()),
+		ReserveAfter:     orNegative(p.ReserveAfter.Duration()),
+		TailFactor:       orNegative(p.TailFactor), TailWait: orNegative(p.TailWait),
 		UserWeights: p.Weights.Users, ProjectWeights: p.Weights.Projects,
 		UserQuotas: p.Quotas.Users, ProjectQuotas: p.Quotas.Projects,
 		PreemptIdle: p.IdleAction == IdlePreempt,
@@ -126,6 +128,7 @@ var knobs = []struct {
 	{"idle_window", time.Second, 7 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.IdleWindow }, func(p *api.Policies, v api.Seconds) { p.IdleWindow = v }},
 	{"starve_after", 0, 365 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.StarveAfter }, func(p *api.Policies, v api.Seconds) { p.StarveAfter = v }},
 	{"starve_light_drain", 0, 365 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.StarveLightDrain }, func(p *api.Policies, v api.Seconds) { p.StarveLightDrain = v }},
+	{"starve_light_floor", 0, 365 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.StarveLightFloor }, func(p *api.Policies, v api.Seconds) { p.StarveLightFloor = v }},
 	{"reserve_after", 0, 30 * 24 * time.Hour, func(u *api.PoliciesUpdate) api.RawValue { return u.ReserveAfter }, func(p *api.Policies, v api.Seconds) { p.ReserveAfter = v }},
 }
 

@@ -56,6 +56,10 @@ func TestApply(t *testing.T) {
 		"light drain":         {u: api.PoliciesUpdate{StarveLightDrain: raw("96h")}, check: func(p api.Policies) bool { return p.StarveLightDrain.Duration().Hours() == 96 }},
 		"light drain neg":     {u: api.PoliciesUpdate{StarveLightDrain: api.RawValue(`-60`)}, field: "starve_light_drain"},
 		"light drain 2 years": {u: api.PoliciesUpdate{StarveLightDrain: raw("20000h")}, field: "starve_light_drain"},
+		"light floor":         {u: api.PoliciesUpdate{StarveLightFloor: raw("6h")}, check: func(p api.Policies) bool { return p.StarveLightFloor.Duration().Hours() == 6 }},
+		"light floor none":    {u: api.PoliciesUpdate{StarveLightFloor: raw("0s")}, check: func(p api.Policies) bool { return p.StarveLightFloor == 0 }},
+		"light floor neg":     {u: api.PoliciesUpdate{StarveLightFloor: api.RawValue(`-60`)}, field: "starve_light_floor"},
+		"light floor bad":     {u: api.PoliciesUpdate{StarveLightFloor: api.RawValue(`"soon"`)}, field: "starve_light_floor"},
 		"tail factor":         {u: api.PoliciesUpdate{TailFactor: f(2)}, check: func(p api.Policies) bool { return p.TailFactor == 2 }},
 		"tail never":          {u: api.PoliciesUpdate{TailFactor: f(0)}, check: func(p api.Policies) bool { return p.TailFactor == 0 }},
 		"tail factor neg":     {u: api.PoliciesUpdate{TailFactor: f(-1)}, field: "tail_factor"},
@@ -111,7 +115,8 @@ func TestStarveAndTailKnobs(t *testing.T) {
 		s := Sched(p)
 		if s.StarveAfter != sched.DefaultStarveAfter || s.StarveShare != sched.DefaultStarveShare || s.OldestFirst ||
 			s.ReserveAfter != sched.DefaultReserveAfter || s.TailFactor != sched.DefaultTailFactor || s.TailWait != sched.DefaultTailWait ||
-			s.StarveLightShare != sched.DefaultStarveLightShare || s.StarveLightDrain != sched.DefaultStarveLightDrain {
+			s.StarveLightShare != sched.DefaultStarveLightShare || s.StarveLightDrain != sched.DefaultStarveLightDrain ||
+			s.StarveLightFloor != sched.DefaultStarveLightFloor {
 			t.Fatalf("defaults: %+v", s)
 		}
 	}
@@ -129,6 +134,7 @@ func TestStarveAndTailKnobs(t *testing.T) {
 		{"tail at once", api.PoliciesUpdate{TailWait: new(float64)}, func(s sched.Policy) bool { return s.TailWait < 0 }},
 		{"no light starving", api.PoliciesUpdate{StarveLightShare: new(float64)}, func(s sched.Policy) bool { return s.StarveLightShare < 0 }},
 		{"no light drain", api.PoliciesUpdate{StarveLightDrain: api.RawValue(`0`)}, func(s sched.Policy) bool { return s.StarveLightDrain < 0 }},
+		{"no light floor", api.PoliciesUpdate{StarveLightFloor: api.RawValue(`0`)}, func(s sched.Policy) bool { return s.StarveLightFloor < 0 }},
 		{"values", api.PoliciesUpdate{StarveAfter: api.RawValue(`"96h"`), ReserveAfter: api.RawValue(`"1h"`), OldestFirst: ptr(true), TailFactor: ptr(2.0), TailWait: ptr(0.02), StarveShare: ptr(0.2)},
 			func(s sched.Policy) bool {
 				return s.StarveAfter == 96*time.Hour && s.ReserveAfter == time.Hour && s.OldestFirst && s.TailFactor == 2 && s.TailWait == 0.02 && s.StarveShare == 0.2

@@ -157,7 +157,7 @@ func newWalkerSorted(queue []Job, p *Policy, usage Usage, userGPUs, projectGPUs 
 	starving := starvingOf(jobs, p, now, budget.after)
 	if budget.light {
 		budget.nFull = len(starving)
-		starving = append(starving, lightStarvingOf(jobs, p, now, budget.after)...)
+		starving = append(starving, lightStarvingOf(jobs, p, now, budget.after, budget.lightAfter)...)
 	}
 	var tail []*Job
 	if budget.onTail {

@@ -80,6 +80,14 @@ type Policy struct {
 	// (DrainTime) at which StarveLightShare applies. Zero:
 	// DefaultStarveLightDrain; negative: never.
 	StarveLightDrain time.Duration
+	// StarveLightFloor: while light starving applies, a job starves light
+	// once it has waited StarveAfter for every StarveLightScale (a week)
+	// the queue takes to drain (DrainTime), less as the queue gets
+	// shorter, but never less than this:
+	// at light load the queue drains in hours, and a gang that fair share
+	// passes over would otherwise wait StarveAfter. Zero:
+	// DefaultStarveLightFloor; negative: StarveAfter alone.
+	StarveLightFloor time.Duration
 	// OldestFirst: under fair_share the oldest starving job goes first
 	// whatever the starving budget (StarveShare) holds, so that a starving
 	// big job becomes the head (see starve.go). Off by default: it bounds

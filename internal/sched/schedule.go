@@ -19,6 +19,9 @@ type cycle struct {
 	// starveAfter: a job starves only once it has waited this long too
 	// (the budget's after: StarveBacklog times the backlog; starve.go).
 	starveAfter time.Duration
+	// lightAfter: while light starving applies, a job that has waited this
+	// long starves light (the budget's lightAfter); 0: it does not apply.
+	lightAfter time.Duration
 
 	userGPUs, projectGPUs   map[string]int     // GPUs held, this cycle's starts included (quotas)
 	shareUser, shareProject map[string]float64 // the same in GPU-equivalents for fair share (a slice or share its fraction): jobs being preempted count for their takers
@@ -270,6 +273,9 @@ func Schedule(s Snapshot) Result {
 	// 1. Walk the queue in the policy's order.
 	budget := budgetOf(&s, &p)
 	c.starveAfter = budget.after
+	if budget.light {
+		c.lightAfter = budget.lightAfter
+	}
 	w, sorted := newWalkerSorted(s.Queue, &p, s.Usage, c.shareUser, c.shareProject, s.Now, budget)
 	if OldestHead(&p) && c.bk == nil {
 		c.reserveOldest(sorted) // starve.go

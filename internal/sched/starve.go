@@ -39,6 +39,25 @@ import (
 // drains in weeks and the rule is off, so it does not turn the queue
 // first-come first-served there.
 
+// A job that waited StarveAfter is not passed over everywhere alike: at
+// the lightest loads the queue drains in hours, and fair share can pass
+// over a heavy team's gang for a day or more, where first-come
+// first-served would have started it within hours. So the light
+// threshold shrinks with the queue: StarveAfter for every StarveLightScale
+// (a week) the queue takes to drain, never under StarveLightFloor nor
+// over StarveAfter. The jobs that go first for it are still bounded by
+// StarveLightShare, and only those that waited StarveAfter count against
+// it: counting the sooner ones too would fill the share with them and
+// keep the jobs that waited two days out.
+
+// StarveLightScale is the drain time at which the light threshold
+// reaches StarveAfter: below it the threshold shrinks in proportion.
+const StarveLightScale = 168 * time.Hour
+
+// DefaultStarveLightFloor is the least a job waits to starve light, when
+// the policy does not say.
+const DefaultStarveLightFloor = 12 * time.Hour
+
 // DefaultStarveLightShare is the share of the GPUs below which light
 // starving jobs go first, when the policy does not say.
 const DefaultStarveLightShare = 0.3
@@ -53,15 +72,11 @@ const DefaultStarveAfter = 48 * time.Hour
 
 // Starving reports whether job j, queued at now, has waited StarveAfter
 // under policy p (as given or with its defaults). A cycle also asks the
-// starving to have waited StarveBacklog times the backlog (starvingOf), so
-// this is the floor: every job a cycle serves first for starving is
-// Starving (a caller that hands the core part of its queue hands it every
-// Starving job).
+// starving to have waited StarveBacklog times the backlog (starvingOf);
+// at light load a job may starve light sooner (StarveFloor, which a caller
+// that hands the core part of its queue goes by).
 func Starving(j *Job, now time.Time, p *Policy) bool {
-	after := p.StarveAfter
-	if after == 0 {
-		after = DefaultStarveAfter
-	}
+	after := StarveAfterOf(p)
 	return p.Name == PolicyFairShare && after > 0 && !now.IsZero() && !j.SubmittedAt.After(now.Add(-after))
 }
 
@@ -84,7 +99,12 @@ type starveWalker struct {
 func (w *starveWalker) next() (*Job, bool) {
 	if w.replay {
 		w.replay = false
-		return w.last, true
+		if w.inTail || w.budget.used < w.budget.capAt(w.first.i-1) {
+			return w.last, true
+		}
+		// The budget ran out within a group: its other jobs wait their
+		// fair-share turn, as separate starving jobs past the budget do.
+		delete(w.rest.done, w.last)
 	}
 	for {
 		j, ok := w.tail.next()
@@ -141,16 +161,44 @@ func starvingOf(jobs []*Job, p *Policy, now time.Time, after time.Duration) []*J
 	return starving
 }
 
-// lightStarvingOf returns the jobs of jobs, in order, that are Starving
-// but have not waited after (those starvingOf leaves out).
-func lightStarvingOf(jobs []*Job, p *Policy, now time.Time, after time.Duration) []*Job {
+// lightStarvingOf returns the jobs of jobs, in order, that have waited
+// lightAfter, under a policy that starves jobs, but not after as well as
+// StarveAfter (those starvingOf leaves out).
+func lightStarvingOf(jobs []*Job, p *Policy, now time.Time, after, lightAfter time.Duration) []*Job {
 	var light []*Job
 	for _, j := range jobs {
-		if Starving(j, now, p) && j.SubmittedAt.After(now.Add(-after)) {
+		full := Starving(j, now, p) && !j.SubmittedAt.After(now.Add(-after))
+		if !full && p.Name == PolicyFairShare && StarveAfterOf(p) > 0 && !now.IsZero() && !j.SubmittedAt.After(now.Add(-lightAfter)) {
 			light = append(light, j)
 		}
 	}
 	return light
+}
+
+// StarveAfterOf is p's StarveAfter with its default (negative: never).
+func StarveAfterOf(p *Policy) time.Duration {
+	if p.StarveAfter == 0 {
+		return DefaultStarveAfter
+	}
+	return p.StarveAfter
+}
+
+// StarveFloor is the least a job queued in s must have waited to be
+// starving, fully or light: StarveAfter, or less while light starving
+// applies (StarveLightFloor); false when no job can starve. A caller that
+// hands the core part of its queue hands it every job that has waited
+// this long.
+func StarveFloor(s *Snapshot) (time.Duration, bool) {
+	p := s.Policy.WithDefaults()
+	after := StarveAfterOf(&p)
+	if p.Name != PolicyFairShare || after < 0 || s.Now.IsZero() {
+		return 0, false
+	}
+	gpus, _ := queuedWork(s)
+	if light, _, lightAfter := lightOf(s, &p, int(gpus)); light {
+		return min(after, lightAfter), true
+	}
+	return after, true
 }
 
 // DefaultStarveShare is the share of the cluster's GPUs that starving
@@ -194,6 +242,9 @@ type starveBudget struct {
 	light    bool
 	lightCap int
 	nFull    int
+	// lightAfter: under light, how long a job waits to starve light
+	// (StarveAfter, or less: StarveLightFloor).
+	lightAfter time.Duration
 }
 
 // capAt is the cap for the i-th starving job of the walk.
@@ -247,7 +298,7 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 			b.after = time.Duration(starveBacklog(p) * float64(backlog))
 		}
 	}
-	b.light, b.lightCap = lightOf(s, p, gpus)
+	b.light, b.lightCap, b.lightAfter = lightOf(s, p, gpus)
 	for i := range s.Running {
 		r := &s.Running[i]
 		if !r.Preempting && !r.SubmittedAt.IsZero() && r.StartedAt.Sub(r.SubmittedAt) >= after {
@@ -257,10 +308,12 @@ func budgetOf(s *Snapshot, p *Policy) starveBudget {
 	return b
 }
 
-// lightOf reports whether light starving is on in s under p, and the
-// most GPUs the jobs that went first for starving may hold for a light
-// starving job to go first.
-func lightOf(s *Snapshot, p *Policy, gpus int) (bool, int) {
+// lightOf reports whether light starving is on in s under p, the most
+// GPUs the jobs that went first for starving may hold for a light
+// starving job to go first, and how long a job waits to starve light:
+// StarveAfter for every StarveLightScale of drain time, within
+// StarveLightFloor and StarveAfter.
+func lightOf(s *Snapshot, p *Policy, gpus int) (bool, int, time.Duration) {
 	share, drain := p.StarveLightShare, p.StarveLightDrain
 	if share == 0 {
 		share = DefaultStarveLightShare
@@ -269,30 +322,52 @@ func lightOf(s *Snapshot, p *Policy, gpus int) (bool, int) {
 		drain = DefaultStarveLightDrain
 	}
 	if share < 0 || drain < 0 || starveBacklog(p) == 0 {
-		return false, 0
+		return false, 0, 0
 	}
-	if d, ok := DrainTime(s); !ok || d > drain {
-		return false, 0
+	d, ok := DrainTime(s)
+	if !ok || d > drain {
+		return false, 0, 0
 	}
-	return true, int(math.Floor(min(share, 1) * float64(gpus)))
+	after, floor := StarveAfterOf(p), p.StarveLightFloor
+	if floor == 0 {
+		floor = DefaultStarveLightFloor
+	}
+	lightAfter := after
+	if floor > 0 {
+		scale := float64(after) / float64(StarveLightScale)
+		lightAfter = max(floor, min(after, time.Duration(scale*float64(d))))
+	}
+	return true, int(math.Floor(min(share, 1) * float64(gpus))), lightAfter
 }
 
 // starvesAhead reports whether running job v, once requeued, would be
-// starving and served before j: it is starving and j is not, or both are
-// and v comes first in aged-priority order. Preempting it for j would hand
+// starving, or light starving, and served before j: it is starving and j
+// is not, light starving and j neither starving nor light starving, or
+// both are alike and v comes first in aged-priority order (light starving
+// is counted whatever its budget holds: at worst a job is not preempted
+// that could have been). Preempting it for j would hand
 // its GPUs straight back to it.
 func (c *cycle) starvesAhead(v *Running, j *Job) bool {
 	if v.SubmittedAt.IsZero() {
 		return false
 	}
 	vj := Job{ID: v.ID, SubmittedAt: v.SubmittedAt, Priority: v.Priority, Estimate: v.Estimate}
-	starving := func(j *Job) bool {
-		return Starving(j, c.now, c.p) && !j.SubmittedAt.After(c.now.Add(-c.starveAfter))
+	// rank: 0 starving, 1 light starving (see lightStarvingOf), 2 neither;
+	// the starving come first in the walk, then the light starving.
+	rank := func(j *Job) int {
+		switch {
+		case Starving(j, c.now, c.p) && !j.SubmittedAt.After(c.now.Add(-c.starveAfter)):
+			return 0
+		case c.lightAfter > 0 && StarveAfterOf(c.p) > 0 && !j.SubmittedAt.After(c.now.Add(-c.lightAfter)):
+			return 1
+		}
+		return 2
 	}
+	rv, rj := rank(&vj), rank(j)
 	switch {
-	case !starving(&vj):
+	case rv == 2 || rv > rj:
 		return false
-	case !starving(j):
+	case rv < rj:
 		return true
 	}
 	return compareKeyed(keyOf(&vj, c.p), keyOf(j, c.p)) < 0

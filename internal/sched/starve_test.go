@@ -241,7 +241,7 @@ func TestStarveBacklog(t *testing.T) {
 	// The floor: with StarveAfter at 60h, 0.1 backlogs (4h) starves nothing.
 	nodes := []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80, 0, 1)}
 	got := ids(OrderWithUsage(Snapshot{Now: now, Nodes: nodes, Queue: queue, Running: running, Usage: usage,
-		Policy: Policy{Name: PolicyFairShare, StarveAfter: 60 * h, StarveShare: 1, StarveBacklog: 0.1}}))
+		Policy: Policy{Name: PolicyFairShare, StarveAfter: 60 * h, StarveShare: 1, StarveBacklog: 0.1, StarveLightShare: -1}}))
 	if want := []string{"l1", "h1"}; !slices.Equal(got, want) {
 		t.Errorf("starve after 60h or 0.1 backlogs: order %v, want %v", got, want)
 	}
@@ -311,6 +311,50 @@ func TestDrainTime(t *testing.T) {
 		}
 		if got, _ := Backlog(s); got != tc.backlg {
 			t.Errorf("%s: backlog %v, want %v", tc.name, got, tc.backlg)
+		}
+	}
+}
+
+// At light load a job starves light once it has waited the queue's drain
+// time scaled (StarveAfter over StarveLightDrain), within StarveLightFloor
+// and StarveAfter, not StarveAfter itself: there a gang fair share passes
+// over would wait two days where the queue drains in hours.
+func TestStarveLightFloor(t *testing.T) {
+	h := time.Hour
+	now := t0.Add(100 * h)
+	usage := Usage{Users: map[string]float64{"heavy": 1e8, "mid": 1e6}, Projects: map[string]float64{}}
+	m1 := mk("m1").user("mid").gpus(8).est(2 * h).at(86 * h) // waited 14h
+	l1 := mk("l1").user("light").est(h).at(99 * h)
+	// (The tail is off: m1's estimate is longer than the queue's backlog,
+	// which would put it first.) big (16 GPUs for 100h, the heaviest
+	// user's) makes the queue take 101h4m to drain: 48h/168h of it is 28.9h.
+	big := mk("big").user("heavy").gpus(16).est(100 * h).at(99 * h)
+	for _, tc := range []struct {
+		name  string
+		floor time.Duration
+		queue []Job
+		want  []string
+		// floorWant: StarveFloor's answer
+		floorWant time.Duration
+		drain     time.Duration // StarveLightDrain
+	}{
+		{"the default, 12h", 0, jobs(m1, l1), []string{"m1", "l1"}, 12 * h, 0},
+		{"off", -1, jobs(m1, l1), []string{"l1", "m1"}, 48 * h, 0},
+		{"a floor over the wait", 16 * h, jobs(m1, l1), []string{"l1", "m1"}, 16 * h, 0},
+		{"a floor under the wait", 6 * h, jobs(m1, l1), []string{"m1", "l1"}, 6 * h, 0},
+		{"the drain time scaled over the wait", 12 * h, jobs(m1, l1, big), []string{"l1", "m1", "big"},
+			time.Duration(float64(48*h) / float64(168*h) * float64(363825*time.Second)), 0},
+		{"scaled by a week whatever the gate", 12 * h, jobs(m1, l1, big), []string{"l1", "m1", "big"},
+			time.Duration(float64(48*h) / float64(168*h) * float64(363825*time.Second)), 336 * h},
+		{"the gate shut", 12 * h, jobs(m1, l1, big), []string{"l1", "m1", "big"}, 48 * h, 100 * h},
+	} {
+		s := Snapshot{Now: now, Nodes: []Node{node("n1", 8, "H100", 80), node("n2", 8, "H100", 80)}, Queue: tc.queue, Usage: usage,
+			Policy: Policy{Name: PolicyFairShare, StarveAfter: 48 * h, StarveShare: 1, StarveLightFloor: tc.floor, StarveLightDrain: tc.drain, TailFactor: -1}}
+		if got := ids(OrderWithUsage(s)); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: order %v, want %v", tc.name, got, tc.want)
+		}
+		if got, ok := StarveFloor(&s); !ok || got != tc.floorWant {
+			t.Errorf("%s: starve floor %v (%v), want %v", tc.name, got, ok, tc.floorWant)
 		}
 	}
 }

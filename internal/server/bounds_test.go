@@ -74,6 +74,7 @@ func TestRequestBounds(t *testing.T) {
 		{"policy: a negative tail factor", "admin", "PUT", "/orchestrator/policies", `{"tail_factor":-1}`, "tail_factor"},
 		{"policy: a starving threshold of too many backlogs", "admin", "PUT", "/orchestrator/policies", `{"starve_backlog":5000}`, "starve_backlog"},
 		{"policy: a light starving share over 1", "admin", "PUT", "/orchestrator/policies", `{"starve_light_share":2}`, "starve_light_share"},
+		{"policy: a light starving floor past a year", "admin", "PUT", "/orchestrator/policies", `{"starve_light_floor":1e300}`, "starve_light_floor"},
 		{"policy: a tail wait past the largest", "admin", "PUT", "/orchestrator/policies", `{"tail_wait":1e300}`, "tail_wait"},
 		{"policy: a reservation after a year", "admin", "PUT", "/orchestrator/policies", `{"reserve_after":1e300}`, "reserve_after"},
 		{"cancel: a grace past a year", "owner", "DELETE", "/queue/nope?grace=1e300", ``, "grace"},

@@ -348,7 +348,7 @@ func rawFieldSchema(name string) (string, bool) {
 		return "PriorityInput", true
 	case "estimated_duration", "time_limit", "preempt_grace", "elastic_wait", "duration", "expires_in",
 		"idle_window", "idle_warn", "aging_interval", "half_life", "default_estimate", "min_run_time",
-		"starve_after", "reserve_after", "starve_light_drain":
+		"starve_after", "reserve_after", "starve_light_drain", "starve_light_floor":
 		return "DurationInput", true
 	}
 	return "", false

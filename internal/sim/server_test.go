@@ -244,6 +244,7 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 		learned  bool
 	}{{"fcfs", sched.PolicyFCFS, true, jobs, false}, {"fair_share", sched.PolicyFairShare, true, jobs, false}, {"sjf", sched.PolicySJF, false, jobs, false},
 		{"fair_share_long", sched.PolicyFairShare, true, long, false}, {"fair_share_tail", sched.PolicyFairShare, true, tailTrace(jobs), false},
+		{"fair_share_light", sched.PolicyFairShare, true, stretchTrace(jobs, 10), false},
 		{"sjf_learned", sched.PolicySJF, false, learned, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			jobs := tc.jobs
@@ -280,11 +281,14 @@ func TestServerAndSimulatorAgree(t *testing.T) {
 }
 
 // longTrace is jobs 100 times as long, arriving 100 times as far apart.
-func longTrace(jobs []Job) []Job {
+func longTrace(jobs []Job) []Job { return stretchTrace(jobs, 100) }
+
+// stretchTrace is jobs k times as long, arriving k times as far apart.
+func stretchTrace(jobs []Job, k time.Duration) []Job {
 	long := slices.Clone(jobs)
 	for i := range long {
-		long[i].Submit = jobs[0].Submit.Add(100 * jobs[i].Submit.Sub(jobs[0].Submit))
-		long[i].Duration *= 100
+		long[i].Submit = jobs[0].Submit.Add(k * jobs[i].Submit.Sub(jobs[0].Submit))
+		long[i].Duration *= k
 	}
 	return long
 }
@@ -317,8 +321,10 @@ func TestAgreementTracesHaveTailJobs(t *testing.T) {
 
 // The agreement test's long trace has starving jobs (sched's starve.go),
 // and the starving threshold that grows with the backlog (StarveBacklog,
-// a default) decides some of them, so the server and the simulator are
-// compared on both.
+// a default) and the light threshold that shrinks with the queue
+// (StarveLightFloor, a default, on the trace 10 times as long) each
+// decide some of them, so the server and the simulator are compared on
+// all three.
 func TestAgreementTracesHaveStarvingJobs(t *testing.T) {
 	jobs := randomTrace(11, 40)
 	for i := range jobs {
@@ -329,10 +335,16 @@ func TestAgreementTracesHaveStarvingJobs(t *testing.T) {
 	defaults := simDecisionsWith(t, long, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true})
 	never := simDecisionsWith(t, long, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true, StarveAfter: -1})
 	fixed := simDecisionsWith(t, long, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true, StarveBacklog: -1})
+	light := stretchTrace(jobs, 10)
+	floor := simDecisionsWith(t, light, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true})
+	noFloor := simDecisionsWith(t, light, 2, 4, sched.Policy{Name: sched.PolicyFairShare, Backfill: true, StarveLightFloor: -1})
 	if reflect.DeepEqual(defaults, never) {
 		t.Error("no job went first for starving: the agreement test does not cover it")
 	}
 	if reflect.DeepEqual(defaults, fixed) {
 		t.Error("the backlog threshold changed nothing: the agreement test does not cover it")
+	}
+	if reflect.DeepEqual(floor, noFloor) {
+		t.Error("the light starving floor changed nothing: the agreement test does not cover it")
 	}
 }

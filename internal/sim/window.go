@@ -100,8 +100,8 @@ func (l *lane) remove(s *sim, i int) {
 
 // buildQueue fills s.queue with the first w jobs of every lane and the
 // lane's extra jobs, with their current estimates, and reports whether
-// that is the whole queue. Every starving job (sched.Starving) is one of
-// the extra jobs: the core tries them before any other, so none may be
+// that is the whole queue. Every job that may be starving (it has waited
+// sched.StarveFloor) is one of the extra jobs: the core tries them before any other, so none may be
 // left out.
 func (s *sim) buildQueue(w int) bool {
 	s.queue = s.queue[:0]
@@ -110,14 +110,19 @@ func (s *sim) buildQueue(w int) bool {
 	if sched.OldestHead(&s.policy) {
 		head = s.oldestHead()
 	}
+	var newest time.Time // the newest submission that may starve
+	starve := false
 	if w < math.MaxInt {
 		s.addTail(w) // tail.go
+		newest, starve = s.starveNewest()
 	}
 	for _, l := range s.lanes {
 		n := len(l.jobs)
 		if n > w {
 			n, whole = w, false
-			s.addStarving(l, w)
+			if starve {
+				s.addStarving(l, w, newest)
+			}
 			if head >= 0 && s.laneFor(head) == l {
 				if p, _ := slices.BinarySearchFunc(l.jobs, head, s.cmp); p >= w && !hasExtra(l.extra, p) {
 					l.extra = mergeSorted(l.extra, []int{p})
@@ -152,15 +157,21 @@ func (s *sim) queueJob(i int) {
 // no job can starve now. Lanes are in key order, so a lane's starving jobs
 // are among its first ones up to that key.
 func (s *sim) starveCut() (int64, bool) {
-	after := s.policy.StarveAfter
-	if after == 0 {
-		after = sched.DefaultStarveAfter
-	}
-	newest := s.now.Add(-after) // the newest submission that starves
-	if after < 0 || !sched.Starving(&sched.Job{SubmittedAt: newest}, s.now, &s.policy) {
+	newest, ok := s.starveNewest()
+	if !ok {
 		return 0, false
 	}
 	return newest.Add(-time.Duration(s.minPrio) * s.policy.AgingInterval).UnixNano(), true
+}
+
+// starveNewest is the newest submission that may starve now (the core's
+// sched.StarveFloor for the whole queue), false when none can.
+func (s *sim) starveNewest() (time.Time, bool) {
+	floor, ok := sched.StarveFloor(&sched.Snapshot{Now: s.now, Nodes: s.nodes, Running: s.running, Policy: s.policy, LeftOutWork: s.tail.work})
+	if !ok {
+		return time.Time{}, false
+	}
+	return s.now.Add(-floor), true
 }
 
 // mayStarve reports whether some queued job may be starving (some lane's
@@ -184,16 +195,13 @@ func (s *sim) key(i int) int64 {
 	return q.SubmittedAt.Add(-time.Duration(q.Priority) * s.policy.AgingInterval).UnixNano()
 }
 
-// addStarving adds to the lane's extra jobs its starving jobs past the
-// first w.
-func (s *sim) addStarving(l *lane, w int) {
-	cut, ok := s.starveCut()
-	if !ok {
-		return
-	}
+// addStarving adds to the lane's extra jobs its jobs past the first w
+// submitted at newest or before (those that may be starving).
+func (s *sim) addStarving(l *lane, w int, newest time.Time) {
+	cut := newest.Add(-time.Duration(s.minPrio) * s.policy.AgingInterval).UnixNano()
 	var add []int
 	for p := w; p < len(l.jobs) && s.key(l.jobs[p]) <= cut; p++ {
-		if sched.Starving(&s.qjob[l.jobs[p]], s.now, &s.policy) && !hasExtra(l.extra, p) {
+		if !s.qjob[l.jobs[p]].SubmittedAt.After(newest) && !hasExtra(l.extra, p) {
 			add = append(add, p)
 		}
 	}

@@ -1738,6 +1738,7 @@ class Policies(Model):
     starve_after: float
     starve_backlog: float
     starve_light_drain: float
+    starve_light_floor: float
     starve_light_share: float
     starve_share: float
     tail_factor: float
@@ -1767,6 +1768,7 @@ class Policies(Model):
         ('starve_after', 'starve_after', 'float'),
         ('starve_backlog', 'starve_backlog', 'float'),
         ('starve_light_drain', 'starve_light_drain', 'float'),
+        ('starve_light_floor', 'starve_light_floor', 'float'),
         ('starve_light_share', 'starve_light_share', 'float'),
         ('starve_share', 'starve_share', 'float'),
         ('tail_factor', 'tail_factor', 'float'),
@@ -1801,6 +1803,7 @@ class PoliciesUpdate(Model):
     starve_after: Any = None
     starve_backlog: Optional[float] = None
     starve_light_drain: Any = None
+    starve_light_floor: Any = None
     starve_light_share: Optional[float] = None
     starve_share: Optional[float] = None
     tail_factor: Optional[float] = None
@@ -1829,6 +1832,7 @@ class PoliciesUpdate(Model):
         ('starve_after', 'starve_after', 'any'),
         ('starve_backlog', 'starve_backlog', 'opt:float'),
         ('starve_light_drain', 'starve_light_drain', 'any'),
+        ('starve_light_floor', 'starve_light_floor', 'any'),
         ('starve_light_share', 'starve_light_share', 'opt:float'),
         ('starve_share', 'starve_share', 'opt:float'),
         ('tail_factor', 'tail_factor', 'opt:float'),

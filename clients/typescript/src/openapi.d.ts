@@ -1793,6 +1793,8 @@ export interface components {
             starve_backlog: number;
             /** @description a duration in seconds */
             starve_light_drain: number;
+            /** @description a duration in seconds */
+            starve_light_floor: number;
             starve_light_share: number;
             starve_share: number;
             tail_factor: number;
@@ -1822,6 +1824,7 @@ export interface components {
             starve_after?: components["schemas"]["DurationInput"];
             starve_backlog?: number | null;
             starve_light_drain?: components["schemas"]["DurationInput"];
+            starve_light_floor?: components["schemas"]["DurationInput"];
             starve_light_share?: number | null;
             starve_share?: number | null;
             tail_factor?: number | null;
