@@ -108,3 +108,11 @@ func BenchmarkRestartDoneArrays(b *testing.B) {
 	b.ReportMetric(float64(loaded), "jobs-loaded")
 	b.ReportMetric(float64(live), "jobs-in-memory")
 }
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/arrays"
 )
 
@@ -27,7 +28,7 @@ func (o *Orchestrator) storedArrayIDs(prefix string, limit int) []string {
 	if o.cfg.Store == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), feature.StoreReadTimeout)
 	defer cancel()
 	ids, err := o.cfg.Store.ArrayIDsWithPrefix(ctx, prefix, limit)
 	if err != nil {
@@ -53,7 +54,7 @@ func (o *Orchestrator) replayDone(id string) (submitResult, bool) {
 	if err != nil || len(rec.Array.Tasks) == 0 {
 		return submitResult{}, false
 	}
-	j, ok := o.lookupAny(id + "_" + strconv.Itoa(rec.Array.Tasks[0]))
+	j, ok := o.found().LookupAny(id + "_" + strconv.Itoa(rec.Array.Tasks[0]))
 	if !ok {
 		return submitResult{}, false
 	}

@@ -44,7 +44,7 @@ type bookingCluster struct {
 	o *Orchestrator
 }
 
-func (c bookingCluster) Lookup(id string) (*api.Job, bool) { return c.o.lookup(id) }
+func (c bookingCluster) Lookup(id string) (*api.Job, bool) { return c.o.found().Lookup(id) }
 func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.PreemptGrace.Duration() }
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
 func (c bookingCluster) HasNode(id string) bool            { return c.o.gpus.Nodes().Has(id) }

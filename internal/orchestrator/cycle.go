@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -13,6 +12,8 @@ import (
 	"github.com/corral-sched/corral/internal/feature/bookings"
 	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/runtimes"
+	"github.com/corral-sched/corral/internal/jobbook"
+	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
@@ -33,13 +34,7 @@ func (o *Orchestrator) snapshot(now time.Time, queue []*api.Job, buf []sched.Job
 	est := o.estimates(now)
 	snap.Running = make([]sched.Running, 0, o.jobs.ActiveLen())
 	for j := range o.jobs.Active() {
-		started := now
-		if j.StartedAt != nil {
-			started = *j.StartedAt
-		}
-		r := sched.Running{ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority),
-			Placements: sched.PlacementsOf(j.Allocation), StartedAt: started, SubmittedAt: j.SubmittedAt, Borrowed: j.Borrowed, Preempting: j.Preempting,
-			Idle: j.Idle, Class: j.Class}
+		r := jobbook.SchedRunning(j, now)
 		est(j).ApplyRunning(&r)
 		snap.Running = append(snap.Running, r)
 	}
@@ -145,7 +140,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	}
 	res := sched.Schedule(snap)
 	var plan map[string]sched.StartRange
-	if arrays.QueueSize(snap.Queue) <= planSmallQueue || now.Sub(o.planAt) >= planEvery {
+	if arrays.QueueSize(snap.Queue) <= planSmallQueue || now.Sub(o.pending.Planned()) >= planEvery {
 		plan = sched.EstimateStartRanges(snap, res, sched.DefaultPlanDepth)
 	}
 	// The core keeps nothing of its input: the next cycle reuses it
@@ -159,7 +154,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	// 3. Commit: every start moves queued -> scheduled -> allocating with
 	// its GPUs reserved in the books; every victim is marked preempting.
 	// The reasons replace the last cycle's.
-	o.pending.reset(res.Pending)
+	o.pending.Reset(res.Pending)
 	o.arr.NotePending(groups, &res)
 	var tasks []exec.Task
 	for _, s := range res.Starts {
@@ -183,7 +178,7 @@ func (o *Orchestrator) cycle(ctx context.Context, us []exec.Update) {
 	}
 	o.expire(ctx, tx, res.Expired) // bookings.go
 	if plan != nil {
-		o.plan, o.planAt = plan, now
+		o.pending.Plan(plan, now)
 	}
 	o.stats.count++
 	o.stats.last = now
@@ -243,49 +238,21 @@ func (o *Orchestrator) preempt(ctx context.Context, tx *txn, p sched.Preemption)
 	})
 }
 
-// task builds the executor's task for a job's placements: one rank per
-// node, rank 0 first.
+// task is the executor's task for a job's placements (exec.NewTask: one
+// rank per node, rank 0 first), with its array task's and notebook's env.
 func (o *Orchestrator) task(j *api.Job, ps []sched.Placement) exec.Task {
-	t := exec.Task{JobID: j.ID, Attempt: j.RetryCount, Command: j.Command, Workdir: j.Workdir, Env: maps.Clone(j.Env), User: j.User,
-		LogPath: o.LogPath(j.ID, j.RetryCount), NoticePath: o.noticePath(j.ID, j.RetryCount), GPUs: []int{}}
-	t.MemMiB, t.CPUs = j.MemMiB, j.CPUs
-	t.Script, t.Output, t.Error, t.Signal = j.Script, j.Output, j.Error, j.Signal // jobio.go
-	t.Name, t.ArrayJobID, t.ArrayTask = j.Name, j.ArrayJobID, j.ArrayTaskID
-	t.Image, t.Mounts = j.Image, slices.Clone(j.Mounts)
-	if j.TimeLimit != nil {
-		t.TimeLimit = j.TimeLimit.Duration()
+	ranks := make([]exec.Rank, len(ps))
+	for i, p := range ps {
+		ranks[i] = exec.Rank{NodeID: p.NodeID, GPUs: p.GPUs}
 	}
+	t := exec.NewTask(j, ranks, o.LogPath(j.ID, j.RetryCount), o.attemptPath(j.ID, j.RetryCount, ".preempt"))
 	if j.ArrayJobID != "" {
 		t.Env = o.arr.Env(j, t.Env)
 	}
 	if j.Notebook {
 		t.Env = notebookEnv(j, t.Env)
 	}
-	for _, p := range ps {
-		r := exec.Rank{NodeID: p.NodeID, GPUs: append([]int{}, p.GPUs...)}
-		for _, a := range j.Allocation {
-			if a.NodeID == p.NodeID {
-				r.GPUUUIDs = append(r.GPUUUIDs, a.GPUUUID)
-			}
-			switch { // a slice or a share (package gpushare): what the node needs to run it
-			case a.NodeID != p.NodeID:
-			case a.MIG != nil && a.MIG.UUID != "":
-				t.MIGDevices = append(t.MIGDevices, a.MIG.UUID)
-			case a.ShareMiB > 0:
-				t.GPUShareMiB, t.GPUCompute = a.ShareMiB, a.ShareCompute
-			}
-		}
-		t.Ranks = append(t.Ranks, r)
-	}
-	if len(t.Ranks) > 0 {
-		t.NodeID, t.GPUs, t.GPUUUIDs = t.Ranks[0].NodeID, t.Ranks[0].GPUs, t.Ranks[0].GPUUUIDs
-	}
 	return t
-}
-
-// noticePath is where an attempt's preemption notice is written.
-func (o *Orchestrator) noticePath(jobID string, attempt int) string {
-	return o.attemptPath(jobID, attempt, ".preempt")
 }
 
 // applyUpdates applies executor reports in one transaction. Loop only.
@@ -367,17 +334,14 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 	}
 }
 
-// Backoff after a lost node: the default base (Config.RetryBackoff),
-// doubling per retry, capped.
-const (
-	backoffBase = 10 * time.Second
-	backoffMax  = 10 * time.Minute
-)
+// backoffBase is the default wait before a lost job's next attempt
+// (Config.RetryBackoff), doubling per retry (jobspec.Lost).
+const backoffBase = 10 * time.Second
 
 // lose settles a job whose attempt's processes are gone (its node was
-// lost, or its agent came back without it): requeued while retries remain
-// (preemptions do not count), after a backoff, else failed with the reason
-// ("lost", "node_lost"). Write lock held.
+// lost, or its agent came back without it): requeued after a backoff
+// while retries remain, else failed, with the reason ("lost",
+// "node_lost"; jobspec.Lost). Write lock held.
 func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	why := "its processes are gone"
 	if cause != nil {
@@ -390,22 +354,16 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 		// its GPUs are free.
 		o.cfg.Executor.Stop(context.Background(), id, attempt, 0)
 	})
-	if j.RetryCount-j.Preemptions >= j.MaxRetries {
+	requeue, notBefore, msg := jobspec.Lost(why, j.RetryCount, j.Preemptions, j.MaxRetries, o.cfg.RetryBackoff, tx.now)
+	if !requeue {
 		now := tx.now
 		j.FinishedAt = &now
-		tx.transition(j, api.StateFailed, reason, fmt.Sprintf("%s; no retries left (max_retries %d)", why, j.MaxRetries))
+		tx.transition(j, api.StateFailed, reason, msg)
 		o.log.Warn("job lost", "job_id", j.ID, "reason", reason)
 		return
 	}
-	retry := j.RetryCount - j.Preemptions + 1
 	j.RetryCount++
-	msg := fmt.Sprintf("%s; requeued (retry %d of %d)", why, retry, j.MaxRetries)
-	// A node or agent that failed may fail again: back off, doubling per
-	// retry.
-	wait := min(o.cfg.RetryBackoff<<(retry-1), backoffMax)
-	notBefore := tx.now.Add(wait)
 	j.NotBefore = &notBefore
-	msg += fmt.Sprintf(" to start no sooner than in %s", wait)
 	tx.transition(j, api.StateQueued, reason, msg)
 	j.ResetAttempt()
 	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "not_before", j.NotBefore)
@@ -423,75 +381,11 @@ func (o *Orchestrator) endAttempt(tx *txn, j *api.Job, at time.Time) {
 	o.spend.ChargeAttempt(tx, j, at) // feature/spend: the ledger's rows, in the same transaction
 }
 
-// queuedAt is when the job last entered the queue (its submission, or its
-// latest requeue).
-func queuedAt(j *api.Job) time.Time {
-	if t := j.LastEntered(api.StateQueued); !t.IsZero() {
-		return t
-	}
-	return j.SubmittedAt
-}
-
-// later is the later of two times.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// pendingBook is why each queued job waits, as the last cycle said: its
-// list, and each job's index in it. A map of the reasons themselves cost
-// a cycle 27-41 ms at 100,000 queued jobs to fill (each value is moved
-// into the map's groups), one of indexes about 4 ms.
-type pendingBook struct {
-	list []sched.Pending
-	at   map[string]int32
-}
-
-// reset replaces the reasons with ps, which the book keeps. The index map
-// is reused unless the queue has shrunk a lot (a map keeps its size).
-func (b *pendingBook) reset(ps []sched.Pending) {
-	if b.at == nil || len(ps) < len(b.at)/4 {
-		b.at = make(map[string]int32, len(ps))
-	} else {
-		clear(b.at)
-	}
-	b.list = ps
-	for i := range ps {
-		b.at[ps[i].JobID] = int32(i)
-	}
-}
-
-// get returns why job id waits.
-func (b *pendingBook) get(id string) (sched.Pending, bool) {
-	i, ok := b.at[id]
-	if !ok {
-		return sched.Pending{}, false
-	}
-	return b.list[i], true
-}
-
-// drop forgets job id's reason.
-func (b *pendingBook) drop(id string) { delete(b.at, id) }
-
-// schedJob is a queued job as the core sees it.
+// schedJob is a queued job as the core sees it: the job's own part
+// (jobbook.SchedJob), its run-time estimate and its booking.
 func schedJob(j *api.Job, est func(*api.Job) runtimes.Estimate) sched.Job {
-	sj := sched.Job{
-		ID: j.ID, User: j.User, Project: j.Project, Priority: int(j.Priority), SubmittedAt: j.SubmittedAt,
-		GPUs: j.GPUCount, Nodes: j.Nodes, MinMemoryMiB: int64(j.GPUMemoryGB * 1024), GPUType: j.GPUType,
-		NodeLabels: j.NodeLabels, Class: j.Class,
-		MIGProfile: j.MIGProfile, ShareMiB: j.GPUShareMiB, ShareCompute: j.GPUCompute, // a part of a GPU (package gpushare)
-	}
+	sj := jobbook.SchedJob(j)
 	est(j).Apply(&sj)
-	sj.Attained = time.Duration(j.GPUSeconds * float64(time.Second)) // its earlier attempts' GPU time (endAttempt)
-	if j.NotBefore != nil {
-		sj.NotBefore = *j.NotBefore
-	}
-	if j.Begin != nil && j.Begin.After(sj.NotBefore) { // jobio.go: sbatch --begin
-		sj.NotBefore, sj.Begin = *j.Begin, true
-	}
-	elasticJob(&sj, j)    // elastic.go
 	bookings.View(&sj, j) // feature/bookings
 	return sj
 }

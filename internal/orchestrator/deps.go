@@ -35,11 +35,11 @@ type depJobs struct {
 	o *Orchestrator
 }
 
-func (b depJobs) Recent(id string) (*api.Job, bool) { return b.o.lookup(id) }  // finished.go
+func (b depJobs) Recent(id string) (*api.Job, bool) { return b.o.found().Lookup(id) }
 func (b depJobs) IsArray(id string) bool            { return b.o.isArray(id) } // arrays_stored.go
 
 func (b depJobs) Known(id string) bool {
-	_, ok := b.o.lookupAny(id)
+	_, ok := b.o.found().LookupAny(id)
 	return ok
 }
 

@@ -2,14 +2,10 @@ package orchestrator
 
 import (
 	"context"
-	"errors"
-	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/ended"
-	"github.com/corral-sched/corral/internal/store"
 )
 
 // Finished jobs out of memory. A job that ends (completed,
@@ -18,7 +14,7 @@ import (
 // read it from there (Job, Jobs, JobState fall back to the store). Memory
 // keeps what scheduling needs: queued and active jobs, holds, bookings,
 // nodes; and, for views and log tails that come just after a job ends,
-// the last RecentFinished jobs that ended (a ring).
+// the last ended.Recent jobs that ended (a ring).
 //
 // Array tasks stay with their array while it is not done: its books
 // (package arrays) hold every task, ended or not. Once its last task
@@ -27,14 +23,6 @@ import (
 //
 // The jobs' submission order keeps the ids of evicted jobs until it is
 // compacted (when they are more than half of it; jobbook.Book.Compact).
-
-// RecentFinished is how many of the jobs that ended last stay in memory
-// (package ended) after they leave o.jobs.
-const RecentFinished = ended.Recent
-
-// storeReadTimeout bounds one read of a finished job from the store (the
-// features' reads have the same bound).
-const storeReadTimeout = feature.StoreReadTimeout
 
 // evictFinished takes the jobs the committed tx ended out of o.jobs (into
 // the recent ring), counting their last events first. Write lock held.
@@ -65,130 +53,44 @@ func (o *Orchestrator) dropEnded(gone []*api.Job, now time.Time) {
 	o.hist.Gone(gone, now) // their events not yet counted
 	for _, j := range gone {
 		o.jobs.Remove(j.ID)
-		o.pending.drop(j.ID)
-		delete(o.plan, j.ID)
+		o.pending.Drop(j.ID)
 	}
 	if o.gone.Left(gone, o.jobs.OrderLen()) {
 		o.jobs.Compact()
 	}
-	o.jobs.TrimKeys(RecentFinished) // the store keeps the keys of ended jobs
+	o.jobs.TrimKeys(ended.Recent) // the store keeps the keys of ended jobs
 }
 
-// lookup returns a job from memory: a live one, or one of the recently
-// ended. Lock held.
-func (o *Orchestrator) lookup(id string) (*api.Job, bool) {
-	if j := o.jobs.Get(id); j != nil {
-		return j, true
-	}
-	return o.gone.Get(id)
-}
-
-// stored reads an ended job (with its events) from the store:
-// store.ErrNoJob when there is none. Lock held or not.
-func (o *Orchestrator) stored(id string) (api.Job, error) {
-	if o.cfg.Store == nil { // a bare orchestrator of a unit test
-		return api.Job{}, store.ErrNoJob
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	return o.cfg.Store.Job(ctx, id)
-}
-
-// lookupAny returns a job from memory or else the store; false when
-// neither holds it (or the store cannot be read). Lock held.
-func (o *Orchestrator) lookupAny(id string) (*api.Job, bool) {
-	if j, ok := o.lookup(id); ok && !o.gone.Slim(id) {
-		return j, true
-	}
-	j, err := o.stored(id)
-	if err != nil {
-		if !errors.Is(err, store.ErrNoJob) {
-			o.log.Warn("read an ended job from the store", "job_id", id, "err", err)
-		}
-		return nil, false
-	}
-	return &j, true
-}
-
-// endedError is the error for a change asked of a job that memory no
-// longer holds: 409 wrong_state when it ended, else 404. Lock held.
-func (o *Orchestrator) endedError(id string) error {
-	if j, ok := o.lookupAny(id); ok && j.State.Terminal() {
-		return api.Conflict("wrong_state", "job %s is already %s", id, j.State)
-	}
-	return api.NotFound("no job %q", id)
-}
-
-// storedIdempotent returns the job that a key submitted, from the store
-// (the keys of ended jobs leave memory). Lock held.
-func (o *Orchestrator) storedIdempotent(key string) (string, bool) {
-	if o.cfg.Store == nil {
-		return "", false
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeReadTimeout)
-	defer cancel()
-	id, ok, err := o.cfg.Store.IdempotentJob(ctx, key)
-	if err != nil {
-		o.log.Warn("look up an idempotency key in the store", "err", err)
-	}
-	return id, ok
+// found finds a job wherever it is (package ended): the live books, the
+// recently ended, the store. Lock held (a read of the store is bounded).
+func (o *Orchestrator) found() ended.Finder {
+	return ended.Finder{Live: o.jobs, Gone: &o.gone, Store: o.cfg.Store, Log: o.log}
 }
 
 // rebuildFinished adds what ended jobs, kept only in the store, gave
-// the fair-share ledger (GPU time by user, project and hour), the
-// run-time estimator (each user's mean run time over at least their last
-// 20 completed jobs, by the hour they ended in) and the counts of ended
-// jobs, from the store's summary (one row per user, project, hour and
-// state). Before the loop runs, or write lock held.
+// the fair-share ledger, the run-time estimator and the counts of ended
+// jobs, from the store's summary (ended.Books.Rebuild). Before the loop
+// runs, or write lock held.
 func (o *Orchestrator) rebuildFinished(ctx context.Context) error {
 	rows, err := o.cfg.Store.EndedSummary(ctx)
 	if err != nil {
 		return err
 	}
-	for _, r := range rows { // by user, newest hour first
-		if r.GPUSeconds > 0 {
-			o.ledger.Add(r.User, r.Project, r.GPUSeconds, r.Hour.Add(30*time.Minute))
-		}
-	}
-	for user, u := range o.gone.Load(rows) {
-		for range u.N {
-			o.estimator.Observe(user, u.Mean)
-		}
-	}
+	o.gone.Rebuild(rows, o.ledger, o.estimator)
 	return nil
-}
-
-// startedJobs yields the jobs in memory that may have started: the active
-// ones and the recently ended (a queued job has no start: a requeue clears
-// it). Lock held.
-func (o *Orchestrator) startedJobs() iter.Seq[*api.Job] {
-	return func(yield func(*api.Job) bool) {
-		for j := range o.jobs.Active() {
-			if !yield(j) {
-				return
-			}
-		}
-		for j := range o.gone.All() {
-			if !yield(j) {
-				return
-			}
-		}
-	}
 }
 
 // replay returns what a submission under key gave the first time: its
 // job, from memory or the store, or its array. Write lock held.
 func (o *Orchestrator) replay(key string) (submitResult, bool) {
-	id, ok := o.jobs.Key(key)
+	id, ok := o.found().Submitted(key)
 	if !ok {
-		if id, ok = o.storedIdempotent(key); !ok {
-			return submitResult{}, false
-		}
+		return submitResult{}, false
 	}
 	if r, ok := o.replayArray(id); ok {
 		return r, true
 	}
-	j, ok := o.lookupAny(id)
+	j, ok := o.found().LookupAny(id)
 	if !ok {
 		return submitResult{}, false // pruned (--keep-history): a new submission
 	}

@@ -2,7 +2,6 @@ package orchestrator
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -148,7 +147,7 @@ func (o *Orchestrator) Cancel(ctx context.Context, id string, grace time.Duratio
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j := o.jobs.Get(id)
 		if j == nil {
-			return nil, o.endedError(id) // finished.go
+			return nil, o.found().EndedError(id)
 		}
 		if err := jobspec.NotEnded(j); err != nil {
 			return nil, err
@@ -187,7 +186,7 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 	v, err := o.do(ctx, func(tx *txn) (any, error) {
 		j := o.jobs.Get(id)
 		if j == nil {
-			return nil, o.endedError(id) // finished.go
+			return nil, o.found().EndedError(id)
 		}
 		if err := jobspec.NotEnded(j); err != nil {
 			return nil, err
@@ -207,9 +206,9 @@ func (o *Orchestrator) SetPriority(ctx context.Context, id string, raw api.RawVa
 	return v.(api.Job), nil
 }
 
-// exitOutcome turns an executor's Exited report into the job's final state.
-// A failure after the OOM killer acted in the attempt's cgroup is
-// out_of_memory.
+// exitOutcome turns an executor's Exited report into the job's final
+// state: a feature's when it stopped the job (a booking's end, a time
+// limit, idle reclaim), else jobspec.Exit's.
 func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled bool) (api.State, string, string) {
 	switch {
 	case j.TimedOut && j.ReservationEnded:
@@ -218,17 +217,6 @@ func exitOutcome(j *api.Job, code int, signal string, startErr error, oomKilled 
 		return limits.Outcome(j, code) // feature/limits
 	case j.IdleReclaimed:
 		return reclaim.Outcome(code)
-	case j.CancelRequested:
-		return api.StateCanceled, api.ReasonCanceled, fmt.Sprintf("canceled while running (exit code %d)", code)
-	case startErr != nil:
-		return api.StateFailed, api.ReasonStartFailed, startErr.Error()
-	case code == 0:
-		return api.StateCompleted, api.ReasonExited, "exit code 0"
-	case oomKilled:
-		return api.StateFailed, api.ReasonOutOfMemory, fmt.Sprintf("ran out of memory: the kernel killed it at its memory limit of %s (exit code %d)", jobspec.MemText(j.MemMiB), code)
-	case signal != "":
-		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("killed by signal (%s), exit code %d", signal, code)
-	default:
-		return api.StateFailed, api.ReasonExitCode, fmt.Sprintf("exit code %d", code)
 	}
+	return jobspec.Exit(j, code, signal, startErr, oomKilled)
 }

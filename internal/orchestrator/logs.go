@@ -38,7 +38,7 @@ func (o *Orchestrator) writeLog(c api.LogChunk, placed bool) error {
 		return api.Invalid("data", "a log chunk holds at most %d bytes at a non-negative offset", joblogs.MaxChunk)
 	}
 	o.mu.RLock()
-	j, ok := o.lookup(c.JobID) // finished.go: a log's tail comes after its job ended
+	j, ok := o.found().Lookup(c.JobID) // finished.go: a log's tail comes after its job ended
 	holds := placed
 	if ok {
 		for _, a := range j.Allocation {

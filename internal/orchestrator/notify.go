@@ -40,12 +40,12 @@ func (b notesBooks) Array(id string) (*api.Array, string) {
 func (b notesBooks) QueueWaits() iter.Seq2[time.Time, time.Time] {
 	return func(yield func(time.Time, time.Time) bool) {
 		for j := range b.QueuedJobs() {
-			if !yield(queuedAt(j), time.Time{}) {
+			if !yield(jobbook.QueuedAt(j), time.Time{}) {
 				return
 			}
 		}
-		for j := range b.o.startedJobs() { // finished.go
-			if j.StartedAt != nil && !j.StartedAt.IsZero() && !yield(queuedAt(j), *j.StartedAt) {
+		for j := range b.o.found().Started() {
+			if j.StartedAt != nil && !j.StartedAt.IsZero() && !yield(jobbook.QueuedAt(j), *j.StartedAt) {
 				return
 			}
 		}

@@ -58,18 +58,16 @@ type Orchestrator struct {
 	updates queue[exec.Update]
 	entropy *ulid.MonotonicEntropy // ids are made by the loop only
 
-	mu        sync.RWMutex                // guards everything below; written by the loop only
-	jobs      *jobbook.Book               // the jobs in memory: in submission order, the queue, the active set, idempotency keys (package jobbook)
-	holds     *holds.Books                // GPUs held outside the queue (package holds)
-	gpus      *gpubook.Book               // the nodes, each whole GPU's owner, the slices and shares held (package gpubook)
-	news      queue[nodebook.News]        // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
-	pending   pendingBook                 // why each queued job waits, from the last cycle (cycle.go)
-	on        moments                     // the features, by the moments they serve (features.go)
-	plan      map[string]sched.StartRange // estimated starts with their ranges, from the last plan
-	planAt    time.Time                   // when the plan was made
-	ledger    *sched.Ledger               // decayed GPU usage per user and project
-	estimator *sched.Estimator            // learned run times per user
-	runtimes  *runtimes.Book              // learned run times by name, command, GPU count (feature/runtimes)
+	mu        sync.RWMutex         // guards everything below; written by the loop only
+	jobs      *jobbook.Book        // the jobs in memory: in submission order, the queue, the active set, idempotency keys (package jobbook)
+	holds     *holds.Books         // GPUs held outside the queue (package holds)
+	gpus      *gpubook.Book        // the nodes, each whole GPU's owner, the slices and shares held (package gpubook)
+	news      queue[nodebook.News] // node news for the loop; a lock of its own: pushed without waiting (nodes.go)
+	pending   jobbook.Pending      // why each queued job waits and when it may start, from the last cycles (cycle.go)
+	on        moments              // the features, by the moments they serve (features.go)
+	ledger    *sched.Ledger        // decayed GPU usage per user and project
+	estimator *sched.Estimator     // learned run times per user
+	runtimes  *runtimes.Book       // learned run times by name, command, GPU count (feature/runtimes)
 	policy    api.Policies
 	running   bool // scheduling on
 	stats     cycleStats
@@ -150,7 +148,6 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 		jobs:      jobbook.New(arrays.Grouped), // arrays' tasks enter the snapshot by array (package arrays)
 		holds:     holds.New(cfg.Limits.MaxInteractiveTime),
 		gpus:      gpubook.New(),
-		plan:      map[string]sched.StartRange{},
 		ledger:    sched.NewLedger(0),
 		estimator: sched.NewEstimator(),
 		policy:    policy.Defaults(),

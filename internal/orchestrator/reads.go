@@ -35,7 +35,7 @@ func (o *Orchestrator) beforeRead(what string) {
 // commit that ended it, so one memory does not hold is in the store.
 func (o *Orchestrator) jobAnywhere(id string, withEvents bool) (api.Job, bool) {
 	o.mu.RLock()
-	if j, ok := o.lookup(id); ok && !o.gone.Slim(id) { // sizes.go: a slim copy is not the whole job
+	if j, ok := o.found().Lookup(id); ok && !o.gone.Slim(id) { // sizes.go: a slim copy is not the whole job
 		v := o.view(j, withEvents)
 		o.mu.RUnlock()
 		return v, true
@@ -43,7 +43,7 @@ func (o *Orchestrator) jobAnywhere(id string, withEvents bool) (api.Job, bool) {
 	policy := o.policy.Policy
 	o.mu.RUnlock()
 	o.beforeRead("job")
-	j, err := o.stored(id)
+	j, err := o.found().Stored(id)
 	if err != nil {
 		if !errors.Is(err, store.ErrNoJob) {
 			o.log.Warn("read an ended job from the store", "job_id", id, "err", err)

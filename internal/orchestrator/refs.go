@@ -49,7 +49,7 @@ func (b refBooks) View() refs.View {
 func (b refBooks) Done() { b.o.mu.RUnlock() }
 
 func (b refBooks) Job(id string) bool {
-	_, ok := b.o.lookup(id) // finished.go: live, or recently ended
+	_, ok := b.o.found().Lookup(id) // live, or recently ended
 	return ok
 }
 

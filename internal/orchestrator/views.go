@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/deps"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/readview"
 	"github.com/corral-sched/corral/internal/sched"
@@ -26,12 +27,12 @@ func (o *Orchestrator) view(j *api.Job, withEvents bool) api.Job {
 func (o *Orchestrator) viewAt(j *api.Job, now time.Time, withEvents bool) api.Job {
 	v := readview.Live(j, o.policy.Policy, withEvents)
 	if j.State == api.StateQueued {
-		if p, ok := o.pending.get(j.ID); ok {
+		if p, ok := o.pending.Get(j.ID); ok {
 			v.QueuePosition, v.PendingReason, v.PendingMessage = p.Position, p.Reason, p.Message()
 		} else if j.ArrayJobID != "" {
 			o.arr.Pending(j, &v)
 		}
-		if sr, ok := o.plan[j.ID]; ok {
+		if sr, ok := o.pending.Start(j.ID); ok {
 			v.EstimatedStartTime, v.EstimatedStartLow, v.EstimatedStartHigh = readview.StartRange(sr)
 		}
 		if reason, msg, held := o.deps.Pending(j); held {
@@ -93,10 +94,10 @@ func (o *Orchestrator) Queue() api.QueueResponse {
 	for j := range o.jobs.QueuedJobs() {
 		v := o.viewAt(j, now, false)
 		var plan *sched.StartRange
-		if sr, ok := o.plan[j.ID]; ok {
+		if sr, ok := o.pending.Start(j.ID); ok {
 			plan = &sr
 		}
-		r.QueuedJobs = append(r.QueuedJobs, readview.QueuedRow(&v, queuedAt(j), plan, now))
+		r.QueuedJobs = append(r.QueuedJobs, readview.QueuedRow(&v, jobbook.QueuedAt(j), plan, now))
 	}
 	if readview.Unordered(r.QueuedJobs, o.running, deps.HeldReason) {
 		readview.Renumber(r.QueuedJobs, sched.OrderWithUsage(o.snapshot(now, o.jobs.QueuedList(), nil)))
@@ -117,10 +118,10 @@ func (o *Orchestrator) Statistics() api.QueueStatistics {
 }
 
 // statistics is readview.Statistics over the queue and the jobs that may
-// have started: active ones and the last RecentFinished that ended
+// have started: active ones and the last ended.Recent that ended
 // (finished.go); older ones are not counted. Read lock held.
 func (o *Orchestrator) statistics(now time.Time) api.QueueStatistics {
-	return readview.Statistics(o.jobs.Queued(), o.startedJobs(), queuedAt, now)
+	return readview.Statistics(o.jobs.Queued(), o.found().Started(), jobbook.QueuedAt, now)
 }
 
 // Status is GET /orchestrator/status.

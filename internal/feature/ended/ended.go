@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -195,5 +196,24 @@ func Summarize(b *store.Batch, changed map[string]*api.Job) {
 			continue
 		}
 		b.Ended = append(b.Ended, Row(j, e.Event.At))
+	}
+}
+
+// Rebuild adds what ended jobs, kept only in the store, gave the
+// fair-share ledger (GPU time by user, project and hour: each hour's
+// charged at its middle) and the run-time estimator (each user's mean run
+// time over their last EstimatorRuns completed jobs), and counts them by
+// state (Load), from the store's summary (one row per user, project, hour
+// and state; by user, newest hour first).
+func (b *Books) Rebuild(rows []store.UsageRow, ledger *sched.Ledger, est *sched.Estimator) {
+	for _, r := range rows {
+		if r.GPUSeconds > 0 {
+			ledger.Add(r.User, r.Project, r.GPUSeconds, r.Hour.Add(30*time.Minute))
+		}
+	}
+	for user, u := range b.Load(rows) {
+		for range u.N {
+			est.Observe(user, u.Mean)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
+	"github.com/corral-sched/corral/internal/sched"
 	"github.com/corral-sched/corral/internal/store"
 )
 
@@ -140,5 +141,26 @@ func TestSummarize(t *testing.T) {
 	Summarize(&b, map[string]*api.Job{"done": done, "task": task, "run": running})
 	if len(b.Ended) != 1 || b.Ended[0].User != "ann" || b.Ended[0].State != api.StateFailed || !b.Ended[0].FinishedAt.Equal(at) {
 		t.Errorf("rows %+v, want one for done", b.Ended)
+	}
+}
+
+// TestRebuild: the summary's GPU time is charged at each hour's middle,
+// and each user's completed runs teach the estimator.
+func TestRebuild(t *testing.T) {
+	hour := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var b Books
+	ledger, est := sched.NewLedger(time.Hour), sched.NewEstimator()
+	b.Rebuild([]store.UsageRow{
+		{User: "ann", Project: "p", Hour: hour, State: api.StateCompleted, Jobs: 2, RunSeconds: 240, GPUSeconds: 3600},
+		{User: "bob", Project: "q", Hour: hour, State: api.StateFailed, Jobs: 1},
+	}, ledger, est)
+	if u := ledger.Usage(hour.Add(30 * time.Minute)); u.Users["ann"] != 3600 || u.Projects["p"] != 3600 || u.Users["bob"] != 0 {
+		t.Errorf("usage %+v, want ann's 3600 GPU-seconds at the hour's middle", u)
+	}
+	if d, ok := est.Estimate("ann"); !ok || d != 2*time.Minute {
+		t.Errorf("ann's estimate %v %v, want 2m", d, ok)
+	}
+	if _, ok := est.Estimate("bob"); ok {
+		t.Error("bob completed nothing")
 	}
 }
