@@ -9,6 +9,7 @@ import (
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/limits"
+	"github.com/corral-sched/corral/internal/nodebook"
 )
 
 // Timed work on the running jobs is the features' (feature/limits' time
@@ -74,18 +75,12 @@ func (r running) Stop(tx feature.Tx, j *api.Job, grace time.Duration, notice, fa
 }
 
 // reclaimCluster is what idle reclaim reads of the books at its tick
-// (reclaim.Cluster). Lock held.
-type reclaimCluster struct{ o *Orchestrator }
+// (reclaim.Cluster): the node books themselves (Util), and the policy.
+// Lock held.
+type reclaimCluster struct {
+	*nodebook.Book
+	o *Orchestrator
+}
 
 func (c reclaimCluster) Class(name string) api.ClassIdle { return c.o.policy.Classes[name] }
 func (c reclaimCluster) PreemptGrace() time.Duration     { return c.o.policy.PreemptGrace.Duration() }
-
-// Util reads a GPU's last utilization from its node's report.
-func (c reclaimCluster) Util(nodeID string, gpu int) (pct int, node, read bool) {
-	n := c.o.gpus.Nodes().Get(nodeID)
-	if n == nil {
-		return 0, false, false
-	}
-	pct, read = n.Util(gpu)
-	return pct, true, read
-}
