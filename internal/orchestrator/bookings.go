@@ -32,7 +32,7 @@ func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
 	if len(es) == 0 {
 		return // most cycles expire nothing, and running as an interface costs an allocation
 	}
-	o.bookings.Expire(tx, es, running{o, ctx}, o.notes, o.cfg.CancelGrace)
+	o.bookings.Expire(tx, es, running{o.jobs, o, ctx}, o.notes, o.cfg.CancelGrace)
 }
 
 // bookingCluster is what feature/bookings reads of the books

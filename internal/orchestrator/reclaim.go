@@ -2,13 +2,13 @@ package orchestrator
 
 import (
 	"context"
-	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/limits"
+	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/nodebook"
 )
 
@@ -47,14 +47,14 @@ func (o *Orchestrator) inTx(ctx context.Context, what string, step func(tx *txn)
 }
 
 // running is the running work as the timed features see it
-// (feature.Running), for one tick: ctx is the tick's, which
-// the executor's calls outlive. Lock held.
+// (feature.Running), for one tick: the job books themselves (Active),
+// and a row touched or a stop asked in the loop's transaction; ctx is
+// the tick's, which the executor's calls outlive. Lock held.
 type running struct {
+	*jobbook.Book
 	o   *Orchestrator
 	ctx context.Context
 }
-
-func (r running) Active() iter.Seq[*api.Job] { return r.o.jobs.Active() }
 
 func (r running) Touch(tx feature.Tx, j *api.Job) { ownTxn(tx).touch(j) }
 
