@@ -76,7 +76,7 @@ type GPUs interface {
 	// tx's time: first come, first served, on the GPUs free now, kept off
 	// GPUs booked within j's time limit. It changes nothing.
 	Place(tx Tx, j sched.Job) sched.Result
-	// Take gives the GPUs of placements to id (user's) in the books and
-	// returns them as the API's allocation.
-	Take(tx Tx, id, user string, ps []sched.Placement) []api.Allocation
+	// Allocate gives the GPUs of placements to id (user's) in the books
+	// and returns them as the API's allocation (gpubook.Book.Allocate).
+	Allocate(id, user string, ps []sched.Placement) []api.Allocation
 }

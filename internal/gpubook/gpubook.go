@@ -55,6 +55,10 @@ func (b *Book) Nodes() *nodebook.Book { return &b.nodes }
 // Owner is the job or hold that owns the whole GPU, "" when none does.
 func (b *Book) Owner(node string, gpu int) string { return b.owner[Key{Node: node, GPU: gpu}] }
 
+// GPUModel is the model of a node's GPU (nodebook.Book.GPUModel), ""
+// when unknown: with Owner, what the usage ledger reads of a GPU.
+func (b *Book) GPUModel(node string, gpu int) string { return b.nodes.GPUModel(node, gpu) }
+
 // Capacity is the cluster's capacity as a submission is checked against
 // it (nodebook.Book.Capacity), within the pools when given.
 func (b *Book) Capacity(pools []string) jobspec.Capacity { return b.nodes.Capacity(pools) }

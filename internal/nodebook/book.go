@@ -115,6 +115,17 @@ func (b *Book) Capacity(pools []string) jobspec.Capacity {
 	return c
 }
 
+// Util is a GPU's last utilization from its node's report (Node.Util):
+// node false when the node is unknown, read false when no report read it.
+func (b *Book) Util(nodeID string, gpu int) (pct int, node, read bool) {
+	n := b.Get(nodeID)
+	if n == nil {
+		return 0, false, false
+	}
+	pct, read = n.Util(gpu)
+	return pct, true, read
+}
+
 // GPUModel is the model of a node's GPU: the device's, else the node's
 // (Node.Model); "" when the node is unknown.
 func (b *Book) GPUModel(nodeID string, gpu int) string {

@@ -282,3 +282,26 @@ func TestBookLoad(t *testing.T) {
 		})
 	}
 }
+
+func TestBookUtil(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var b Book
+	b.Add(Node{ID: "a"}).Seen(t0, []api.GPUReading{{Index: 1, Utilization: 40}}, nil)
+	cases := []struct {
+		name       string
+		node       string
+		gpu        int
+		pct        int
+		known, got bool
+	}{
+		{"a read GPU", "a", 1, 40, true, true},
+		{"a GPU no report read", "a", 0, 0, true, false},
+		{"an unknown node", "nope", 1, 0, false, false},
+	}
+	for _, c := range cases {
+		pct, known, got := b.Util(c.node, c.gpu)
+		if pct != c.pct || known != c.known || got != c.got {
+			t.Errorf("%s: Util = %d %v %v, want %d %v %v", c.name, pct, known, got, c.pct, c.known, c.got)
+		}
+	}
+}

@@ -32,29 +32,22 @@ func (o *Orchestrator) expire(ctx context.Context, tx *txn, es []sched.Expiry) {
 	if len(es) == 0 {
 		return // most cycles expire nothing, and running as an interface costs an allocation
 	}
-	o.bookings.Expire(tx, es, running{o, ctx}, o.notes, o.cfg.CancelGrace)
+	o.bookings.Expire(tx, es, running{o.jobs, o, ctx}, o.notes, o.cfg.CancelGrace)
 }
 
 // bookingCluster is what feature/bookings reads of the books
-// (bookings.Cluster): the job books themselves (Get, IsActive, ActiveIDs,
-// SortedActiveIDs), and the nodes, the policy, the ended jobs, the loop.
-// Called with the lock held.
+// (bookings.Cluster): the books themselves (the job books' Get, IsActive,
+// ActiveIDs, SortedActiveIDs; the GPU books' Nodes), and the policy, the
+// ended jobs, the loop. Called with the lock held.
 type bookingCluster struct {
 	*jobbook.Book
+	*gpuBooks
 	o *Orchestrator
 }
 
 func (c bookingCluster) Lookup(id string) (*api.Job, bool) { return c.o.found().Lookup(id) }
 func (c bookingCluster) PreemptGrace() time.Duration       { return c.o.policy.PreemptGrace.Duration() }
 func (c bookingCluster) Replan()                           { c.o.dirty = true }
-func (c bookingCluster) HasNode(id string) bool            { return c.o.gpus.Nodes().Has(id) }
 func (c bookingCluster) ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64) {
 	c.o.spend.ChargeBookingIdle(tx, r, gpuSeconds) // feature/spend: once per occurrence
-}
-
-func (c bookingCluster) NodeCount() int { return c.o.gpus.Nodes().Len() }
-
-func (c bookingCluster) NodeAt(i int) bookings.Node {
-	n := c.o.gpus.Nodes().At(i)
-	return bookings.Node{ID: n.ID, Down: n.IsDown(), Devices: n.Devices}
 }

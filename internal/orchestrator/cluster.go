@@ -15,22 +15,21 @@ import (
 // The API's operations on holds are package holds' (holds.Ops), over
 // the loop and holdCluster: the methods below are their delegates.
 func (o *Orchestrator) holdOps() holds.Ops {
-	return holds.Ops{Books: o.holds, Loop: loop{o}, Cluster: holdCluster{o}, Log: o.log}
+	return holds.Ops{Books: o.holds, Loop: loop{o}, Cluster: holdCluster{o.gpus, o}, Log: o.log}
 }
 
 // holdCluster is what a hold's operations ask of the loop's books
-// (holds.Cluster): the GPU books, the jobs, a waiting hold's cap, and
-// holds queued as jobs (holds.go). Write lock held, or the read lock for
-// Job.
-type holdCluster struct{ o *Orchestrator }
+// (holds.Cluster): the GPU books themselves (Allocate), a placement kept
+// off bookings, the jobs, a waiting hold's cap, and holds queued as jobs
+// (holds.go). Write lock held, or the read lock for Job.
+type holdCluster struct {
+	*gpuBooks
+	o *Orchestrator
+}
 
 func (c holdCluster) Place(tx feature.Tx, j sched.Job) sched.Result {
 	now := tx.Now()
 	return c.o.gpus.Place(now, j, c.o.bookings.At(now), c.o.jobs.Get) // kept off feature/bookings' intervals
-}
-
-func (c holdCluster) Take(_ feature.Tx, id, user string, ps []sched.Placement) []api.Allocation {
-	return c.o.gpus.Allocate(id, user, ps)
 }
 
 func (c holdCluster) Capacity() jobspec.Capacity { return c.o.gpus.Capacity(c.o.cfg.Pools) }

@@ -40,7 +40,7 @@ func (o *Orchestrator) features() []any {
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim, // what idle reclaim kept of an ended job's connections
 		// interactive jobs idle too long are warned, then reclaimed (feature/reclaim)
-		reclaim.Tick{Books: o.reclaim, Cluster: reclaimCluster{o}, Notes: o.notes, Now: o.cfg.Now, Log: o.log},
+		reclaim.Tick{Books: o.reclaim, Cluster: reclaimCluster{o.gpus.Nodes(), o}, Notes: o.notes, Now: o.cfg.Now, Log: o.log},
 		o.timeLimits(), // running attempts past their time limit are stopped (feature/limits, reclaim.go)
 		o.notes,        // the outbox rows of each batch, warnings and alerts (feature/notes)
 		// the queue wait's alert; what was noted, committed when nothing else commits

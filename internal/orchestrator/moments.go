@@ -95,7 +95,7 @@ type runTick struct {
 }
 
 func (t runTick) Tick(ctx context.Context) {
-	t.o.inTx(ctx, t.f.TickName(), func(tx *txn) bool { return t.f.TickRunning(tx, running{t.o, ctx}) })
+	t.o.inTx(ctx, t.f.TickName(), func(tx *txn) bool { return t.f.TickRunning(tx, running{t.o.jobs, t.o, ctx}) })
 }
 
 // loop is the loop as a feature's API operations see it (feature.Loop):
@@ -123,7 +123,7 @@ func (l loop) Transition(tx feature.Tx, j *api.Job, to api.State, reason, messag
 	ownTxn(tx).transition(j, to, reason, message)
 }
 
-func (l loop) Running(ctx context.Context) feature.Running { return running{l.o, ctx} }
+func (l loop) Running(ctx context.Context) feature.Running { return running{l.o.jobs, l.o, ctx} }
 
 // admit runs the submission through every SubmitCheck, in order; the
 // first refusal is the answer.

@@ -165,10 +165,10 @@ func New(ctx context.Context, cfg Config) (*Orchestrator, error) {
 	o.refs = newRefs(o)  // refs.go
 	o.deps = newDeps(o)  // deps.go
 	o.arr = newArrays(o) // arrays.go
-	o.spend = spend.New(spendCluster{o.jobs, o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
+	o.spend = spend.New(spendCluster{o.jobs, o.gpus, o}, spend.Config{Now: cfg.Now, Logger: cfg.Logger, Notes: o.notes,
 		NodeTTL: cfg.NodeTTL, BudgetAction: cfg.BudgetAction})
-	o.runtimes = runtimes.New(spendCluster{o.jobs, o})
-	o.bookings = bookings.New(bookingCluster{o.jobs, o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
+	o.runtimes = runtimes.New(o.gpus.Nodes()) // a GPU's model
+	o.bookings = bookings.New(bookingCluster{o.jobs, o.gpus, o}, bookings.Config{Allowance: cfg.BookingAllowance, PurgeAfter: cfg.PurgeAfter,
 		Now: cfg.Now, Holds: o.holds, Notes: o.notes, Log: cfg.Logger})
 	o.on.register(o, o.features())
 	o.updates.notify = make(chan struct{}, 1)

@@ -2,13 +2,14 @@ package orchestrator
 
 import (
 	"context"
-	"iter"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/exec"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/limits"
+	"github.com/corral-sched/corral/internal/jobbook"
+	"github.com/corral-sched/corral/internal/nodebook"
 )
 
 // Timed work on the running jobs is the features' (feature/limits' time
@@ -46,14 +47,14 @@ func (o *Orchestrator) inTx(ctx context.Context, what string, step func(tx *txn)
 }
 
 // running is the running work as the timed features see it
-// (feature.Running), for one tick: ctx is the tick's, which
-// the executor's calls outlive. Lock held.
+// (feature.Running), for one tick: the job books themselves (Active),
+// and a row touched or a stop asked in the loop's transaction; ctx is
+// the tick's, which the executor's calls outlive. Lock held.
 type running struct {
+	*jobbook.Book
 	o   *Orchestrator
 	ctx context.Context
 }
-
-func (r running) Active() iter.Seq[*api.Job] { return r.o.jobs.Active() }
 
 func (r running) Touch(tx feature.Tx, j *api.Job) { ownTxn(tx).touch(j) }
 
@@ -74,18 +75,12 @@ func (r running) Stop(tx feature.Tx, j *api.Job, grace time.Duration, notice, fa
 }
 
 // reclaimCluster is what idle reclaim reads of the books at its tick
-// (reclaim.Cluster). Lock held.
-type reclaimCluster struct{ o *Orchestrator }
+// (reclaim.Cluster): the node books themselves (Util), and the policy.
+// Lock held.
+type reclaimCluster struct {
+	*nodebook.Book
+	o *Orchestrator
+}
 
 func (c reclaimCluster) Class(name string) api.ClassIdle { return c.o.policy.Classes[name] }
 func (c reclaimCluster) PreemptGrace() time.Duration     { return c.o.policy.PreemptGrace.Duration() }
-
-// Util reads a GPU's last utilization from its node's report.
-func (c reclaimCluster) Util(nodeID string, gpu int) (pct int, node, read bool) {
-	n := c.o.gpus.Nodes().Get(nodeID)
-	if n == nil {
-		return 0, false, false
-	}
-	pct, read = n.Util(gpu)
-	return pct, true, read
-}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/spend"
+	"github.com/corral-sched/corral/internal/gpubook"
 	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -14,19 +15,19 @@ import (
 // is what the feature reads of the books (spendCluster) and the tick's
 // commits.
 
-// spendCluster is what feature/spend reads of the books: the job books
-// themselves (Active), the nodes' GPUs and who holds them. Lock held.
+// spendCluster is what feature/spend reads of the books: the books
+// themselves (the job books' Active, the GPU books' GPUModel and Owner),
+// and the loop's Reschedule. Lock held.
 type spendCluster struct {
 	*jobbook.Book
+	*gpuBooks
 	o *Orchestrator
 }
 
-func (c spendCluster) GPUModel(node string, gpu int) string {
-	return c.o.gpus.Nodes().GPUModel(node, gpu)
-}
-func (c spendCluster) GPUHolder(node string, gpu int) string {
-	return c.o.gpus.Owner(node, gpu)
-}
+// gpuBooks names the GPU books where a type embeds them beside the job
+// books (two embedded fields cannot both be named Book).
+type gpuBooks = gpubook.Book
+
 func (c spendCluster) Reschedule() { c.o.dirty = true }
 
 // chargeLostAttempt charges an attempt lost with the previous server up

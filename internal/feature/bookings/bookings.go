@@ -28,7 +28,7 @@ import (
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/holds"
-	"github.com/corral-sched/corral/internal/gpuinfo"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/store"
 )
@@ -48,14 +48,10 @@ type Cluster interface {
 	ActiveIDs() iter.Seq[string]
 	// SortedActiveIDs returns the ids of the active jobs, in order.
 	SortedActiveIDs() []string
-	// HasNode reports whether the cluster has a node named id.
-	HasNode(id string) bool
-	// NodeCount is how many nodes the cluster has; NodeAt(i), for i from
-	// 0 to NodeCount()-1, are its nodes in the cluster's order. (An index
-	// rather than an iterator: the choice of a booking's GPUs walks them
-	// without allocating.)
-	NodeCount() int
-	NodeAt(i int) Node
+	// Nodes is the cluster's nodes, in the cluster's order (the node
+	// books themselves: the choice of a booking's GPUs walks them by
+	// index, without allocating).
+	Nodes() *nodebook.Book
 	// PreemptGrace is the policy's SIGTERM to SIGKILL time of a
 	// preempted job that names none.
 	PreemptGrace() time.Duration
@@ -64,13 +60,6 @@ type Cluster interface {
 	ChargeIdle(tx feature.Tx, r *api.Reservation, gpuSeconds float64)
 	// Replan asks for a scheduling cycle: the plan sees bookings.
 	Replan()
-}
-
-// Node is one of the cluster's nodes as a booking sees it.
-type Node struct {
-	ID      string
-	Down    bool
-	Devices []gpuinfo.Device
 }
 
 // Noter notes a notification for the next commit (feature/notes' Notes).

@@ -13,7 +13,7 @@ import (
 func benchBookings(n, repeat int) *Books {
 	c := newCluster()
 	for i := range 16 {
-		c.nodes = append(c.nodes, node(fmt.Sprintf("n%02d", i), "H100", 8))
+		c.nodes.Add(node(fmt.Sprintf("n%02d", i), "H100", 8))
 	}
 	now := time.Now()
 	b := newBooks(c, &now, Config{})

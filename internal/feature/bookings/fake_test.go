@@ -13,6 +13,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/holds"
 	"github.com/corral-sched/corral/internal/gpuinfo"
+	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/notify"
 )
 
@@ -21,15 +22,19 @@ type fakeCluster struct {
 	jobs    map[string]*api.Job // in memory
 	ended   map[string]*api.Job // recently ended, out of jobs
 	active  map[string]bool
-	nodes   []Node
+	nodes   nodebook.Book
 	grace   time.Duration
 	charged map[string]float64 // idle GPU-seconds charged, by booking
 	replans int
 }
 
-func newCluster(nodes ...Node) *fakeCluster {
-	return &fakeCluster{jobs: map[string]*api.Job{}, ended: map[string]*api.Job{}, active: map[string]bool{},
-		nodes: nodes, grace: 30 * time.Second, charged: map[string]float64{}}
+func newCluster(nodes ...nodebook.Node) *fakeCluster {
+	c := &fakeCluster{jobs: map[string]*api.Job{}, ended: map[string]*api.Job{}, active: map[string]bool{},
+		grace: 30 * time.Second, charged: map[string]float64{}}
+	for _, n := range nodes {
+		c.nodes.Add(n)
+	}
+	return c
 }
 
 func (c *fakeCluster) Get(id string) *api.Job { return c.jobs[id] }
@@ -44,16 +49,7 @@ func (c *fakeCluster) IsActive(id string) bool     { return c.active[id] }
 func (c *fakeCluster) ActiveIDs() iter.Seq[string] { return maps.Keys(c.active) }
 func (c *fakeCluster) PreemptGrace() time.Duration { return c.grace }
 func (c *fakeCluster) Replan()                     { c.replans++ }
-func (c *fakeCluster) HasNode(id string) bool {
-	for _, n := range c.nodes {
-		if n.ID == id {
-			return true
-		}
-	}
-	return false
-}
-func (c *fakeCluster) NodeCount() int    { return len(c.nodes) }
-func (c *fakeCluster) NodeAt(i int) Node { return c.nodes[i] }
+func (c *fakeCluster) Nodes() *nodebook.Book       { return &c.nodes }
 func (c *fakeCluster) SortedActiveIDs() []string {
 	ids := make([]string, 0, len(c.active))
 	for id := range c.active {
@@ -84,8 +80,8 @@ func (c *fakeCluster) end(id string, at time.Time) {
 }
 
 // node is a node of n GPUs of model.
-func node(id, model string, n int) Node {
-	nd := Node{ID: id}
+func node(id, model string, n int) nodebook.Node {
+	nd := nodebook.Node{ID: id}
 	for i := range n {
 		nd.Devices = append(nd.Devices, gpuinfo.Device{Index: i, UUID: fmt.Sprintf("GPU-%s-%d", id, i), Model: model, MemoryMiB: 80 * 1024, Simulated: true})
 	}

@@ -1,6 +1,7 @@
 package bookings
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -25,5 +26,39 @@ func TestBookingSkipsMIG(t *testing.T) {
 	}
 	if _, _, err := create(b, now, req("three", 3, base, 11*time.Hour, 12*time.Hour), admin); err == nil {
 		t.Fatal("booked 3 whole GPUs of a node with 2 not in MIG mode")
+	}
+}
+
+// TestBookingSkipsDownNodes: a booking that names no node never takes
+// the GPUs of a node that is down; one that names it may.
+func TestBookingSkipsDownNodes(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	c := newCluster(node("n1", "H100", 2), node("n2", "H100", 2))
+	c.nodes.Get("n1").MarkDown()
+	b := newBooks(c, &now, Config{Allowance: 64})
+	admin := Booker{User: "root", Admin: true}
+	base := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name  string
+		nodes []string
+		gpus  int
+		want  string // the allocation, "" for a refusal
+	}{
+		{"any node: the one up", nil, 2, "GPUs 0-1 on n2"},
+		{"more than the nodes up hold", nil, 3, ""},
+		{"the down node named", []string{"n1"}, 1, "GPU 0 on n1"},
+	}
+	for i, tc := range cases {
+		rq := req(fmt.Sprintf("b%d", i), tc.gpus, base, time.Duration(9+2*i)*time.Hour, time.Duration(10+2*i)*time.Hour)
+		if tc.nodes != nil {
+			rq.Nodes = &tc.nodes
+		}
+		r, _, err := create(b, now, rq, admin)
+		switch {
+		case tc.want == "" && err == nil:
+			t.Errorf("%s: booked %s, want a refusal", tc.name, holds.GPUs(r.Allocation))
+		case tc.want != "" && (err != nil || holds.GPUs(r.Allocation) != tc.want):
+			t.Errorf("%s: booked %s (%v), want %s", tc.name, holds.GPUs(r.Allocation), err, tc.want)
+		}
 	}
 }

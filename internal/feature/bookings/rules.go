@@ -310,8 +310,9 @@ type blocker struct {
 // allocation when it still fits, then one node (the fullest that fits),
 // then the nodes with most free GPUs.
 func (b *Books) allocate(r *api.Reservation) ([]api.Allocation, error) {
+	book := b.cluster.Nodes()
 	for _, n := range r.Nodes {
-		if !b.cluster.HasNode(n) {
+		if !book.Has(n) {
 			return nil, api.Invalid("nodes", "no node %q in the cluster", n)
 		}
 	}
@@ -322,9 +323,9 @@ func (b *Books) allocate(r *api.Reservation) ([]api.Allocation, error) {
 	}
 	cand := map[gpuKey]gpuInfo{}
 	var order []gpuKey
-	for i := range b.cluster.NodeCount() {
-		n := b.cluster.NodeAt(i)
-		if len(r.Nodes) > 0 && !slices.Contains(r.Nodes, n.ID) || len(r.Nodes) == 0 && n.Down {
+	for i := range book.Len() {
+		n := book.At(i)
+		if len(r.Nodes) > 0 && !slices.Contains(r.Nodes, n.ID) || len(r.Nodes) == 0 && n.IsDown() {
 			continue
 		}
 		for _, d := range n.Devices {

@@ -97,7 +97,7 @@ func (o Ops) Hold(ctx context.Context, req api.AllocateRequest, user string) (ap
 		}
 		now := tx.Now()
 		expires := now.Add(d)
-		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: now, Allocation: o.Cluster.Take(tx, req.JobID, user, r.Starts[0].Placements), ExpiresAt: &expires}
+		h := &api.Hold{JobID: req.JobID, User: user, HeldAt: now, Allocation: o.Cluster.Allocate(req.JobID, user, r.Starts[0].Placements), ExpiresAt: &expires}
 		o.Books.Add(h)
 		tx.Batch().Holds = append(tx.Batch().Holds, *h)
 		o.Log.Info("GPUs held", "hold", h.JobID, "gpus", len(h.Allocation))

@@ -37,7 +37,7 @@ func (c *fakeCluster) Place(_ feature.Tx, j sched.Job) sched.Result {
 	return sched.Result{Starts: []sched.Start{{JobID: j.ID, Placements: []sched.Placement{{NodeID: "n1", GPUs: gpus}}}}}
 }
 
-func (c *fakeCluster) Take(_ feature.Tx, _, _ string, ps []sched.Placement) []api.Allocation {
+func (c *fakeCluster) Allocate(_, _ string, ps []sched.Placement) []api.Allocation {
 	var out []api.Allocation
 	for _, g := range ps[0].GPUs {
 		out = append(out, api.Allocation{NodeID: ps[0].NodeID, GPUID: g})

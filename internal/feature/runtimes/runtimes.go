@@ -28,7 +28,8 @@ import (
 	"github.com/corral-sched/corral/internal/store"
 )
 
-// Cluster is what the feature reads of the orchestrator's books.
+// Cluster is what the feature reads of the orchestrator's books: the
+// node books themselves (nodebook.Book).
 type Cluster interface {
 	// GPUModel is the model of a node's GPU ("" when unknown).
 	GPUModel(node string, gpu int) string

@@ -43,8 +43,8 @@ const settingAliveAt = "alive_at"
 type Cluster interface {
 	// GPUModel is the model of a node's GPU ("" when unknown).
 	GPUModel(node string, gpu int) string
-	// GPUHolder is the job or hold that holds a node's GPU ("" for none).
-	GPUHolder(node string, gpu int) string
+	// Owner is the job or hold that owns a node's GPU ("" for none).
+	Owner(node string, gpu int) string
 	// Active yields the jobs that hold GPUs or are starting, in no
 	// order.
 	Active() iter.Seq[*api.Job]
@@ -387,7 +387,7 @@ func (b *Books) IntegrateReadings(node string, readings []api.GPUReading, at tim
 		k := gpuKey{node, r.Index}
 		last, seen := b.lastRead[k]
 		b.lastRead[k] = at
-		holder := b.cluster.GPUHolder(node, r.Index)
+		holder := b.cluster.Owner(node, r.Index)
 		if !seen || holder == "" || !at.After(last) {
 			continue
 		}

@@ -31,7 +31,7 @@ type fakeCluster struct {
 }
 
 func (c *fakeCluster) GPUModel(node string, gpu int) string { return "H100" }
-func (c *fakeCluster) GPUHolder(node string, gpu int) string {
+func (c *fakeCluster) Owner(node string, gpu int) string {
 	return c.holders[fmt.Sprintf("%s/%d", node, gpu)]
 }
 func (c *fakeCluster) Active() iter.Seq[*api.Job] { return slices.Values(c.running) }
