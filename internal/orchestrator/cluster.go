@@ -19,9 +19,10 @@ func (o *Orchestrator) holdOps() holds.Ops {
 }
 
 // holdCluster is what a hold's operations ask of the loop's books
-// (holds.Cluster): the GPU books themselves (Allocate), a placement kept
-// off bookings, the jobs, a waiting hold's cap, and holds queued as jobs
-// (holds.go). Write lock held, or the read lock for Job.
+// (holds.Cluster, and holds.Releaser for the expiry): the GPU books
+// themselves (Allocate), a placement kept off bookings, the jobs, a
+// waiting hold's cap, and holds queued as jobs (holds.go). Write lock
+// held, or the read lock for Job.
 type holdCluster struct {
 	*gpuBooks
 	o *Orchestrator
@@ -49,6 +50,15 @@ func (c holdCluster) Queue(tx feature.Tx, req api.AllocateRequest, user string, 
 
 func (c holdCluster) Free(tx feature.Tx, h *api.Hold) api.Hold { return c.o.releaseHold(ownTxn(tx), h) }
 
+// ReleaseHold frees an expired hold (holds.Releaser, for holds.Expiry).
+func (c holdCluster) ReleaseHold(tx feature.Tx, h *api.Hold) { c.o.releaseHold(ownTxn(tx), h) }
+
+// Cancel ends a hold that is a job: canceled like any job.
 func (c holdCluster) Cancel(ctx context.Context, id string) (api.Hold, error) {
-	return c.o.releaseHoldJob(ctx, id)
+	j, _, err := c.o.Cancel(ctx, id, 0)
+	if err != nil {
+		return api.Hold{}, err
+	}
+	now := c.o.cfg.Now().UTC()
+	return api.Hold{JobID: j.ID, Name: j.Hold, User: j.User, HeldAt: j.SubmittedAt, ReleasedAt: &now, Allocation: j.Allocation}, nil
 }

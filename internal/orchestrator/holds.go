@@ -1,11 +1,9 @@
 package orchestrator
 
 import (
-	"context"
 	"time"
 
 	"github.com/corral-sched/corral/internal/api"
-	"github.com/corral-sched/corral/internal/feature"
 	"github.com/corral-sched/corral/internal/feature/holds"
 )
 
@@ -42,16 +40,6 @@ func (o *Orchestrator) holdJob(id string) *api.Job {
 	return nil
 }
 
-// releaseHoldJob ends a hold that is a job: canceled like any job.
-func (o *Orchestrator) releaseHoldJob(ctx context.Context, id string) (api.Hold, error) {
-	j, _, err := o.Cancel(ctx, id, 0)
-	if err != nil {
-		return api.Hold{}, err
-	}
-	now := o.cfg.Now().UTC()
-	return api.Hold{JobID: j.ID, Name: j.Hold, User: j.User, HeldAt: j.SubmittedAt, ReleasedAt: &now, Allocation: j.Allocation}, nil
-}
-
 // releaseHold frees a hold's GPUs in tx and charges its GPU time to its
 // user's usage. Loop only.
 func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
@@ -70,9 +58,3 @@ func (o *Orchestrator) releaseHold(tx *txn, h *api.Hold) api.Hold {
 	out.ReleasedAt = &now
 	return out
 }
-
-// holdBooks is what feature/holds asks of the loop (holds.Releaser):
-// an expired hold's GPUs released. Write lock held.
-type holdBooks struct{ o *Orchestrator }
-
-func (b holdBooks) ReleaseHold(tx feature.Tx, h *api.Hold) { b.o.releaseHold(ownTxn(tx), h) }
