@@ -282,7 +282,7 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 			}
 			j.StartedAt = &at
 			if j.TimeLimit != nil {
-				o.limits.arm(at.Add(j.TimeLimit.Duration()), o.cfg.Now()) // limits.go
+				o.limits.Arm(at.Add(j.TimeLimit.Duration()), o.cfg.Now()) // feature/limits: the alarm
 			}
 			if u.ImageDigest != "" {
 				j.ImageDigest = u.ImageDigest

@@ -19,7 +19,7 @@ import (
 // timeLimits is the time limits' tick (limits.Timer), which the loop
 // also runs when the earliest limit is due (checkTimeLimits).
 func (o *Orchestrator) timeLimits() limits.Timer {
-	return limits.Timer{Notes: o.notes, Grace: o.cfg.CancelGrace, Arm: o.limits.arm, Now: o.cfg.Now, Log: o.log}
+	return limits.Timer{Notes: o.notes, Grace: o.cfg.CancelGrace, Arm: o.limits.Arm, Now: o.cfg.Now, Log: o.log}
 }
 
 // checkTimeLimits stops every running attempt past its time limit, at
