@@ -233,7 +233,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			o.applyNodeEvents(ctx, o.news.take())
 		case <-o.limits.C():
 			o.limits.Fired()
-			o.checkTimeLimits(ctx) // at the limit itself, not the next tick
+			runTick{o, o.timeLimits()}.Tick(ctx) // every attempt past its limit stopped at the limit itself, not the next tick
 		case <-ticks:
 			o.checkNodes(ctx) // liveness.go
 			for _, t := range o.on.tick {
