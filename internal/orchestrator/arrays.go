@@ -17,8 +17,7 @@ import (
 // rules, moments (features.go) and the API's reads and operations
 // (arrays.Ops, through FeatureOps.Arrays). What is left here is what it
 // reads of the orchestrator's books (arrayJobs) and the submission of an
-// array's tasks into those books; arrays_stored.go reads done arrays from
-// the store.
+// array's tasks into those books.
 
 // newArrays makes the arrays feature over o's books.
 func newArrays(o *Orchestrator) *arrays.Books {
@@ -96,11 +95,21 @@ func (o *Orchestrator) submitArray(tx *txn, req *api.SubmitRequest, idemKey stri
 }
 
 // replayArray answers a submission replayed under an idempotency key that
-// made an array: its first task, as the first answer was.
+// made an array: its first task, as the first answer was (package arrays
+// finds it, in memory or, once the array is done, in the store).
 func (o *Orchestrator) replayArray(id string) (submitResult, bool) {
-	tasks, ok := o.arr.Tasks(id)
+	j, ok := o.arr.FirstTask(o.arrayStore(), id, o.found().LookupAny)
 	if !ok {
-		return o.replayDone(id) // arrays_stored.go
+		return submitResult{}, false
 	}
-	return submitResult{o.view(tasks[0], true), true}, true
+	return submitResult{o.view(j, true), true}, true
+}
+
+// arrayStore is the store where done arrays are read; nil for a bare
+// orchestrator of a unit test.
+func (o *Orchestrator) arrayStore() arrays.Store {
+	if o.cfg.Store == nil {
+		return nil
+	}
+	return o.cfg.Store
 }

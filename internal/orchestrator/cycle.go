@@ -69,20 +69,11 @@ func (o *Orchestrator) snapshotGroups(now time.Time, queue []*api.Job, buf []sch
 }
 
 // estimates returns each job's run-time estimate for a snapshot at now
-// (feature/runtimes: given, else learned, else estimateFallback). Loop
-// only, or a read that builds a snapshot: the estimator must not learn
-// while it is used.
+// (feature/runtimes: given, else learned, else its user's mean run time,
+// else the policy's default). Loop only, or a read that builds a
+// snapshot: the estimator must not learn while it is used.
 func (o *Orchestrator) estimates(now time.Time) func(j *api.Job) runtimes.Estimate {
-	return o.runtimes.Estimator(now, o.estimateFallback)
-}
-
-// estimateFallback is a job's estimate without enough history for the
-// predictor: its user's mean run time, else the policy default.
-func (o *Orchestrator) estimateFallback(user string) (time.Duration, string) {
-	if d, ok := o.estimator.Estimate(user); ok && d > 0 {
-		return d, "from " + user + "'s mean run time"
-	}
-	return o.policy.DefaultEstimate.Duration(), runtimes.BasisFallback
+	return o.runtimes.Estimator(now, runtimes.MeanOr(o.estimator, o.policy.DefaultEstimate.Duration()))
 }
 
 // splitQueue is the queue size past which a cycle decides without the
@@ -291,7 +282,7 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 			}
 			j.StartedAt = &at
 			if j.TimeLimit != nil {
-				o.limits.arm(at.Add(j.TimeLimit.Duration()), o.cfg.Now()) // limits.go
+				o.limits.Arm(at.Add(j.TimeLimit.Duration()), o.cfg.Now()) // feature/limits: the alarm
 			}
 			if u.ImageDigest != "" {
 				j.ImageDigest = u.ImageDigest

@@ -36,7 +36,9 @@ type depJobs struct {
 }
 
 func (b depJobs) Recent(id string) (*api.Job, bool) { return b.o.found().Lookup(id) }
-func (b depJobs) IsArray(id string) bool            { return b.o.isArray(id) } // arrays_stored.go
+func (b depJobs) IsArray(id string) bool {
+	return b.o.arr.IsArray(b.o.cfg.Store, id, b.o.log) // feature/arrays; a nil Store is none
+}
 
 func (b depJobs) Known(id string) bool {
 	_, ok := b.o.found().LookupAny(id)

@@ -47,7 +47,7 @@ func (o *Orchestrator) FeatureOps() FeatureOps {
 		Deps:     deps.Ops{Tracker: o.deps, Loop: loop{o}, View: func(j *api.Job) api.Job { return o.view(j, true) }},
 		Arrays:   arrays.Ops{Books: o.arr, Loop: loop{o}, Refs: o.refs, Store: o.arrayStore(), Grace: o.cfg.CancelGrace, Log: o.log},
 		Refs:     o.refs,
-		Holds:    o.holdOps(), // cluster.go
+		Holds:    o.holdOps(), // holds.go
 		History:  history.Ops{Books: &o.hist, Loop: loop{o}, Live: o.jobs.All, Now: o.cfg.Now},
 	}
 }

@@ -35,7 +35,7 @@ func (o *Orchestrator) features() []any {
 		o.queueLimits(), // what one user and the cluster may queue, interactive work's limits (feature/limits)
 		o.holds,         // GPUs held outside the queue: their share of the snapshot
 		// holds past their expiry release their GPUs (holds.go: the loop frees them)
-		holds.Expiry{Books: o.holds, Release: holdBooks{o}, Now: o.cfg.Now, Log: o.log},
+		holds.Expiry{Books: o.holds, Release: holdCluster{o.gpus, o}, Now: o.cfg.Now, Log: o.log},
 		o.bookings, // bookings: who may submit to one, blocked intervals, moved along their windows each tick, their books at recovery (feature/bookings)
 		cpujobs.Cap{MaxPerUser: o.cfg.MaxRunningCPUJobsPerUser}, // the cap on each user's running jobs without GPUs
 		o.reclaim, // what idle reclaim kept of an ended job's connections

@@ -35,6 +35,7 @@ import (
 	"github.com/corral-sched/corral/internal/feature/ended"
 	"github.com/corral-sched/corral/internal/feature/history"
 	"github.com/corral-sched/corral/internal/feature/holds"
+	"github.com/corral-sched/corral/internal/feature/limits"
 	"github.com/corral-sched/corral/internal/feature/notes"
 	"github.com/corral-sched/corral/internal/feature/reclaim"
 	"github.com/corral-sched/corral/internal/feature/refs"
@@ -77,8 +78,8 @@ type Orchestrator struct {
 	arr       *arrays.Books // job arrays (package arrays)
 	deps      *deps.Tracker // job dependencies (package deps)
 
-	dirty  bool       // loop-only: a cycle is due
-	limits limitTimer // loop-only: the next time limit due (limits.go)
+	dirty  bool         // loop-only: a cycle is due
+	limits limits.Alarm // loop-only: the next time limit due
 
 	health storeHealth // whether the store writes, and who waits on it (storedown.go)
 
@@ -230,9 +231,9 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			}
 		case <-o.news.notify:
 			o.applyNodeEvents(ctx, o.news.take())
-		case <-o.limits.c():
-			o.limits.fired()
-			o.checkTimeLimits(ctx) // at the limit itself, not the next tick
+		case <-o.limits.C():
+			o.limits.Fired()
+			runTick{o, o.timeLimits()}.Tick(ctx) // every attempt past its limit stopped at the limit itself, not the next tick
 		case <-ticks:
 			o.checkNodes(ctx) // liveness.go
 			for _, t := range o.on.tick {

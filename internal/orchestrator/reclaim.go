@@ -17,14 +17,10 @@ import (
 // tick's transaction, and the running work as they see it (running).
 
 // timeLimits is the time limits' tick (limits.Timer), which the loop
-// also runs when the earliest limit is due (checkTimeLimits).
+// also runs when the earliest limit is due (its limits.Alarm fired).
 func (o *Orchestrator) timeLimits() limits.Timer {
-	return limits.Timer{Notes: o.notes, Grace: o.cfg.CancelGrace, Arm: o.limits.arm, Now: o.cfg.Now, Log: o.log}
+	return limits.Timer{Notes: o.notes, Grace: o.cfg.CancelGrace, Arm: o.limits.Arm, Now: o.cfg.Now, Log: o.log}
 }
-
-// checkTimeLimits stops every running attempt past its time limit, at
-// the limit itself (the limit timer). Loop only.
-func (o *Orchestrator) checkTimeLimits(ctx context.Context) { runTick{o, o.timeLimits()}.Tick(ctx) }
 
 // inTx runs step, a ticker's work, in a transaction of its own under the
 // lock, and commits it unless step says there is nothing to commit; what

@@ -127,7 +127,7 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 	tx := o.begin()
 	for j := range o.jobs.All() {
 		if lost[j.ID] {
-			o.chargeLostAttempt(tx, j) // usage.go
+			o.spend.ChargeLost(tx, j) // feature/spend: up to its last heartbeat; rebuildLedger counts it
 			tx.settle(j, jobbook.LostWithServer(j))
 			o.log.Warn("job lost with the previous server", "job_id", j.ID, "now", string(j.State))
 		}

@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 
-	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/spend"
 	"github.com/corral-sched/corral/internal/gpubook"
 	"github.com/corral-sched/corral/internal/jobbook"
@@ -29,11 +28,6 @@ type spendCluster struct {
 type gpuBooks = gpubook.Book
 
 func (c spendCluster) Reschedule() { c.o.dirty = true }
-
-// chargeLostAttempt charges an attempt lost with the previous server up
-// to its last heartbeat (spend.Books.ChargeLost; rebuildLedger counts
-// it). From recover, before the job's transition.
-func (o *Orchestrator) chargeLostAttempt(tx *txn, j *api.Job) { o.spend.ChargeLost(tx, j) }
 
 // heartbeat commits the time the running attempts were last known alive
 // while any job holds GPUs, at most once a tick, after the budgets have

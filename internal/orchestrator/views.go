@@ -6,6 +6,7 @@ import (
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/feature/deps"
+	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/jobbook"
 	"github.com/corral-sched/corral/internal/notify"
 	"github.com/corral-sched/corral/internal/readview"
@@ -42,7 +43,7 @@ func (o *Orchestrator) viewAt(j *api.Job, now time.Time, withEvents bool) api.Jo
 		readview.Pending(&v, !o.running) // scheduling stopped; the precise reason, and the one clients before the split read
 	}
 	if j.State == api.StateQueued || j.State.Active() {
-		v.EstimateBasis = o.runtimes.Basis(j, now, o.estimateFallback) // feature/runtimes
+		v.EstimateBasis = o.runtimes.Basis(j, now, runtimes.MeanOr(o.estimator, o.policy.DefaultEstimate.Duration())) // feature/runtimes
 	}
 	return v
 }

@@ -48,6 +48,22 @@ const (
 // Fallback is a job's estimate without enough history, and its basis.
 type Fallback func(user string) (time.Duration, string)
 
+// Means are the users' mean run times (sched.Estimator).
+type Means interface {
+	Estimate(user string) (time.Duration, bool)
+}
+
+// MeanOr is the loop's Fallback: a job's user's mean run time in means,
+// else def (the policy's default estimate).
+func MeanOr(means Means, def time.Duration) Fallback {
+	return func(user string) (time.Duration, string) {
+		if d, ok := means.Estimate(user); ok && d > 0 {
+			return d, "from " + user + "'s mean run time"
+		}
+		return def, BasisFallback
+	}
+}
+
 // Estimator returns the estimate of each job for one snapshot at now:
 // the job's estimated_duration when given; else the predictor's (the
 // point and the p10-p90 range of the nearest history with enough runs;

@@ -151,3 +151,25 @@ func secs(d time.Duration) *api.Seconds {
 	s := api.Seconds(d.Seconds())
 	return &s
 }
+
+// means are fixed mean run times by user.
+type means map[string]time.Duration
+
+func (m means) Estimate(user string) (time.Duration, bool) { d, ok := m[user]; return d, ok }
+
+func TestMeanOr(t *testing.T) {
+	fb := MeanOr(means{"ana": 20 * time.Minute, "bo": 0}, 3*time.Hour)
+	for _, c := range []struct {
+		user  string
+		want  time.Duration
+		basis string
+	}{
+		{"ana", 20 * time.Minute, "from ana's mean run time"},
+		{"bo", 3 * time.Hour, BasisFallback}, // a mean of zero is none
+		{"cy", 3 * time.Hour, BasisFallback},
+	} {
+		if d, basis := fb(c.user); d != c.want || basis != c.basis {
+			t.Errorf("%s: %v %q, want %v %q", c.user, d, basis, c.want, c.basis)
+		}
+	}
+}
