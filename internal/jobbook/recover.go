@@ -3,6 +3,7 @@ package jobbook
 import (
 	"fmt"
 	"iter"
+	"time"
 
 	"github.com/corral-sched/corral/internal/api"
 	"github.com/corral-sched/corral/internal/sched"
@@ -65,15 +66,40 @@ func Placements(j *api.Job, only string) []sched.Placement {
 // Settle is a job's transition when its attempt ends without a report of
 // its own: the job goes to State with Reason and Detail. Ended: it ends
 // now (FinishedAt is set before the transition). Retry: a retry is
-// counted before the transition. Reset: the attempt is reset after it
-// (api.Job.ResetAttempt), the job being back in the queue.
+// counted before the transition. NotBefore (when not zero): the job
+// starts no sooner, set before the transition. Reset: the attempt is
+// reset after it (api.Job.ResetAttempt), the job being back in the queue.
 type Settle struct {
-	State  api.State
-	Reason string
-	Detail string
-	Ended  bool
-	Retry  bool
-	Reset  bool
+	State     api.State
+	Reason    string
+	Detail    string
+	Ended     bool
+	Retry     bool
+	NotBefore time.Time
+	Reset     bool
+}
+
+// retriesLeft reports whether a lost attempt of j may be retried:
+// preemptions do not count against max_retries.
+func retriesLeft(j *api.Job) bool { return j.RetryCount-j.Preemptions < j.MaxRetries }
+
+// BackoffMax caps the wait before a lost job's next attempt (LostAttempt).
+const BackoffMax = 10 * time.Minute
+
+// LostAttempt is what a job whose attempt's processes are gone (its node was
+// lost, or its agent came back without it) becomes, with reason, why
+// saying how: requeued while retries remain, to start no sooner than a
+// wait of base doubling per retry and capped at BackoffMax (a node or
+// agent that failed may fail again); else failed.
+func LostAttempt(j *api.Job, why, reason string, base time.Duration, now time.Time) Settle {
+	if !retriesLeft(j) {
+		return Settle{State: api.StateFailed, Reason: reason, Ended: true,
+			Detail: fmt.Sprintf("%s; no retries left (max_retries %d)", why, j.MaxRetries)}
+	}
+	retry := j.RetryCount - j.Preemptions + 1
+	wait := min(base<<(retry-1), BackoffMax)
+	return Settle{State: api.StateQueued, Reason: reason, Retry: true, NotBefore: now.Add(wait), Reset: true,
+		Detail: fmt.Sprintf("%s; requeued (retry %d of %d) to start no sooner than in %s", why, retry, j.MaxRetries, wait)}
 }
 
 // LostWithServer is what a job that was active when the last server
@@ -89,7 +115,7 @@ func LostWithServer(j *api.Job) Settle {
 	case j.CancelRequested:
 		return Settle{State: api.StateCanceled, Reason: api.ReasonCanceled, Ended: true,
 			Detail: "the server stopped while the job was being canceled"}
-	case j.RetryCount-j.Preemptions < j.MaxRetries:
+	case retriesLeft(j):
 		return Settle{State: api.StateQueued, Reason: api.ReasonLost, Retry: true, Reset: true,
 			Detail: fmt.Sprintf("the server stopped while the job was %s; requeued (retry %d of %d)", j.State, j.RetryCount+1-j.Preemptions, j.MaxRetries)}
 	default:

@@ -162,3 +162,31 @@ func TestLearn(t *testing.T) {
 		t.Errorf("bob has an estimate, but no job of his completed")
 	}
 }
+
+func TestLostAttempt(t *testing.T) {
+	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name                        string
+		retries, preemptions, maxed int
+		requeue                     bool
+		wait                        time.Duration
+		msg                         string
+	}{
+		{"first loss", 0, 0, 3, true, 10 * time.Second, "node gone; requeued (retry 1 of 3) to start no sooner than in 10s"},
+		{"second loss: the wait doubles", 1, 0, 3, true, 20 * time.Second, "node gone; requeued (retry 2 of 3) to start no sooner than in 20s"},
+		{"preemptions do not count", 3, 2, 3, true, 20 * time.Second, "node gone; requeued (retry 2 of 3) to start no sooner than in 20s"},
+		{"the wait is capped", 7, 0, 10, true, BackoffMax, "node gone; requeued (retry 8 of 10) to start no sooner than in 10m0s"},
+		{"no retries left", 3, 0, 3, false, 0, "node gone; no retries left (max_retries 3)"},
+		{"no retries at all", 0, 0, 0, false, 0, "node gone; no retries left (max_retries 0)"},
+	} {
+		j := api.Job{RetryCount: tc.retries, Preemptions: tc.preemptions, MaxRetries: tc.maxed}
+		s := LostAttempt(&j, "node gone", api.ReasonNodeLost, 10*time.Second, now)
+		want := Settle{State: api.StateFailed, Reason: api.ReasonNodeLost, Ended: true, Detail: tc.msg}
+		if tc.requeue {
+			want = Settle{State: api.StateQueued, Reason: api.ReasonNodeLost, Retry: true, NotBefore: now.Add(tc.wait), Reset: true, Detail: tc.msg}
+		}
+		if s != want {
+			t.Errorf("%s: %+v, want %+v", tc.name, s, want)
+		}
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/corral-sched/corral/internal/feature/gpushare"
 	"github.com/corral-sched/corral/internal/feature/runtimes"
 	"github.com/corral-sched/corral/internal/jobbook"
-	"github.com/corral-sched/corral/internal/jobspec"
 	"github.com/corral-sched/corral/internal/nodebook"
 	"github.com/corral-sched/corral/internal/policy"
 	"github.com/corral-sched/corral/internal/sched"
@@ -326,13 +325,13 @@ func (o *Orchestrator) applyUpdatesTx(tx *txn, us []exec.Update) {
 }
 
 // backoffBase is the default wait before a lost job's next attempt
-// (Config.RetryBackoff), doubling per retry (jobspec.Lost).
+// (Config.RetryBackoff), doubling per retry (jobbook.LostAttempt).
 const backoffBase = 10 * time.Second
 
 // lose settles a job whose attempt's processes are gone (its node was
 // lost, or its agent came back without it): requeued after a backoff
 // while retries remain, else failed, with the reason ("lost",
-// "node_lost"; jobspec.Lost). Write lock held.
+// "node_lost"; jobbook.LostAttempt, applied by txn.settle). Write lock held.
 func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 	why := "its processes are gone"
 	if cause != nil {
@@ -345,18 +344,12 @@ func (o *Orchestrator) lose(tx *txn, j *api.Job, reason string, cause error) {
 		// its GPUs are free.
 		o.cfg.Executor.Stop(context.Background(), id, attempt, 0)
 	})
-	requeue, notBefore, msg := jobspec.Lost(why, j.RetryCount, j.Preemptions, j.MaxRetries, o.cfg.RetryBackoff, tx.now)
-	if !requeue {
-		now := tx.now
-		j.FinishedAt = &now
-		tx.transition(j, api.StateFailed, reason, msg)
+	s := jobbook.LostAttempt(j, why, reason, o.cfg.RetryBackoff, tx.now)
+	tx.settle(j, s) // recover.go
+	if s.Ended {
 		o.log.Warn("job lost", "job_id", j.ID, "reason", reason)
 		return
 	}
-	j.RetryCount++
-	j.NotBefore = &notBefore
-	tx.transition(j, api.StateQueued, reason, msg)
-	j.ResetAttempt()
 	o.log.Warn("job requeued after a loss", "job_id", j.ID, "reason", reason, "not_before", j.NotBefore)
 }
 

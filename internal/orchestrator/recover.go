@@ -142,10 +142,15 @@ func (o *Orchestrator) recover(ctx context.Context) error {
 // an attempt that ends without a report of its own).
 func (tx *txn) settle(j *api.Job, s jobbook.Settle) {
 	if s.Ended {
-		j.FinishedAt = &tx.now
+		now := tx.now
+		j.FinishedAt = &now
 	}
 	if s.Retry {
 		j.RetryCount++
+	}
+	if !s.NotBefore.IsZero() {
+		notBefore := s.NotBefore
+		j.NotBefore = &notBefore
 	}
 	tx.transition(j, s.State, s.Reason, s.Detail)
 	if s.Reset {
