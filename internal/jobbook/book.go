@@ -13,6 +13,7 @@ package jobbook
 
 import (
 	"iter"
+	"maps"
 	"slices"
 	"strings"
 
@@ -194,25 +195,10 @@ func (b *Book) Active() iter.Seq[*api.Job] {
 }
 
 // ActiveIDs yields the ids of the active jobs, in no order.
-func (b *Book) ActiveIDs() iter.Seq[string] {
-	return func(yield func(string) bool) {
-		for id := range b.active {
-			if !yield(id) {
-				return
-			}
-		}
-	}
-}
+func (b *Book) ActiveIDs() iter.Seq[string] { return maps.Keys(b.active) }
 
 // SortedActiveIDs returns the ids of the active jobs, in order.
-func (b *Book) SortedActiveIDs() []string {
-	ids := make([]string, 0, len(b.active))
-	for id := range b.active {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
-}
+func (b *Book) SortedActiveIDs() []string { return slices.Sorted(maps.Keys(b.active)) }
 
 // Key returns the job or array that a submission under an idempotency
 // key made, while memory keeps the key.

@@ -135,11 +135,7 @@ func (o *Orchestrator) Status() api.OrchestratorStatus {
 		t := o.stats.last
 		s.LastCycleAt = &t
 	}
-	for j := range o.jobs.Unordered() {
-		if j.State.Active() {
-			s.RunningJobs++
-		}
-	}
+	s.RunningJobs = o.jobs.ActiveLen() // the active set is the jobs in an active state
 	return s
 }
 
